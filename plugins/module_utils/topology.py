@@ -1,0 +1,1160 @@
+# SPDX-License-Identifier: Apache-2.0
+"""PCIe/NUMA topology of a Linux node, read from sysfs and procfs.
+
+This is the single source of truth for "which devices does this node have and
+where are they": the ``topology_info`` module, the bundled DRA driver and the
+allocation planner all call :func:`probe`, so facts, published ResourceSlices
+and plans cannot disagree.
+
+The code runs on nodes (Python >= 3.9) and imports nothing from Ansible.
+Every read tolerates missing files, unreadable files and dangling symlinks:
+the field becomes ``None`` and, where the file should have been there, a
+warning is recorded instead of an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# nvidia-smi topo -m levels, best first.
+LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+LEVEL_RANK = {name: rank for rank, name in enumerate(LEVELS)}
+
+KINDS = ("gpu", "accelerator", "nic", "rdma", "nvme", "other")
+GPU_KINDS = frozenset(("gpu", "accelerator"))
+NIC_KINDS = frozenset(("nic", "rdma"))
+
+# Vendors whose VGA/"other display" functions are real GPUs; a BMC's VGA
+# (ASPEED, Matrox) is a display controller but not something to allocate.
+GPU_DISPLAY_VENDORS = frozenset(("0x10de", "0x1002", "0x8086"))
+
+PCI_IDS_PATHS = (
+    "/usr/share/hwdata/pci.ids",
+    "/usr/share/misc/pci.ids",
+    "/usr/share/pci.ids",
+)
+
+_BDF_RE = re.compile(r"^([0-9a-f]{4,}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+_HOST_BRIDGE_RE = re.compile(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
+# What Kubernetes accepts as a pcieRoot: a host bridge in a 4-hex-digit domain.
+_K8S_PCIE_ROOT_RE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
+_K8S_BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_NVIDIA_INFO_RE = re.compile(r"^([A-Za-z ]+):\s*(.*?)\s*$")
+_RATE_RE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec")
+_SPEED_RE = re.compile(r"^\s*([0-9.]+)\s*GT/s")
+
+NETDEV_TYPES = {1: "ethernet", 32: "infiniband", 772: "loopback"}
+
+
+class Reader:
+    """Small, fast file access under a root, collecting warnings."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def read(self, path: str, expected: bool = False) -> str | None:
+        """Return the stripped content of ``path`` or ``None``.
+
+        A missing file is normal for optional attributes; ``expected`` files
+        that are missing, and any file that exists but cannot be read, add a
+        warning.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            if expected:
+                self.warn(f"missing file {path}")
+            return None
+        except OSError as exc:
+            self.warn(f"cannot open {path}: {exc.strerror or exc}")
+            return None
+        try:
+            data = os.read(fd, 65536)
+        except OSError as exc:
+            # sysfs answers EINVAL for e.g. the speed of a link that is down.
+            if exc.errno not in (22, 19, 95):  # EINVAL, ENODEV, EOPNOTSUPP
+                self.warn(f"cannot read {path}: {exc.strerror or exc}")
+            return None
+        finally:
+            os.close(fd)
+        return data.decode("utf-8", "replace").strip()
+
+    def readlink(self, path: str) -> str | None:
+        try:
+            return os.readlink(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != 22:  # EINVAL: not a symlink
+                self.warn(f"cannot read link {path}: {exc.strerror or exc}")
+            return None
+
+    def listdir(self, path: str, expected: bool = False) -> list[str]:
+        try:
+            return os.listdir(path)
+        except FileNotFoundError:
+            if expected:
+                self.warn(f"missing directory {path}")
+            return []
+        except OSError as exc:
+            self.warn(f"cannot list {path}: {exc.strerror or exc}")
+            return []
+
+
+# --------------------------------------------------------------------------
+# Parsers (pure functions, unit-tested on their own)
+# --------------------------------------------------------------------------
+
+
+def parse_cpulist(text: str | None) -> list[int] | None:
+    """Parse a kernel cpulist (``0-3,8,10-11``) into sorted CPU ids."""
+    if text is None:
+        return None
+    cpus = set()
+    for part in text.replace("\n", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        stride = 1
+        if ":" in part:  # 0-15:2/4 groups are rare; keep the stride only
+            part, _, grp = part.partition(":")
+            stride = int(grp.split("/")[0])
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                cpus.update(range(int(lo), int(hi) + 1, max(stride, 1)))
+            else:
+                cpus.add(int(lo))
+        except ValueError:
+            return None
+    return sorted(cpus)
+
+
+def parse_cpumask(text: str | None) -> list[int] | None:
+    """Parse a kernel cpumask (``00000000,0000ff00``) into CPU ids."""
+    if text is None:
+        return None
+    try:
+        value = int(text.replace(",", "").strip() or "0", 16)
+    except ValueError:
+        return None
+    cpus = []
+    bit = 0
+    while value:
+        if value & 1:
+            cpus.append(bit)
+        value >>= 1
+        bit += 1
+    return cpus
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """Inverse of :func:`parse_cpulist`: ``[0,1,2,5]`` -> ``0-2,5``."""
+    out = []
+    run: list[int] = []
+    for cpu in sorted(cpus):
+        if run and cpu == run[-1] + 1:
+            run.append(cpu)
+            continue
+        if run:
+            out.append(_run(run))
+        run = [cpu]
+    if run:
+        out.append(_run(run))
+    return ",".join(out)
+
+
+def _run(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+def parse_int(text: str | None, base: int = 10) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text, base)
+    except ValueError:
+        return None
+
+
+def hex_id(value: int | None, width: int) -> str | None:
+    return None if value is None else f"0x{value:0{width}x}"
+
+
+def parse_link_speed(text: str | None) -> float | None:
+    """``"16.0 GT/s PCIe"`` -> 16.0; ``"Unknown"`` -> None."""
+    if not text:
+        return None
+    match = _SPEED_RE.match(text)
+    return float(match.group(1)) if match else None
+
+
+def parse_rate(text: str | None) -> float | None:
+    """RDMA port rate ``"400 Gb/sec (4X NDR)"`` -> 400.0."""
+    if not text:
+        return None
+    match = _RATE_RE.match(text)
+    return float(match.group(1)) if match else None
+
+
+def parse_enum(text: str | None) -> str | None:
+    """``"4: ACTIVE"`` -> ``"ACTIVE"``."""
+    if text is None:
+        return None
+    return text.partition(":")[2].strip() or text.strip()
+
+
+def parse_uevent(text: str | None) -> dict[str, str]:
+    result: dict[str, str] = {}
+    if text:
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                result[key] = value
+    return result
+
+
+def parse_nvidia_information(text: str | None) -> dict[str, Any]:
+    """Parse ``/proc/driver/nvidia/gpus/<bdf>/information``."""
+    fields: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        match = _NVIDIA_INFO_RE.match(line)
+        if match:
+            fields[match.group(1).strip()] = match.group(2)
+    if not fields:
+        return {}
+    return {
+        "minor": parse_int(fields.get("Device Minor")),
+        "uuid": fields.get("GPU UUID") or None,
+        "model": fields.get("Model") or None,
+    }
+
+
+def pci_function_key(bdf: str) -> tuple[str, str]:
+    """Split ``dddd:bb:dd.f`` into (``dddd:bb:dd``, ``f``)."""
+    device, _, function = bdf.rpartition(".")
+    return device, function
+
+
+def kubernetes_pcie_root(bdf: str, resolved: str | None, sysfs_root: str) -> str | None:
+    """The value Kubernetes publishes as ``resource.kubernetes.io/pcieRoot``.
+
+    ``resolved`` is the absolute target of ``<sysfs_root>/bus/pci/devices/<bdf>``.
+    Returns ``None`` wherever Kubernetes publishes no attribute: a domain of
+    more than four hex digits (VMD), a path that does not start with
+    ``/sys/devices/pci`` (Hyper-V VMBUS, some VMs) or that does not end in the
+    bdf.
+    """
+    if resolved is None or not _K8S_BDF_RE.match(bdf):
+        return None
+    prefix = sysfs_root.rstrip("/") + "/devices/"
+    if not resolved.startswith(prefix):
+        return None
+    parts = resolved[len(prefix) :].split("/")
+    if len(parts) < 2 or parts[-1] != bdf:
+        return None
+    if not _K8S_PCIE_ROOT_RE.match(parts[0]):
+        return None
+    return parts[0]
+
+
+def classify(class_code: int | None, vendor_id: str | None, has_rdma: bool) -> str:
+    """Map a PCI class code to one of :data:`KINDS`."""
+    if class_code is None:
+        return "other"
+    base = class_code >> 16
+    sub = (class_code >> 8) & 0xFF
+    if base == 0x03:
+        if sub == 0x02 or vendor_id in GPU_DISPLAY_VENDORS:
+            return "gpu"
+        return "other"
+    if base == 0x12 or (base == 0x0B and sub == 0x40):
+        return "accelerator"
+    if base == 0x02 or (base == 0x0C and sub == 0x06):
+        return "rdma" if has_rdma else "nic"
+    if base == 0x01 and sub == 0x08:
+        return "nvme"
+    return "other"
+
+
+def is_bridge_class(class_code: int | None) -> bool:
+    # PCI-to-PCI (0x0604) and semi-transparent PCI-to-PCI (0x0609) bridges.
+    return class_code is not None and (class_code >> 8) in (0x0604, 0x0609)
+
+
+# --------------------------------------------------------------------------
+# pci.ids names
+# --------------------------------------------------------------------------
+
+_PCI_IDS_CACHE: dict[tuple[str, float], dict[str, Any]] = {}
+
+
+def find_pci_ids(candidates: Iterable[str] = PCI_IDS_PATHS) -> str | None:
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+class PciIds:
+    """Look-ups in a pci.ids file without parsing all of it.
+
+    The file is about 1.5 MB; scanning only the sections of the vendors a node
+    actually has keeps a probe in the millisecond range.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        stamp = (path, os.stat(path).st_mtime)
+        cached = _PCI_IDS_CACHE.get(stamp)
+        if cached is None:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                cached = {"text": "\n" + handle.read(), "vendors": {}}
+            _PCI_IDS_CACHE.clear()
+            _PCI_IDS_CACHE[stamp] = cached
+        self._text: str = cached["text"]
+        self._vendors: dict[str, tuple[str | None, dict[str, str]]] = cached["vendors"]
+
+    def _vendor(self, vendor: str) -> tuple[str | None, dict[str, str]]:
+        entry = self._vendors.get(vendor)
+        if entry is not None:
+            return entry
+        text = self._text
+        start = text.find(f"\n{vendor}  ")
+        if start < 0:
+            entry = (None, {})
+        else:
+            line_end = text.find("\n", start + 1)
+            name = text[start + 7 : line_end].strip()
+            devices: dict[str, str] = {}
+            pos = line_end
+            while pos >= 0 and pos + 1 < len(text):
+                nxt = text.find("\n", pos + 1)
+                line = text[pos + 1 : nxt if nxt >= 0 else len(text)]
+                if line.startswith(("\t\t", "#")) or not line:
+                    pos = nxt
+                    continue
+                if not line.startswith("\t"):
+                    break
+                devices[line[1:5]] = line[5:].strip()
+                pos = nxt
+            entry = (name, devices)
+        self._vendors[vendor] = entry
+        return entry
+
+    def names(
+        self, vendor_id: str | None, device_id: str | None
+    ) -> tuple[str | None, str | None]:
+        if not vendor_id:
+            return None, None
+        vendor_name, devices = self._vendor(vendor_id[2:])
+        device_name = devices.get(device_id[2:]) if device_id else None
+        return vendor_name, device_name
+
+
+# --------------------------------------------------------------------------
+# The probe
+# --------------------------------------------------------------------------
+
+
+class _Function:
+    """One PCI function as found on the path walk (endpoint or bridge)."""
+
+    __slots__ = (
+        "bdf",
+        "chain",
+        "host_bridge",
+        "host_key",
+        "info",
+        "listed",
+        "parent",
+        "path",
+    )
+
+    def __init__(self, bdf: str, path: str, listed: bool) -> None:
+        self.bdf = bdf
+        self.path = path
+        self.listed = listed
+        self.host_bridge: str | None = None
+        self.host_key: str | None = None
+        self.chain: list[str] = []
+        self.parent: str | None = None
+        self.info: dict[str, Any] = {}
+
+
+class _Probe:
+    def __init__(
+        self, sysfs_root: str, procfs_root: str, pci_ids_path: str | None
+    ) -> None:
+        self.sys = os.path.normpath(sysfs_root)
+        self.proc = os.path.normpath(procfs_root)
+        self.r = Reader()
+        self.functions: dict[str, _Function] = {}
+        self.pci_ids: PciIds | None = None
+        if pci_ids_path:
+            try:
+                self.pci_ids = PciIds(pci_ids_path)
+            except OSError as exc:
+                self.r.warn(
+                    f"cannot read pci.ids {pci_ids_path}: {exc.strerror or exc}"
+                )
+
+    # -- NUMA ---------------------------------------------------------------
+
+    def numa_nodes(self) -> list[dict[str, Any]]:
+        base = self.sys + "/devices/system/node"
+        nodes = []
+        for name in self.r.listdir(base):
+            if not name.startswith("node") or not name[4:].isdigit():
+                continue
+            path = base + "/" + name
+            node_id = int(name[4:])
+            cpulist = self.r.read(path + "/cpulist", expected=True)
+            cpus = parse_cpulist(cpulist)
+            if cpus is None:
+                cpus = parse_cpumask(self.r.read(path + "/cpumap"))
+            distances = None
+            raw = self.r.read(path + "/distance", expected=True)
+            if raw:
+                try:
+                    distances = [int(x) for x in raw.split()]
+                except ValueError:
+                    self.r.warn(f"unparsable NUMA distances in {path}/distance")
+            nodes.append(
+                {
+                    "id": node_id,
+                    "cpus": cpus or [],
+                    "cpulist": format_cpulist(cpus or []),
+                    "distances_raw": distances,
+                    "memory_kb": self._node_memory(path),
+                }
+            )
+        nodes.sort(key=lambda n: n["id"])
+        # The kernel prints distances in the order of online node ids.
+        ids = [n["id"] for n in nodes]
+        for node in nodes:
+            raw = node.pop("distances_raw")
+            if raw is not None and len(raw) == len(ids):
+                node["distances"] = {str(i): d for i, d in zip(ids, raw)}
+            else:
+                if raw is not None:
+                    self.r.warn(
+                        f"NUMA node {node['id']}: {len(raw)} distances"
+                        f" for {len(ids)} nodes"
+                    )
+                node["distances"] = None
+        return nodes
+
+    def _node_memory(self, path: str) -> int | None:
+        text = self.r.read(path + "/meminfo")
+        if not text:
+            return None
+        for line in text.splitlines():
+            if "MemTotal:" in line:
+                return parse_int(line.split("MemTotal:")[1].split()[0])
+        return None
+
+    # -- PCI walk -------------------------------------------------------------
+
+    def walk_pci(self) -> None:
+        bus = self.sys + "/bus/pci/devices"
+        for bdf in sorted(self.r.listdir(bus, expected=True)):
+            link = bus + "/" + bdf
+            target = self.r.readlink(link)
+            if target is None:
+                path = link  # a real directory (some test trees) or unreadable
+                if not os.path.isdir(path):
+                    continue
+            else:
+                path = os.path.normpath(os.path.join(bus, target))
+                if not os.path.isdir(path):
+                    self.r.warn(f"{bdf}: dangling link {link} -> {target}")
+                    continue
+            func = _Function(bdf, path, listed=True)
+            self.functions[bdf] = func
+        # Derive host bridge and bridge chain from the path; add bridges that
+        # exist as directories but are missing from bus/pci/devices.
+        for func in list(self.functions.values()):
+            for index, part in enumerate(self._locate(func)):
+                if part not in self.functions:
+                    hidden_path = func.path[
+                        : func.path.index("/" + part + "/") + len(part) + 1
+                    ]
+                    self.functions[part] = hidden = _Function(
+                        part, hidden_path, listed=False
+                    )
+                    self._locate(hidden)
+                    self.r.warn(
+                        f"{part}: bridge directory present but missing from bus/pci/devices"
+                    )
+
+    def _locate(self, func: _Function) -> list[str]:
+        """Fill host bridge and bridge chain of ``func`` from its path."""
+        prefix = self.sys + "/devices/"
+        rel = func.path.removeprefix(prefix)
+        parts = rel.split("/")
+        chain: list[str] = []
+        host_index = -1
+        for index, part in enumerate(parts[:-1]):
+            if _HOST_BRIDGE_RE.match(part):
+                host_index, chain = index, []
+            elif _BDF_RE.match(part):
+                chain.append(part)
+        func.host_bridge = parts[host_index] if host_index >= 0 else None
+        func.host_key = "/".join(parts[: host_index + 1]) if host_index >= 0 else None
+        func.chain = chain
+        func.parent = chain[-1] if chain else None
+        return chain
+
+    def read_function(self, func: _Function, vf_parent: str | None) -> None:
+        r = self.r
+        p = func.path + "/"
+        uevent = parse_uevent(r.read(p + "uevent"))
+        class_code = parse_int(uevent.get("PCI_CLASS"), 16)
+        if class_code is None:
+            class_code = parse_int(r.read(p + "class", expected=True), 16)
+        pci_id = uevent.get("PCI_ID")
+        if pci_id and ":" in pci_id:
+            vendor, _, device = pci_id.partition(":")
+            vendor_id, device_id = parse_int(vendor, 16), parse_int(device, 16)
+        else:
+            vendor_id = parse_int(r.read(p + "vendor", expected=True), 16)
+            device_id = parse_int(r.read(p + "device", expected=True), 16)
+        subsys = uevent.get("PCI_SUBSYS_ID")
+        if subsys and ":" in subsys:
+            svendor, _, sdevice = subsys.partition(":")
+            sub_vendor_id, sub_device_id = (
+                parse_int(svendor, 16),
+                parse_int(sdevice, 16),
+            )
+        else:
+            sub_vendor_id = parse_int(r.read(p + "subsystem_vendor"), 16)
+            sub_device_id = parse_int(r.read(p + "subsystem_device"), 16)
+        driver = uevent.get("DRIVER")
+        if driver is None:
+            link = r.readlink(p + "driver")
+            driver = os.path.basename(link) if link else None
+        numa = parse_int(r.read(p + "numa_node"))
+        info: dict[str, Any] = {
+            "class_code": class_code,
+            "class_id": hex_id(class_code, 6),
+            "vendor_id": hex_id(vendor_id, 4),
+            "device_id": hex_id(device_id, 4),
+            "subsystem_vendor_id": hex_id(sub_vendor_id, 4),
+            "subsystem_device_id": hex_id(sub_device_id, 4),
+            "driver": driver,
+            "numa_node": None if numa is None or numa < 0 else numa,
+        }
+        if vf_parent is None:
+            cpus = parse_cpulist(r.read(p + "local_cpulist"))
+            if cpus is None:
+                cpus = parse_cpumask(r.read(p + "local_cpus"))
+            info["local_cpus"] = cpus
+            info["link"] = self._link(p)
+            total = parse_int(r.read(p + "sriov_totalvfs"))
+            if total is not None:
+                numvfs = parse_int(r.read(p + "sriov_numvfs")) or 0
+                vfs = []
+                for index in range(numvfs):
+                    target = r.readlink(f"{p}virtfn{index}")
+                    if target is None:
+                        r.warn(
+                            f"{func.bdf}: sriov_numvfs is {numvfs}"
+                            f" but virtfn{index} is missing"
+                        )
+                        continue
+                    vfs.append(os.path.basename(target))
+                info["sriov"] = {"totalvfs": total, "numvfs": numvfs, "vfs": vfs}
+            else:
+                info["sriov"] = None
+            physfn = r.readlink(p + "physfn")
+            info["physfn"] = os.path.basename(physfn) if physfn else None
+        else:
+            # A VF shares its PF's link and CPU locality; reading them again
+            # for hundreds of VFs would dominate the probe time.
+            info["local_cpus"] = None
+            info["link"] = None
+            info["sriov"] = None
+            info["physfn"] = vf_parent
+        func.info = info
+
+    def _link(self, p: str) -> dict[str, Any] | None:
+        r = self.r
+        speed = r.read(p + "current_link_speed")
+        max_speed = r.read(p + "max_link_speed")
+        width = parse_int(r.read(p + "current_link_width"))
+        max_width = parse_int(r.read(p + "max_link_width"))
+        if speed is None and max_speed is None and width is None and max_width is None:
+            return None
+        return {
+            "current_speed": speed,
+            "current_gts": parse_link_speed(speed),
+            "current_width": width,
+            "max_speed": max_speed,
+            "max_gts": parse_link_speed(max_speed),
+            "max_width": max_width,
+        }
+
+    def read_all_functions(self) -> None:
+        vf_parent: dict[str, str] = {}
+        for bdf in sorted(self.functions):
+            func = self.functions[bdf]
+            self.read_function(func, vf_parent.get(bdf))
+            sriov = func.info.get("sriov")
+            if sriov:
+                for vf in sriov["vfs"]:
+                    vf_parent[vf] = bdf
+
+    # -- class devices (net, infiniband, drm) -----------------------------------
+
+    def _owner(self, class_dir: str, name: str) -> tuple[str | None, str | None]:
+        """Resolve ``<class_dir>/<name>`` to (owning PCI function, its path)."""
+        link = class_dir + "/" + name
+        target = self.r.readlink(link)
+        if target is None:
+            return None, None
+        path = os.path.normpath(os.path.join(class_dir, target))
+        parts = path.split("/")
+        for index in range(len(parts) - 2, -1, -1):
+            if _BDF_RE.match(parts[index]):
+                return parts[index], path
+        return None, path
+
+    def netdevs(self) -> dict[str, list[dict[str, Any]]]:
+        by_function: dict[str, list[dict[str, Any]]] = {}
+        base = self.sys + "/class/net"
+        r = self.r
+        for name in sorted(r.listdir(base)):
+            bdf, path = self._owner(base, name)
+            if bdf is None or path is None:
+                continue
+            p = path + "/"
+            ntype = parse_int(r.read(p + "type"))
+            speed = parse_int(r.read(p + "speed"))
+            by_function.setdefault(bdf, []).append(
+                {
+                    "name": name,
+                    "address": r.read(p + "address"),
+                    "type": NETDEV_TYPES.get(ntype, ntype)
+                    if ntype is not None
+                    else None,
+                    "operstate": r.read(p + "operstate"),
+                    "mtu": parse_int(r.read(p + "mtu")),
+                    "speed_mbps": speed if speed is not None and speed > 0 else None,
+                }
+            )
+        return by_function
+
+    def rdma_devices(
+        self,
+    ) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+        by_function: dict[str, list[dict[str, Any]]] = {}
+        everything: list[dict[str, Any]] = []
+        base = self.sys + "/class/infiniband"
+        r = self.r
+        char_cache: dict[str, tuple[list[str], list[str]]] = {}
+        for name in sorted(r.listdir(base)):
+            bdf, path = self._owner(base, name)
+            if path is None:
+                continue
+            if not os.path.isdir(path):
+                r.warn(f"RDMA device {name}: dangling link")
+                continue
+            ports = []
+            for port in sorted(
+                r.listdir(path + "/ports"), key=lambda s: parse_int(s) or 0
+            ):
+                pp = f"{path}/ports/{port}/"
+                rate = r.read(pp + "rate")
+                ports.append(
+                    {
+                        "port": parse_int(port),
+                        "state": parse_enum(r.read(pp + "state")),
+                        "phys_state": parse_enum(r.read(pp + "phys_state")),
+                        "link_layer": r.read(pp + "link_layer"),
+                        "rate": rate,
+                        "rate_gbps": parse_rate(rate),
+                    }
+                )
+            # Character devices sit beside infiniband/ in the parent device.
+            parent = os.path.dirname(os.path.dirname(path))
+            if parent not in char_cache:
+                char_cache[parent] = (
+                    sorted(r.listdir(parent + "/infiniband_verbs")),
+                    sorted(r.listdir(parent + "/infiniband_mad")),
+                )
+            verbs, mads = char_cache[parent]
+            siblings = (
+                len(r.listdir(parent + "/infiniband"))
+                if (len(verbs) > 1 or len(mads) > 1)
+                else 1
+            )
+            if siblings > 1:
+                verbs = [
+                    v
+                    for v in verbs
+                    if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name
+                ]
+                mads = [
+                    m
+                    for m in mads
+                    if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name
+                ]
+            entry = {
+                "name": name,
+                "pci_address": bdf,
+                "node_guid": r.read(path + "/node_guid"),
+                "ports": ports,
+                "char_devices": verbs + mads,
+            }
+            everything.append(entry)
+            if bdf is not None:
+                by_function.setdefault(bdf, []).append(entry)
+        return by_function, everything
+
+    def drm_nodes(self) -> dict[str, dict[str, str]]:
+        by_function: dict[str, dict[str, str]] = {}
+        base = self.sys + "/class/drm"
+        for name in sorted(self.r.listdir(base)):
+            if name.startswith("card") and name[4:].isdigit():
+                key = "card"
+            elif name.startswith("renderD") and name[7:].isdigit():
+                key = "render_node"
+            else:
+                continue
+            bdf, _ = self._owner(base, name)
+            if bdf is not None:
+                by_function.setdefault(bdf, {})[key] = name
+        return by_function
+
+    def nvidia_gpu(self, bdf: str) -> dict[str, Any]:
+        text = self.r.read(f"{self.proc}/driver/nvidia/gpus/{bdf}/information")
+        return parse_nvidia_information(text)
+
+    # -- assembly -----------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        numa_nodes = self.numa_nodes()
+        self.walk_pci()
+        self.read_all_functions()
+        netdevs = self.netdevs()
+        rdma_by_function, rdma_all = self.rdma_devices()
+        drm = self.drm_nodes()
+
+        children: dict[str, list[str]] = {}
+        for func in self.functions.values():
+            if func.parent is not None:
+                children.setdefault(func.parent, []).append(func.bdf)
+
+        bridges = self._bridges(children)
+        bridge_roles = {b["pci_address"]: b["role"] for b in bridges}
+        switches = self._switches(bridges, children)
+
+        devices = []
+        for bdf in sorted(self.functions):
+            func = self.functions[bdf]
+            info = func.info
+            if is_bridge_class(info["class_code"]):
+                continue
+            rdma = rdma_by_function.get(bdf, [])
+            kind = classify(info["class_code"], info["vendor_id"], bool(rdma))
+            device: dict[str, Any] = {
+                "pci_address": bdf,
+                "kind": kind,
+                "class_id": info["class_id"],
+                "vendor_id": info["vendor_id"],
+                "device_id": info["device_id"],
+                "subsystem_vendor_id": info["subsystem_vendor_id"],
+                "subsystem_device_id": info["subsystem_device_id"],
+                "vendor_name": None,
+                "device_name": None,
+                "driver": info["driver"],
+                "numa_node": info["numa_node"],
+                "numa_node_inferred": None,
+                "local_cpulist": format_cpulist(info["local_cpus"])
+                if info["local_cpus"] is not None
+                else None,
+                "pcie_root": kubernetes_pcie_root(bdf, func.path, self.sys),
+                "host_bridge": func.host_bridge,
+                "bridges": list(func.chain),
+                "switches": [
+                    b for b in func.chain if bridge_roles.get(b) == "switch_upstream"
+                ],
+                "link": info["link"],
+                "netdevs": netdevs.get(bdf, []),
+                "rdma_devices": [e["name"] for e in rdma],
+                "sriov": info["sriov"],
+                "physfn": info["physfn"],
+                "gpu": None,
+            }
+            if self.pci_ids is not None:
+                device["vendor_name"], device["device_name"] = self.pci_ids.names(
+                    info["vendor_id"], info["device_id"]
+                )
+            if kind in GPU_KINDS:
+                gpu: dict[str, Any] = {}
+                if info["vendor_id"] == "0x10de":
+                    gpu.update(self.nvidia_gpu(bdf))
+                gpu.update(drm.get(bdf, {}))
+                device["gpu"] = gpu or None
+            devices.append(device)
+
+        self._infer_numa(devices, numa_nodes)
+        links, nearest = compute_links(devices, self.functions, bridge_roles)
+        self._device_warnings(devices, numa_nodes, nearest)
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "hostname": self.r.read(self.proc + "/sys/kernel/hostname"),
+            "sysfs_root": self.sys,
+            "numa_nodes": numa_nodes,
+            "devices": devices,
+            "bridges": bridges,
+            "switches": switches,
+            "rdma_devices": rdma_all,
+            "links": links,
+            "nearest_nics": nearest,
+            "counts": _counts(devices),
+            "warnings": self.r.warnings,
+        }
+
+    def _bridges(self, children: dict[str, list[str]]) -> list[dict[str, Any]]:
+        bridges = []
+        is_bridge = {
+            bdf: (is_bridge_class(f.info.get("class_code")) or not f.listed)
+            for bdf, f in self.functions.items()
+        }
+        roles: dict[str, str] = {}
+        # Parents before children: chains are root-first, so sort by depth.
+        for bdf in sorted(
+            (b for b, flag in is_bridge.items() if flag),
+            key=lambda b: len(self.functions[b].chain),
+        ):
+            func = self.functions[bdf]
+            kids = children.get(bdf, [])
+            parent_role = roles.get(func.parent) if func.parent else None
+            if func.parent is None:
+                role = "root_port"
+            elif parent_role == "switch_upstream":
+                role = "switch_downstream"
+            elif (
+                kids
+                and all(is_bridge.get(k) for k in kids)
+                and parent_role in ("root_port", "switch_downstream")
+            ):
+                role = "switch_upstream"
+            else:
+                role = "pci_bridge"
+            roles[bdf] = role
+            info = func.info
+            bridges.append(
+                {
+                    "pci_address": bdf,
+                    "role": role,
+                    "listed": func.listed,
+                    "vendor_id": info.get("vendor_id"),
+                    "device_id": info.get("device_id"),
+                    "host_bridge": func.host_bridge,
+                    "parent": func.parent,
+                    "numa_node": info.get("numa_node"),
+                    "link": info.get("link"),
+                }
+            )
+        bridges.sort(key=lambda b: b["pci_address"])
+        return bridges
+
+    @staticmethod
+    def _switches(
+        bridges: list[dict[str, Any]], children: dict[str, list[str]]
+    ) -> list[dict[str, Any]]:
+        switches = []
+        for bridge in bridges:
+            if bridge["role"] != "switch_upstream":
+                continue
+            switches.append(
+                {
+                    "upstream_port": bridge["pci_address"],
+                    "downstream_ports": sorted(children.get(bridge["pci_address"], [])),
+                    "vendor_id": bridge["vendor_id"],
+                    "device_id": bridge["device_id"],
+                    "host_bridge": bridge["host_bridge"],
+                    "parent": bridge["parent"],
+                }
+            )
+        return switches
+
+    def _infer_numa(
+        self, devices: list[dict[str, Any]], numa_nodes: list[dict[str, Any]]
+    ) -> None:
+        known_by_host: dict[str | None, set] = {}
+        by_bdf = {d["pci_address"]: d for d in devices}
+        for func in self.functions.values():
+            node = func.info.get("numa_node")
+            if node is not None:
+                known_by_host.setdefault(func.host_key, set()).add(node)
+        node_cpus = [(n["id"], set(n["cpus"])) for n in numa_nodes]
+        for device in devices:
+            if device["numa_node"] is not None:
+                continue
+            func = self.functions[device["pci_address"]]
+            inferred = None
+            pf = by_bdf.get(device["physfn"]) if device["physfn"] else None
+            if pf is not None and pf["numa_node"] is not None:
+                inferred = (pf["numa_node"], "physfn")
+            if inferred is None:
+                for bridge in reversed(func.chain):
+                    node = self.functions[bridge].info.get("numa_node")
+                    if node is not None:
+                        inferred = (node, "nearest_ancestor")
+                        break
+            if inferred is None:
+                nodes = known_by_host.get(func.host_key) if func.host_key else None
+                if nodes and len(nodes) == 1:
+                    inferred = (next(iter(nodes)), "same_root_bus")
+            if inferred is None:
+                cpus = func.info.get("local_cpus")
+                if cpus:
+                    matches = [nid for nid, ncpus in node_cpus if set(cpus) <= ncpus]
+                    if len(matches) == 1:
+                        inferred = (matches[0], "local_cpulist")
+            if inferred is None and len(numa_nodes) == 1:
+                inferred = (numa_nodes[0]["id"], "single_numa_node")
+            if inferred is not None:
+                device["numa_node_inferred"] = {
+                    "node": inferred[0],
+                    "rule": inferred[1],
+                }
+
+    def _device_warnings(
+        self,
+        devices: list[dict[str, Any]],
+        numa_nodes: list[dict[str, Any]],
+        nearest: dict[str, dict[str, Any]],
+    ) -> None:
+        multi_numa = len(numa_nodes) > 1
+        for device in devices:
+            if device["kind"] in ("other", "nvme") or device["physfn"]:
+                continue
+            bdf = device["pci_address"]
+            if multi_numa and device["numa_node"] is None:
+                inferred = device["numa_node_inferred"]
+                how = (
+                    f"inferred NUMA node {inferred['node']} ({inferred['rule']})"
+                    if inferred
+                    else "no NUMA node could be inferred"
+                )
+                self.r.warn(
+                    f"{device['kind']} {bdf}: numa_node is -1 on a"
+                    f" {len(numa_nodes)}-node system; {how}"
+                )
+            if device["pcie_root"] is None:
+                self.r.warn(
+                    "{} {}: no resource.kubernetes.io/pcieRoot (path {}); alignment by PCIe root is impossible".format(
+                        device["kind"],
+                        bdf,
+                        "outside /sys/devices/pci*"
+                        if device["host_bridge"]
+                        else "unknown",
+                    )
+                )
+        for gpu, best in nearest.items():
+            if best["level"] is None:
+                self.r.warn(f"GPU {gpu}: the node has no NIC")
+            elif best["level"] == "SYS":
+                self.r.warn(f"GPU {gpu} has no NIC closer than SYS")
+
+
+def _counts(devices: list[dict[str, Any]]) -> dict[str, int]:
+    counts = {kind: 0 for kind in KINDS}
+    vfs = 0
+    for device in devices:
+        counts[device["kind"]] += 1
+        if device["physfn"]:
+            vfs += 1
+    counts["vfs"] = vfs
+    return counts
+
+
+# --------------------------------------------------------------------------
+# GPU x NIC levels
+# --------------------------------------------------------------------------
+
+
+def _effective_numa(device: dict[str, Any]) -> int | None:
+    if device["numa_node"] is not None:
+        return device["numa_node"]
+    inferred = device.get("numa_node_inferred")
+    return inferred["node"] if inferred else None
+
+
+def pair_level(
+    a_chain: list[str],
+    b_chain: list[str],
+    a_bdf: str,
+    b_bdf: str,
+    a_host: str | None,
+    b_host: str | None,
+    a_numa: int | None,
+    b_numa: int | None,
+    bridge_roles: dict[str, str],
+    bridge_parent: dict[str, str | None],
+) -> str:
+    """nvidia-smi ``topo -m`` level between two PCI functions.
+
+    PIX: at most one PCIe switch (or bridge) between them, or two functions of
+    one device; PXB: several switches/bridges, host bridge not crossed; PHB:
+    through their common host bridge; NODE: different host bridges on one
+    NUMA node; SYS: different NUMA nodes, or locality unknown.
+    """
+    if a_host is not None and a_host == b_host:
+        if (
+            pci_function_key(a_bdf)[0] == pci_function_key(b_bdf)[0]
+            and a_chain == b_chain
+        ):
+            return "PIX"
+        common = 0
+        for x, y in zip(a_chain, b_chain):
+            if x != y:
+                break
+            common += 1
+        if common == 0:
+            return "PHB"
+        hops = set()
+        for chain in (a_chain, b_chain):
+            for bridge in chain[common - 1 :]:
+                role = bridge_roles.get(bridge)
+                if role == "root_port":
+                    continue
+                hops.add(
+                    bridge_parent.get(bridge) if role == "switch_downstream" else bridge
+                )
+        return "PIX" if len(hops) <= 1 else "PXB"
+    if a_numa is not None and a_numa == b_numa:
+        return "NODE"
+    return "SYS"
+
+
+def compute_links(
+    devices: list[dict[str, Any]],
+    functions: dict[str, Any],
+    bridge_roles: dict[str, str],
+) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, Any]]]:
+    """Level matrix {gpu: {nic: level}} and each GPU's nearest physical NICs.
+
+    A VF sits on its PF's link, so it gets its PF's level without another walk.
+    """
+    bridge_parent = {bdf: f.parent for bdf, f in functions.items()}
+    gpus = [d for d in devices if d["kind"] in GPU_KINDS]
+    nics = [d for d in devices if d["kind"] in NIC_KINDS]
+    nic_bdfs = {d["pci_address"] for d in nics}
+    links: dict[str, dict[str, str]] = {}
+    nearest: dict[str, dict[str, Any]] = {}
+    for gpu in gpus:
+        g = functions[gpu["pci_address"]]
+        g_numa = _effective_numa(gpu)
+        row: dict[str, str] = {}
+        for nic in nics:
+            if nic["physfn"] in nic_bdfs and nic["physfn"] in row:
+                row[nic["pci_address"]] = row[nic["physfn"]]
+                continue
+            n = functions[nic["pci_address"]]
+            row[nic["pci_address"]] = pair_level(
+                g.chain,
+                n.chain,
+                g.bdf,
+                n.bdf,
+                g.host_key,
+                n.host_key,
+                g_numa,
+                _effective_numa(nic),
+                bridge_roles,
+                bridge_parent,
+            )
+        links[gpu["pci_address"]] = row
+        physical = [
+            (LEVEL_RANK[row[d["pci_address"]]], d["pci_address"])
+            for d in nics
+            if not d["physfn"]
+        ]
+        if physical:
+            best = min(rank for rank, _ in physical)
+            nearest[gpu["pci_address"]] = {
+                "level": LEVELS[best],
+                "nics": sorted(bdf for rank, bdf in physical if rank == best),
+            }
+        else:
+            nearest[gpu["pci_address"]] = {"level": None, "nics": []}
+    return links, nearest
+
+
+def probe(
+    sysfs_root: str = "/sys",
+    procfs_root: str = "/proc",
+    pci_ids_path: str | None = None,
+) -> dict[str, Any]:
+    """Probe a node (or a captured sysfs tree) and return its topology."""
+    if not os.path.isdir(sysfs_root):
+        raise ValueError(f"sysfs_root {sysfs_root} is not a directory")
+    return _Probe(sysfs_root, procfs_root, pci_ids_path).run()
+
+
+# --------------------------------------------------------------------------
+# Summaries (used by the topology role's site summary and the report)
+# --------------------------------------------------------------------------
+
+
+def node_summary(topology: dict[str, Any]) -> dict[str, Any]:
+    """Counts, best GPU<->NIC level per GPU and warnings of one node."""
+    devices = topology.get("devices", [])
+    gpus = [d for d in devices if d["kind"] in GPU_KINDS]
+    nics = [d for d in devices if d["kind"] in NIC_KINDS and not d.get("physfn")]
+    nearest = topology.get("nearest_nics", {})
+    best = {}
+    for gpu in gpus:
+        entry = nearest.get(gpu["pci_address"]) or {"level": None, "nics": []}
+        best[gpu["pci_address"]] = entry
+    levels = [e["level"] for e in best.values()]
+    return {
+        "numa_nodes": len(topology.get("numa_nodes", [])),
+        "gpus": len(gpus),
+        "nics": len(nics),
+        "vfs": sum(1 for d in devices if d.get("physfn")),
+        "best_level_per_gpu": best,
+        "level_histogram": {
+            level: levels.count(level) for level in LEVELS if level in levels
+        },
+        "warnings": list(topology.get("warnings", [])),
+    }
+
+
+def site_summary(site: str, nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Summary of a site from its nodes' topologies (keyed by inventory name)."""
+    per_node = {
+        name: node_summary(topology) for name, topology in sorted(nodes.items())
+    }
+    histogram: dict[str, int] = {}
+    for summary in per_node.values():
+        for level, count in summary["level_histogram"].items():
+            histogram[level] = histogram.get(level, 0) + count
+    return {
+        "site": site,
+        "nodes": len(per_node),
+        "gpus": sum(s["gpus"] for s in per_node.values()),
+        "nics": sum(s["nics"] for s in per_node.values()),
+        "vfs": sum(s["vfs"] for s in per_node.values()),
+        "level_histogram": {
+            level: histogram[level] for level in LEVELS if level in histogram
+        },
+        "per_node": per_node,
+        "warnings": [
+            f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]
+        ],
+    }
