@@ -1,0 +1,169 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: topology_info
+short_description: Probe a node's PCIe/NUMA topology for topology-aligned DRA allocation
+version_added: 0.1.0
+description:
+  - Reads sysfs (and procfs for NVIDIA GPU minors) and returns every PCI function of the node
+    with its kind, ids, NUMA node, the Kubernetes C(resource.kubernetes.io/pcieRoot) value,
+    the bridge chain and PCIe switches above it, link speed and width, network and RDMA
+    devices, SR-IOV state and GPU details.
+  - Returns the C(nvidia-smi topo -m) level (PIX, PXB, PHB, NODE, SYS) for every
+    GPU/accelerator x NIC/RDMA pair, and each GPU's nearest physical NICs.
+  - The same library is used by the bundled DRA driver and the allocation planner, so facts,
+    published ResourceSlices and plans agree.
+  - Missing files, unreadable files and dangling symlinks never fail the probe; they leave a
+    field V(null) and add an entry to RV(topology.warnings).
+author:
+  - aligned.dra contributors
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    support: none
+    details: The module changes nothing, so there is nothing to diff.
+options:
+  sysfs_root:
+    description:
+      - Root of the sysfs tree to read. Point it at a captured tree to probe a snapshot.
+    type: path
+    default: /sys
+  procfs_root:
+    description:
+      - Root of the procfs tree, used for C(driver/nvidia/gpus/<bdf>/information) and the hostname.
+    type: path
+    default: /proc
+  pci_ids_path:
+    description:
+      - A C(pci.ids) file used to name vendors and devices.
+      - When omitted, the usual locations (C(/usr/share/hwdata/pci.ids), C(/usr/share/misc/pci.ids))
+        are tried; names stay V(null) when none exists.
+    type: path
+notes:
+  - Devices whose sysfs path does not start with C(/sys/devices/pci), whose PCI domain has more
+    than four hex digits (Intel VMD) or that sit on Hyper-V's VMBUS get a C(pcie_root) of V(null),
+    exactly where Kubernetes publishes no C(resource.kubernetes.io/pcieRoot) attribute.
+  - A C(numa_node) of -1 is returned as V(null); a best guess, with the rule used, is in
+    C(numa_node_inferred) and never replaces the real value.
+seealso:
+  - name: nvidia-smi topo -m levels
+    description: PIX, PXB, PHB, NODE and SYS have the meaning nvidia-smi gives them.
+    link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+"""
+
+EXAMPLES = r"""
+- name: Probe this node
+  aligned.dra.topology_info:
+  register: probe
+
+- name: Show the GPUs and their nearest NICs
+  ansible.builtin.debug:
+    var: probe.topology.nearest_nics
+
+- name: Probe a captured sysfs tree
+  aligned.dra.topology_info:
+    sysfs_root: /srv/snapshots/node17/sys
+    procfs_root: /srv/snapshots/node17/proc
+  register: snapshot
+"""
+
+RETURN = r"""
+topology:
+  description: The node's topology.
+  returned: always
+  type: dict
+  contains:
+    schema_version:
+      description: Version of this structure.
+      type: int
+      sample: 1
+    hostname:
+      description: Host name from procfs, V(null) when not readable.
+      type: str
+    numa_nodes:
+      description: NUMA nodes with C(id), C(cpus) (list of CPU ids), C(cpulist), C(distances)
+        (SLIT row keyed by node id) and C(memory_kb).
+      type: list
+      elements: dict
+    devices:
+      description:
+        - One entry per PCI function that is not a bridge.
+        - Keys C(pci_address) (lowercase bdf), C(kind) (gpu, accelerator, nic, rdma, nvme, other),
+          C(class_id), C(vendor_id), C(device_id), C(subsystem_vendor_id), C(subsystem_device_id),
+          C(vendor_name), C(device_name), C(driver), C(numa_node), C(numa_node_inferred)
+          ({node, rule}), C(local_cpulist), C(pcie_root), C(host_bridge), C(bridges) (root first),
+          C(switches) (upstream ports, root first), C(link), C(netdevs), C(rdma_devices),
+          C(sriov) ({totalvfs, numvfs, vfs}), C(physfn) and C(gpu) ({minor, uuid, model, card, render_node}).
+      type: list
+      elements: dict
+    bridges:
+      description: PCI bridges with their C(role) (root_port, switch_upstream, switch_downstream,
+        pci_bridge) and whether the kernel listed them in C(bus/pci/devices).
+      type: list
+      elements: dict
+    switches:
+      description: PCIe switches, each an upstream port with its downstream ports.
+      type: list
+      elements: dict
+    rdma_devices:
+      description: Every RDMA device with its ports, character devices and owning PCI function.
+      type: list
+      elements: dict
+    links:
+      description: Level between each GPU/accelerator (outer key) and each NIC/RDMA function (inner key).
+      type: dict
+      sample: {"0000:1b:00.0": {"0000:1a:00.0": "PIX", "0000:3e:00.0": "NODE"}}
+    nearest_nics:
+      description: For each GPU, the best level to a physical NIC (not a VF) and the NICs at that level.
+      type: dict
+      sample: {"0000:1b:00.0": {"level": "PIX", "nics": ["0000:1a:00.0"]}}
+    counts:
+      description: Number of devices per kind, plus C(vfs).
+      type: dict
+    warnings:
+      description: What could not be read or looks wrong.
+      type: list
+      elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aligned.dra.plugins.module_utils.topology import (
+    PCI_IDS_PATHS,
+    find_pci_ids,
+    probe,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "procfs_root": {"type": "path", "default": "/proc"},
+            "pci_ids_path": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    for name in ("sysfs_root", "procfs_root"):
+        if not os.path.isdir(params[name]):
+            module.fail_json(msg=f"{name}: {params[name]} is not a directory")
+    pci_ids = params["pci_ids_path"]
+    if pci_ids is None:
+        pci_ids = find_pci_ids(PCI_IDS_PATHS)
+    elif not os.access(pci_ids, os.R_OK) or not os.path.isfile(pci_ids):
+        module.fail_json(msg=f"pci_ids_path: {pci_ids} is not a readable file")
+    topology = probe(params["sysfs_root"], params["procfs_root"], pci_ids)
+    module.exit_json(changed=False, topology=topology)
+
+
+if __name__ == "__main__":
+    main()
