@@ -350,9 +350,7 @@ class PciIds:
         self._vendors[vendor] = entry
         return entry
 
-    def names(
-        self, vendor_id: str | None, device_id: str | None
-    ) -> tuple[str | None, str | None]:
+    def names(self, vendor_id: str | None, device_id: str | None) -> tuple[str | None, str | None]:
         if not vendor_id:
             return None, None
         vendor_name, devices = self._vendor(vendor_id[2:])
@@ -391,9 +389,7 @@ class _Function:
 
 
 class _Probe:
-    def __init__(
-        self, sysfs_root: str, procfs_root: str, pci_ids_path: str | None
-    ) -> None:
+    def __init__(self, sysfs_root: str, procfs_root: str, pci_ids_path: str | None) -> None:
         self.sys = os.path.normpath(sysfs_root)
         self.proc = os.path.normpath(procfs_root)
         self.r = Reader()
@@ -403,9 +399,7 @@ class _Probe:
             try:
                 self.pci_ids = PciIds(pci_ids_path)
             except OSError as exc:
-                self.r.warn(
-                    f"cannot read pci.ids {pci_ids_path}: {exc.strerror or exc}"
-                )
+                self.r.warn(f"cannot read pci.ids {pci_ids_path}: {exc.strerror or exc}")
 
     # -- NUMA ---------------------------------------------------------------
 
@@ -446,10 +440,7 @@ class _Probe:
                 node["distances"] = {str(i): d for i, d in zip(ids, raw)}
             else:
                 if raw is not None:
-                    self.r.warn(
-                        f"NUMA node {node['id']}: {len(raw)} distances"
-                        f" for {len(ids)} nodes"
-                    )
+                    self.r.warn(f"NUMA node {node['id']}: {len(raw)} distances for {len(ids)} nodes")
                 node["distances"] = None
         return nodes
 
@@ -483,18 +474,12 @@ class _Probe:
         # Derive host bridge and bridge chain from the path; add bridges that
         # exist as directories but are missing from bus/pci/devices.
         for func in list(self.functions.values()):
-            for index, part in enumerate(self._locate(func)):
+            for part in self._locate(func):
                 if part not in self.functions:
-                    hidden_path = func.path[
-                        : func.path.index("/" + part + "/") + len(part) + 1
-                    ]
-                    self.functions[part] = hidden = _Function(
-                        part, hidden_path, listed=False
-                    )
+                    hidden_path = func.path[: func.path.index("/" + part + "/") + len(part) + 1]
+                    self.functions[part] = hidden = _Function(part, hidden_path, listed=False)
                     self._locate(hidden)
-                    self.r.warn(
-                        f"{part}: bridge directory present but missing from bus/pci/devices"
-                    )
+                    self.r.warn(f"{part}: bridge directory present but missing from bus/pci/devices")
 
     def _locate(self, func: _Function) -> list[str]:
         """Fill host bridge and bridge chain of ``func`` from its path."""
@@ -566,10 +551,7 @@ class _Probe:
                 for index in range(numvfs):
                     target = r.readlink(f"{p}virtfn{index}")
                     if target is None:
-                        r.warn(
-                            f"{func.bdf}: sriov_numvfs is {numvfs}"
-                            f" but virtfn{index} is missing"
-                        )
+                        r.warn(f"{func.bdf}: sriov_numvfs is {numvfs} but virtfn{index} is missing")
                         continue
                     vfs.append(os.path.basename(target))
                 info["sriov"] = {"totalvfs": total, "numvfs": numvfs, "vfs": vfs}
@@ -643,9 +625,7 @@ class _Probe:
                 {
                     "name": name,
                     "address": r.read(p + "address"),
-                    "type": NETDEV_TYPES.get(ntype, ntype)
-                    if ntype is not None
-                    else None,
+                    "type": NETDEV_TYPES.get(ntype, ntype) if ntype is not None else None,
                     "operstate": r.read(p + "operstate"),
                     "mtu": parse_int(r.read(p + "mtu")),
                     "speed_mbps": speed if speed is not None and speed > 0 else None,
@@ -669,9 +649,7 @@ class _Probe:
                 r.warn(f"RDMA device {name}: dangling link")
                 continue
             ports = []
-            for port in sorted(
-                r.listdir(path + "/ports"), key=lambda s: parse_int(s) or 0
-            ):
+            for port in sorted(r.listdir(path + "/ports"), key=lambda s: parse_int(s) or 0):
                 pp = f"{path}/ports/{port}/"
                 rate = r.read(pp + "rate")
                 ports.append(
@@ -692,22 +670,10 @@ class _Probe:
                     sorted(r.listdir(parent + "/infiniband_mad")),
                 )
             verbs, mads = char_cache[parent]
-            siblings = (
-                len(r.listdir(parent + "/infiniband"))
-                if (len(verbs) > 1 or len(mads) > 1)
-                else 1
-            )
+            siblings = len(r.listdir(parent + "/infiniband")) if (len(verbs) > 1 or len(mads) > 1) else 1
             if siblings > 1:
-                verbs = [
-                    v
-                    for v in verbs
-                    if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name
-                ]
-                mads = [
-                    m
-                    for m in mads
-                    if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name
-                ]
+                verbs = [v for v in verbs if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name]
+                mads = [m for m in mads if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name]
             entry = {
                 "name": name,
                 "pci_address": bdf,
@@ -779,15 +745,11 @@ class _Probe:
                 "driver": info["driver"],
                 "numa_node": info["numa_node"],
                 "numa_node_inferred": None,
-                "local_cpulist": format_cpulist(info["local_cpus"])
-                if info["local_cpus"] is not None
-                else None,
+                "local_cpulist": format_cpulist(info["local_cpus"]) if info["local_cpus"] is not None else None,
                 "pcie_root": kubernetes_pcie_root(bdf, func.path, self.sys),
                 "host_bridge": func.host_bridge,
                 "bridges": list(func.chain),
-                "switches": [
-                    b for b in func.chain if bridge_roles.get(b) == "switch_upstream"
-                ],
+                "switches": [b for b in func.chain if bridge_roles.get(b) == "switch_upstream"],
                 "link": info["link"],
                 "netdevs": netdevs.get(bdf, []),
                 "rdma_devices": [e["name"] for e in rdma],
@@ -796,9 +758,7 @@ class _Probe:
                 "gpu": None,
             }
             if self.pci_ids is not None:
-                device["vendor_name"], device["device_name"] = self.pci_ids.names(
-                    info["vendor_id"], info["device_id"]
-                )
+                device["vendor_name"], device["device_name"] = self.pci_ids.names(info["vendor_id"], info["device_id"])
             if kind in GPU_KINDS:
                 gpu: dict[str, Any] = {}
                 if info["vendor_id"] == "0x10de":
@@ -809,7 +769,7 @@ class _Probe:
 
         self._infer_numa(devices, numa_nodes)
         links, nearest = compute_links(devices, self.functions, bridge_roles)
-        self._device_warnings(devices, numa_nodes, nearest)
+        self._device_warnings(devices, numa_nodes)
 
         return {
             "schema_version": SCHEMA_VERSION,
@@ -829,8 +789,7 @@ class _Probe:
     def _bridges(self, children: dict[str, list[str]]) -> list[dict[str, Any]]:
         bridges = []
         is_bridge = {
-            bdf: (is_bridge_class(f.info.get("class_code")) or not f.listed)
-            for bdf, f in self.functions.items()
+            bdf: (is_bridge_class(f.info.get("class_code")) or not f.listed) for bdf, f in self.functions.items()
         }
         roles: dict[str, str] = {}
         # Parents before children: chains are root-first, so sort by depth.
@@ -845,11 +804,7 @@ class _Probe:
                 role = "root_port"
             elif parent_role == "switch_upstream":
                 role = "switch_downstream"
-            elif (
-                kids
-                and all(is_bridge.get(k) for k in kids)
-                and parent_role in ("root_port", "switch_downstream")
-            ):
+            elif kids and all(is_bridge.get(k) for k in kids) and parent_role in ("root_port", "switch_downstream"):
                 role = "switch_upstream"
             else:
                 role = "pci_bridge"
@@ -872,9 +827,7 @@ class _Probe:
         return bridges
 
     @staticmethod
-    def _switches(
-        bridges: list[dict[str, Any]], children: dict[str, list[str]]
-    ) -> list[dict[str, Any]]:
+    def _switches(bridges: list[dict[str, Any]], children: dict[str, list[str]]) -> list[dict[str, Any]]:
         switches = []
         for bridge in bridges:
             if bridge["role"] != "switch_upstream":
@@ -891,9 +844,7 @@ class _Probe:
             )
         return switches
 
-    def _infer_numa(
-        self, devices: list[dict[str, Any]], numa_nodes: list[dict[str, Any]]
-    ) -> None:
+    def _infer_numa(self, devices: list[dict[str, Any]], numa_nodes: list[dict[str, Any]]) -> None:
         known_by_host: dict[str | None, set] = {}
         by_bdf = {d["pci_address"]: d for d in devices}
         for func in self.functions.values():
@@ -937,7 +888,6 @@ class _Probe:
         self,
         devices: list[dict[str, Any]],
         numa_nodes: list[dict[str, Any]],
-        nearest: dict[str, dict[str, Any]],
     ) -> None:
         multi_numa = len(numa_nodes) > 1
         for device in devices:
@@ -951,25 +901,15 @@ class _Probe:
                     if inferred
                     else "no NUMA node could be inferred"
                 )
-                self.r.warn(
-                    f"{device['kind']} {bdf}: numa_node is -1 on a"
-                    f" {len(numa_nodes)}-node system; {how}"
-                )
+                self.r.warn(f"{device['kind']} {bdf}: numa_node is -1 on a {len(numa_nodes)}-node system; {how}")
             if device["pcie_root"] is None:
                 self.r.warn(
                     "{} {}: no resource.kubernetes.io/pcieRoot (path {}); alignment by PCIe root is impossible".format(
                         device["kind"],
                         bdf,
-                        "outside /sys/devices/pci*"
-                        if device["host_bridge"]
-                        else "unknown",
+                        "outside /sys/devices/pci*" if device["host_bridge"] else "unknown",
                     )
                 )
-        for gpu, best in nearest.items():
-            if best["level"] is None:
-                self.r.warn(f"GPU {gpu}: the node has no NIC")
-            elif best["level"] == "SYS":
-                self.r.warn(f"GPU {gpu} has no NIC closer than SYS")
 
 
 def _counts(devices: list[dict[str, Any]]) -> dict[str, int]:
@@ -1015,10 +955,7 @@ def pair_level(
     NUMA node; SYS: different NUMA nodes, or locality unknown.
     """
     if a_host is not None and a_host == b_host:
-        if (
-            pci_function_key(a_bdf)[0] == pci_function_key(b_bdf)[0]
-            and a_chain == b_chain
-        ):
+        if pci_function_key(a_bdf)[0] == pci_function_key(b_bdf)[0] and a_chain == b_chain:
             return "PIX"
         common = 0
         for x, y in zip(a_chain, b_chain):
@@ -1033,9 +970,7 @@ def pair_level(
                 role = bridge_roles.get(bridge)
                 if role == "root_port":
                     continue
-                hops.add(
-                    bridge_parent.get(bridge) if role == "switch_downstream" else bridge
-                )
+                hops.add(bridge_parent.get(bridge) if role == "switch_downstream" else bridge)
         return "PIX" if len(hops) <= 1 else "PXB"
     if a_numa is not None and a_numa == b_numa:
         return "NODE"
@@ -1079,11 +1014,7 @@ def compute_links(
                 bridge_parent,
             )
         links[gpu["pci_address"]] = row
-        physical = [
-            (LEVEL_RANK[row[d["pci_address"]]], d["pci_address"])
-            for d in nics
-            if not d["physfn"]
-        ]
+        physical = [(LEVEL_RANK[row[d["pci_address"]]], d["pci_address"]) for d in nics if not d["physfn"]]
         if physical:
             best = min(rank for rank, _ in physical)
             nearest[gpu["pci_address"]] = {
@@ -1111,35 +1042,47 @@ def probe(
 # --------------------------------------------------------------------------
 
 
-def node_summary(topology: dict[str, Any]) -> dict[str, Any]:
-    """Counts, best GPU<->NIC level per GPU and warnings of one node."""
+def node_summary(topology: dict[str, Any], warn_levels: Iterable[str] = ("SYS",)) -> dict[str, Any]:
+    """Counts, best GPU<->NIC level per GPU and warnings of one node.
+
+    A GPU whose nearest physical NIC is at one of ``warn_levels``, or that has
+    no NIC at all, adds a warning to the node's probe warnings.
+    """
+    warn = set(warn_levels)
     devices = topology.get("devices", [])
     gpus = [d for d in devices if d["kind"] in GPU_KINDS]
     nics = [d for d in devices if d["kind"] in NIC_KINDS and not d.get("physfn")]
     nearest = topology.get("nearest_nics", {})
     best = {}
+    warnings = list(topology.get("warnings", []))
     for gpu in gpus:
-        entry = nearest.get(gpu["pci_address"]) or {"level": None, "nics": []}
-        best[gpu["pci_address"]] = entry
+        bdf = gpu["pci_address"]
+        entry = nearest.get(bdf) or {"level": None, "nics": []}
+        best[bdf] = entry
+        if entry["level"] is None:
+            warnings.append(f"{gpu['kind']} {bdf} has no NIC on this node")
+        elif entry["level"] in warn:
+            warnings.append(f"{gpu['kind']} {bdf} has no NIC closer than {entry['level']}")
     levels = [e["level"] for e in best.values()]
     return {
+        "hostname": topology.get("hostname"),
         "numa_nodes": len(topology.get("numa_nodes", [])),
         "gpus": len(gpus),
         "nics": len(nics),
         "vfs": sum(1 for d in devices if d.get("physfn")),
         "best_level_per_gpu": best,
-        "level_histogram": {
-            level: levels.count(level) for level in LEVELS if level in levels
-        },
-        "warnings": list(topology.get("warnings", [])),
+        "level_histogram": {lv: levels.count(lv) for lv in LEVELS if lv in levels},
+        "warnings": warnings,
     }
 
 
-def site_summary(site: str, nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def site_summary(
+    site: str,
+    nodes: dict[str, dict[str, Any]],
+    warn_levels: Iterable[str] = ("SYS",),
+) -> dict[str, Any]:
     """Summary of a site from its nodes' topologies (keyed by inventory name)."""
-    per_node = {
-        name: node_summary(topology) for name, topology in sorted(nodes.items())
-    }
+    per_node = {name: node_summary(topology, warn_levels) for name, topology in sorted(nodes.items())}
     histogram: dict[str, int] = {}
     for summary in per_node.values():
         for level, count in summary["level_histogram"].items():
@@ -1150,11 +1093,34 @@ def site_summary(site: str, nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "gpus": sum(s["gpus"] for s in per_node.values()),
         "nics": sum(s["nics"] for s in per_node.values()),
         "vfs": sum(s["vfs"] for s in per_node.values()),
-        "level_histogram": {
-            level: histogram[level] for level in LEVELS if level in histogram
-        },
+        "level_histogram": {lv: histogram[lv] for lv in LEVELS if lv in histogram},
         "per_node": per_node,
-        "warnings": [
-            f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]
-        ],
+        "warnings": [f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]],
     }
+
+
+def site_summary_markdown(summary: dict[str, Any]) -> str:
+    """Human-readable rendering of :func:`site_summary`."""
+    lines = [
+        f"# Site {summary['site']}",
+        "",
+        f"{summary['nodes']} nodes, {summary['gpus']} GPUs/accelerators, "
+        f"{summary['nics']} physical NICs, {summary['vfs']} VFs.",
+        "",
+        "Best GPU-to-NIC level per GPU: "
+        + (", ".join(f"{lv} {n}" for lv, n in summary["level_histogram"].items()) or "no GPUs"),
+        "",
+        "| node | NUMA nodes | GPUs | NICs | VFs | GPU: nearest NIC (level) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, node in summary["per_node"].items():
+        pairs = "; ".join(
+            f"{gpu}: {', '.join(best['nics']) or '-'} ({best['level'] or 'none'})"
+            for gpu, best in node["best_level_per_gpu"].items()
+        )
+        lines.append(
+            f"| {name} | {node['numa_nodes']} | {node['gpus']} | {node['nics']} | {node['vfs']} | {pairs or '-'} |"
+        )
+    lines += ["", "## Warnings", ""]
+    lines += [f"- {w}" for w in summary["warnings"]] or ["none"]
+    return "\n".join(lines) + "\n"
