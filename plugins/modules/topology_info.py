@@ -136,6 +136,7 @@ topology:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.aligned.dra.plugins.module_utils.topology import (
     PCI_IDS_PATHS,
     find_pci_ids,
