@@ -97,7 +97,11 @@ SYS = "/x/sys"
         # VMD: the device's domain has five hex digits.
         ("10000:e1:00.0", SYS + "/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:06.0/10000:e1:00.0", None),
         # Hyper-V vPCI: the path does not start with /sys/devices/pci.
-        ("0001:00:00.0", SYS + "/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/abc/pci0001:00/0001:00:00.0", None),
+        (
+            "0001:00:00.0",
+            SYS + "/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/abc/pci0001:00/0001:00:00.0",
+            None,
+        ),
         # The path must end in the bdf.
         ("0000:1a:00.0", SYS + "/devices/pci0000:17/0000:17:00.0/0000:1b:00.0", None),
         # A host bridge with a five-digit domain is not a Kubernetes value either.

@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: Apache-2.0
+"""aligned.dra.topology_info: argument handling and result shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.aligned.dra.plugins.modules import topology_info
+
+
+def run(capsys, args: dict) -> dict:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        topology_info.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def make_tree(root):
+    """The smallest sysfs a probe accepts: one NUMA node, one NIC."""
+    node = root / "sys/devices/system/node/node0"
+    node.mkdir(parents=True)
+    (node / "cpulist").write_text("0-3\n")
+    (node / "distance").write_text("10\n")
+    dev = root / "sys/devices/pci0000:00/0000:00:03.0"
+    dev.mkdir(parents=True)
+    for name, value in {
+        "class": "0x020000",
+        "vendor": "0x8086",
+        "device": "0x1521",
+        "numa_node": "0",
+        "local_cpulist": "0-3",
+    }.items():
+        (dev / name).write_text(value + "\n")
+    bus = root / "sys/bus/pci/devices"
+    bus.mkdir(parents=True)
+    (bus / "0000:00:03.0").symlink_to("../../../devices/pci0000:00/0000:00:03.0")
+    (root / "proc").mkdir()
+    return root
+
+
+def test_probe_of_a_tree(tmp_path, capsys):
+    root = make_tree(tmp_path)
+    result = run(capsys, {"sysfs_root": str(root / "sys"), "procfs_root": str(root / "proc")})
+    assert result["changed"] is False
+    topology = result["topology"]
+    assert [d["pci_address"] for d in topology["devices"]] == ["0000:00:03.0"]
+    device = topology["devices"][0]
+    assert (device["kind"], device["vendor_id"], device["pcie_root"]) == ("nic", "0x8086", "pci0000:00")
+    assert device["vendor_name"] is None or isinstance(device["vendor_name"], str)
+
+
+def test_check_mode_probes_too(tmp_path, capsys):
+    root = make_tree(tmp_path)
+    result = run(
+        capsys,
+        {"sysfs_root": str(root / "sys"), "procfs_root": str(root / "proc"), "_ansible_check_mode": True},
+    )
+    assert result["changed"] is False
+    assert len(result["topology"]["devices"]) == 1
+
+
+def test_pci_ids_names_devices(tmp_path, capsys):
+    root = make_tree(tmp_path)
+    ids = tmp_path / "pci.ids"
+    ids.write_text(
+        "# comment\n8086  Intel Corporation\n\t1520  I350 Ethernet Controller Virtual Function\n"
+        "\t1521  I350 Gigabit Network Connection\n\t\t8086 0001  Ethernet Server Adapter I350-T4\n"
+        "10de  NVIDIA Corporation\n"
+    )
+    result = run(
+        capsys,
+        {"sysfs_root": str(root / "sys"), "procfs_root": str(root / "proc"), "pci_ids_path": str(ids)},
+    )
+    device = result["topology"]["devices"][0]
+    assert device["vendor_name"] == "Intel Corporation"
+    assert device["device_name"] == "I350 Gigabit Network Connection"
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"sysfs_root": "/nonexistent/sys"}, "sysfs_root"),
+        ({"procfs_root": "/nonexistent/proc"}, "procfs_root"),
+        ({"pci_ids_path": "/nonexistent/pci.ids"}, "pci_ids_path"),
+    ],
+)
+def test_bad_input_names_the_field(tmp_path, capsys, args, field):
+    root = make_tree(tmp_path)
+    full = {"sysfs_root": str(root / "sys"), "procfs_root": str(root / "proc")}
+    full.update(args)
+    result = run(capsys, full)
+    assert result["failed"] is True
+    assert result["msg"].startswith(field + ":")
+
+
+def test_unknown_option_is_refused(tmp_path, capsys):
+    result = run(capsys, {"sysfs": "/sys"})
+    assert result["failed"] is True
+    assert "sysfs" in result["msg"]
