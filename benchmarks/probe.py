@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""How fast is the topology probe, next to hwloc's lstopo on the same trees?
+
+For each tree (real snapshots and synthetic layouts, materialised by
+tests/fixtures/materialize.py) this prints:
+
+- the median in-process time of ``topology.probe()`` (warm page cache);
+- the median whole-process time of a fresh Python that imports the library,
+  probes and writes JSON to /dev/null;
+- the median time of ``lstopo --of xml`` with ``HWLOC_FSROOT`` on the same tree
+  (the baseline; Debian package ``hwloc``), and the ratio process/lstopo.
+
+Targets (from the project's issue): in-process probe of the
+8-GPU/8-NIC/512-VF tree <= 20 ms median; whole-process probe no slower than
+lstopo on the same tree. Run: ``.venv/bin/python benchmarks/probe.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
+sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+
+import topology  # noqa: E402
+from materialize import materialize  # noqa: E402
+
+TREES = [
+    "hwloc-32intel64-8ve",
+    "hwloc-32em64t-mic",
+    "hwloc-fakepcilocalities",
+    "ghw-nvidia-p100",
+    "dgx-h100",
+    "mi300x",
+    "sriov-8x64",
+]
+TARGET_TREE = "sriov-8x64"
+TARGET_MS = 20.0
+
+PROCESS_CODE = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); import topology; "
+    "json.dump(topology.probe(sys.argv[2], sys.argv[3]), open('/dev/null', 'w'))"
+)
+
+
+def median_ms(func, repeat: int, *args) -> float:
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func(*args)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def lstopo_ms(root: Path, repeat: int) -> float | None:
+    lstopo = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
+    if lstopo is None:
+        return None
+    env = dict(os.environ, HWLOC_FSROOT=str(root))
+    command = [lstopo, "--of", "xml", "--whole-io", "-"]
+    check = subprocess.run(command, env=env, capture_output=True, check=False)
+    if check.returncode != 0:
+        return None
+    return median_ms(run_quietly, repeat, command, env)
+
+
+def run_quietly(command: list[str], env: dict[str, str] | None = None) -> None:
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=30, help="samples per measurement (median reported)")
+    parser.add_argument("--trees", nargs="*", default=TREES)
+    parser.add_argument("--cache", default=str(REPO / ".cache" / "sysfs"), help="where trees are materialised")
+    args = parser.parse_args()
+
+    lib = str(REPO / "plugins" / "module_utils")
+    print(f"{'tree':26} {'devices':>7} {'in-process':>11} {'process':>9} {'lstopo':>9} {'process/lstopo':>15}")
+    failures = []
+    for name in args.trees:
+        root = materialize(name, Path(args.cache))
+        sysfs, procfs = str(root / "sys"), str(root / "proc")
+        devices = len(topology.probe(sysfs, procfs)["devices"])  # warms the page cache
+        in_process = median_ms(topology.probe, args.repeat, sysfs, procfs)
+        command = [sys.executable, "-I", "-c", PROCESS_CODE, lib, sysfs, procfs]
+        process = median_ms(run_quietly, max(5, args.repeat // 3), command)
+        baseline = lstopo_ms(root, max(5, args.repeat // 3))
+        ratio = f"{process / baseline:14.2f}x" if baseline else f"{'n/a':>15}"
+        shown = f"{baseline:7.1f}ms" if baseline else f"{'n/a':>9}"
+        print(f"{name:26} {devices:7d} {in_process:9.2f}ms {process:7.1f}ms {shown} {ratio}")
+        if name == TARGET_TREE and in_process > TARGET_MS:
+            failures.append(f"{name}: in-process median {in_process:.2f} ms > {TARGET_MS} ms")
+        if name == TARGET_TREE and baseline and process > baseline:
+            failures.append(f"{name}: whole-process {process:.1f} ms slower than lstopo {baseline:.1f} ms")
+    print("lstopo: 'n/a' where hwloc is not installed or cannot read the tree.")
+    for failure in failures:
+        print("TARGET MISSED:", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
