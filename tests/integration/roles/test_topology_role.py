@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The topology role through real ansible-playbook runs on fixture trees."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trees")
+    return {name: materialize(name, out) for name in ("hwloc-32intel64-8ve", "dgx-h100", "vm-flat")}
+
+
+def write_inventory(path: Path, trees: dict, output: Path, **extra) -> Path:
+    hosts = {
+        "ve1": {"aligned_dra_fixture": trees["hwloc-32intel64-8ve"], "aligned_dra_site": "east"},
+        "dgx1": {"aligned_dra_fixture": trees["dgx-h100"], "aligned_dra_site": "west"},
+        "vm1": {"aligned_dra_fixture": trees["vm-flat"], "aligned_dra_site": "west"},
+    }
+    inventory = {
+        "aligned_dra_nodes": {
+            "hosts": {
+                name: {
+                    "aligned_dra_sysfs_root": str(v["aligned_dra_fixture"] / "sys"),
+                    "aligned_dra_procfs_root": str(v["aligned_dra_fixture"] / "proc"),
+                    "aligned_dra_site": v["aligned_dra_site"],
+                }
+                for name, v in hosts.items()
+            },
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                "aligned_dra_output_dir": str(output),
+                **extra,
+            },
+        }
+    }
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def playbook(inventory: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(REPO / "playbooks" / "probe.yml"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def recap_changed(stdout: str) -> int:
+    return sum(int(n) for n in re.findall(r"changed=(\d+)", stdout.split("PLAY RECAP")[-1]))
+
+
+def test_probe_writes_nodes_summaries_and_index_and_is_idempotent(tmp_path, trees):
+    output = tmp_path / "out"
+    inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
+    first = playbook(inventory)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert recap_changed(first.stdout) > 0
+    assert f"written to {output}" in first.stdout
+
+    ve1 = json.loads((output / "east" / "nodes" / "ve1.json").read_text())
+    assert ve1["counts"]["accelerator"] == 8
+    west = json.loads((output / "west" / "summary.json").read_text())
+    assert (west["nodes"], west["gpus"]) == (2, 8 + 2)
+    assert west["per_node"]["dgx1"]["level_histogram"] == {"PXB": 8}
+    index = json.loads((output / "index.json").read_text())
+    assert [s["site"] for s in index["sites"]] == ["east", "west"]
+    assert "# Site west" in (output / "west" / "summary.md").read_text()
+
+    second = playbook(inventory)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert recap_changed(second.stdout) == 0
+
+
+def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, trees):
+    output = tmp_path / "out"
+    inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
+    result = playbook(inventory, "--check", "--diff")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert recap_changed(result.stdout) > 0
+    assert "+++ after" in result.stdout
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"aligned_dra_topology_warn_levels": ["CLOSE"]}, "aligned_dra_topology_warn_levels"),
+        ({"aligned_dra_topology_warn_levels": "SYS,NODE,"}, "aligned_dra_topology_warn_levels"),
+        ({"aligned_dra_site": "east/../../etc"}, "aligned_dra_site must be"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_runs(tmp_path, trees, extra, message):
+    output = tmp_path / "out"
+    inventory = write_inventory(tmp_path / "hosts.yml", trees, output, **extra)
+    if "aligned_dra_site" in extra:  # host vars win over group vars: set it per host
+        data = yaml.safe_load(inventory.read_text())
+        for host in data["aligned_dra_nodes"]["hosts"].values():
+            host["aligned_dra_site"] = extra["aligned_dra_site"]
+        inventory.write_text(yaml.safe_dump(data))
+    result = playbook(inventory)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert "Probe | Read the node" not in result.stdout
+    assert not output.exists()
+
+
+def test_a_missing_tree_fails_with_the_option_named(tmp_path, trees):
+    output = tmp_path / "out"
+    inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
+    data = yaml.safe_load(inventory.read_text())
+    data["aligned_dra_nodes"]["hosts"]["vm1"]["aligned_dra_sysfs_root"] = str(tmp_path / "nowhere")
+    inventory.write_text(yaml.safe_dump(data))
+    result = playbook(inventory, "--limit", "vm1")
+    assert result.returncode != 0
+    assert "sysfs_root:" in result.stdout and "is not a directory" in result.stdout
