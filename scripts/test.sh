@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run).
+#
+#   scripts/test.sh                       every stage, in order
+#   scripts/test.sh pytest                one stage (or several: ruff pytest)
+#   scripts/test.sh pytest -- -k topo     extra arguments for that one stage
+#                                         (for molecule: scenario names)
+#   scripts/test.sh --list                list the stages
+#
+# Stages: ruff, changelog, sanity (ansible-test), lint (ansible-lint), pytest,
+# molecule. It prepares the machine first (scripts/bootstrap.sh), stops at the
+# first failing stage with a non-zero exit, and always ends with a summary of
+# the stages and their durations. Needs no terminal and no stdin (CI=true).
+set -euo pipefail
+
+STAGES=(ruff changelog sanity lint pytest molecule)
+
+usage() {
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+}
+
+# ---------------------------------------------------------------------------
+# Arguments
+# ---------------------------------------------------------------------------
+selected=()
+extra=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        --list)
+            printf '%s\n' "${STAGES[@]}"
+            exit 0
+            ;;
+        --)
+            shift
+            extra=("$@")
+            break
+            ;;
+        ansible-lint) selected+=(lint) ;; # the tool's name works too
+        ansible-test) selected+=(sanity) ;;
+        *)
+            if [[ " ${STAGES[*]} " != *" $1 "* ]]; then
+                echo "test.sh: unknown stage '$1' (stages: ${STAGES[*]})" >&2
+                exit 2
+            fi
+            selected+=("$1")
+            ;;
+    esac
+    shift
+done
+[[ ${#selected[@]} -gt 0 ]] || selected=("${STAGES[@]}")
+if [[ ${#extra[@]} -gt 0 && ${#selected[@]} -ne 1 ]]; then
+    echo "test.sh: arguments after -- need exactly one stage" >&2
+    exit 2
+fi
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Nothing here may wait for input (CI, cron, agents).
+exec </dev/null
+# Plain output when nobody watches a terminal (CI logs).
+if [[ ! -t 1 || -n "${CI:-}" ]]; then
+    export NO_COLOR=1 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+fi
+
+# ---------------------------------------------------------------------------
+# Stages. Each returns 0 (passed), 1 (failed) or $SKIPPED after printing why.
+# Commands are chained with || return 1: `set -e` does not apply inside a
+# function called from a condition.
+# ---------------------------------------------------------------------------
+SKIPPED=10
+
+# Fake /sys + /proc trees (real snapshots and synthetic layouts) that tests and
+# Molecule scenarios mount; tests/fixtures/materialize.py owns them and is
+# idempotent (checksums), so calling it per stage costs nothing on re-runs.
+materialized=0
+materialize_fixtures() {
+    [[ $materialized -eq 1 || ! -f tests/fixtures/materialize.py ]] && return 0
+    echo "--- materializing fixture trees into .cache/sysfs"
+    python tests/fixtures/materialize.py "$ALIGNED_DRA_CACHE/sysfs" --all >/dev/null || return 1
+    materialized=1
+}
+
+stage_ruff() {
+    ruff check . || return 1
+    ruff format --check . || return 1
+}
+
+stage_changelog() {
+    antsibull-changelog lint || return 1
+    antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml || return 1
+}
+
+stage_sanity() {
+    local collection pyver
+    # ansible-test finds its files with git; outside a git checkout it would
+    # walk everything, .venv and the .cache symlink loop included.
+    if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        echo "sanity: needs a git checkout (ansible-test lists files with git)" >&2
+        return 1
+    fi
+    # ansible-test wants the collection at .../ansible_collections/aligned/dra:
+    # the bootstrap symlink is that path, and ANSIBLE_TEST_CONTENT_ROOT makes
+    # ansible-test use it as given (getcwd() would resolve the symlink).
+    collection="$ALIGNED_DRA_CACHE/collections/ansible_collections/aligned/dra"
+    pyver="$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    # --python: the venv's version only; pyenv shims for others fail.
+    (cd "$collection" && ANSIBLE_TEST_CONTENT_ROOT="$collection" \
+        ansible-test sanity --python "$pyver" "${extra[@]}") || return 1
+}
+
+stage_lint() {
+    # Settings (production profile, offline) are in .ansible-lint.
+    ansible-lint "${extra[@]}" || return 1
+}
+
+stage_pytest() {
+    local files rc=0
+    files="$(find tests/unit tests/integration -name 'test_*.py' -o -name '*_test.py' 2>/dev/null | wc -l)"
+    if [[ "$files" -eq 0 ]]; then
+        echo "pytest: no test files under tests/unit or tests/integration yet"
+        return "$SKIPPED"
+    fi
+    materialize_fixtures || return 1
+    pytest "${extra[@]}" || rc=$?
+    if [[ $rc -eq 5 ]]; then
+        echo "pytest: exit 5, no tests collected although $files test file(s) exist" >&2
+    fi
+    [[ $rc -eq 0 ]] || return 1
+}
+
+stage_molecule() {
+    local scenarios=() name
+    if [[ ${#extra[@]} -gt 0 ]]; then
+        scenarios=("${extra[@]}")
+    else
+        for name in molecule/*/molecule.yml; do
+            [[ -f "$name" ]] && scenarios+=("$(basename "$(dirname "$name")")")
+        done
+    fi
+    if [[ ${#scenarios[@]} -eq 0 ]]; then
+        echo "molecule: no scenario under molecule/ yet"
+        return "$SKIPPED"
+    fi
+    materialize_fixtures || return 1
+    # Scenarios live in molecule/, not extensions/molecule/ (which Molecule
+    # expects inside a collection); saying so also silences its warning.
+    export MOLECULE_GLOB="molecule/*/molecule.yml"
+    for name in "${scenarios[@]}"; do
+        echo "--- molecule test -s $name"
+        molecule test -s "$name" || {
+            echo "molecule: scenario '$name' failed" >&2
+            return 1
+        }
+    done
+}
+
+# ---------------------------------------------------------------------------
+# Runner and summary
+# ---------------------------------------------------------------------------
+summary=()
+started="$EPOCHREALTIME"
+
+elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }'; }
+
+print_summary() {
+    local line stage
+    echo
+    echo "==> summary"
+    for line in "${summary[@]}"; do echo "    $line"; done
+    for stage in "${selected[@]}"; do
+        [[ " ${summary[*]} " == *" $stage "* ]] || printf '    %-10s %-8s\n' "$stage" "not run"
+    done
+    printf '    %-10s %-8s %s\n' "total" "" "$(elapsed "$started")"
+}
+
+# run NAME COMMAND...: time one stage, record it, stop everything if it fails.
+run() {
+    local name="$1" t0="$EPOCHREALTIME" rc=0
+    shift
+    echo
+    echo "==> $name"
+    "$@" || rc=$?
+    case $rc in
+        0) summary+=("$(printf '%-10s %-8s %s' "$name" passed "$(elapsed "$t0")")") ;;
+        "$SKIPPED") summary+=("$(printf '%-10s %-8s %s' "$name" skipped "$(elapsed "$t0")")") ;;
+        *)
+            summary+=("$(printf '%-10s %-8s %s' "$name" FAILED "$(elapsed "$t0")")")
+            print_summary
+            echo
+            echo "test.sh: stage '$name' FAILED (exit $rc); later stages not run." >&2
+            exit 1
+            ;;
+    esac
+}
+
+bootstrap() {
+    # shellcheck disable=SC1091  # linted on its own
+    . scripts/bootstrap.sh
+}
+
+run bootstrap bootstrap
+for stage in "${selected[@]}"; do
+    run "$stage" "stage_$stage"
+done
+print_summary
+echo
+echo "test.sh: all selected stages passed."

@@ -1,0 +1,73 @@
+"""Shared pytest set-up for tests/unit and tests/integration.
+
+The paths below are the ones scripts/bootstrap.sh prepares; its environment
+(ANSIBLE_COLLECTIONS_PATH, ANSIBLE_CONFIG, CONTAINERS_CONF, PATH with .venv/bin)
+is exported by scripts/test.sh, and filled in here when pytest is run directly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CACHE = REPO_ROOT / ".cache"
+COLLECTIONS_PATH = CACHE / "collections"
+COLLECTION_LINK = COLLECTIONS_PATH / "ansible_collections" / "aligned" / "dra"
+CONTAINERS_CONF = CACHE / "containers" / "containers.conf"
+NODE_IMAGE = "localhost/aligned-dra-node:bookworm"
+VENV_BIN = Path(sys.executable).parent
+
+if not COLLECTION_LINK.is_dir():
+    raise pytest.UsageError(f"{COLLECTION_LINK} is missing: run scripts/bootstrap.sh (or scripts/test.sh) first")
+
+# Same environment as scripts/bootstrap.sh exports, for `pytest` run by hand.
+os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(COLLECTIONS_PATH))
+os.environ.setdefault("ANSIBLE_CONFIG", str(REPO_ROOT / "ansible.cfg"))
+os.environ.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
+if str(VENV_BIN) not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def _podman_ready() -> bool:
+    if shutil.which("podman") is None:
+        return False
+    probe = subprocess.run(["podman", "image", "exists", NODE_IMAGE], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip, with the reason, tests whose real component is unavailable here."""
+    needs_podman = [item for item in items if item.get_closest_marker("podman")]
+    if needs_podman and not _podman_ready():
+        skip = pytest.mark.skip(reason=f"podman or {NODE_IMAGE} missing: run scripts/bootstrap.sh")
+        for item in needs_podman:
+            item.add_marker(skip)
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="network namespaces need root")
+        for item in items:
+            if item.get_closest_marker("netns"):
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The checkout (also importable as ansible_collections.aligned.dra)."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def ansible_env() -> dict[str, str]:
+    """Environment for running ansible-playbook & co. in a subprocess."""
+    return dict(os.environ)
+
+
+@pytest.fixture(scope="session")
+def node_image() -> str:
+    """The offline podman node image (systemd as PID 1, python3)."""
+    return NODE_IMAGE
