@@ -1,0 +1,283 @@
+# SPDX-License-Identifier: Apache-2.0
+"""probe() on synthetic trees from the fixture builder, and on broken trees.
+
+The level matrices below are written by hand from the layouts in
+tests/fixtures/layouts/ (which switch, host bridge and NUMA node each device
+sits on), not copied from the probe's output.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    out = tmp_path_factory.mktemp("layouts")
+    cache: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in cache:
+            root = materialize(name, out)
+            cache[name] = probe(str(root / "sys"), str(root / "proc"))
+        return cache[name]
+
+    return get
+
+
+def run(root: Path) -> dict:
+    return probe(str(root / "sys"), str(root / "proc"))
+
+
+def device(topology: dict, bdf: str) -> dict:
+    return next(d for d in topology["devices"] if d["pci_address"] == bdf)
+
+
+def matrix(topology: dict, gpus: list[str], nics: list[str]) -> list[str]:
+    return [" ".join(topology["links"][g][n] for n in nics) for g in gpus]
+
+
+# -- synthetic layouts: hand-computed levels ---------------------------------
+
+DGX_GPUS = [f"0000:{b}:00.0" for b in ("1a", "2b", "3c", "4d", "9a", "ab", "bc", "cd")]
+DGX_NICS = [f"0000:{b}:00.0" for b in ("1d", "2e", "3f", "50", "9d", "ae", "bf", "d0")]
+DGX_MGMT = ["0000:5a:00.0", "0000:5a:00.1"]
+
+
+def test_dgx_h100_levels(layouts):
+    topology = layouts("dgx-h100")
+    # Each GPU and its ConnectX-7 hang under two lower switches below one upper
+    # switch (PXB); other NICs of the socket are on other host bridges (NODE);
+    # the other socket is SYS. The management NIC sits on socket 0.
+    p, n, s = "PXB", "NODE", "SYS"
+    socket0 = [" ".join([p if i == j else n for j in range(4)] + [n, n] + [s] * 4) for i in range(4)]
+    socket1 = [" ".join([s] * 4 + [s, s] + [p if i == j else n for j in range(4)]) for i in range(4)]
+    assert matrix(topology, DGX_GPUS, DGX_NICS[:4] + DGX_MGMT + DGX_NICS[4:]) == socket0 + socket1
+    for gpu, nic in zip(DGX_GPUS, DGX_NICS, strict=True):
+        assert topology["nearest_nics"][gpu] == {"level": "PXB", "nics": [nic]}
+        assert len(device(topology, gpu)["switches"]) == 2
+    assert len(topology["switches"]) == 8 * 3
+
+
+def test_dgx_h100_details(layouts):
+    topology = layouts("dgx-h100")
+    assert topology["counts"] == {"gpu": 8, "accelerator": 0, "nic": 0, "rdma": 10, "nvme": 2, "other": 1, "vfs": 0}
+    gpu = device(topology, "0000:9a:00.0")
+    assert gpu["gpu"]["minor"] == 4
+    assert gpu["gpu"]["model"] == "NVIDIA H100 80GB HBM3"
+    assert gpu["gpu"]["uuid"].startswith("GPU-")
+    assert gpu["numa_node"] == 1
+    assert gpu["pcie_root"] == "pci0000:95"
+    nic = device(topology, "0000:9d:00.0")
+    assert nic["rdma_devices"] == ["mlx5_4"]
+    assert [(x["name"], x["type"]) for x in nic["netdevs"]] == [("ibp157s0", "infiniband")]
+    mgmt = device(topology, "0000:5a:00.1")
+    assert mgmt["netdevs"][0]["type"] == "ethernet"
+    rdma = {r["name"]: r for r in topology["rdma_devices"]}
+    assert rdma["mlx5_9"]["ports"][0]["link_layer"] == "Ethernet"
+    assert rdma["mlx5_4"]["ports"][0]["link_layer"] == "InfiniBand"
+    assert rdma["mlx5_4"]["pci_address"] == "0000:9d:00.0"
+    assert any(c.startswith("uverbs") for c in rdma["mlx5_4"]["char_devices"])
+    bmc = next(d for d in topology["devices"] if d["vendor_id"] == "0x1a03")
+    assert bmc["kind"] == "other"
+    assert topology["warnings"] == []
+
+
+def test_mi300x_one_root_complex_per_pair(layouts):
+    topology = layouts("mi300x")
+    gpus = [f"0000:{b}1:00.0" for b in ("0", "2", "4", "6", "8", "a", "c", "e")]
+    nics = [f"0000:{b}2:00.0" for b in ("0", "2", "4", "6", "8", "a", "c", "e")]
+    # GPU and NIC on two root ports of one host bridge: PHB. Four host bridges per NUMA node.
+    expected = []
+    for i in range(8):
+        expected.append(" ".join("PHB" if i == j else ("NODE" if i // 4 == j // 4 else "SYS") for j in range(8)))
+    assert matrix(topology, gpus, nics) == expected
+    assert device(topology, gpus[3])["kind"] == "accelerator"
+    assert device(topology, gpus[3])["gpu"] == {"card": "card3", "render_node": "renderD131"}
+
+
+def test_sriov_8x64_vfs(layouts):
+    topology = layouts("sriov-8x64")
+    counts = topology["counts"]
+    assert (counts["gpu"], counts["vfs"]) == (8, 512)
+    pfs = [d for d in topology["devices"] if d["sriov"]]
+    assert len(pfs) == 8
+    for pf in pfs:
+        assert (pf["sriov"]["totalvfs"], pf["sriov"]["numvfs"], len(pf["sriov"]["vfs"])) == (127, 64, 64)
+        for vf_bdf in pf["sriov"]["vfs"]:
+            vf = device(topology, vf_bdf)
+            assert vf["physfn"] == pf["pci_address"]
+            assert vf["kind"] == "rdma"
+            assert len(vf["netdevs"]) == 1 and len(vf["rdma_devices"]) == 1
+            assert vf["pcie_root"] == pf["pcie_root"]
+            for gpu, row in topology["links"].items():
+                assert row[vf_bdf] == row[pf["pci_address"]], (gpu, vf_bdf)
+    # nearest_nics lists physical NICs only.
+    for best in topology["nearest_nics"].values():
+        assert best["level"] == "PIX" and len(best["nics"]) == 1
+        assert device(topology, best["nics"][0])["physfn"] is None
+
+
+def test_vm_with_flat_bus_and_unknown_numa(layouts):
+    topology = layouts("vm-flat")
+    assert topology["bridges"] == []
+    for d in topology["devices"]:
+        assert d["numa_node"] is None
+        assert d["numa_node_inferred"] == {"node": 0, "rule": "local_cpulist"}
+        assert d["bridges"] == [] and d["pcie_root"] == "pci0000:00"
+    assert set(topology["links"]["0000:00:04.0"].values()) == {"PHB"}
+
+
+def test_five_digit_domain_has_no_pcie_root(layouts):
+    topology = layouts("pci-domain-5digit")
+    nvmes = [d for d in topology["devices"] if d["kind"] == "nvme"]
+    assert [d["pci_address"] for d in nvmes] == ["10000:e1:00.0", "10000:e2:00.0"]
+    for d in nvmes:
+        assert d["pcie_root"] is None
+        assert d["host_bridge"] == "pci10000:e0"
+        assert d["numa_node"] == 0
+    assert device(topology, "0000:18:00.0")["pcie_root"] == "pci0000:17"
+    assert topology["links"] == {"0000:18:00.0": {"0000:39:00.0": "NODE"}}
+
+
+def test_hyperv_vmbus_devices_have_no_pcie_root(layouts):
+    topology = layouts("hyperv-ndv4")
+    gpus = [d["pci_address"] for d in topology["devices"] if d["kind"] == "gpu"]
+    nics = [d["pci_address"] for d in topology["devices"] if d["kind"] == "rdma"]
+    assert len(gpus) == len(nics) == 8
+    assert all(d["pcie_root"] is None for d in topology["devices"])
+    # Each device is its own host bridge; locality comes from NUMA only.
+    numa = {d["pci_address"]: d["numa_node"] for d in topology["devices"]}
+    for g in gpus:
+        for n in nics:
+            assert topology["links"][g][n] == ("NODE" if numa[g] == numa[n] else "SYS")
+    assert sum("pcieRoot" in w for w in topology["warnings"]) == 16
+
+
+# -- edge cases on small and broken trees ------------------------------------
+
+SMALL = {
+    "name": "small",
+    "numa": {"nodes": [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "4-7"}]},
+    "hostbridges": [
+        {
+            "domain": 0,
+            "bus": 0,
+            "numa_node": 0,
+            "children": [
+                {
+                    "type": "bridge",
+                    "addr": "01.0",
+                    "vendor": 0x8086,
+                    "device": 0x2030,
+                    "children": [
+                        {
+                            "addr": "00.0",
+                            "vendor": 0x15B3,
+                            "device": 0x1017,
+                            "class": 0x020000,
+                            "netdevs": [{"name": "ens1f0", "type": "eth"}],
+                            "rdma": {"name": "mlx5_0", "ports": 2},
+                            "sriov": {"totalvfs": 8, "numvfs": 2, "vf_device": 0x1018},
+                        }
+                    ],
+                },
+                {
+                    "type": "bridge",
+                    "addr": "02.0",
+                    "vendor": 0x8086,
+                    "device": 0x2031,
+                    "children": [{"addr": "00.0", "vendor": 0x10DE, "device": 0x2330, "class": 0x030200}],
+                },
+            ],
+        }
+    ],
+}
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    build_tree(SMALL, tmp_path)
+    return tmp_path
+
+
+def pci_dir(root: Path, bdf: str) -> Path:
+    return (root / "sys/bus/pci/devices" / bdf).resolve()
+
+
+def test_small_tree_baseline(small):
+    topology = run(small)
+    assert topology["warnings"] == []
+    nic = device(topology, "0000:01:00.0")
+    assert nic["kind"] == "rdma"
+    assert len(nic["sriov"]["vfs"]) == 2
+    mlx = next(r for r in topology["rdma_devices"] if r["name"] == "mlx5_0")
+    assert [p["port"] for p in mlx["ports"]] == [1, 2]
+    assert sorted(c for c in mlx["char_devices"] if c.startswith("umad")) == ["umad0", "umad1"]
+    assert topology["links"]["0000:02:00.0"]["0000:01:00.0"] == "PHB"
+
+
+def test_dangling_pci_link_is_skipped_with_a_warning(small):
+    shutil.rmtree(pci_dir(small, "0000:02:00.0"))
+    topology = run(small)
+    assert "0000:02:00.0" not in [d["pci_address"] for d in topology["devices"]]
+    assert any("0000:02:00.0" in w and "dangling" in w for w in topology["warnings"])
+    assert topology["links"] == {}
+
+
+def test_unreadable_attribute_becomes_null_with_a_warning(small):
+    numa = pci_dir(small, "0000:02:00.0") / "numa_node"
+    numa.unlink()
+    numa.mkdir()  # reading a directory fails even for root
+    topology = run(small)
+    gpu = device(topology, "0000:02:00.0")
+    assert gpu["numa_node"] is None
+    assert gpu["numa_node_inferred"] == {"node": 0, "rule": "nearest_ancestor"}
+    assert any(str(numa) in w and "cannot read" in w for w in topology["warnings"])
+
+
+def test_vf_takes_its_pf_numa_node_when_unknown(small):
+    vf = device(run(small), "0000:01:00.0")["sriov"]["vfs"][0]
+    (pci_dir(small, vf) / "numa_node").write_text("-1\n")
+    topology = run(small)
+    assert device(topology, vf)["numa_node"] is None
+    assert device(topology, vf)["numa_node_inferred"] == {"node": 0, "rule": "physfn"}
+
+
+def test_missing_virtfn_link_is_reported(small):
+    os.unlink(pci_dir(small, "0000:01:00.0") / "virtfn1")
+    topology = run(small)
+    assert len(device(topology, "0000:01:00.0")["sriov"]["vfs"]) == 1
+    assert any("virtfn1 is missing" in w for w in topology["warnings"])
+
+
+def test_dangling_class_links_and_missing_directories(small):
+    (small / "sys/class/infiniband/ghost0").symlink_to("../../devices/nowhere/infiniband/ghost0")
+    (small / "sys/class/net/ghost0").symlink_to("../../devices/nowhere/net/ghost0")
+    shutil.rmtree(small / "sys/devices/system/node")
+    shutil.rmtree(small / "sys/class/drm", ignore_errors=True)
+    topology = run(small)
+    assert topology["numa_nodes"] == []
+    assert any("ghost0" in w for w in topology["warnings"])
+    assert "ghost0" not in [r["name"] for r in topology["rdma_devices"]]
+    assert "ghost0" not in [n["name"] for d in topology["devices"] for n in d["netdevs"]]
+    assert device(topology, "0000:01:00.0")["rdma_devices"] == ["mlx5_0"]
+
+
+def test_missing_sysfs_root_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="sysfs_root"):
+        probe(str(tmp_path / "nope"), str(tmp_path))
+
+
+def test_empty_sysfs_root_gives_an_empty_topology_with_warnings(tmp_path):
+    topology = probe(str(tmp_path), str(tmp_path))
+    assert topology["devices"] == [] and topology["links"] == {}
+    assert any("bus/pci/devices" in w for w in topology["warnings"])
