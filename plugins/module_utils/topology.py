@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -532,27 +532,31 @@ class _Probe:
         return chain
 
     def read_function(self, func: _Function, vf_parent: str | None) -> bool:
+        if vf_parent is not None:
+            # Two files only: plain paths are cheaper than a directory descriptor.
+            prefix = func.path + "/"
+            return self._read_function(func, vf_parent, lambda name: self.r.read(prefix + name))
         with self.r.directory(func.path) as d:
-            return self._read_function(func, vf_parent, d)
+            return self._read_function(func, vf_parent, d.read)
 
-    def _read_function(self, func: _Function, vf_parent: str | None, d: _Dir) -> bool:
+    def _read_function(self, func: _Function, vf_parent: str | None, read: Callable[..., str | None]) -> bool:
         r = self.r
         p = func.path + "/"
-        raw_uevent = d.read("uevent")
-        if raw_uevent is None and d.fd is None:
+        raw_uevent = read("uevent")
+        if raw_uevent is None and not os.path.isdir(func.path):
             r.warn(f"{func.bdf}: {func.path} does not exist (dangling link in bus/pci/devices)")
             return False
         uevent = parse_uevent(raw_uevent)
         class_code = parse_int(uevent.get("PCI_CLASS"), 16)
         if class_code is None:
-            class_code = parse_int(d.read("class", expected=True), 16)
+            class_code = parse_int(read("class", expected=True), 16)
         pci_id = uevent.get("PCI_ID")
         if pci_id and ":" in pci_id:
             vendor, _, device = pci_id.partition(":")
             vendor_id, device_id = parse_int(vendor, 16), parse_int(device, 16)
         else:
-            vendor_id = parse_int(d.read("vendor", expected=True), 16)
-            device_id = parse_int(d.read("device", expected=True), 16)
+            vendor_id = parse_int(read("vendor", expected=True), 16)
+            device_id = parse_int(read("device", expected=True), 16)
         subsys = uevent.get("PCI_SUBSYS_ID")
         if subsys and ":" in subsys:
             svendor, _, sdevice = subsys.partition(":")
@@ -561,13 +565,13 @@ class _Probe:
                 parse_int(sdevice, 16),
             )
         else:
-            sub_vendor_id = parse_int(d.read("subsystem_vendor"), 16)
-            sub_device_id = parse_int(d.read("subsystem_device"), 16)
+            sub_vendor_id = parse_int(read("subsystem_vendor"), 16)
+            sub_device_id = parse_int(read("subsystem_device"), 16)
         driver = uevent.get("DRIVER")
         if driver is None:
             link = r.readlink(p + "driver")
             driver = os.path.basename(link) if link else None
-        numa = parse_int(d.read("numa_node"))
+        numa = parse_int(read("numa_node"))
         info: dict[str, Any] = {
             "class_code": class_code,
             "class_id": hex_id(class_code, 6),
@@ -579,14 +583,14 @@ class _Probe:
             "numa_node": None if numa is None or numa < 0 else numa,
         }
         if vf_parent is None:
-            cpus = parse_cpulist(d.read("local_cpulist"))
+            cpus = parse_cpulist(read("local_cpulist"))
             if cpus is None:
-                cpus = parse_cpumask(d.read("local_cpus"))
+                cpus = parse_cpumask(read("local_cpus"))
             info["local_cpus"] = cpus
-            info["link"] = self._link(d)
-            total = parse_int(d.read("sriov_totalvfs"))
+            info["link"] = self._link(read)
+            total = parse_int(read("sriov_totalvfs"))
             if total is not None:
-                numvfs = parse_int(d.read("sriov_numvfs")) or 0
+                numvfs = parse_int(read("sriov_numvfs")) or 0
                 vfs = []
                 for index in range(numvfs):
                     target = r.readlink(f"{p}virtfn{index}")
@@ -609,11 +613,11 @@ class _Probe:
         func.info = info
         return True
 
-    def _link(self, d: _Dir) -> dict[str, Any] | None:
-        speed = d.read("current_link_speed")
-        max_speed = d.read("max_link_speed")
-        width = parse_int(d.read("current_link_width"))
-        max_width = parse_int(d.read("max_link_width"))
+    def _link(self, read: Callable[..., str | None]) -> dict[str, Any] | None:
+        speed = read("current_link_speed")
+        max_speed = read("max_link_speed")
+        width = parse_int(read("current_link_width"))
+        max_width = parse_int(read("max_link_width"))
         if speed is None and max_speed is None and width is None and max_width is None:
             return None
         return {
@@ -639,12 +643,27 @@ class _Probe:
 
     # -- class devices (net, infiniband, drm) -----------------------------------
 
-    def _owner(self, class_dir: str, name: str) -> tuple[str | None, str | None]:
-        """Resolve ``<class_dir>/<name>`` to (owning PCI function, its path)."""
+    def _resolve(self, class_dir: str, name: str) -> str | None:
+        """Absolute target of the class link ``<class_dir>/<name>``, or None."""
         target = self.r.readlink(class_dir + "/" + name)
         if target is None:
+            return None
+        if target.startswith("/"):
+            return os.path.normpath(target)
+        base = class_dir
+        # String surgery instead of normpath: this runs for every netdev,
+        # RDMA device and character device of every VF.
+        while target.startswith("../"):
+            base = base[: base.rindex("/")]
+            target = target[3:]
+        path = base + "/" + target
+        return os.path.normpath(path) if "/." in path else path
+
+    def _owner(self, class_dir: str, name: str) -> tuple[str | None, str | None]:
+        """Resolve ``<class_dir>/<name>`` to (owning PCI function, its path)."""
+        path = self._resolve(class_dir, name)
+        if path is None:
             return None, None
-        path = os.path.normpath(os.path.join(class_dir, target))
         parts = path.split("/")
         for index in range(len(parts) - 2, -1, -1):
             part = parts[index]
@@ -653,28 +672,42 @@ class _Probe:
                 return part, path
         return None, path
 
-    def netdevs(self, vfs: set[str]) -> dict[str, list[dict[str, Any]]]:
+    def netdevs(self, physfn: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+        """Network interfaces by owning PCI function.
+
+        A VF's interface has its PF's type and link speed, so for the hundreds
+        of VFs of a big node only address, state and MTU are read.
+        """
         by_function: dict[str, list[dict[str, Any]]] = {}
         base = self.sys + "/class/net"
         r = self.r
+        owned = []
         for name in sorted(r.listdir(base)):
             bdf, path = self._owner(base, name)
-            if bdf is None or path is None:
-                continue
-            with r.directory(path) as d:
-                ntype = parse_int(d.read("type"))
-                # A VF's link speed is its PF's; skipping it keeps 500-VF probes fast.
-                speed = None if bdf in vfs else parse_int(d.read("speed"))
-                by_function.setdefault(bdf, []).append(
-                    {
-                        "name": name,
-                        "address": d.read("address"),
-                        "type": NETDEV_TYPES.get(ntype, ntype) if ntype is not None else None,
-                        "operstate": d.read("operstate"),
-                        "mtu": parse_int(d.read("mtu")),
-                        "speed_mbps": speed if speed is not None and speed > 0 else None,
-                    }
-                )
+            if bdf is not None and path is not None:
+                owned.append((bdf in physfn, name, bdf, path + "/"))
+        owned.sort(key=lambda o: o[0])  # PFs first; sort is stable
+        for is_vf, name, bdf, p in owned:
+            pf_netdevs = by_function.get(physfn[bdf]) if is_vf else None
+            if pf_netdevs:
+                ntype = pf_netdevs[0]["type"]
+                speed = None
+            else:
+                raw_type = parse_int(r.read(p + "type"))
+                ntype = NETDEV_TYPES.get(raw_type, raw_type) if raw_type is not None else None
+                speed = None if is_vf else parse_int(r.read(p + "speed"))
+            by_function.setdefault(bdf, []).append(
+                {
+                    "name": name,
+                    "address": r.read(p + "address"),
+                    "type": ntype,
+                    "operstate": r.read(p + "operstate"),
+                    "mtu": parse_int(r.read(p + "mtu")),
+                    "speed_mbps": speed if speed is not None and speed > 0 else None,
+                }
+            )
+        for netdevs in by_function.values():
+            netdevs.sort(key=lambda n: n["name"])
         return by_function
 
     def _char_devices(self, class_name: str) -> dict[str, list[str]] | None:
@@ -685,13 +718,23 @@ class _Probe:
             return None
         by_parent: dict[str, list[str]] = {}
         for name in sorted(names):
-            _, path = self._owner(base, name)
+            path = self._resolve(base, name)
             if path is not None:
-                by_parent.setdefault(os.path.dirname(os.path.dirname(path)), []).append(name)
+                # <parent>/infiniband_verbs/uverbsN
+                parent = path[: path.rindex("/", 0, path.rindex("/"))]
+                by_parent.setdefault(parent, []).append(name)
         return by_parent
 
-    def _ports(self, path: str) -> list[dict[str, Any]]:
+    def _ports(self, path: str, like: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Ports of an RDMA device; a VF's ports copy their PF's (``like``) but their state."""
         r = self.r
+        if like:
+            ports = []
+            for pf_port in like:
+                port = dict(pf_port)
+                port["state"] = parse_enum(r.read(f"{path}/ports/{pf_port['port']}/state"))
+                ports.append(port)
+            return ports
         numbers: list[str] = []
         # Ports are numbered from 1; probing beats listing the directory.
         port = 1
@@ -716,11 +759,13 @@ class _Probe:
                 )
         return ports
 
-    def rdma_devices(
-        self,
-    ) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    def rdma_devices(self, physfn: dict[str, str]) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+        """RDMA devices by owning PCI function, and all of them.
+
+        ``physfn`` maps VFs to PFs: a VF's port shares the PF's physical
+        link (layer, rate, physical state), so only its logical state is read.
+        """
         by_function: dict[str, list[dict[str, Any]]] = {}
-        everything: list[dict[str, Any]] = []
         base = self.sys + "/class/infiniband"
         r = self.r
         found = []
@@ -730,12 +775,14 @@ class _Probe:
             if path is None:
                 continue
             # Character devices sit beside infiniband/ in the parent device.
-            parent = os.path.dirname(os.path.dirname(path))
+            parent = path[: path.rindex("/", 0, path.rindex("/"))]
             per_parent[parent] = per_parent.get(parent, 0) + 1
             found.append((name, bdf, path, parent))
         verbs_by_parent = self._char_devices("infiniband_verbs")
         mads_by_parent = self._char_devices("infiniband_mad")
-        for name, bdf, path, parent in found:
+        entries: dict[str, dict[str, Any]] = {}
+        # PFs (and everything else) first, so VFs can copy their PF's port.
+        for name, bdf, path, parent in sorted(found, key=lambda f: f[1] in physfn):
             guid = r.read(path + "/node_guid")
             if guid is None and not os.path.isdir(path):
                 r.warn(f"RDMA device {name}: dangling link to {path}")
@@ -751,17 +798,18 @@ class _Probe:
             if per_parent[parent] > 1:
                 verbs = [v for v in verbs if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name]
                 mads = [m for m in mads if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name]
+            pf_entries = by_function.get(physfn.get(bdf, ""), []) if bdf else []
             entry = {
                 "name": name,
                 "pci_address": bdf,
                 "node_guid": guid,
-                "ports": self._ports(path),
+                "ports": self._ports(path, pf_entries[0]["ports"] if pf_entries else None),
                 "char_devices": verbs + mads,
             }
-            everything.append(entry)
+            entries[name] = entry
             if bdf is not None:
                 by_function.setdefault(bdf, []).append(entry)
-        return by_function, everything
+        return by_function, [entries[name] for name, *_ in found if name in entries]
 
     def drm_nodes(self) -> dict[str, dict[str, str]]:
         by_function: dict[str, dict[str, str]] = {}
@@ -788,9 +836,9 @@ class _Probe:
         numa_nodes = self.numa_nodes()
         self.walk_pci()
         self.read_all_functions()
-        vfs = {bdf for bdf, f in self.functions.items() if f.info.get("physfn")}
-        netdevs = self.netdevs(vfs)
-        rdma_by_function, rdma_all = self.rdma_devices()
+        physfn = {bdf: f.info["physfn"] for bdf, f in self.functions.items() if f.info.get("physfn")}
+        netdevs = self.netdevs(physfn)
+        rdma_by_function, rdma_all = self.rdma_devices(physfn)
         drm = self.drm_nodes()
 
         children: dict[str, list[str]] = {}
