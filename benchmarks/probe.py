@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # SPDX-License-Identifier: Apache-2.0
 """How fast is the topology probe, next to hwloc's lstopo on the same trees?
 
@@ -54,7 +54,7 @@ PROCESS_CODE = (
 
 def median_ms(func, repeat: int, *args) -> float:
     samples = []
-    for _ in range(repeat):
+    for _sample in range(repeat):
         start = time.perf_counter()
         func(*args)
         samples.append((time.perf_counter() - start) * 1000)

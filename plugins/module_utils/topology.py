@@ -165,7 +165,7 @@ def parse_cpulist(text: str | None) -> list[int] | None:
             continue
         stride = 1
         if ":" in part:  # 0-15:2/4 groups are rare; keep the stride only
-            part, _, grp = part.partition(":")
+            part, _colon, grp = part.partition(":")
             stride = int(grp.split("/")[0])
         lo, sep, hi = part.partition("-")
         try:
@@ -278,9 +278,24 @@ def parse_nvidia_information(text: str | None) -> dict[str, Any]:
     }
 
 
+def join_link(directory: str, target: str) -> str:
+    """Absolute path of a symlink's ``target`` found in ``directory``.
+
+    String surgery instead of ``normpath(join())``: it runs for every PCI
+    function, netdev, RDMA device and character device of every VF.
+    """
+    if target.startswith("/"):
+        return os.path.normpath(target)
+    while target.startswith("../"):
+        directory = directory[: directory.rindex("/")]
+        target = target[3:]
+    path = directory + "/" + target
+    return os.path.normpath(path) if "/." in path or "//" in path else path
+
+
 def pci_function_key(bdf: str) -> tuple[str, str]:
     """Split ``dddd:bb:dd.f`` into (``dddd:bb:dd``, ``f``)."""
-    device, _, function = bdf.rpartition(".")
+    device, _dot, function = bdf.rpartition(".")
     return device, function
 
 
@@ -434,6 +449,7 @@ class _Probe:
         self.proc = os.path.normpath(procfs_root)
         self.r = Reader()
         self.functions: dict[str, _Function] = {}
+        self._located: dict[str, tuple[str | None, str | None, list[str]]] = {}
         self.pci_ids: PciIds | None = None
         if pci_ids_path:
             try:
@@ -501,7 +517,7 @@ class _Probe:
             link = bus + "/" + bdf
             target = self.r.readlink(link)
             # No stat here: a dangling link shows up when its files are read.
-            path = link if target is None else os.path.normpath(os.path.join(bus, target))
+            path = link if target is None else join_link(bus, target)
             self.functions[bdf] = _Function(bdf, path, listed=True)
         # Derive host bridge and bridge chain from the path; add bridges that
         # exist as directories but are missing from bus/pci/devices.
@@ -515,19 +531,24 @@ class _Probe:
 
     def _locate(self, func: _Function) -> list[str]:
         """Fill host bridge and bridge chain of ``func`` from its path."""
-        prefix = self.sys + "/devices/"
-        rel = func.path.removeprefix(prefix)
-        parts = rel.split("/")
-        chain: list[str] = []
-        host_index = -1
-        for index, part in enumerate(parts[:-1]):
-            if _HOST_BRIDGE_RE.match(part):
-                host_index, chain = index, []
-            elif _BDF_RE.match(part):
-                chain.append(part)
-        func.host_bridge = parts[host_index] if host_index >= 0 else None
-        func.host_key = "/".join(parts[: host_index + 1]) if host_index >= 0 else None
-        func.chain = chain
+        parent_dir = func.path[: func.path.rindex("/")]
+        located = self._located.get(parent_dir)
+        if located is None:
+            # Everything above a function is decided by its parent directory,
+            # which the PF and all its VFs share.
+            parts = parent_dir.removeprefix(self.sys + "/devices/").split("/")
+            chain: list[str] = []
+            host_index = -1
+            for index, part in enumerate(parts):
+                if part.startswith("pci") and _HOST_BRIDGE_RE.match(part):
+                    host_index, chain = index, []
+                elif part[-2:-1] == "." and _BDF_RE.match(part):
+                    chain.append(part)
+            host = parts[host_index] if host_index >= 0 else None
+            host_key = "/".join(parts[: host_index + 1]) if host_index >= 0 else None
+            located = self._located[parent_dir] = (host, host_key, chain)
+        func.host_bridge, func.host_key, chain = located
+        func.chain = list(chain)
         func.parent = chain[-1] if chain else None
         return chain
 
@@ -552,14 +573,14 @@ class _Probe:
             class_code = parse_int(read("class", expected=True), 16)
         pci_id = uevent.get("PCI_ID")
         if pci_id and ":" in pci_id:
-            vendor, _, device = pci_id.partition(":")
+            vendor, _colon, device = pci_id.partition(":")
             vendor_id, device_id = parse_int(vendor, 16), parse_int(device, 16)
         else:
             vendor_id = parse_int(read("vendor", expected=True), 16)
             device_id = parse_int(read("device", expected=True), 16)
         subsys = uevent.get("PCI_SUBSYS_ID")
         if subsys and ":" in subsys:
-            svendor, _, sdevice = subsys.partition(":")
+            svendor, _colon, sdevice = subsys.partition(":")
             sub_vendor_id, sub_device_id = (
                 parse_int(svendor, 16),
                 parse_int(sdevice, 16),
@@ -646,18 +667,7 @@ class _Probe:
     def _resolve(self, class_dir: str, name: str) -> str | None:
         """Absolute target of the class link ``<class_dir>/<name>``, or None."""
         target = self.r.readlink(class_dir + "/" + name)
-        if target is None:
-            return None
-        if target.startswith("/"):
-            return os.path.normpath(target)
-        base = class_dir
-        # String surgery instead of normpath: this runs for every netdev,
-        # RDMA device and character device of every VF.
-        while target.startswith("../"):
-            base = base[: base.rindex("/")]
-            target = target[3:]
-        path = base + "/" + target
-        return os.path.normpath(path) if "/." in path else path
+        return None if target is None else join_link(class_dir, target)
 
     def _owner(self, class_dir: str, name: str) -> tuple[str | None, str | None]:
         """Resolve ``<class_dir>/<name>`` to (owning PCI function, its path)."""
@@ -809,7 +819,7 @@ class _Probe:
             entries[name] = entry
             if bdf is not None:
                 by_function.setdefault(bdf, []).append(entry)
-        return by_function, [entries[name] for name, *_ in found if name in entries]
+        return by_function, [entries[entry[0]] for entry in found if entry[0] in entries]
 
     def drm_nodes(self) -> dict[str, dict[str, str]]:
         by_function: dict[str, dict[str, str]] = {}
@@ -821,7 +831,7 @@ class _Probe:
                 key = "render_node"
             else:
                 continue
-            bdf, _ = self._owner(base, name)
+            bdf = self._owner(base, name)[0]
             if bdf is not None:
                 by_function.setdefault(bdf, {})[key] = name
         return by_function
@@ -1142,7 +1152,7 @@ def compute_links(
         links[gpu["pci_address"]] = row
         physical = [(LEVEL_RANK[row[d["pci_address"]]], d["pci_address"]) for d in nics if not d["physfn"]]
         if physical:
-            best = min(rank for rank, _ in physical)
+            best = min(rank for rank, _bdf in physical)
             nearest[gpu["pci_address"]] = {
                 "level": LEVELS[best],
                 "nics": sorted(bdf for rank, bdf in physical if rank == best),

@@ -21,12 +21,14 @@ description:
   - Missing files, unreadable files and dangling symlinks never fail the probe; they leave a
     field V(null) and add an entry to RV(topology.warnings).
 author:
-  - aligned.dra contributors
+  - aligned.dra maintainers (!UNKNOWN)
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only reads; it behaves the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
     details: The module changes nothing, so there is nothing to diff.
 options:
