@@ -50,9 +50,12 @@ TREES = [
 TARGET_TREE = "sriov-8x64"
 TARGET_MS = 20.0
 
+# The whole-process probe: a fresh interpreter (isolated mode, no site
+# packages: the library needs only the standard library, as on a node) that
+# imports the library, probes and prints the topology as JSON.
 PROCESS_CODE = (
     "import json, sys; sys.path.insert(0, sys.argv[1]); import topology; "
-    "json.dump(topology.probe(sys.argv[2], sys.argv[3]), open('/dev/null', 'w'))"
+    "sys.stdout.write(json.dumps(topology.probe(sys.argv[2], sys.argv[3])))"
 )
 
 
@@ -93,8 +96,11 @@ def syscall_floor(sysfs: str) -> None:
         _slurp(path + "/numa_node")
     for cls, files in (("net", ("address", "operstate", "mtu")), ("infiniband", ("node_guid", "ports/1/state"))):
         base = sysfs + "/class/" + cls
-        for name in os.listdir(base):
-            path = os.path.normpath(os.path.join(base, os.readlink(base + "/" + name)))
+        for name in os.listdir(base) if os.path.isdir(base) else ():
+            try:
+                path = os.path.normpath(os.path.join(base, os.readlink(base + "/" + name)))
+            except OSError:
+                continue
             for file in files:
                 _slurp(path + "/" + file)
 
@@ -131,7 +137,7 @@ def main() -> int:
         devices = len(topology.probe(sysfs, procfs)["devices"])  # warms the page cache
         floor = median_ms(syscall_floor, args.repeat, sysfs)
         in_process = median_ms(topology.probe, args.repeat, sysfs, procfs)
-        command = [sys.executable, "-I", "-c", PROCESS_CODE, lib, sysfs, procfs]
+        command = [sys.executable, "-I", "-S", "-c", PROCESS_CODE, lib, sysfs, procfs]
         process = median_ms(run_quietly, max(5, args.repeat // 3), command)
         baseline = lstopo_ms(root, max(5, args.repeat // 3))
         ratio = f"{process / baseline:14.2f}x" if baseline else f"{'n/a':>15}"
