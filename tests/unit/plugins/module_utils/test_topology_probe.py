@@ -118,8 +118,20 @@ def test_sriov_8x64_vfs(layouts):
             assert vf["kind"] == "rdma"
             assert len(vf["netdevs"]) == 1 and len(vf["rdma_devices"]) == 1
             assert vf["pcie_root"] == pf["pcie_root"]
+            assert vf["numa_node"] == pf["numa_node"] and vf["link"] is None
+            # A VF's interface: own name and MAC, the PF's type; state and MTU belong to netlink.
+            (netdev,) = vf["netdevs"]
+            assert netdev["address"] and netdev["address"] != pf["netdevs"][0]["address"]
+            assert netdev["type"] == pf["netdevs"][0]["type"]
+            assert (netdev["operstate"], netdev["mtu"]) == (None, None)
             for gpu, row in topology["links"].items():
                 assert row[vf_bdf] == row[pf["pci_address"]], (gpu, vf_bdf)
+    rdma = {r["name"]: r for r in topology["rdma_devices"]}
+    pf_port = rdma[pfs[0]["rdma_devices"][0]]["ports"][0]
+    vf_rdma = rdma[device(topology, pfs[0]["sriov"]["vfs"][0])["rdma_devices"][0]]
+    assert vf_rdma["ports"][0]["link_layer"] == pf_port["link_layer"]
+    assert vf_rdma["ports"][0]["state"] == "ACTIVE"
+    assert vf_rdma["node_guid"] is None and vf_rdma["char_devices"]
     # nearest_nics lists physical NICs only.
     for best in topology["nearest_nics"].values():
         assert best["level"] == "PIX" and len(best["nics"]) == 1
