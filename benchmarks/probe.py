@@ -6,8 +6,8 @@ For each tree (real snapshots and synthetic layouts, materialised by
 tests/fixtures/materialize.py) this prints:
 
 - the median time of the "syscall floor": only the reads no probe can avoid
-  (links, uevent, numa_node, netdev address/state/MTU, RDMA GUID and port
-  state) in a bare loop, i.e. what this machine's system calls cost;
+  (links, uevent, numa_node, interface address, RDMA port state) in a bare
+  loop, i.e. what this machine's system calls cost;
 - the median in-process time of ``topology.probe()`` (warm page cache) and its
   ratio to the floor;
 - the median whole-process time of a fresh Python that imports the library,
@@ -74,7 +74,7 @@ def lstopo_ms(root: Path, repeat: int) -> float | None:
         return None
     # The x86 backend would mix this machine's CPUID into the captured tree.
     env = dict(os.environ, HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86")
-    command = [lstopo, "--of", "xml", "--whole-io", "-"]
+    command = [lstopo, "--of", "xml", "-"]
     check = subprocess.run(command, env=env, capture_output=True, check=False)
     if check.returncode != 0:
         return None
@@ -87,22 +87,29 @@ def run_quietly(command: list[str], env: dict[str, str] | None = None) -> None:
 
 def syscall_floor(sysfs: str) -> None:
     """The reads no probe can avoid, in the tightest loop: per PCI function
-    its link, uevent and numa_node; per netdev its link, address, operstate
-    and mtu; per RDMA device its link, node_guid and port 1 state."""
+    its bus link, uevent and numa_node; per network interface its class link
+    and address; per RDMA device its class link and port 1 state; the class
+    links of the RDMA character devices. Nothing is parsed or kept."""
     bus = sysfs + "/bus/pci/devices"
     for bdf in os.listdir(bus):
-        path = os.path.normpath(os.path.join(bus, os.readlink(bus + "/" + bdf)))
+        path = bus + "/" + bdf
+        os.readlink(path)
         _slurp(path + "/uevent")
         _slurp(path + "/numa_node")
-    for cls, files in (("net", ("address", "operstate", "mtu")), ("infiniband", ("node_guid", "ports/1/state"))):
+    for cls, files in (
+        ("net", ("address",)),
+        ("infiniband", ("ports/1/state",)),
+        ("infiniband_verbs", ()),
+        ("infiniband_mad", ()),
+    ):
         base = sysfs + "/class/" + cls
         for name in os.listdir(base) if os.path.isdir(base) else ():
             try:
-                path = os.path.normpath(os.path.join(base, os.readlink(base + "/" + name)))
+                os.readlink(base + "/" + name)
             except OSError:
                 continue
             for file in files:
-                _slurp(path + "/" + file)
+                _slurp(base + "/" + name + "/" + file)
 
 
 def _slurp(path: str) -> bytes | None:
