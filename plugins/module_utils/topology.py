@@ -53,6 +53,13 @@ _SPEED_RE = re.compile(r"^\s*([0-9.]+)\s*GT/s")
 
 NETDEV_TYPES = {1: "ethernet", 32: "infiniband", 772: "loopback"}
 
+# Bound once: the probe makes thousands of these calls on big nodes.
+_os_open = os.open
+_os_read = os.read
+_os_close = os.close
+_os_readlink = os.readlink
+_O_RDONLY = os.O_RDONLY
+
 
 class Reader:
     """Small, fast file access under a root, collecting warnings."""
@@ -63,40 +70,60 @@ class Reader:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 
-    def read(self, path: str, expected: bool = False, dir_fd: int | None = None, where: str = "") -> str | None:
+    def read(self, path: str, expected: bool = False) -> str | None:
         """Return the stripped content of ``path`` or ``None``.
 
         A missing file is normal for optional attributes; ``expected`` files
         that are missing, and any file that exists but cannot be read, add a
-        warning. With ``dir_fd``, ``path`` is relative to that directory
-        (``where`` names it in warnings).
+        warning.
         """
         try:
-            fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
+            fd = _os_open(path, _O_RDONLY)
         except FileNotFoundError:
             if expected:
-                self.warn(f"missing file {where}{path}")
+                self.warn(f"missing file {path}")
             return None
         except OSError as exc:
-            self.warn(f"cannot open {where}{path}: {exc.strerror or exc}")
+            self.warn(f"cannot open {path}: {exc.strerror or exc}")
             return None
         try:
-            data = os.read(fd, 65536)
+            return _os_read(fd, 65536).decode("utf-8", "replace").strip()
         except OSError as exc:
-            # sysfs answers EINVAL for e.g. the speed of a link that is down.
-            if exc.errno not in (22, 19, 95):  # EINVAL, ENODEV, EOPNOTSUPP
-                self.warn(f"cannot read {where}{path}: {exc.strerror or exc}")
+            self._read_error(path, exc)
             return None
         finally:
-            os.close(fd)
-        return data.decode("utf-8", "replace").strip()
+            _os_close(fd)
+
+    def read_at(self, dir_fd: int, name: str, where: str, expected: bool = False) -> str | None:
+        """:meth:`read` of ``name`` relative to an open directory ``where``."""
+        try:
+            fd = _os_open(name, _O_RDONLY, dir_fd=dir_fd)
+        except FileNotFoundError:
+            if expected:
+                self.warn(f"missing file {where}{name}")
+            return None
+        except OSError as exc:
+            self.warn(f"cannot open {where}{name}: {exc.strerror or exc}")
+            return None
+        try:
+            return _os_read(fd, 65536).decode("utf-8", "replace").strip()
+        except OSError as exc:
+            self._read_error(where + name, exc)
+            return None
+        finally:
+            _os_close(fd)
+
+    def _read_error(self, path: str, exc: OSError) -> None:
+        # sysfs answers EINVAL for e.g. the speed of a link that is down.
+        if exc.errno not in (22, 19, 95):  # EINVAL, ENODEV, EOPNOTSUPP
+            self.warn(f"cannot read {path}: {exc.strerror or exc}")
 
     def directory(self, path: str) -> _Dir:
         return _Dir(self, path)
 
     def readlink(self, path: str) -> str | None:
         try:
-            return os.readlink(path)
+            return _os_readlink(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -138,7 +165,7 @@ class _Dir:
     def read(self, name: str, expected: bool = False) -> str | None:
         if self.fd is None:
             return self.reader.read(self.where + name, expected)
-        return self.reader.read(name, expected, self.fd, self.where)
+        return self.reader.read_at(self.fd, name, self.where, expected)
 
     def close(self) -> None:
         if self.fd is not None:
@@ -522,12 +549,8 @@ class _Probe:
     # -- PCI walk -------------------------------------------------------------
 
     def walk_pci(self) -> None:
-        bus = self.sys + "/bus/pci/devices"
-        for bdf in sorted(self.r.listdir(bus, expected=True)):
-            link = bus + "/" + bdf
-            target = self.r.readlink(link)
-            # No stat here: a dangling link shows up when its files are read.
-            path = link if target is None else join_link(bus, target)
+        # No stat here: a dangling link shows up when its files are read.
+        for bdf, path in self._class_links(self.sys + "/bus/pci/devices", keep_plain=True, expected=True):
             self.functions[bdf] = _Function(bdf, path, listed=True)
         # Derive host bridge and bridge chain from the path; add bridges that
         # exist as directories but are missing from bus/pci/devices.
@@ -692,29 +715,53 @@ class _Probe:
 
     # -- class devices (net, infiniband, drm) -----------------------------------
 
-    def _resolve(self, class_dir: str, name: str) -> str | None:
-        """Absolute target of the class link ``<class_dir>/<name>``, or None."""
-        target = self.r.readlink(class_dir + "/" + name)
-        return None if target is None else join_link(class_dir, target)
+    def _class_links(self, class_dir: str, keep_plain: bool = False, expected: bool = False) -> list[tuple[str, str]]:
+        """(name, absolute target) of every link in ``class_dir``, sorted by name.
 
-    def _owner(self, class_dir: str, name: str) -> tuple[str | None, str | None]:
-        """Resolve ``<class_dir>/<name>`` to (owning PCI function, its path)."""
-        path = self._resolve(class_dir, name)
-        if path is None:
-            return None, None
+        One tight loop per directory: it runs for every PCI function, netdev,
+        RDMA device and character device of every VF. Entries that are not
+        links (``abi_version``) are left out, or kept as they are with
+        ``keep_plain``.
+        """
+        links = []
+        prefixes: dict[int, str] = {}
+        for name in sorted(self.r.listdir(class_dir, expected)):
+            try:
+                target = _os_readlink(class_dir + "/" + name)
+            except OSError as exc:
+                if exc.errno != 22:  # EINVAL: not a symlink
+                    self.r.warn(f"cannot read link {class_dir}/{name}: {exc.strerror or exc}")
+                elif keep_plain:
+                    links.append((name, class_dir + "/" + name))
+                continue
+            rest = target.lstrip("./")
+            strip = len(target) - len(rest)
+            ups = strip // 3
+            if strip == ups * 3 and target[:strip] == "../" * ups and "/." not in rest:
+                prefix = prefixes.get(ups)
+                if prefix is None:
+                    prefix = prefixes[ups] = class_dir.rsplit("/", ups)[0] + "/"
+                links.append((name, prefix + rest))
+            else:
+                links.append((name, join_link(class_dir, target)))
+        return links
+
+    @staticmethod
+    def _owner(path: str) -> str | None:
+        """The PCI function a class device's ``path`` belongs to."""
         # Usually .../<bdf>/<class>/<name>: look there before walking up.
         cut = path.rfind("/", 0, path.rfind("/", 0, path.rfind("/")))
         if cut >= 0:
             candidate = path[cut + 1 : path.index("/", cut + 1)]
             if candidate[-2:-1] == "." and _BDF_RE.match(candidate):
-                return candidate, path
+                return candidate
         parts = path.split("/")
         for index in range(len(parts) - 2, -1, -1):
             part = parts[index]
             # Cheap pre-check before the regex: bdfs look like dddd:bb:dd.f.
             if part[-2:-1] == "." and _BDF_RE.match(part):
-                return part, path
-        return None, path
+                return part
+        return None
 
     def netdevs(self, physfn: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
         """Network interfaces by owning PCI function.
@@ -726,9 +773,9 @@ class _Probe:
         base = self.sys + "/class/net"
         r = self.r
         owned = []
-        for name in sorted(r.listdir(base)):
-            bdf, path = self._owner(base, name)
-            if bdf is not None and path is not None:
+        for name, path in self._class_links(base):
+            bdf = self._owner(path)
+            if bdf is not None:
                 owned.append((bdf in physfn, name, bdf, path + "/"))
         owned.sort(key=lambda o: o[0])  # PFs first; sort is stable
         for is_vf, name, bdf, p in owned:
@@ -763,28 +810,18 @@ class _Probe:
     def _char_devices(self, class_name: str) -> dict[str, list[str]] | None:
         """{parent device dir: [names]} from ``class/<class_name>``; None if absent."""
         base = self.sys + "/class/" + class_name
-        names = self.r.listdir(base)
-        if not names and not os.path.isdir(base):
+        if not os.path.isdir(base):
             return None
         by_parent: dict[str, list[str]] = {}
-        for name in sorted(names):
-            path = self._resolve(base, name)
-            if path is not None:
-                # <parent>/infiniband_verbs/uverbsN
-                parent = path[: path.rindex("/", 0, path.rindex("/"))]
-                by_parent.setdefault(parent, []).append(name)
+        for name, path in self._class_links(base):
+            # <parent>/infiniband_verbs/uverbsN
+            parent = path[: path.rindex("/", 0, path.rindex("/"))]
+            by_parent.setdefault(parent, []).append(name)
         return by_parent
 
-    def _ports(self, path: str, like: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-        """Ports of an RDMA device; a VF's ports copy their PF's (``like``) but their state."""
+    def _ports(self, path: str) -> list[dict[str, Any]]:
+        """Ports of an RDMA device (a VF's are copied from its PF's, see below)."""
         r = self.r
-        if like:
-            ports = []
-            for pf_port in like:
-                port = dict(pf_port)
-                port["state"] = parse_enum(r.read(f"{path}/ports/{pf_port['port']}/state"))
-                ports.append(port)
-            return ports
         numbers: list[str] = []
         # Ports are numbered from 1; probing beats listing the directory.
         port = 1
@@ -813,17 +850,16 @@ class _Probe:
         """RDMA devices by owning PCI function, and all of them.
 
         ``physfn`` maps VFs to PFs: a VF's port shares the PF's physical
-        link (layer, rate, physical state), so only its logical state is read.
+        link (layer, rate, physical state), so only its logical state is read
+        and the rest is copied from the PF's port.
         """
         by_function: dict[str, list[dict[str, Any]]] = {}
         base = self.sys + "/class/infiniband"
         r = self.r
         found = []
         per_parent: dict[str, int] = {}
-        for name in sorted(r.listdir(base)):
-            bdf, path = self._owner(base, name)
-            if path is None:
-                continue
+        for name, path in self._class_links(base):
+            bdf = self._owner(path)
             # Character devices sit beside infiniband/ in the parent device.
             parent = path[: path.rindex("/", 0, path.rindex("/"))]
             per_parent[parent] = per_parent.get(parent, 0) + 1
@@ -850,10 +886,17 @@ class _Probe:
             if per_parent[parent] > 1:
                 verbs = [v for v in verbs if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name]
                 mads = [m for m in mads if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name]
-            ports = self._ports(path, pf_entries[0]["ports"] if pf_entries else None)
-            if pf_entries and all(p["state"] is None for p in ports) and not os.path.isdir(path):
-                r.warn(f"RDMA device {name}: dangling link to {path}")
-                continue
+            if pf_entries:
+                ports = []
+                for pf_port in pf_entries[0]["ports"]:
+                    port = dict(pf_port)
+                    port["state"] = parse_enum(r.read(f"{path}/ports/{pf_port['port']}/state"))
+                    ports.append(port)
+                if ports and ports[0]["state"] is None and not os.path.isdir(path):
+                    r.warn(f"RDMA device {name}: dangling link to {path}")
+                    continue
+            else:
+                ports = self._ports(path)
             entry = {
                 "name": name,
                 "pci_address": bdf,
@@ -869,14 +912,14 @@ class _Probe:
     def drm_nodes(self) -> dict[str, dict[str, str]]:
         by_function: dict[str, dict[str, str]] = {}
         base = self.sys + "/class/drm"
-        for name in sorted(self.r.listdir(base)):
+        for name, path in self._class_links(base):
             if name.startswith("card") and name[4:].isdigit():
                 key = "card"
             elif name.startswith("renderD") and name[7:].isdigit():
                 key = "render_node"
             else:
                 continue
-            bdf = self._owner(base, name)[0]
+            bdf = self._owner(path)
             if bdf is not None:
                 by_function.setdefault(bdf, {})[key] = name
         return by_function
