@@ -329,6 +329,22 @@ def join_link(directory: str, target: str) -> str:
     return os.path.normpath(path) if "/." in path or "//" in path else path
 
 
+def vf_addresses(pf: str, numvfs: int, offset: int | None, stride: int | None) -> list[str] | None:
+    """Addresses of VFs 0..numvfs-1 of PF ``pf`` (SR-IOV routing IDs), or None."""
+    match = _BDF_RE.match(pf)
+    if match is None or offset is None or stride is None or offset < 1:
+        return None
+    domain, bus, dev, fn = match.group(1), int(match.group(2), 16), int(match.group(3), 16), int(match.group(4))
+    first = (bus << 8) + (dev << 3) + fn + offset
+    addresses = []
+    for index in range(numvfs):
+        rid = first + index * stride
+        if rid > 0xFFFF:
+            return None
+        addresses.append(f"{domain}:{rid >> 8:02x}:{(rid >> 3) & 0x1F:02x}.{rid & 7}")
+    return addresses
+
+
 def pci_function_key(bdf: str) -> tuple[str, str]:
     """Split ``dddd:bb:dd.f`` into (``dddd:bb:dd``, ``f``)."""
     device, _dot, function = bdf.rpartition(".")
@@ -487,6 +503,8 @@ class _Probe:
         self.functions: dict[str, _Function] = {}
         self._located: dict[str, tuple[str | None, str | None, list[str]]] = {}
         self._identities: dict[str, dict[str, Any]] = {}
+        self._listed: set[str] = set()
+        self._vf_paths: dict[str, tuple[str, str]] = {}
         self.pci_ids: PciIds | None = None
         if pci_ids_path:
             try:
@@ -549,18 +567,50 @@ class _Probe:
     # -- PCI walk -------------------------------------------------------------
 
     def walk_pci(self) -> None:
-        # No stat here: a dangling link shows up when its files are read.
-        for bdf, path in self._class_links(self.sys + "/bus/pci/devices", keep_plain=True, expected=True):
-            self.functions[bdf] = _Function(bdf, path, listed=True)
-        # Derive host bridge and bridge chain from the path; add bridges that
-        # exist as directories but are missing from bus/pci/devices.
-        for func in list(self.functions.values()):
+        """Find and read every PCI function.
+
+        Functions are visited in address order, so a PF comes before its VFs;
+        a VF's directory is known from its PF (it is the PF's sibling), which
+        spares resolving hundreds of links on big nodes.
+        """
+        bus = self.sys + "/bus/pci/devices"
+        names = sorted(self.r.listdir(bus, expected=True))
+        self._listed = set(names)
+        hidden: list[_Function] = []
+        for bdf in names:
+            placed = self._vf_paths.pop(bdf, None)
+            if placed is not None:
+                path, pf = placed
+            else:
+                pf = None
+                path = self._bus_target(bus, bdf)
+                if path is None:
+                    continue
+            func = self.functions[bdf] = _Function(bdf, path, listed=True)
+            # Bridges that exist as directories but not in bus/pci/devices.
             for part in self._locate(func):
                 if part not in self.functions:
-                    hidden_path = func.path[: func.path.index("/" + part + "/") + len(part) + 1]
-                    self.functions[part] = hidden = _Function(part, hidden_path, listed=False)
-                    self._locate(hidden)
+                    hidden_path = path[: path.index("/" + part + "/") + len(part) + 1]
+                    self.functions[part] = bridge = _Function(part, hidden_path, listed=False)
+                    self._locate(bridge)
+                    hidden.append(bridge)
                     self.r.warn(f"{part}: bridge directory present but missing from bus/pci/devices")
+            if not self.read_function(func, pf):
+                del self.functions[bdf]
+        for bridge in hidden:
+            if not self.read_function(bridge, None):
+                del self.functions[bridge.bdf]
+
+    def _bus_target(self, bus: str, bdf: str) -> str | None:
+        """Directory of ``bus/pci/devices/<bdf>`` (a link, or in some trees a directory)."""
+        try:
+            return join_link(bus, _os_readlink(bus + "/" + bdf))
+        except OSError as exc:
+            if exc.errno == 22:  # EINVAL: not a link but the directory itself
+                return bus + "/" + bdf
+            if exc.errno != 2:
+                self.r.warn(f"cannot read link {bus}/{bdf}: {exc.strerror or exc}")
+            return None
 
     def _locate(self, func: _Function) -> list[str]:
         """Fill host bridge and bridge chain of ``func`` from its path."""
@@ -624,13 +674,7 @@ class _Probe:
             total = parse_int(read("sriov_totalvfs"))
             if total is not None:
                 numvfs = parse_int(read("sriov_numvfs")) or 0
-                vfs = []
-                for index in range(numvfs):
-                    target = r.readlink(f"{p}virtfn{index}")
-                    if target is None:
-                        r.warn(f"{func.bdf}: sriov_numvfs is {numvfs} but virtfn{index} is missing")
-                        continue
-                    vfs.append(os.path.basename(target))
+                vfs = self._vfs(func, numvfs, read) if numvfs else []
                 info["sriov"] = {"totalvfs": total, "numvfs": numvfs, "vfs": vfs}
             else:
                 info["sriov"] = None
@@ -645,6 +689,31 @@ class _Probe:
             info["physfn"] = vf_parent
         func.info = info
         return True
+
+    def _vfs(self, func: _Function, numvfs: int, read: Callable[..., str | None]) -> list[str]:
+        """Addresses of a PF's VFs; remembers where each VF's directory is.
+
+        The kernel places VF n at routing ID PF + offset + n * stride, as a
+        sibling of the PF; that saves a link per VF. Where the offset and
+        stride are missing or a computed VF is not listed, the ``virtfnN``
+        links decide.
+        """
+        parent = func.path[: func.path.rindex("/")]
+        vfs = vf_addresses(func.bdf, numvfs, parse_int(read("sriov_offset")), parse_int(read("sriov_stride")))
+        if vfs and all(vf in self._listed for vf in vfs):
+            for vf in vfs:
+                self._vf_paths[vf] = (parent + "/" + vf, func.bdf)
+            return vfs
+        vfs = []
+        for index in range(numvfs):
+            target = self.r.readlink(f"{func.path}/virtfn{index}")
+            if target is None:
+                self.r.warn(f"{func.bdf}: sriov_numvfs is {numvfs} but virtfn{index} is missing")
+                continue
+            vf = os.path.basename(target)
+            vfs.append(vf)
+            self._vf_paths[vf] = (join_link(func.path, target), func.bdf)
+        return vfs
 
     def _identity(self, func: _Function, read: Callable[..., str | None], raw_uevent: str | None) -> dict[str, Any]:
         """Class, ids and driver of a function, from uevent or single files."""
@@ -700,18 +769,6 @@ class _Probe:
             "max_gts": parse_link_speed(max_speed),
             "max_width": max_width,
         }
-
-    def read_all_functions(self) -> None:
-        vf_parent: dict[str, str] = {}
-        for bdf in sorted(self.functions):
-            func = self.functions[bdf]
-            if not self.read_function(func, vf_parent.get(bdf)):
-                del self.functions[bdf]
-                continue
-            sriov = func.info.get("sriov")
-            if sriov:
-                for vf in sriov["vfs"]:
-                    vf_parent[vf] = bdf
 
     # -- class devices (net, infiniband, drm) -----------------------------------
 
@@ -933,7 +990,6 @@ class _Probe:
     def run(self) -> dict[str, Any]:
         numa_nodes = self.numa_nodes()
         self.walk_pci()
-        self.read_all_functions()
         physfn = {bdf: f.info["physfn"] for bdf, f in self.functions.items() if f.info.get("physfn")}
         netdevs = self.netdevs(physfn)
         rdma_by_function, rdma_all = self.rdma_devices(physfn)

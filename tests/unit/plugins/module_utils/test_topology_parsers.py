@@ -201,3 +201,14 @@ def test_levels_across_host_bridges():
     # Unknown locality is never reported as close.
     assert level(GPU_CHAIN, NIC_CHAIN, hosts=("h1", "h2"), numa=(None, None)) == "SYS"
     assert level(GPU_CHAIN, NIC_CHAIN, hosts=(None, None), numa=(0, 0)) == "NODE"
+
+
+def test_vf_addresses_follow_routing_ids():
+    assert t.vf_addresses("0000:19:00.0", 3, 2, 1) == ["0000:19:00.2", "0000:19:00.3", "0000:19:00.4"]
+    # VFs spill past function 7 into the next devices, and past the bus.
+    assert t.vf_addresses("0000:19:00.0", 2, 7, 1) == ["0000:19:00.7", "0000:19:01.0"]
+    assert t.vf_addresses("0000:1a:00.1", 2, 255, 2)[-1] == "0000:1b:00.2"
+    assert t.vf_addresses("10000:e1:00.0", 1, 1, 1) == ["10000:e1:00.1"]
+    assert t.vf_addresses("0000:ff:1f.7", 1, 1, 1) is None  # beyond bus ff
+    assert t.vf_addresses("0000:19:00.0", 2, None, 1) is None
+    assert t.vf_addresses("0000:19:00.0", 2, 0, 1) is None

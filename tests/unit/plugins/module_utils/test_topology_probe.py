@@ -264,11 +264,26 @@ def test_vf_takes_its_pf_numa_node_when_unknown(small):
     assert device(topology, vf)["numa_node_inferred"] == {"node": 0, "rule": "physfn"}
 
 
-def test_missing_virtfn_link_is_reported(small):
-    os.unlink(pci_dir(small, "0000:01:00.0") / "virtfn1")
+def test_vfs_are_found_from_offset_and_stride_or_from_virtfn_links(small):
+    pf = pci_dir(small, "0000:01:00.0")
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    assert len(vfs) == 2
+    # Without offset and stride the virtfn links decide; a missing one is reported.
+    (pf / "sriov_offset").unlink()
+    assert device(run(small), "0000:01:00.0")["sriov"]["vfs"] == vfs
+    os.unlink(pf / "virtfn1")
     topology = run(small)
-    assert len(device(topology, "0000:01:00.0")["sriov"]["vfs"]) == 1
+    assert device(topology, "0000:01:00.0")["sriov"]["vfs"] == vfs[:1]
     assert any("virtfn1 is missing" in w for w in topology["warnings"])
+
+
+def test_a_vf_missing_from_the_bus_listing_falls_back_to_virtfn_links(small):
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    os.unlink(small / "sys/bus/pci/devices" / vfs[1])
+    topology = run(small)
+    # The virtfn link still names it; the VF itself is not listed, so not probed.
+    assert device(topology, "0000:01:00.0")["sriov"]["vfs"] == vfs
+    assert vfs[1] not in [d["pci_address"] for d in topology["devices"]]
 
 
 def test_dangling_class_links_and_missing_directories(small):
