@@ -6,8 +6,8 @@ For each tree (real snapshots and synthetic layouts, materialised by
 tests/fixtures/materialize.py) this prints:
 
 - the median time of the "syscall floor": only the reads no probe can avoid
-  (links, uevent, numa_node, interface address, RDMA port state) in a bare
-  loop, i.e. what this machine's system calls cost;
+  (links, uevent, numa_node, RDMA port state) in a bare loop, i.e. what this
+  machine's system calls cost;
 - the median in-process time of ``topology.probe()`` (warm page cache) and its
   ratio to the floor;
 - the median whole-process time of a fresh Python that imports the library,
@@ -87,9 +87,9 @@ def run_quietly(command: list[str], env: dict[str, str] | None = None) -> None:
 
 def syscall_floor(sysfs: str) -> None:
     """The reads no probe can avoid, in the tightest loop: per PCI function
-    its bus link, uevent and numa_node; per network interface its class link
-    and address; per RDMA device its class link and port 1 state; the class
-    links of the RDMA character devices. Nothing is parsed or kept."""
+    its bus link, uevent and numa_node; per network interface and RDMA
+    character device its class link; per RDMA device its class link and port 1
+    state. Nothing is parsed or kept."""
     bus = sysfs + "/bus/pci/devices"
     for bdf in os.listdir(bus):
         path = bus + "/" + bdf
@@ -97,7 +97,7 @@ def syscall_floor(sysfs: str) -> None:
         _slurp(path + "/uevent")
         _slurp(path + "/numa_node")
     for cls, files in (
-        ("net", ("address",)),
+        ("net", ()),
         ("infiniband", ("ports/1/state",)),
         ("infiniband_verbs", ()),
         ("infiniband_mad", ()),

@@ -504,6 +504,7 @@ class _Probe:
         self._located: dict[str, tuple[str | None, str | None, list[str]]] = {}
         self._identities: dict[str, dict[str, Any]] = {}
         self._listed: set[str] = set()
+        self._roots: dict[str, str | None] = {}
         self._vf_paths: dict[str, tuple[str, str]] = {}
         self.pci_ids: PciIds | None = None
         if pci_ids_path:
@@ -611,6 +612,16 @@ class _Probe:
             if exc.errno != 2:
                 self.r.warn(f"cannot read link {bus}/{bdf}: {exc.strerror or exc}")
             return None
+
+    def _pcie_root(self, func: _Function) -> str | None:
+        """:func:`kubernetes_pcie_root`, its path part worked out once per directory."""
+        if not func.path.endswith("/" + func.bdf) or not _K8S_BDF_RE.match(func.bdf):
+            return None
+        parent_dir = func.path[: func.path.rindex("/")]
+        if parent_dir not in self._roots:
+            # Functions in one directory (a PF and its VFs) share the host bridge.
+            self._roots[parent_dir] = kubernetes_pcie_root(func.bdf, func.path, self.sys)
+        return self._roots[parent_dir]
 
     def _locate(self, func: _Function) -> list[str]:
         """Fill host bridge and bridge chain of ``func`` from its path."""
@@ -824,7 +835,7 @@ class _Probe:
         """Network interfaces by owning PCI function.
 
         A VF's interface has its PF's type and link speed; of the hundreds of
-        VF interfaces of a big node only the name and address are read here.
+        VF interfaces of a big node only the name is taken from sysfs.
         """
         by_function: dict[str, list[dict[str, Any]]] = {}
         base = self.sys + "/class/net"
@@ -838,11 +849,11 @@ class _Probe:
         for is_vf, name, bdf, p in owned:
             pf_netdevs = by_function.get(physfn[bdf]) if is_vf else None
             if pf_netdevs:
-                # State and MTU of VF interfaces come from netlink (the sriov
-                # module reads them for all VFs of a PF in one message).
+                # MAC, state and MTU of VF interfaces are netlink properties of
+                # the PF (the sriov module reads all VFs in one message).
                 netdev = {
                     "name": name,
-                    "address": r.read(p + "address"),
+                    "address": None,
                     "type": pf_netdevs[0]["type"],
                     "operstate": None,
                     "mtu": None,
@@ -1026,7 +1037,7 @@ class _Probe:
                 "numa_node": info["numa_node"],
                 "numa_node_inferred": None,
                 "local_cpulist": format_cpulist(info["local_cpus"]) if info["local_cpus"] is not None else None,
-                "pcie_root": kubernetes_pcie_root(bdf, func.path, self.sys),
+                "pcie_root": self._pcie_root(func),
                 "host_bridge": func.host_bridge,
                 "bridges": list(func.chain),
                 "switches": [b for b in func.chain if bridge_roles.get(b) == "switch_upstream"],

@@ -119,11 +119,11 @@ def test_sriov_8x64_vfs(layouts):
             assert len(vf["netdevs"]) == 1 and len(vf["rdma_devices"]) == 1
             assert vf["pcie_root"] == pf["pcie_root"]
             assert vf["numa_node"] == pf["numa_node"] and vf["link"] is None
-            # A VF's interface: own name and MAC, the PF's type; state and MTU belong to netlink.
+            # A VF's interface: its name and the PF's type; MAC, state and MTU belong to netlink.
             (netdev,) = vf["netdevs"]
-            assert netdev["address"] and netdev["address"] != pf["netdevs"][0]["address"]
+            assert netdev["name"] != pf["netdevs"][0]["name"]
             assert netdev["type"] == pf["netdevs"][0]["type"]
-            assert (netdev["operstate"], netdev["mtu"]) == (None, None)
+            assert (netdev["address"], netdev["operstate"], netdev["mtu"]) == (None, None, None)
             for gpu, row in topology["links"].items():
                 assert row[vf_bdf] == row[pf["pci_address"]], (gpu, vf_bdf)
     rdma = {r["name"]: r for r in topology["rdma_devices"]}
