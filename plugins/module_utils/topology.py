@@ -47,9 +47,6 @@ _HOST_BRIDGE_RE = re.compile(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
 # What Kubernetes accepts as a pcieRoot: a host bridge in a 4-hex-digit domain.
 _K8S_PCIE_ROOT_RE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 _K8S_BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_NVIDIA_INFO_RE = re.compile(r"^([A-Za-z ]+):\s*(.*?)\s*$")
-_RATE_RE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec")
-_SPEED_RE = re.compile(r"^\s*([0-9.]+)\s*GT/s")
 
 NETDEV_TYPES = {1: "ethernet", 32: "infiniband", 772: "loopback"}
 
@@ -262,20 +259,27 @@ def hex_id(value: int | None, width: int) -> str | None:
     return None if value is None else "0x" + format(value, _HEX_WIDTHS[width])
 
 
-def parse_link_speed(text: str | None) -> float | None:
-    """``"16.0 GT/s PCIe"`` -> 16.0; ``"Unknown"`` -> None."""
+def _leading_number(text: str | None, unit: str) -> float | None:
+    """``"16.0 GT/s PCIe"``, ``"GT/s"`` -> 16.0; None when the unit differs."""
     if not text:
         return None
-    match = _SPEED_RE.match(text)
-    return float(match.group(1)) if match else None
+    words = text.split()
+    if len(words) < 2 or not words[1].startswith(unit):
+        return None
+    try:
+        return float(words[0])
+    except ValueError:
+        return None
+
+
+def parse_link_speed(text: str | None) -> float | None:
+    """``"16.0 GT/s PCIe"`` -> 16.0; ``"Unknown"`` -> None."""
+    return _leading_number(text, "GT/s")
 
 
 def parse_rate(text: str | None) -> float | None:
     """RDMA port rate ``"400 Gb/sec (4X NDR)"`` -> 400.0."""
-    if not text:
-        return None
-    match = _RATE_RE.match(text)
-    return float(match.group(1)) if match else None
+    return _leading_number(text, "Gb/sec")
 
 
 def parse_enum(text: str | None) -> str | None:
@@ -299,9 +303,9 @@ def parse_nvidia_information(text: str | None) -> dict[str, Any]:
     """Parse ``/proc/driver/nvidia/gpus/<bdf>/information``."""
     fields: dict[str, str] = {}
     for line in (text or "").splitlines():
-        match = _NVIDIA_INFO_RE.match(line)
-        if match:
-            fields[match.group(1).strip()] = match.group(2)
+        key, colon, value = line.partition(":")
+        if colon and key.strip():
+            fields[key.strip()] = value.strip()
     if not fields:
         return {}
     return {
@@ -505,6 +509,7 @@ class _Probe:
         self._identities: dict[str, dict[str, Any]] = {}
         self._listed: set[str] = set()
         self._roots: dict[str, str | None] = {}
+        self._vf_identity: dict[str, dict[str, Any]] = {}
         self._vf_paths: dict[str, tuple[str, str]] = {}
         self.pci_ids: PciIds | None = None
         if pci_ids_path:
@@ -647,12 +652,30 @@ class _Probe:
         return chain
 
     def read_function(self, func: _Function, vf_parent: str | None) -> bool:
-        if vf_parent is not None:
+        if vf_parent is None:
+            with self.r.directory(func.path) as d:
+                return self._read_function(func, vf_parent, d.read)
+        prefix = func.path + "/"
+        vf0 = self._vf_identity.get(vf_parent)
+        if vf0 is None:
             # Two files only: plain paths are cheaper than a directory descriptor.
-            prefix = func.path + "/"
-            return self._read_function(func, vf_parent, lambda name: self.r.read(prefix + name))
-        with self.r.directory(func.path) as d:
-            return self._read_function(func, vf_parent, d.read)
+            if not self._read_function(func, vf_parent, lambda name: self.r.read(prefix + name)):
+                return False
+            self._vf_identity[vf_parent] = func.info
+            return True
+        # The kernel reads class and subsystem ids of all VFs of a PF from the
+        # first VF (pci_read_vf_config_common): only driver and NUMA node are
+        # each VF's own.
+        numa = parse_int(self.r.read(prefix + "numa_node"))
+        if numa is None and not os.path.isdir(func.path):
+            self.r.warn(f"{func.bdf}: {func.path} does not exist")
+            return False
+        info = dict(vf0)
+        driver = self.r.readlink(prefix + "driver")
+        info["driver"] = os.path.basename(driver) if driver else None
+        info["numa_node"] = None if numa is None or numa < 0 else numa
+        func.info = info
+        return True
 
     def _read_function(self, func: _Function, vf_parent: str | None, read: Callable[..., str | None]) -> bool:
         r = self.r
@@ -792,7 +815,7 @@ class _Probe:
         ``keep_plain``.
         """
         links = []
-        prefixes: dict[int, str] = {}
+        up = base = None  # the "../../" every link of a class directory starts with
         for name in sorted(self.r.listdir(class_dir, expected)):
             try:
                 target = _os_readlink(class_dir + "/" + name)
@@ -802,14 +825,13 @@ class _Probe:
                 elif keep_plain:
                     links.append((name, class_dir + "/" + name))
                 continue
-            rest = target.lstrip("./")
-            strip = len(target) - len(rest)
-            ups = strip // 3
-            if strip == ups * 3 and target[:strip] == "../" * ups and "/." not in rest:
-                prefix = prefixes.get(ups)
-                if prefix is None:
-                    prefix = prefixes[ups] = class_dir.rsplit("/", ups)[0] + "/"
-                links.append((name, prefix + rest))
+            if up is None:
+                rest = target.lstrip("./")
+                strip = len(target) - len(rest)
+                if strip and strip % 3 == 0 and target[:strip] == "../" * (strip // 3):
+                    up, base = target[:strip], class_dir.rsplit("/", strip // 3)[0] + "/"
+            if up is not None and target.startswith(up) and "/." not in target[len(up) :]:
+                links.append((name, base + target[len(up) :]))
             else:
                 links.append((name, join_link(class_dir, target)))
         return links
