@@ -646,8 +646,9 @@ class _Probe:
             host = parts[host_index] if host_index >= 0 else None
             host_key = "/".join(parts[: host_index + 1]) if host_index >= 0 else None
             located = self._located[parent_dir] = (host, host_key, chain)
+        # Siblings share one chain list; nobody modifies it.
         func.host_bridge, func.host_key, chain = located
-        func.chain = list(chain)
+        func.chain = chain
         func.parent = chain[-1] if chain else None
         return chain
 
@@ -863,11 +864,13 @@ class _Probe:
         base = self.sys + "/class/net"
         r = self.r
         owned = []
+        of_vfs = []
         for name, path in self._class_links(base):
             bdf = self._owner(path)
             if bdf is not None:
-                owned.append((bdf in physfn, name, bdf, path + "/"))
-        owned.sort(key=lambda o: o[0])  # PFs first; sort is stable
+                is_vf = bdf in physfn
+                (of_vfs if is_vf else owned).append((is_vf, name, bdf, path + "/"))
+        owned.extend(of_vfs)  # PFs first: VFs take their PF interface's type
         for is_vf, name, bdf, p in owned:
             pf_netdevs = by_function.get(physfn[bdf]) if is_vf else None
             if pf_netdevs:
@@ -947,18 +950,32 @@ class _Probe:
         base = self.sys + "/class/infiniband"
         r = self.r
         found = []
+        of_vfs = []
         per_parent: dict[str, int] = {}
         for name, path in self._class_links(base):
             bdf = self._owner(path)
             # Character devices sit beside infiniband/ in the parent device.
             parent = path[: path.rindex("/", 0, path.rindex("/"))]
             per_parent[parent] = per_parent.get(parent, 0) + 1
-            found.append((name, bdf, path, parent))
+            (of_vfs if bdf in physfn else found).append((name, bdf, path, parent))
+        order = found + of_vfs
+        found.extend(of_vfs)
+        found.sort()
         verbs_by_parent = self._char_devices("infiniband_verbs")
         mads_by_parent = self._char_devices("infiniband_mad")
         entries: dict[str, dict[str, Any]] = {}
+        read = r.read
+        suffixes: dict[str, list[tuple[dict[str, Any], str]]] = {}
+
+        def port_states(pf_entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+            """The PF's ports with the path of each port's state file."""
+            found = suffixes.get(pf_entry["name"])
+            if found is None:
+                found = suffixes[pf_entry["name"]] = [(p, f"/ports/{p['port']}/state") for p in pf_entry["ports"]]
+            return found
+
         # PFs (and everything else) first, so VFs can copy their PF's port.
-        for name, bdf, path, parent in sorted(found, key=lambda f: f[1] in physfn):
+        for name, bdf, path, parent in order:
             pf_entries = by_function.get(physfn[bdf], []) if bdf in physfn else []
             # A VF's node GUID is set and read through netlink (sriov module).
             guid = None if pf_entries else r.read(path + "/node_guid")
@@ -977,11 +994,10 @@ class _Probe:
                 verbs = [v for v in verbs if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name]
                 mads = [m for m in mads if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name]
             if pf_entries:
-                ports = []
-                for pf_port in pf_entries[0]["ports"]:
-                    port = dict(pf_port)
-                    port["state"] = parse_enum(r.read(f"{path}/ports/{pf_port['port']}/state"))
-                    ports.append(port)
+                ports = [
+                    {**pf_port, "state": parse_enum(read(path + suffix))}
+                    for pf_port, suffix in port_states(pf_entries[0])
+                ]
                 if ports and ports[0]["state"] is None and not os.path.isdir(path):
                     r.warn(f"RDMA device {name}: dangling link to {path}")
                     continue
@@ -1037,6 +1053,14 @@ class _Probe:
         bridge_roles = {b["pci_address"]: b["role"] for b in bridges}
         switches = self._switches(bridges, children)
 
+        switch_cache: dict[int, list[str]] = {}
+
+        def switches_of(chain: list[str]) -> list[str]:
+            found = switch_cache.get(id(chain))
+            if found is None:
+                found = switch_cache[id(chain)] = [b for b in chain if bridge_roles.get(b) == "switch_upstream"]
+            return found
+
         devices = []
         for bdf in sorted(self.functions):
             func = self.functions[bdf]
@@ -1062,7 +1086,7 @@ class _Probe:
                 "pcie_root": self._pcie_root(func),
                 "host_bridge": func.host_bridge,
                 "bridges": list(func.chain),
-                "switches": [b for b in func.chain if bridge_roles.get(b) == "switch_upstream"],
+                "switches": list(switches_of(func.chain)),
                 "link": info["link"],
                 "netdevs": netdevs.get(bdf, []),
                 "rdma_devices": [e["name"] for e in rdma],
