@@ -308,3 +308,15 @@ def test_empty_sysfs_root_gives_an_empty_topology_with_warnings(tmp_path):
     topology = probe(str(tmp_path), str(tmp_path))
     assert topology["devices"] == [] and topology["links"] == {}
     assert any("bus/pci/devices" in w for w in topology["warnings"])
+
+
+def test_each_vf_reports_its_own_driver(small):
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    link = pci_dir(small, vfs[1]) / "driver"
+    link.unlink()
+    link.symlink_to("../../../../bus/pci/drivers/vfio-pci")  # dangling is fine: the name counts
+    (pci_dir(small, vfs[1]) / "uevent").write_text("DRIVER=vfio-pci\n")
+    topology = run(small)
+    assert device(topology, vfs[0])["driver"] != "vfio-pci"
+    assert device(topology, vfs[1])["driver"] == "vfio-pci"
+    assert device(topology, vfs[1])["vendor_id"] == device(topology, vfs[0])["vendor_id"]
