@@ -2,9 +2,9 @@
 """PCIe/NUMA topology of a Linux node, read from sysfs and procfs.
 
 This is the single source of truth for "which devices does this node have and
-where are they": the ``topology_info`` module, the bundled DRA driver and the
-allocation planner all call :func:`probe`, so facts, published ResourceSlices
-and plans cannot disagree.
+where are they": the ``topology_info`` module calls :func:`probe`, and the
+bundled DRA driver and the allocation planner are to call nothing else, so
+facts, published ResourceSlices and plans cannot disagree.
 
 The code runs on nodes (Python >= 3.9) and imports nothing from Ansible.
 Every read tolerates missing files, unreadable files and dangling symlinks:

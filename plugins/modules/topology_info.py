@@ -16,8 +16,8 @@ description:
     devices, SR-IOV state and GPU details.
   - Returns the C(nvidia-smi topo -m) level (PIX, PXB, PHB, NODE, SYS) for every
     GPU/accelerator x NIC/RDMA pair, and each GPU's nearest physical NICs.
-  - The same library is used by the bundled DRA driver and the allocation planner, so facts,
-    published ResourceSlices and plans agree.
+  - The probe lives in the collection's topology library, which the bundled DRA driver and the
+    allocation planner share, so that facts, published ResourceSlices and plans agree.
   - Missing files, unreadable files and dangling symlinks never fail the probe; they leave a
     field V(null) and add an entry to RV(topology.warnings).
 author:
