@@ -76,44 +76,34 @@ class Reader:
         """
         try:
             fd = _os_open(path, _O_RDONLY)
-        except FileNotFoundError:
-            if expected:
-                self.warn(f"missing file {path}")
-            return None
         except OSError as exc:
-            self.warn(f"cannot open {path}: {exc.strerror or exc}")
-            return None
-        try:
-            return _os_read(fd, 65536).decode("utf-8", "replace").strip()
-        except OSError as exc:
-            self._read_error(path, exc)
-            return None
-        finally:
-            _os_close(fd)
+            return self._open_failed(path, exc, expected)
+        return self._drain(fd, path)
 
     def read_at(self, dir_fd: int, name: str, where: str, expected: bool = False) -> str | None:
         """:meth:`read` of ``name`` relative to an open directory ``where``."""
         try:
             fd = _os_open(name, _O_RDONLY, dir_fd=dir_fd)
-        except FileNotFoundError:
-            if expected:
-                self.warn(f"missing file {where}{name}")
-            return None
         except OSError as exc:
-            self.warn(f"cannot open {where}{name}: {exc.strerror or exc}")
-            return None
+            return self._open_failed(where + name, exc, expected)
+        return self._drain(fd, where, name)
+
+    def _open_failed(self, path: str, exc: OSError, expected: bool) -> None:
+        if not isinstance(exc, FileNotFoundError):
+            self.warn(f"cannot open {path}: {exc.strerror or exc}")
+        elif expected:
+            self.warn(f"missing file {path}")
+
+    def _drain(self, fd: int, path: str, name: str = "") -> str | None:
         try:
             return _os_read(fd, 65536).decode("utf-8", "replace").strip()
         except OSError as exc:
-            self._read_error(where + name, exc)
+            # sysfs answers EINVAL for e.g. the speed of a link that is down.
+            if exc.errno not in (22, 19, 95):  # EINVAL, ENODEV, EOPNOTSUPP
+                self.warn(f"cannot read {path}{name}: {exc.strerror or exc}")
             return None
         finally:
             _os_close(fd)
-
-    def _read_error(self, path: str, exc: OSError) -> None:
-        # sysfs answers EINVAL for e.g. the speed of a link that is down.
-        if exc.errno not in (22, 19, 95):  # EINVAL, ENODEV, EOPNOTSUPP
-            self.warn(f"cannot read {path}: {exc.strerror or exc}")
 
     def directory(self, path: str) -> _Dir:
         return _Dir(self, path)
