@@ -140,7 +140,6 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils.topology import (
-    PCI_IDS_PATHS,
     find_pci_ids,
     probe,
 )
@@ -161,7 +160,7 @@ def main() -> None:
             module.fail_json(msg=f"{name}: {params[name]} is not a directory")
     pci_ids = params["pci_ids_path"]
     if pci_ids is None:
-        pci_ids = find_pci_ids(PCI_IDS_PATHS)
+        pci_ids = find_pci_ids()
     elif not os.access(pci_ids, os.R_OK) or not os.path.isfile(pci_ids):
         module.fail_json(msg=f"pci_ids_path: {pci_ids} is not a readable file")
     topology = probe(params["sysfs_root"], params["procfs_root"], pci_ids)
