@@ -1,0 +1,569 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The DRA object model shared by the bundled driver and the allocation planner.
+
+One place says which devices a node publishes (:func:`devices_from_topology`,
+built on the topology library's ``probe()`` output), how they are cut into
+ResourceSlices (:func:`resource_slices`), which ``resource.k8s.io/v1`` limits
+apply, and which fields each Kubernetes minor serves (:func:`gate_enabled`,
+:func:`gated_fields`). The driver publishes exactly what this module returns and
+the planner simulates allocation on exactly the same devices, so the two cannot
+disagree.
+
+The code runs on nodes (Python >= 3.9) and imports nothing from Ansible.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+DRIVER_NAME = "dra.aligned.dev"
+API_VERSION = "resource.k8s.io/v1"
+STANDARD_DOMAIN = "resource.kubernetes.io"
+
+# Standard attributes (published by every driver that knows them).
+ATTR_PCIE_ROOT = STANDARD_DOMAIN + "/pcieRoot"
+ATTR_PCI_BUS_ID = STANDARD_DOMAIN + "/pciBusID"
+ATTR_NUMA_NODE = STANDARD_DOMAIN + "/numaNode"
+
+SUPPORTED_MINORS = ("1.34", "1.35", "1.36", "1.37")
+
+# -- resource.k8s.io/v1 limits (k8s.io/api/resource/v1 types.go) -------------
+
+LIMITS = {
+    # ResourceSlice
+    "slice_max_devices": 128,  # ResourceSliceMaxDevices
+    "slice_max_devices_with_counters": 64,  # devices with taints or consumesCounters
+    "device_max_attributes_and_capacities": 32,
+    "device_attribute_max_value_length": 64,  # string and version values
+    "device_max_id_length": 32,  # the C identifier after the domain
+    "device_max_domain_length": 63,
+    "driver_name_max_length": 63,
+    "pool_name_max_length": 253,
+    "dns_label_max_length": 63,
+    "dns_subdomain_max_length": 253,
+    # ResourceClaim / ResourceClaimTemplate / DeviceClass
+    "claim_max_requests": 32,  # DeviceRequestsMaxSize
+    "claim_max_constraints": 32,  # DeviceConstraintsMaxSize
+    "claim_max_config": 32,  # DeviceConfigMaxSize
+    "request_max_selectors": 32,  # DeviceSelectorsMaxSize (also per class)
+    "class_max_selectors": 32,
+    "class_max_config": 32,
+    "first_available_max_subrequests": 8,  # FirstAvailableDeviceRequestMaxSize
+    "allocation_max_devices": 32,  # AllocationResultsMaxSize
+    "cel_expression_max_length": 10 * 1024,  # CELSelectorExpressionMaxLength
+    "cel_expression_max_cost": 1000000,  # CELSelectorExpressionMaxCost
+    "opaque_parameters_max_length": 10 * 1024,
+    "tolerations_max_length": 16,
+}
+
+# -- feature gates per minor --------------------------------------------------
+#
+# The value is the default of the gate on that minor (True: served without any
+# flag). Sites that turn a gate on (or off) say so in their inventory; the
+# renderer then follows the site. Fields that a gate controls are listed in
+# GATED_FIELDS.
+FEATURE_GATES = {
+    # firstAvailable in a request (beta and on from 1.34, GA 1.36)
+    "DRAPrioritizedList": {"1.34": True, "1.35": True, "1.36": True, "1.37": True},
+    # adminAccess in a request (beta and on from 1.34)
+    "DRAAdminAccess": {"1.34": True, "1.35": True, "1.36": True, "1.37": True},
+    # capacity.requests, allowMultipleAllocations, distinctAttribute (alpha 1.34, beta 1.36)
+    "DRAConsumableCapacity": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    # sharedCounters / consumesCounters (alpha 1.34, beta 1.36)
+    "DRAPartitionableDevices": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    # device taints and request tolerations (alpha 1.34, beta 1.36)
+    "DRADeviceTaints": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+}
+
+# Where each gated field lives, as a path with ``[]`` for list items, and the
+# gate that serves it.
+GATED_FIELDS = (
+    ("spec.spec.devices.requests[].firstAvailable", "DRAPrioritizedList"),
+    ("spec.spec.devices.requests[].exactly.adminAccess", "DRAAdminAccess"),
+    ("spec.spec.devices.requests[].exactly.capacity", "DRAConsumableCapacity"),
+    ("spec.spec.devices.requests[].firstAvailable[].capacity", "DRAConsumableCapacity"),
+    ("spec.spec.devices.constraints[].distinctAttribute", "DRAConsumableCapacity"),
+    ("spec.spec.devices.requests[].exactly.tolerations", "DRADeviceTaints"),
+    ("spec.spec.devices.requests[].firstAvailable[].tolerations", "DRADeviceTaints"),
+    ("spec.devices.requests[].firstAvailable", "DRAPrioritizedList"),
+    ("spec.devices.requests[].exactly.adminAccess", "DRAAdminAccess"),
+    ("spec.devices.requests[].exactly.capacity", "DRAConsumableCapacity"),
+    ("spec.devices.requests[].firstAvailable[].capacity", "DRAConsumableCapacity"),
+    ("spec.devices.constraints[].distinctAttribute", "DRAConsumableCapacity"),
+    ("spec.devices[].allowMultipleAllocations", "DRAConsumableCapacity"),
+    ("spec.devices[].consumesCounters", "DRAPartitionableDevices"),
+    ("spec.sharedCounters", "DRAPartitionableDevices"),
+    ("spec.devices[].taints", "DRADeviceTaints"),
+)
+
+# -- device model ---------------------------------------------------------------
+
+# Device kinds this driver publishes, and the prefix of their names.
+DEVICE_KINDS = ("gpu", "accelerator", "nic", "vf")
+NAME_PREFIX = {"gpu": "gpu", "accelerator": "acc", "nic": "nic", "vf": "vf"}
+
+DEFAULT_OPTIONS = {
+    # which functions become devices
+    "gpus": True,  # topology kind gpu
+    "accelerators": True,  # topology kind accelerator
+    "rdma_nics": True,  # NICs that own an RDMA device (PFs)
+    "plain_nics": False,  # NICs without an RDMA device
+    "vfs": True,  # SR-IOV virtual functions of a published or filtered PF kind
+    # fnmatch patterns; a function matching any of them (PCI address, netdev or
+    # RDMA device name) is never published, nor are the VFs of a matching PF:
+    # keep management NICs out
+    "exclude": [],
+    # the domain of the driver's own attributes
+    "domain": DRIVER_NAME,
+}
+
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_C_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_K8S_PCIE_ROOT_RE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
+_K8S_BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_MEMORY_IN_MODEL_RE = re.compile(r"(?<![0-9])([0-9]{1,4})\s?GB\b", re.IGNORECASE)
+
+
+class DeviceModelError(ValueError):
+    """Options or input that cannot produce a valid device list."""
+
+
+def is_dns_label(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL_RE.match(value))
+
+
+def is_dns_subdomain(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= 253 and bool(_DNS_SUBDOMAIN_RE.match(value))
+
+
+def is_qualified_name(value: object) -> bool:
+    """An attribute or capacity name: ``identifier`` or ``domain/identifier``."""
+    if not isinstance(value, str):
+        return False
+    domain, sep, ident = value.rpartition("/")
+    if sep and not (len(domain) <= LIMITS["device_max_domain_length"] and is_dns_subdomain(domain)):
+        return False
+    return len(ident) <= LIMITS["device_max_id_length"] and bool(_C_IDENTIFIER_RE.match(ident))
+
+
+def split_qualified_name(name: str, driver: str = DRIVER_NAME) -> tuple[str, str]:
+    """``(domain, id)`` of an attribute name; a bare id belongs to ``driver``."""
+    domain, sep, ident = name.rpartition("/")
+    return (domain if sep else driver), ident
+
+
+def device_name(kind: str, pci_address: str) -> str:
+    """Stable DNS-label name of a device: ``gpu-0000-1b-00-0``."""
+    if kind not in NAME_PREFIX:
+        raise DeviceModelError(f"kind {kind!r} is not one of {', '.join(DEVICE_KINDS)}")
+    name = NAME_PREFIX[kind] + "-" + pci_address.lower().replace(":", "-").replace(".", "-")
+    if not is_dns_label(name):
+        raise DeviceModelError(f"pci_address {pci_address!r} gives {name!r}, which is not a DNS label")
+    return name
+
+
+def _options(options: dict[str, Any] | None) -> dict[str, Any]:
+    merged = dict(DEFAULT_OPTIONS)
+    for key, value in (options or {}).items():
+        if key not in DEFAULT_OPTIONS:
+            raise DeviceModelError(f"options: unknown key {key!r} (known: {', '.join(sorted(DEFAULT_OPTIONS))})")
+        merged[key] = value
+    if isinstance(merged["exclude"], str) or not all(isinstance(p, str) for p in merged["exclude"]):
+        raise DeviceModelError("options.exclude must be a list of fnmatch patterns")
+    if not is_dns_subdomain(merged["domain"]) or len(merged["domain"]) > LIMITS["device_max_domain_length"]:
+        raise DeviceModelError(f"options.domain {merged['domain']!r} is not a DNS subdomain of at most 63 characters")
+    for key in ("gpus", "accelerators", "rdma_nics", "plain_nics", "vfs"):
+        if not isinstance(merged[key], bool):
+            raise DeviceModelError(f"options.{key} must be a boolean")
+    return merged
+
+
+def _excluded(device: dict[str, Any], patterns: Iterable[str]) -> bool:
+    names = [device.get("pci_address") or ""]
+    names += [n.get("name") or "" for n in device.get("netdevs") or []]
+    names += list(device.get("rdma_devices") or [])
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns for name in names if name)
+
+
+def _truncate(value: str) -> str:
+    return value[: LIMITS["device_attribute_max_value_length"]]
+
+
+def _link_speed_gbps(device: dict[str, Any], rdma_ports: dict[str, list[dict[str, Any]]]) -> int | None:
+    """Port speed in Gb/s: the first netdev's speed, else the RDMA port's rate."""
+    for netdev in device.get("netdevs") or []:
+        speed = netdev.get("speed_mbps")
+        if isinstance(speed, (int, float)) and speed > 0:
+            return int(round(speed / 1000))
+    for rdma in device.get("rdma_devices") or []:
+        for port in rdma_ports.get(rdma, []):
+            rate = port.get("rate_gbps")
+            if isinstance(rate, (int, float)) and rate > 0:
+                return int(round(rate))
+    return None
+
+
+def _link_type(device: dict[str, Any], rdma_ports: dict[str, list[dict[str, Any]]]) -> str | None:
+    for rdma in device.get("rdma_devices") or []:
+        for port in rdma_ports.get(rdma, []):
+            layer = port.get("link_layer")
+            if layer:
+                return str(layer).lower()
+    for netdev in device.get("netdevs") or []:
+        if netdev.get("type"):
+            return str(netdev["type"])
+    return None
+
+
+def gpu_memory_gib(model: str | None) -> int | None:
+    """GiB of memory stated in a GPU's model name ("NVIDIA H100 80GB HBM3" -> 80)."""
+    if not model:
+        return None
+    match = _MEMORY_IN_MODEL_RE.search(model)
+    return int(match.group(1)) if match and int(match.group(1)) > 0 else None
+
+
+def _published_kind(device: dict[str, Any], opts: dict[str, Any], by_bdf: dict[str, dict[str, Any]]) -> str | None:
+    kind = device.get("kind")
+    if kind == "gpu":
+        return "gpu" if opts["gpus"] else None
+    if kind == "accelerator":
+        return "accelerator" if opts["accelerators"] else None
+    if kind not in ("nic", "rdma"):
+        return None
+    if device.get("physfn"):
+        parent = by_bdf.get(device["physfn"])
+        if not opts["vfs"] or (parent is not None and _excluded(parent, opts["exclude"])):
+            return None
+        return "vf"
+    if kind == "rdma":
+        return "nic" if opts["rdma_nics"] else None
+    return "nic" if opts["plain_nics"] else None
+
+
+def devices_from_topology(topology: dict[str, Any], options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The ``resource.k8s.io/v1`` Device dicts a node publishes, sorted by name.
+
+    ``topology`` is the output of the topology library's ``probe()``.
+    ``options`` (see :data:`DEFAULT_OPTIONS`) select the kinds and keep
+    management NICs out. Every device carries the standard
+    ``resource.kubernetes.io/`` attributes that apply and the driver's own
+    attributes; see docs/devices.md for the table.
+    """
+    opts = _options(options)
+    domain = opts["domain"]
+    devices = topology.get("devices") or []
+    by_bdf = {d.get("pci_address"): d for d in devices}
+    rdma_ports = {r.get("name"): r.get("ports") or [] for r in topology.get("rdma_devices") or []}
+    gpu_order: dict[str, int] = {}
+    for kind in ("gpu", "accelerator"):
+        same = sorted(d["pci_address"] for d in devices if d.get("kind") == kind)
+        gpu_order.update({bdf: index for index, bdf in enumerate(same)})
+
+    published = []
+    for device in devices:
+        bdf = device.get("pci_address")
+        if not bdf:
+            continue
+        kind = _published_kind(device, opts, by_bdf)
+        if kind is None or _excluded(device, opts["exclude"]):
+            continue
+        published.append(_device(device, kind, domain, by_bdf, rdma_ports, gpu_order))
+    published.sort(key=lambda d: d["name"])
+    return published
+
+
+def _device(
+    device: dict[str, Any],
+    kind: str,
+    domain: str,
+    by_bdf: dict[str, dict[str, Any]],
+    rdma_ports: dict[str, list[dict[str, Any]]],
+    gpu_order: dict[str, int],
+) -> dict[str, Any]:
+    bdf = device["pci_address"]
+    attrs: dict[str, dict[str, Any]] = {}
+    capacity: dict[str, dict[str, str]] = {}
+
+    def put(name: str, value: Any) -> None:
+        if value is None or value == "":
+            return
+        if isinstance(value, bool):
+            attrs[name] = {"bool": value}
+        elif isinstance(value, int):
+            attrs[name] = {"int": value}
+        else:
+            attrs[name] = {"string": _truncate(str(value))}
+
+    own = domain + "/"
+    root = device.get("pcie_root")
+    if root and _K8S_PCIE_ROOT_RE.match(root):
+        put(ATTR_PCIE_ROOT, root)
+    if _K8S_BDF_RE.match(bdf):
+        put(ATTR_PCI_BUS_ID, bdf)
+    numa = device.get("numa_node")
+    inferred = device.get("numa_node_inferred") or {}
+    if numa is None and isinstance(inferred.get("node"), int):
+        numa = inferred["node"]
+        put(own + "numaNodeInferred", True)
+    if isinstance(numa, int) and numa >= 0:
+        put(ATTR_NUMA_NODE, numa)
+
+    put(own + "kind", kind)
+    put(own + "vendorID", device.get("vendor_id"))
+    put(own + "deviceID", device.get("device_id"))
+    gpu = device.get("gpu") or {}
+    model = gpu.get("model") or device.get("device_name")
+    put(own + "model", model or f"{device.get('vendor_id')}:{device.get('device_id')}")
+    put(own + "driver", device.get("driver"))
+    switches = device.get("switches") or []
+    if switches:
+        put(own + "pcieSwitch", switches[0])
+
+    if kind in ("gpu", "accelerator"):
+        put(own + "gpuIndex", gpu_order.get(bdf))
+        if isinstance(gpu.get("minor"), int):
+            put(own + "minor", gpu["minor"])
+        put(own + "uuid", gpu.get("uuid"))
+        put(own + "card", gpu.get("card"))
+        memory = gpu_memory_gib(gpu.get("model"))
+        if memory:
+            capacity["memory"] = {"value": f"{memory}Gi"}
+    else:
+        netdevs = device.get("netdevs") or []
+        if netdevs:
+            put(own + "netdev", netdevs[0].get("name"))
+        rdma = device.get("rdma_devices") or []
+        put(own + "rdma", bool(rdma))
+        if rdma:
+            put(own + "rdmaDevice", rdma[0])
+        speed = _link_speed_gbps(device, rdma_ports)
+        if speed is None and device.get("physfn") in by_bdf:
+            speed = _link_speed_gbps(by_bdf[device["physfn"]], rdma_ports)
+        if speed:
+            put(own + "linkSpeed", speed)
+            capacity["bandwidth"] = {"value": f"{speed}G"}
+        put(own + "linkType", _link_type(device, rdma_ports))
+        sriov = device.get("sriov") or {}
+        if kind == "vf":
+            put(own + "sriovRole", "vf")
+            put(own + "sriovParent", device.get("physfn"))
+        elif sriov.get("totalvfs"):
+            put(own + "sriovRole", "pf")
+            put(own + "sriovNumVFs", sriov.get("numvfs") or 0)
+
+    return {"name": device_name(kind, bdf), "attributes": attrs, "capacity": capacity}
+
+
+# -- ResourceSlices ---------------------------------------------------------------
+
+
+def _slice_name(node_name: str, driver: str, index: int) -> str:
+    base = f"{node_name}-{driver.replace('.', '-')}"
+    suffix = f"-{index}"
+    return base[: LIMITS["dns_subdomain_max_length"] - len(suffix)].rstrip("-.") + suffix
+
+
+def resource_slices(
+    node_name: str,
+    devices: list[dict[str, Any]],
+    driver: str = DRIVER_NAME,
+    generation: int = 1,
+    max_devices: int | None = None,
+) -> list[dict[str, Any]]:
+    """Cut ``devices`` into ResourceSlice dicts of one pool named after the node.
+
+    Every slice has ``pool.generation`` and ``pool.resourceSliceCount`` set so a
+    reader knows when it has seen the whole pool. A node without devices still
+    gets one empty slice (the pool exists, with nothing in it).
+    """
+    if not is_dns_subdomain(node_name):
+        raise DeviceModelError(f"node_name {node_name!r} is not a DNS subdomain")
+    if not is_dns_subdomain(driver) or len(driver) > LIMITS["driver_name_max_length"]:
+        raise DeviceModelError(f"driver {driver!r} is not a DNS subdomain of at most 63 characters")
+    if not isinstance(generation, int) or generation < 0:
+        raise DeviceModelError(f"generation {generation!r} must be a non-negative integer")
+    limit = max_devices or LIMITS["slice_max_devices"]
+    if limit < 1 or limit > LIMITS["slice_max_devices"]:
+        raise DeviceModelError(f"max_devices {max_devices!r} must lie in 1..{LIMITS['slice_max_devices']}")
+    chunks = [devices[i : i + limit] for i in range(0, len(devices), limit)] or [[]]
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceSlice",
+            "metadata": {"name": _slice_name(node_name, driver, index)},
+            "spec": {
+                "driver": driver,
+                "nodeName": node_name,
+                "pool": {"name": node_name, "generation": generation, "resourceSliceCount": len(chunks)},
+                "devices": chunk,
+            },
+        }
+        for index, chunk in enumerate(chunks)
+    ]
+
+
+def devices_from_slices(slices: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Group the devices of ResourceSlices per node, keeping only complete pools.
+
+    Returns ``{node_name: [device, ...]}``; every device gets ``driver`` and
+    ``pool`` keys added (copies, the input is not changed). For each
+    (driver, pool) only the slices of the highest generation count, as the
+    scheduler does. Slices without ``nodeName`` are skipped.
+    """
+    newest: dict[tuple[str, str], int] = {}
+    kept = []
+    for item in slices:
+        spec = item.get("spec") or {}
+        node = spec.get("nodeName")
+        pool = spec.get("pool") or {}
+        if not node:
+            continue
+        key = (spec.get("driver") or "", pool.get("name") or node)
+        generation = int(pool.get("generation") or 0)
+        if generation > newest.get(key, -1):
+            newest[key] = generation
+        kept.append((key, generation, node, spec))
+    result: dict[str, list[dict[str, Any]]] = {}
+    for key, generation, node, spec in kept:
+        if generation != newest[key]:
+            continue
+        for device in spec.get("devices") or []:
+            entry = dict(device)
+            entry["driver"] = key[0]
+            entry["pool"] = key[1]
+            result.setdefault(node, []).append(entry)
+    return result
+
+
+# -- validation against the limits ---------------------------------------------
+
+
+def validate_device(device: dict[str, Any]) -> list[str]:
+    """Problems of one Device dict against the v1 rules; empty when valid."""
+    problems = []
+    name = device.get("name")
+    where = f"device {name!r}"
+    if not is_dns_label(name):
+        problems.append(f"{where}: name is not a DNS label")
+    attrs = device.get("attributes") or {}
+    capacity = device.get("capacity") or {}
+    total = len(attrs) + len(capacity)
+    if total > LIMITS["device_max_attributes_and_capacities"]:
+        problems.append(
+            f"{where}: {total} attributes and capacities, limit {LIMITS['device_max_attributes_and_capacities']}"
+        )
+    for key, value in attrs.items():
+        if not is_qualified_name(key):
+            problems.append(f"{where}: attribute name {key!r} is not a qualified name")
+        if (
+            not isinstance(value, dict)
+            or len(value) != 1
+            or next(iter(value)) not in ("string", "int", "bool", "version")
+        ):
+            problems.append(f"{where}: attribute {key!r} must have exactly one of string, int, bool, version")
+            continue
+        ((vtype, raw),) = value.items()
+        if vtype in ("string", "version") and (
+            not isinstance(raw, str) or len(raw) > LIMITS["device_attribute_max_value_length"]
+        ):
+            problems.append(f"{where}: attribute {key!r} must be a string of at most 64 characters")
+        if vtype == "int" and (not isinstance(raw, int) or isinstance(raw, bool)):
+            problems.append(f"{where}: attribute {key!r} must be an integer")
+        if vtype == "bool" and not isinstance(raw, bool):
+            problems.append(f"{where}: attribute {key!r} must be a boolean")
+    for key, value in capacity.items():
+        if not is_qualified_name(key):
+            problems.append(f"{where}: capacity name {key!r} is not a qualified name")
+        if not isinstance(value, dict) or "value" not in value:
+            problems.append(f"{where}: capacity {key!r} needs a value")
+    return problems
+
+
+def validate_slice(item: dict[str, Any]) -> list[str]:
+    """Problems of a ResourceSlice dict against the v1 limits; empty when valid."""
+    spec = item.get("spec") or {}
+    devices = spec.get("devices") or []
+    problems = []
+    with_counters = any(d.get("consumesCounters") or d.get("taints") for d in devices)
+    limit = LIMITS["slice_max_devices_with_counters" if with_counters else "slice_max_devices"]
+    if len(devices) > limit:
+        problems.append(
+            f"ResourceSlice {item.get('metadata', {}).get('name')!r}: {len(devices)} devices, limit {limit}"
+        )
+    seen = set()
+    for device in devices:
+        if device.get("name") in seen:
+            problems.append(f"device name {device.get('name')!r} appears twice")
+        seen.add(device.get("name"))
+        problems.extend(validate_device(device))
+    return problems
+
+
+# -- feature gates -----------------------------------------------------------------
+
+
+def minor_of(version: str) -> str:
+    """``"1.36"`` from ``"1.36"``, ``"v1.36.2"`` or ``"1.36.0"``; refuses other minors."""
+    text = str(version).strip().lstrip("v")
+    parts = text.split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        raise DeviceModelError(f"kubernetes version {version!r} is not of the form 1.N")
+    minor = f"{int(parts[0])}.{int(parts[1])}"
+    if minor not in SUPPORTED_MINORS:
+        raise DeviceModelError(f"kubernetes version {version!r}: supported minors are {', '.join(SUPPORTED_MINORS)}")
+    return minor
+
+
+def gate_enabled(gate: str, minor: str, overrides: dict[str, bool] | None = None) -> bool:
+    """Whether ``gate`` is on for a cluster of ``minor`` with the site's overrides."""
+    if gate not in FEATURE_GATES:
+        raise DeviceModelError(f"unknown feature gate {gate!r} (known: {', '.join(sorted(FEATURE_GATES))})")
+    if overrides and gate in overrides:
+        return bool(overrides[gate])
+    return FEATURE_GATES[gate][minor_of(minor)]
+
+
+def _walk(value: Any, parts: list[str], trail: str) -> list[str]:
+    """Concrete paths under ``value`` that reach the pattern ``parts``."""
+    if not parts:
+        return [trail]
+    head, rest = parts[0], parts[1:]
+    is_list = head.endswith("[]")
+    key = head[:-2] if is_list else head
+    if not isinstance(value, dict) or key not in value or value[key] in (None, [], {}):
+        return []
+    child = value[key]
+    here = f"{trail}.{key}" if trail else key
+    if not is_list:
+        return _walk(child, rest, here)
+    found = []
+    if isinstance(child, list):
+        for index, item in enumerate(child):
+            found.extend(_walk(item, rest, f"{here}[{index}]"))
+    return found
+
+
+def gated_fields(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(path, gate)`` for every gated field present in a DRA object."""
+    found = []
+    for pattern, gate in GATED_FIELDS:
+        for path in _walk(obj, pattern.split("."), ""):
+            found.append((path, gate))
+    return found
+
+
+def fields_disabled(obj: dict[str, Any], minor: str, overrides: dict[str, bool] | None = None) -> list[str]:
+    """Messages for each field of ``obj`` whose gate is off for ``minor``."""
+    messages = []
+    for path, gate in gated_fields(obj):
+        if not gate_enabled(gate, minor, overrides):
+            messages.append(f"{path} needs feature gate {gate}, which is off on Kubernetes {minor_of(minor)}")
+    return messages

@@ -1,0 +1,323 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The DRA device model: devices from probed topologies, slices, limits, gates.
+
+Expected names and attributes are written from the fixture layouts in
+tests/fixtures/layouts/ (which function sits where), not copied from output.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import kubernetes_validate
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils import dra
+from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dra-layouts")
+    cache: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in cache:
+            root = materialize(name, out)
+            cache[name] = probe(str(root / "sys"), str(root / "proc"))
+        return cache[name]
+
+    return get
+
+
+def by_name(devices: list[dict]) -> dict[str, dict]:
+    return {d["name"]: d for d in devices}
+
+
+def attr(device: dict, name: str):
+    value = device["attributes"].get(name)
+    return None if value is None else next(iter(value.values()))
+
+
+# -- devices_from_topology ---------------------------------------------------------
+
+
+def test_dgx_h100_devices(layouts):
+    devices = by_name(dra.devices_from_topology(layouts("dgx-h100")))
+    gpus = sorted(n for n in devices if n.startswith("gpu-"))
+    nics = sorted(n for n in devices if n.startswith("nic-"))
+    assert gpus == [f"gpu-0000-{b}-00-0" for b in ("1a", "2b", "3c", "4d", "9a", "ab", "bc", "cd")]
+    # 8 ConnectX-7 plus the two ports of the management card: all own RDMA devices.
+    assert nics == [
+        f"nic-0000-{b}"
+        for b in (
+            "1d-00-0",
+            "2e-00-0",
+            "3f-00-0",
+            "50-00-0",
+            "5a-00-0",
+            "5a-00-1",
+            "9d-00-0",
+            "ae-00-0",
+            "bf-00-0",
+            "d0-00-0",
+        )
+    ]
+    gpu = devices["gpu-0000-1a-00-0"]
+    assert attr(gpu, dra.ATTR_PCIE_ROOT) == "pci0000:15"
+    assert attr(gpu, dra.ATTR_PCI_BUS_ID) == "0000:1a:00.0"
+    assert attr(gpu, dra.ATTR_NUMA_NODE) == 0
+    assert attr(gpu, "dra.aligned.dev/kind") == "gpu"
+    assert attr(gpu, "dra.aligned.dev/vendorID") == "0x10de"
+    assert attr(gpu, "dra.aligned.dev/gpuIndex") == 0
+    assert attr(gpu, "dra.aligned.dev/minor") == 0
+    assert attr(gpu, "dra.aligned.dev/uuid").startswith("GPU-")
+    assert gpu["capacity"] == {"memory": {"value": "80Gi"}}
+    assert attr(devices["gpu-0000-cd-00-0"], "dra.aligned.dev/gpuIndex") == 7
+    assert attr(devices["gpu-0000-cd-00-0"], dra.ATTR_NUMA_NODE) == 1
+    nic = devices["nic-0000-1d-00-0"]
+    assert attr(nic, dra.ATTR_PCIE_ROOT) == "pci0000:15"
+    assert attr(nic, "dra.aligned.dev/rdma") is True
+    assert attr(nic, "dra.aligned.dev/rdmaDevice") == "mlx5_0"
+    assert attr(nic, "dra.aligned.dev/netdev") == "ibp29s0"
+    assert attr(nic, "dra.aligned.dev/linkSpeed") == 400
+    assert attr(nic, "dra.aligned.dev/linkType") == "infiniband"
+    assert nic["capacity"] == {"bandwidth": {"value": "400G"}}
+    assert "dra.aligned.dev/sriovRole" not in nic["attributes"]
+    # nvme and the BMC's VGA are never published
+    assert not [n for n in devices if "0000-01-00-0" in n or "0000-03-00-0" in n]
+
+
+def test_exclude_keeps_management_nics_out(layouts):
+    topology = layouts("dgx-h100")
+    by_netdev = by_name(dra.devices_from_topology(topology, {"exclude": ["eno*"]}))
+    by_address = by_name(dra.devices_from_topology(topology, {"exclude": ["0000:5a:00.*"]}))
+    for devices in (by_netdev, by_address):
+        assert "nic-0000-5a-00-0" not in devices and "nic-0000-5a-00-1" not in devices
+        assert "nic-0000-1d-00-0" in devices
+        assert len(devices) == 16
+
+
+def test_sriov_vfs_and_parent(layouts):
+    devices = dra.devices_from_topology(layouts("sriov-8x64"))
+    vfs = [d for d in devices if d["name"].startswith("vf-")]
+    assert len(vfs) == 8 * 64
+    named = by_name(devices)
+    vf = named["vf-0000-19-00-1"]
+    assert attr(vf, "dra.aligned.dev/kind") == "vf"
+    assert attr(vf, "dra.aligned.dev/sriovRole") == "vf"
+    assert attr(vf, "dra.aligned.dev/sriovParent") == "0000:19:00.0"
+    assert attr(vf, dra.ATTR_PCIE_ROOT) == attr(named["nic-0000-19-00-0"], dra.ATTR_PCIE_ROOT) == "pci0000:15"
+    assert attr(vf, "dra.aligned.dev/linkSpeed") == 400
+    pf = named["nic-0000-19-00-0"]
+    assert attr(pf, "dra.aligned.dev/sriovRole") == "pf"
+    assert attr(pf, "dra.aligned.dev/sriovNumVFs") == 64
+    no_vfs = dra.devices_from_topology(layouts("sriov-8x64"), {"vfs": False})
+    assert len(no_vfs) == 16
+    # excluding a PF also drops its VFs
+    without_first = dra.devices_from_topology(layouts("sriov-8x64"), {"exclude": ["enp25s0np0"]})
+    assert not [d for d in without_first if attr(d, "dra.aligned.dev/sriovParent") == "0000:19:00.0"]
+    assert len(without_first) == len(devices) - 65
+
+
+def test_kinds_are_selectable(layouts):
+    topology = layouts("dgx-h100")
+    only_nics = dra.devices_from_topology(topology, {"gpus": False})
+    assert {attr(d, "dra.aligned.dev/kind") for d in only_nics} == {"nic"}
+    assert dra.devices_from_topology(topology, {"gpus": False, "rdma_nics": False}) == []
+
+
+def test_plain_nics_are_optional(layouts):
+    topology = layouts("vm-flat")
+    default = by_name(dra.devices_from_topology(topology))
+    # the virtio NIC has no RDMA device: off by default; the EFA function is RDMA
+    assert "nic-0000-00-02-0" not in default
+    assert attr(default["nic-0000-00-03-0"], "dra.aligned.dev/rdma") is True
+    with_plain = by_name(dra.devices_from_topology(topology, {"plain_nics": True}))
+    assert attr(with_plain["nic-0000-00-02-0"], "dra.aligned.dev/rdma") is False
+
+
+def test_unknown_numa_and_pcie_root_are_omitted(layouts):
+    # Hyper-V: devices sit on VMBUS, Kubernetes publishes no pcieRoot for them
+    for device in dra.devices_from_topology(layouts("hyperv-ndv4")):
+        assert dra.ATTR_PCIE_ROOT not in device["attributes"]
+        assert dra.ATTR_NUMA_NODE in device["attributes"]
+    # the VM has one NUMA node that the kernel reports as -1: the inferred node is used and marked
+    for device in dra.devices_from_topology(layouts("vm-flat")):
+        assert attr(device, dra.ATTR_NUMA_NODE) == 0
+        assert attr(device, "dra.aligned.dev/numaNodeInferred") is True
+
+
+def test_five_digit_domain_has_no_standard_pci_attributes():
+    topology = {
+        "devices": [
+            {"pci_address": "10000:e1:00.0", "kind": "gpu", "pcie_root": None, "numa_node": 0, "vendor_id": "0x10de"},
+        ]
+    }
+    (device,) = dra.devices_from_topology(topology)
+    assert device["name"] == "gpu-10000-e1-00-0"
+    assert dra.ATTR_PCIE_ROOT not in device["attributes"]
+    assert dra.ATTR_PCI_BUS_ID not in device["attributes"]
+
+
+def test_every_device_is_valid_for_every_minor(layouts):
+    for layout in ("dgx-h100", "mi300x", "hyperv-ndv4", "vm-flat", "pci-domain-5digit"):
+        devices = dra.devices_from_topology(layouts(layout), {"plain_nics": True})
+        for item in dra.resource_slices("node-1", devices):
+            assert dra.validate_slice(item) == []
+            for minor in dra.SUPPORTED_MINORS:
+                kubernetes_validate.validate(item, minor + ".0", strict=True)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"bogus": 1}, "unknown key 'bogus'"),
+        ({"exclude": "eno*"}, "options.exclude"),
+        ({"gpus": "yes"}, "options.gpus"),
+        ({"domain": "Not_A_Domain"}, "options.domain"),
+    ],
+)
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(dra.DeviceModelError, match=message):
+        dra.devices_from_topology({"devices": []}, options)
+
+
+def test_gpu_memory_from_model():
+    assert dra.gpu_memory_gib("NVIDIA H100 80GB HBM3") == 80
+    assert dra.gpu_memory_gib("NVIDIA A100-SXM4-40GB") == 40
+    assert dra.gpu_memory_gib("NVIDIA L40S") is None
+    assert dra.gpu_memory_gib(None) is None
+
+
+# -- ResourceSlices --------------------------------------------------------------
+
+
+def test_slices_split_at_the_limit(layouts):
+    devices = dra.devices_from_topology(layouts("sriov-8x64"))
+    assert len(devices) == 528
+    slices = dra.resource_slices("sriov-gpu-01", devices, generation=3)
+    assert [len(s["spec"]["devices"]) for s in slices] == [128, 128, 128, 128, 16]
+    for index, item in enumerate(slices):
+        spec = item["spec"]
+        assert spec["pool"] == {"name": "sriov-gpu-01", "generation": 3, "resourceSliceCount": 5}
+        assert spec["nodeName"] == "sriov-gpu-01"
+        assert spec["driver"] == dra.DRIVER_NAME
+        assert item["metadata"]["name"] == f"sriov-gpu-01-dra-aligned-dev-{index}"
+    assert [d for s in slices for d in s["spec"]["devices"]] == devices
+
+
+def test_empty_node_gets_one_empty_slice():
+    (item,) = dra.resource_slices("n1", [])
+    assert item["spec"]["devices"] == [] and item["spec"]["pool"]["resourceSliceCount"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"node_name": "Bad_Node"}, "node_name"),
+        ({"driver": "UPPER.dev"}, "driver"),
+        ({"generation": -1}, "generation"),
+        ({"max_devices": 129}, "max_devices"),
+    ],
+)
+def test_bad_slice_arguments(kwargs, message):
+    args = {"node_name": "n1", "devices": []}
+    args.update(kwargs)
+    with pytest.raises(dra.DeviceModelError, match=message):
+        dra.resource_slices(**args)
+
+
+def test_devices_from_slices_keeps_the_newest_generation():
+    old = dra.resource_slices("n1", [{"name": "a", "attributes": {}, "capacity": {}}], generation=1)
+    new = dra.resource_slices("n1", [{"name": "b", "attributes": {}, "capacity": {}}], generation=2)
+    other = dra.resource_slices("n2", [{"name": "c", "attributes": {}}], driver="gpu.nvidia.com")
+    grouped = dra.devices_from_slices(old + new + other)
+    assert [d["name"] for d in grouped["n1"]] == ["b"]
+    assert grouped["n2"] == [{"name": "c", "attributes": {}, "driver": "gpu.nvidia.com", "pool": "n2"}]
+
+
+# -- validation ---------------------------------------------------------------------
+
+
+def test_validate_device_finds_each_problem():
+    good = {"name": "gpu-0", "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}}, "capacity": {}}
+    assert dra.validate_device(good) == []
+    bad_name = dict(good, name="GPU_0")
+    assert "not a DNS label" in dra.validate_device(bad_name)[0]
+    too_many = copy.deepcopy(good)
+    too_many["attributes"] = {f"a{i}": {"int": i} for i in range(30)}
+    too_many["capacity"] = {f"c{i}": {"value": "1"} for i in range(3)}
+    assert "33 attributes and capacities, limit 32" in dra.validate_device(too_many)[0]
+    long_value = copy.deepcopy(good)
+    long_value["attributes"]["dra.aligned.dev/model"] = {"string": "x" * 65}
+    assert "at most 64" in dra.validate_device(long_value)[0]
+    two_types = copy.deepcopy(good)
+    two_types["attributes"]["x"] = {"string": "a", "int": 1}
+    assert "exactly one" in dra.validate_device(two_types)[0]
+    bad_key = copy.deepcopy(good)
+    bad_key["attributes"]["dra.aligned.dev/9lives"] = {"int": 9}
+    assert "not a qualified name" in dra.validate_device(bad_key)[0]
+
+
+def test_qualified_names():
+    assert dra.is_qualified_name("resource.kubernetes.io/pcieRoot")
+    assert dra.is_qualified_name("kind")
+    assert not dra.is_qualified_name("a/b/c")
+    assert not dra.is_qualified_name("dra.aligned.dev/" + "x" * 33)
+    assert dra.split_qualified_name("kind") == (dra.DRIVER_NAME, "kind")
+    assert dra.split_qualified_name("gpu.nvidia.com/uuid") == ("gpu.nvidia.com", "uuid")
+
+
+def test_slice_with_too_many_devices_is_refused():
+    devices = [{"name": f"d{i}", "attributes": {}, "capacity": {}} for i in range(129)]
+    item = {"metadata": {"name": "s"}, "spec": {"devices": devices}}
+    assert "129 devices, limit 128" in dra.validate_slice(item)[0]
+    item["spec"]["devices"] = devices[:2] + [devices[0]]
+    assert "appears twice" in dra.validate_slice(item)[0]
+
+
+# -- gates ------------------------------------------------------------------------
+
+
+def test_minor_parsing():
+    assert dra.minor_of("v1.36.2") == "1.36"
+    assert dra.minor_of("1.34") == "1.34"
+    with pytest.raises(dra.DeviceModelError, match="supported minors"):
+        dra.minor_of("1.33")
+    with pytest.raises(dra.DeviceModelError, match="form 1.N"):
+        dra.minor_of("latest")
+
+
+def test_gates_follow_minor_and_overrides():
+    assert dra.gate_enabled("DRAConsumableCapacity", "1.36")
+    assert not dra.gate_enabled("DRAConsumableCapacity", "1.35")
+    assert dra.gate_enabled("DRAConsumableCapacity", "1.35", {"DRAConsumableCapacity": True})
+    assert not dra.gate_enabled("DRAPrioritizedList", "1.37", {"DRAPrioritizedList": False})
+    with pytest.raises(dra.DeviceModelError, match="unknown feature gate"):
+        dra.gate_enabled("NoSuchGate", "1.36")
+
+
+def test_gated_fields_are_found_in_templates():
+    template = {
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "a", "exactly": {"deviceClassName": "c"}},
+                        {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "c"}]},
+                        {"name": "c", "exactly": {"deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}},
+                    ],
+                    "constraints": [{"distinctAttribute": "dra.aligned.dev/uuid"}],
+                }
+            }
+        }
+    }
+    found = dra.gated_fields(template)
+    assert ("spec.spec.devices.requests[1].firstAvailable", "DRAPrioritizedList") in found
+    assert ("spec.spec.devices.requests[2].exactly.capacity", "DRAConsumableCapacity") in found
+    assert ("spec.spec.devices.constraints[0].distinctAttribute", "DRAConsumableCapacity") in found
+    assert len(found) == 3
+    assert len(dra.fields_disabled(template, "1.35")) == 2
+    assert dra.fields_disabled(template, "1.36") == []
