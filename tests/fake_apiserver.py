@@ -1,0 +1,1001 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TEST FAKE: a strict, in-memory Kubernetes API server for the DRA objects.
+
+This module lives in ``tests/`` and is never shipped. No real kube-apiserver
+can run on the development machines, so the driver, the apply path and the
+roles are tested against this server instead. It is a real HTTP server on
+127.0.0.1 that the official ``kubernetes`` Python client (and
+``kubernetes.core``'s dynamic client, through the discovery endpoints) talks
+to unchanged. It is *strict*: every object written is validated with
+``kubernetes-validate`` (strict schema: unknown fields are refused) for the
+served Kubernetes minor, plus the rules the real API server adds on top of the
+schema for ``resource.k8s.io/v1`` (the DRA limits, name formats, one-of rules,
+immutable fields). Fields behind feature gates that are off for the served
+minor are dropped silently, as the real server does.
+
+Interface
+=========
+
+::
+
+    from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+
+    with FakeApiServer(minor="1.35") as api:          # gates=dict(...) to override defaults
+        api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")   # for subprocesses
+        client = api.api_client()                     # kubernetes.client.ApiClient
+        kubernetes.client.ResourceV1Api(client).list_resource_slice()
+        api.list("resourceslices")                    # stored objects (deep copies)
+        api.get("resourceclaims", "claim", "default") # None when absent
+        api.rejections                                # every refused write: (method, path, code, message)
+        api.requests                                  # every request: (method, path, content_type)
+        api.fail_next("PATCH", r"/status$", code=500) # fault injection for the next matching request
+
+Served resources (cluster-scoped unless noted): ``/api/v1/nodes``,
+``/apis/resource.k8s.io/v1/{resourceslices, deviceclasses}``, namespaced
+``/apis/resource.k8s.io/v1/namespaces/NS/{resourceclaims,
+resourceclaimtemplates}`` (and the all-namespaces lists). ResourceClaims and
+Nodes have a ``/status`` subresource: writes to the main resource keep the
+stored status, writes to ``/status`` keep everything but status.
+
+Verbs: get, list (``labelSelector`` with ``=``, ``==``, ``!=``, ``in``,
+``notin``, existence; ``fieldSelector`` on ``metadata.name``,
+``metadata.namespace``, ``spec.nodeName``, ``spec.driver``,
+``spec.pool.name``), create (``generateName`` too), update (PUT, with
+``resourceVersion`` conflict detection: 409), patch with
+``application/merge-patch+json``, ``application/strategic-merge-patch+json``
+(merged like merge-patch, except that the list-map fields listed in
+``LIST_MAP_KEYS`` merge by key), ``application/json-patch+json`` and
+server-side apply ``application/apply-patch+yaml`` (``fieldManager`` required;
+the applied configuration is merged into the live object with the same list-map
+rules; ownership conflicts between managers are not modelled and no
+``managedFields`` are kept), delete, deletecollection. ``dryRun=All`` validates
+and answers without storing. Deleting a Node deletes the objects whose
+controlling owner it is (the garbage collector). ``watch`` is refused (400):
+nothing here needs it.
+
+Errors are ``Status`` objects with the real codes and reasons: 400
+BadRequest, 404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid, 405
+MethodNotAllowed, 415 UnsupportedMediaType.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import itertools
+import json
+import re
+import threading
+import uuid
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import kubernetes_validate
+import yaml
+
+SUPPORTED_MINORS = ("1.34", "1.35", "1.36", "1.37")
+
+# Feature gate defaults per minor (docs: kubelet-plugin-protocol.md, section 6).
+GATE_DEFAULTS: dict[str, dict[str, bool]] = {
+    "DRAConsumableCapacity": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    "DRAPartitionableDevices": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    "DRADeviceTaints": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    "DRAExtendedResource": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    "DRAResourceClaimDeviceStatus": {"1.34": True, "1.35": True, "1.36": True, "1.37": True},
+    "DRAPrioritizedList": {"1.34": True, "1.35": True, "1.36": True, "1.37": True},
+    "DRAAdminAccess": {"1.34": True, "1.35": True, "1.36": True, "1.37": True},
+}
+
+
+class Resource:
+    """One served resource type."""
+
+    def __init__(self, group: str, version: str, plural: str, kind: str, namespaced: bool, status: bool) -> None:
+        self.group = group
+        self.version = version
+        self.plural = plural
+        self.kind = kind
+        self.namespaced = namespaced
+        self.status = status
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RESOURCES = {
+    r.plural: r
+    for r in (
+        Resource("", "v1", "nodes", "Node", namespaced=False, status=True),
+        Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False, status=False),
+        Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False, status=False),
+        Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True, status=True),
+        Resource(
+            "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True, status=False
+        ),
+    )
+}
+
+# Lists that strategic merge and server-side apply merge by key (x-kubernetes-list-map-keys).
+LIST_MAP_KEYS: dict[str, tuple[str, ...]] = {
+    "metadata.ownerReferences": ("uid",),
+    "status.devices": ("driver", "pool", "device", "shareID"),
+    "status.devices.conditions": ("type",),
+    "status.conditions": ("type",),
+    "status.reservedFor": ("uid",),
+}
+
+# DRA limits enforced by the real API server beyond the schema.
+MAX_DEVICES_PER_SLICE = 128
+MAX_DEVICES_PER_SLICE_WITH_EXTRAS = 64  # taints, counters or list attributes (1.35+)
+MAX_ATTRIBUTES_AND_CAPACITIES = 32
+MAX_ATTRIBUTE_STRING = 64
+MAX_ID_LENGTH = 32
+MAX_STATUS_CONDITIONS = 8
+MAX_NETWORK_IPS = 16
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
+
+
+class ApiError(Exception):
+    """An error answered as a Kubernetes Status object."""
+
+    REASONS = {
+        400: "BadRequest",
+        404: "NotFound",
+        405: "MethodNotAllowed",
+        409: "Conflict",
+        415: "UnsupportedMediaType",
+        422: "Invalid",
+        500: "InternalError",
+    }
+
+    def __init__(self, code: int, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or self.REASONS.get(code, "Unknown")
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Status",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+
+
+# ---------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------
+
+
+def is_dns_label(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL.match(value))
+
+
+def is_dns_subdomain(value: Any, limit: int = 253) -> bool:
+    return isinstance(value, str) and len(value) <= limit and bool(_DNS_SUBDOMAIN.match(value))
+
+
+def qualified_name_problem(name: str) -> str | None:
+    """Check a DRA attribute/capacity name: C identifier <= 32, optional DNS prefix <= 63."""
+    prefix, sep, ident = name.rpartition("/")
+    if sep and not is_dns_subdomain(prefix, 63):
+        return f"{name!r}: the domain must be a DNS subdomain of at most 63 characters"
+    if not ident or len(ident) > MAX_ID_LENGTH or not _C_IDENTIFIER.match(ident):
+        return f"{name!r}: must be a C identifier of at most {MAX_ID_LENGTH} characters, optionally prefixed"
+    return None
+
+
+def _validate_metadata(obj: dict[str, Any], resource: Resource, errors: list[str]) -> None:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not is_dns_subdomain(name):
+        errors.append(f"metadata.name: Invalid value {name!r}: must be a DNS subdomain (lowercase, <= 253)")
+    for key in ("labels", "annotations"):
+        for label, value in (meta.get(key) or {}).items():
+            if not isinstance(value, str):
+                errors.append(f"metadata.{key}[{label}]: must be a string")
+    controllers = [ref for ref in meta.get("ownerReferences") or [] if ref.get("controller")]
+    if len(controllers) > 1:
+        errors.append("metadata.ownerReferences: Invalid value: only one reference can have Controller set to true")
+
+
+def _validate_attribute(path: str, value: dict[str, Any], errors: list[str]) -> None:
+    kinds = [k for k in ("int", "bool", "string", "version") if k in value]
+    if len(kinds) != 1:
+        errors.append(f"{path}: exactly one value must be specified (int, bool, string or version), found {kinds}")
+        return
+    if "string" in kinds and len(value["string"]) > MAX_ATTRIBUTE_STRING:
+        errors.append(f"{path}.string: Too long: may not be more than {MAX_ATTRIBUTE_STRING} bytes")
+    if "version" in kinds:
+        version = value["version"]
+        if len(version) > MAX_ATTRIBUTE_STRING or not _SEMVER.match(version):
+            errors.append(f"{path}.version: Invalid value {version!r}: must be semantic version")
+
+
+def validate_resource_slice(obj: dict[str, Any], minor: str, errors: list[str]) -> None:
+    spec = obj.get("spec") or {}
+    if not is_dns_subdomain(spec.get("driver"), 63):
+        errors.append(f"spec.driver: Invalid value {spec.get('driver')!r}: must be a DNS subdomain of <= 63")
+    pool = spec.get("pool") or {}
+    pool_name = pool.get("name", "")
+    if not pool_name or len(pool_name) > 253 or not all(is_dns_subdomain(p) for p in pool_name.split("/")):
+        errors.append(f"spec.pool.name: Invalid value {pool_name!r}: must be DNS subdomains separated by '/'")
+    if pool.get("generation", 0) < 0:
+        errors.append("spec.pool.generation: must be >= 0")
+    if pool.get("resourceSliceCount", 0) < 1:
+        errors.append("spec.pool.resourceSliceCount: must be >= 1")
+    selectors = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)]
+    if len(selectors) != 1:
+        errors.append(
+            f"spec: exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is required, got {selectors}"
+        )
+    if "nodeName" in spec and not is_dns_subdomain(spec["nodeName"]):
+        errors.append(f"spec.nodeName: Invalid value {spec['nodeName']!r}")
+    devices = spec.get("devices") or []
+    extras = bool(spec.get("sharedCounters")) or any(
+        d.get("taints")
+        or d.get("consumesCounters")
+        or any("list" in str(k).lower() for a in (d.get("attributes") or {}).values() for k in a)
+        for d in devices
+    )
+    limit = MAX_DEVICES_PER_SLICE_WITH_EXTRAS if extras and minor >= "1.35" else MAX_DEVICES_PER_SLICE
+    if len(devices) > limit:
+        errors.append(f"spec.devices: Too many: {len(devices)}: must have at most {limit} items")
+    seen: set[str] = set()
+    for index, device in enumerate(devices):
+        path = f"spec.devices[{index}]"
+        name = device.get("name")
+        if not is_dns_label(name):
+            errors.append(f"{path}.name: Invalid value {name!r}: must be a DNS label")
+        if name in seen:
+            errors.append(f"{path}.name: Duplicate value {name!r}")
+        seen.add(name)
+        attributes = device.get("attributes") or {}
+        capacity = device.get("capacity") or {}
+        if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+            errors.append(
+                f"{path}: Too many: {len(attributes) + len(capacity)} attributes and capacities, "
+                f"at most {MAX_ATTRIBUTES_AND_CAPACITIES}"
+            )
+        for attr_name, value in attributes.items():
+            problem = qualified_name_problem(attr_name)
+            if problem:
+                errors.append(f"{path}.attributes: Invalid value {problem}")
+            _validate_attribute(f"{path}.attributes[{attr_name}]", value, errors)
+        multiple = bool(device.get("allowMultipleAllocations"))
+        for cap_name, cap in capacity.items():
+            problem = qualified_name_problem(cap_name)
+            if problem:
+                errors.append(f"{path}.capacity: Invalid value {problem}")
+            if not _QUANTITY.match(str(cap.get("value", ""))):
+                errors.append(f"{path}.capacity[{cap_name}].value: Invalid value {cap.get('value')!r}: not a quantity")
+            if cap.get("requestPolicy") and not multiple:
+                errors.append(
+                    f"{path}.capacity[{cap_name}].requestPolicy: Forbidden: only allowed when "
+                    "allowMultipleAllocations is true"
+                )
+
+
+def validate_resource_claim_status(obj: dict[str, Any], errors: list[str]) -> None:
+    status = obj.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    allocated = {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID")) for r in results}
+    seen = set()
+    for index, entry in enumerate(status.get("devices") or []):
+        path = f"status.devices[{index}]"
+        key = (entry.get("driver"), entry.get("pool"), entry.get("device"), entry.get("shareID"))
+        if key not in allocated:
+            errors.append(f"{path}: Invalid value {key}: must be an allocated device in the claim")
+        if key in seen:
+            errors.append(f"{path}: Duplicate value {key}")
+        seen.add(key)
+        conditions = entry.get("conditions") or []
+        if len(conditions) > MAX_STATUS_CONDITIONS:
+            errors.append(f"{path}.conditions: Too many: must have at most {MAX_STATUS_CONDITIONS} items")
+        for cond in conditions:
+            for field in ("type", "status", "lastTransitionTime", "reason", "message"):
+                if field not in cond:
+                    errors.append(f"{path}.conditions: Required value: {field}")
+        network = entry.get("networkData") or {}
+        if len(network.get("interfaceName", "")) > 256:
+            errors.append(f"{path}.networkData.interfaceName: Too long: may not be more than 256 bytes")
+        if len(network.get("hardwareAddress", "")) > 128:
+            errors.append(f"{path}.networkData.hardwareAddress: Too long: may not be more than 128 bytes")
+        ips = network.get("ips") or []
+        if len(ips) > MAX_NETWORK_IPS:
+            errors.append(f"{path}.networkData.ips: Too many: must have at most {MAX_NETWORK_IPS} items")
+        for ip in ips:
+            try:
+                ipaddress.ip_interface(ip)
+                if "/" not in ip:
+                    raise ValueError(ip)
+            except ValueError:
+                errors.append(f"{path}.networkData.ips: Invalid value {ip!r}: must be an IP address in CIDR form")
+        if len(set(ips)) != len(ips):
+            errors.append(f"{path}.networkData.ips: Duplicate value")
+    if len(status.get("reservedFor") or []) > 256:
+        errors.append("status.reservedFor: Too many: must have at most 256 items")
+
+
+def drop_disabled_fields(obj: dict[str, Any], gates: dict[str, bool]) -> None:
+    """Remove fields whose feature gate is off, as the real API server does on write."""
+    if obj.get("kind") != "ResourceSlice":
+        return
+    spec = obj.get("spec") or {}
+    if not gates["DRAPartitionableDevices"]:
+        spec.pop("sharedCounters", None)
+        spec.pop("perDeviceNodeSelection", None)
+    for device in spec.get("devices") or []:
+        if not gates["DRAConsumableCapacity"]:
+            device.pop("allowMultipleAllocations", None)
+            for cap in (device.get("capacity") or {}).values():
+                cap.pop("requestPolicy", None)
+        if not gates["DRAPartitionableDevices"]:
+            for key in ("consumesCounters", "nodeName", "nodeSelector", "allNodes"):
+                device.pop(key, None)
+        if not gates["DRADeviceTaints"]:
+            device.pop("taints", None)
+
+
+# ---------------------------------------------------------------------------
+# Merging
+# ---------------------------------------------------------------------------
+
+
+def merge(live: Any, patch: Any, path: str = "", delete_nulls: bool = True) -> Any:
+    """Merge ``patch`` into ``live`` (RFC 7386), merging known list-maps by key."""
+    if isinstance(patch, dict) and isinstance(live, dict):
+        out = dict(live)
+        for key, value in patch.items():
+            child = f"{path}.{key}" if path else key
+            if value is None and delete_nulls:
+                out.pop(key, None)
+            elif key in out:
+                out[key] = merge(out[key], value, child, delete_nulls)
+            else:
+                out[key] = copy.deepcopy(value)
+        return out
+    keys = LIST_MAP_KEYS.get(path)
+    if keys and isinstance(patch, list) and isinstance(live, list):
+        out = [copy.deepcopy(item) for item in live]
+        index = {tuple(item.get(k) for k in keys): i for i, item in enumerate(out)}
+        for item in patch:
+            key = tuple(item.get(k) for k in keys)
+            if key in index:
+                out[index[key]] = merge(out[index[key]], item, path, delete_nulls)
+            else:
+                index[key] = len(out)
+                out.append(copy.deepcopy(item))
+        return out
+    return copy.deepcopy(patch)
+
+
+def json_patch(doc: Any, operations: list[dict[str, Any]]) -> Any:
+    """Apply an RFC 6902 JSON patch (add, remove, replace, test)."""
+    doc = copy.deepcopy(doc)
+    for op in operations:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op.get("path", "").split("/")[1:]]
+        if not parts:
+            raise ApiError(400, "json patch: empty path")
+        parent = doc
+        for part in parts[:-1]:
+            parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+        last = parts[-1]
+        kind = op.get("op")
+        try:
+            if kind == "add":
+                if isinstance(parent, list):
+                    parent.insert(len(parent) if last == "-" else int(last), op["value"])
+                else:
+                    parent[last] = op["value"]
+            elif kind == "replace":
+                target_key: Any = int(last) if isinstance(parent, list) else last
+                if not isinstance(parent, list) and last not in parent:
+                    raise ApiError(422, f"json patch: replace of missing path {op['path']}")
+                parent[target_key] = op["value"]
+            elif kind == "remove":
+                del parent[int(last) if isinstance(parent, list) else last]
+            elif kind == "test":
+                if parent[int(last) if isinstance(parent, list) else last] != op.get("value"):
+                    raise ApiError(422, f"json patch: test failed at {op['path']}")
+            else:
+                raise ApiError(400, f"json patch: unsupported op {kind!r}")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ApiError(422, f"json patch: {op.get('path')}: {exc}") from exc
+    return doc
+
+
+# ---------------------------------------------------------------------------
+# Selectors
+# ---------------------------------------------------------------------------
+
+
+def _field(obj: dict[str, Any], dotted: str) -> Any:
+    value: Any = obj
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def match_field_selector(obj: dict[str, Any], selector: str) -> bool:
+    for term in filter(None, selector.split(",")):
+        negate = "!=" in term
+        key, _sep, value = term.partition("!=" if negate else "=")
+        value = value.lstrip("=")
+        actual = _field(obj, key.strip())
+        actual = "" if actual is None else str(actual)
+        if (actual == value) == negate:
+            return False
+    return True
+
+
+def _split_terms(selector: str) -> list[str]:
+    terms, depth, current = [], 0, ""
+    for char in selector:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += char
+    if current:
+        terms.append(current)
+    return [t.strip() for t in terms if t.strip()]
+
+
+def match_label_selector(labels: dict[str, str], selector: str) -> bool:
+    for term in _split_terms(selector):
+        found = re.match(r"^([^\s!=]+)\s+(in|notin)\s+\((.*)\)$", term)
+        if found:
+            key, op, values = found.group(1), found.group(2), {v.strip() for v in found.group(3).split(",")}
+            if (op == "in") != (labels.get(key) in values):
+                return False
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = re.split(r"==?", term, maxsplit=1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
+
+
+class FakeApiServer:
+    """A strict fake API server for ``resource.k8s.io/v1`` and Nodes (see the module docstring)."""
+
+    def __init__(self, minor: str = "1.35", gates: dict[str, bool] | None = None) -> None:
+        if minor not in SUPPORTED_MINORS:
+            raise ValueError(f"minor {minor!r} not served; choose one of {SUPPORTED_MINORS}")
+        self.minor = minor
+        self.gates = {name: per_minor[minor] for name, per_minor in GATE_DEFAULTS.items()}
+        for name, value in (gates or {}).items():
+            if name not in self.gates:
+                raise ValueError(f"unknown feature gate {name!r}")
+            self.gates[name] = value
+        self.lock = threading.RLock()
+        self.store: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.requests: list[tuple[str, str, str]] = []
+        self.rejections: list[tuple[str, str, int, str]] = []
+        self._faults: list[tuple[str, re.Pattern[str], int, int]] = []
+        self._rv = itertools.count(1)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle -----------------------------------------------------------
+
+    def start(self) -> FakeApiServer:
+        server = self
+
+        class Handler(_Handler):
+            api = server
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-apiserver", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        """Write a kubeconfig that points at this server and return its path."""
+        path = Path(path)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            "current-context": "fake",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def api_client(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` connected to this server."""
+        import kubernetes.client
+
+        configuration = kubernetes.client.Configuration()
+        configuration.host = self.url
+        return kubernetes.client.ApiClient(configuration)
+
+    # -- direct access for tests ---------------------------------------------
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store an object as a POST would (validated), status included; returns the stored copy."""
+        resource = self._resource_for(obj)
+        namespace = (obj.get("metadata") or {}).get("namespace", "default") if resource.namespaced else ""
+        with self.lock:
+            stored = self._create(resource, namespace, copy.deepcopy(obj), keep_status=True, dry_run=False)
+        return copy.deepcopy(stored)
+
+    def get(self, plural: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        with self.lock:
+            obj = self.store.get((plural, namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        with self.lock:
+            return [
+                copy.deepcopy(obj)
+                for (kind, ns, _name), obj in sorted(self.store.items())
+                if kind == plural and (namespace is None or ns == namespace)
+            ]
+
+    def delete(self, plural: str, name: str, namespace: str = "") -> None:
+        with self.lock:
+            self._delete(RESOURCES[plural], namespace, name)
+
+    def fail_next(self, method: str, path_pattern: str, code: int = 500, times: int = 1) -> None:
+        """Answer the next ``times`` requests matching method and path regex with ``code``."""
+        with self.lock:
+            self._faults.append((method.upper(), re.compile(path_pattern), code, times))
+
+    # -- internals -------------------------------------------------------------
+
+    def _resource_for(self, obj: dict[str, Any]) -> Resource:
+        for resource in RESOURCES.values():
+            if resource.kind == obj.get("kind") and resource.api_version == obj.get("apiVersion"):
+                return resource
+        raise ApiError(400, f"no kind {obj.get('kind')!r} is registered for version {obj.get('apiVersion')!r}")
+
+    def _validate(self, resource: Resource, obj: dict[str, Any]) -> None:
+        if obj.get("apiVersion") != resource.api_version or obj.get("kind") != resource.kind:
+            raise ApiError(
+                400,
+                f"the body's apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')} does not match "
+                f"{resource.api_version}/{resource.kind}",
+            )
+        try:
+            kubernetes_validate.validate(obj, f"{self.minor}.0", strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.path) or "(root)"
+            raise ApiError(422, f"{resource.kind} {where}: {exc.message} (schema {self.minor}, strict)") from exc
+        errors: list[str] = []
+        _validate_metadata(obj, resource, errors)
+        if resource.kind == "ResourceSlice":
+            validate_resource_slice(obj, self.minor, errors)
+        elif resource.kind == "ResourceClaim":
+            validate_resource_claim_status(obj, errors)
+        if errors:
+            name = (obj.get("metadata") or {}).get("name")
+            raise ApiError(422, f'{resource.kind} "{name}" is invalid: ' + "; ".join(errors))
+
+    def _finish_write(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self._validate(resource, obj)
+        drop_disabled_fields(obj, self.gates)
+        if old is not None and resource.kind == "ResourceSlice":
+            for field in ("driver", "nodeName", "nodeSelector", "allNodes"):
+                if old["spec"].get(field) != obj["spec"].get(field):
+                    raise ApiError(422, f"ResourceSlice spec.{field}: Invalid value: field is immutable")
+            if old["spec"]["pool"]["name"] != obj["spec"]["pool"]["name"]:
+                raise ApiError(422, "ResourceSlice spec.pool.name: Invalid value: field is immutable")
+        if old is not None and resource.kind == "ResourceClaim" and old.get("spec") != obj.get("spec"):
+            raise ApiError(422, "ResourceClaim spec: Invalid value: field is immutable")
+
+    def _create(
+        self, resource: Resource, namespace: str, obj: dict[str, Any], keep_status: bool, dry_run: bool
+    ) -> dict[str, Any]:
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if resource.namespaced:
+            if meta.get("namespace", namespace) != namespace:
+                raise ApiError(400, "the namespace of the object does not match the namespace on the request")
+            meta["namespace"] = namespace
+        elif "namespace" in meta:
+            meta.pop("namespace")
+        if resource.status and not keep_status:
+            obj.pop("status", None)
+        key = (resource.plural, namespace, meta.get("name", ""))
+        if key in self.store:
+            raise ApiError(409, f'{resource.plural} "{meta["name"]}" already exists', "AlreadyExists")
+        for field in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+            meta.pop(field, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["generation"] = 1
+        self._finish_write(resource, obj, None)
+        if not dry_run:
+            meta["resourceVersion"] = str(next(self._rv))
+            self.store[key] = obj
+        return obj
+
+    def _update(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        new: dict[str, Any],
+        subresource: str,
+        dry_run: bool,
+        check_version: bool = True,
+    ) -> dict[str, Any]:
+        key = (resource.plural, namespace, name)
+        old = self.store.get(key)
+        if old is None:
+            raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
+        meta = new.setdefault("metadata", {})
+        if meta.get("name", name) != name:
+            raise ApiError(400, "the name of the object does not match the name on the URL")
+        wanted = meta.get("resourceVersion")
+        if check_version and wanted and wanted != old["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been modified; '
+                "please apply your changes to the latest version and try again",
+            )
+        if subresource == "status":
+            merged = copy.deepcopy(old)
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            new = merged
+        else:
+            if resource.status:
+                if "status" in old:
+                    new["status"] = copy.deepcopy(old["status"])
+                else:
+                    new.pop("status", None)
+            for field in ("uid", "creationTimestamp", "namespace"):
+                if field in old["metadata"]:
+                    new["metadata"][field] = old["metadata"][field]
+            new["metadata"]["name"] = name
+            new["metadata"]["generation"] = old["metadata"].get("generation", 1) + (
+                1 if new.get("spec") != old.get("spec") else 0
+            )
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        self._finish_write(resource, new, old)
+        if new == old:
+            return old
+        if not dry_run:
+            new["metadata"]["resourceVersion"] = str(next(self._rv))
+            self.store[key] = new
+        return new
+
+    def _delete(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.store.pop((resource.plural, namespace, name), None)
+        if obj is None:
+            raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
+        uid = obj["metadata"]["uid"]
+        for key, other in list(self.store.items()):
+            refs = other["metadata"].get("ownerReferences") or []
+            if any(ref.get("uid") == uid and ref.get("controller") for ref in refs):
+                del self.store[key]
+        return obj
+
+    def _list(self, plural: str, namespace: str | None, query: dict[str, str]) -> list[dict[str, Any]]:
+        items = []
+        for (kind, ns, _name), obj in sorted(self.store.items()):
+            if kind != plural or (namespace is not None and ns != namespace):
+                continue
+            if "labelSelector" in query and not match_label_selector(
+                obj["metadata"].get("labels") or {}, query["labelSelector"]
+            ):
+                continue
+            if "fieldSelector" in query and not match_field_selector(obj, query["fieldSelector"]):
+                continue
+            items.append(obj)
+        return items
+
+    def handle(self, method: str, path: str, query: dict[str, str], headers: Any, body: bytes) -> tuple[int, Any]:
+        """Serve one request; returns (HTTP code, JSON-able answer)."""
+        content_type = (headers.get("Content-Type") or "").split(";")[0].strip()
+        with self.lock:
+            self.requests.append((method, path, content_type))
+            for index, (f_method, pattern, code, times) in enumerate(self._faults):
+                if f_method == method and pattern.search(path):
+                    if times <= 1:
+                        del self._faults[index]
+                    else:
+                        self._faults[index] = (f_method, pattern, code, times - 1)
+                    raise ApiError(code, f"injected failure for {method} {path}")
+            discovery = self._discovery(path)
+            if discovery is not None:
+                if method != "GET":
+                    raise ApiError(405, f"{method} is not allowed on {path}")
+                return 200, discovery
+            resource, namespace, name, subresource = self._route(path)
+            if query.get("watch") in ("true", "1"):
+                raise ApiError(400, "watch is not served by this fake API server")
+            dry_run = query.get("dryRun") == "All"
+            if "dryRun" in query and not dry_run:
+                raise ApiError(400, f"invalid dryRun value {query['dryRun']!r}: only 'All' is valid")
+            if method == "GET":
+                if name:
+                    obj = self.store.get((resource.plural, namespace or "", name))
+                    if obj is None:
+                        raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
+                    return 200, obj
+                items = self._list(resource.plural, namespace if resource.namespaced else None, query)
+                return 200, {
+                    "apiVersion": resource.api_version,
+                    "kind": resource.kind + "List",
+                    "metadata": {"resourceVersion": str(next(self._rv))},
+                    "items": items,
+                }
+            if method in ("POST", "PUT", "PATCH") and not body:
+                raise ApiError(400, "request body is required")
+            ns = namespace or ""
+            if method == "POST":
+                if name:
+                    raise ApiError(405, "POST to a named object is not allowed")
+                obj = self._decode(body, content_type)
+                return 201, self._create(resource, ns, obj, keep_status=False, dry_run=dry_run)
+            if method == "PUT":
+                if not name:
+                    raise ApiError(405, "PUT needs an object name")
+                obj = self._decode(body, content_type)
+                return 200, self._update(resource, ns, name, obj, subresource, dry_run)
+            if method == "PATCH":
+                if not name:
+                    raise ApiError(405, "PATCH needs an object name")
+                return self._patch(resource, ns, name, subresource, query, content_type, body, dry_run)
+            if method == "DELETE":
+                if name:
+                    if dry_run:
+                        obj = self.store.get((resource.plural, ns, name))
+                        if obj is None:
+                            raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
+                        return 200, obj
+                    return 200, self._delete(resource, ns, name)
+                items = self._list(resource.plural, namespace if resource.namespaced else None, query)
+                if not dry_run:
+                    for obj in list(items):
+                        self._delete(resource, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+                return 200, {"apiVersion": resource.api_version, "kind": resource.kind + "List", "items": items}
+            raise ApiError(405, f"method {method} not allowed")
+
+    def _decode(self, body: bytes, content_type: str) -> dict[str, Any]:
+        try:
+            if content_type.endswith("yaml"):
+                obj = yaml.safe_load(body)
+            else:
+                obj = json.loads(body)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ApiError(400, f"cannot decode body: {exc}") from exc
+        if not isinstance(obj, (dict, list)):
+            raise ApiError(400, "body must be a JSON object")
+        return obj
+
+    def _patch(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        subresource: str,
+        query: dict[str, str],
+        content_type: str,
+        body: bytes,
+        dry_run: bool,
+    ) -> tuple[int, Any]:
+        key = (resource.plural, namespace, name)
+        live = copy.deepcopy(self.store.get(key))
+        patch = self._decode(body, content_type)
+        if content_type == "application/apply-patch+yaml":
+            if not query.get("fieldManager"):
+                raise ApiError(422, "PatchOptions.meta.k8s.io: fieldManager: Required value: is required for apply")
+            if not isinstance(patch, dict):
+                raise ApiError(400, "apply patch must be an object")
+            if live is None:
+                if subresource:
+                    raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
+                patch.setdefault("metadata", {})["name"] = name
+                return 201, self._create(resource, namespace, patch, keep_status=False, dry_run=dry_run)
+            if patch.get("apiVersion") != resource.api_version or patch.get("kind") != resource.kind:
+                raise ApiError(400, "apply patch must carry the resource's apiVersion and kind")
+            meta_patch = patch.get("metadata") or {}
+            if meta_patch.get("name", name) != name:
+                raise ApiError(400, "the name of the object does not match the name on the URL")
+            merged = merge(live, patch, delete_nulls=False)
+            return 200, self._update(resource, namespace, name, merged, subresource, dry_run, check_version=False)
+        if live is None:
+            raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
+        if content_type == "application/json-patch+json":
+            if not isinstance(patch, list):
+                raise ApiError(400, "json patch must be a list of operations")
+            merged = json_patch(live, patch)
+        elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            if not isinstance(patch, dict):
+                raise ApiError(400, "merge patch must be an object")
+            merged = merge(live, patch) if content_type.startswith("application/strategic") else _rfc7386(live, patch)
+        else:
+            raise ApiError(415, f"the patch content type {content_type!r} is not supported", "UnsupportedMediaType")
+        return 200, self._update(resource, namespace, name, merged, subresource, dry_run)
+
+    def _route(self, path: str) -> tuple[Resource, str | None, str, str]:
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, rest = "", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, rest = parts[1], parts[3:]
+            if parts[2] != "v1":
+                raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
+        else:
+            raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
+        namespace = None
+        if len(rest) >= 2 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]].group != group:
+            raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
+        resource = RESOURCES[rest[0]]
+        if namespace is not None and not resource.namespaced:
+            raise ApiError(404, f"{resource.plural} is not namespaced", "NotFound")
+        name = rest[1] if len(rest) > 1 else ""
+        subresource = rest[2] if len(rest) > 2 else ""
+        if subresource and (subresource != "status" or not resource.status) or len(rest) > 3:
+            raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
+        if resource.namespaced and name and namespace is None:
+            raise ApiError(404, f"{resource.plural} is namespaced: the URL needs a namespace", "NotFound")
+        return resource, namespace, name, subresource
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        path = path.rstrip("/")
+        if path == "/version":
+            major, minor = self.minor.split(".")
+            return {
+                "major": major,
+                "minor": minor,
+                "gitVersion": f"v{self.minor}.0",
+                "gitCommit": "0" * 40,
+                "gitTreeState": "clean",
+                "buildDate": "2026-01-01T00:00:00Z",
+                "goVersion": "go1.25.0",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            }
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        if path == "/apis":
+            version = {"groupVersion": "resource.k8s.io/v1", "version": "v1"}
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [{"name": "resource.k8s.io", "versions": [version], "preferredVersion": version}],
+            }
+        for group_version, prefix in (("v1", "/api/v1"), ("resource.k8s.io/v1", "/apis/resource.k8s.io/v1")):
+            if path == prefix:
+                resources = []
+                for resource in RESOURCES.values():
+                    if resource.api_version != group_version:
+                        continue
+                    verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update"]
+                    resources.append(
+                        {
+                            "name": resource.plural,
+                            "singularName": resource.kind.lower(),
+                            "namespaced": resource.namespaced,
+                            "kind": resource.kind,
+                            "verbs": verbs,
+                        }
+                    )
+                    if resource.status:
+                        resources.append(
+                            {
+                                "name": resource.plural + "/status",
+                                "singularName": "",
+                                "namespaced": resource.namespaced,
+                                "kind": resource.kind,
+                                "verbs": ["get", "patch", "update"],
+                            }
+                        )
+                return {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": group_version,
+                    "resources": resources,
+                }
+        return None
+
+
+def _rfc7386(live: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(live) if isinstance(live, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _rfc7386(out.get(key), value)
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: FakeApiServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _serve(self) -> None:
+        split = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        try:
+            code, answer = self.api.handle(self.command, split.path, query, self.headers, body)
+        except ApiError as exc:
+            if self.command != "GET":
+                with self.api.lock:
+                    self.api.rejections.append((self.command, split.path, exc.code, exc.message))
+            code, answer = exc.code, exc.status()
+        except Exception as exc:  # an unexpected bug in the fake: answer 500, keep serving
+            code, answer = 500, ApiError(500, f"fake API server error: {exc!r}").status()
+        data = json.dumps(answer).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
