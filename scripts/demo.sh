@@ -26,3 +26,7 @@ if [[ -f output/index.json ]]; then
     echo "  index:  output/index.json"
     find output -mindepth 2 -maxdepth 2 -name 'summary.md' -printf '  %p\n' | sort
 fi
+if [[ -f output/index.html ]]; then
+    echo "Site report (open in a browser, works offline): $ALIGNED_DRA_ROOT/output/index.html"
+    find output -mindepth 2 -maxdepth 2 -name 'report.html' -printf '  %p\n' | sort
+fi

@@ -1,0 +1,182 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: site_report
+short_description: Write the HTML site report from the topology role's output
+version_added: 0.1.0
+description:
+  - Reads C(index.json) and the per-node topology files that the C(aligned.dra.topology) role writes
+    to its output directory, and the planner's C(<site>/plan.json) where it exists.
+  - Writes one self-contained HTML page per site, C(<site>/report.html), and an index of sites,
+    C(index.html). The pages need no network access to open (no external fonts, scripts or images).
+  - "Per layout: an SVG picture of the machine (NUMA nodes, root complexes, PCIe switches, GPUs, NICs,
+    VFs collapsed per PF) with the best GPU/NIC pairs highlighted, the GPU x NIC level matrix laid out
+    like C(nvidia-smi topo -m), and the warnings. Nodes built the same way share one layout and are
+    drawn once."
+  - "Per site: the node inventory, the alignment score (share of GPUs whose nearest NIC is at PIX/PXB,
+    PHB/NODE or only SYS) and, when the planner ran, capacity per claim template and the worst level
+    inside allocations."
+  - Runs where the output directory is, normally the controller (C(delegate_to=localhost)).
+    A file is written only when its content changes; pages carry no timestamps.
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode the pages are built and compared with the files, and nothing is written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The diff lists the pages that are created or updated with their sizes, not their HTML.
+options:
+  output_dir:
+    description:
+      - The topology role's output directory (C(aligned_dra_output_dir)), holding C(index.json).
+    type: path
+    required: true
+  sites:
+    description:
+      - Sites to build pages for. Default, every site in C(index.json).
+      - The index page lists every site of C(index.json) that has a page.
+    type: list
+    elements: str
+  warn_levels:
+    description: Levels of a GPU's nearest physical NIC that are reported as warnings.
+    type: list
+    elements: str
+    choices: [PIX, PXB, PHB, NODE, SYS]
+    default: [SYS]
+notes:
+  - Levels are taken from the probe (C(links), C(nearest_nics)); the report never recomputes them.
+seealso:
+  - module: aligned.dra.topology_info
+  - name: nvidia-smi topo -m levels
+    description: PIX, PXB, PHB, NODE and SYS have the meaning nvidia-smi gives them.
+    link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+"""
+
+EXAMPLES = r"""
+- name: Write the site report next to the topology facts
+  aligned.dra.site_report:
+    output_dir: "{{ aligned_dra_output_dir }}"
+  delegate_to: localhost
+  run_once: true
+
+- name: Rebuild only one site's page, warning about NODE and SYS
+  aligned.dra.site_report:
+    output_dir: /srv/aligned-dra/output
+    sites: [ai-west]
+    warn_levels: [NODE, SYS]
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+index:
+  description: Path of the index page.
+  returned: success
+  type: str
+  sample: /srv/aligned-dra/output/index.html
+files:
+  description: Pages written (or, in check mode, that would be written) because their content changed.
+  returned: success
+  type: list
+  elements: str
+  sample: [/srv/aligned-dra/output/ai-west/report.html, /srv/aligned-dra/output/index.html]
+sites:
+  description: Per site, its page, node and GPU counts, layouts (fingerprint and hosts), alignment score
+    (GPUs per bucket C(aligned), C(host), C(sys), C(none)), whether a plan was shown, and the number of warnings.
+  returned: success
+  type: dict
+  sample:
+    ai-west:
+      report: ai-west/report.html
+      nodes: 2
+      gpus: 16
+      layouts: [{"fingerprint": "54a1317841b2...", "hosts": ["dgx-h100-01", "dgx-h100-02"]}]
+      score: {"aligned": 16, "host": 0, "sys": 0, "none": 0}
+      plan: false
+      warnings: 0
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils.report import ReportError, build_reports
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "output_dir": {"type": "path", "required": True},
+            "sites": {"type": "list", "elements": "str"},
+            "warn_levels": {
+                "type": "list",
+                "elements": "str",
+                "default": ["SYS"],
+                "choices": ["PIX", "PXB", "PHB", "NODE", "SYS"],
+            },
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    output_dir = os.path.normpath(params["output_dir"])
+    if not os.path.isdir(output_dir):
+        module.fail_json(msg=f"output_dir: {output_dir} is not a directory")
+    try:
+        built = build_reports(output_dir, params["sites"], params["warn_levels"])
+    except ReportError as exc:
+        module.fail_json(msg=str(exc))
+    changed_files = []
+    before_lines = []
+    after_lines = []
+    for rel, html in sorted(built["files"].items()):
+        path = os.path.join(output_dir, rel)
+        data = html.encode("utf-8")
+        old = _read(path)
+        if old == data:
+            continue
+        changed_files.append(path)
+        before_lines.append(f"{rel}: {'absent' if old is None else f'{len(old)} bytes'}")
+        after_lines.append(f"{rel}: {len(data)} bytes")
+        if module.check_mode:
+            continue
+        fd, tmp = tempfile.mkstemp(prefix=".report-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+        module.atomic_move(tmp, path)
+    result = {
+        "changed": bool(changed_files),
+        "index": os.path.join(output_dir, "index.html"),
+        "files": changed_files,
+        "sites": built["sites"],
+    }
+    if module._diff and changed_files:
+        result["diff"] = {
+            "before_header": output_dir,
+            "after_header": output_dir,
+            "before": "\n".join(before_lines) + "\n",
+            "after": "\n".join(after_lines) + "\n",
+        }
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
