@@ -1,0 +1,351 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TEST FAKE: a writable sysfs tree that answers SR-IOV writes like the kernel.
+
+Lives in ``tests/`` only, never shipped. A plain directory cannot react to a
+write, so the kernel's side of ``echo N > sriov_numvfs`` is played by this
+module, strictly following ``drivers/pci/iov.c`` (``sriov_numvfs_store``):
+
+- the value must be a decimal number (``EINVAL`` otherwise);
+- above ``sriov_totalvfs`` is ``ERANGE``;
+- writing the current count is a no-op that succeeds;
+- a non-zero count over a non-zero count is ``EBUSY``;
+- 0 removes every VF (its directory, ``virtfnN`` link, bus and driver links,
+  network interface); N creates VFs at routing ID PF + offset + N * stride
+  as siblings of the PF, with ``physfn`` and ``virtfnN`` links, bound to the
+  VF driver when ``sriov_drivers_autoprobe`` is 1, each bound VF with a
+  network interface ``<pf interface>vN`` when the PF has one;
+- ``sriov_drivers_autoprobe`` takes 0 or 1 (``EINVAL`` otherwise).
+
+Two ways to drive it:
+
+- :class:`FakeSriovKernel` is a :class:`~sriov.SysfsWriter`: the library's
+  writes go through it and fail with the kernel's errno (unit tests).
+- ``python tests/fake_sysfs_sriov.py watch SYSFS_ROOT`` polls the tree's
+  ``sriov_numvfs`` files and reacts to plain file writes (Molecule nodes, where
+  the module and the boot-time unit write with ``open()``); a refused value is
+  written back to the previous count, which the library notices because the
+  VFs it waits for never appear.
+
+:class:`FakeLinks` plays rtnetlink for VF properties and MTU on PFs of the
+tree (the kernel of the test machines has no SR-IOV devices): new VFs start
+with a zero MAC, VLAN 0, spoof check on, trust off, link state auto and no
+rate limits, as mlx5 reports them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _topology():  # the collection's helpers for VF addresses (import path set by pytest.ini or below)
+    try:
+        from ansible_collections.aligned.dra.plugins.module_utils import topology
+    except ImportError:  # run as a script on a Molecule node: the library sits beside the tree
+        sys.path.insert(0, os.environ.get("ALIGNED_DRA_LIBRARY", "/usr/local/lib/aligned-dra"))
+        from ansible_collections.aligned.dra.plugins.module_utils import topology
+    return topology
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(text)
+
+
+def _rel_link(target: str, link: str) -> None:
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
+
+
+class FakeSriovKernel:
+    """The kernel's reaction to SR-IOV sysfs writes in a fake tree."""
+
+    def __init__(self, sysfs_root: str) -> None:
+        self.sys = os.path.abspath(sysfs_root)
+        self.writes: list[tuple[str, str]] = []
+
+    # -- the SysfsWriter interface --------------------------------------------------
+    def write(self, path: str, value: str) -> None:
+        self.writes.append((path, value))
+        name = os.path.basename(path)
+        pf_dir = os.path.realpath(os.path.dirname(path))
+        if name == "sriov_numvfs":
+            self.set_numvfs(pf_dir, value)
+        elif name == "sriov_drivers_autoprobe":
+            if value.strip() not in ("0", "1"):
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)
+            _write(path, value.strip() + "\n")
+        else:
+            _write(path, value)
+
+    # -- kernel behaviour ---------------------------------------------------------------
+    def set_numvfs(self, pf_dir: str, value: str, current: int | None = None) -> None:
+        path = os.path.join(pf_dir, "sriov_numvfs")
+        text = value.strip()
+        if not text.isdigit():
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)
+        wanted = int(text)
+        total = int(_read(os.path.join(pf_dir, "sriov_totalvfs")) or 0)
+        if current is None:
+            current = int(_read(path) or 0)
+        if wanted > total:
+            raise OSError(errno.ERANGE, os.strerror(errno.ERANGE), path)
+        if wanted == current:
+            _write(path, f"{current}\n")
+            return
+        if wanted and current:
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), path)
+        if wanted == 0:
+            self._remove_vfs(pf_dir, current)
+        else:
+            self._create_vfs(pf_dir, wanted)
+        _write(path, f"{wanted}\n")
+
+    def _vf_addresses(self, pf_dir: str, count: int) -> list[str]:
+        top = _topology()
+        offset = top.parse_int(_read(os.path.join(pf_dir, "sriov_offset")))
+        stride = top.parse_int(_read(os.path.join(pf_dir, "sriov_stride")))
+        addresses = top.vf_addresses(os.path.basename(pf_dir), count, offset, stride)
+        if addresses is None:
+            raise OSError(errno.EINVAL, "the PF has no usable sriov_offset/sriov_stride", pf_dir)
+        return addresses
+
+    def _pf_netdev(self, pf_dir: str) -> str | None:
+        try:
+            names = sorted(os.listdir(os.path.join(pf_dir, "net")))
+        except OSError:
+            return None
+        return names[0] if names else None
+
+    def _driver(self, pf_dir: str) -> str | None:
+        link = os.path.join(pf_dir, "driver")
+        return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+    def _create_vfs(self, pf_dir: str, count: int) -> None:
+        parent = os.path.dirname(pf_dir)
+        pf = os.path.basename(pf_dir)
+        autoprobe = (_read(os.path.join(pf_dir, "sriov_drivers_autoprobe")) or "1") == "1"
+        driver = self._driver(pf_dir) if autoprobe else None
+        if driver is not None:
+            from ansible_collections.aligned.dra.plugins.module_utils.sriov import VF_DRIVERS
+
+            driver = VF_DRIVERS.get(driver, driver)
+        vendor = _read(os.path.join(pf_dir, "vendor")) or "0x0000"
+        vf_device = "0x" + (_read(os.path.join(pf_dir, "sriov_vf_device")) or "0000")
+        pci_class = _read(os.path.join(pf_dir, "class")) or "0x020000"
+        numa = _read(os.path.join(pf_dir, "numa_node")) or "-1"
+        pf_netdev = self._pf_netdev(pf_dir)
+        bus_dir = os.path.join(self.sys, "bus", "pci")
+        for index, address in enumerate(self._vf_addresses(pf_dir, count)):
+            vf_dir = os.path.join(parent, address)
+            os.makedirs(vf_dir)
+            uevent = [f"DRIVER={driver}"] if driver else []
+            uevent += [
+                f"PCI_CLASS={int(pci_class, 16):X}",
+                f"PCI_ID={int(vendor, 16):04X}:{int(vf_device, 16):04X}",
+                f"PCI_SUBSYS_ID={int(vendor, 16):04X}:0000",
+                f"PCI_SLOT_NAME={address}",
+            ]
+            for name, content in (
+                ("uevent", "\n".join(uevent) + "\n"),
+                ("class", pci_class),
+                ("vendor", vendor),
+                ("device", vf_device),
+                ("subsystem_vendor", vendor),
+                ("subsystem_device", "0x0000"),
+                ("numa_node", numa),
+            ):
+                _write(os.path.join(vf_dir, name), content + ("" if content.endswith("\n") else "\n"))
+            _rel_link(pf_dir, os.path.join(vf_dir, "physfn"))
+            _rel_link(vf_dir, os.path.join(pf_dir, f"virtfn{index}"))
+            _rel_link(bus_dir, os.path.join(vf_dir, "subsystem"))
+            _rel_link(vf_dir, os.path.join(bus_dir, "devices", address))
+            if driver:
+                drv_dir = os.path.join(bus_dir, "drivers", driver)
+                os.makedirs(drv_dir, exist_ok=True)
+                _rel_link(drv_dir, os.path.join(vf_dir, "driver"))
+                _rel_link(vf_dir, os.path.join(drv_dir, address))
+                if pf_netdev:
+                    name = f"{pf_netdev}v{index}"
+                    net_dir = os.path.join(vf_dir, "net", name)
+                    os.makedirs(net_dir)
+                    for attr, content in (("type", "1"), ("address", "00:00:00:00:00:00"), ("mtu", "1500")):
+                        _write(os.path.join(net_dir, attr), content + "\n")
+                    os.makedirs(os.path.join(self.sys, "class", "net"), exist_ok=True)
+                    _rel_link(net_dir, os.path.join(self.sys, "class", "net", name))
+
+    def _remove_vfs(self, pf_dir: str, count: int) -> None:
+        bus_dir = os.path.join(self.sys, "bus", "pci")
+        index = 0
+        while True:
+            link = os.path.join(pf_dir, f"virtfn{index}")
+            if not os.path.islink(link):
+                if index >= count:
+                    break
+                index += 1
+                continue
+            vf_dir = os.path.realpath(link)
+            address = os.path.basename(vf_dir)
+            for name in os.listdir(os.path.join(vf_dir, "net")) if os.path.isdir(os.path.join(vf_dir, "net")) else []:
+                class_link = os.path.join(self.sys, "class", "net", name)
+                if os.path.lexists(class_link):
+                    os.unlink(class_link)
+            driver_link = os.path.join(vf_dir, "driver")
+            if os.path.islink(driver_link):
+                bound = os.path.join(os.path.realpath(driver_link), address)
+                if os.path.lexists(bound):
+                    os.unlink(bound)
+            dev_link = os.path.join(bus_dir, "devices", address)
+            if os.path.lexists(dev_link):
+                os.unlink(dev_link)
+            shutil.rmtree(vf_dir)
+            os.unlink(link)
+            index += 1
+
+    # -- helpers for tests -------------------------------------------------------------
+    def pf_dir(self, address: str) -> str:
+        return os.path.realpath(os.path.join(self.sys, "bus", "pci", "devices", address))
+
+    def bind(self, vf_address: str, driver: str) -> None:
+        """Rebind a VF to another driver (e.g. vfio-pci), as ``driver_override`` + bind would."""
+        bus_dir = os.path.join(self.sys, "bus", "pci")
+        vf_dir = os.path.realpath(os.path.join(bus_dir, "devices", vf_address))
+        old = os.path.join(vf_dir, "driver")
+        if os.path.islink(old):
+            bound = os.path.join(os.path.realpath(old), vf_address)
+            if os.path.lexists(bound):
+                os.unlink(bound)
+        net = os.path.join(vf_dir, "net")
+        if os.path.isdir(net):
+            for name in os.listdir(net):
+                class_link = os.path.join(self.sys, "class", "net", name)
+                if os.path.lexists(class_link):
+                    os.unlink(class_link)
+            shutil.rmtree(net)
+        drv_dir = os.path.join(bus_dir, "drivers", driver)
+        os.makedirs(drv_dir, exist_ok=True)
+        _rel_link(drv_dir, old)
+        _rel_link(vf_dir, os.path.join(drv_dir, vf_address))
+        # uevent names the bound driver, as the kernel's does.
+        lines = [line for line in (_read(os.path.join(vf_dir, "uevent")) or "").splitlines() if line]
+        lines = [f"DRIVER={driver}"] + [line for line in lines if not line.startswith("DRIVER=")]
+        _write(os.path.join(vf_dir, "uevent"), "\n".join(lines) + "\n")
+
+    def move_netdev_away(self, vf_address: str) -> None:
+        """The VF's interface leaves this namespace (it vanishes from this sysfs view)."""
+        vf_dir = os.path.realpath(os.path.join(self.sys, "bus", "pci", "devices", vf_address))
+        net = os.path.join(vf_dir, "net")
+        for name in os.listdir(net):
+            os.unlink(os.path.join(self.sys, "class", "net", name))
+        shutil.rmtree(net)
+
+
+class FakeLinks:
+    """rtnetlink for PFs of a fake tree: MTU and VF properties, kept in memory."""
+
+    def __init__(self, kernel: FakeSriovKernel, mtu: int = 1500) -> None:
+        self.kernel = kernel
+        self.default_mtu = mtu
+        self.mtu: dict[str, int] = {}
+        self.vfs: dict[tuple[str, int], dict[str, Any]] = {}
+        self.calls: list[tuple[Any, ...]] = []
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def _numvfs(self, ifname: str) -> int:
+        path = os.path.join(self.kernel.sys, "class", "net", ifname)
+        if not os.path.lexists(path):
+            from ansible_collections.aligned.dra.plugins.module_utils.netlink_link import LinkError
+
+            raise LinkError(f"no network interface named {ifname!r}", errno.ENODEV)
+        device = os.path.realpath(os.path.join(path, "..", ".."))
+        return int(_read(os.path.join(device, "sriov_numvfs")) or 0)
+
+    def _vf(self, ifname: str, index: int) -> dict[str, Any]:
+        key = (ifname, index)
+        if key not in self.vfs:
+            self.vfs[key] = {
+                "vf": index,
+                "mac": "00:00:00:00:00:00",
+                "vlan": 0,
+                "qos": 0,
+                "spoofchk": True,
+                "trust": False,
+                "link_state": "auto",
+                "min_tx_rate": 0,
+                "max_tx_rate": 0,
+            }
+        return self.vfs[key]
+
+    def reset_vfs(self, ifname: str) -> None:
+        """VFs were destroyed: recreated ones start from the defaults."""
+        for key in [k for k in self.vfs if k[0] == ifname]:
+            del self.vfs[key]
+
+    def get(self, ifname: str, vfs: bool = False) -> dict[str, Any]:
+        count = self._numvfs(ifname)
+        result: dict[str, Any] = {"ifname": ifname, "mtu": self.mtu.get(ifname, self.default_mtu), "num_vf": count}
+        if vfs:
+            result["vfs"] = [dict(self._vf(ifname, i)) for i in range(count)]
+        return result
+
+    def set_mtu(self, ifname: str, mtu: int) -> None:
+        self._numvfs(ifname)
+        self.calls.append(("mtu", ifname, mtu))
+        self.mtu[ifname] = mtu
+
+    def set_vf(self, ifname: str, vf: int, props: dict[str, Any], current: dict[str, Any] | None = None) -> None:
+        from ansible_collections.aligned.dra.plugins.module_utils.netlink_link import LinkError
+
+        if vf >= self._numvfs(ifname):
+            raise LinkError(f"set VF {vf} of {ifname}: Invalid argument (errno 22)", errno.EINVAL)
+        self.calls.append(("vf", ifname, vf, dict(props)))
+        self._vf(ifname, vf).update(props)
+
+
+def watch(sysfs_root: str, interval: float = 0.05) -> None:
+    """React to plain writes of sriov_numvfs in a tree (Molecule nodes)."""
+    kernel = FakeSriovKernel(sysfs_root)
+    devices = os.path.join(kernel.sys, "bus", "pci", "devices")
+    known: dict[str, int] = {}
+    for address in os.listdir(devices):
+        value = _read(os.path.join(devices, address, "sriov_numvfs"))
+        if value is not None:
+            known[os.path.realpath(os.path.join(devices, address))] = int(value or 0)
+    print(f"watching {len(known)} PFs under {kernel.sys}", flush=True)
+    while True:
+        for pf_dir, current in list(known.items()):
+            value = _read(os.path.join(pf_dir, "sriov_numvfs"))
+            if value is None or value == str(current):
+                continue
+            try:
+                kernel.set_numvfs(pf_dir, value, current=current)
+                known[pf_dir] = int(value)
+                print(f"{os.path.basename(pf_dir)}: {current} -> {value} VFs", flush=True)
+            except OSError as exc:
+                _write(os.path.join(pf_dir, "sriov_numvfs"), f"{current}\n")
+                print(f"{os.path.basename(pf_dir)}: refused {value!r}: {exc.strerror}", flush=True)
+        time.sleep(interval)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "watch":
+        sys.exit("usage: fake_sysfs_sriov.py watch SYSFS_ROOT")
+    watch(sys.argv[2])
