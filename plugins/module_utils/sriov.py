@@ -302,7 +302,9 @@ def vfs_in_use(
     """
     reasons = []
     pf_driver = pf_device.get("driver")
-    defaults = {d for d in (pf_driver, VF_DRIVERS.get(pf_driver or "")) if d} | set(extra_drivers)
+    # Drivers that give a VF a network interface, and others the user accepts.
+    net_drivers = {d for d in (pf_driver, VF_DRIVERS.get(pf_driver or "")) if d}
+    defaults = net_drivers | set(extra_drivers)
     pf_has_netdev = bool(pf_device.get("netdevs"))
     for address in (pf_device.get("sriov") or {}).get("vfs") or []:
         vf = by_address.get(address, {})
@@ -311,7 +313,7 @@ def vfs_in_use(
             reasons.append(f"VF {address} is prepared for claim {prepared[address]} (driver checkpoint)")
         elif driver and driver not in defaults:
             reasons.append(f"VF {address} is bound to {driver}")
-        elif driver and pf_has_netdev and not vf.get("netdevs"):
+        elif driver in net_drivers and pf_has_netdev and not vf.get("netdevs"):
             reasons.append(f"VF {address} has no network interface in this namespace (moved to another one)")
     return reasons
 
