@@ -58,7 +58,7 @@ _aligned_dra_env() {
 ALIGNED_DRA_ANSIBLE_BUNDLE="14.5.0"           # `ansible` wheel the collections come from
 ALIGNED_DRA_BUNDLED_COLLECTIONS="kubernetes/core containers/podman"
 ALIGNED_DRA_APT_PACKAGES="git podman runc uidmap fuse-overlayfs slirp4netns catatonit \
-debootstrap hwloc iproute2 shellcheck"
+debootstrap hwloc iproute2 shellcheck chromium fonts-dejavu-core"
 ALIGNED_DRA_NODE_PACKAGES="python3,systemd,systemd-sysv,dbus,iproute2"
 
 _log() { printf '[bootstrap] %s\n' "$*" >&2; }

@@ -41,12 +41,26 @@ def _podman_ready() -> bool:
     return probe.returncode == 0
 
 
+def _chromium() -> str | None:
+    from ansible_collections.aligned.dra.tests.browser import find_chromium
+
+    return find_chromium()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip, with the reason, tests whose real component is unavailable here."""
     needs_podman = [item for item in items if item.get_closest_marker("podman")]
     if needs_podman and not _podman_ready():
         skip = pytest.mark.skip(reason=f"podman or {NODE_IMAGE} missing: run scripts/bootstrap.sh")
         for item in needs_podman:
+            item.add_marker(skip)
+    needs_browser = [item for item in items if item.get_closest_marker("browser")]
+    if needs_browser and _chromium() is None:
+        skip = pytest.mark.skip(
+            reason="no Chromium: install the Debian package chromium (scripts/bootstrap.sh does) "
+            "or point ALIGNED_DRA_CHROMIUM at one"
+        )
+        for item in needs_browser:
             item.add_marker(skip)
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="network namespaces need root")

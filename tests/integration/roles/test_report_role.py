@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The report role on the demo inventory, and its pages in a real headless Chromium.
+
+The demo's probe and report playbooks run with ansible-playbook into a
+temporary output directory; the pages are then opened in Debian's Chromium
+over the DevTools protocol. Screenshots (1280x800) and the 500-node page are
+written to tests/output/report/ for people to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.plugins.module_utils import report
+from ansible_collections.aligned.dra.tests.browser import Browser, find_chromium
+from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for
+
+REPO = Path(__file__).resolve().parents[3]
+DEMO = REPO / "inventories" / "demo"
+ARTIFACTS = REPO / "tests" / "output" / "report"
+
+pytestmark = pytest.mark.slow
+
+
+def demo_hosts() -> dict[str, str]:
+    """Inventory host -> site, read from the demo inventory files."""
+    hosts = yaml.safe_load((DEMO / "hosts.yml").read_text())
+    found = {}
+    for group, body in hosts["aligned_dra_nodes"]["children"].items():
+        site = yaml.safe_load((DEMO / "group_vars" / f"{group}.yml").read_text())["aligned_dra_site"]
+        for host in body["hosts"]:
+            found[host] = site
+    return found
+
+
+def playbook(name: str, output: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            "ansible-playbook",
+            "-i",
+            str(DEMO),
+            str(REPO / "playbooks" / name),
+            "-e",
+            f"aligned_dra_output_dir={output}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def recap_changed(run: subprocess.CompletedProcess) -> int:
+    return sum(int(n) for n in re.findall(r"changed=(\d+)", run.stdout))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    output = tmp_path_factory.mktemp("demo-output")
+    probe = playbook("probe.yml", output)
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    first = playbook("report.yml", output)
+    assert first.returncode == 0, first.stdout + first.stderr
+    return {"output": output, "first": first}
+
+
+def test_report_role_writes_a_page_per_site_and_an_index(demo):
+    output = demo["output"]
+    sites = sorted(set(demo_hosts().values()))
+    assert sorted(p.parent.name for p in output.glob("*/report.html")) == sites
+    assert (output / "index.html").is_file()
+    assert f"Site report: {output}/index.html" in demo["first"].stdout
+
+
+def test_report_role_is_idempotent(demo):
+    again = playbook("report.yml", demo["output"])
+    assert again.returncode == 0, again.stdout
+    assert recap_changed(again) == 0
+
+
+def test_report_role_check_mode_changes_nothing(demo, tmp_path):
+    output = tmp_path / "out"
+    shutil.copytree(demo["output"], output)
+    page = next(output.glob("*/report.html"))
+    page.unlink()
+    check = playbook("report.yml", output, "--check", "--diff")
+    assert check.returncode == 0, check.stdout
+    assert recap_changed(check) == 1
+    assert f"{page.parent.name}/report.html: absent" in check.stdout
+    assert not page.exists()
+
+
+def test_report_role_refuses_bad_arguments(demo):
+    bad = playbook("report.yml", demo["output"], "-e", '{"aligned_dra_topology_warn_levels": ["FAR"]}')
+    assert bad.returncode != 0
+    assert "aligned_dra_topology_warn_levels" in bad.stdout and "FAR" in bad.stdout
+
+
+# ---------------------------------------------------------------- in the browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser(find_chromium()) as running:
+        yield running
+
+
+SVG_DEVICES = """[...document.querySelectorAll('section.layout')].map(s => ({
+  hosts: s.dataset.hosts.split(' '),
+  svgs: s.querySelectorAll('svg.topo').length,
+  drawn: [...s.querySelectorAll('svg.topo g.dev.gpu, svg.topo g.dev.nic')].map(g => {
+    const r = g.getBoundingClientRect(); return {bdf: g.dataset.bdf, w: r.width, h: r.height};
+  }),
+}))"""
+
+MATRIX_CELLS = """[...document.querySelectorAll('section.layout')].map(s => ({
+  hosts: s.dataset.hosts.split(' '),
+  cells: [...s.querySelectorAll('table.matrix td[data-gpu]')].map(td => [td.dataset.gpu, td.dataset.nic, td.textContent]),
+  collapsed: Object.fromEntries([...s.querySelectorAll('ul.nics li')].map(li => [li.dataset.nic, +li.dataset.collapsedVfs])),
+}))"""
+
+
+@pytest.mark.browser
+def test_demo_pages_open_without_errors_and_draw_every_node(demo, browser):
+    output = demo["output"]
+    hosts = demo_hosts()
+    page = browser.new_page()
+    page.open((output / "index.html").as_uri())
+    linked = page.evaluate("[...document.querySelectorAll('table.sites a')].map(a => a.getAttribute('href'))")
+    assert sorted(linked) == sorted(f"{s}/report.html" for s in set(hosts.values()))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(ARTIFACTS / "index-1280x800.png")
+    for site in sorted(set(hosts.values())):
+        page.open((output / site / "report.html").as_uri())
+        layouts = page.evaluate(SVG_DEVICES)
+        drawn_hosts = sorted(h for layout in layouts for h in layout["hosts"])
+        assert drawn_hosts == sorted(h for h, s in hosts.items() if s == site)
+        for layout in layouts:
+            assert layout["svgs"] == 1
+            topology = json.loads((output / site / "nodes" / f"{layout['hosts'][0]}.json").read_text())
+            physical = {
+                d["pci_address"]
+                for d in topology["devices"]
+                if d["kind"] in ("gpu", "accelerator", "nic", "rdma") and not d["physfn"]
+            }
+            assert {d["bdf"] for d in layout["drawn"]} >= physical
+            assert all(d["w"] > 20 and d["h"] > 20 for d in layout["drawn"]), "devices are laid out with a size"
+        page.screenshot(ARTIFACTS / f"{site}-1280x800.png")
+        page.evaluate("document.querySelector('section.layout').scrollIntoView()")
+        page.screenshot(ARTIFACTS / f"{site}-layout-1280x800.png")
+    assert page.errors() == []
+    assert all(url.startswith("file://") for url in page.requests()), page.requests()
+    page.close()
+
+
+@pytest.mark.browser
+def test_matrix_cells_in_the_browser_equal_the_probe_links(demo, browser):
+    output = demo["output"]
+    page = browser.new_page()
+    checked = 0
+    for site in sorted(set(demo_hosts().values())):
+        page.open((output / site / "report.html").as_uri())
+        for layout in page.evaluate(MATRIX_CELLS):
+            shown = {(gpu, nic): level for gpu, nic, level in layout["cells"]}
+            for host in layout["hosts"]:
+                topology = json.loads((output / site / "nodes" / f"{host}.json").read_text())
+                physfn = {d["pci_address"]: d["physfn"] for d in topology["devices"]}
+                vfs_per_pf: dict[str, int] = {}
+                for gpu, row in topology["links"].items():
+                    for nic, level in row.items():
+                        column = nic if (gpu, nic) in shown else physfn[nic]
+                        assert shown[(gpu, column)] == level, (site, host, gpu, nic)
+                        checked += 1
+                        if column != nic and gpu == next(iter(topology["links"])):
+                            vfs_per_pf[column] = vfs_per_pf.get(column, 0) + 1
+                cells_total = sum(len(row) for row in topology["links"].values())
+                assert cells_total >= len(shown)
+                for pf, count in vfs_per_pf.items():
+                    assert layout["collapsed"][pf] == count
+    assert checked > 1000  # the SR-IOV node alone has 8 x 520 pairs
+    assert page.errors() == []
+    page.close()
+
+
+@pytest.mark.browser
+def test_plan_section_renders_in_the_browser(tmp_path, browser):
+    nodes = identical_site("dgx-h100", 4)
+    plan = report.validate_plan(plan_for("plan-site", nodes))
+    html = report.site_report("plan-site", nodes, plan=plan)["html"]
+    path = tmp_path / "report.html"
+    path.write_text(html)
+    page = browser.new_page()
+    page.open(path.as_uri())
+    rows = page.evaluate(
+        "[...document.querySelectorAll('table.plan tbody tr')].map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert rows == [
+        ["gpu-nic-pair-1", "required", "satisfiable", "32", "PXB", "0"],
+        ["eight-gpus-one-root", "optional", "UNSATISFIABLE", "0", "none", "1"],
+    ]
+    page.evaluate("document.querySelectorAll('details.template').forEach(d => d.open = true)")
+    page.evaluate("document.querySelector('table.plan').scrollIntoView()")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(ARTIFACTS / "plan-1280x800.png")
+    assert page.errors() == []
+    page.close()
+
+
+@pytest.mark.browser
+def test_500_identical_nodes_make_one_small_page(browser):
+    nodes = identical_site("dgx-h100", 500)
+    html = report.site_report("fleet-500", nodes)["html"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / "fleet-500.html"
+    path.write_text(html)
+    size = path.stat().st_size
+    assert size < 2 * 1024 * 1024, f"{size} bytes"
+    page = browser.new_page()
+    painted_ms = page.open(path.as_uri())
+    assert page.evaluate("document.querySelectorAll('svg.topo').length") == 1
+    hosts = page.evaluate("document.querySelector('section.layout').dataset.hosts.split(' ')")
+    assert sorted(hosts) == sorted(nodes)
+    assert page.evaluate("document.querySelectorAll('table.inventory tbody tr').length") == 500
+    assert page.errors() == []
+    page.screenshot(ARTIFACTS / "fleet-500-1280x800.png")
+    # Recorded for people and the benchmark, never asserted (timings vary with the machine's load).
+    (ARTIFACTS / "fleet-500.json").write_text(json.dumps({"bytes": size, "painted_ms": painted_ms}) + "\n")
+    page.close()

@@ -1,0 +1,343 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Site report: layout fingerprints, the level matrix, the SVG and the pages."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils import report
+from ansible_collections.aligned.dra.plugins.module_utils.topology import site_summary
+from ansible_collections.aligned.dra.tests.report_sites import (
+    identical_site,
+    plan_for,
+    topology_of,
+    with_identity,
+    write_site,
+)
+
+DEMO_FIXTURES = ("dgx-h100", "mi300x", "sriov-8x64", "hyperv-ndv4", "vm-flat", "pci-domain-5digit")
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes (the page must parse as HTML)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def parse(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = Elements()
+    parser.feed(html)
+    return parser.tags
+
+
+# ---------------------------------------------------------------- fingerprints
+
+
+def test_identifiers_do_not_change_the_fingerprint():
+    base = topology_of("dgx-h100")
+    other = with_identity(base, 42)
+    assert other["hostname"] != base["hostname"]
+    assert other["rdma_devices"][0]["node_guid"] != base["rdma_devices"][0]["node_guid"]
+    assert report.layout_fingerprint(base) == report.layout_fingerprint(other)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda t: t["devices"].pop(), id="a device less"),
+        pytest.param(lambda t: _gpu(t).update(numa_node=1 - _gpu(t)["numa_node"]), id="GPU on another NUMA node"),
+        pytest.param(lambda t: _gpu(t).update(pcie_root=None), id="GPU without pcieRoot"),
+        pytest.param(lambda t: _first_link(t, "SYS"), id="a level"),
+        pytest.param(lambda t: t["numa_nodes"][0].update(cpulist="0-3"), id="CPUs of a NUMA node"),
+        pytest.param(lambda t: _gpu(t)["gpu"].update(model="NVIDIA H200"), id="GPU model"),
+    ],
+)
+def test_layout_changes_change_the_fingerprint(change):
+    base = topology_of("dgx-h100")
+    other = topology_of("dgx-h100")
+    change(other)
+    assert report.layout_fingerprint(base) != report.layout_fingerprint(other)
+
+
+def test_sriov_vf_count_is_part_of_the_layout():
+    base = topology_of("sriov-8x64")
+    other = topology_of("sriov-8x64")
+    pf = next(d for d in other["devices"] if d.get("sriov"))
+    pf["sriov"]["numvfs"] = 8
+    assert report.layout_fingerprint(base) != report.layout_fingerprint(other)
+
+
+def _gpu(topology):
+    return next(d for d in topology["devices"] if d["kind"] == "gpu")
+
+
+def _first_link(topology, level):
+    gpu = next(iter(topology["links"]))
+    nic = next(iter(topology["links"][gpu]))
+    topology["links"][gpu][nic] = level if topology["links"][gpu][nic] != level else "PIX"
+
+
+def test_identical_machines_share_one_layout_and_others_do_not():
+    nodes = identical_site("dgx-h100", 5)
+    nodes["odd-one"] = topology_of("mi300x")
+    groups = report.group_layouts(nodes)
+    assert [g["hosts"] for g in groups] == [[f"gpu-{i:04d}" for i in range(1, 6)], ["odd-one"]]
+    assert groups[0]["fingerprint"] == report.layout_fingerprint(nodes["gpu-0003"])
+
+
+# ---------------------------------------------------------------- matrix
+
+
+@pytest.mark.parametrize("fixture", DEMO_FIXTURES)
+def test_matrix_cells_are_the_probe_links(fixture):
+    topology = topology_of(fixture)
+    matrix = report.level_matrix(report.layout_model(topology))
+    columns = {c["pci_address"] for c in matrix["nics"]}
+    assert [g["pci_address"] for g in matrix["gpus"]] == sorted(topology["links"])
+    for gpu, row in topology["links"].items():
+        for nic, level in row.items():
+            device = next(d for d in topology["devices"] if d["pci_address"] == nic)
+            column = nic if nic in columns else device["physfn"]
+            assert matrix["cells"][gpu][column] == level, (gpu, nic)
+
+
+def test_vfs_are_collapsed_into_their_pf_column():
+    topology = topology_of("sriov-8x64")
+    matrix = report.level_matrix(report.layout_model(topology))
+    assert len(matrix["nics"]) == 8
+    assert all(c["collapsed_vfs"] == 64 and c["numvfs"] == 64 for c in matrix["nics"])
+    assert [c["label"] for c in matrix["nics"]] == [f"NIC{i}" for i in range(8)]
+
+
+def test_a_vf_with_its_own_level_gets_its_own_column():
+    topology = topology_of("sriov-8x64")
+    gpu = sorted(topology["links"])[0]
+    vf = next(d for d in topology["devices"] if d.get("physfn"))
+    topology["links"][gpu][vf["pci_address"]] = "SYS"
+    matrix = report.level_matrix(report.layout_model(topology))
+    own = [c for c in matrix["nics"] if c["pci_address"] == vf["pci_address"]]
+    assert own and own[0]["vf"] and own[0]["physfn"] == vf["physfn"]
+    assert matrix["cells"][gpu][vf["pci_address"]] == "SYS"
+    pf_column = next(c for c in matrix["nics"] if c["pci_address"] == vf["physfn"])
+    assert pf_column["collapsed_vfs"] == 63
+
+
+def test_a_vf_without_its_pf_is_a_column():
+    topology = topology_of("vm-flat")
+    nic = next(d for d in topology["devices"] if d["kind"] == "nic")
+    nic["physfn"] = "0000:99:00.0"  # the PF stays on the hypervisor
+    matrix = report.level_matrix(report.layout_model(topology))
+    assert nic["pci_address"] in [c["pci_address"] for c in matrix["nics"] if c["vf"]]
+
+
+# ---------------------------------------------------------------- picture
+
+
+@pytest.mark.parametrize("fixture", DEMO_FIXTURES)
+def test_picture_draws_every_gpu_and_physical_nic_once(fixture):
+    topology = topology_of(fixture)
+    model = report.layout_model(topology)
+    svg = report.node_svg(model)
+    tags = parse(svg)
+    drawn = [a["data-bdf"] for t, a in tags if t == "g" and "dev" in (a.get("class") or "").split()]
+    shown = [a["data-bdf"] for t, a in tags if t == "g" and (a.get("class") or "").split()[-1] in ("gpu", "nic")]
+    expected = sorted(
+        d["pci_address"]
+        for d in topology["devices"]
+        if d["kind"] in ("gpu", "accelerator", "nic", "rdma") and not d.get("physfn")
+    )
+    assert sorted(shown) == expected
+    assert len(drawn) == len(set(drawn))
+    numa_bands = {a["data-numa"] for t, a in tags if t == "g" and a.get("class") == "numa"}
+    assert numa_bands >= {str(n["id"]) for n in topology["numa_nodes"]}
+
+
+def test_picture_highlights_the_nearest_nic_of_each_gpu():
+    topology = topology_of("dgx-h100")
+    svg = report.node_svg(report.layout_model(topology))
+    pairs = {
+        (a["data-gpu"], a["data-nic"], a["data-level"]) for t, a in parse(svg) if t == "path" and a.get("data-gpu")
+    }
+    expected = {(gpu, nic, e["level"]) for gpu, e in topology["nearest_nics"].items() for nic in e["nics"]}
+    assert pairs == expected
+
+
+def test_vfs_are_not_drawn_one_by_one():
+    topology = topology_of("sriov-8x64")
+    svg = report.node_svg(report.layout_model(topology))
+    assert svg.count("+64 VFs") == 8
+    vf = next(d["pci_address"] for d in topology["devices"] if d.get("physfn"))
+    assert f'data-bdf="{vf}"' not in svg
+
+
+def test_numa_colours_follow_the_device_numa_node():
+    svg = report.node_svg(report.layout_model(topology_of("mi300x")))
+    gpu_on_0 = re.search(r'data-bdf="0000:01:00.0"><rect [^>]*stroke="([^"]+)"', svg).group(1)
+    gpu_on_1 = re.search(r'data-bdf="0000:81:00.0"><rect [^>]*stroke="([^"]+)"', svg).group(1)
+    assert (gpu_on_0, gpu_on_1) == (report.NUMA_COLOURS[0], report.NUMA_COLOURS[1])
+
+
+def test_unknown_numa_gets_its_own_band():
+    topology = topology_of("vm-flat")
+    for device in topology["devices"]:
+        device["numa_node"] = None
+        device["numa_node_inferred"] = None
+    svg = report.node_svg(report.layout_model(topology))
+    assert 'data-numa="unknown"' in svg and "NUMA node unknown (-1)" in svg
+
+
+# ---------------------------------------------------------------- score and pages
+
+
+def test_alignment_score_buckets():
+    nodes = {"a": topology_of("dgx-h100"), "b": topology_of("mi300x"), "c": topology_of("hyperv-ndv4")}
+    score = report.alignment_score(site_summary("s", nodes))
+    assert score["gpus"] == 24
+    counts = {b["key"]: b["count"] for b in score["buckets"]}
+    assert counts == {"aligned": 8, "host": 16, "sys": 0, "none": 0}
+    assert sum(b["share"] for b in score["buckets"]) == pytest.approx(1.0)
+
+
+def test_alignment_score_counts_sys_and_gpus_without_nic():
+    topology = topology_of("dgx-h100")
+    gpus = sorted(topology["nearest_nics"])
+    topology["nearest_nics"][gpus[0]] = {"level": "SYS", "nics": []}
+    topology["nearest_nics"][gpus[1]] = {"level": None, "nics": []}
+    counts = {b["key"]: b["count"] for b in report.alignment_score(site_summary("s", {"a": topology}))["buckets"]}
+    assert counts == {"aligned": 6, "host": 0, "sys": 1, "none": 1}
+
+
+def test_site_page_is_self_contained_and_lists_every_node():
+    nodes = {f"n-{f}": topology_of(f) for f in DEMO_FIXTURES}
+    page = report.site_report("demo", nodes)["html"]
+    tags = parse(page)
+    assert not [t for t, _a in tags if t in ("script", "link", "img", "iframe", "object")]
+    assert not re.search(r"url\(|@import|@font-face", page)
+    external = set(re.findall(r"https?://[^\s\"'<>]+", page))
+    assert external <= {"http://www.w3.org/2000/svg"}
+    rows = [a["data-host"] for t, a in tags if t == "tr" and a.get("data-host")]
+    assert rows == sorted(nodes)
+    drawn = [h for t, a in tags if t == "section" and a.get("data-hosts") for h in a["data-hosts"].split()]
+    assert sorted(drawn) == sorted(nodes)
+
+
+def test_pages_are_deterministic():
+    nodes = {"a": topology_of("dgx-h100"), "b": topology_of("vm-flat")}
+    assert report.site_report("x", nodes)["html"] == report.site_report("x", dict(reversed(nodes.items())))["html"]
+
+
+def test_names_are_escaped():
+    nodes = {"<b>evil</b>": topology_of("vm-flat")}
+    page = report.site_report("s&p", nodes)["html"]
+    assert "<b>evil</b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page and "s&amp;p" in page
+
+
+def test_warnings_are_listed_per_layout():
+    nodes = {"vm": topology_of("hyperv-ndv4")}
+    page = report.site_report("s", nodes)["html"]
+    assert "no resource.kubernetes.io/pcieRoot" in page
+
+
+def test_a_large_site_of_identical_machines_is_drawn_once_and_small():
+    nodes = identical_site("dgx-h100", 500)
+    result = report.site_report("big", nodes)
+    assert len(result["layouts"]) == 1 and len(result["layouts"][0]["hosts"]) == 500
+    html = result["html"]
+    assert html.count("<svg") == 1
+    assert len(html.encode()) < 2 * 1024 * 1024
+    assert html.count('<tr id="node-') == 500
+
+
+# ---------------------------------------------------------------- plan
+
+
+def test_plan_section_shows_capacity_worst_level_and_errors():
+    nodes = identical_site("dgx-h100", 3)
+    plan = report.validate_plan(plan_for("s", nodes))
+    page = report.site_report("s", nodes, plan=plan)["html"]
+    tags = parse(page)
+    rows = {a["data-template"] for t, a in tags if t == "tr" and a.get("data-template")}
+    assert rows == {"gpu-nic-pair-1", "eight-gpus-one-root"}
+    assert "UNSATISFIABLE" in page and "no matching overload" in page
+    assert re.search(r"8 claims per node, worst level <b[^>]*>PXB</b>: 3 nodes", page)
+    assert '<td class="num">24</td>' in page
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda p: p.update(schema_version=2), "schema_version 2 is not supported"),
+        (lambda p: p["templates"][0].pop("fits_total"), "templates[0] has no 'fits_total'"),
+        (lambda p: p["templates"][1].update(worst_level="FAR"), "worst_level 'FAR' is not one of"),
+        (lambda p: p.update(templates={}), "'templates' must be a list"),
+        (lambda p: p["templates"][0]["nodes"]["gpu-0001"].pop("fits"), "nodes.gpu-0001 needs 'fits'"),
+    ],
+)
+def test_bad_plans_are_refused_with_the_field(mutate, message):
+    plan = plan_for("s", identical_site("vm-flat", 1))
+    mutate(plan)
+    with pytest.raises(report.ReportError, match=re.escape(message)):
+        report.validate_plan(plan, "p.json")
+
+
+# ---------------------------------------------------------------- files
+
+
+def test_build_reports_reads_what_the_topology_role_wrote(tmp_path):
+    write_site(tmp_path, "east", identical_site("dgx-h100", 2))
+    write_site(tmp_path, "west", {"vm": topology_of("vm-flat")})
+    (tmp_path / "east" / "plan.json").write_text(json.dumps(plan_for("east", identical_site("dgx-h100", 2))))
+    built = report.build_reports(str(tmp_path))
+    assert sorted(built["files"]) == ["east/report.html", "index.html", "west/report.html"]
+    assert built["sites"]["east"]["plan"] is True and built["sites"]["west"]["plan"] is False
+    assert built["sites"]["east"]["score"] == {"aligned": 16, "host": 0, "sys": 0, "none": 0}
+    index = parse(built["files"]["index.html"])
+    assert [a["href"] for t, a in index if t == "a"] == ["east/report.html", "west/report.html"]
+
+
+def test_build_reports_one_site_keeps_the_others_in_the_index(tmp_path):
+    write_site(tmp_path, "east", {"a": topology_of("vm-flat")})
+    write_site(tmp_path, "west", {"b": topology_of("vm-flat")})
+    (tmp_path / "west" / "report.html").write_text("built earlier")
+    built = report.build_reports(str(tmp_path), sites=["east"])
+    assert sorted(built["files"]) == ["east/report.html", "index.html"]
+    assert 'href="west/report.html"' in built["files"]["index.html"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: None, "index.json does not exist: run the topology role"),
+        (lambda d: (d / "index.json").write_text("{"), "site index"),
+        (
+            lambda d: (d / "index.json").write_text('{"sites": [{"site": "s", "node_files": ["s/nodes/x.json"]}]}'),
+            "site s: node file",
+        ),
+        (lambda d: (write_site(d, "s", {"a": {}}), None), "s/nodes/a.json is not a topology"),
+        (
+            lambda d: (write_site(d, "s", {"a": topology_of("vm-flat")}), (d / "s" / "plan.json").write_text("[]")),
+            "plan.json: expected a JSON object",
+        ),
+    ],
+)
+def test_build_reports_names_the_bad_file(tmp_path, setup, message):
+    setup(tmp_path)
+    with pytest.raises(report.ReportError, match=re.escape(message)):
+        report.build_reports(str(tmp_path))
+
+
+def test_build_reports_refuses_unknown_sites_and_levels(tmp_path):
+    write_site(tmp_path, "s", {"a": topology_of("vm-flat")})
+    with pytest.raises(report.ReportError, match=r"sites \['nope'\] are not in"):
+        report.build_reports(str(tmp_path), sites=["nope"])
+    with pytest.raises(report.ReportError, match="unknown level"):
+        report.build_reports(str(tmp_path), warn_levels=["FAR"])
