@@ -1,0 +1,604 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Allocation planner: how many claims of each template fit on each node.
+
+The planner simulates what kube-scheduler's structured-parameters allocator
+does for one claim at a time on one node, and repeats it until the next claim
+no longer fits, so "fits" is the number of claims of a template that the
+node can hold at once, allocated in the scheduler's order:
+
+- a device is a candidate for a request when every selector of the request's
+  DeviceClass and of the request itself evaluates to true (CEL, see
+  :mod:`dra_cel`); an evaluation error (missing attribute, non-boolean result,
+  a function failing) aborts the allocation, and the planner reports it with
+  the node, the device, the request and the expression;
+- requests are allocated in order, each from the node's devices in order
+  (sorted by driver, pool and name, as the driver publishes them);
+  ``ExactCount`` takes ``count`` devices, ``All`` takes every candidate (and
+  fails when there is none or one is in use); ``firstAvailable`` tries its
+  alternatives in order;
+- ``matchAttribute`` constraints need every device of the named requests
+  (all requests when none are named) to carry the attribute with one value,
+  ``distinctAttribute`` needs all values to differ; a device without the
+  attribute fails both;
+- a device is used by at most one claim, unless it allows multiple
+  allocations (consumable capacity): then capacity requests are subtracted
+  from what it has left; a request's capacity must fit the device either way.
+  Devices that consume shared counters (partitionable devices) fit only while
+  their counter set has enough left.
+
+The search backtracks over every choice, like the scheduler's, so a claim that
+is reported as not fitting cannot be allocated on that node at all. Between
+claims, allocations are kept (greedy, in the scheduler's order); a different
+order could sometimes fit more.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, LEVELS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SCHEMA_VERSION = 1
+MAX_CLAIMS_PER_NODE = 1024
+DEFAULT_STEP_LIMIT = 200000
+
+
+class PlanError(ValueError):
+    """Input that cannot be planned (a malformed class or template)."""
+
+
+# -- inputs ---------------------------------------------------------------------------
+
+
+def nodes_from_topologies(
+    topologies: dict[str, dict[str, Any]], device_options: dict[str, Any] | None = None, driver: str = dra.DRIVER_NAME
+) -> dict[str, dict[str, Any]]:
+    """Planner nodes from probed topologies, with the devices the driver would publish."""
+    nodes = {}
+    for node, topology in sorted(topologies.items()):
+        devices = []
+        for device in dra.devices_from_topology(topology, device_options):
+            entry = dict(device)
+            entry["driver"] = driver
+            entry["pool"] = node
+            devices.append(entry)
+        nodes[node] = {"devices": devices, "links": topology.get("links") or {}, "shared_counters": {}}
+    return nodes
+
+
+def nodes_from_slices(
+    slices: list[dict[str, Any]], topologies: dict[str, dict[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Planner nodes from ResourceSlices (any driver); ``topologies`` add the GPU-NIC levels."""
+    grouped = dra.devices_from_slices(slices)
+    counters: dict[str, dict[str, dict[str, Fraction]]] = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        node = spec.get("nodeName")
+        for counter_set in spec.get("sharedCounters") or []:
+            values = {name: _quantity(v.get("value")) for name, v in (counter_set.get("counters") or {}).items()}
+            counters.setdefault(node, {})[counter_set.get("name")] = values
+    topologies = topologies or {}
+    return {
+        node: {
+            "devices": devices,
+            "links": (topologies.get(node) or {}).get("links") or {},
+            "shared_counters": counters.get(node, {}),
+        }
+        for node, devices in sorted(grouped.items())
+    }
+
+
+def _quantity(text: Any) -> Fraction:
+    try:
+        return dra_cel.parse_quantity(str(text))
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+
+
+# -- classes and templates ----------------------------------------------------------------
+
+
+class _Alternative:
+    __slots__ = ("name", "request", "class_name", "selectors", "mode", "count", "capacity")
+
+    def __init__(self, name, request, class_name, selectors, mode, count, capacity):
+        self.name = name  # "req" or "req/sub"
+        self.request = request
+        self.class_name = class_name
+        self.selectors = selectors  # list of dra_cel.Selector
+        self.mode = mode
+        self.count = count
+        self.capacity = capacity  # {qualified capacity name: Fraction}
+
+
+class _Constraint:
+    __slots__ = ("kind", "attribute", "requests")
+
+    def __init__(self, kind, attribute, requests):
+        self.kind = kind
+        self.attribute = attribute
+        self.requests = requests  # frozenset of names, or None for all
+
+    def applies(self, alternative: _Alternative) -> bool:
+        return self.requests is None or alternative.request in self.requests or alternative.name in self.requests
+
+
+class Compiler:
+    """Compiles classes and templates once; selectors are shared between templates."""
+
+    def __init__(self, classes: list[dict[str, Any]]) -> None:
+        self.selectors: dict[str, dra_cel.Selector] = {}
+        self.classes: dict[str, list[dra_cel.Selector]] = {}
+        self.problems: list[dict[str, Any]] = []
+        for item in classes:
+            name = (item.get("metadata") or {}).get("name")
+            if not name:
+                raise PlanError("a DeviceClass has no metadata.name")
+            selectors = (item.get("spec") or {}).get("selectors") or []
+            self.classes[name] = [self.selector(_expression(s, f"DeviceClass {name}")) for s in selectors]
+
+    def selector(self, expression: str) -> dra_cel.Selector:
+        if expression not in self.selectors:
+            self.selectors[expression] = dra_cel.Selector(expression)
+        return self.selectors[expression]
+
+    def template(self, item: dict[str, Any]) -> tuple[list[list[_Alternative]], list[_Constraint]]:
+        name = (item.get("metadata") or {}).get("name")
+        spec = item.get("spec") or {}
+        if item.get("kind") == "ResourceClaimTemplate":
+            spec = spec.get("spec") or {}
+        devices = spec.get("devices") or {}
+        requests = []
+        for request in devices.get("requests") or []:
+            rname = request.get("name")
+            if request.get("exactly") and request.get("firstAvailable"):
+                raise PlanError(f"template {name}: request {rname} has both exactly and firstAvailable")
+            if request.get("firstAvailable"):
+                alternatives = [
+                    self._alternative(name, f"{rname}/{sub.get('name')}", rname, sub)
+                    for sub in request["firstAvailable"]
+                ]
+            elif request.get("exactly"):
+                alternatives = [self._alternative(name, rname, rname, request["exactly"])]
+            else:
+                raise PlanError(f"template {name}: request {rname} has neither exactly nor firstAvailable")
+            requests.append(alternatives)
+        if not requests:
+            raise PlanError(f"template {name}: no requests")
+        constraints = []
+        for constraint in devices.get("constraints") or []:
+            names = constraint.get("requests") or None
+            if constraint.get("matchAttribute"):
+                constraints.append(
+                    _Constraint("match", constraint["matchAttribute"], frozenset(names) if names else None)
+                )
+            elif constraint.get("distinctAttribute"):
+                constraints.append(
+                    _Constraint("distinct", constraint["distinctAttribute"], frozenset(names) if names else None)
+                )
+        return requests, constraints
+
+    def _alternative(self, template: str, name: str, request: str, spec: dict[str, Any]) -> _Alternative:
+        class_name = spec.get("deviceClassName")
+        if class_name not in self.classes:
+            raise PlanError(f"template {template}: request {name} uses DeviceClass {class_name!r}, which is not given")
+        selectors = [
+            self.selector(_expression(s, f"template {template} request {name}")) for s in spec.get("selectors") or []
+        ]
+        mode = spec.get("allocationMode") or "ExactCount"
+        if mode not in ("ExactCount", "All"):
+            raise PlanError(f"template {template}: request {name} has allocationMode {mode!r}")
+        raw = spec.get("count")
+        count = (1 if raw is None else int(raw)) if mode == "ExactCount" else 0
+        if mode == "ExactCount" and count < 1:
+            raise PlanError(f"template {template}: request {name} has count {count}")
+        capacity = {
+            qname: _quantity(value) for qname, value in ((spec.get("capacity") or {}).get("requests") or {}).items()
+        }
+        return _Alternative(name, request, class_name, self.classes[class_name] + selectors, mode, count, capacity)
+
+
+def _expression(selector: dict[str, Any], where: str) -> str:
+    expression = (selector.get("cel") or {}).get("expression")
+    if not isinstance(expression, str):
+        raise PlanError(f"{where}: a selector without cel.expression")
+    return expression
+
+
+# -- node state ------------------------------------------------------------------------------
+
+
+class _Device:
+    __slots__ = ("key", "label", "driver", "bdf", "view", "attributes", "capacity", "multi", "counters", "index")
+
+    def __init__(self, device: dict[str, Any], domains: set[str], index: int) -> None:
+        driver = device.get("driver") or dra.DRIVER_NAME
+        self.driver = driver
+        self.key = (driver, device.get("pool") or "", device["name"])
+        self.label = device["name"] if driver == dra.DRIVER_NAME else f"{driver}/{device['name']}"
+        self.index = index
+        self.view = dra_cel.cel_device(device, driver, domains)
+        self.attributes = {}
+        for name, value in (device.get("attributes") or {}).items():
+            domain, ident = dra.split_qualified_name(name, driver)
+            self.attributes[f"{domain}/{ident}"] = next(iter(value.values()))
+        self.bdf = self.attributes.get(dra.ATTR_PCI_BUS_ID)
+        self.capacity = {}
+        for name, value in (device.get("capacity") or {}).items():
+            domain, ident = dra.split_qualified_name(name, driver)
+            self.capacity[f"{domain}/{ident}"] = _quantity(value.get("value"))
+        self.multi = bool(device.get("allowMultipleAllocations"))
+        self.counters = [
+            (c.get("counterSet"), {n: _quantity(v.get("value")) for n, v in (c.get("counters") or {}).items()})
+            for c in device.get("consumesCounters") or []
+        ]
+
+
+class _Node:
+    def __init__(self, name: str, data: dict[str, Any], domains: set[str]) -> None:
+        self.name = name
+        ordered = sorted(
+            data.get("devices") or [], key=lambda d: (d.get("driver") or "", d.get("pool") or "", d["name"])
+        )
+        self.devices = [_Device(d, domains, i) for i, d in enumerate(ordered)]
+        self.links = data.get("links") or {}
+        self.shared = {k: dict(v) for k, v in (data.get("shared_counters") or {}).items()}
+        self.candidates: dict[tuple, tuple[list[_Device], list[dict[str, Any]]]] = {}
+
+    def matching(self, alternative: _Alternative) -> tuple[list[_Device], list[dict[str, Any]]]:
+        """Devices that pass every selector of an alternative, and the evaluation errors."""
+        key = tuple(id(s) for s in alternative.selectors)
+        if key not in self.candidates:
+            found, errors = [], []
+            for device in self.devices:
+                ok = True
+                for selector in alternative.selectors:
+                    matched, error = selector.evaluate(device.view)
+                    if error is not None:
+                        errors.append({"device": device.label, "expression": selector.expression, "message": error})
+                        ok = False
+                        break
+                    if not matched:
+                        ok = False
+                        break
+                if ok:
+                    found.append(device)
+            self.candidates[key] = (found, errors)
+        return self.candidates[key]
+
+    def levels(self, devices: list[_Device]) -> tuple[str | None, str | None]:
+        """``(worst, aligned)``: the worst GPU-NIC level over all pairs of an allocation,
+        and the worst over its GPUs of each GPU's best level to a NIC of the allocation."""
+        worst = aligned = None
+        bdfs = [d.bdf for d in devices if d.bdf]
+        for a in bdfs:
+            row = self.links.get(a)
+            if not row:
+                continue
+            best = None
+            for b in bdfs:
+                level = row.get(b)
+                if level is None:
+                    continue
+                if worst is None or LEVEL_RANK[level] > LEVEL_RANK[worst]:
+                    worst = level
+                if best is None or LEVEL_RANK[level] < LEVEL_RANK[best]:
+                    best = level
+            if best is not None and (aligned is None or LEVEL_RANK[best] > LEVEL_RANK[aligned]):
+                aligned = best
+        return worst, aligned
+
+
+class _SearchLimit(Exception):
+    pass
+
+
+class _Allocator:
+    """One claim on one node: a backtracking search in the scheduler's order."""
+
+    def __init__(self, node, requests, constraints, used, consumed, counters_used, step_limit):
+        self.node = node
+        self.requests = requests
+        self.constraints = constraints
+        self.used = used  # set of device keys held by exclusive allocations
+        self.consumed = consumed  # {device key: {capacity: Fraction}} on multi-allocatable devices
+        self.counters_used = counters_used  # {counter set: {counter: Fraction}}
+        self.steps = 0
+        self.step_limit = step_limit
+        self.chosen: list[tuple[_Alternative, list[_Device]]] = []
+        self.taken: set = set()
+        self.values: list[dict] = [{} for _ in constraints]  # per constraint: state
+
+    def run(self, candidates: list[list[list[_Device]]]) -> list[tuple[_Alternative, list[_Device]]] | None:
+        self.candidates = candidates
+        return list(self.chosen) if self._request(0) else None
+
+    def _request(self, index: int) -> bool:
+        if index == len(self.requests):
+            return True
+        for alt_index, alternative in enumerate(self.requests[index]):
+            pool = self.candidates[index][alt_index]
+            if alternative.mode == "All":
+                if not pool or any(not self._free(d, alternative) for d in pool):
+                    continue
+                if self._place_all(index, alternative, pool):
+                    return True
+                continue
+            if self._choose(index, alternative, pool, 0, []):
+                return True
+        return False
+
+    def _place_all(self, index, alternative, pool) -> bool:
+        undo = []
+        for device in pool:
+            mark = self._take(device, alternative)
+            if mark is None:
+                self._untake_all(undo)
+                return False
+            undo.append(mark)
+        self.chosen.append((alternative, list(pool)))
+        if self._request(index + 1):
+            return True
+        self.chosen.pop()
+        self._untake_all(undo)
+        return False
+
+    def _choose(self, index, alternative, pool, start, picked) -> bool:
+        if len(picked) == alternative.count:
+            self.chosen.append((alternative, list(picked)))
+            if self._request(index + 1):
+                return True
+            self.chosen.pop()
+            return False
+        need = alternative.count - len(picked)
+        for position in range(start, len(pool) - need + 1):
+            self.steps += 1
+            if self.steps > self.step_limit:
+                raise _SearchLimit()
+            device = pool[position]
+            if not self._free(device, alternative):
+                continue
+            mark = self._take(device, alternative)
+            if mark is None:
+                continue
+            picked.append(device)
+            if self._choose(index, alternative, pool, position + 1, picked):
+                return True
+            picked.pop()
+            self._untake_all([mark])
+        return False
+
+    def _free(self, device: _Device, alternative: _Alternative) -> bool:
+        if device.key in self.taken:
+            return False
+        if not device.multi and device.key in self.used:
+            return False
+        for name, amount in alternative.capacity.items():
+            qualified = name if "/" in name else f"{device.driver}/{name}"
+            have = device.capacity.get(qualified)
+            if have is None:
+                return False
+            left = have - self.consumed.get(device.key, {}).get(qualified, 0) if device.multi else have
+            if amount > left:
+                return False
+        for counter_set, needs in device.counters:
+            pool = self.node.shared.get(counter_set)
+            if pool is None:
+                return False
+            used = self.counters_used.get(counter_set, {})
+            for counter, amount in needs.items():
+                if amount > pool.get(counter, Fraction(0)) - used.get(counter, 0):
+                    return False
+        return True
+
+    def _take(self, device: _Device, alternative: _Alternative):
+        """Apply the constraints for one device; a token to undo, or None when they fail."""
+        changes = []
+        for position, constraint in enumerate(self.constraints):
+            if not constraint.applies(alternative):
+                continue
+            value = device.attributes.get(constraint.attribute)
+            if value is None:
+                self._undo_constraints(changes)
+                return None
+            state = self.values[position]
+            if constraint.kind == "match":
+                if "value" in state:
+                    if state["value"] != value:
+                        self._undo_constraints(changes)
+                        return None
+                    state["count"] += 1
+                    changes.append((position, None))
+                else:
+                    state["value"] = value
+                    state["count"] = 1
+                    changes.append((position, None))
+            else:
+                seen = state.setdefault("seen", set())
+                if value in seen:
+                    self._undo_constraints(changes)
+                    return None
+                seen.add(value)
+                changes.append((position, value))
+        self.taken.add(device.key)
+        return (device, changes)
+
+    def _undo_constraints(self, changes) -> None:
+        for position, value in changes:
+            state = self.values[position]
+            if self.constraints[position].kind == "match":
+                state["count"] -= 1
+                if state["count"] == 0:
+                    del state["value"], state["count"]
+            else:
+                state["seen"].discard(value)
+
+    def _untake_all(self, marks) -> None:
+        for device, changes in reversed(marks):
+            self.taken.discard(device.key)
+            self._undo_constraints(changes)
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def plan_node(
+    node: _Node,
+    requests: list[list[_Alternative]],
+    constraints: list[_Constraint],
+    step_limit: int = DEFAULT_STEP_LIMIT,
+    max_claims: int = MAX_CLAIMS_PER_NODE,
+) -> dict[str, Any]:
+    """Claims of one template that fit on one node at once."""
+    result: dict[str, Any] = {"fits": 0, "worst_level": None, "aligned_level": None, "allocations": []}
+    errors = []
+    candidates = []
+    for alternatives in requests:
+        row = []
+        for alternative in alternatives:
+            found, problems = node.matching(alternative)
+            for problem in problems:
+                errors.append(dict(problem, node=node.name, request=alternative.name))
+            row.append(found)
+        candidates.append(row)
+    if errors:
+        result["errors"] = errors
+        result["reason"] = "a selector fails to evaluate on a device of this node, which aborts every allocation"
+        return result
+    used: set = set()
+    consumed: dict = {}
+    counters_used: dict = {}
+    while result["fits"] < max_claims:
+        allocator = _Allocator(node, requests, constraints, used, consumed, counters_used, step_limit)
+        try:
+            chosen = allocator.run(candidates)
+        except _SearchLimit:
+            result["search_limit"] = f"gave up after {step_limit} search steps; fits is a lower bound"
+            break
+        if chosen is None:
+            break
+        allocation: dict[str, Any] = {"devices": {}}
+        all_devices = []
+        for alternative, devices in chosen:
+            allocation["devices"][alternative.request] = [d.label for d in devices]
+            if alternative.name != alternative.request:
+                allocation.setdefault("subrequests", {})[alternative.request] = alternative.name.split("/", 1)[1]
+            for device in devices:
+                if device.multi:
+                    spent = consumed.setdefault(device.key, {})
+                    for name, amount in alternative.capacity.items():
+                        qualified = name if "/" in name else f"{device.driver}/{name}"
+                        spent[qualified] = spent.get(qualified, 0) + amount
+                else:
+                    used.add(device.key)
+                for counter_set, needs in device.counters:
+                    spent = counters_used.setdefault(counter_set, {})
+                    for counter, amount in needs.items():
+                        spent[counter] = spent.get(counter, 0) + amount
+            all_devices.extend(devices)
+        allocation["worst_level"], allocation["aligned_level"] = node.levels(all_devices)
+        result["allocations"].append(allocation)
+        result["fits"] += 1
+        if not all_devices:
+            break
+    if result["fits"] >= max_claims:
+        result["capped"] = f"stopped counting at {max_claims} claims"
+    result["worst_level"] = _worst(a["worst_level"] for a in result["allocations"])
+    result["aligned_level"] = _worst(a["aligned_level"] for a in result["allocations"])
+    if result["fits"] == 0 and "search_limit" not in result:
+        result["reason"] = _why_not(requests, constraints, candidates)
+    return result
+
+
+def _worst(levels) -> str | None:
+    present = [level for level in levels if level]
+    return max(present, key=LEVEL_RANK.__getitem__) if present else None
+
+
+def _why_not(requests, constraints, candidates) -> str:
+    for alternatives, row in zip(requests, candidates):
+        if all(
+            (len(found) < alt.count if alt.mode == "ExactCount" else not found) for alt, found in zip(alternatives, row)
+        ):
+            names = ", ".join(a.name for a in alternatives)
+            counts = ", ".join(str(len(found)) for found in row)
+            return f"request {names}: not enough matching devices ({counts} match)"
+    if constraints:
+        described = "; ".join(
+            f"{'matchAttribute' if c.kind == 'match' else 'distinctAttribute'} {c.attribute}"
+            + (f" over {', '.join(sorted(c.requests))}" if c.requests else "")
+            for c in constraints
+        )
+        return f"every request has matching devices, but no choice of them meets the constraints ({described})"
+    return "the matching devices cannot serve all requests at once"
+
+
+def plan(
+    site: str,
+    nodes: dict[str, dict[str, Any]],
+    classes: list[dict[str, Any]],
+    templates: list[dict[str, Any]],
+    required: list[str] | None = None,
+    kubernetes_version: str | None = None,
+    driver: str = dra.DRIVER_NAME,
+    step_limit: int = DEFAULT_STEP_LIMIT,
+) -> dict[str, Any]:
+    """The plan of a site: every template on every node (see docs/claims.md for the shape)."""
+    required_set = set(required or [])
+    compiler = Compiler(classes)
+    compiled = []
+    for item in templates:
+        name = (item.get("metadata") or {}).get("name")
+        if not name:
+            raise PlanError("a claim template has no metadata.name")
+        compiled.append((name, compiler.template(item)))
+    unknown = required_set - {name for name, _ in compiled}
+    if unknown:
+        raise PlanError(f"required templates that are not given: {', '.join(sorted(unknown))}")
+    domains = dra_cel.referenced_domains(compiler.selectors)
+    prepared = [_Node(name, data, domains) for name, data in sorted(nodes.items())]
+    report_templates = []
+    for name, (requests, constraints) in compiled:
+        entry: dict[str, Any] = {
+            "name": name,
+            "required": name in required_set,
+            "fits_total": 0,
+            "worst_level": None,
+            "satisfiable": False,
+            "errors": [],
+            "nodes": {},
+        }
+        for node in prepared:
+            result = plan_node(node, requests, constraints, step_limit)
+            entry["errors"].extend(result.pop("errors", []))
+            entry["fits_total"] += result["fits"]
+            entry["nodes"][node.name] = result
+        entry["worst_level"] = _worst(n["worst_level"] for n in entry["nodes"].values())
+        entry["aligned_level"] = _worst(n["aligned_level"] for n in entry["nodes"].values())
+        entry["satisfiable"] = entry["fits_total"] > 0 and not entry["errors"]
+        if not entry["satisfiable"]:
+            entry["reason"] = (
+                "a selector fails to evaluate (see errors), which aborts allocation"
+                if entry["errors"]
+                else "no node can allocate a claim of this template"
+            )
+        report_templates.append(entry)
+    failed = [t["name"] for t in report_templates if t["required"] and not t["satisfiable"]]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "site": site,
+        "kubernetes_version": dra.minor_of(kubernetes_version) if kubernetes_version else None,
+        "driver": driver,
+        "levels": list(LEVELS),
+        "nodes": sorted(nodes),
+        "templates": report_templates,
+        "required_unsatisfied": failed,
+    }

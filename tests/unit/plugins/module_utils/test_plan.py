@@ -1,0 +1,276 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The allocation planner on hand-built and probed topologies, with hand-computed expectations."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+
+KIND = 'device.attributes["dra.aligned.dev"].kind'
+ROOT = "resource.kubernetes.io/pcieRoot"
+NUMA = "resource.kubernetes.io/numaNode"
+
+
+def device_class(name: str, expression: str) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]}}  # fmt: skip
+
+
+CLASSES = [
+    device_class("gpu", f'device.driver == "dra.aligned.dev" && {KIND} == "gpu"'),
+    device_class("nic", f'device.driver == "dra.aligned.dev" && {KIND} == "nic"'),
+    device_class("vf", f'device.driver == "dra.aligned.dev" && {KIND} == "vf"'),
+]
+
+
+def template(name: str, requests: list, constraints: list | None = None) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": requests, "constraints": constraints or []}}},
+    }
+
+
+def exactly(name: str, cls: str, count: int = 1, **extra) -> dict:
+    spec = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": count}
+    spec.update(extra)
+    return {"name": name, "exactly": spec}
+
+
+def pairs(n: int) -> dict:
+    requests, constraints = [], []
+    for i in range(n):
+        requests += [exactly(f"gpu-{i}", "gpu"), exactly(f"nic-{i}", "nic")]
+        constraints.append({"requests": [f"gpu-{i}", f"nic-{i}"], "matchAttribute": ROOT})
+    return template(f"pairs-{n}", requests, constraints)
+
+
+def synthetic(gpus: list[tuple[str, str, int]], nics: list[tuple[str, str, int]]) -> dict:
+    """A topology dict: (bdf, pcie root, numa) per GPU and NIC; levels PIX/NODE/SYS by hand rules."""
+    devices = [
+        {"pci_address": b, "kind": "gpu", "pcie_root": r, "numa_node": n, "vendor_id": "0x10de"} for b, r, n in gpus
+    ] + [
+        {"pci_address": b, "kind": "rdma", "pcie_root": r, "numa_node": n, "rdma_devices": [f"mlx5_{i}"]}
+        for i, (b, r, n) in enumerate(nics)
+    ]
+    links = {
+        g: {nb: ("PIX" if gr == nr else "NODE" if gn == nn else "SYS") for nb, nr, nn in nics} for g, gr, gn in gpus
+    }
+    return {"devices": devices, "links": links}
+
+
+def run(topologies: dict, templates: list, **kwargs) -> dict:
+    nodes = planner.nodes_from_topologies(topologies)
+    result = planner.plan("test", nodes, CLASSES, templates, **kwargs)
+    return {t["name"]: t for t in result["templates"]} | {"_plan": result}
+
+
+# 8 GPUs and 8 NICs, one of each per host bridge, four per socket.
+DGX_LIKE = synthetic(
+    [(f"0000:{0x10 * (i + 1):02x}:00.0", f"pci0000:{0x10 * (i + 1) - 1:02x}", i // 4) for i in range(8)],
+    [(f"0000:{0x10 * (i + 1) + 1:02x}:00.0", f"pci0000:{0x10 * (i + 1) - 1:02x}", i // 4) for i in range(8)],
+)
+# Same GPUs, but every NIC sits on socket 1, on host bridges of its own.
+NICS_ON_SOCKET_1 = synthetic(
+    [(f"0000:{0x10 * (i + 1):02x}:00.0", f"pci0000:{0x10 * (i + 1) - 1:02x}", 0) for i in range(4)]
+    + [(f"0000:{0x90 + 0x10 * i:02x}:00.0", f"pci0000:{0x8F + 0x10 * i:02x}", 1) for i in range(4)],
+    [(f"0000:{0x91 + 0x10 * i:02x}:00.0", f"pci0000:{0x8F + 0x10 * i:02x}", 1) for i in range(2)]
+    + [(f"0000:{0xD1 + 0x10 * i:02x}:00.0", f"pci0000:{0xD0 + 0x10 * i:02x}", 1) for i in range(2)],
+)
+
+
+def test_dgx_like_fits_eight_single_pairs_all_pix():
+    result = run({"n1": DGX_LIKE}, [pairs(1)])["pairs-1"]
+    node = result["nodes"]["n1"]
+    assert node["fits"] == 8
+    assert [a["worst_level"] for a in node["allocations"]] == ["PIX"] * 8
+    assert result["worst_level"] == "PIX" and result["satisfiable"] and result["errors"] == []
+    first = node["allocations"][0]["devices"]
+    assert first == {"gpu-0": ["gpu-0000-10-00-0"], "nic-0": ["nic-0000-11-00-0"]}
+    used = [d for a in node["allocations"] for names in a["devices"].values() for d in names]
+    assert len(used) == len(set(used)) == 16
+
+
+def test_dgx_like_multi_pair_counts():
+    result = run({"n1": DGX_LIKE}, [pairs(2), pairs(4), pairs(8)])
+    assert [result[f"pairs-{n}"]["fits_total"] for n in (2, 4, 8)] == [4, 2, 1]
+    # inside a 2-pair claim each GPU has its own NIC (PIX), the other pair is on the same socket
+    alloc = result["pairs-2"]["nodes"]["n1"]["allocations"][0]
+    assert alloc["aligned_level"] == "PIX" and alloc["worst_level"] == "NODE"
+    assert result["pairs-8"]["worst_level"] == "SYS" and result["pairs-8"]["aligned_level"] == "PIX"
+
+
+def test_nics_on_socket_1_fit_no_aligned_pairs_for_socket_0():
+    socket0 = 'device.attributes["resource.kubernetes.io"].numaNode == 0'
+    t = template(
+        "socket0-pair",
+        [exactly("gpu", "gpu", selectors=[{"cel": {"expression": socket0}}]), exactly("nic", "nic")],
+        [{"requests": ["gpu", "nic"], "matchAttribute": ROOT}],
+    )
+    result = run({"n1": NICS_ON_SOCKET_1}, [t, pairs(1)], required=["socket0-pair"])
+    node = result["socket0-pair"]["nodes"]["n1"]
+    assert node["fits"] == 0 and node["allocations"] == []
+    assert "no choice of them meets the constraints" in node["reason"]
+    assert "matchAttribute resource.kubernetes.io/pcieRoot" in node["reason"]
+    assert not result["socket0-pair"]["satisfiable"]
+    assert result["_plan"]["required_unsatisfied"] == ["socket0-pair"]
+    # the GPUs of socket 1 share host bridges with the first two NICs only
+    assert result["pairs-1"]["fits_total"] == 2
+
+
+def test_first_available_falls_back_from_root_to_numa_to_any():
+    fallback = template(
+        "fallback",
+        [
+            exactly("gpu", "gpu"),
+            {
+                "name": "nic",
+                "firstAvailable": [
+                    {"name": "same-root", "deviceClassName": "nic"},
+                    {"name": "same-numa", "deviceClassName": "nic"},
+                    {"name": "any", "deviceClassName": "nic"},
+                ],
+            },
+        ],
+        [
+            {"requests": ["gpu", "nic/same-root"], "matchAttribute": ROOT},
+            {"requests": ["gpu", "nic/same-numa"], "matchAttribute": NUMA},
+        ],
+    )
+    node = run({"n1": NICS_ON_SOCKET_1}, [fallback])["fallback"]["nodes"]["n1"]
+    # 4 NICs: GPUs are tried in order; the socket-0 GPUs get no NIC on their
+    # root or node but "any"; then the socket-1 GPUs find what is left.
+    assert node["fits"] == 4
+    chosen = [a.get("subrequests", {}).get("nic") for a in node["allocations"]]
+    assert chosen == ["any", "any", "any", "any"]
+    assert [a["worst_level"] for a in node["allocations"]] == ["SYS"] * 4
+    # on the aligned layout every claim gets its first choice
+    node = run({"n1": DGX_LIKE}, [fallback])["fallback"]["nodes"]["n1"]
+    assert [a["subrequests"]["nic"] for a in node["allocations"]] == ["same-root"] * 8
+
+
+def test_all_mode_and_exact_count():
+    all_gpus = template("all-gpus", [{"name": "gpus", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}])
+    three = template("three", [exactly("gpus", "gpu", count=3)])
+    result = run({"n1": DGX_LIKE}, [all_gpus, three])
+    assert result["all-gpus"]["nodes"]["n1"]["fits"] == 1
+    assert len(result["all-gpus"]["nodes"]["n1"]["allocations"][0]["devices"]["gpus"]) == 8
+    assert result["three"]["nodes"]["n1"]["fits"] == 2  # 8 // 3
+
+
+def test_distinct_attribute():
+    two_numa = template(
+        "two-numa", [exactly("a", "gpu"), exactly("b", "gpu")], [{"requests": ["a", "b"], "distinctAttribute": NUMA}]
+    )
+    node = run({"n1": DGX_LIKE}, [two_numa])["two-numa"]["nodes"]["n1"]
+    assert node["fits"] == 4
+    assert node["allocations"][0]["devices"] == {"a": ["gpu-0000-10-00-0"], "b": ["gpu-0000-50-00-0"]}
+
+
+def test_cel_error_aborts_and_is_reported():
+    bad = template(
+        "bad",
+        [
+            exactly(
+                "gpu", "gpu", selectors=[{"cel": {"expression": 'device.attributes["dra.aligned.dev"].uuid == "x"'}}]
+            )
+        ],
+    )
+    result = run({"n1": DGX_LIKE}, [bad])["bad"]
+    assert result["nodes"]["n1"]["fits"] == 0
+    assert not result["satisfiable"]
+    assert len(result["errors"]) == 8
+    error = result["errors"][0]
+    assert error["node"] == "n1" and error["device"] == "gpu-0000-10-00-0" and error["request"] == "gpu"
+    assert "uuid" in error["expression"] and "uuid" in error["message"]
+
+
+def test_capacity_requests_and_shared_devices():
+    gpu = {
+        "name": "gpu-0",
+        "driver": "dra.aligned.dev",
+        "pool": "n1",
+        "allowMultipleAllocations": True,
+        "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+    nodes = {"n1": {"devices": [gpu], "links": {}}}
+    slice_20 = template("slice", [exactly("gpu", "gpu", capacity={"requests": {"memory": "20Gi"}})])
+    too_big = template("too-big", [exactly("gpu", "gpu", capacity={"requests": {"memory": "81Gi"}})])
+    result = {t["name"]: t for t in planner.plan("s", nodes, CLASSES, [slice_20, too_big])["templates"]}
+    assert result["slice"]["fits_total"] == 4
+    assert result["too-big"]["fits_total"] == 0
+    # without allowMultipleAllocations the device is taken whole
+    gpu["allowMultipleAllocations"] = False
+    result = {t["name"]: t for t in planner.plan("s", nodes, CLASSES, [slice_20])["templates"]}
+    assert result["slice"]["fits_total"] == 1
+
+
+def test_shared_counters_limit_partitions():
+    slices = [
+        {
+            "spec": {
+                "driver": "gpu.example.com",
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}],
+                "devices": [
+                    {
+                        "name": f"part-{i}",
+                        "attributes": {"kind": {"string": "part"}},
+                        "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "20Gi"}}}],
+                    }
+                    for i in range(3)
+                ],
+            }
+        }
+    ]
+    classes = [device_class("part", 'device.driver == "gpu.example.com"')]
+    result = planner.plan("s", planner.nodes_from_slices(slices), classes, [template("p", [exactly("x", "part")])])
+    node = result["templates"][0]["nodes"]["n1"]
+    assert node["fits"] == 2
+    assert node["allocations"][0]["devices"] == {"x": ["gpu.example.com/part-0"]}
+
+
+def test_what_if_on_another_layout(tmp_path):
+    """The same templates on a probed node that is not part of the site."""
+    root = materialize("dgx-h100", tmp_path)
+    topology = probe(str(root / "sys"), str(root / "proc"))
+    result = run({"dgx": topology}, [pairs(1)])["pairs-1"]["nodes"]["dgx"]
+    # each GPU and its ConnectX-7 share a host bridge, two switches apart (PXB);
+    # the two management ports have no GPU on their host bridge
+    assert result["fits"] == 8
+    assert {a["worst_level"] for a in result["allocations"]} == {"PXB"}
+
+
+@pytest.mark.parametrize(
+    ("templates", "message"),
+    [
+        ([template("t", [exactly("x", "nope")])], "DeviceClass 'nope'"),
+        ([template("t", [])], "no requests"),
+        ([template("t", [{"name": "x"}])], "neither exactly nor firstAvailable"),
+        ([template("t", [exactly("x", "gpu", count=0)])], "count 0"),
+    ],
+)
+def test_bad_templates_are_refused(templates, message):
+    with pytest.raises(planner.PlanError, match=message):
+        planner.plan("s", {}, CLASSES, templates)
+
+
+def test_required_template_must_exist():
+    with pytest.raises(planner.PlanError, match="required templates that are not given: ghost"):
+        planner.plan("s", {}, CLASSES, [pairs(1)], required=["ghost"])
+
+
+def test_plan_keeps_the_contract_keys():
+    result = run({"n1": DGX_LIKE}, [pairs(1)], kubernetes_version="v1.36.1")["_plan"]
+    assert {"schema_version", "site", "kubernetes_version", "driver", "templates"} <= set(result)
+    assert result["kubernetes_version"] == "1.36"
+    entry = result["templates"][0]
+    assert {"name", "required", "fits_total", "worst_level", "satisfiable", "errors", "nodes"} <= set(entry)
+    assert {"fits", "worst_level", "allocations"} <= set(entry["nodes"]["n1"])
+    assert {"devices", "worst_level"} <= set(entry["nodes"]["n1"]["allocations"][0])
