@@ -56,6 +56,7 @@ _os_read = os.read
 _os_close = os.close
 _os_readlink = os.readlink
 _O_RDONLY = os.O_RDONLY
+_O_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY
 
 
 class Reader:
@@ -63,6 +64,63 @@ class Reader:
 
     def __init__(self) -> None:
         self.warnings: list[str] = []
+        # Directory descriptors kept open for the whole probe: the hundreds of
+        # VFs of a PF are siblings, and a lookup relative to their common
+        # directory spares the kernel most of every path walk.
+        self._dirs: dict[str, int] = {}
+
+    def dir_fd(self, path: str) -> int:
+        """A descriptor of directory ``path`` kept until :meth:`close`; -1 if it cannot be opened."""
+        fd = self._dirs.get(path)
+        if fd is None:
+            try:
+                fd = _os_open(path, _O_DIRECTORY)
+            except OSError:
+                fd = -1  # reads by full path then report what is wrong
+            self._dirs[path] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self._dirs.values():
+            if fd >= 0:
+                _os_close(fd)
+        self._dirs.clear()
+
+    def read_under(self, directory: str, name: str, expected: bool = False) -> str | None:
+        """:meth:`read` of ``directory/name``, relative to a kept descriptor of ``directory``."""
+        # Written out rather than through read_at and _drain: this runs for
+        # every VF, and each Python call level costs as much as the read.
+        dir_fd = self._dirs.get(directory)
+        if dir_fd is None:
+            dir_fd = self.dir_fd(directory)
+        if dir_fd < 0:
+            return self.read(directory + "/" + name, expected)
+        try:
+            fd = _os_open(name, _O_RDONLY, dir_fd=dir_fd)
+        except OSError as exc:
+            return self._open_failed(directory + "/" + name, exc, expected)
+        try:
+            return _os_read(fd, 65536).decode("utf-8", "replace").strip()
+        except OSError as exc:
+            return self._read_failed(directory + "/" + name, exc)
+        finally:
+            _os_close(fd)
+
+    def readlink_under(self, directory: str, name: str) -> str | None:
+        """:meth:`readlink` of ``directory/name``, relative to a kept descriptor of ``directory``."""
+        fd = self._dirs.get(directory)
+        if fd is None:
+            fd = self.dir_fd(directory)
+        if fd < 0:
+            return self.readlink(directory + "/" + name)
+        try:
+            return _os_readlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != 22:  # EINVAL: not a symlink
+                self.warn(f"cannot read link {directory}/{name}: {exc.strerror or exc}")
+            return None
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -98,12 +156,14 @@ class Reader:
         try:
             return _os_read(fd, 65536).decode("utf-8", "replace").strip()
         except OSError as exc:
-            # sysfs answers EINVAL for e.g. the speed of a link that is down.
-            if exc.errno not in (22, 19, 95):  # EINVAL, ENODEV, EOPNOTSUPP
-                self.warn(f"cannot read {path}{name}: {exc.strerror or exc}")
-            return None
+            return self._read_failed(path + name, exc)
         finally:
             _os_close(fd)
+
+    def _read_failed(self, path: str, exc: OSError) -> None:
+        # sysfs answers EINVAL for e.g. the speed of a link that is down.
+        if exc.errno not in (22, 19, 95):  # EINVAL, ENODEV, EOPNOTSUPP
+            self.warn(f"cannot read {path}: {exc.strerror or exc}")
 
     def directory(self, path: str) -> _Dir:
         return _Dir(self, path)
@@ -582,7 +642,7 @@ class _Probe:
                 path = self._bus_target(bus, bdf)
                 if path is None:
                     continue
-            func = self.functions[bdf] = _Function(bdf, path, listed=True)
+            func = self.functions[bdf] = _Function(bdf, path, True)
             # Bridges that exist as directories but not in bus/pci/devices.
             for part in self._locate(func):
                 if part not in self.functions:
@@ -646,10 +706,10 @@ class _Probe:
         if vf_parent is None:
             with self.r.directory(func.path) as d:
                 return self._read_function(func, vf_parent, d.read)
-        prefix = func.path + "/"
         vf0 = self._vf_identity.get(vf_parent)
         if vf0 is None:
             # Two files only: plain paths are cheaper than a directory descriptor.
+            prefix = func.path + "/"
             if not self._read_function(func, vf_parent, lambda name: self.r.read(prefix + name)):
                 return False
             self._vf_identity[vf_parent] = func.info
@@ -657,13 +717,16 @@ class _Probe:
         # The kernel reads class and subsystem ids of all VFs of a PF from the
         # first VF (pci_read_vf_config_common): only driver and NUMA node are
         # each VF's own.
-        numa = parse_int(self.r.read(prefix + "numa_node"))
+        # Relative to the directory the VF shares with its PF and siblings.
+        cut = func.path.rindex("/")
+        directory, own = func.path[:cut], func.path[cut + 1 :]
+        numa = parse_int(self.r.read_under(directory, own + "/numa_node"))
         if numa is None and not os.path.isdir(func.path):
             self.r.warn(f"{func.bdf}: {func.path} does not exist")
             return False
         info = dict(vf0)
-        driver = self.r.readlink(prefix + "driver")
-        info["driver"] = os.path.basename(driver) if driver else None
+        driver = self.r.readlink_under(directory, own + "/driver")
+        info["driver"] = driver[driver.rfind("/") + 1 :] if driver else None
         info["numa_node"] = None if numa is None or numa < 0 else numa
         func.info = info
         return True
@@ -807,9 +870,12 @@ class _Probe:
         """
         links = []
         up = base = None  # the "../../" every link of a class directory starts with
-        for name in sorted(self.r.listdir(class_dir, expected)):
+        strip = 0
+        names = sorted(self.r.listdir(class_dir, expected))
+        dir_fd = self.r.dir_fd(class_dir) if names else -1
+        for name in names:
             try:
-                target = _os_readlink(class_dir + "/" + name)
+                target = _os_readlink(name, dir_fd=dir_fd) if dir_fd >= 0 else _os_readlink(class_dir + "/" + name)
             except OSError as exc:
                 if exc.errno != 22:  # EINVAL: not a symlink
                     self.r.warn(f"cannot read link {class_dir}/{name}: {exc.strerror or exc}")
@@ -821,10 +887,12 @@ class _Probe:
                 strip = len(target) - len(rest)
                 if strip and strip % 3 == 0 and target[:strip] == "../" * (strip // 3):
                     up, base = target[:strip], class_dir.rsplit("/", strip // 3)[0] + "/"
-            if up is not None and target.startswith(up) and "/." not in target[len(up) :]:
-                links.append((name, base + target[len(up) :]))
-            else:
-                links.append((name, join_link(class_dir, target)))
+            if up is not None and target.startswith(up):
+                rest = target[strip:]
+                if "/." not in rest:
+                    links.append((name, base + rest))
+                    continue
+            links.append((name, join_link(class_dir, target)))
         return links
 
     @staticmethod
@@ -885,9 +953,9 @@ class _Probe:
                     "mtu": parse_int(r.read(p + "mtu")),
                     "speed_mbps": speed if speed is not None and speed > 0 else None,
                 }
+            # In name order already: class links are sorted, and a function's
+            # interfaces are all in one of the two lists.
             by_function.setdefault(bdf, []).append(netdev)
-        for netdevs in by_function.values():
-            netdevs.sort(key=lambda n: n["name"])
         return by_function
 
     def _char_devices(self, class_name: str) -> dict[str, list[str]] | None:
@@ -954,7 +1022,7 @@ class _Probe:
         verbs_by_parent = self._char_devices("infiniband_verbs")
         mads_by_parent = self._char_devices("infiniband_mad")
         entries: dict[str, dict[str, Any]] = {}
-        read = r.read
+        read_under = r.read_under
         suffixes: dict[str, list[tuple[dict[str, Any], str]]] = {}
 
         def port_states(pf_entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
@@ -984,8 +1052,11 @@ class _Probe:
                 verbs = [v for v in verbs if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name]
                 mads = [m for m in mads if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name]
             if pf_entries:
+                # Relative to the directory the VF shares with its siblings.
+                cut = parent.rindex("/")
+                siblings, own = parent[:cut], path[cut + 1 :]
                 ports = [
-                    {**pf_port, "state": parse_enum(read(path + suffix))}
+                    {**pf_port, "state": parse_enum(read_under(siblings, own + suffix))}
                     for pf_port, suffix in port_states(pf_entries[0])
                 ]
                 if ports and ports[0]["state"] is None and not os.path.isdir(path):
@@ -1052,12 +1123,31 @@ class _Probe:
             return found
 
         devices = []
+        # VFs of one PF share everything but address, driver, NUMA node and
+        # class devices: the PF's first VF is the template of the others.
+        vf_templates: dict[tuple[str, int, bool], dict[str, Any]] = {}
         for bdf in sorted(self.functions):
             func = self.functions[bdf]
             info = func.info
+            rdma = rdma_by_function.get(bdf, [])
+            if info["physfn"] is not None:
+                template_key = (info["physfn"], id(func.chain), not rdma)
+                template = vf_templates.get(template_key)
+                if template is not None:
+                    device = template.copy()
+                    device["pci_address"] = bdf
+                    device["driver"] = info["driver"]
+                    device["numa_node"] = info["numa_node"]
+                    device["bridges"] = list(func.chain)
+                    device["switches"] = list(template["switches"])
+                    device["netdevs"] = netdevs.get(bdf, [])
+                    device["rdma_devices"] = [e["name"] for e in rdma]
+                    devices.append(device)
+                    continue
+            else:
+                template_key = None
             if is_bridge_class(info["class_code"]):
                 continue
-            rdma = rdma_by_function.get(bdf, [])
             kind = classify(info["class_code"], info["vendor_id"], bool(rdma))
             device: dict[str, Any] = {
                 "pci_address": bdf,
@@ -1092,6 +1182,8 @@ class _Probe:
                     gpu.update(self.nvidia_gpu(bdf))
                 gpu.update(drm.get(bdf, {}))
                 device["gpu"] = gpu or None
+            elif template_key is not None:
+                vf_templates[template_key] = device
             devices.append(device)
 
         self._infer_numa(devices, numa_nodes)
@@ -1361,7 +1453,11 @@ def probe(
     """Probe a node (or a captured sysfs tree) and return its topology."""
     if not os.path.isdir(sysfs_root):
         raise ValueError(f"sysfs_root {sysfs_root} is not a directory")
-    return _Probe(sysfs_root, procfs_root, pci_ids_path).run()
+    prober = _Probe(sysfs_root, procfs_root, pci_ids_path)
+    try:
+        return prober.run()
+    finally:
+        prober.r.close()
 
 
 # --------------------------------------------------------------------------

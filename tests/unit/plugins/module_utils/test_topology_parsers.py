@@ -212,3 +212,42 @@ def test_vf_addresses_follow_routing_ids():
     assert t.vf_addresses("0000:ff:1f.7", 1, 1, 1) is None  # beyond bus ff
     assert t.vf_addresses("0000:19:00.0", 2, None, 1) is None
     assert t.vf_addresses("0000:19:00.0", 2, 0, 1) is None
+
+
+# -- Reader: reads relative to kept directory descriptors ---------------------
+
+
+def test_reader_reads_and_resolves_links_under_a_kept_directory(tmp_path):
+    (tmp_path / "vf").mkdir()
+    (tmp_path / "vf" / "numa_node").write_text("1\n")
+    (tmp_path / "vf" / "driver").symlink_to("../drivers/vfio-pci")
+    reader = t.Reader()
+    try:
+        assert reader.read_under(str(tmp_path), "vf/numa_node") == "1"
+        assert reader.readlink_under(str(tmp_path), "vf/driver") == "../drivers/vfio-pci"
+        assert reader.readlink_under(str(tmp_path), "vf/numa_node") is None  # not a link: no warning
+        assert reader.read_under(str(tmp_path), "vf/absent") is None
+        assert reader.read_under(str(tmp_path), "vf/absent", expected=True) is None
+        # One descriptor for the directory, however many reads.
+        assert list(reader._dirs) == [str(tmp_path)]
+    finally:
+        reader.close()
+    assert reader._dirs == {}
+    assert reader.warnings == [f"missing file {tmp_path}/vf/absent"]
+
+
+def test_reader_falls_back_to_full_paths_when_the_directory_cannot_be_opened(tmp_path):
+    reader = t.Reader()
+    missing = str(tmp_path / "gone")
+    assert reader.read_under(missing, "numa_node", expected=True) is None
+    assert reader.readlink_under(missing, "driver") is None
+    assert reader.warnings == [f"missing file {missing}/numa_node"]
+    reader.close()
+
+
+def test_reader_warns_when_a_file_under_a_kept_directory_cannot_be_read(tmp_path):
+    (tmp_path / "numa_node").mkdir()  # reading a directory fails, even for root
+    reader = t.Reader()
+    assert reader.read_under(str(tmp_path), "numa_node") is None
+    reader.close()
+    assert len(reader.warnings) == 1 and "cannot read" in reader.warnings[0]

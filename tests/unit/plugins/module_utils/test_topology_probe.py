@@ -320,3 +320,33 @@ def test_each_vf_reports_its_own_driver(small):
     assert device(topology, vfs[0])["driver"] != "vfio-pci"
     assert device(topology, vfs[1])["driver"] == "vfio-pci"
     assert device(topology, vfs[1])["vendor_id"] == device(topology, vfs[0])["vendor_id"]
+
+
+def test_vfs_of_one_pf_are_separate_devices(small):
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    (pci_dir(small, vfs[1]) / "numa_node").write_text("1\n")
+    topology = run(small)
+    first, second = device(topology, vfs[0]), device(topology, vfs[1])
+    assert (first["numa_node"], second["numa_node"]) == (0, 1)
+    assert [n["name"] for n in first["netdevs"]] == ["ens1f0v0"]
+    assert [n["name"] for n in second["netdevs"]] == ["ens1f0v1"]
+    assert (first["rdma_devices"], second["rdma_devices"]) == (["mlx5_1"], ["mlx5_2"])
+    # Built from one template, but nothing is shared between them.
+    first["bridges"].append("changed")
+    first["switches"].append("changed")
+    assert "changed" not in second["bridges"] + second["switches"]
+    assert second["bridges"] == device(topology, "0000:01:00.0")["bridges"]
+
+
+def test_a_vf_without_rdma_device_is_a_nic_beside_rdma_siblings(small):
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    os.unlink(small / "sys/class/infiniband/mlx5_1")
+    topology = run(small)
+    assert (device(topology, vfs[0])["kind"], device(topology, vfs[1])["kind"]) == ("nic", "rdma")
+    assert device(topology, vfs[0])["rdma_devices"] == []
+
+
+def test_probe_closes_every_descriptor_it_opens(small):
+    before = sorted(os.listdir("/proc/self/fd"))
+    run(small)
+    assert sorted(os.listdir("/proc/self/fd")) == before
