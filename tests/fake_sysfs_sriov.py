@@ -320,8 +320,8 @@ class FakeLinks:
         self._vf(ifname, vf).update(props)
 
 
-def watch(sysfs_root: str, interval: float = 0.05) -> None:
-    """React to plain writes of sriov_numvfs in a tree (Molecule nodes)."""
+def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None) -> None:
+    """React to plain writes of sriov_numvfs in a tree (Molecule nodes); ``stop``: a threading.Event."""
     kernel = FakeSriovKernel(sysfs_root)
     devices = os.path.join(kernel.sys, "bus", "pci", "devices")
     known: dict[str, int] = {}
@@ -329,8 +329,8 @@ def watch(sysfs_root: str, interval: float = 0.05) -> None:
         value = _read(os.path.join(devices, address, "sriov_numvfs"))
         if value is not None:
             known[os.path.realpath(os.path.join(devices, address))] = int(value or 0)
-    print(f"watching {len(known)} PFs under {kernel.sys}", flush=True)
-    while True:
+    print(f"watching {len(known)} PFs under {kernel.sys}", file=sys.stderr, flush=True)
+    while stop is None or not stop.is_set():
         for pf_dir, current in list(known.items()):
             value = _read(os.path.join(pf_dir, "sriov_numvfs"))
             if value is None or value == str(current):
@@ -338,10 +338,10 @@ def watch(sysfs_root: str, interval: float = 0.05) -> None:
             try:
                 kernel.set_numvfs(pf_dir, value, current=current)
                 known[pf_dir] = int(value)
-                print(f"{os.path.basename(pf_dir)}: {current} -> {value} VFs", flush=True)
+                print(f"{os.path.basename(pf_dir)}: {current} -> {value} VFs", file=sys.stderr, flush=True)
             except OSError as exc:
                 _write(os.path.join(pf_dir, "sriov_numvfs"), f"{current}\n")
-                print(f"{os.path.basename(pf_dir)}: refused {value!r}: {exc.strerror}", flush=True)
+                print(f"{os.path.basename(pf_dir)}: refused {value!r}: {exc.strerror}", file=sys.stderr, flush=True)
         time.sleep(interval)
 
 

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: Apache-2.0
+"""aligned.dra.sriov: arguments, check mode with diff, failures naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.aligned.dra.plugins.modules import sriov
+from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+
+LAYOUT = Path(__file__).resolve().parents[3] / "fixtures" / "network" / "sriov-lab.yml"
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return build_tree(load_layout(LAYOUT), tmp_path_factory.mktemp("node"))
+
+
+def run(capsys, args: dict) -> dict:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        sriov.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_check_mode_with_diff(tree, capsys, tmp_path):
+    result = run(
+        capsys,
+        {
+            "pfs": [{"pci_address": "0000:01:00.1", "numvfs": 4, "mtu": 9000}],
+            "sysfs_root": str(tree / "sys"),
+            "procfs_root": str(tree / "proc"),
+            "driver_state_dir": str(tmp_path),
+            "_ansible_check_mode": True,
+            "_ansible_diff": True,
+        },
+    )
+    assert result["changed"] and result["disruptive"]
+    assert result["diff"] == {"before": {"0000:01:00.1": {"numvfs": 2}}, "after": {"0000:01:00.1": {"numvfs": 4}}}
+    assert result["pfs"][0]["actions"] == ["sriov_numvfs=0", "sriov_numvfs=4"]
+    assert "MTU and VF properties not applied" in json.dumps(result["warnings"])
+    assert (tree / "sys/bus/pci/devices/0000:01:00.1/sriov_numvfs").read_text().strip() == "2"
+
+
+def test_unchanged_has_no_diff(tree, capsys, tmp_path):
+    result = run(
+        capsys,
+        {
+            "pfs": [{"netdev": "enp1s0f1np0", "numvfs": 2}],
+            "sysfs_root": str(tree / "sys"),
+            "driver_state_dir": str(tmp_path),
+            "_ansible_diff": True,
+        },
+    )
+    assert not result["changed"] and "diff" not in result
+
+
+def test_failure_names_the_field(tree, capsys, tmp_path):
+    result = run(
+        capsys,
+        {
+            "pfs": [{"pci_address": "0000:01:00.0", "numvfs": 2, "vfs": [{"index": 0, "vlan": 5000}]}],
+            "sysfs_root": str(tree / "sys"),
+            "driver_state_dir": str(tmp_path),
+        },
+    )
+    assert result["failed"] and result["msg"] == "pfs[0].vfs[0].vlan: 5000 is out of range 0-4095"
+
+
+def test_ansible_validates_types_first(tree, capsys):
+    result = run(capsys, {"pfs": [{"pci_address": "0000:01:00.0", "numvfs": "many"}], "sysfs_root": str(tree / "sys")})
+    assert result["failed"] and "numvfs" in result["msg"]
