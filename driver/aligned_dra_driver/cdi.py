@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: Apache-2.0
+"""CDI specs: one per prepared claim, plus look-ups in the vendors' own specs.
+
+A claim's spec is ``<cdi-dir>/aligned.dev-claim_<claim uid>.json`` with
+``cdiVersion`` 0.5.0 (the highest podman 4 accepts; ``hostPath`` on device
+nodes needs 0.5.0), kind ``aligned.dev/claim`` and one CDI device per
+allocated device, named ``<claim uid>-<device name>`` so that two claims never
+define the same CDI name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from . import CDI_CLASS, CDI_KIND, CDI_VENDOR
+from .fsutil import TMP_SUFFIX, atomic_write, remove_if_present
+
+CDI_VERSION = "0.5.0"
+SPEC_PREFIX = f"{CDI_VENDOR}-{CDI_CLASS}_"
+_SPEC_RE = re.compile(r"^" + re.escape(SPEC_PREFIX) + r"([0-9a-zA-Z-]+)\.json$")
+_CDI_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.:-]*$")
+# Vendor kinds whose devices the driver hands on by name (driver libraries,
+# firmware and hooks stay the vendor toolkit's job).
+VENDOR_GPU_KINDS = ("nvidia.com/gpu", "amd.com/gpu")
+
+
+def spec_path(cdi_dir: str, claim_uid: str) -> str:
+    return os.path.join(cdi_dir, f"{SPEC_PREFIX}{claim_uid}.json")
+
+
+def cdi_device_name(claim_uid: str, device: str) -> str:
+    name = f"{claim_uid}-{device}"
+    if not _CDI_NAME_RE.match(name):
+        raise ValueError(f"{name!r} is not a valid CDI device name")
+    return name
+
+
+def qualified(name: str) -> str:
+    return f"{CDI_KIND}={name}"
+
+
+def build_spec(devices: list[dict[str, Any]], env: list[str] | None = None) -> dict[str, Any]:
+    """A spec from ``[{"name": ..., "containerEdits": {...}}]`` and claim-wide env."""
+    spec: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": devices}
+    if env:
+        spec["containerEdits"] = {"env": env}
+    return spec
+
+
+def write_spec(cdi_dir: str, claim_uid: str, spec: dict[str, Any], durable: bool = False) -> str:
+    os.makedirs(cdi_dir, exist_ok=True)
+    path = spec_path(cdi_dir, claim_uid)
+    atomic_write(path, json.dumps(spec, indent=1, sort_keys=True).encode(), durable=durable)
+    return path
+
+
+def read_spec(cdi_dir: str, claim_uid: str) -> dict[str, Any] | None:
+    try:
+        with open(spec_path(cdi_dir, claim_uid), "rb") as handle:
+            return json.loads(handle.read())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def remove_spec(cdi_dir: str, claim_uid: str) -> bool:
+    return remove_if_present(spec_path(cdi_dir, claim_uid))
+
+
+def claim_specs(cdi_dir: str) -> dict[str, str]:
+    """``{claim uid: path}`` of this driver's specs in ``cdi_dir``."""
+    try:
+        names = os.listdir(cdi_dir)
+    except FileNotFoundError:
+        return {}
+    found = {}
+    for name in names:
+        match = _SPEC_RE.match(name)
+        if match:
+            found[match.group(1)] = os.path.join(cdi_dir, name)
+    return found
+
+
+def remove_temporary(cdi_dir: str) -> list[str]:
+    """Remove half-written spec files left by a crash; return their paths."""
+    removed = []
+    try:
+        names = os.listdir(cdi_dir)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if name.startswith("." + SPEC_PREFIX) and name.endswith(TMP_SUFFIX):
+            path = os.path.join(cdi_dir, name)
+            if remove_if_present(path):
+                removed.append(path)
+    return removed
+
+
+class VendorSpecs:
+    """Devices of vendor CDI specs (``nvidia.com/gpu=<uuid>``...), re-read when a directory changes."""
+
+    def __init__(self, directories: list[str]) -> None:
+        self.directories = directories
+        self._stamp: tuple[Any, ...] | None = None
+        self._names: dict[str, str] = {}
+
+    def _current_stamp(self) -> tuple[Any, ...]:
+        stamp = []
+        for directory in self.directories:
+            try:
+                stat = os.stat(directory)
+                stamp.append((directory, stat.st_mtime_ns, stat.st_ino))
+            except OSError:
+                stamp.append((directory, None, None))
+        return tuple(stamp)
+
+    def _load(self) -> dict[str, str]:
+        names: dict[str, str] = {}
+        for directory in self.directories:
+            try:
+                entries = sorted(os.listdir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                if not entry.endswith(".json") or entry.startswith(SPEC_PREFIX):
+                    continue  # YAML specs are not read: the vendor toolkits write JSON by default
+                try:
+                    with open(os.path.join(directory, entry), "rb") as handle:
+                        spec = json.loads(handle.read())
+                except (OSError, ValueError):
+                    continue
+                kind = spec.get("kind") if isinstance(spec, dict) else None
+                if kind not in VENDOR_GPU_KINDS:
+                    continue
+                for device in spec.get("devices") or []:
+                    name = device.get("name") if isinstance(device, dict) else None
+                    if isinstance(name, str) and name:
+                        names.setdefault(name.lower(), f"{kind}={name}")
+        return names
+
+    def lookup(self, *keys: str | None) -> str | None:
+        """The qualified vendor CDI name of the first key (UUID, PCI address) a vendor spec defines."""
+        stamp = self._current_stamp()
+        if stamp != self._stamp:
+            self._names = self._load()
+            self._stamp = stamp
+        for key in keys:
+            if key and key.lower() in self._names:
+                return self._names[key.lower()]
+        return None

@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Opaque device configuration, API ``dra.aligned.dev/v1alpha1``.
+
+DeviceClasses and ResourceClaims carry it in ``spec.config[].opaque`` (driver
+``dra.aligned.dev``); the allocation copies it into
+``status.allocation.devices.config[]`` with its ``source`` (FromClass or
+FromClaim) and the ``requests`` it applies to. Class configuration applies
+first, claim configuration second; a later value of a field replaces an
+earlier one.
+
+``NicConfig`` (for NIC and VF devices)::
+
+    apiVersion: dra.aligned.dev/v1alpha1
+    kind: NicConfig
+    interfaceName: net1          # name inside the pod (default: the host name)
+    mtu: 9000                    # 68..65535
+    addresses: [10.0.0.2/24]     # CIDR, at most 16
+    routes: [{destination: 10.1.0.0/16, gateway: 10.0.0.1}]
+    moveToPod: true              # false: leave the netdev in the host namespace
+
+``GpuConfig`` (for GPU and accelerator devices)::
+
+    apiVersion: dra.aligned.dev/v1alpha1
+    kind: GpuConfig
+    sharing:
+      strategy: TimeSlicing      # or MPS
+      timeSlice: Default         # Default, Short, Medium, Long (TimeSlicing)
+      mps: {activeThreadPercentage: 50, pinnedDeviceMemoryLimit: 10Gi}
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+API_VERSION = "dra.aligned.dev/v1alpha1"
+KINDS = ("NicConfig", "GpuConfig")
+NIC_FIELDS = {"apiVersion", "kind", "interfaceName", "mtu", "addresses", "routes", "moveToPod"}
+GPU_FIELDS = {"apiVersion", "kind", "sharing"}
+SHARING_FIELDS = {"strategy", "timeSlice", "mps"}
+MPS_FIELDS = {"activeThreadPercentage", "pinnedDeviceMemoryLimit"}
+STRATEGIES = ("TimeSlicing", "MPS")
+TIME_SLICES = ("Default", "Short", "Medium", "Long")
+MAX_ADDRESSES = 16
+_IFNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$")
+_QUANTITY_RE = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+_UNITS = {
+    None: 1,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+
+
+class ConfigError(ValueError):
+    """Configuration that cannot be applied; the claim fails with this message."""
+
+
+def parse_quantity(value: Any, where: str) -> int:
+    """Bytes of a plain integer quantity (``10Gi``, ``512M``, ``1073741824``)."""
+    match = _QUANTITY_RE.match(str(value))
+    if not match:
+        raise ConfigError(f"{where}: {value!r} is not a quantity like 10Gi")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _unknown(obj: dict[str, Any], allowed: set[str], where: str) -> None:
+    extra = sorted(set(obj) - allowed)
+    if extra:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(extra)} (allowed: {', '.join(sorted(allowed))})")
+
+
+def validate_nic(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    _unknown(obj, NIC_FIELDS, where)
+    out: dict[str, Any] = {}
+    if "interfaceName" in obj:
+        name = obj["interfaceName"]
+        if not isinstance(name, str) or not _IFNAME_RE.match(name) or name in (".", ".."):
+            raise ConfigError(f"{where}.interfaceName: {name!r} is not a Linux interface name (1-15 characters)")
+        out["interfaceName"] = name
+    if "mtu" in obj:
+        mtu = obj["mtu"]
+        if not isinstance(mtu, int) or isinstance(mtu, bool) or not 68 <= mtu <= 65535:
+            raise ConfigError(f"{where}.mtu: {mtu!r} must be an integer in 68..65535")
+        out["mtu"] = mtu
+    if "addresses" in obj:
+        addresses = obj["addresses"]
+        if not isinstance(addresses, list) or len(addresses) > MAX_ADDRESSES:
+            raise ConfigError(f"{where}.addresses must be a list of at most {MAX_ADDRESSES} CIDR addresses")
+        for address in addresses:
+            try:
+                if not isinstance(address, str) or "/" not in address:
+                    raise ValueError(address)
+                ipaddress.ip_interface(address)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.addresses: {address!r} is not an address in CIDR form") from exc
+        if len(set(addresses)) != len(addresses):
+            raise ConfigError(f"{where}.addresses: duplicate address")
+        out["addresses"] = list(addresses)
+    if "routes" in obj:
+        routes = obj["routes"]
+        if not isinstance(routes, list):
+            raise ConfigError(f"{where}.routes must be a list")
+        checked = []
+        for index, route in enumerate(routes):
+            if not isinstance(route, dict) or set(route) - {"destination", "gateway"} or "destination" not in route:
+                raise ConfigError(f"{where}.routes[{index}] must be {{destination, gateway}}")
+            try:
+                ipaddress.ip_network(route["destination"], strict=False)
+                if "gateway" in route:
+                    ipaddress.ip_address(route["gateway"])
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"{where}.routes[{index}]: {exc}") from exc
+            checked.append(dict(route))
+        out["routes"] = checked
+    if "moveToPod" in obj:
+        if not isinstance(obj["moveToPod"], bool):
+            raise ConfigError(f"{where}.moveToPod must be a boolean")
+        out["moveToPod"] = obj["moveToPod"]
+    return out
+
+
+def validate_gpu(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    _unknown(obj, GPU_FIELDS, where)
+    out: dict[str, Any] = {}
+    sharing = obj.get("sharing")
+    if sharing is None:
+        return out
+    if not isinstance(sharing, dict):
+        raise ConfigError(f"{where}.sharing must be a mapping")
+    _unknown(sharing, SHARING_FIELDS, f"{where}.sharing")
+    strategy = sharing.get("strategy")
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"{where}.sharing.strategy: {strategy!r} must be one of {', '.join(STRATEGIES)}")
+    checked: dict[str, Any] = {"strategy": strategy}
+    if "timeSlice" in sharing:
+        if sharing["timeSlice"] not in TIME_SLICES:
+            raise ConfigError(f"{where}.sharing.timeSlice must be one of {', '.join(TIME_SLICES)}")
+        checked["timeSlice"] = sharing["timeSlice"]
+    if "mps" in sharing:
+        mps = sharing["mps"]
+        if not isinstance(mps, dict):
+            raise ConfigError(f"{where}.sharing.mps must be a mapping")
+        _unknown(mps, MPS_FIELDS, f"{where}.sharing.mps")
+        checked_mps: dict[str, Any] = {}
+        if "activeThreadPercentage" in mps:
+            pct = mps["activeThreadPercentage"]
+            if not isinstance(pct, int) or isinstance(pct, bool) or not 1 <= pct <= 100:
+                raise ConfigError(f"{where}.sharing.mps.activeThreadPercentage must be an integer in 1..100")
+            checked_mps["activeThreadPercentage"] = pct
+        if "pinnedDeviceMemoryLimit" in mps:
+            checked_mps["pinnedDeviceMemoryLimit"] = parse_quantity(
+                mps["pinnedDeviceMemoryLimit"], f"{where}.sharing.mps.pinnedDeviceMemoryLimit"
+            )
+        checked["mps"] = checked_mps
+    out["sharing"] = checked
+    return out
+
+
+def parse(parameters: Any, where: str) -> tuple[str, dict[str, Any]]:
+    """Validate one opaque parameters object; returns (kind, checked fields)."""
+    if not isinstance(parameters, dict):
+        raise ConfigError(f"{where}: parameters must be an object")
+    if parameters.get("apiVersion") != API_VERSION:
+        raise ConfigError(f"{where}: apiVersion {parameters.get('apiVersion')!r} is not {API_VERSION}")
+    kind = parameters.get("kind")
+    if kind == "NicConfig":
+        return kind, validate_nic(parameters, where)
+    if kind == "GpuConfig":
+        return kind, validate_gpu(parameters, where)
+    raise ConfigError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+
+
+def applies(config_requests: list[str] | None, request: str) -> bool:
+    """Whether a config entry for ``config_requests`` applies to the result of ``request``.
+
+    A result of a ``firstAvailable`` subrequest is named ``parent/sub``; config
+    naming the parent applies to it.
+    """
+    if not config_requests:
+        return True
+    return request in config_requests or request.split("/", 1)[0] in config_requests
+
+
+def effective(entries: list[dict[str, Any]], driver: str, request: str, device_kind: str) -> dict[str, Any]:
+    """The merged configuration of one allocated device.
+
+    ``entries`` is ``status.allocation.devices.config``; FromClass entries are
+    applied before FromClaim ones, each in list order. Entries for other
+    drivers are ignored; an entry of ours with the wrong kind for the device
+    (NicConfig for a GPU) is ignored too, so one config can name requests of
+    both kinds.
+    """
+    wanted = "GpuConfig" if device_kind in ("gpu", "accelerator") else "NicConfig"
+    merged: dict[str, Any] = {}
+    ordered = [e for e in entries if e.get("source") == "FromClass"] + [
+        e for e in entries if e.get("source") != "FromClass"
+    ]
+    for index, entry in enumerate(ordered):
+        opaque = entry.get("opaque") or {}
+        if opaque.get("driver") != driver or not applies(entry.get("requests"), request):
+            continue
+        kind, fields = parse(opaque.get("parameters"), f"config[{index}] ({entry.get('source')})")
+        if kind == wanted:
+            merged.update(fields)
+    return merged

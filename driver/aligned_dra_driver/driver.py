@@ -1,0 +1,457 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The driver's state: the node's devices, Prepare, Unprepare, and the start-up restore.
+
+Prepare follows the kubelet plugin contract: fetch the ResourceClaim, check
+its UID and allocation, use only the results of this driver, apply class then
+claim configuration, write one CDI spec per claim, checkpoint, answer every
+claim. The order of writes makes every claim either fully prepared or absent
+after a crash at any point (see :mod:`aligned_dra_driver.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import cdi, config
+from .checkpoint import Checkpoint
+from .collection import dra, topology
+from .netdev import restore_name
+from .sharing import SharingError, gpu_sharing_edits
+
+LOG = logging.getLogger(__name__)
+
+GPU_KINDS = ("gpu", "accelerator")
+NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+
+class PrepareError(RuntimeError):
+    """This claim cannot be prepared; the message goes into the claim's answer."""
+
+
+@dataclass
+class Options:
+    node_name: str
+    driver_name: str = dra.DRIVER_NAME
+    sysfs_root: str = "/sys"
+    procfs_root: str = "/proc"
+    dev_root: str = "/dev"
+    cdi_dir: str = "/var/run/cdi"
+    state_dir: str = "/var/lib/aligned-dra"
+    vendor_cdi_dirs: list[str] = field(default_factory=lambda: ["/etc/cdi", "/var/run/cdi"])
+    netdev_hook: str = "aligned-dra-netdev-hook"
+    device_options: dict[str, Any] = field(default_factory=dict)
+    match: list[tuple[str, bool, str]] = field(default_factory=list)  # (attribute, equal?, glob)
+    fractional_gpus: bool = False
+    mps_root: str = "/run/aligned-dra/mps"
+    durable_checkpoint: bool = True
+
+
+@dataclass
+class Inventory:
+    """What the node has now: published devices and the topology entries behind them."""
+
+    devices: list[dict[str, Any]]
+    by_name: dict[str, dict[str, Any]]  # device name -> topology device
+    rdma: dict[str, dict[str, Any]]  # rdma device name -> topology rdma entry
+    rdma_exclusive: bool
+
+
+def _attribute_value(device: dict[str, Any], name: str) -> str | None:
+    value = (device.get("attributes") or {}).get(name)
+    if not value:
+        return None
+    ((_kind, raw),) = value.items()
+    return str(raw).lower() if isinstance(raw, bool) else str(raw)
+
+
+def matches(device: dict[str, Any], rules: list[tuple[str, bool, str]]) -> bool:
+    """Whether a published device passes every ``attribute=glob`` / ``attribute!=glob`` rule."""
+    import fnmatch
+
+    for attribute, equal, pattern in rules:
+        value = _attribute_value(device, attribute)
+        hit = value is not None and fnmatch.fnmatchcase(value, pattern)
+        if hit != equal:
+            return False
+    return True
+
+
+def read_rdma_netns_mode(sysfs_root: str) -> bool:
+    """True when the RDMA subsystem is in exclusive network-namespace mode (ib_core netns_mode=0)."""
+    try:
+        with open(os.path.join(sysfs_root, "module", "ib_core", "parameters", "netns_mode")) as handle:
+            return handle.read().strip() in ("0", "N", "exclusive")
+    except OSError:
+        return False
+
+
+def scan(opts: Options) -> Inventory:
+    """Probe the node with the topology library and build the published devices (dra module)."""
+    topo = topology.probe(opts.sysfs_root, opts.procfs_root)
+    devices = dra.devices_from_topology(topo, opts.device_options)
+    if opts.match:
+        devices = [d for d in devices if matches(d, opts.match)]
+    if opts.fractional_gpus:
+        from .sharing import make_shareable
+
+        devices = [make_shareable(d) if _attribute_value(d, "dra.aligned.dev/kind") == "gpu" else d for d in devices]
+    candidates: dict[str, dict[str, Any]] = {}
+    for device in topo.get("devices") or []:
+        for kind in dra.NAME_PREFIX:
+            try:
+                candidates[dra.device_name(kind, device["pci_address"])] = device
+            except dra.DeviceModelError:
+                continue
+    by_name = {d["name"]: candidates[d["name"]] for d in devices if d["name"] in candidates}
+    rdma = {entry["name"]: entry for entry in topo.get("rdma_devices") or [] if entry.get("name")}
+    return Inventory(devices, by_name, rdma, read_rdma_netns_mode(opts.sysfs_root))
+
+
+class Driver:
+    """Prepare/Unprepare and the checkpoint, safe to call from several gRPC threads."""
+
+    def __init__(self, opts: Options, kube: Any | None, metrics: Any | None = None) -> None:
+        self.opts = opts
+        self.kube = kube
+        self.metrics = metrics
+        self.lock = threading.Lock()
+        self.checkpoint = Checkpoint(opts.state_dir, opts.driver_name, opts.node_name, opts.durable_checkpoint)
+        self.vendor = cdi.VendorSpecs(opts.vendor_cdi_dirs)
+        self.inventory = Inventory([], {}, {}, False)
+        self.on_inventory_change: Callable[[Inventory], None] | None = None
+
+    # -- start-up ------------------------------------------------------------------
+
+    def restore(self) -> dict[str, list[str]]:
+        """Load the checkpoint, rewrite the CDI specs of prepared claims, drop the others."""
+        with self.lock:
+            claims = self.checkpoint.load()
+            rewritten, removed = [], []
+            for uid, entry in claims.items():
+                spec = entry.get("cdi_spec")
+                if spec and cdi.read_spec(self.opts.cdi_dir, uid) != spec:
+                    cdi.write_spec(self.opts.cdi_dir, uid, spec)
+                    rewritten.append(uid)
+            for uid, path in cdi.claim_specs(self.opts.cdi_dir).items():
+                if uid not in claims and cdi.remove_spec(self.opts.cdi_dir, uid):
+                    removed.append(path)
+            removed.extend(cdi.remove_temporary(self.opts.cdi_dir))
+            self.checkpoint.save()
+        if rewritten or removed:
+            LOG.info("restored CDI specs of %d claim(s), removed %d stale file(s)", len(rewritten), len(removed))
+        return {"rewritten": rewritten, "removed": removed}
+
+    def rescan(self) -> bool:
+        """Probe again; True when the published devices changed."""
+        inventory = scan(self.opts)
+        changed = inventory.devices != self.inventory.devices
+        self.inventory = inventory
+        if changed and self.on_inventory_change is not None:
+            self.on_inventory_change(inventory)
+        return changed
+
+    # -- Prepare ---------------------------------------------------------------------
+
+    def prepare(self, claims: list[tuple[str, str, str]]) -> dict[str, dict[str, Any]]:
+        """Prepare claims given as (namespace, uid, name); returns ``{uid: {"devices": [...]} | {"error": ...}}``."""
+        answers: dict[str, dict[str, Any]] = {}
+        statuses = []
+        with self.lock:
+            fresh: dict[str, dict[str, Any]] = {}
+            for namespace, uid, name in claims:
+                started = time.perf_counter()
+                if uid in self.checkpoint.claims or uid in fresh:
+                    entry = self.checkpoint.claims.get(uid) or fresh[uid]
+                    answers[uid] = {"devices": entry["devices"]}
+                    continue
+                try:
+                    claim = self._fetch_claim(namespace, uid, name)
+                    entry, status = self._plan(namespace, uid, name, claim)
+                except (PrepareError, config.ConfigError, SharingError) as exc:
+                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): {exc}"}
+                    self._count("prepare", "error", started)
+                    continue
+                cdi.write_spec(self.opts.cdi_dir, uid, entry["cdi_spec"])
+                fresh[uid] = entry
+                answers[uid] = {"devices": entry["devices"]}
+                if status:
+                    statuses.append((namespace, name, status))
+                self._count("prepare", "ok", started)
+            if fresh:
+                self.checkpoint.claims.update(fresh)
+                try:
+                    self.checkpoint.save()
+                except OSError as exc:
+                    for uid in fresh:
+                        self.checkpoint.claims.pop(uid, None)
+                        cdi.remove_spec(self.opts.cdi_dir, uid)
+                        answers[uid] = {"error": f"checkpoint {self.checkpoint.path}: {exc}"}
+                    statuses = []
+            if self.metrics is not None:
+                self.metrics.prepared_claims.set(len(self.checkpoint.claims))
+        for namespace, name, status in statuses:
+            self._write_status(namespace, name, status)
+        return answers
+
+    def _count(self, op: str, result: str, started: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe(op, result, time.perf_counter() - started)
+
+    def _fetch_claim(self, namespace: str, uid: str, name: str) -> dict[str, Any]:
+        if self.kube is None:
+            raise PrepareError("no Kubernetes API configured")
+        from .kube import ApiError
+
+        try:
+            claim = self.kube.get_claim(namespace, name)
+        except ApiError as exc:
+            raise PrepareError(f"reading the ResourceClaim failed: {exc}") from exc
+        actual = (claim.get("metadata") or {}).get("uid")
+        if actual != uid:
+            raise PrepareError(f"the ResourceClaim {namespace}/{name} now has UID {actual}, not {uid}")
+        if not (claim.get("status") or {}).get("allocation"):
+            raise PrepareError("the ResourceClaim is not allocated")
+        return claim
+
+    def _plan(
+        self, namespace: str, uid: str, name: str, claim: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Everything Prepare does for one claim, as data: checkpoint entry and claim status."""
+        allocation = claim["status"]["allocation"]
+        devices_alloc = allocation.get("devices") or {}
+        configs = devices_alloc.get("config") or []
+        ours = [r for r in devices_alloc.get("results") or [] if r.get("driver") == self.opts.driver_name]
+        inventory = self.inventory
+        cdi_devices: list[dict[str, Any]] = []
+        answer: list[dict[str, Any]] = []
+        status: list[dict[str, Any]] = []
+        interface_names: dict[str, str] = {}
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for result in ours:
+            pool, device_name, request = result.get("pool"), result.get("device"), result.get("request", "")
+            if pool != self.opts.node_name:
+                raise PrepareError(f"device {device_name} comes from pool {pool!r}, not this node's")
+            topo = inventory.by_name.get(device_name)
+            if topo is None:
+                raise PrepareError(f"device {device_name} is not on this node (any more)")
+            kind = device_name.split("-", 1)[0]
+            kind = {"acc": "accelerator"}.get(kind, kind)
+            cfg = config.effective(configs, self.opts.driver_name, request, kind)
+            share_id = result.get("shareID")
+            suffix = f"-{share_id}" if share_id else ""
+            cdi_name = cdi.cdi_device_name(uid, device_name + suffix)
+            ids = [cdi.qualified(cdi_name)]
+            record: dict[str, Any] = {
+                "pool": pool,
+                "device": device_name,
+                "request_names": [request] if request else [],
+                "pci_address": topo["pci_address"],
+                "kind": kind,
+                "share_id": share_id,
+            }
+            entry_status: dict[str, Any] = {
+                "driver": self.opts.driver_name,
+                "pool": pool,
+                "device": device_name,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "lastTransitionTime": now,
+                        "reason": "Prepared",
+                        "message": f"prepared on {self.opts.node_name}",
+                    }
+                ],
+            }
+            if share_id:
+                entry_status["shareID"] = share_id
+            if kind in GPU_KINDS:
+                edits = self._gpu_edits(topo, uid, result, cfg, claim)
+                vendor = self.vendor.lookup((topo.get("gpu") or {}).get("uuid"), topo["pci_address"])
+                if vendor:
+                    ids.append(vendor)
+            else:
+                edits, netdev, network = self._nic_edits(topo, cfg, inventory)
+                if netdev:
+                    record["netdev"] = netdev
+                    previous = interface_names.get(netdev["interface_name"])
+                    if previous:
+                        raise PrepareError(
+                            f"devices {previous} and {device_name} would both be named "
+                            f"{netdev['interface_name']!r} in the pod; set interfaceName per request"
+                        )
+                    interface_names[netdev["interface_name"]] = device_name
+                if network:
+                    entry_status["networkData"] = network
+            record["cdi_device_ids"] = ids
+            cdi_devices.append({"name": cdi_name, "containerEdits": edits})
+            answer.append(record)
+            status.append(entry_status)
+        spec = cdi.build_spec(cdi_devices, env=[f"ALIGNED_DRA_CLAIM_UID={uid}"])
+        entry = {"namespace": namespace, "name": name, "devices": answer, "cdi_spec": spec}
+        return entry, status
+
+    def _dev(self, *parts: str) -> str:
+        return os.path.join(self.opts.dev_root, *parts)
+
+    def _node(self, container_path: str, required: bool = True) -> dict[str, str] | None:
+        relative = os.path.relpath(container_path, "/dev")
+        host = self._dev(relative)
+        if not os.path.exists(host):
+            if required:
+                raise PrepareError(f"device node {host} does not exist")
+            return None
+        return {"path": container_path, "hostPath": host}
+
+    def _gpu_edits(
+        self, topo: dict[str, Any], uid: str, result: dict[str, Any], cfg: dict[str, Any], claim: dict[str, Any]
+    ) -> dict[str, Any]:
+        gpu = topo.get("gpu") or {}
+        nodes: list[dict[str, str]] = []
+        vendor = topo.get("vendor_id")
+        if vendor == "0x10de":
+            if isinstance(gpu.get("minor"), int):
+                nodes.append(self._node(f"/dev/nvidia{gpu['minor']}"))  # type: ignore[arg-type]
+            nodes.extend(n for n in (self._node(f"/dev/{c}", required=False) for c in NVIDIA_CONTROL_NODES) if n)
+        else:
+            if gpu.get("render_node"):
+                nodes.append(self._node(f"/dev/dri/{gpu['render_node']}"))  # type: ignore[arg-type]
+            if gpu.get("card"):
+                card = self._node(f"/dev/dri/{gpu['card']}", required=False)
+                if card:
+                    nodes.append(card)
+            if vendor == "0x1002":
+                kfd = self._node("/dev/kfd", required=False)
+                if kfd:
+                    nodes.append(kfd)
+        if not nodes:
+            raise PrepareError(f"no device node found for GPU {topo['pci_address']}")
+        key = topo["pci_address"].replace(":", "_").replace(".", "_").upper()
+        env = [f"ALIGNED_DRA_GPU_{key}={gpu.get('uuid') or topo['pci_address']}"]
+        if vendor == "0x10de" and gpu.get("uuid"):
+            env.append(f"NVIDIA_VISIBLE_DEVICES={gpu['uuid']}")
+        edits: dict[str, Any] = {"deviceNodes": nodes, "env": env}
+        sharing = gpu_sharing_edits(self.opts, topo, uid, result, cfg, claim)
+        if sharing:
+            edits["env"].extend(sharing.get("env", []))
+            if sharing.get("mounts"):
+                edits["mounts"] = sharing["mounts"]
+        return edits
+
+    def _nic_edits(
+        self, topo: dict[str, Any], cfg: dict[str, Any], inventory: Inventory
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+        bdf = topo["pci_address"]
+        key = bdf.replace(":", "_").replace(".", "_").upper()
+        edits: dict[str, Any] = {"env": []}
+        nodes: list[dict[str, str]] = []
+        rdma_names = topo.get("rdma_devices") or []
+        if rdma_names:
+            cm = self._node("/dev/infiniband/rdma_cm", required=False)
+            if cm:
+                nodes.append(cm)
+            for rdma_name in rdma_names:
+                for char in (inventory.rdma.get(rdma_name) or {}).get("char_devices") or []:
+                    nodes.append(self._node(f"/dev/infiniband/{char}"))  # type: ignore[arg-type]
+            edits["env"].append(f"ALIGNED_DRA_RDMA_{key}={rdma_names[0]}")
+        if nodes:
+            edits["deviceNodes"] = nodes
+        netdevs = topo.get("netdevs") or []
+        netdev_record = None
+        network: dict[str, Any] | None = None
+        if netdevs and cfg.get("moveToPod", True):
+            original = netdevs[0]
+            name = cfg.get("interfaceName") or original["name"]
+            args = [
+                "aligned-dra-netdev-hook",
+                "--pci-address",
+                bdf,
+                "--sysfs-root",
+                self.opts.sysfs_root,
+                "--name",
+                name,
+            ]
+            if cfg.get("mtu"):
+                args += ["--mtu", str(cfg["mtu"])]
+            for address in cfg.get("addresses", []):
+                args += ["--address", address]
+            for route in cfg.get("routes", []):
+                args += ["--route", route["destination"] + ("," + route["gateway"] if route.get("gateway") else "")]
+            if inventory.rdma_exclusive and rdma_names:
+                args += ["--rdma-device", rdma_names[0]]
+            edits["hooks"] = [{"hookName": "createRuntime", "path": self.opts.netdev_hook, "args": args, "timeout": 30}]
+            edits["env"].append(f"ALIGNED_DRA_NIC_{key}={name}")
+            netdev_record = {
+                "original_name": original["name"],
+                "original_mtu": original.get("mtu"),
+                "interface_name": name,
+            }
+            network = {"interfaceName": name}
+            if cfg.get("addresses"):
+                network["ips"] = list(cfg["addresses"])
+            if original.get("address"):
+                network["hardwareAddress"] = original["address"]
+        elif netdevs:
+            edits["env"].append(f"ALIGNED_DRA_NIC_{key}={netdevs[0]['name']}")
+        return edits, netdev_record, network
+
+    def _write_status(self, namespace: str, name: str, status: list[dict[str, Any]]) -> None:
+        from .kube import ApiError
+
+        try:
+            self.kube.apply_claim_status(namespace, name, status)
+        except ApiError as exc:
+            LOG.warning("writing status.devices of claim %s/%s failed: %s", namespace, name, exc)
+            if self.metrics is not None:
+                self.metrics.errors.labels(operation="claim_status").inc()
+
+    # -- Unprepare ---------------------------------------------------------------------
+
+    def unprepare(self, claims: list[tuple[str, str, str]]) -> dict[str, str]:
+        """Unprepare claims; returns ``{uid: error or ""}`` (unknown claims succeed)."""
+        answers: dict[str, str] = {}
+        with self.lock:
+            changed = False
+            for _namespace, uid, _name in claims:
+                started = time.perf_counter()
+                entry = self.checkpoint.claims.get(uid)
+                if entry is None:
+                    cdi.remove_spec(self.opts.cdi_dir, uid)
+                    answers[uid] = ""
+                    self._count("unprepare", "ok", started)
+                    continue
+                try:
+                    cdi.remove_spec(self.opts.cdi_dir, uid)
+                    for device in entry["devices"]:
+                        netdev = device.get("netdev")
+                        if netdev:
+                            outcome = restore_name(
+                                self.opts.sysfs_root,
+                                device["pci_address"],
+                                netdev["original_name"],
+                                netdev.get("original_mtu"),
+                            )
+                            LOG.info("claim %s: %s %s", uid, device["pci_address"], outcome)
+                except Exception as exc:  # netlink errors: keep the claim so that kubelet retries
+                    answers[uid] = f"unprepare of claim {uid}: {exc}"
+                    self._count("unprepare", "error", started)
+                    continue
+                del self.checkpoint.claims[uid]
+                changed = True
+                answers[uid] = ""
+                self._count("unprepare", "ok", started)
+            if changed:
+                try:
+                    self.checkpoint.save()
+                except OSError as exc:
+                    for uid in answers:
+                        answers[uid] = answers[uid] or f"checkpoint {self.checkpoint.path}: {exc}"
+            if self.metrics is not None:
+                self.metrics.prepared_claims.set(len(self.checkpoint.claims))
+        return answers

@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Kubernetes API, through the official ``kubernetes`` client.
+
+Answers are read as plain JSON dicts (``_preload_content=False``): the driver
+needs a few fields, and newer API fields survive untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def load_client(kubeconfig: str | None) -> Any:
+    """An ApiClient from ``kubeconfig``, else the in-cluster config, else ``$KUBECONFIG``/~/.kube/config."""
+    from kubernetes import client, config
+
+    if kubeconfig:
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        return client.ApiClient(configuration)
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    configuration = client.Configuration()
+    config.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+class Kube:
+    """The few calls the driver makes."""
+
+    def __init__(self, api_client: Any, field_manager: str, timeout: float = 10.0) -> None:
+        from kubernetes import client
+
+        self.api_client = api_client
+        self.resource = client.ResourceV1Api(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.field_manager = field_manager[:128]
+        self.timeout = timeout
+
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            answer = method(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+        except ApiException as exc:
+            message = exc.reason or ""
+            try:
+                message = json.loads(exc.body).get("message") or message
+            except (TypeError, ValueError, AttributeError):
+                pass
+            raise ApiError(exc.status or 0, f"{exc.status} {message}") from exc
+        data = answer.data if hasattr(answer, "data") else answer.read()
+        return json.loads(data) if data else None
+
+    # -- nodes and slices ----------------------------------------------------
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._call(self.core.read_node, name)
+
+    def list_slices(self, node: str, driver: str) -> list[dict[str, Any]]:
+        answer = self._call(
+            self.resource.list_resource_slice, field_selector=f"spec.nodeName={node},spec.driver={driver}"
+        )
+        return answer.get("items") or []
+
+    def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call(self.resource.create_resource_slice, body)
+
+    def replace_slice(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call(self.resource.replace_resource_slice, name, body)
+
+    def delete_slice(self, name: str) -> None:
+        self._call(self.resource.delete_resource_slice, name)
+
+    # -- claims ----------------------------------------------------------------
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call(self.resource.read_namespaced_resource_claim, name, namespace)
+
+    def apply_claim_status(self, namespace: str, name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+        """Server-side apply of this driver's ``status.devices`` entries."""
+        body = {
+            "apiVersion": RESOURCE_API,
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "status": {"devices": devices},
+        }
+        return self._call(
+            self.resource.patch_namespaced_resource_claim_status,
+            name,
+            namespace,
+            body,
+            field_manager=self.field_manager,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )

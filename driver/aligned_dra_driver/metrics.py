@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Prometheus metrics and the health endpoint (``--metrics-address``).
+
+``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while
+the gRPC services run and the last ResourceSlice publication succeeded, else
+503 with the reason.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 45.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "aligned_dra_claim_operations",
+            "Claims prepared and unprepared, by result",
+            ["operation", "result"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "aligned_dra_claim_operation_seconds",
+            "Time to prepare or unprepare one claim (the API round trip included)",
+            ["operation"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.published_devices = Gauge(
+            "aligned_dra_published_devices", "Devices in this node's ResourceSlices", registry=self.registry
+        )
+        self.published_slices = Gauge(
+            "aligned_dra_published_slices", "ResourceSlices of this node's pool", registry=self.registry
+        )
+        self.prepared_claims = Gauge("aligned_dra_prepared_claims", "Claims in the checkpoint", registry=self.registry)
+        self.errors = Counter("aligned_dra_errors", "Errors by operation", ["operation"], registry=self.registry)
+        self.unhealthy_devices = Gauge(
+            "aligned_dra_unhealthy_devices", "Devices whose last health check failed", registry=self.registry
+        )
+
+    def observe(self, operation: str, result: str, seconds: float) -> None:
+        self.requests.labels(operation=operation, result=result).inc()
+        self.latency.labels(operation=operation).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsServer:
+    """HTTP server for /metrics and /healthz in a daemon thread."""
+
+    def __init__(self, address: str, metrics: Metrics, health: Callable[[], tuple[bool, str]]) -> None:
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"--metrics-address {address!r} must be HOST:PORT (port 0 picks one)")
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    code, body, ctype = 200, metrics.render(), CONTENT_TYPE_LATEST
+                elif path in ("/healthz", "/readyz"):
+                    ok, reason = health()
+                    code, body, ctype = (200 if ok else 503), (reason + "\n").encode(), "text/plain"
+                else:
+                    code, body, ctype = 404, b"not found\n", "text/plain"
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="metrics", daemon=True)
+        del owner
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Publishing the node's ResourceSlices (one pool named after the node).
+
+The slices are the dra module's :func:`resource_slices` with the Node as
+controlling owner. A publication compares what the API server has with what
+the node has now; when they differ, every slice of the pool moves to a new
+generation (one above the highest seen), created or replaced, and slices that
+are no longer needed are deleted last, so a reader either sees the complete old
+pool or waits for ``resourceSliceCount`` slices of the new generation.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .collection import dra
+from .kube import ApiError
+
+LOG = logging.getLogger(__name__)
+
+
+def slice_limit(devices: list[dict[str, Any]]) -> int:
+    """Devices per slice: 64 once a device uses taints or counters, else 128."""
+    if any(d.get("taints") or d.get("consumesCounters") for d in devices):
+        return dra.LIMITS["slice_max_devices_with_counters"]
+    return dra.LIMITS["slice_max_devices"]
+
+
+def build_slices(
+    node: str, driver: str, devices: list[dict[str, Any]], generation: int, node_uid: str | None
+) -> list[dict[str, Any]]:
+    slices = dra.resource_slices(node, devices, driver, generation, slice_limit(devices))
+    if node_uid:
+        owner = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}]
+        for item in slices:
+            item["metadata"]["ownerReferences"] = owner
+    return slices
+
+
+def _content(items: list[dict[str, Any]]) -> list[tuple[str, Any, int]]:
+    return sorted(
+        (
+            item["metadata"]["name"],
+            item["spec"].get("devices") or [],
+            item["spec"]["pool"]["resourceSliceCount"],
+        )
+        for item in items
+    )
+
+
+class Publisher:
+    def __init__(self, kube: Any, node: str, driver: str) -> None:
+        self.kube = kube
+        self.node = node
+        self.driver = driver
+        self.node_uid: str | None = None
+        self.generation = 0
+        self.last_error: str | None = None
+        self.published = 0
+
+    def _owner_uid(self) -> str | None:
+        if self.node_uid is None:
+            try:
+                self.node_uid = self.kube.get_node(self.node)["metadata"]["uid"]
+            except ApiError as exc:
+                LOG.warning("Node %s not readable (%s): slices get no owner", self.node, exc)
+        return self.node_uid
+
+    def publish(self, devices: list[dict[str, Any]]) -> bool:
+        """Bring the pool in line with ``devices``; True when something was written."""
+        try:
+            changed = self._publish(devices)
+        except ApiError as exc:
+            self.last_error = str(exc)
+            raise
+        self.last_error = None
+        return changed
+
+    def _publish(self, devices: list[dict[str, Any]]) -> bool:
+        existing = self.kube.list_slices(self.node, self.driver)
+        newest = max((s["spec"]["pool"].get("generation", 0) for s in existing), default=0)
+        current = [s for s in existing if s["spec"]["pool"].get("generation", 0) == newest]
+        owner = self._owner_uid()
+        wanted = build_slices(self.node, self.driver, devices, newest, owner)
+        owners_ok = all(
+            (s["metadata"].get("ownerReferences") or [{}])[0].get("uid") == owner for s in existing if owner
+        )
+        if existing and len(current) == len(existing) and _content(current) == _content(wanted) and owners_ok:
+            self.generation = newest
+            self.published = len(devices)
+            return False
+        generation = newest + 1
+        wanted = build_slices(self.node, self.driver, devices, generation, owner)
+        by_name = {s["metadata"]["name"]: s for s in existing}
+        for item in wanted:
+            name = item["metadata"]["name"]
+            old = by_name.pop(name, None)
+            if old is None:
+                self.kube.create_slice(item)
+            else:
+                item["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+                self.kube.replace_slice(name, item)
+        for name in by_name:
+            try:
+                self.kube.delete_slice(name)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        self.generation = generation
+        self.published = len(devices)
+        LOG.info("published %d device(s) in %d slice(s), generation %d", len(devices), len(wanted), generation)
+        return True

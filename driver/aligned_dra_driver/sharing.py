@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fractional GPUs: shareable devices in the slices, enforced limits in Prepare.
+
+On clusters with consumable capacity (Kubernetes >= 1.36, or the
+``DRAConsumableCapacity`` gate on), GPUs are published with
+``allowMultipleAllocations: true`` and two capacities with a request policy:
+``memory`` (bytes, in steps of 1 GiB, when the memory size is known) and
+``compute`` (percent of the streaming multiprocessors, 1..100). The scheduler
+then writes each allocation's share into the result (``consumedCapacity``) and
+a ``shareID``; Prepare turns it into CUDA MPS limits
+(``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``)
+served by one MPS control daemon per GPU that the driver starts.
+
+On older clusters the same limits come from a ``GpuConfig`` with
+``sharing.strategy: MPS`` in a claim that several pods share; ``TimeSlicing``
+only marks the container's environment (the GPU's default time-slicing
+applies).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+
+GIB = 2**30
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+class SharingError(RuntimeError):
+    """The requested share cannot be enforced."""
+
+
+def _gib(quantity: str) -> int | None:
+    if quantity.endswith("Gi") and quantity[:-2].isdigit():
+        return int(quantity[:-2])
+    return None
+
+
+def make_shareable(device: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a published GPU that several claims may allocate, with memory and compute capacities."""
+    shared = dict(device)
+    capacity = {k: dict(v) for k, v in (device.get("capacity") or {}).items()}
+    memory = capacity.get("memory")
+    if memory and _gib(memory["value"]):
+        memory["requestPolicy"] = {
+            "default": "1Gi",
+            "validRange": {"min": "1Gi", "max": memory["value"], "step": "1Gi"},
+        }
+    capacity["compute"] = {
+        "value": "100",
+        "requestPolicy": {"default": "100", "validRange": {"min": "1", "max": "100", "step": "1"}},
+    }
+    shared["capacity"] = capacity
+    shared["allowMultipleAllocations"] = True
+    return shared
+
+
+def _bytes(value: Any) -> int:
+    from .config import parse_quantity
+
+    return parse_quantity(value, "consumedCapacity.memory")
+
+
+def mps_directory(mps_root: str, pci_address: str) -> str:
+    return os.path.join(mps_root, pci_address.replace(":", "-"))
+
+
+def ensure_mps_daemon(mps_root: str, pci_address: str, uuid: str | None) -> str:
+    """Start the GPU's MPS control daemon unless its pipe directory shows one; return the directory."""
+    directory = mps_directory(mps_root, pci_address)
+    pipe = os.path.join(directory, "pipe")
+    if os.path.exists(os.path.join(pipe, "control")):
+        return directory
+    binary = shutil.which(MPS_CONTROL)
+    if binary is None:
+        raise SharingError(f"MPS sharing needs {MPS_CONTROL}, which is not on PATH")
+    os.makedirs(pipe, exist_ok=True)
+    os.makedirs(os.path.join(directory, "log"), exist_ok=True)
+    env = dict(os.environ)
+    env.update(
+        CUDA_VISIBLE_DEVICES=uuid or pci_address,
+        CUDA_MPS_PIPE_DIRECTORY=pipe,
+        CUDA_MPS_LOG_DIRECTORY=os.path.join(directory, "log"),
+    )
+    done = subprocess.run([binary, "-d"], env=env, capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise SharingError(f"{MPS_CONTROL} -d failed: {done.stderr.strip() or done.returncode}")
+    return directory
+
+
+def stop_mps_daemon(mps_root: str, pci_address: str) -> bool:
+    """Ask the GPU's MPS control daemon to quit; True when one was running."""
+    directory = mps_directory(mps_root, pci_address)
+    pipe = os.path.join(directory, "pipe")
+    binary = shutil.which(MPS_CONTROL)
+    if binary is None or not os.path.exists(os.path.join(pipe, "control")):
+        return False
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe)
+    subprocess.run([binary], input="quit\n", env=env, capture_output=True, text=True, timeout=30, check=False)
+    return True
+
+
+def gpu_sharing_edits(
+    opts: Any, topo: dict[str, Any], uid: str, result: dict[str, Any], cfg: dict[str, Any], claim: dict[str, Any]
+) -> dict[str, Any]:
+    """Environment and mounts that enforce a GPU share; empty when the GPU is not shared."""
+    consumed = result.get("consumedCapacity") or {}
+    sharing = cfg.get("sharing") or {}
+    mps = dict(sharing.get("mps") or {})
+    if consumed:
+        if "compute" in consumed:
+            mps["activeThreadPercentage"] = int(str(consumed["compute"]))
+        if "memory" in consumed:
+            mps["pinnedDeviceMemoryLimit"] = _bytes(consumed["memory"])
+        strategy = "MPS"
+    elif sharing:
+        strategy = sharing["strategy"]
+    else:
+        return {}
+    if strategy == "TimeSlicing":
+        return {"env": [f"ALIGNED_DRA_GPU_SHARING=TimeSlicing/{sharing.get('timeSlice', 'Default')}"]}
+    if topo.get("vendor_id") != "0x10de":
+        raise SharingError(f"MPS sharing needs an NVIDIA GPU; {topo['pci_address']} is {topo.get('vendor_id')}")
+    gpu = topo.get("gpu") or {}
+    directory = ensure_mps_daemon(opts.mps_root, topo["pci_address"], gpu.get("uuid"))
+    env = [
+        "ALIGNED_DRA_GPU_SHARING=MPS",
+        "CUDA_MPS_PIPE_DIRECTORY=/run/nvidia-mps",
+    ]
+    if "activeThreadPercentage" in mps:
+        env.append(f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={mps['activeThreadPercentage']}")
+    if "pinnedDeviceMemoryLimit" in mps:
+        mib = max(1, mps["pinnedDeviceMemoryLimit"] // 2**20)
+        env.append(f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT={gpu.get('uuid') or 0}={mib}M")
+    mounts = [
+        {
+            "hostPath": os.path.join(directory, "pipe"),
+            "containerPath": "/run/nvidia-mps",
+            "options": ["rbind", "rw"],
+        }
+    ]
+    return {"env": env, "mounts": mounts}

@@ -1,0 +1,379 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TEST HARNESS for the bundled DRA driver (tests only, never shipped).
+
+Builds a small node's sysfs/procfs tree with the fixture builder, a ``/dev``
+stand-in whose device nodes are real character devices (major 1, minor 3:
+``/dev/null``'s, so podman can create them in a container), starts the real
+driver process (``python -m aligned_dra_driver``) against the strict fake API
+server, and talks to it over its real Unix sockets with a gRPC client.
+
+    from ansible_collections.aligned.dra.tests import driver_harness as h
+    node = h.NodeTree.build(tmp_dir, nic_name="aldnic0")
+    with FakeApiServer("1.35") as api, h.DriverProcess(node, api) as drv:
+        drv.prepare([h.claim_ref(claim)])
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER_SRC = REPO / "driver"
+sys.path.insert(0, str(REPO / "tests"))
+import sysfs_builder  # noqa: E402
+
+DRIVER = "dra.aligned.dev"
+NODE = "node-a"
+GPU_BDF = "0000:18:00.0"
+NIC_BDF = "0000:19:00.0"
+MGMT_BDF = "0000:5b:00.0"
+GPU_UUID = "GPU-11111111-2222-3333-4444-555555555555"
+GPU = "gpu-0000-18-00-0"
+NIC = "nic-0000-19-00-0"
+
+
+def layout(nic_name: str = "aldnic0", gpus: int = 1) -> dict[str, Any]:
+    """One NVIDIA GPU and one RoCE NIC (mlx5_0) on pci0000:17, a management NIC on pci0000:5a."""
+    gpu_children = [
+        {
+            "type": "bridge",
+            "vendor": 0x8086,
+            "device": 0x352A,
+            "addr": f"{1 + i:02x}.0",
+            "children": [
+                {
+                    "vendor": 0x10DE,
+                    "device": 0x2330,
+                    "class": 0x030200,
+                    "driver": "nvidia",
+                    "gpu": {
+                        "model": "NVIDIA H100 80GB HBM3",
+                        "uuid": GPU_UUID if i == 0 else f"GPU-{uuid.UUID(int=i)}",
+                        "minor": i,
+                    },
+                }
+            ],
+        }
+        for i in range(gpus)
+    ]
+    return {
+        "name": "driver-node",
+        "numa": {"nodes": [{"id": 0, "cpus": "0-3", "memory_kb": 8000000}]},
+        "nvidia_driver": "570.124.06",
+        "hostbridges": [
+            {
+                "bus": 0x17,
+                "numa_node": 0,
+                "children": gpu_children
+                + [
+                    {
+                        "type": "bridge",
+                        "vendor": 0x8086,
+                        "device": 0x352A,
+                        "addr": f"{1 + gpus:02x}.0",
+                        "children": [
+                            {
+                                "vendor": 0x15B3,
+                                "device": 0x1021,
+                                "class": 0x020000,
+                                "driver": "mlx5_core",
+                                "netdevs": [{"name": nic_name, "type": "eth", "mtu": 1500, "speed": 100000}],
+                                "rdma": {"name": "mlx5_0", "link_layer": "Ethernet", "rate": "100 Gb/sec (4X EDR)"},
+                            }
+                        ],
+                    }
+                ],
+            },
+            {
+                "bus": 0x5A,
+                "numa_node": 0,
+                "children": [
+                    {
+                        "type": "bridge",
+                        "vendor": 0x8086,
+                        "device": 0x352A,
+                        "addr": "01.0",
+                        "children": [
+                            {
+                                "vendor": 0x8086,
+                                "device": 0x1593,
+                                "class": 0x020000,
+                                "driver": "ice",
+                                "netdevs": [{"name": "eno1", "type": "eth", "mtu": 1500, "speed": 25000}],
+                            }
+                        ],
+                    }
+                ],
+            },
+        ],
+    }
+
+
+class NodeTree:
+    """A built node: ``root/sys``, ``root/proc``, ``root/dev`` and driver directories."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sys = root / "sys"
+        self.proc = root / "proc"
+        self.dev = root / "dev"
+        self.cdi = root / "cdi"
+        self.state = root / "state"
+        self.kubelet = root / "k"
+        self.vendor_cdi = root / "vendor-cdi"
+
+    @classmethod
+    def build(cls, root: Path, nic_name: str = "aldnic0", gpus: int = 1) -> NodeTree:
+        sysfs_builder.build(layout(nic_name, gpus), root)
+        tree = cls(root)
+        for directory in (tree.cdi, tree.state, tree.kubelet, tree.vendor_cdi):
+            directory.mkdir(parents=True, exist_ok=True)
+        names = ["nvidiactl", "nvidia-uvm", "infiniband/rdma_cm", "infiniband/uverbs0", "infiniband/umad0"]
+        names += [f"nvidia{i}" for i in range(gpus)]
+        for name in names:
+            path = tree.dev / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                make_char_device(path)
+        return tree
+
+
+def make_char_device(path: Path) -> None:
+    """A character device with /dev/null's numbers (root), else a plain file stand-in."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        path.write_text("")
+
+
+def short_tmp() -> Path:
+    """A short directory under /tmp: Unix socket paths must stay under 108 bytes."""
+    return Path(tempfile.mkdtemp(prefix="ad", dir="/tmp"))
+
+
+def driver_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(DRIVER_SRC), str(REPO / ".cache" / "collections")])
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return env
+
+
+def hook_command() -> str:
+    """An executable that runs the netdev hook from the checkout (what the wheel's entry point does)."""
+    path = REPO / ".cache" / "aligned-dra-netdev-hook"
+    script = (
+        f"#!/bin/sh\nPYTHONPATH={DRIVER_SRC}:{REPO / '.cache' / 'collections'} "
+        f'exec {sys.executable} -m aligned_dra_driver.netdev_hook "$@"\n'
+    )
+    if not path.exists() or path.read_text() != script:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(script)
+        tmp.chmod(0o755)
+        tmp.rename(path)
+    return str(path)
+
+
+class DriverProcess:
+    """The real driver as a child process, with a gRPC client on its sockets."""
+
+    def __init__(self, node: NodeTree, api: Any, extra: list[str] | None = None, kubeconfig: Path | None = None):
+        self.node = node
+        self.api = api
+        self.extra = extra or []
+        self.kubeconfig = kubeconfig or api.write_kubeconfig(node.root / "kubeconfig")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = node.root / "driver.log"
+        self.reg_socket = node.kubelet / "plugins_registry" / f"{DRIVER}-reg.sock"
+        self.dra_socket = node.kubelet / "plugins" / DRIVER / "dra.sock"
+        self._channels: list[Any] = []
+
+    def args(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "aligned_dra_driver",
+            "--node-name",
+            NODE,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--sysfs-root",
+            str(self.node.sys),
+            "--procfs-root",
+            str(self.node.proc),
+            "--dev-root",
+            str(self.node.dev),
+            "--kubelet-dir",
+            str(self.node.kubelet),
+            "--cdi-dir",
+            str(self.node.cdi),
+            "--state-dir",
+            str(self.node.state),
+            "--vendor-cdi-dir",
+            str(self.node.vendor_cdi),
+            "--netdev-hook",
+            hook_command(),
+            "--exclude",
+            "eno*",
+            "--rescan-interval",
+            "0.5",
+            *self.extra,
+        ]
+
+    def start(self, wait: bool = True) -> DriverProcess:
+        for sock in (self.reg_socket, self.dra_socket):
+            if sock.exists():
+                sock.unlink()
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.args(), stdout=log, stderr=subprocess.STDOUT, env=driver_env(), cwd=str(self.node.root)
+            )
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"driver exited with {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
+            if self.reg_socket.exists() and self.dra_socket.exists():
+                return
+            time.sleep(0.02)
+        raise TimeoutError(f"driver sockets did not appear:\n{self.log.read_text()[-4000:]}")
+
+    def stop(self) -> int:
+        for channel in self._channels:
+            channel.close()
+        self._channels = []
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def kill9(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+        for channel in self._channels:
+            channel.close()
+        self._channels = []
+
+    def __enter__(self) -> DriverProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- gRPC -----------------------------------------------------------------
+
+    def channel(self, socket: Path) -> Any:
+        import grpc
+
+        channel = grpc.insecure_channel(f"unix://{socket}")
+        self._channels.append(channel)
+        return channel
+
+    def stubs(self, version: str = "v1") -> Any:
+        from aligned_dra_driver.proto import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc
+
+        module = dra_v1_pb2_grpc if version == "v1" else dra_v1beta1_pb2_grpc
+        return module.DRAPluginStub(self.channel(self.dra_socket))
+
+    def prepare(self, claims: list[dict[str, Any]], version: str = "v1", timeout: float = 45.0) -> Any:
+        from aligned_dra_driver.proto import dra_v1_pb2, dra_v1beta1_pb2
+
+        pb2 = dra_v1_pb2 if version == "v1" else dra_v1beta1_pb2
+        request = pb2.NodePrepareResourcesRequest(claims=[pb2.Claim(**c) for c in claims])
+        return self.stubs(version).NodePrepareResources(request, timeout=timeout)
+
+    def unprepare(self, claims: list[dict[str, Any]], version: str = "v1", timeout: float = 45.0) -> Any:
+        from aligned_dra_driver.proto import dra_v1_pb2, dra_v1beta1_pb2
+
+        pb2 = dra_v1_pb2 if version == "v1" else dra_v1beta1_pb2
+        request = pb2.NodeUnprepareResourcesRequest(claims=[pb2.Claim(**c) for c in claims])
+        return self.stubs(version).NodeUnprepareResources(request, timeout=timeout)
+
+    def register(self, registered: bool = True, error: str = "") -> Any:
+        from aligned_dra_driver.proto import registration_pb2, registration_pb2_grpc
+
+        stub = registration_pb2_grpc.RegistrationStub(self.channel(self.reg_socket))
+        info = stub.GetInfo(registration_pb2.InfoRequest(), timeout=10)
+        stub.NotifyRegistrationStatus(
+            registration_pb2.RegistrationStatus(plugin_registered=registered, error=error), timeout=10
+        )
+        return info
+
+
+def node_object(name: str = NODE) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def claim_object(
+    name: str,
+    results: list[dict[str, Any]],
+    config: list[dict[str, Any]] | None = None,
+    namespace: str = "default",
+    driver: str = DRIVER,
+) -> dict[str, Any]:
+    """An allocated ResourceClaim; ``results`` entries: {request, device[, pool, driver, shareID]}."""
+    requests = sorted({r["request"].split("/")[0] for r in results}) or ["none"]
+    allocation: dict[str, Any] = {
+        "devices": {
+            "results": [{"driver": r.get("driver", driver), "pool": r.get("pool", NODE), **r} for r in results]
+        },
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}]
+        },
+    }
+    if config:
+        allocation["devices"]["config"] = config
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "devices": {"requests": [{"name": req, "exactly": {"deviceClassName": "aligned"}} for req in requests]}
+        },
+        "status": {"allocation": allocation},
+    }
+
+
+def nic_config(source: str = "FromClaim", requests: list[str] | None = None, **fields: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "source": source,
+        "opaque": {
+            "driver": DRIVER,
+            "parameters": {"apiVersion": "dra.aligned.dev/v1alpha1", "kind": "NicConfig", **fields},
+        },
+    }
+    if requests:
+        entry["requests"] = requests
+    return entry
+
+
+def claim_ref(stored: dict[str, Any]) -> dict[str, str]:
+    meta = stored["metadata"]
+    return {"namespace": meta["namespace"], "uid": meta["uid"], "name": meta["name"]}
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, symlinks=True)

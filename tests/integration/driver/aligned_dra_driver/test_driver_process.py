@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The real driver process on a fixture node, the strict fake API server and real Unix sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+
+
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def node():
+    root = h.short_tmp()
+    yield h.NodeTree.build(root)
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def api():
+    with FakeApiServer("1.35") as server:
+        server.create(h.node_object())
+        yield server
+
+
+@pytest.fixture
+def driver(node, api):
+    with h.DriverProcess(node, api) as process:
+        yield process
+
+
+def slices(api):
+    return api.list("resourceslices")
+
+
+def test_registration_answers_as_the_protocol_says(driver):
+    info = driver.register()
+    assert info.type == "DRAPlugin"
+    assert info.name == "dra.aligned.dev"
+    assert info.endpoint == str(driver.dra_socket)
+    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    assert os.path.basename(driver.reg_socket) == "dra.aligned.dev-reg.sock"
+
+
+def test_publishes_one_pool_owned_by_the_node(driver, api):
+    items = wait_for(lambda: slices(api), what="slices")
+    assert len(items) == 1
+    spec = items[0]["spec"]
+    assert spec["driver"] == "dra.aligned.dev"
+    assert spec["nodeName"] == "node-a"
+    assert spec["pool"] == {"name": "node-a", "generation": 1, "resourceSliceCount": 1}
+    names = [d["name"] for d in spec["devices"]]
+    assert names == [h.GPU, h.NIC]  # the management NIC eno1 is excluded
+    node_uid = api.get("nodes", "node-a")["metadata"]["uid"]
+    assert items[0]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "node-a", "uid": node_uid, "controller": True}
+    ]
+    gpu = spec["devices"][0]["attributes"]
+    assert gpu["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:17"}
+    assert gpu["resource.kubernetes.io/pciBusID"] == {"string": h.GPU_BDF}
+    assert gpu["dra.aligned.dev/uuid"] == {"string": h.GPU_UUID}
+    assert api.rejections == []
+
+
+def test_republishes_after_registration_when_kubelet_deleted_the_slices(driver, api):
+    first = wait_for(lambda: slices(api), what="slices")
+    api.delete("resourceslices", first[0]["metadata"]["name"])
+    driver.register()
+    again = wait_for(lambda: slices(api), what="slices again")
+    assert again[0]["spec"]["pool"]["generation"] == 1
+    assert [d["name"] for d in again[0]["spec"]["devices"]] == [h.GPU, h.NIC]
+
+
+def test_device_change_moves_the_pool_to_a_new_generation(driver, api, node):
+    wait_for(lambda: slices(api), what="slices")
+    # the NIC goes away (hot-unplug): the kernel removes its directory and the bus link
+    (node.sys / "bus" / "pci" / "devices" / h.NIC_BDF).unlink()
+    updated = wait_for(lambda: [s for s in slices(api) if s["spec"]["pool"]["generation"] == 2], what="generation 2")
+    assert [d["name"] for d in updated[0]["spec"]["devices"]] == [h.GPU]
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_prepare_and_unprepare(driver, api, node, version):
+    config = [
+        h.nic_config("FromClass", interfaceName="cls0", mtu=1500),
+        h.nic_config("FromClaim", requests=["nic"], interfaceName="net1", addresses=["10.0.0.2/24"]),
+    ]
+    claim = api.create(
+        h.claim_object(
+            "both",
+            [{"request": "gpu", "device": h.GPU}, {"request": "nic", "device": h.NIC}],
+            config,
+        )
+    )
+    ref = h.claim_ref(claim)
+    uid = ref["uid"]
+    answer = driver.prepare([ref], version=version).claims[uid]
+    assert answer.error == ""
+    got = {d.device_name: d for d in answer.devices}
+    assert set(got) == {h.GPU, h.NIC}
+    assert list(got[h.GPU].cdi_device_ids) == [f"aligned.dev/claim={uid}-{h.GPU}"]
+    assert list(got[h.NIC].request_names) == ["nic"]
+    assert got[h.NIC].pool_name == "node-a"
+
+    spec_file = node.cdi / f"aligned.dev-claim_{uid}.json"
+    spec = json.loads(spec_file.read_text())
+    assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == "aligned.dev/claim"
+    by_name = {d["name"]: d["containerEdits"] for d in spec["devices"]}
+    gpu_nodes = {n["path"]: n["hostPath"] for n in by_name[f"{uid}-{h.GPU}"]["deviceNodes"]}
+    assert gpu_nodes["/dev/nvidia0"] == str(node.dev / "nvidia0")
+    assert "/dev/nvidiactl" in gpu_nodes
+    nic = by_name[f"{uid}-{h.NIC}"]
+    assert {n["path"] for n in nic["deviceNodes"]} == {
+        "/dev/infiniband/rdma_cm",
+        "/dev/infiniband/uverbs0",
+        "/dev/infiniband/umad0",
+    }
+    (hook,) = nic["hooks"]
+    assert hook["hookName"] == "createRuntime"
+    args = hook["args"]
+    assert args[args.index("--pci-address") + 1] == h.NIC_BDF
+    assert args[args.index("--name") + 1] == "net1"  # claim config wins over class config
+    assert args[args.index("--mtu") + 1] == "1500"  # class config still applies
+    assert args[args.index("--address") + 1] == "10.0.0.2/24"
+
+    checkpoint = json.loads((node.state / "checkpoint.json").read_text())
+    entry = checkpoint["claims"][uid]
+    assert {d["pci_address"] for d in entry["devices"]} == {h.GPU_BDF, h.NIC_BDF}
+    assert entry["devices"][1]["netdev"]["original_name"] == "aldnic0"
+
+    status = api.get("resourceclaims", "both", "default")["status"]["devices"]
+    nic_status = next(s for s in status if s["device"] == h.NIC)
+    assert nic_status["networkData"]["interfaceName"] == "net1"
+    assert nic_status["networkData"]["ips"] == ["10.0.0.2/24"]
+    assert nic_status["conditions"][0]["type"] == "Ready"
+
+    # idempotent: a second Prepare answers the same without touching the API
+    before = len(api.requests)
+    again = driver.prepare([ref], version=version).claims[uid]
+    assert [d.device_name for d in again.devices] == [d.device_name for d in answer.devices]
+    assert len(api.requests) == before
+
+    gone = driver.unprepare([ref, {"namespace": "default", "uid": "never-seen", "name": "x"}], version=version)
+    assert gone.claims[uid].error == "" and gone.claims["never-seen"].error == ""
+    assert not spec_file.exists()
+    assert json.loads((node.state / "checkpoint.json").read_text())["claims"] == {}
+
+
+def test_every_claim_is_answered_and_errors_stay_per_claim(driver, api):
+    good = api.create(h.claim_object("good", [{"request": "gpu", "device": h.GPU}]))
+    other_pool = api.create(h.claim_object("elsewhere", [{"request": "gpu", "device": h.GPU, "pool": "node-b"}]))
+    unknown = api.create(h.claim_object("unknown", [{"request": "gpu", "device": "gpu-0000-99-00-0"}]))
+    bad_config = api.create(h.claim_object("badcfg", [{"request": "nic", "device": h.NIC}], [h.nic_config(mtu=10)]))
+    unallocated = api.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "pending", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "aligned"}}]}},
+        }
+    )
+    stale = dict(h.claim_ref(good), uid="00000000-0000-0000-0000-000000000000")
+    missing = {"namespace": "default", "uid": "11111111-0000-0000-0000-000000000000", "name": "absent"}
+    refs = [h.claim_ref(c) for c in (good, other_pool, unknown, bad_config, unallocated)] + [stale, missing]
+    answer = driver.prepare(refs).claims
+    assert set(answer) == {r["uid"] for r in refs}
+    assert answer[refs[0]["uid"]].error == ""
+    assert "pool" in answer[refs[1]["uid"]].error
+    assert "not on this node" in answer[refs[2]["uid"]].error
+    assert "mtu" in answer[refs[3]["uid"]].error
+    assert "not allocated" in answer[refs[4]["uid"]].error
+    assert "now has UID" in answer[stale["uid"]].error
+    assert "404" in answer[missing["uid"]].error
+    checkpoint = json.loads(Path(driver.node.state / "checkpoint.json").read_text())
+    assert list(checkpoint["claims"]) == [refs[0]["uid"]]
+
+
+def test_claims_of_other_drivers_only_prepare_nothing(driver, api):
+    claim = api.create(h.claim_object("foreign", [{"request": "gpu", "device": "x", "driver": "gpu.example.com"}]))
+    answer = driver.prepare([h.claim_ref(claim)]).claims[claim["metadata"]["uid"]]
+    assert answer.error == "" and list(answer.devices) == []
+
+
+def test_vendor_cdi_device_is_returned_too(driver, api, node):
+    (node.vendor_cdi / "nvidia.json").write_text(
+        json.dumps(
+            {
+                "cdiVersion": "0.5.0",
+                "kind": "nvidia.com/gpu",
+                "devices": [{"name": h.GPU_UUID, "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}],
+            }
+        )
+    )
+    claim = api.create(h.claim_object("vendor", [{"request": "gpu", "device": h.GPU}]))
+    answer = driver.prepare([h.claim_ref(claim)]).claims[claim["metadata"]["uid"]]
+    assert list(answer.devices[0].cdi_device_ids)[1] == f"nvidia.com/gpu={h.GPU_UUID}"
+
+
+def test_restart_restores_cdi_specs_and_removes_strays(node, api):
+    with h.DriverProcess(node, api) as process:
+        claim = api.create(h.claim_object("keep", [{"request": "gpu", "device": h.GPU}]))
+        uid = claim["metadata"]["uid"]
+        assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
+    spec_file = node.cdi / f"aligned.dev-claim_{uid}.json"
+    wanted = spec_file.read_text()
+    spec_file.unlink()  # /var/run/cdi is a tmpfs: empty after a reboot
+    stray = node.cdi / "aligned.dev-claim_deadbeef-0000.json"
+    stray.write_text("{}")
+    half = node.cdi / ".aligned.dev-claim_x.json.tmp"
+    half.write_text("{")
+    with h.DriverProcess(node, api):
+        assert spec_file.read_text() == wanted
+        assert not stray.exists() and not half.exists()
+
+
+def test_corrupt_checkpoint_stops_the_driver(node, api):
+    (node.state / "checkpoint.json").write_text("{not json")
+    process = h.DriverProcess(node, api)
+    with pytest.raises(RuntimeError, match="not valid JSON"):
+        process.start()
+    process.stop()
+
+
+def test_bad_arguments_are_refused(node, api):
+    process = h.DriverProcess(node, api, extra=["--match", "not a name=x"])
+    with pytest.raises(RuntimeError, match="exited with 2"):
+        process.start()
+
+
+def test_api_outage_is_reported_per_claim_and_in_health(node, api):
+    with h.DriverProcess(node, api, extra=["--metrics-address", "127.0.0.1:0"]) as process:
+        claim = api.create(h.claim_object("flaky", [{"request": "gpu", "device": h.GPU}]))
+        api.fail_next("GET", r"/resourceclaims/flaky$", code=503)
+        uid = claim["metadata"]["uid"]
+        assert "503" in process.prepare([h.claim_ref(claim)]).claims[uid].error
+        assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
+
+
+def test_grpc_over_a_closed_socket_fails_cleanly(node, api):
+    process = h.DriverProcess(node, api).start()
+    process.stop()
+    with pytest.raises(grpc.RpcError):
+        process.prepare([{"namespace": "a", "uid": "b", "name": "c"}], timeout=1)
