@@ -106,6 +106,7 @@ def plan_for(site: str, nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "fits_total": 0,
                 "worst_level": None,
                 "satisfiable": False,
+                "reason": "a selector fails to evaluate (see errors), which aborts allocation",
                 "errors": [
                     {
                         "node": hosts[0],

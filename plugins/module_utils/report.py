@@ -844,10 +844,13 @@ def plan_html(plan: Mapping[str, Any], max_errors: int = 20) -> str:
             errors += f"<li>\u2026 and {len(template['errors']) - max_errors} more</li>"
         if errors:
             errors = f'<p class="warn">Errors that abort allocation:</p><ul class="warnings">{errors}</ul>'
+        reason = ""
+        if not ok and template.get("reason"):
+            reason = f'<p class="warn">Why: {escape(str(template["reason"]))}</p>'
         details.append(
             f'<details class="template" data-template="{escape(name)}"><summary>{escape(name)}: '
             f"{template['fits_total']} claims fit on the site</summary>"
-            f"<ul>{items}</ul>{errors}</details>"
+            f"{reason}<ul>{items}</ul>{errors}</details>"
         )
     table = (
         '<table class="plan"><thead><tr><th>claim template</th><th></th><th>status</th><th>claims that fit</th>'

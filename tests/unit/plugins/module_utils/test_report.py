@@ -268,6 +268,7 @@ def test_plan_section_shows_capacity_worst_level_and_errors():
     rows = {a["data-template"] for t, a in tags if t == "tr" and a.get("data-template")}
     assert rows == {"gpu-nic-pair-1", "eight-gpus-one-root"}
     assert "UNSATISFIABLE" in page and "no matching overload" in page
+    assert "Why: a selector fails to evaluate" in page
     assert re.search(r"8 claims per node, worst level <b[^>]*>PXB</b>: 3 nodes", page)
     assert '<td class="num">24</td>' in page
 
