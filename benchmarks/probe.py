@@ -89,32 +89,50 @@ def syscall_floor(sysfs: str) -> None:
     """The reads no probe can avoid, in the tightest loop: per PCI function
     its bus link, uevent and numa_node; per network interface and RDMA
     character device its class link; per RDMA device its class link and port 1
-    state. Nothing is parsed or kept."""
+    state. Nothing is parsed or kept. Like the probe, it reads relative to
+    directory descriptors (the bus and class directories, each function's
+    parent directory), which spares the kernel most of every path walk."""
     bus = sysfs + "/bus/pci/devices"
-    for bdf in os.listdir(bus):
-        path = bus + "/" + bdf
-        os.readlink(path)
-        _slurp(path + "/uevent")
-        _slurp(path + "/numa_node")
-    for cls, files in (
-        ("net", ()),
-        ("infiniband", ("ports/1/state",)),
-        ("infiniband_verbs", ()),
-        ("infiniband_mad", ()),
-    ):
-        base = sysfs + "/class/" + cls
-        for name in os.listdir(base) if os.path.isdir(base) else ():
-            try:
-                os.readlink(base + "/" + name)
-            except OSError:
-                continue
-            for file in files:
-                _slurp(base + "/" + name + "/" + file)
-
-
-def _slurp(path: str) -> bytes | None:
+    opened = []
     try:
-        fd = os.open(path, os.O_RDONLY)
+        bus_fd = os.open(bus, os.O_RDONLY | os.O_DIRECTORY)
+        opened.append(bus_fd)
+        parents: dict[str, int] = {}
+        for bdf in os.listdir(bus):
+            target = os.readlink(bdf, dir_fd=bus_fd)
+            parent = os.path.normpath(os.path.join(bus, target, ".."))
+            parent_fd = parents.get(parent)
+            if parent_fd is None:
+                parent_fd = parents[parent] = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+                opened.append(parent_fd)
+            _slurp(bdf + "/uevent", parent_fd)
+            _slurp(bdf + "/numa_node", parent_fd)
+        for cls, files in (
+            ("net", ()),
+            ("infiniband", ("ports/1/state",)),
+            ("infiniband_verbs", ()),
+            ("infiniband_mad", ()),
+        ):
+            base = sysfs + "/class/" + cls
+            if not os.path.isdir(base):
+                continue
+            class_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+            opened.append(class_fd)
+            for name in os.listdir(base):
+                try:
+                    os.readlink(name, dir_fd=class_fd)
+                except OSError:
+                    continue
+                for file in files:
+                    _slurp(name + "/" + file, class_fd)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _slurp(path: str, dir_fd: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
     except OSError:
         return None
     try:

@@ -895,14 +895,14 @@ class _Probe:
             links.append((name, join_link(class_dir, target)))
         return links
 
-    @staticmethod
-    def _owner(path: str) -> str | None:
+    def _owner(self, path: str) -> str | None:
         """The PCI function a class device's ``path`` belongs to."""
         # Usually .../<bdf>/<class>/<name>: look there before walking up.
         cut = path.rfind("/", 0, path.rfind("/", 0, path.rfind("/")))
         if cut >= 0:
             candidate = path[cut + 1 : path.index("/", cut + 1)]
-            if candidate[-2:-1] == "." and _BDF_RE.match(candidate):
+            # A function found on the PCI walk needs no pattern check.
+            if candidate in self.functions or (candidate[-2:-1] == "." and _BDF_RE.match(candidate)):
                 return candidate
         parts = path.split("/")
         for index in range(len(parts) - 2, -1, -1):
@@ -1034,7 +1034,8 @@ class _Probe:
 
         # PFs (and everything else) first, so VFs can copy their PF's port.
         for name, bdf, path, parent in order:
-            pf_entries = by_function.get(physfn[bdf], []) if bdf in physfn else []
+            pf = physfn.get(bdf)
+            pf_entries = by_function.get(pf) if pf is not None else None
             # A VF's node GUID is set and read through netlink (sriov module).
             guid = None if pf_entries else r.read(path + "/node_guid")
             if guid is None and not pf_entries and not os.path.isdir(path):
