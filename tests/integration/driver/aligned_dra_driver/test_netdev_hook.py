@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The CDI netdev hook and the NIC restore on real veths and network namespaces."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_collections.aligned.dra.tests import driver_harness as h
+
+pytestmark = pytest.mark.netns
+
+HOST = "aldhk0"
+PEER = "aldhk0p"
+
+
+@pytest.fixture
+def veth():
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        for name in (HOST, PEER, "net7"):
+            for index in ipr.link_lookup(ifname=name):
+                ipr.link("del", index=index)
+        ipr.link("add", ifname=HOST, kind="veth", peer=PEER)
+    yield HOST
+    with IPRoute() as ipr:
+        for name in (HOST, PEER, "net7"):
+            for index in ipr.link_lookup(ifname=name):
+                ipr.link("del", index=index)
+
+
+@pytest.fixture
+def pod():
+    """A process in its own network namespace, standing in for a pod sandbox."""
+    proc = subprocess.Popen(["unshare", "--net", "sleep", "120"])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # unshare execs sleep once the namespace exists
+        try:
+            if os.readlink(f"/proc/{proc.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                break
+        except FileNotFoundError:
+            pass
+        time.sleep(0.01)
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def node():
+    root = h.short_tmp()
+    yield h.NodeTree.build(root, nic_name=HOST)
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def run_hook(node, pid, *extra, stdin=None):
+    args = [
+        sys.executable,
+        "-m",
+        "aligned_dra_driver.netdev_hook",
+        "--pci-address",
+        h.NIC_BDF,
+        "--sysfs-root",
+        str(node.sys),
+        "--name",
+        "net1",
+        *extra,
+    ]
+    state = stdin if stdin is not None else json.dumps({"ociVersion": "1.0.2", "id": "c", "pid": pid})
+    return subprocess.run(args, input=state, capture_output=True, text=True, env=h.driver_env(), check=False)
+
+
+def links_in(pid):
+    from pyroute2 import IPRoute
+
+    with IPRoute(netns=f"/proc/{pid}/ns/net") as ipr:
+        found = {}
+        for link in ipr.get_links():
+            name = link.get_attr("IFLA_IFNAME")
+            addrs = [a.get_attr("IFA_ADDRESS") for a in ipr.get_addr(index=link["index"])]
+            found[name] = {
+                "mtu": link.get_attr("IFLA_MTU"),
+                "addresses": addrs,
+                "state": link.get_attr("IFLA_OPERSTATE"),
+            }
+        return found
+
+
+def test_moves_renames_and_configures_then_is_idempotent(veth, pod, node):
+    done = run_hook(node, pod, "--mtu", "1400", "--address", "10.77.0.2/24", "--route", "10.78.0.0/16,10.77.0.1")
+    assert done.returncode == 0, done.stderr
+    assert "moved" in done.stderr
+    inside = links_in(pod)
+    assert inside["net1"]["mtu"] == 1400
+    assert "10.77.0.2" in inside["net1"]["addresses"]
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        assert ipr.link_lookup(ifname=HOST) == []
+    with IPRoute(netns=f"/proc/{pod}/ns/net") as ipr:
+        routes = [r.get_attr("RTA_DST") for r in ipr.get_routes(family=2)]
+        assert "10.78.0.0" in routes
+    # the second container of the pod finds it in place
+    again = run_hook(node, pod, "--mtu", "1400", "--address", "10.77.0.2/24")
+    assert again.returncode == 0, again.stderr
+    assert "in-place" in again.stderr
+    assert links_in(pod)["net1"]["addresses"].count("10.77.0.2") == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "stdin", "needle"),
+    [
+        (["--mtu", "20"], None, "MTU"),
+        (["--address", "10.0.0.1"], None, "CIDR"),
+        (["--route", "nowhere"], None, "DESTINATION"),
+        (["--rdma-device", "mlx5;rm -rf"], None, "RDMA"),
+        ([], "not json", "not JSON"),
+        ([], json.dumps({"pid": -4}), "pid"),
+        ([], json.dumps({"pid": 2**22 + 7}), "process is gone"),
+    ],
+)
+def test_refuses_bad_input_before_changing_anything(veth, node, extra, stdin, needle):
+    done = run_hook(node, 1, *extra, stdin=stdin)
+    assert done.returncode != 0
+    assert needle in done.stderr
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        assert ipr.link_lookup(ifname=HOST)  # still on the host
+
+
+def test_bad_pci_address_and_name_are_refused(node):
+    bad = subprocess.run(
+        [sys.executable, "-m", "aligned_dra_driver.netdev_hook", "--pci-address", "0000:19:00.0/../x", "--name", "n"],
+        input="{}",
+        capture_output=True,
+        text=True,
+        env=h.driver_env(),
+        check=False,
+    )
+    assert bad.returncode == 2 and "PCI address" in bad.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "aligned_dra_driver.netdev_hook", "--pci-address", h.NIC_BDF, "--name", "a/b"],
+        input="{}",
+        capture_output=True,
+        text=True,
+        env=h.driver_env(),
+        check=False,
+    )
+    assert bad.returncode == 2 and "interface name" in bad.stderr
+
+
+def test_missing_interface_everywhere_fails(veth, pod, node):
+    (node.sys / "bus" / "pci" / "devices" / h.NIC_BDF / "net" / HOST).rename(
+        node.sys / "bus" / "pci" / "devices" / h.NIC_BDF / "net" / "other0"
+    )
+    done = run_hook(node, pod)
+    assert done.returncode == 1
+    assert "no interface" in done.stderr
+
+
+def test_restore_name_puts_a_returned_nic_back(veth, node):
+    from aligned_dra_driver.netdev import restore_name
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        index = ipr.link_lookup(ifname=HOST)[0]
+        ipr.link("set", index=index, ifname="net7")
+    net = node.sys / "bus" / "pci" / "devices" / h.NIC_BDF / "net"
+    (net / HOST).rename(net / "net7")  # what the kernel lists after the rename
+    assert restore_name(str(node.sys), h.NIC_BDF, HOST, mtu=1450) == "renamed"
+    with IPRoute() as ipr:
+        (link,) = ipr.get_links(ipr.link_lookup(ifname=HOST)[0])
+        assert link.get_attr("IFLA_MTU") == 1450
+    (net / "net7").rename(net / HOST)
+    assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "in-place"
+    (net / HOST).rename(net.parent / "gone")
+    assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "absent"
