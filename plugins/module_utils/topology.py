@@ -115,12 +115,8 @@ class Reader:
             return self.readlink(directory + "/" + name)
         try:
             return _os_readlink(name, dir_fd=fd)
-        except FileNotFoundError:
-            return None
         except OSError as exc:
-            if exc.errno != 22:  # EINVAL: not a symlink
-                self.warn(f"cannot read link {directory}/{name}: {exc.strerror or exc}")
-            return None
+            return self._readlink_failed(directory + "/" + name, exc)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -171,12 +167,13 @@ class Reader:
     def readlink(self, path: str) -> str | None:
         try:
             return _os_readlink(path)
-        except FileNotFoundError:
-            return None
         except OSError as exc:
-            if exc.errno != 22:  # EINVAL: not a symlink
-                self.warn(f"cannot read link {path}: {exc.strerror or exc}")
-            return None
+            return self._readlink_failed(path, exc)
+
+    def _readlink_failed(self, path: str, exc: OSError) -> None:
+        # ENOENT: an optional link (driver, physfn); EINVAL: not a symlink.
+        if exc.errno not in (2, 22):
+            self.warn(f"cannot read link {path}: {exc.strerror or exc}")
 
     def listdir(self, path: str, expected: bool = False) -> list[str]:
         try:
