@@ -44,13 +44,27 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _topology():  # the collection's helpers for VF addresses (import path set by pytest.ini or below)
+def _library(name: str) -> Any:
+    """A module of the collection's library (pytest puts it on the path; a script finds it)."""
+    import importlib
+
+    full = f"ansible_collections.aligned.dra.plugins.module_utils.{name}"
     try:
-        from ansible_collections.aligned.dra.plugins.module_utils import topology
-    except ImportError:  # run as a script on a Molecule node: the library sits beside the tree
-        sys.path.insert(0, os.environ.get("ALIGNED_DRA_LIBRARY", "/usr/local/lib/aligned-dra"))
-        from ansible_collections.aligned.dra.plugins.module_utils import topology
-    return topology
+        return importlib.import_module(full)
+    except ImportError:
+        # Run as a script: from a checkout (.cache/collections) or on a Molecule node,
+        # where the role installed the library for the boot-time unit.
+        for path in (
+            os.environ.get("ALIGNED_DRA_LIBRARY", "/usr/local/lib/aligned-dra"),
+            os.path.join(os.path.dirname(_HERE), ".cache", "collections"),
+        ):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        return importlib.import_module(full)
+
+
+def _topology() -> Any:
+    return _library("topology")
 
 
 def _read(path: str) -> str | None:
@@ -142,9 +156,7 @@ class FakeSriovKernel:
         autoprobe = (_read(os.path.join(pf_dir, "sriov_drivers_autoprobe")) or "1") == "1"
         driver = self._driver(pf_dir) if autoprobe else None
         if driver is not None:
-            from ansible_collections.aligned.dra.plugins.module_utils.sriov import VF_DRIVERS
-
-            driver = VF_DRIVERS.get(driver, driver)
+            driver = _library("sriov").VF_DRIVERS.get(driver, driver)
         vendor = _read(os.path.join(pf_dir, "vendor")) or "0x0000"
         vf_device = "0x" + (_read(os.path.join(pf_dir, "sriov_vf_device")) or "0000")
         pci_class = _read(os.path.join(pf_dir, "class")) or "0x020000"

@@ -149,13 +149,14 @@ def apply(
 
     # -- modules now -------------------------------------------------------------
     loaded_before = {}
+    not_loaded = []
     for name in modules or []:
         loaded = kmod.is_loaded(name, sysfs_root)
         loaded_before[name] = loaded
         if loaded:
             continue
         if not live:
-            result["warnings"].append(f"module {name} is not loaded in {sysfs_root}; it loads at the next boot")
+            not_loaded.append(name)
             continue
         result["changed"] = True
         result["actions"].append(f"modprobe {name}")
@@ -164,6 +165,10 @@ def apply(
                 kmod.load(name, modprobe)
             except kmod.KmodError as exc:
                 raise RdmaConfigError(f"modules: {exc}") from exc
+    if not_loaded:
+        result["warnings"].append(
+            f"modules not loaded in {sysfs_root}: {', '.join(not_loaded)}; they load at the next boot"
+        )
     if modules is not None:
         before["modules_loaded"] = loaded_before
         after["modules_loaded"] = {name: True if live else loaded_before[name] for name in modules}
