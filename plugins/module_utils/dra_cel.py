@@ -114,7 +114,7 @@ def quantity(text: str) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4096)
 def _fraction(key: str) -> Fraction:
-    num, _, den = key.partition("/")
+    num, den = key.split("/")
     return Fraction(int(num), int(den))
 
 
@@ -399,7 +399,7 @@ def accesses(expression: str) -> list[tuple[str, str, str | None, int]]:
 
 def referenced_domains(expressions: Iterable[str]) -> set[str]:
     """Domains that expressions index ``device.attributes`` / ``device.capacity`` with."""
-    return {domain for expression in expressions for _f, domain, _i, _e in accesses(expression)}
+    return {access[1] for expression in expressions for access in accesses(expression)}
 
 
 def _literal_type(literal: str) -> str:

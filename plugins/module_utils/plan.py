@@ -315,7 +315,7 @@ class _Allocator:
         self.step_limit = step_limit
         self.chosen: list[tuple[_Alternative, list[_Device]]] = []
         self.taken: set = set()
-        self.values: list[dict] = [{} for _ in constraints]  # per constraint: state
+        self.values: list[dict] = [{} for constraint in constraints]  # per constraint: state
 
     def run(self, candidates: list[list[list[_Device]]]) -> list[tuple[_Alternative, list[_Device]]] | None:
         self.candidates = candidates
@@ -560,7 +560,7 @@ def plan(
         if not name:
             raise PlanError("a claim template has no metadata.name")
         compiled.append((name, compiler.template(item)))
-    unknown = required_set - {name for name, _ in compiled}
+    unknown = required_set - {entry[0] for entry in compiled}
     if unknown:
         raise PlanError(f"required templates that are not given: {', '.join(sorted(unknown))}")
     domains = dra_cel.referenced_domains(compiler.selectors)

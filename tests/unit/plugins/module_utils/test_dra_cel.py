@@ -20,8 +20,8 @@ GPU = {
 }
 
 
-def run(expression: str, device: dict = GPU, domains=("gpu.nvidia.com",)) -> tuple[bool, str | None]:
-    return dra_cel.Selector(expression).evaluate(dra_cel.cel_device(device, "dra.aligned.dev", domains))
+def run(expression: str, device: dict | None = None, domains=("gpu.nvidia.com",)) -> tuple[bool, str | None]:
+    return dra_cel.Selector(expression).evaluate(dra_cel.cel_device(device or GPU, "dra.aligned.dev", domains))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,405 @@
+# SPDX-License-Identifier: Apache-2.0
+"""DeviceClasses and ResourceClaimTemplates for a site, rendered per Kubernetes minor.
+
+:func:`render` turns a site's claim settings (inventory ``aligned_dra_claims``,
+documented in docs/claims.md) into ``resource.k8s.io/v1`` objects for one
+minor. A template whose fields need a feature gate that is off on that minor
+(and that the site does not declare on) is left out with a message; nothing
+gated is ever emitted silently. :func:`validate` checks every object before it
+goes anywhere: the official OpenAPI schema of the minor (kubernetes-validate,
+strict), CEL that compiles and passes the device-model checks, and the DRA
+limits.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+KNOWN_DRIVERS = (dra.DRIVER_NAME, "gpu.nvidia.com", "dra.net", "dra.cpu")
+
+DEFAULTS: dict[str, Any] = {
+    "namespace": "default",
+    "drivers": [dra.DRIVER_NAME],
+    "gpu_driver": dra.DRIVER_NAME,
+    "nic_driver": dra.DRIVER_NAME,
+    "cpu_driver": "dra.cpu",
+    "numa_attribute": dra.ATTR_NUMA_NODE,
+    "cpu_numa_attribute": dra.ATTR_NUMA_NODE,
+    "classes": {
+        "gpu": "aligned-gpu",
+        "nic": "aligned-nic",
+        "vf": "aligned-vf",
+        "nvidia-gpu": "nvidia-gpu",
+        "dranet-nic": "dranet-nic",
+        "cpu": "dra-cpu",
+    },
+    "selectors": {},  # extra CEL per class key
+    "templates": {
+        "pairs": {"enabled": True, "counts": [1, 2, 4, 8], "name": "gpu-nic-pair-{n}"},
+        "pairs_fallback": {"enabled": True, "counts": [1, 2, 4, 8], "name": "gpu-nic-pair-{n}-fallback"},
+        "fractional_gpu": {"enabled": True, "name": "fractional-gpu", "memory": "20Gi", "sharing_config": None},
+        "gpu_nic_cpu": {"enabled": True, "name": "gpu-nic-cpu", "cpus": 8},
+        "nic_only": {"enabled": True, "name": "nic-only", "count": 1},
+        "gpu_only": {"enabled": True, "name": "gpu-only", "count": 1},
+        "vf_only": {"enabled": True, "name": "vf-only", "count": 1},
+    },
+    "required": [],
+}
+
+
+class ClaimsError(ValueError):
+    """Site settings that cannot be rendered; the message names the setting."""
+
+
+def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """The site's settings merged over the defaults, checked."""
+    merged = copy.deepcopy(DEFAULTS)
+    for key, value in (raw or {}).items():
+        if key not in DEFAULTS:
+            raise ClaimsError(f"aligned_dra_claims: unknown key {key!r} (known: {', '.join(sorted(DEFAULTS))})")
+        if key in ("classes", "selectors"):
+            if not isinstance(value, dict):
+                raise ClaimsError(f"aligned_dra_claims.{key} must be a mapping")
+            merged[key].update(value)
+        elif key == "templates":
+            if not isinstance(value, dict):
+                raise ClaimsError("aligned_dra_claims.templates must be a mapping")
+            for name, options in value.items():
+                if name not in DEFAULTS["templates"]:
+                    raise ClaimsError(
+                        f"aligned_dra_claims.templates: unknown template kind {name!r} "
+                        f"(known: {', '.join(sorted(DEFAULTS['templates']))})"
+                    )
+                if not isinstance(options, dict):
+                    raise ClaimsError(f"aligned_dra_claims.templates.{name} must be a mapping")
+                unknown = set(options) - set(DEFAULTS["templates"][name])
+                if unknown:
+                    raise ClaimsError(f"aligned_dra_claims.templates.{name}: unknown option {sorted(unknown)[0]!r}")
+                merged["templates"][name].update(options)
+        else:
+            merged[key] = value
+    for driver in merged["drivers"]:
+        if driver not in KNOWN_DRIVERS:
+            raise ClaimsError(f"aligned_dra_claims.drivers: {driver!r} is not one of {', '.join(KNOWN_DRIVERS)}")
+    if merged["gpu_driver"] not in (dra.DRIVER_NAME, "gpu.nvidia.com"):
+        raise ClaimsError("aligned_dra_claims.gpu_driver must be dra.aligned.dev or gpu.nvidia.com")
+    if merged["nic_driver"] not in (dra.DRIVER_NAME, "dra.net"):
+        raise ClaimsError("aligned_dra_claims.nic_driver must be dra.aligned.dev or dra.net")
+    for key in ("gpu_driver", "nic_driver"):
+        if merged[key] not in merged["drivers"]:
+            raise ClaimsError(f"aligned_dra_claims.{key} {merged[key]!r} is not in aligned_dra_claims.drivers")
+    for kind in ("pairs", "pairs_fallback"):
+        counts = merged["templates"][kind]["counts"]
+        if not isinstance(counts, list) or not all(isinstance(n, int) and 1 <= n <= 8 for n in counts):
+            raise ClaimsError(f"aligned_dra_claims.templates.{kind}.counts must be a list of integers 1..8")
+    for name, value in merged["classes"].items():
+        if not dra.is_dns_subdomain(value):
+            raise ClaimsError(f"aligned_dra_claims.classes.{name}: {value!r} is not a DNS subdomain")
+    for name, value in merged["selectors"].items():
+        if name not in merged["classes"] or not isinstance(value, list):
+            raise ClaimsError(f"aligned_dra_claims.selectors.{name} must be a list of CEL strings for a known class")
+    if not dra.is_dns_label(merged["namespace"]):
+        raise ClaimsError(f"aligned_dra_claims.namespace {merged['namespace']!r} is not a DNS label")
+    return merged
+
+
+# -- DeviceClasses ---------------------------------------------------------------------
+
+
+def _kind_selector(driver: str, kinds: list[str]) -> str:
+    kind = f'device.attributes["{driver}"].kind'
+    test = f'{kind} == "{kinds[0]}"' if len(kinds) == 1 else f"{kind} in {list(kinds)!r}".replace("'", '"')
+    return f'device.driver == "{driver}" && {test}'
+
+
+def _class(name: str, expressions: list[str], site: str) -> dict[str, Any]:
+    return {
+        "apiVersion": dra.API_VERSION,
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "aligned.dra", "aligned.dev/site": site}},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
+    }
+
+
+def device_classes(conf: dict[str, Any], site: str) -> dict[str, dict[str, Any]]:
+    """``{class key: DeviceClass}`` for the drivers the site runs."""
+    names = conf["classes"]
+    extra = conf["selectors"]
+    wanted: dict[str, list[str]] = {}
+    if dra.DRIVER_NAME in conf["drivers"]:
+        wanted["gpu"] = [_kind_selector(dra.DRIVER_NAME, ["gpu", "accelerator"])]
+        wanted["nic"] = [_kind_selector(dra.DRIVER_NAME, ["nic"])]
+        wanted["vf"] = [_kind_selector(dra.DRIVER_NAME, ["vf"])]
+    if "gpu.nvidia.com" in conf["drivers"]:
+        wanted["nvidia-gpu"] = [
+            'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"'
+        ]
+    if "dra.net" in conf["drivers"]:
+        wanted["dranet-nic"] = ['device.driver == "dra.net"']
+    if "dra.cpu" in conf["drivers"]:
+        wanted["cpu"] = [f'device.driver == "{conf["cpu_driver"]}"']
+    return {key: _class(names[key], exprs + list(extra.get(key, [])), site) for key, exprs in wanted.items()}
+
+
+# -- claim templates ------------------------------------------------------------------------
+
+
+def _template(conf: dict[str, Any], site: str, name: str, requests: list, constraints: list) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {
+        "apiVersion": dra.API_VERSION,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": name,
+            "namespace": conf["namespace"],
+            "labels": {"app.kubernetes.io/managed-by": "aligned.dra", "aligned.dev/site": site},
+        },
+        "spec": {"spec": {"devices": devices}},
+    }
+
+
+def _exactly(name: str, class_name: str, count: int = 1, **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": count}
+    spec.update(extra)
+    return {"name": name, "exactly": spec}
+
+
+def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every template the settings ask for, before the per-minor gate filter."""
+    name_of = {key: item["metadata"]["name"] for key, item in classes.items()}
+    gpu_key = "gpu" if conf["gpu_driver"] == dra.DRIVER_NAME else "nvidia-gpu"
+    nic_key = "nic" if conf["nic_driver"] == dra.DRIVER_NAME else "dranet-nic"
+    gpu, nic = name_of[gpu_key], name_of[nic_key]
+    root, numa = dra.ATTR_PCIE_ROOT, conf["numa_attribute"]
+    wanted = conf["templates"]
+    out = []
+
+    if wanted["pairs"]["enabled"]:
+        for n in wanted["pairs"]["counts"]:
+            requests, constraints = [], []
+            for i in range(n):
+                requests += [_exactly(f"gpu-{i}", gpu), _exactly(f"nic-{i}", nic)]
+                constraints.append({"requests": [f"gpu-{i}", f"nic-{i}"], "matchAttribute": root})
+            out.append(_template(conf, site, wanted["pairs"]["name"].format(n=n), requests, constraints))
+
+    if wanted["pairs_fallback"]["enabled"]:
+        for n in wanted["pairs_fallback"]["counts"]:
+            requests, constraints = [], []
+            for i in range(n):
+                requests.append(_exactly(f"gpu-{i}", gpu))
+                requests.append(
+                    {
+                        "name": f"nic-{i}",
+                        "firstAvailable": [
+                            {"name": "same-root", "deviceClassName": nic},
+                            {"name": "same-numa", "deviceClassName": nic},
+                            {"name": "any", "deviceClassName": nic},
+                        ],
+                    }
+                )
+                constraints.append({"requests": [f"gpu-{i}", f"nic-{i}/same-root"], "matchAttribute": root})
+                constraints.append({"requests": [f"gpu-{i}", f"nic-{i}/same-numa"], "matchAttribute": numa})
+            out.append(_template(conf, site, wanted["pairs_fallback"]["name"].format(n=n), requests, constraints))
+
+    fractional = wanted["fractional_gpu"]
+    if fractional["enabled"]:
+        out.append(
+            _template(
+                conf,
+                site,
+                fractional["name"],
+                [_exactly("gpu", gpu, capacity={"requests": {"memory": str(fractional["memory"])}})],
+                [],
+            )
+        )
+
+    cpu_driver_runs = "dra.cpu" in conf["drivers"]
+    if wanted["gpu_nic_cpu"]["enabled"] and cpu_driver_runs:
+        cpus = int(wanted["gpu_nic_cpu"]["cpus"])
+        requests = [_exactly("gpu", gpu), _exactly("nic", nic), _exactly("cpus", name_of["cpu"], count=cpus)]
+        constraints = [{"requests": ["gpu", "nic"], "matchAttribute": numa}]
+        if conf["cpu_numa_attribute"] == numa:
+            constraints = [{"requests": ["gpu", "nic", "cpus"], "matchAttribute": numa}]
+        out.append(_template(conf, site, wanted["gpu_nic_cpu"]["name"], requests, constraints))
+
+    for kind, class_name in (("nic_only", nic), ("gpu_only", gpu), ("vf_only", name_of.get("vf"))):
+        if wanted[kind]["enabled"] and class_name:
+            count = int(wanted[kind]["count"])
+            out.append(_template(conf, site, wanted[kind]["name"], [_exactly("device", class_name, count=count)], []))
+    return out
+
+
+def _shared_claim(conf: dict[str, Any], site: str, template: dict[str, Any]) -> dict[str, Any]:
+    """The fallback of a fractional GPU without consumable capacity: one claim that pods share."""
+    request = copy.deepcopy(template["spec"]["spec"]["devices"]["requests"][0])
+    request["exactly"].pop("capacity", None)
+    spec: dict[str, Any] = {"devices": {"requests": [request]}}
+    sharing = conf["templates"]["fractional_gpu"]["sharing_config"]
+    if sharing:
+        spec["devices"]["config"] = [{"requests": [request["name"]], "opaque": copy.deepcopy(sharing)}]
+    return {
+        "apiVersion": dra.API_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": dict(template["metadata"], name=template["metadata"]["name"] + "-shared"),
+        "spec": spec,
+    }
+
+
+# -- rendering per minor -----------------------------------------------------------------------
+
+
+def render(
+    raw_settings: dict[str, Any] | None,
+    site: str,
+    kubernetes_version: str,
+    feature_gates: dict[str, bool] | None = None,
+) -> dict[str, Any]:
+    """Objects for one site and minor: ``{"objects", "skipped", "required", "minor"}``."""
+    conf = settings(raw_settings)
+    minor = dra.minor_of(kubernetes_version)
+    gates = dict(feature_gates or {})
+    for gate in gates:
+        if gate not in dra.FEATURE_GATES:
+            raise ClaimsError(f"aligned_dra_feature_gates: unknown gate {gate!r}")
+    classes = device_classes(conf, site)
+    objects: list[dict[str, Any]] = list(classes.values())
+    skipped = []
+    names = set()
+    for template in claim_templates(conf, site, classes):
+        name = template["metadata"]["name"]
+        if name in names:
+            raise ClaimsError(f"aligned_dra_claims.templates: two templates are named {name!r}")
+        names.add(name)
+        disabled = dra.fields_disabled(template, minor, gates)
+        if not disabled:
+            objects.append(template)
+            continue
+        if name == conf["templates"]["fractional_gpu"]["name"]:
+            shared = _shared_claim(conf, site, template)
+            skipped.append(
+                {
+                    "name": name,
+                    "reason": "; ".join(disabled)
+                    + f": rendered as the shared ResourceClaim {shared['metadata']['name']}",
+                }
+            )
+            objects.append(shared)
+            continue
+        skipped.append({"name": name, "reason": "; ".join(disabled)})
+    required = list(conf["required"])
+    rendered_templates = {o["metadata"]["name"] for o in objects if o["kind"] == "ResourceClaimTemplate"}
+    for name in required:
+        if name not in rendered_templates:
+            why = next((s["reason"] for s in skipped if s["name"] == name), "no template has this name")
+            raise ClaimsError(f"aligned_dra_claims.required: {name!r} is not rendered for Kubernetes {minor}: {why}")
+    return {"objects": objects, "skipped": skipped, "required": required, "minor": minor}
+
+
+# -- validation --------------------------------------------------------------------------------
+
+
+def _selectors_of(obj: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(where, selectors)`` for every selector list of a class, claim or template."""
+    if obj["kind"] == "DeviceClass":
+        return [("spec.selectors", (obj.get("spec") or {}).get("selectors") or [])]
+    spec = obj.get("spec") or {}
+    spec = spec.get("spec") or {} if obj["kind"] == "ResourceClaimTemplate" else spec
+    found = []
+    for i, request in enumerate((spec.get("devices") or {}).get("requests") or []):
+        if request.get("exactly"):
+            found.append((f"requests[{i}].exactly.selectors", request["exactly"].get("selectors") or []))
+        for j, sub in enumerate(request.get("firstAvailable") or []):
+            found.append((f"requests[{i}].firstAvailable[{j}].selectors", sub.get("selectors") or []))
+    return found
+
+
+def limit_problems(obj: dict[str, Any]) -> list[str]:
+    """The DRA limits and name rules that the OpenAPI schema does not carry."""
+    problems = []
+    name = (obj.get("metadata") or {}).get("name")
+    if not dra.is_dns_subdomain(name):
+        problems.append(f"metadata.name {name!r} is not a DNS subdomain")
+    limits = dra.LIMITS
+    for where, selectors in _selectors_of(obj):
+        if len(selectors) > limits["request_max_selectors"]:
+            problems.append(f"{where}: {len(selectors)} selectors, limit {limits['request_max_selectors']}")
+    if obj["kind"] == "DeviceClass":
+        return problems
+    spec = obj.get("spec") or {}
+    spec = spec.get("spec") or {} if obj["kind"] == "ResourceClaimTemplate" else spec
+    devices = spec.get("devices") or {}
+    requests = devices.get("requests") or []
+    if len(requests) > limits["claim_max_requests"]:
+        problems.append(f"{len(requests)} requests, limit {limits['claim_max_requests']}")
+    constraints = devices.get("constraints") or []
+    if len(constraints) > limits["claim_max_constraints"]:
+        problems.append(f"{len(constraints)} constraints, limit {limits['claim_max_constraints']}")
+    total = 0
+    request_names = set()
+    for request in requests:
+        if not dra.is_dns_label(request.get("name")):
+            problems.append(f"request name {request.get('name')!r} is not a DNS label")
+        request_names.add(request.get("name"))
+        subs = request.get("firstAvailable") or []
+        if len(subs) > limits["first_available_max_subrequests"]:
+            problems.append(
+                f"request {request.get('name')}: {len(subs)} firstAvailable entries, "
+                f"limit {limits['first_available_max_subrequests']}"
+            )
+        for sub in subs:
+            request_names.add(f"{request.get('name')}/{sub.get('name')}")
+        exact = request.get("exactly") or (subs[0] if subs else {})
+        if exact.get("allocationMode", "ExactCount") == "ExactCount":
+            total += int(exact.get("count") or 1)
+    if total > limits["allocation_max_devices"]:
+        problems.append(f"asks for {total} devices, an allocation holds at most {limits['allocation_max_devices']}")
+    for constraint in constraints:
+        for ref in constraint.get("requests") or []:
+            if ref not in request_names:
+                problems.append(f"a constraint names request {ref!r}, which does not exist")
+    return problems
+
+
+def validate(obj: dict[str, Any], minor: str, feature_gates: dict[str, bool] | None = None) -> list[str]:
+    """Every problem of one object for one minor; empty when it may be applied."""
+    import kubernetes_validate  # controller-only dependency
+
+    label = f"{obj.get('kind')} {(obj.get('metadata') or {}).get('name')}"
+    problems = []
+    try:
+        kubernetes_validate.validate(obj, f"{dra.minor_of(minor)}.0", strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        problems.append(f"schema: {exc.message} at {'.'.join(str(p) for p in exc.path)}")
+    except Exception as exc:  # InvalidSchemaError and friends carry a message too
+        problems.append(f"schema: {exc}")
+    problems += dra.fields_disabled(obj, minor, feature_gates)
+    problems += limit_problems(obj)
+    for where, selectors in _selectors_of(obj):
+        for index, selector in enumerate(selectors):
+            expression = (selector.get("cel") or {}).get("expression") or ""
+            for problem in dra_cel.check_expression(expression):
+                problems.append(f"{where}[{index}].cel: {problem}")
+    return [f"{label}: {p}" for p in problems]
+
+
+def validate_all(objects: list[dict[str, Any]], minor: str, feature_gates: dict[str, bool] | None = None) -> list[str]:
+    problems = []
+    for obj in objects:
+        problems += validate(obj, minor, feature_gates)
+    return problems
+
+
+def file_name(obj: dict[str, Any]) -> str:
+    """Stable file name of an object in the GitOps output directory."""
+    kind = {"DeviceClass": "deviceclass", "ResourceClaimTemplate": "claimtemplate", "ResourceClaim": "claim"}
+    return f"{kind.get(obj['kind'], obj['kind'].lower())}-{obj['metadata']['name']}.yaml"

@@ -1,0 +1,136 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: claims_render
+short_description: Render and validate a site's DeviceClasses and ResourceClaimTemplates for one Kubernetes minor
+version_added: 0.1.0
+description:
+  - Turns a site's claim settings into C(resource.k8s.io/v1) DeviceClasses (for the collection's
+    driver and for C(gpu.nvidia.com), C(dra.net) and C(dra.cpu) where the site runs them) and a catalogue
+    of ResourceClaimTemplates (aligned GPU+NIC pairs, the same with C(firstAvailable) fallback,
+    fractional GPU, GPU+NIC+CPUs on one NUMA node, NIC only, GPU only, VF only).
+  - A template that needs a feature gate which is off on the target minor, and which the site does
+    not declare on, is left out and named in RV(left_out) with the reason; nothing gated is emitted
+    silently. A fractional GPU without consumable capacity becomes a shared ResourceClaim.
+  - Every object is validated before it is returned - the official OpenAPI schema of that minor
+    (kubernetes-validate, strict), CEL that compiles and passes the device-model checks, and the DRA
+    limits. Any problem fails the task and names the object and the field.
+  - Runs on the controller and changes nothing; write the objects with M(ansible.builtin.template)
+    or apply them with M(kubernetes.core.k8s), as the C(claims) role does.
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: The module only computes; it behaves the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+    details: The module changes nothing.
+options:
+  site:
+    description: Site name, set as the C(aligned.dev/site) label on every object.
+    type: str
+    required: true
+  kubernetes_version:
+    description: Target Kubernetes version; its minor (C(1.34) to C(1.37)) selects schema and gates.
+    type: str
+    required: true
+  feature_gates:
+    description: DRA feature gates the site turns on or off, overriding the minor's defaults.
+    type: dict
+    default: {}
+  settings:
+    description: The site's claim settings (C(aligned_dra_claims)); see docs/claims.md for every key.
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Render the claim catalogue of a 1.35 site that enabled consumable capacity
+  aligned.dra.claims_render:
+    site: ai-west
+    kubernetes_version: "1.35"
+    feature_gates:
+      DRAConsumableCapacity: true
+    settings:
+      drivers: [dra.aligned.dev, dra.cpu]
+      templates:
+        pairs: {counts: [1, 2]}
+      required: [gpu-nic-pair-1]
+  register: rendered
+"""
+
+RETURN = r"""
+objects:
+  description: DeviceClasses, ResourceClaimTemplates and shared ResourceClaims, validated for the minor.
+  returned: success
+  type: list
+  elements: dict
+left_out:
+  description: Templates left out (or replaced) for this minor, each with C(name) and C(reason).
+  returned: success
+  type: list
+  elements: dict
+required:
+  description: Names of the templates the site marks as required.
+  returned: success
+  type: list
+  elements: str
+minor:
+  description: The Kubernetes minor rendered for.
+  returned: success
+  type: str
+  sample: "1.36"
+files:
+  description: C({file name, object}) for the GitOps output directory, in a stable order.
+  returned: success
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "site": {"type": "str", "required": True},
+            "kubernetes_version": {"type": "str", "required": True},
+            "feature_gates": {"type": "dict", "default": {}},
+            "settings": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        rendered = claims.render(
+            params["settings"], params["site"], params["kubernetes_version"], params["feature_gates"]
+        )
+        problems = claims.validate_all(rendered["objects"], rendered["minor"], params["feature_gates"])
+    except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
+        module.fail_json(msg=str(exc))
+    if problems:
+        module.fail_json(msg="rendered objects are not valid: " + " | ".join(problems), problems=problems)
+    files = [{"name": claims.file_name(o), "object": o} for o in rendered["objects"]]
+    module.exit_json(
+        changed=False,
+        files=files,
+        objects=rendered["objects"],
+        left_out=rendered["skipped"],
+        required=rendered["required"],
+        minor=rendered["minor"],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: plan
+short_description: Prove that DRA claim templates allocate, and how well aligned, on a site's devices
+version_added: 0.1.0
+description:
+  - Simulates kube-scheduler's structured-parameters allocation of every claim template on every node
+    of a site and reports how many claims fit at once, which devices each gets, the worst GPU-NIC
+    level inside each allocation, and every selector that fails to evaluate (which aborts allocation).
+  - The devices come from probed topologies, computed with the same library the bundled driver
+    uses, or from ResourceSlices (any driver) read from a cluster or from files.
+  - Plan the same templates on another site's topologies, or on fixture trees of nodes not bought
+    yet, to answer "what if".
+  - Runs on the controller; needs the Python package C(cel-expr-python).
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode the plan is computed and O(dest) is compared, not written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The diff shows the old and new content of O(dest).
+options:
+  site:
+    description: Name of the site, copied into the plan.
+    type: str
+    required: true
+  kubernetes_version:
+    description: Kubernetes minor the objects were rendered for (C(1.34) to C(1.37)).
+    type: str
+  objects:
+    description:
+      - DeviceClasses and ResourceClaimTemplates (and shared ResourceClaims) to plan, as rendered by
+        M(aligned.dra.claims_render). Other kinds are ignored.
+    type: list
+    elements: dict
+    required: true
+  required:
+    description: Names of templates that must be satisfiable somewhere on the site.
+    type: list
+    elements: str
+    default: []
+  topologies:
+    description: Probed topologies (the C(topology) of M(aligned.dra.topology_info)) keyed by node name.
+    type: dict
+  topology_dir:
+    description:
+      - Directory of C(<node>.json) topology files, as the C(topology) role writes them.
+      - Used when O(topologies) is not given; with O(slices) or O(slice_files) it only adds the GPU-NIC levels.
+    type: path
+  slices:
+    description: ResourceSlices to plan on instead of the devices computed from topologies.
+    type: list
+    elements: dict
+  slice_files:
+    description: YAML or JSON files of ResourceSlices (or lists of them) to plan on.
+    type: list
+    elements: path
+  device_options:
+    description: Options of the device model (which kinds are published, C(exclude) patterns); see docs/devices.md.
+    type: dict
+    default: {}
+  dest:
+    description: Write the plan as JSON to this file (only when its content changes).
+    type: path
+  fail_on_unsatisfied:
+    description: Fail when a template listed in O(required) cannot be satisfied.
+    type: bool
+    default: true
+notes:
+  - The plan repeats one claim at a time per node in the scheduler's order, so C(fits) counts the
+    claims the scheduler would place one after another; the search inside one claim is exhaustive.
+seealso:
+  - module: aligned.dra.claims_render
+  - module: aligned.dra.topology_info
+"""
+
+EXAMPLES = r"""
+- name: Plan the rendered templates on the site's probed nodes
+  aligned.dra.plan:
+    site: ai-west
+    kubernetes_version: "1.36"
+    objects: "{{ rendered.objects }}"
+    required: [gpu-nic-pair-1]
+    topology_dir: output/ai-west/nodes
+    dest: output/ai-west/plan.json
+  register: plan
+
+- name: What if - the same templates on nodes that are not bought yet
+  aligned.dra.plan:
+    site: what-if
+    objects: "{{ rendered.objects }}"
+    topologies:
+      future-node: "{{ lookup('ansible.builtin.file', 'fixtures/future-node.json') | from_json }}"
+    fail_on_unsatisfied: false
+"""
+
+RETURN = r"""
+plan:
+  description:
+    - The plan; see docs/claims.md for every key.
+    - C(templates[]) has C(name), C(required), C(fits_total), C(worst_level), C(aligned_level),
+      C(satisfiable), C(errors) and C(nodes) (per node C(fits), C(worst_level), C(allocations), C(reason)).
+  returned: always
+  type: dict
+unsatisfied:
+  description: Required templates that no node can allocate.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import glob
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils import dra
+from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+
+
+def _load_documents(path):
+    import yaml  # controller side: PyYAML comes with ansible-core
+
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    if path.endswith(".json"):
+        docs = [json.loads(text)]
+    else:
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    found = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind", "").endswith("List"):
+            found.extend(doc.get("items") or [])
+        elif isinstance(doc, list):
+            found.extend(doc)
+        else:
+            found.append(doc)
+    return found
+
+
+def _topologies(module):
+    if module.params["topologies"] is not None:
+        return module.params["topologies"]
+    directory = module.params["topology_dir"]
+    if not directory:
+        return {}
+    if not os.path.isdir(directory):
+        module.fail_json(msg=f"topology_dir: {directory} is not a directory")
+    found = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path, encoding="utf-8") as handle:
+            found[os.path.basename(path)[: -len(".json")]] = json.load(handle)
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "site": {"type": "str", "required": True},
+            "kubernetes_version": {"type": "str"},
+            "objects": {"type": "list", "elements": "dict", "required": True},
+            "required": {"type": "list", "elements": "str", "default": []},
+            "topologies": {"type": "dict"},
+            "topology_dir": {"type": "path"},
+            "slices": {"type": "list", "elements": "dict"},
+            "slice_files": {"type": "list", "elements": "path"},
+            "device_options": {"type": "dict", "default": {}},
+            "dest": {"type": "path"},
+            "fail_on_unsatisfied": {"type": "bool", "default": True},
+        },
+        mutually_exclusive=[("slices", "slice_files")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    objects = params["objects"]
+    classes = [o for o in objects if o.get("kind") == "DeviceClass"]
+    templates = [o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
+    topologies = _topologies(module)
+    slices = params["slices"]
+    if params["slice_files"]:
+        slices = []
+        for path in params["slice_files"]:
+            try:
+                slices.extend(_load_documents(path))
+            except (OSError, ValueError) as exc:
+                module.fail_json(msg=f"slice_files: cannot read {path}: {exc}")
+    try:
+        if slices is not None:
+            nodes = planner.nodes_from_slices(slices, topologies)
+        else:
+            if not topologies:
+                module.fail_json(msg="topologies, topology_dir, slices or slice_files must give the site's devices")
+            nodes = planner.nodes_from_topologies(topologies, params["device_options"])
+        result = planner.plan(
+            params["site"],
+            nodes,
+            classes,
+            templates,
+            required=params["required"],
+            kubernetes_version=params["kubernetes_version"],
+        )
+    except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
+        module.fail_json(msg=str(exc))
+
+    changed = False
+    diff = {}
+    dest = params["dest"]
+    if dest:
+        content = json.dumps(result, indent=2, sort_keys=True) + "\n"
+        old = None
+        if os.path.exists(dest):
+            with open(dest, encoding="utf-8") as handle:
+                old = handle.read()
+        if old != content:
+            changed = True
+            diff = {"before": old or "", "after": content, "before_header": dest, "after_header": dest}
+            if not module.check_mode:
+                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+                tmp = dest + ".tmp"
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    handle.write(content)
+                os.replace(tmp, dest)
+
+    unsatisfied = result["required_unsatisfied"]
+    response = {"changed": changed, "plan": result, "unsatisfied": unsatisfied}
+    if module._diff and diff:
+        response["diff"] = diff
+    if unsatisfied and params["fail_on_unsatisfied"]:
+        reasons = []
+        for entry in result["templates"]:
+            if entry["name"] in unsatisfied:
+                reasons.append(f"{entry['name']}: {entry.get('reason', 'unsatisfiable')}")
+        module.fail_json(
+            msg="required templates cannot be satisfied on site " + params["site"] + ": " + "; ".join(reasons),
+            **response,
+        )
+    module.exit_json(**response)
+
+
+if __name__ == "__main__":
+    main()
