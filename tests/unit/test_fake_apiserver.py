@@ -16,6 +16,7 @@ from ansible_collections.aligned.dra.tests.fake_apiserver import (
     match_label_selector,
     merge,
     qualified_name_problem,
+    schema_error,
 )
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}
@@ -272,3 +273,22 @@ def test_discovery_for_dynamic_clients(api):
         assert version.minor == "35"
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("minor", ["1.34", "1.37"])
+def test_cached_schema_check_agrees_with_kubernetes_validate(minor):
+    import kubernetes_validate
+
+    good = slice_obj()
+    bad = slice_obj()
+    bad["spec"]["devices"][0]["bogus"] = 1
+    wrong_type = slice_obj()
+    wrong_type["spec"]["pool"]["generation"] = "one"
+    assert schema_error(good, minor) is None
+    kubernetes_validate.validate(good, f"{minor}.0", strict=True)
+    for obj in (bad, wrong_type):
+        with pytest.raises(kubernetes_validate.ValidationError) as caught:
+            kubernetes_validate.validate(obj, f"{minor}.0", strict=True)
+        mine = schema_error(obj, minor)
+        assert mine is not None
+        assert list(mine.path) == list(caught.value.path)
