@@ -49,7 +49,7 @@ def main() -> int:
         return 2
     nodes = identical_site("dgx-h100", args.nodes)
     builds = []
-    for _ in range(args.runs):
+    for _run in range(args.runs):
         start = time.perf_counter()
         html = report.site_report("fleet", nodes)["html"]
         builds.append((time.perf_counter() - start) * 1000)
@@ -64,7 +64,7 @@ def main() -> int:
             page = browser.new_page()
             page.open(baseline_path.as_uri())  # warm the browser up once
             timings: dict[str, list[float]] = {"page": [], "baseline": []}
-            for _ in range(args.runs):
+            for _run in range(args.runs):
                 for name, path in (("baseline", baseline_path), ("page", page_path)):
                     page.send("Page.navigate", {"url": "about:blank"})
                     timings[name].append(page.open(path.as_uri()))

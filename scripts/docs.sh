@@ -23,10 +23,16 @@ if [[ ! -e "$root/.cache/collections/ansible_collections/aligned/dra/galaxy.yml"
 fi
 
 generate() {
+    local log
     mkdir -p "$1"
-    antsibull-docs collection --use-current --squash-hierarchy --output-format simplified-rst \
+    chmod go-w "$1" # antsibull-docs refuses a destination others can write to
+    if ! log="$(antsibull-docs collection --use-current --squash-hierarchy --output-format simplified-rst \
         --no-add-antsibull-docs-version --no-breadcrumbs --fail-on-error --cleanup everything \
-        --dest-dir "$1" aligned.dra >/dev/null
+        --dest-dir "$1" aligned.dra 2>&1)"; then
+        printf '%s\n' "$log" >&2
+        echo "docs.sh: antsibull-docs failed (above)" >&2
+        exit 1
+    fi
 }
 
 case "${1:-}" in

@@ -396,7 +396,7 @@ def node_svg(model: Mapping[str, Any], matrix: Mapping[str, Any] | None = None) 
         matrix = level_matrix(model)
     forest = _build_forest(model, matrix)
     numa_info = {n["id"]: n for n in model["numa_nodes"]}
-    band_ids = sorted({n for n in numa_info} | {n for n in forest if n is not None})
+    band_ids = sorted(set(numa_info) | {n for n in forest if n is not None})
     if None in forest:
         band_ids.append(None)
     parts: list[str] = []
@@ -609,7 +609,7 @@ def alignment_score(summary: Mapping[str, Any]) -> dict[str, Any]:
 def _score_html(score: Mapping[str, Any]) -> str:
     if not score["gpus"]:
         return '<p class="muted">No GPUs or accelerators on this site.</p>'
-    bar = "".join(
+    stack = "".join(
         f'<span class="s-{b["key"]}" style="width:{b["share"] * 100:.2f}%" title="{escape(b["label"])}"></span>'
         for b in score["buckets"]
         if b["count"]
@@ -620,7 +620,7 @@ def _score_html(score: Mapping[str, Any]) -> str:
         for b in score["buckets"]
     )
     return (
-        f'<div class="score" aria-label="alignment score">{bar}</div>'
+        f'<div class="score" aria-label="alignment score">{stack}</div>'
         f'<table class="scoretable"><tr><th>nearest NIC of a GPU</th><th>GPUs</th><th>share</th></tr>{rows}</table>'
     )
 
