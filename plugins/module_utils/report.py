@@ -830,7 +830,9 @@ def plan_html(plan: Mapping[str, Any], max_errors: int = 20) -> str:
             f"<li>{fits} claim{'s' if fits != 1 else ''} per node, worst level {_level_badge(level)}: "
             f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} ({escape(', '.join(nodes[:8]))}"
             f"{more if len(nodes) > 8 else ''})</li>"
-            for (fits, level), nodes in sorted(groups.items(), key=lambda kv: (-kv[0][0], kv[0][1] or "~"))
+            for (fits, level), nodes in sorted(
+                groups.items(), key=lambda kv: (-kv[0][0], LEVEL_RANK.get(kv[0][1], len(LEVELS)))
+            )
         )
         if not items:
             items = '<li class="muted">no node fits one claim</li>'

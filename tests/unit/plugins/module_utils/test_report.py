@@ -273,6 +273,19 @@ def test_plan_section_shows_capacity_worst_level_and_errors():
     assert '<td class="num">24</td>' in page
 
 
+def test_plan_node_groups_are_ordered_by_claims_then_level():
+    nodes = identical_site("vm-flat", 3)
+    plan = plan_for("s", nodes)
+    per_node = plan["templates"][0]["nodes"]
+    per_node["gpu-0001"].update(worst_level="PXB")
+    per_node["gpu-0002"].update(worst_level="PHB")
+    per_node["gpu-0003"].update(worst_level="PIX")
+    html = report.plan_html(report.validate_plan(plan))
+    assert [html.index(f">{lv}</b>: 1 node") for lv in ("PIX", "PXB", "PHB")] == sorted(
+        html.index(f">{lv}</b>: 1 node") for lv in ("PIX", "PXB", "PHB")
+    )
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
