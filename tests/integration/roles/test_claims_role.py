@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The claims role through real ansible-playbook runs: probe, render, plan, write, apply.
+
+The apply path talks to tests/fake_apiserver.py (a strict in-memory API server:
+no real kube-apiserver can run here) through kubernetes.core.k8s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    out = tmp_path_factory.mktemp("claims-trees")
+    return {name: materialize(name, out) for name in ("dgx-h100", "vm-flat")}
+
+
+def setup(tmp_path: Path, trees: dict, claims: dict | None = None, **extra) -> tuple[Path, Path]:
+    output = tmp_path / "out"
+    hosts = {"dgx1": trees["dgx-h100"], "vm1": trees["vm-flat"]}
+    inventory = {
+        "aligned_dra_nodes": {
+            "hosts": {
+                name: {"aligned_dra_sysfs_root": str(root / "sys"), "aligned_dra_procfs_root": str(root / "proc")}
+                for name, root in hosts.items()
+            },
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                "aligned_dra_output_dir": str(output),
+                "aligned_dra_site": "west",
+                "aligned_dra_kubernetes_version": "1.36",
+                "aligned_dra_device_options": {"exclude": ["eno*"]},
+                "aligned_dra_claims": claims
+                if claims is not None
+                else {"templates": {"pairs": {"counts": [1, 8]}}, "required": ["gpu-nic-pair-1"]},
+                **extra,
+            },
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    play = tmp_path / "play.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {"ansible.builtin.import_playbook": str(REPO / "playbooks" / "probe.yml")},
+                {"ansible.builtin.import_playbook": str(REPO / "playbooks" / "claims.yml")},
+            ]
+        )
+    )
+    return path, play
+
+
+def playbook(inventory: Path, play: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(play), *args], capture_output=True, text=True, check=False
+    )
+
+
+def recap_changed(stdout: str) -> int:
+    return sum(int(n) for n in re.findall(r"changed=(\d+)", stdout.split("PLAY RECAP")[-1]))
+
+
+def test_render_plan_and_write_then_idempotent(tmp_path, trees):
+    inventory, play = setup(tmp_path, trees)
+    first = playbook(inventory, play)
+    assert first.returncode == 0, first.stdout + first.stderr
+    site = tmp_path / "out" / "west"
+    plan = json.loads((site / "plan.json").read_text())
+    assert plan["site"] == "west" and plan["kubernetes_version"] == "1.36"
+    pair1 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
+    # 8 GPU/NIC pairs on the DGX, each behind its own host bridge; the VM's
+    # GPUs and EFA share its only root (PHB by the VM's flat layout)
+    assert pair1["nodes"]["dgx1"]["fits"] == 8
+    assert pair1["nodes"]["dgx1"]["worst_level"] == "PXB"
+    assert pair1["required"] and pair1["satisfiable"]
+    kustomization = yaml.safe_load((site / "claims" / "kustomization.yaml").read_text())
+    assert "claimtemplate-gpu-nic-pair-8.yaml" in kustomization["resources"]
+    for name in kustomization["resources"]:
+        assert (site / "claims" / name).is_file()
+    assert "gpu-nic-pair-1: 9 claims fit" in first.stdout
+
+    second = playbook(inventory, play)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert recap_changed(second.stdout) == 0
+
+
+def test_a_template_that_is_no_longer_rendered_is_removed(tmp_path, trees):
+    inventory, play = setup(tmp_path, trees)
+    assert playbook(inventory, play).returncode == 0
+    inventory, play = setup(tmp_path, trees, claims={"templates": {"pairs": {"counts": [1]}}})
+    result = playbook(inventory, play)
+    assert result.returncode == 0, result.stdout + result.stderr
+    claims_dir = tmp_path / "out" / "west" / "claims"
+    assert not (claims_dir / "claimtemplate-gpu-nic-pair-8.yaml").exists()
+    assert (claims_dir / "claimtemplate-gpu-nic-pair-1.yaml").exists()
+
+
+def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, trees):
+    inventory, play = setup(tmp_path, trees)
+    result = playbook(inventory, play, "--check", "--diff")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "+++ after" in result.stdout
+    assert not (tmp_path / "out" / "west" / "plan.json").exists()
+
+
+def test_unsatisfiable_required_template_fails_the_play(tmp_path, trees):
+    inventory, play = setup(tmp_path, trees, claims={"templates": {"pairs": {"counts": [8]}}, "required": ["vf-only"]})
+    result = playbook(inventory, play)
+    assert result.returncode != 0
+    assert "required templates cannot be satisfied on site west: vf-only" in result.stdout
+
+
+def test_bad_settings_fail_before_anything_is_written(tmp_path, trees):
+    inventory, play = setup(tmp_path, trees, claims={"drivers": ["acme.io"]})
+    result = playbook(inventory, play)
+    assert result.returncode != 0
+    assert "aligned_dra_claims.drivers" in result.stdout
+    assert not (tmp_path / "out" / "west" / "claims").exists()
+
+
+def test_bad_minor_is_refused_by_the_argument_spec(tmp_path, trees):
+    inventory, play = setup(tmp_path, trees, aligned_dra_kubernetes_version="1.30")
+    result = playbook(inventory, play)
+    assert result.returncode != 0
+    assert "aligned_dra_kubernetes_version" in result.stdout
+
+
+def test_server_side_apply_and_dry_run_in_check_mode(tmp_path, trees):
+    with FakeApiServer(minor="1.36") as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        inventory, play = setup(
+            tmp_path,
+            trees,
+            claims={"templates": {"pairs": {"counts": [1]}, "pairs_fallback": {"enabled": False}}},
+            aligned_dra_claims_apply=True,
+            aligned_dra_claims_kubeconfig=str(kubeconfig),
+        )
+        dry = playbook(inventory, play, "--check", "--diff")
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert api.list("deviceclasses") == []
+        applies = [r for r in api.requests if r[0] == "PATCH"]
+        assert applies and all(r[2] == "application/apply-patch+yaml" for r in applies)
+        # the server refuses an apply without fieldManager (422); a dry run stores nothing
+        assert api.rejections == []
+
+        applied = playbook(inventory, play)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        classes = {o["metadata"]["name"] for o in api.list("deviceclasses")}
+        assert classes == {"aligned-gpu", "aligned-nic", "aligned-vf"}
+        template = api.get("resourceclaimtemplates", "gpu-nic-pair-1", "default")
+        assert (
+            template["spec"]["spec"]["devices"]["constraints"][0]["matchAttribute"] == "resource.kubernetes.io/pcieRoot"
+        )
+        assert api.rejections == []

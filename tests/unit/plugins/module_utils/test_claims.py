@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Rendering per minor: golden files, official schemas, gates, validation, settings errors.
+
+Golden files live in tests/unit/plugins/module_utils/golden/; after an intended
+change, regenerate them with ``ALIGNED_DRA_REGEN_GOLDEN=1`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra
+
+GOLDEN = Path(__file__).parent / "golden"
+ALL_DRIVERS = {
+    "drivers": ["dra.aligned.dev", "gpu.nvidia.com", "dra.net", "dra.cpu"],
+    "required": ["gpu-nic-pair-1"],
+}
+
+
+@pytest.mark.parametrize("minor", dra.SUPPORTED_MINORS)
+def test_golden_rendering_per_minor(minor):
+    rendered = claims.render(ALL_DRIVERS, "site-a", minor)
+    text = (
+        yaml.safe_dump_all(rendered["objects"], sort_keys=True) + "# left out:\n" + yaml.safe_dump(rendered["skipped"])
+    )
+    path = GOLDEN / f"claims-{minor}.yaml"
+    if os.environ.get("ALIGNED_DRA_REGEN_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("minor", dra.SUPPORTED_MINORS)
+def test_everything_rendered_is_valid_for_its_minor(minor):
+    for gates in ({}, {"DRAConsumableCapacity": True}):
+        rendered = claims.render(ALL_DRIVERS, "site-a", minor, gates)
+        assert claims.validate_all(rendered["objects"], minor, gates) == []
+        for obj in rendered["objects"]:
+            kubernetes_validate.validate(obj, minor + ".0", strict=True)
+
+
+def kinds_and_names(rendered):
+    return {(o["kind"], o["metadata"]["name"]) for o in rendered["objects"]}
+
+
+def test_catalogue_contents():
+    rendered = claims.render(ALL_DRIVERS, "site-a", "1.36")
+    names = kinds_and_names(rendered)
+    for cls in ("aligned-gpu", "aligned-nic", "aligned-vf", "nvidia-gpu", "dranet-nic", "dra-cpu"):
+        assert ("DeviceClass", cls) in names
+    for n in (1, 2, 4, 8):
+        assert ("ResourceClaimTemplate", f"gpu-nic-pair-{n}") in names
+        assert ("ResourceClaimTemplate", f"gpu-nic-pair-{n}-fallback") in names
+    for name in ("fractional-gpu", "gpu-nic-cpu", "nic-only", "gpu-only", "vf-only"):
+        assert ("ResourceClaimTemplate", name) in names
+    pair4 = next(o for o in rendered["objects"] if o["metadata"]["name"] == "gpu-nic-pair-4")
+    devices = pair4["spec"]["spec"]["devices"]
+    assert len(devices["requests"]) == 8
+    assert devices["constraints"][3] == {"requests": ["gpu-3", "nic-3"], "matchAttribute": dra.ATTR_PCIE_ROOT}
+    cpu = next(o for o in rendered["objects"] if o["metadata"]["name"] == "gpu-nic-cpu")
+    assert cpu["spec"]["spec"]["devices"]["requests"][2]["exactly"] == {
+        "deviceClassName": "dra-cpu",
+        "allocationMode": "ExactCount",
+        "count": 8,
+    }
+
+
+def test_no_cpu_driver_no_cpu_template():
+    names = kinds_and_names(claims.render({}, "s", "1.36"))
+    assert ("ResourceClaimTemplate", "gpu-nic-cpu") not in names
+    assert ("DeviceClass", "dra-cpu") not in names
+    assert ("DeviceClass", "nvidia-gpu") not in names
+
+
+def test_consumable_capacity_is_off_before_1_36_and_falls_back_to_a_shared_claim():
+    rendered = claims.render({}, "s", "1.35")
+    names = kinds_and_names(rendered)
+    assert ("ResourceClaimTemplate", "fractional-gpu") not in names
+    assert ("ResourceClaim", "fractional-gpu-shared") in names
+    (left,) = rendered["skipped"]
+    assert left["name"] == "fractional-gpu" and "DRAConsumableCapacity" in left["reason"]
+    assert "off on Kubernetes 1.35" in left["reason"]
+
+
+def test_site_declares_the_gate_on():
+    rendered = claims.render({}, "s", "1.35", {"DRAConsumableCapacity": True})
+    assert ("ResourceClaimTemplate", "fractional-gpu") in kinds_and_names(rendered)
+    assert rendered["skipped"] == []
+
+
+def test_prioritized_list_off_skips_fallback_templates_with_a_message():
+    rendered = claims.render({}, "s", "1.34", {"DRAPrioritizedList": False})
+    names = kinds_and_names(rendered)
+    assert not [n for k, n in names if n.endswith("-fallback")]
+    reasons = {s["name"]: s["reason"] for s in rendered["skipped"]}
+    assert "needs feature gate DRAPrioritizedList" in reasons["gpu-nic-pair-1-fallback"]
+
+
+def test_sharing_config_is_attached_to_the_shared_claim():
+    sharing = {
+        "driver": "gpu.nvidia.com",
+        "parameters": {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig"},
+    }
+    rendered = claims.render({"templates": {"fractional_gpu": {"sharing_config": sharing}}}, "s", "1.34")
+    shared = next(o for o in rendered["objects"] if o["kind"] == "ResourceClaim")
+    assert shared["spec"]["devices"]["config"] == [{"requests": ["gpu"], "opaque": sharing}]
+    assert claims.validate(shared, "1.34") == []
+
+
+def test_names_counts_and_selectors_are_configurable():
+    settings = {
+        "classes": {"gpu": "h100", "nic": "cx7"},
+        "selectors": {"gpu": ['device.attributes["dra.aligned.dev"].model.startsWith("NVIDIA H100")']},
+        "templates": {"pairs": {"counts": [2], "name": "h100-cx7-x{n}"}, "pairs_fallback": {"enabled": False}},
+        "namespace": "ml",
+    }
+    rendered = claims.render(settings, "s", "1.36")
+    names = kinds_and_names(rendered)
+    assert ("ResourceClaimTemplate", "h100-cx7-x2") in names
+    assert ("ResourceClaimTemplate", "gpu-nic-pair-1") not in names
+    gpu_class = next(o for o in rendered["objects"] if o["metadata"]["name"] == "h100")
+    assert len(gpu_class["spec"]["selectors"]) == 2
+    template = next(o for o in rendered["objects"] if o["metadata"]["name"] == "h100-cx7-x2")
+    assert template["metadata"]["namespace"] == "ml"
+    assert template["spec"]["spec"]["devices"]["requests"][1]["exactly"]["deviceClassName"] == "cx7"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"bogus": 1}, "unknown key 'bogus'"),
+        ({"drivers": ["acme.dev"]}, "'acme.dev' is not one of"),
+        ({"templates": {"pairs": {"counts": [9]}}}, "counts must be a list of integers 1..8"),
+        ({"templates": {"nope": {}}}, "unknown template kind 'nope'"),
+        ({"templates": {"pairs": {"colour": 1}}}, "unknown option 'colour'"),
+        ({"classes": {"gpu": "Not_Valid"}}, "not a DNS subdomain"),
+        ({"gpu_driver": "gpu.nvidia.com"}, "is not in aligned_dra_claims.drivers"),
+        ({"required": ["ghost"]}, "'ghost' is not rendered"),
+        ({"namespace": "Bad_NS"}, "namespace"),
+        ({"templates": {"pairs": {"name": "x"}, "gpu_only": {"name": "x"}}}, "two templates are named 'x'"),
+    ],
+)
+def test_bad_settings_name_the_setting(settings, message):
+    with pytest.raises(claims.ClaimsError, match=message):
+        claims.render(settings, "s", "1.36")
+
+
+def test_required_template_that_the_minor_leaves_out_is_an_error():
+    with pytest.raises(claims.ClaimsError, match="DRAConsumableCapacity"):
+        claims.render({"required": ["fractional-gpu"]}, "s", "1.34")
+
+
+def test_unknown_gate_and_minor():
+    with pytest.raises(claims.ClaimsError, match="unknown gate"):
+        claims.render({}, "s", "1.36", {"DRAWhatever": True})
+    with pytest.raises(dra.DeviceModelError, match="supported minors"):
+        claims.render({}, "s", "1.30")
+
+
+def base_template():
+    rendered = claims.render({}, "s", "1.36")
+    return copy.deepcopy(next(o for o in rendered["objects"] if o["metadata"]["name"] == "gpu-nic-pair-1"))
+
+
+def test_validate_reports_schema_cel_limits_and_gates():
+    bad_schema = base_template()
+    bad_schema["spec"]["spec"]["devices"]["requests"][0]["exactly"]["colour"] = "red"
+    assert any("schema:" in p for p in claims.validate(bad_schema, "1.36"))
+
+    bad_cel = base_template()
+    bad_cel["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": 'device.attributes["dra.aligned.dev"].kidn == "gpu"'}}
+    ]
+    problems = claims.validate(bad_cel, "1.36")
+    assert any("requests[0].exactly.selectors[0].cel" in p and "kidn" in p for p in problems)
+
+    too_many = base_template()
+    requests = too_many["spec"]["spec"]["devices"]["requests"]
+    requests[0]["exactly"]["count"] = 40
+    assert any("asks for 41 devices" in p for p in claims.validate(too_many, "1.36"))
+
+    dangling = base_template()
+    dangling["spec"]["spec"]["devices"]["constraints"][0]["requests"] = ["gpu-0", "nic-9"]
+    assert any("request 'nic-9', which does not exist" in p for p in claims.validate(dangling, "1.36"))
+
+    gated = base_template()
+    gated["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": "1Gi"}}
+    assert any("DRAConsumableCapacity" in p for p in claims.validate(gated, "1.35"))
+    assert claims.validate(gated, "1.36") == []
+
+
+def test_file_names_are_stable():
+    rendered = claims.render({}, "s", "1.34")
+    assert sorted(claims.file_name(o) for o in rendered["objects"])[:2] == [
+        "claim-fractional-gpu-shared.yaml",
+        "claimtemplate-gpu-nic-pair-1-fallback.yaml",
+    ]

@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: Apache-2.0
+"""aligned.dra.claims_render: result shape, per-minor messages, refused settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.aligned.dra.plugins.modules import claims_render
+
+
+def run(capsys, args: dict) -> dict:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        claims_render.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_renders_files_and_says_what_is_left_out(capsys):
+    result = run(capsys, {"site": "s", "kubernetes_version": "v1.35.2", "settings": {"required": ["gpu-nic-pair-1"]}})
+    assert result["changed"] is False and result["minor"] == "1.35"
+    assert [f["name"] for f in result["files"]][:3] == [
+        "deviceclass-aligned-gpu.yaml",
+        "deviceclass-aligned-nic.yaml",
+        "deviceclass-aligned-vf.yaml",
+    ]
+    assert [item["name"] for item in result["left_out"]] == ["fractional-gpu"]
+    assert result["required"] == ["gpu-nic-pair-1"]
+
+
+def test_gate_on_renders_the_template(capsys):
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.35", "feature_gates": {"DRAConsumableCapacity": True}})
+    assert result["left_out"] == []
+    assert "claimtemplate-fractional-gpu.yaml" in [f["name"] for f in result["files"]]
+
+
+def test_invalid_objects_fail_with_the_problem(capsys):
+    settings = {"selectors": {"gpu": ['device.attributes["dra.aligned.dev"].colour == "red"']}}
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": settings})
+    assert result["failed"] is True
+    assert "DeviceClass aligned-gpu" in result["msg"] and "colour" in result["msg"]
+
+
+def test_bad_settings_fail(capsys):
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": {"drivers": ["x.io"]}})
+    assert result["failed"] is True and "aligned_dra_claims.drivers" in result["msg"]

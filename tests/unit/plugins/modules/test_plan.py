@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: Apache-2.0
+"""aligned.dra.plan: inputs, plan.json writing with check mode and diff, required templates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra
+from ansible_collections.aligned.dra.plugins.modules import plan
+
+TOPOLOGY = {
+    "devices": [
+        {"pci_address": "0000:10:00.0", "kind": "gpu", "pcie_root": "pci0000:0f", "numa_node": 0},
+        {
+            "pci_address": "0000:11:00.0",
+            "kind": "rdma",
+            "pcie_root": "pci0000:0f",
+            "numa_node": 0,
+            "rdma_devices": ["mlx5_0"],
+        },
+        {"pci_address": "0000:90:00.0", "kind": "gpu", "pcie_root": "pci0000:8f", "numa_node": 1},
+    ],
+    "links": {"0000:10:00.0": {"0000:11:00.0": "PIX"}, "0000:90:00.0": {"0000:11:00.0": "SYS"}},
+}
+
+
+def objects(minor: str = "1.36") -> list:
+    return claims.render({"templates": {"pairs": {"counts": [1, 2]}}}, "s", minor)["objects"]
+
+
+def run(capsys, args: dict) -> dict:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        plan.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_from_topologies_writes_plan_json_once(tmp_path, capsys):
+    dest = tmp_path / "site" / "plan.json"
+    args = {"site": "s", "kubernetes_version": "1.36", "objects": objects(), "topologies": {"n1": TOPOLOGY},
+            "required": ["gpu-nic-pair-1"], "dest": str(dest)}  # fmt: skip
+    first = run(capsys, dict(args, _ansible_diff=True))
+    assert first["changed"] is True and "diff" in first
+    written = json.loads(dest.read_text())
+    pair1 = next(t for t in written["templates"] if t["name"] == "gpu-nic-pair-1")
+    assert pair1["fits_total"] == 1 and pair1["worst_level"] == "PIX" and pair1["required"] is True
+    pair2 = next(t for t in written["templates"] if t["name"] == "gpu-nic-pair-2")
+    assert pair2["fits_total"] == 0 and pair2["satisfiable"] is False
+    assert run(capsys, args)["changed"] is False
+
+
+def test_check_mode_writes_nothing(tmp_path, capsys):
+    dest = tmp_path / "plan.json"
+    result = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY}, "dest": str(dest),
+                          "_ansible_check_mode": True})  # fmt: skip
+    assert result["changed"] is True
+    assert not dest.exists()
+
+
+def test_required_unsatisfied_fails_with_the_reason(capsys):
+    result = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY},
+                          "required": ["gpu-nic-pair-2"]})  # fmt: skip
+    assert result["failed"] is True
+    assert "gpu-nic-pair-2: no node can allocate" in result["msg"]
+    assert result["unsatisfied"] == ["gpu-nic-pair-2"]
+    relaxed = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY},
+                           "required": ["gpu-nic-pair-2"], "fail_on_unsatisfied": False})  # fmt: skip
+    assert "failed" not in relaxed
+
+
+def test_plan_from_slice_files_and_topology_dir(tmp_path, capsys):
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    (nodes / "n1.json").write_text(json.dumps(TOPOLOGY))
+    slices = dra.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
+    slice_file = tmp_path / "slices.yaml"
+    slice_file.write_text(yaml.safe_dump_all(slices))
+    from_files = run(capsys, {"site": "s", "objects": objects(), "slice_files": [str(slice_file)],
+                              "topology_dir": str(nodes)})  # fmt: skip
+    from_dir = run(capsys, {"site": "s", "objects": objects(), "topology_dir": str(nodes)})
+    assert from_files["plan"]["templates"] == from_dir["plan"]["templates"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "topologies, topology_dir, slices or slice_files"),
+        ({"topology_dir": "/nonexistent"}, "topology_dir: /nonexistent is not a directory"),
+        ({"topologies": {"n1": TOPOLOGY}, "required": ["ghost"]}, "required templates that are not given: ghost"),
+        ({"topologies": {"n1": TOPOLOGY}, "device_options": {"bogus": 1}}, "unknown key 'bogus'"),
+        ({"slice_files": ["/nonexistent.yaml"]}, "slice_files: cannot read /nonexistent.yaml"),
+    ],
+)
+def test_bad_input_names_the_option(capsys, args, message):
+    result = run(capsys, dict({"site": "s", "objects": objects()}, **args))
+    assert result["failed"] is True
+    assert message in result["msg"]
