@@ -1,0 +1,379 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""How the bundled driver is installed: cluster objects, the DaemonSet, node kubeconfigs, wheel platforms.
+
+Pure functions, no Ansible imports: the ``driver`` role calls them through the
+``aligned.dra.driver_objects`` and ``aligned.dra.driver_wheel_platforms``
+filters, and tests call them directly.
+
+Credentials (docs/driver-install.md):
+
+- ``mode: host``: one ServiceAccount per node, ``<prefix><node>`` (default
+  ``aligned-dra-node-<node>``), with a token Secret; the node's kubeconfig
+  carries that token. The ServiceAccount name says which node it belongs to.
+- ``mode: daemonset``: one ServiceAccount for the DaemonSet; the kubelet
+  mounts pod-bound tokens, which carry the node's name in the user's extra
+  field ``authentication.kubernetes.io/node-name``.
+- Both: a ClusterRole with only what the driver calls (ResourceSlices: read,
+  create, update, delete; ResourceClaims: get; ResourceClaim status: patch;
+  Nodes: get) and a ValidatingAdmissionPolicy that lets a credential of the
+  driver namespace write only ResourceSlices whose ``spec.nodeName`` is its own
+  node, before and after the change.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+DEFAULT_NAMESPACE = "aligned-dra"
+DEFAULT_NAME = "aligned-dra-driver"
+DEFAULT_NODE_PREFIX = "aligned-dra-node-"
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+MODES = ("host", "daemonset")
+LABELS = {"app.kubernetes.io/name": "aligned-dra-driver", "app.kubernetes.io/part-of": "aligned.dra"}
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+class DeployError(ValueError):
+    """Settings that cannot be turned into objects; the message names the setting."""
+
+
+def _label(value: Any, what: str) -> str:
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+        raise DeployError(f"{what}: {value!r} is not a DNS label (lowercase letters, digits, '-', at most 63)")
+    return value
+
+
+def _subdomain(value: Any, what: str, limit: int = 253) -> str:
+    if not isinstance(value, str) or len(value) > limit or not _DNS_SUBDOMAIN.match(value):
+        raise DeployError(f"{what}: {value!r} is not a DNS subdomain of at most {limit} characters")
+    return value
+
+
+def node_account(node: str, prefix: str = DEFAULT_NODE_PREFIX) -> str:
+    """The ServiceAccount of one node in host mode."""
+    _subdomain(node, "node name")
+    return _subdomain(prefix + node, f"ServiceAccount name for node {node!r}")
+
+
+def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def cluster_role(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _meta(name),
+        "rules": [
+            {
+                "apiGroups": ["resource.k8s.io"],
+                "resources": ["resourceslices"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            },
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        ],
+    }
+
+
+def admission_policy(name: str, namespace: str, node_prefix: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: a driver credential writes only its node's slices."""
+    user_prefix = f"system:serviceaccount:{namespace}:"
+    host_prefix = user_prefix + node_prefix
+    node_name = (
+        f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra"
+        f" && size(request.userInfo.extra['{NODE_NAME_EXTRA}']) == 1"
+        f" ? request.userInfo.extra['{NODE_NAME_EXTRA}'][0]"
+        f" : (request.userInfo.username.startsWith('{host_prefix}')"
+        f" ? request.userInfo.username.substring({len(host_prefix)}) : '')"
+    )
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": _meta(f"{name}-node-slices"),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["resource.k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "resources": ["resourceslices"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "driver-credentials",
+                    "expression": f"request.userInfo.username.startsWith('{user_prefix}')",
+                }
+            ],
+            "variables": [{"name": "nodeName", "expression": node_name}],
+            "validations": [
+                {
+                    "expression": "variables.nodeName != ''",
+                    "message": "this credential is not bound to a node",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "request.operation == 'DELETE'"
+                    " || (has(object.spec.nodeName) && object.spec.nodeName == variables.nodeName)",
+                    "messageExpression": "'node ' + variables.nodeName + ' may only write ResourceSlices"
+                    " whose spec.nodeName is ' + variables.nodeName",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "request.operation == 'CREATE'"
+                    " || (has(oldObject.spec.nodeName) && oldObject.spec.nodeName == variables.nodeName)",
+                    "messageExpression": "'node ' + variables.nodeName + ' may not change ResourceSlices"
+                    " of another node'",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": _meta(f"{name}-node-slices"),
+        "spec": {"policyName": f"{name}-node-slices", "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+def _check(settings: dict[str, Any]) -> dict[str, Any]:
+    mode = settings.get("mode", "host")
+    if mode not in MODES:
+        raise DeployError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+    out = {
+        "mode": mode,
+        "namespace": _label(settings.get("namespace", DEFAULT_NAMESPACE), "namespace"),
+        "name": _label(settings.get("name", DEFAULT_NAME), "name"),
+        "node_prefix": settings.get("node_prefix", DEFAULT_NODE_PREFIX),
+        "driver_name": _subdomain(settings.get("driver_name", "dra.aligned.dev"), "driver_name", 63),
+        "nodes": list(settings.get("nodes") or []),
+    }
+    if not isinstance(out["node_prefix"], str) or not re.match(r"^[a-z0-9][-a-z0-9.]*-$", out["node_prefix"]):
+        raise DeployError(
+            f"node_prefix: {out['node_prefix']!r} must be lowercase letters, digits, '.', '-' ending in '-'"
+        )
+    for node in out["nodes"]:
+        node_account(node, out["node_prefix"])
+    if len(set(out["nodes"])) != len(out["nodes"]):
+        raise DeployError("nodes: a node is listed twice")
+    return out
+
+
+def credential_objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount(s), token Secrets (host mode), ClusterRole, binding, admission policy."""
+    s = _check(settings)
+    ns, name = s["namespace"], s["name"]
+    objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)}]
+    subjects = []
+    if s["mode"] == "daemonset":
+        objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, ns)})
+        subjects.append({"kind": "ServiceAccount", "name": name, "namespace": ns})
+    else:
+        for node in sorted(s["nodes"]):
+            account = node_account(node, s["node_prefix"])
+            sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account, ns)}
+            sa["metadata"]["annotations"] = {"dra.aligned.dev/node": node}
+            secret = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/service-account-token",
+                "metadata": _meta(token_secret(node, s["node_prefix"]), ns),
+            }
+            secret["metadata"]["annotations"] = {"kubernetes.io/service-account.name": account}
+            objects += [sa, secret]
+            subjects.append({"kind": "ServiceAccount", "name": account, "namespace": ns})
+    objects.append(cluster_role(name))
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": _meta(name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+    }
+    if subjects:
+        binding["subjects"] = subjects
+    objects.append(binding)
+    objects += admission_policy(name, ns, s["node_prefix"])
+    return objects
+
+
+def token_secret(node: str, prefix: str = DEFAULT_NODE_PREFIX) -> str:
+    account = node_account(node, prefix)
+    return _subdomain(account + "-token", f"token Secret name for node {node!r}")
+
+
+def _paths(settings: dict[str, Any]) -> dict[str, str]:
+    paths = {
+        "kubelet_dir": settings.get("kubelet_dir", "/var/lib/kubelet"),
+        "cdi_dir": settings.get("cdi_dir", "/var/run/cdi"),
+        "state_dir": settings.get("state_dir", "/var/lib/aligned-dra"),
+        "mps_root": settings.get("mps_root", "/run/aligned-dra/mps"),
+    }
+    for key, value in paths.items():
+        if not isinstance(value, str) or not value.startswith("/") or value.rstrip("/") == "":
+            raise DeployError(f"{key}: {value!r} must be an absolute path below /")
+    return paths
+
+
+def driver_args(settings: dict[str, Any]) -> list[str]:
+    """Command-line options shared by the systemd unit and the DaemonSet (not --node-name, --kubeconfig)."""
+    paths = _paths(settings)
+    args = [
+        f"--driver-name={settings.get('driver_name', 'dra.aligned.dev')}",
+        f"--kubelet-dir={paths['kubelet_dir']}",
+        f"--cdi-dir={paths['cdi_dir']}",
+        f"--state-dir={paths['state_dir']}",
+        f"--mps-root={paths['mps_root']}",
+    ]
+    for pattern in settings.get("exclude") or []:
+        args.append(f"--exclude={pattern}")
+    for rule in settings.get("match") or []:
+        args.append(f"--match={rule}")
+    if settings.get("plain_nics"):
+        args.append("--plain-nics")
+    if settings.get("vfs") is False:
+        args.append("--no-vfs")
+    if settings.get("fractional_gpus"):
+        args.append("--fractional-gpus=on")
+    if settings.get("health_service"):
+        args.append("--health-service")
+    args.append(f"--log-level={settings.get('log_level', 'INFO')}")
+    return args
+
+
+def daemonset(settings: dict[str, Any]) -> dict[str, Any]:
+    """The driver's DaemonSet: one pod per selected node, rolled one node at a time."""
+    s = _check(dict(settings, mode="daemonset"))
+    image = settings.get("image")
+    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
+        raise DeployError(f"image: {image!r} must be an image reference (registry/name:tag or @digest)")
+    paths = _paths(settings)
+    port = settings.get("metrics_port", 8089)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise DeployError(f"metrics_port: {port!r} must be 0 (off) or a TCP port")
+    kubelet = paths["kubelet_dir"].rstrip("/")
+    mounts = [
+        ("plugins", f"{kubelet}/plugins", "DirectoryOrCreate"),
+        ("plugins-registry", f"{kubelet}/plugins_registry", "DirectoryOrCreate"),
+        ("cdi", paths["cdi_dir"], "DirectoryOrCreate"),
+        ("state", paths["state_dir"], "DirectoryOrCreate"),
+        ("mps", paths["mps_root"], "DirectoryOrCreate"),
+        ("dev", "/dev", "Directory"),
+    ]
+    args = ["--node-name=$(NODE_NAME)", "--dev-root=/dev", *driver_args(settings)]
+    container: dict[str, Any] = {
+        "name": "driver",
+        "image": image,
+        "imagePullPolicy": settings.get("image_pull_policy", "IfNotPresent"),
+        "args": args,
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
+        "securityContext": {
+            "privileged": False,
+            "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "resources": settings.get("resources") or {"requests": {"cpu": "50m", "memory": "96Mi"}},
+        "volumeMounts": [{"name": n, "mountPath": p} for n, p, _t in mounts if n != "dev"]
+        + [{"name": "dev", "mountPath": "/dev", "readOnly": True}],
+    }
+    if port:
+        container["args"].append(f"--metrics-address=$(POD_IP):{port}")
+        container["ports"] = [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+        container["livenessProbe"] = {
+            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 20,
+            "failureThreshold": 3,
+        }
+    pod_labels = dict(LABELS, **{"app.kubernetes.io/component": "kubelet-plugin"})
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": s["name"],
+        "priorityClassName": "system-node-critical",
+        "hostNetwork": True,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "terminationGracePeriodSeconds": 30,
+        "containers": [container],
+        "volumes": [{"name": n, "hostPath": {"path": p, "type": t}} for n, p, t in mounts],
+    }
+    if settings.get("node_selector"):
+        pod_spec["nodeSelector"] = dict(settings["node_selector"])
+    if settings.get("tolerations"):
+        pod_spec["tolerations"] = list(settings["tolerations"])
+    if settings.get("image_pull_secrets"):
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in settings["image_pull_secrets"]]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": _meta(s["name"], s["namespace"]),
+        "spec": {
+            "selector": {"matchLabels": pod_labels},
+            # One node at a time and never two drivers on a node: both would
+            # serve the same sockets. The new pod restores the checkpoint from
+            # the state directory and rewrites the CDI specs before serving.
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+        },
+    }
+
+
+def objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every cluster object of the install, in apply order."""
+    result = credential_objects(settings)
+    if settings.get("mode", "host") == "daemonset":
+        result.append(daemonset(settings))
+    return result
+
+
+def node_kubeconfig(server: str, ca_data: str, token: str, node: str, name: str = DEFAULT_NAME) -> dict[str, Any]:
+    """The kubeconfig a node's driver uses in host mode (token auth)."""
+    if not isinstance(server, str) or not server.startswith("https://") and not server.startswith("http://"):
+        raise DeployError(f"server: {server!r} must be an http(s) URL")
+    if not token:
+        raise DeployError(f"token for node {node!r} is empty (has the token controller filled the Secret yet?)")
+    cluster: dict[str, Any] = {"server": server}
+    if ca_data:
+        cluster["certificate-authority-data"] = ca_data
+    user = f"{name}-{node}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "driver", "context": {"cluster": "cluster", "user": user}}],
+        "current-context": "driver",
+    }
+
+
+def wheel_platforms(machine: str, libc: str, libc_version: str) -> list[str]:
+    """``pip download --platform`` values that a node with this machine and glibc can install."""
+    arch = _ARCHES.get(str(machine).lower())
+    if arch is None:
+        raise DeployError(f"machine {machine!r}: wheels are built for x86_64 and aarch64 only")
+    if str(libc).lower() != "glibc":
+        raise DeployError(f"libc {libc!r}: the wheelhouse needs a glibc node (manylinux wheels)")
+    match = re.match(r"^2\.(\d+)", str(libc_version))
+    if not match or int(match.group(1)) < 17:
+        raise DeployError(f"glibc {libc_version!r}: manylinux wheels need glibc 2.17 or newer")
+    minor = int(match.group(1))
+    return [f"manylinux_2_{m}_{arch}" for m in range(minor, 16, -1)] + [f"manylinux2014_{arch}", "any"]
