@@ -308,6 +308,12 @@ class _Allocator:
         self.node = node
         self.requests = requests
         self.constraints = constraints
+        # per alternative: the (position, constraint) pairs that apply to it
+        self.applicable = {
+            id(alt): tuple((i, c) for i, c in enumerate(constraints) if c.applies(alt))
+            for alternatives in requests
+            for alt in alternatives
+        }
         self.used = used  # set of device keys held by exclusive allocations
         self.consumed = consumed  # {device key: {capacity: Fraction}} on multi-allocatable devices
         self.counters_used = counters_used  # {counter set: {counter: Fraction}}
@@ -402,9 +408,7 @@ class _Allocator:
     def _take(self, device: _Device, alternative: _Alternative):
         """Apply the constraints for one device; a token to undo, or None when they fail."""
         changes = []
-        for position, constraint in enumerate(self.constraints):
-            if not constraint.applies(alternative):
-                continue
+        for position, constraint in self.applicable[id(alternative)]:
             value = device.attributes.get(constraint.attribute)
             if value is None:
                 self._undo_constraints(changes)
@@ -541,6 +545,70 @@ def _why_not(requests, constraints, candidates) -> str:
     return "the matching devices cannot serve all requests at once"
 
 
+class _Shapes:
+    """Plans of nodes that look the same to a template are computed once.
+
+    Two nodes have one shape when their devices agree, in order, on name and
+    driver, on every value a selector reads, on every attribute a
+    constraint compares, on capacities, counters and PCI addresses, and on the
+    levels between those addresses: then the scheduler's search takes the same
+    path on both, so the plan of one is the plan of the other. Big sites are
+    made of few node models, so this spares most of the search. When a
+    selector reads the device in a way that cannot be told statically, every
+    node is planned on its own.
+    """
+
+    def __init__(self, compiler: Compiler, compiled: list, enabled: bool = True) -> None:
+        reads = set()
+        self.enabled = enabled
+        for selector in compiler.selectors.values():
+            if selector.reads is None:
+                self.enabled = False
+            else:
+                reads.update(selector.reads)
+        self.reads = sorted(reads)
+        self.attributes = sorted({c.attribute for _n, (_r, constraints) in compiled for c in constraints})
+        self.results: dict[tuple, dict[str, Any]] = {}
+        self.signatures: dict[str, tuple] = {}
+
+    def signature(self, node: _Node) -> tuple:
+        cached = self.signatures.get(node.name)
+        if cached is None:
+            devices = tuple(
+                (
+                    d.label,  # driver and name; the pool is the node's own
+                    tuple(dra_cel._read(d.view, r) for r in self.reads),
+                    tuple(d.attributes.get(a) for a in self.attributes),
+                    d.bdf,
+                    tuple(sorted(d.capacity.items())),
+                    d.multi,
+                    tuple((c, tuple(sorted(n.items()))) for c, n in d.counters),
+                )
+                for d in node.devices
+            )
+            bdfs = [d.bdf for d in node.devices if d.bdf]
+            links = tuple((a, b, node.links[a][b]) for a in bdfs if a in node.links for b in bdfs if b in node.links[a])
+            shared = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in node.shared.items()))
+            cached = self.signatures[node.name] = (devices, links, shared)
+        return cached
+
+    def get(self, index: int, node: _Node) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        found = self.results.get((index, self.signature(node)))
+        if found is None:
+            return None
+        # the allocations are shared between nodes of one shape; nothing changes them afterwards
+        result = dict(found)
+        if "errors" in result:
+            result["errors"] = [dict(error, node=node.name) for error in result["errors"]]
+        return result
+
+    def put(self, index: int, node: _Node, result: dict[str, Any]) -> None:
+        if self.enabled:
+            self.results[(index, self.signature(node))] = dict(result)
+
+
 def plan(
     site: str,
     nodes: dict[str, dict[str, Any]],
@@ -550,8 +618,13 @@ def plan(
     kubernetes_version: str | None = None,
     driver: str = dra.DRIVER_NAME,
     step_limit: int = DEFAULT_STEP_LIMIT,
+    shape_cache: bool = True,
 ) -> dict[str, Any]:
-    """The plan of a site: every template on every node (see docs/claims.md for the shape)."""
+    """The plan of a site: every template on every node (see docs/claims.md for the shape).
+
+    ``shape_cache=False`` plans every node on its own even when it looks like
+    one already planned (for measurements; the result is the same).
+    """
     required_set = set(required or [])
     compiler = Compiler(classes)
     compiled = []
@@ -565,8 +638,9 @@ def plan(
         raise PlanError(f"required templates that are not given: {', '.join(sorted(unknown))}")
     domains = dra_cel.referenced_domains(compiler.selectors)
     prepared = [_Node(name, data, domains) for name, data in sorted(nodes.items())]
+    shapes = _Shapes(compiler, compiled, shape_cache)
     report_templates = []
-    for name, (requests, constraints) in compiled:
+    for index, (name, (requests, constraints)) in enumerate(compiled):
         entry: dict[str, Any] = {
             "name": name,
             "required": name in required_set,
@@ -577,7 +651,10 @@ def plan(
             "nodes": {},
         }
         for node in prepared:
-            result = plan_node(node, requests, constraints, step_limit)
+            result = shapes.get(index, node)
+            if result is None:
+                result = plan_node(node, requests, constraints, step_limit)
+                shapes.put(index, node, result)
             entry["errors"].extend(result.pop("errors", []))
             entry["fits_total"] += result["fits"]
             entry["nodes"][node.name] = result

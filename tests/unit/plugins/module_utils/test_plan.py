@@ -274,3 +274,22 @@ def test_plan_keeps_the_contract_keys():
     assert {"name", "required", "fits_total", "worst_level", "satisfiable", "errors", "nodes"} <= set(entry)
     assert {"fits", "worst_level", "allocations"} <= set(entry["nodes"]["n1"])
     assert {"devices", "worst_level"} <= set(entry["nodes"]["n1"]["allocations"][0])
+
+
+def test_nodes_of_one_shape_share_a_plan_with_the_same_result():
+    topologies = {"a": DGX_LIKE, "b": NICS_ON_SOCKET_1, "c": DGX_LIKE}
+    bad = template(
+        "bad",
+        [
+            exactly(
+                "gpu", "gpu", selectors=[{"cel": {"expression": 'device.attributes["dra.aligned.dev"].uuid == "x"'}}]
+            )
+        ],
+    )
+    templates = [pairs(1), pairs(2), bad]
+    nodes = planner.nodes_from_topologies(topologies)
+    cached = planner.plan("s", nodes, CLASSES, templates)
+    uncached = planner.plan("s", nodes, CLASSES, templates, shape_cache=False)
+    assert cached == uncached
+    errors = cached["templates"][2]["errors"]
+    assert {e["node"] for e in errors} == {"a", "b", "c"}
