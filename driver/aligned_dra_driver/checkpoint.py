@@ -2,7 +2,7 @@
 """The driver's checkpoint: what it prepared, kept across restarts and reboots.
 
 ``<state-dir>/checkpoint.json`` (written atomically: temporary file, fsync,
-rename, fsync of the directory)::
+rename)::
 
     {
       "version": 1,

@@ -214,6 +214,8 @@ class Runner:
             LOG.info("metrics on port %d", self.metrics_server.port)
         self.sync(force=True)
         self.servers.start()
+        # netlink is needed by the first Unprepare that restores a NIC: load it now, off the call path
+        threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         while not self.stopping.is_set():
@@ -231,6 +233,13 @@ class Runner:
     def _stop(self, signum: int, frame: Any) -> None:
         self.stopping.set()
         self.wake.set()
+
+
+def _warm_up() -> None:
+    try:
+        import pyroute2  # noqa: F401
+    except ImportError:
+        LOG.warning("pyroute2 is missing: NICs cannot be renamed back on Unprepare")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,13 @@ TMP_SUFFIX = ".tmp"
 def atomic_write(path: str, data: bytes, mode: int = 0o644, durable: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and ``rename``.
 
-    With ``durable`` the file and the directory entry are flushed to disk before
-    returning (what a checkpoint needs across power loss); without it only the
-    rename's atomicity is kept (enough for tmpfs like ``/var/run/cdi``).
+    With ``durable`` the new file's data reaches the disk before the rename
+    (after a power loss the file is the old or the new one, never empty or
+    half-written; the kubelet's own checkpoints are written the same way);
+    the directory itself is not flushed, which would double the cost, so the
+    rename may be lost with the last few seconds of a power loss. Without
+    ``durable`` only the rename's atomicity is kept (enough for a tmpfs like
+    ``/var/run/cdi``).
     """
     directory = os.path.dirname(path) or "."
     tmp = os.path.join(directory, "." + os.path.basename(path) + TMP_SUFFIX)
@@ -28,12 +32,6 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644, durable: bool = True
     finally:
         os.close(fd)
     os.rename(tmp, path)
-    if durable:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def remove_if_present(path: str) -> bool:

@@ -1,0 +1,187 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kill -9 the real driver at random points of Prepare and Unprepare, 100 times.
+
+After every restart each claim must be either fully prepared (checkpoint entry
+and a CDI spec with exactly the checkpointed content) or cleanly absent (no
+entry, no spec), with no half-written file left. Then the test does what the
+kubelet does (it repeats the interrupted call) and checks that the end state is
+clean: after the final Unprepare no CDI file, no checkpoint entry, and the NIC
+(a veth renamed as a pod would leave it) back under its original name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import threading
+import time
+
+import grpc
+import pytest
+
+from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.netns]
+
+# each round kills one Prepare and one Unprepare: 100 kills (fewer only by hand, while developing)
+ROUNDS = int(os.environ.get("ALIGNED_DRA_CRASH_ROUNDS", "50"))
+CLAIMS_PER_CALL = 6
+HOST = "aldcr0"
+PEER = "aldcr0p"
+POD_NAME = "net1"
+
+
+def state(node):
+    path = node.state / "checkpoint.json"
+    claims = json.loads(path.read_text())["claims"] if path.exists() else {}
+    specs = {p.name: p for p in node.cdi.iterdir()}
+    return claims, specs
+
+
+def check_consistent(node, uids):
+    claims, specs = state(node)
+    leftovers = [p.name for d in (node.cdi, node.state) for p in d.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+    ours = {name for name in specs if name.startswith("aligned.dev-claim_")}
+    assert ours == {f"aligned.dev-claim_{uid}.json" for uid in claims}
+    for uid in uids:
+        if uid in claims:
+            spec = json.loads(specs[f"aligned.dev-claim_{uid}.json"].read_text())
+            assert spec == claims[uid]["cdi_spec"]
+    return claims
+
+
+def sync_sysfs(node):
+    """Make the fixture's net/ entry name what the veth is called now, as the kernel would."""
+    from pyroute2 import IPRoute
+
+    net = node.sys / "bus" / "pci" / "devices" / h.NIC_BDF / "net"
+    with IPRoute() as ipr:
+        current = HOST if ipr.link_lookup(ifname=HOST) else POD_NAME
+    for entry in list(net.iterdir()):
+        if entry.name != current:
+            entry.rename(net / current)
+
+
+def rename(old, new):
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        found = ipr.link_lookup(ifname=old)
+        if found:
+            ipr.link("set", index=found[0], state="down")
+            ipr.link("set", index=found[0], ifname=new)
+
+
+@pytest.fixture
+def veth():
+    from pyroute2 import IPRoute
+
+    def clean():
+        with IPRoute() as ipr:
+            for name in (HOST, PEER, POD_NAME):
+                for index in ipr.link_lookup(ifname=name):
+                    ipr.link("del", index=index)
+
+    clean()
+    with IPRoute() as ipr:
+        ipr.link("add", ifname=HOST, kind="veth", peer=PEER)
+    yield
+    clean()
+
+
+def call_in_background(fn, *args):
+    box = {}
+
+    def target():
+        try:
+            box["answer"] = fn(*args)
+        except grpc.RpcError as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def timed(fn, *args):
+    started = time.perf_counter()
+    answer = fn(*args)
+    return answer, time.perf_counter() - started
+
+
+def test_kill_9_at_random_points(veth):
+    rng = random.Random(20261122)
+    root = h.short_tmp()
+    node = h.NodeTree.build(root, nic_name=HOST)
+    outcomes = {"prepare_killed": 0, "prepare_done": 0, "unprepare_killed": 0, "unprepare_done": 0}
+    with FakeApiServer("1.35") as api:
+        api.create(h.node_object())
+        config = [h.nic_config(interfaceName=POD_NAME, addresses=["10.55.0.2/24"])]
+        driver = h.DriverProcess(node, api).start()
+        windows = {}
+        try:
+            for run in range(ROUNDS + 1):
+                refs = []
+                for index in range(CLAIMS_PER_CALL):
+                    results = [{"request": "gpu", "device": h.GPU}]
+                    if index == 0:
+                        results.append({"request": "nic", "device": h.NIC})
+                    claim = api.create(h.claim_object(f"c{run}-{index}", results, config if index == 0 else None))
+                    refs.append(h.claim_ref(claim))
+                uids = [r["uid"] for r in refs]
+                if run == 0:  # calibration: how long the two calls take here, uninterrupted
+                    rename(HOST, POD_NAME)
+                    sync_sysfs(node)
+                    _answer, windows["prepare"] = timed(driver.prepare, refs)
+                    _answer, windows["unprepare"] = timed(driver.unprepare, refs)
+                    sync_sysfs(node)
+                    for ref in refs:
+                        api.delete("resourceclaims", ref["name"], "default")
+                    continue
+                # Prepare, killed at a random point (a few calls finish first)
+                thread, box = call_in_background(driver.prepare, refs)
+                time.sleep(rng.uniform(0, 1.1 * windows["prepare"]))
+                driver.kill9()
+                thread.join(10)
+                outcomes["prepare_done" if "answer" in box else "prepare_killed"] += 1
+                driver.start()
+                check_consistent(node, uids)
+                # the kubelet repeats Prepare until it gets an answer
+                answer = driver.prepare(refs)
+                assert all(answer.claims[u].error == "" for u in uids)
+                claims = check_consistent(node, uids)
+                assert set(uids) <= set(claims)
+                # a pod ran: its NIC came back to the host under the pod's name
+                rename(HOST, POD_NAME)
+                sync_sysfs(node)
+                # Unprepare, killed at a random point
+                thread, box = call_in_background(driver.unprepare, refs)
+                time.sleep(rng.uniform(0, 1.1 * windows["unprepare"]))
+                driver.kill9()
+                thread.join(10)
+                outcomes["unprepare_done" if "answer" in box else "unprepare_killed"] += 1
+                driver.start()
+                check_consistent(node, uids)
+                sync_sysfs(node)
+                answer = driver.unprepare(refs)
+                assert all(answer.claims[u].error == "" for u in uids)
+                sync_sysfs(node)
+                claims, specs = state(node)
+                assert claims == {} and [n for n in specs if n.startswith("aligned.dev-claim_")] == []
+                from pyroute2 import IPRoute
+
+                with IPRoute() as ipr:
+                    assert ipr.link_lookup(ifname=HOST), f"run {run}: the NIC was not renamed back"
+                for ref in refs:
+                    api.delete("resourceclaims", ref["name"], "default")
+        finally:
+            driver.stop()
+    shutil.rmtree(root, ignore_errors=True)
+    # the random points really hit both sides of both calls
+    print(f"kill -9 outcomes over {ROUNDS} rounds: {outcomes}, windows {windows}")
+    assert outcomes["prepare_killed"] + outcomes["prepare_done"] == ROUNDS
+    assert outcomes["prepare_killed"] >= ROUNDS // 5 and outcomes["unprepare_killed"] >= ROUNDS // 5, outcomes
