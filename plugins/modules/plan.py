@@ -95,6 +95,19 @@ EXAMPLES = r"""
     dest: output/ai-west/plan.json
   register: plan
 
+- name: Read the ResourceSlices of every driver from the cluster
+  kubernetes.core.k8s_info:
+    api_version: resource.k8s.io/v1
+    kind: ResourceSlice
+  register: cluster_slices
+
+- name: Plan on what the drivers publish (levels from the probed topologies)
+  aligned.dra.plan:
+    site: ai-west
+    objects: "{{ rendered.objects }}"
+    slices: "{{ cluster_slices.resources }}"
+    topology_dir: output/ai-west/nodes
+
 - name: What if - the same templates on nodes that are not bought yet
   aligned.dra.plan:
     site: what-if
