@@ -152,7 +152,6 @@ class FakeSriovKernel:
 
     def _create_vfs(self, pf_dir: str, count: int) -> None:
         parent = os.path.dirname(pf_dir)
-        pf = os.path.basename(pf_dir)
         autoprobe = (_read(os.path.join(pf_dir, "sriov_drivers_autoprobe")) or "1") == "1"
         driver = self._driver(pf_dir) if autoprobe else None
         if driver is not None:
@@ -332,8 +331,13 @@ class FakeLinks:
         self._vf(ifname, vf).update(props)
 
 
-def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None) -> None:
-    """React to plain writes of sriov_numvfs in a tree (Molecule nodes); ``stop``: a threading.Event."""
+def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None, ready: Any = None) -> None:
+    """React to plain writes of sriov_numvfs in a tree (Molecule nodes).
+
+    ``stop`` and ``ready`` are threading.Events: set ``stop`` to end the loop;
+    ``ready`` is set once the current counts are known (writes before that
+    would be taken for the kernel's own state).
+    """
     kernel = FakeSriovKernel(sysfs_root)
     devices = os.path.join(kernel.sys, "bus", "pci", "devices")
     known: dict[str, int] = {}
@@ -342,6 +346,8 @@ def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None) -> None:
         if value is not None:
             known[os.path.realpath(os.path.join(devices, address))] = int(value or 0)
     print(f"watching {len(known)} PFs under {kernel.sys}", file=sys.stderr, flush=True)
+    if ready is not None:
+        ready.set()
     while stop is None or not stop.is_set():
         for pf_dir, current in list(known.items()):
             value = _read(os.path.join(pf_dir, "sriov_numvfs"))

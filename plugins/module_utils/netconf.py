@@ -44,7 +44,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def run_rdma(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    from ansible_collections.aligned.dra.plugins.module_utils import rdma_config  # noqa: PLC0415
+    from ansible_collections.aligned.dra.plugins.module_utils import rdma_config
 
     return rdma_config.apply(
         {"netns_mode": state.get("netns_mode"), "modules": state.get("modules")},
@@ -57,7 +57,7 @@ def run_rdma(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
 
 
 def run_sriov(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    from ansible_collections.aligned.dra.plugins.module_utils import sriov  # noqa: PLC0415
+    from ansible_collections.aligned.dra.plugins.module_utils import sriov
 
     return sriov.apply(
         state.get("pfs") or [],

@@ -121,11 +121,11 @@ class Links:
     def _ip(self) -> Any:
         if self._ipr is None:
             if self.netns is None:
-                from pyroute2 import IPRoute  # noqa: PLC0415
+                from pyroute2 import IPRoute
 
                 self._ipr = IPRoute()
             else:
-                from pyroute2 import NetNS  # noqa: PLC0415
+                from pyroute2 import NetNS
 
                 self._ipr = NetNS(self.netns)
         return self._ipr
@@ -223,7 +223,7 @@ class Devlink:
     def _socket(self) -> Any:
         if self._dl is None:
             try:
-                from pyroute2 import DL  # noqa: PLC0415
+                from pyroute2 import DL
 
                 self._dl = DL()
             except Exception as exc:
@@ -237,7 +237,7 @@ class Devlink:
             self._dl = None
 
     def _request(self, pci_address: str, cmd: str, attrs: list[tuple[str, Any]], flags: int) -> list[Any]:
-        from pyroute2.netlink.devlink import DEVLINK_NAMES, devlinkcmd  # noqa: PLC0415
+        from pyroute2.netlink.devlink import DEVLINK_NAMES, devlinkcmd
 
         dl = self._socket()
         msg = devlinkcmd()

@@ -92,11 +92,11 @@ def _classes() -> dict[str, Any]:
     """pyroute2 classes for the NLDEV messages, built on first use."""
     if _CLASSES:
         return _CLASSES
-    from pyroute2.netlink import nlmsg  # noqa: PLC0415 (import cost only when needed)
-    from pyroute2.netlink.marshal import Marshal  # noqa: PLC0415
-    from pyroute2.netlink.nlsocket import AsyncNetlinkSocket, NetlinkSocket  # noqa: PLC0415
+    from pyroute2.netlink import nlmsg
+    from pyroute2.netlink.marshal import Marshal
+    from pyroute2.netlink.nlsocket import AsyncNetlinkSocket, NetlinkSocket
 
-    class rdma_nldev_msg(nlmsg):  # noqa: N801 (pyroute2's naming of message classes)
+    class rdma_nldev_msg(nlmsg):
         """An NLDEV message: netlink header, then attributes (no family header)."""
 
         prefix = "RDMA_NLDEV_"
@@ -200,7 +200,7 @@ class RdmaSystem:
         self.close()
 
     def _request(self, msg_type: int, attrs: list[tuple[str, Any]]) -> list[Any]:
-        from pyroute2.netlink.exceptions import NetlinkError  # noqa: PLC0415
+        from pyroute2.netlink.exceptions import NetlinkError
 
         msg = _classes()["msg"]()
         msg["attrs"] = attrs

@@ -25,9 +25,10 @@ LAYOUT = Path(__file__).resolve().parents[3] / "fixtures" / "network" / "sriov-l
 @pytest.fixture
 def watched_tree(tmp_path):
     root = build_tree(load_layout(LAYOUT), tmp_path / "node")
-    stop = threading.Event()
-    thread = threading.Thread(target=watch, args=(str(root / "sys"), 0.01, stop), daemon=True)
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(target=watch, args=(str(root / "sys"), 0.01, stop, ready), daemon=True)
     thread.start()
+    assert ready.wait(30), "the fake kernel did not start"
     yield root
     stop.set()
     thread.join(5)

@@ -92,8 +92,8 @@ def test_vf_request_keeps_pairs_together():
 def test_vf_settings_encode_as_the_uapi_says():
     """IFLA_VFINFO_LIST (22) > IFLA_VF_INFO (1) > IFLA_VF_MAC (1, {u32 vf; u8 mac[32]}),
     IFLA_VF_VLAN (2, {u32 vf, vlan, qos}), IFLA_VF_TRUST (9, {u32 vf, setting})."""
-    from pyroute2.requests.link import LinkIPRouteFilter
     from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
+    from pyroute2.requests.link import LinkIPRouteFilter
 
     spec = nl.vf_request(1, {"mac": "02:00:00:00:00:01", "vlan": 100, "qos": 3, "trust": True})
     msg = ifinfmsg()

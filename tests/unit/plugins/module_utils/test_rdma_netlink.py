@@ -33,7 +33,7 @@ def test_numbers_match_the_uapi_header():
 @pytest.mark.skipif(sys.byteorder != "little", reason="expected bytes are little-endian")
 def test_sys_get_request_bytes():
     # nlmsghdr only: len 16, type 0x1406, flags REQUEST|ACK, seq 1, pid 0
-    expected = bytes.fromhex("10000000" "0614" "0500" "01000000" "00000000")
+    expected = bytes.fromhex("10000000 0614 0500 01000000 00000000")
     assert rn.sys_get_request(seq=1) == expected
 
 
@@ -41,8 +41,8 @@ def test_sys_get_request_bytes():
 @pytest.mark.parametrize(("mode", "value"), [("exclusive", 0), ("shared", 1)])
 def test_sys_set_netns_request_bytes(mode, value):
     expected = (
-        bytes.fromhex("18000000" "0714" "0500" "07000000" "2a000000")  # len 24, SYS_SET, seq 7, pid 42
-        + bytes.fromhex("0500" "4200")  # nla_len 5 (4 header + u8), nla_type 66
+        bytes.fromhex("18000000 0714 0500 07000000 2a000000")  # len 24, SYS_SET, seq 7, pid 42
+        + bytes.fromhex("0500 4200")  # nla_len 5 (4 header + u8), nla_type 66
         + bytes([value])
         + b"\x00\x00\x00"  # padding to 4 bytes, counted in nlmsg_len
     )

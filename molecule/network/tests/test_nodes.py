@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: Apache-2.0
+"""On every node after converge: VFs, persistent files, boot-time units."""
+
+from __future__ import annotations
+
+import json
+
+PF = "/fixture/sys/bus/pci/devices"
+EXPECTED = {
+    "net-node1": {"0000:01:00.0": 4, "0000:81:00.0": 2, "0000:01:00.1": 2},
+    "net-node2": {"0000:01:00.0": 0, "0000:81:00.0": 0, "0000:01:00.1": 6},
+}
+
+
+def name(host):
+    return host.backend.get_hostname()
+
+
+def test_vf_counts_and_links(host):
+    for address, count in EXPECTED[name(host)].items():
+        assert host.file(f"{PF}/{address}/sriov_numvfs").content_string.strip() == str(count)
+        if count:
+            assert host.file(f"{PF}/{address}/virtfn{count - 1}").is_symlink
+        assert not host.file(f"{PF}/{address}/virtfn{count}").exists
+
+
+def test_autoprobe_off_leaves_new_vfs_unbound(host):
+    if name(host) != "net-node1":
+        return
+    assert host.file(f"{PF}/0000:81:00.0/sriov_drivers_autoprobe").content_string.strip() == "0"
+    assert not host.file(f"{PF}/0000:81:02.0/driver").exists
+
+
+def test_rdma_settings_persisted(host):
+    options = host.file("/etc/modprobe.d/aligned-dra-rdma.conf")
+    assert options.contains("^options ib_core netns_mode=0$")
+    modules = host.file("/etc/modules-load.d/aligned-dra-rdma.conf").content_string.splitlines()
+    assert modules[1:] == ["ib_core", "mlx5_ib"]
+
+
+def test_boot_units_installed_enabled_and_working(host):
+    for kind in ("rdma", "sriov"):
+        unit = host.service(f"aligned-dra-{kind}.service")
+        assert unit.is_enabled
+        state = json.loads(host.file(f"/etc/aligned-dra/{kind}.json").content_string)
+        assert state["sysfs_root"] == "/fixture/sys"
+        # What the node does at boot: the same library, nothing left to change.
+        start = host.run(f"systemctl start aligned-dra-{kind}.service")
+        assert start.rc == 0, start.stderr
+        assert unit.is_running or host.run(f"systemctl is-active aligned-dra-{kind}.service").stdout.strip() == "active"
+        journal = host.run(f"journalctl -u aligned-dra-{kind}.service -o cat --no-pager")
+        assert '"changed": false' in journal.stdout
+
+
+def test_boot_unit_recreates_vfs_after_a_reset(host):
+    """As after a reboot: VFs gone, the unit puts them back."""
+    if name(host) != "net-node2":
+        return
+    assert host.run(f"echo 0 > {PF}/0000:01:00.1/sriov_numvfs").rc == 0
+    assert host.run("sleep 0.5; ls " + f"{PF}/0000:01:00.1/").stdout.count("virtfn") == 0
+    restart = host.run("systemctl restart aligned-dra-sriov.service")
+    assert restart.rc == 0, restart.stderr
+    assert host.file(f"{PF}/0000:01:00.1/sriov_numvfs").content_string.strip() == "6"
+    assert host.file(f"{PF}/0000:01:00.1/virtfn5").is_symlink
