@@ -159,10 +159,11 @@ def bench_slices(samples: int) -> dict[str, float]:
     from materialize import materialize
 
     cache = REPO / ".cache" / "sysfs"
-    materialize(cache, ["sriov-8x64"]) if not (cache / "sriov-8x64").exists() else None
+    if not (cache / "sriov-8x64").exists():
+        materialize("sriov-8x64", cache)
     topo = topology.probe(str(cache / "sriov-8x64" / "sys"), str(cache / "sriov-8x64" / "proc"))
     build, dump = [], []
-    for _ in range(samples):
+    for _sample in range(samples):
         started = time.perf_counter()
         devices = dra.devices_from_topology(topo)
         slices = publisher.build_slices("node-a", dra.DRIVER_NAME, devices, 1, "0f8e3c5a-0000-4000-8000-000000000000")

@@ -113,7 +113,7 @@ def test_second_container_of_a_pod_finds_the_nic_in_place(prepared, node_image):
     pod = f"ald-{uuid.uuid4().hex[:8]}"
     podman(node, "pod", "create", "--name", pod, "--network=none")
     try:
-        for _ in range(2):
+        for _container in range(2):
             done = podman(node, "run", "--rm", "--pod", pod, *device_args(ids), node_image, "ip", "-o", "addr")
             assert "inet 10.66.0.2/24" in done.stdout
     finally:

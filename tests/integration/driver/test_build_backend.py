@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The driver wheel: built offline, carries the collection's topology and dra libraries, runs on its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(REPO / "driver"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("aligned_dra_driver-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        for name in ("topology.py", "dra.py"):
+            vendored = archive.read(f"aligned_dra_driver/_collection/{name}")
+            assert vendored == (REPO / "plugins" / "module_utils" / name).read_bytes()
+        assert "aligned_dra_driver/proto/dra_v1_pb2.py" in names
+        assert "aligned_dra_driver/proto/dra_v1.proto" in names
+        entry_points = archive.read("aligned_dra_driver-0.1.0.dist-info/entry_points.txt").decode()
+        metadata = archive.read("aligned_dra_driver-0.1.0.dist-info/METADATA").decode()
+    assert "aligned-dra-driver = aligned_dra_driver.cli:main" in entry_points
+    assert "aligned-dra-netdev-hook = aligned_dra_driver.netdev_hook:main" in entry_points
+    assert "Requires-Dist: grpcio" in metadata
+    target = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+    # outside the checkout: only the wheel and the venv's dependencies are importable
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(target)}
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import aligned_dra_driver.collection as c, aligned_dra_driver.server; print(c.topology.__name__, c.dra.DRIVER_NAME)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["aligned_dra_driver._collection.topology", "dra.aligned.dev"]
+    version = subprocess.run(
+        [sys.executable, "-m", "aligned_dra_driver", "--version"], capture_output=True, text=True, env=env, check=False
+    )
+    assert version.returncode == 0 and "0.1.0" in version.stdout
