@@ -112,6 +112,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aligned.dra.plugins.module_utils import rdma_config, rdma_netlink
 
 
+def modprobe(module: AnsibleModule, name: str) -> tuple[int, str]:
+    """``modprobe NAME`` through Ansible's command runner: (exit status, stderr)."""
+    path = module.get_bin_path("modprobe")
+    if path is None:
+        return 127, "modprobe is not installed"
+    rc, _out, err = module.run_command([path, name])
+    return rc, err.strip()
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -133,6 +142,7 @@ def main() -> None:
             modprobe_dir=p["modprobe_dir"],
             modules_load_dir=p["modules_load_dir"],
             check_mode=module.check_mode,
+            modprobe=lambda name: modprobe(module, name),
         )
     except (rdma_config.RdmaConfigError, OSError) as exc:
         module.fail_json(msg=str(exc))
