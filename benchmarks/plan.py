@@ -142,7 +142,7 @@ def baseline(topologies: dict, objs: list) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--no-shape-cache",
@@ -160,14 +160,15 @@ def main() -> int:
     for size in SIZES:
         topologies = site(size)
         times = []
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats):  # noqa: B007 - the count is what matters
             elapsed, plan_result = run_plan(topologies, objs, cache)
             times.append(elapsed)
         results[size] = statistics.median(times)
         fits = {t["name"]: t["fits_total"] for t in plan_result["templates"]}
         if size == SIZES[-1]:
             print("fits at 1000 nodes: " + ", ".join(f"{k}={v}" for k, v in fits.items()))
-    base_time = statistics.median(baseline(site(SIZES[-1]), objs) for _ in range(args.repeats))
+    big_site = site(SIZES[-1])
+    base_time = statistics.median([baseline(big_site, objs) for repeat in range(args.repeats)])
     first = SIZES[0]
     print(f"{'nodes':>6} {'plan s':>8} {'ms/node':>8} {'linearity':>9}")
     for size in SIZES:

@@ -81,7 +81,7 @@ def templates(draw):
             requests.append({"name": f"r{i}", "exactly": spec})
             names.append(f"r{i}")
     constraints = []
-    for _ in range(draw(st.integers(0, 2))):
+    for position in range(draw(st.integers(0, 2))):  # noqa: B007 - how many, not which
         kind = draw(st.sampled_from(["matchAttribute", "distinctAttribute"]))
         attribute = draw(st.sampled_from([ROOT, NUMA]))
         chosen = draw(st.lists(st.sampled_from(names), max_size=3, unique=True))
