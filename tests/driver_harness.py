@@ -186,7 +186,15 @@ def hook_command() -> str:
 class DriverProcess:
     """The real driver as a child process, with a gRPC client on its sockets."""
 
-    def __init__(self, node: NodeTree, api: Any, extra: list[str] | None = None, kubeconfig: Path | None = None):
+    def __init__(
+        self,
+        node: NodeTree,
+        api: Any,
+        extra: list[str] | None = None,
+        kubeconfig: Path | None = None,
+        env: dict[str, str] | None = None,
+    ):
+        self.env = env or {}
         self.node = node
         self.api = api
         self.extra = extra or []
@@ -235,7 +243,11 @@ class DriverProcess:
                 sock.unlink()
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                self.args(), stdout=log, stderr=subprocess.STDOUT, env=driver_env(), cwd=str(self.node.root)
+                self.args(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**driver_env(), **self.env},
+                cwd=str(self.node.root),
             )
         if wait:
             self.wait_ready()

@@ -71,10 +71,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-vfs", action="store_true", help="do not publish SR-IOV VFs")
     p.add_argument(
         "--fractional-gpus",
-        choices=("on", "off"),
-        default="off",
-        help="publish GPUs with allowMultipleAllocations and memory/compute capacities (Kubernetes >= 1.36 "
-        "or DRAConsumableCapacity on)",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="publish GPUs with allowMultipleAllocations and memory/compute capacities; auto: when the API "
+        "server is Kubernetes >= 1.36 (say on for an older cluster with DRAConsumableCapacity enabled)",
     )
     p.add_argument("--mps-root", default="/run/aligned-dra/mps")
     p.add_argument("--health-service", action="store_true", help="serve v1alpha1.DRAResourceHealth")
@@ -129,6 +129,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     dra.devices_from_topology({"devices": []}, device_options)  # refuses bad options before anything starts
     metrics = Metrics()
     kube = Kube(load_client(args.kubeconfig), field_manager=f"{args.driver_name}/{args.node_name}")
+    if args.fractional_gpus == "auto":
+        opts.fractional_gpus = fractional_by_version(kube)
     driver = Driver(opts, kube, metrics)
     publisher = Publisher(kube, args.node_name, args.driver_name)
     monitor = HealthMonitor(timeout=max(60.0, 3 * args.rescan_interval))
@@ -140,6 +142,21 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "publisher": publisher,
         "monitor": monitor,
     }
+
+
+def fractional_by_version(kube: Any) -> bool:
+    """Consumable capacity is on by default from Kubernetes 1.36."""
+    from .kube import ApiError
+
+    try:
+        minor = kube.server_minor()
+    except ApiError as exc:
+        LOG.warning("API server version unknown (%s): GPUs are published without sharing", exc)
+        return False
+    major, _sep, rest = minor.partition(".")
+    enabled = major.isdigit() and rest.isdigit() and (int(major), int(rest)) >= (1, 36)
+    LOG.info("Kubernetes %s: fractional GPUs %s", minor, "on" if enabled else "off")
+    return enabled
 
 
 class Runner:

@@ -273,6 +273,8 @@ class Driver:
                 entry_status["shareID"] = share_id
             if kind in GPU_KINDS:
                 edits = self._gpu_edits(topo, uid, result, cfg, claim)
+                if "ALIGNED_DRA_GPU_SHARING=MPS" in edits["env"]:
+                    record["mps"] = True
                 vendor = self.vendor.lookup((topo.get("gpu") or {}).get("uuid"), topo["pci_address"])
                 if vendor:
                     ids.append(vendor)
@@ -411,6 +413,21 @@ class Driver:
             if self.metrics is not None:
                 self.metrics.errors.labels(operation="claim_status").inc()
 
+    def _stop_unused_mps(self, entry: dict[str, Any]) -> None:
+        """Stop the MPS daemon of each GPU this claim shared once no prepared claim uses it."""
+        from .sharing import stop_mps_daemon
+
+        for device in entry["devices"]:
+            if not device.get("mps"):
+                continue
+            in_use = any(
+                other.get("mps") and other["pci_address"] == device["pci_address"]
+                for claim in self.checkpoint.claims.values()
+                for other in claim["devices"]
+            )
+            if not in_use and stop_mps_daemon(self.opts.mps_root, device["pci_address"]):
+                LOG.info("stopped the MPS daemon of %s", device["pci_address"])
+
     # -- Unprepare ---------------------------------------------------------------------
 
     def unprepare(self, claims: list[tuple[str, str, str]]) -> dict[str, str]:
@@ -443,6 +460,7 @@ class Driver:
                     self._count("unprepare", "error", started)
                     continue
                 del self.checkpoint.claims[uid]
+                self._stop_unused_mps(entry)
                 changed = True
                 answers[uid] = ""
                 self._count("unprepare", "ok", started)

@@ -64,6 +64,14 @@ class Kube:
         data = answer.data if hasattr(answer, "data") else answer.read()
         return json.loads(data) if data else None
 
+    def server_minor(self) -> str:
+        """``"1.36"``: the API server's Kubernetes minor version."""
+        from kubernetes import client
+
+        info = self._call(client.VersionApi(self.api_client).get_code)
+        minor = "".join(ch for ch in str(info.get("minor", "")) if ch.isdigit())
+        return f"{info.get('major')}.{minor}"
+
     # -- nodes and slices ----------------------------------------------------
 
     def get_node(self, name: str) -> dict[str, Any]:
