@@ -259,3 +259,47 @@ def test_grpc_over_a_closed_socket_fails_cleanly(node, api):
     process.stop()
     with pytest.raises(grpc.RpcError):
         process.prepare([{"namespace": "a", "uid": "b", "name": "c"}], timeout=1)
+
+
+def test_rdma_exclusive_mode_adds_the_rdma_device_to_the_hook(node, api):
+    params = node.sys / "module" / "ib_core" / "parameters"
+    params.mkdir(parents=True)
+    (params / "netns_mode").write_text("0\n")
+    with h.DriverProcess(node, api) as process:
+        claim = api.create(h.claim_object("excl", [{"request": "nic", "device": h.NIC}]))
+        uid = claim["metadata"]["uid"]
+        assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
+        spec = json.loads((node.cdi / f"aligned.dev-claim_{uid}.json").read_text())
+        args = spec["devices"][0]["containerEdits"]["hooks"][0]["args"]
+        assert args[args.index("--rdma-device") + 1] == "mlx5_0"
+        assert args[args.index("--name") + 1] == "aldnic0"  # no NicConfig: the host name
+
+
+def test_move_to_pod_false_leaves_the_nic_on_the_host(driver, api, node):
+    claim = api.create(h.claim_object("stay", [{"request": "nic", "device": h.NIC}], [h.nic_config(moveToPod=False)]))
+    uid = claim["metadata"]["uid"]
+    assert driver.prepare([h.claim_ref(claim)]).claims[uid].error == ""
+    spec = json.loads((node.cdi / f"aligned.dev-claim_{uid}.json").read_text())
+    edits = spec["devices"][0]["containerEdits"]
+    assert "hooks" not in edits
+    assert "ALIGNED_DRA_NIC_0000_19_00_0=aldnic0" in edits["env"]
+
+
+def test_two_nics_with_one_name_fail_the_claim(node, api):
+    with h.DriverProcess(node, api, extra=["--plain-nics"]) as process:
+        # with --plain-nics the management NIC would be published, but --exclude eno* keeps it out
+        assert [d["name"] for d in process_devices(api)] == [h.GPU, h.NIC]
+        claim = api.create(
+            h.claim_object(
+                "dup",
+                [{"request": "a", "device": h.NIC}, {"request": "b", "device": h.NIC}],
+                [h.nic_config(interfaceName="same")],
+            )
+        )
+        uid = claim["metadata"]["uid"]
+        assert "both be named" in process.prepare([h.claim_ref(claim)]).claims[uid].error
+
+
+def process_devices(api):
+    items = wait_for(lambda: slices(api), what="slices")
+    return items[0]["spec"]["devices"]

@@ -184,3 +184,44 @@ def test_restore_name_puts_a_returned_nic_back(veth, node):
     assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "in-place"
     (net / HOST).rename(net.parent / "gone")
     assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "absent"
+
+
+RDMA_STAND_IN = """#!/bin/sh
+# test stand-in for iproute2's rdma tool (no RDMA device exists here)
+echo "$*" >> "{log}"
+case "$*" in
+  "dev show mlx5_0") exit 0 ;;
+  "dev set mlx5_0 netns "*) [ -e "/run/netns/$5" ] && echo "netns $5 present" >> "{log}"; exit 0 ;;
+esac
+exit 1
+"""
+
+
+def test_rdma_exclusive_mode_moves_the_rdma_device_into_the_pod(veth, pod, node, tmp_path):
+    log = tmp_path / "rdma.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "rdma").write_text(RDMA_STAND_IN.format(log=log))
+    (bin_dir / "rdma").chmod(0o755)
+    env = h.driver_env()
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    args = [
+        sys.executable,
+        "-m",
+        "aligned_dra_driver.netdev_hook",
+        "--pci-address",
+        h.NIC_BDF,
+        "--sysfs-root",
+        str(node.sys),
+        "--name",
+        "net1",
+        "--rdma-device",
+        "mlx5_0",
+    ]
+    done = subprocess.run(args, input=json.dumps({"pid": pod}), capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "dev show mlx5_0"
+    assert calls[1] == f"dev set mlx5_0 netns aligned-dra-{pod}"
+    assert calls[2] == f"netns aligned-dra-{pod} present"  # attached to the pod's namespace while moving
+    assert not os.path.exists(f"/run/netns/aligned-dra-{pod}")  # and the name is gone afterwards
