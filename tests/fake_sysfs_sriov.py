@@ -351,7 +351,8 @@ def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None, ready: Any 
     while stop is None or not stop.is_set():
         for pf_dir, current in list(known.items()):
             value = _read(os.path.join(pf_dir, "sriov_numvfs"))
-            if value is None or value == str(current):
+            # Empty: caught between open(O_TRUNC) and write(); the value follows.
+            if not value or value == str(current):
                 continue
             try:
                 kernel.set_numvfs(pf_dir, value, current=current)

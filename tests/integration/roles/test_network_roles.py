@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: Apache-2.0
+"""playbooks/network.yml (rdma + sriov roles) through real ansible-playbook runs.
+
+Two "nodes" are fake SR-IOV trees on the controller (local connection);
+tests/fake_sysfs_sriov.py watches them and plays the kernel's part when the
+modules write sriov_numvfs, as in the Molecule scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
+from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+
+REPO = Path(__file__).resolve().parents[3]
+LAYOUT = REPO / "tests" / "fixtures" / "network" / "sriov-lab.yml"
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    roots, stops = {}, []
+    for name in ("n1", "n2"):
+        root = build_tree(load_layout(LAYOUT), tmp_path / name)
+        stop, ready = threading.Event(), threading.Event()
+        threading.Thread(target=watch, args=(str(root / "sys"), 0.01, stop, ready), daemon=True).start()
+        assert ready.wait(30)
+        roots[name] = root
+        stops.append(stop)
+    yield roots
+    for stop in stops:
+        stop.set()
+
+
+def inventory(tmp_path, roots, host_vars=None, **common):
+    hosts = {}
+    for name, root in roots.items():
+        hosts[name] = {
+            "aligned_dra_sysfs_root": str(root / "sys"),
+            "aligned_dra_procfs_root": str(root / "proc"),
+            "aligned_dra_modprobe_dir": str(root / "etc/modprobe.d"),
+            "aligned_dra_modules_load_dir": str(root / "etc/modules-load.d"),
+            "aligned_dra_driver_state_dir": str(root / "state"),
+            "aligned_dra_sriov_pfs": [{"pci_address": "0000:01:00.0", "numvfs": 3}],
+            **((host_vars or {}).get(name, {})),
+        }
+    data = {
+        "aligned_dra_nodes": {
+            "hosts": hosts,
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                "aligned_dra_network_persist": False,
+                "aligned_dra_rdma_netns_mode": "exclusive",
+                **common,
+            },
+        }
+    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def playbook(inv, *args):
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(inv), str(REPO / "playbooks" / "network.yml"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    proc.output = " ".join((proc.stdout + proc.stderr).split())
+    return proc
+
+
+def numvfs(root, address="0000:01:00.0"):
+    return int((root / f"sys/bus/pci/devices/{address}/sriov_numvfs").read_text())
+
+
+def recap(proc, host):
+    part = proc.output.split(f"{host} : ", 1)[1]
+    return {k: int(v) for k, v in (item.split("=") for item in part.split()[:4])}
+
+
+@pytest.mark.slow
+def test_converge_then_nothing_to_do(nodes, tmp_path):
+    inv = inventory(
+        tmp_path, nodes, host_vars={"n2": {"aligned_dra_sriov_pfs": [{"netdev": "enp1s0f1np0", "numvfs": 4}]}}
+    )
+    first = playbook(inv)
+    assert first.returncode == 0, first.output
+    assert numvfs(nodes["n1"]) == 3 and numvfs(nodes["n2"], "0000:01:00.1") == 4
+    assert "no kubeconfig given (aligned_dra_kubeconfig), so the node is not cordoned" in first.output
+    assert "options ib_core netns_mode=0" in (nodes["n1"] / "etc/modprobe.d/aligned-dra-rdma.conf").read_text()
+    second = playbook(inv)
+    assert second.returncode == 0, second.output
+    assert recap(second, "n1")["changed"] == 0 and recap(second, "n2")["changed"] == 0
+
+
+@pytest.mark.slow
+def test_check_only_shows_the_plan(nodes, tmp_path):
+    inv = inventory(tmp_path, nodes, aligned_dra_network_check_only=True)
+    proc = playbook(inv, "--diff")
+    assert proc.returncode == 0, proc.output
+    assert "- numvfs: 0 + numvfs: 3" in proc.output
+    assert numvfs(nodes["n1"]) == 0
+    assert not (nodes["n1"] / "etc").exists()
+
+
+@pytest.mark.slow
+def test_failed_node_stops_the_rollout(nodes, tmp_path):
+    """serial 1 and max_fail_percentage 0: n1 fails (VFs in use), n2 is never touched."""
+    (nodes["n1"] / "state").mkdir()
+    checkpoint = {"claims": {"c1": {"devices": [{"pci_address": "0000:01:02.0"}]}}}
+    (nodes["n1"] / "state" / "checkpoint.json").write_text(json.dumps(checkpoint))
+    inv = inventory(tmp_path, nodes, aligned_dra_sriov_pfs=None)
+    data = yaml.safe_load(inv.read_text())
+    for host in data["aligned_dra_nodes"]["hosts"].values():
+        host["aligned_dra_sriov_pfs"] = [{"pci_address": "0000:01:00.1", "numvfs": 5}]
+    inv.write_text(yaml.safe_dump(data))
+    proc = playbook(inv)
+    assert proc.returncode != 0
+    assert "VF 0000:01:02.0 is prepared for claim c1 (driver checkpoint)" in proc.output
+    assert numvfs(nodes["n1"], "0000:01:00.1") == 2 and numvfs(nodes["n2"], "0000:01:00.1") == 2
+    assert "n2" not in proc.output.split("PLAY RECAP")[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("pfs", "message"),
+    [
+        ([{"pci_address": "0000:01:00.0", "numvfs": 99}], "pfs[0].numvfs: 99 is above sriov_totalvfs 8"),
+        ([{"pci_address": "0000:01:00.0", "mac": "x"}], "aligned_dra_sriov_pfs.mac. Supported parameters include"),
+        ([{"pci_address": "0000:01:00.0", "numvfs": "many"}], "numvfs"),
+    ],
+)
+def test_bad_inventory_is_refused(nodes, tmp_path, pfs, message):
+    inv = inventory(tmp_path, nodes, host_vars={"n1": {"aligned_dra_sriov_pfs": pfs}})
+    proc = playbook(inv, "--limit", "n1")
+    assert proc.returncode != 0 and message in proc.output, proc.output
+    # Nothing changed: neither the VFs nor the RDMA files of the role that runs first.
+    assert numvfs(nodes["n1"]) == 0
+    assert not (nodes["n1"] / "etc").exists()
