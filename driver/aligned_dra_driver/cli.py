@@ -223,6 +223,7 @@ class Runner:
             self.metrics.errors.labels(operation="publish").inc()
             return
         self.metrics.published_devices.set(self.publisher.published)
+        self.metrics.published_slices.set(self.publisher.slices)
 
     def run(self) -> int:
         self.driver.restore()

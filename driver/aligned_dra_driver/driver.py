@@ -21,7 +21,7 @@ from typing import Any
 from . import cdi, config
 from .checkpoint import Checkpoint
 from .collection import dra, topology
-from .netdev import restore_name
+from .netdev import netdevs_of, restore_name
 from .sharing import SharingError, gpu_sharing_edits
 
 LOG = logging.getLogger(__name__)
@@ -368,7 +368,12 @@ class Driver:
         netdev_record = None
         network: dict[str, Any] | None = None
         if netdevs and cfg.get("moveToPod", True):
-            original = netdevs[0]
+            original = dict(netdevs[0])
+            # the name now, not the last scan's: a NIC renamed since (back from a pod) must not be
+            # recorded under a passing name
+            now = netdevs_of(self.opts.sysfs_root, bdf)
+            if now:
+                original["name"] = now[0]
             name = cfg.get("interfaceName") or original["name"]
             args = [
                 "aligned-dra-netdev-hook",

@@ -58,6 +58,7 @@ class Publisher:
         self.generation = 0
         self.last_error: str | None = None
         self.published = 0
+        self.slices = 0
 
     def _owner_uid(self) -> str | None:
         if self.node_uid is None:
@@ -89,6 +90,7 @@ class Publisher:
         if existing and len(current) == len(existing) and _content(current) == _content(wanted) and owners_ok:
             self.generation = newest
             self.published = len(devices)
+            self.slices = len(current)
             return False
         generation = newest + 1
         wanted = build_slices(self.node, self.driver, devices, generation, owner)
@@ -109,5 +111,6 @@ class Publisher:
                     raise
         self.generation = generation
         self.published = len(devices)
+        self.slices = len(wanted)
         LOG.info("published %d device(s) in %d slice(s), generation %d", len(devices), len(wanted), generation)
         return True

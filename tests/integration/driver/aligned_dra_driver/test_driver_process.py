@@ -303,3 +303,16 @@ def test_two_nics_with_one_name_fail_the_claim(node, api):
 def process_devices(api):
     items = wait_for(lambda: slices(api), what="slices")
     return items[0]["spec"]["devices"]
+
+
+def test_original_nic_name_is_read_at_prepare_time(node, api):
+    """A NIC renamed since the last scan is recorded under its name now (found in a kill -9 run)."""
+    with h.DriverProcess(node, api, extra=["--rescan-interval", "3600"]) as process:
+        wait_for(lambda: slices(api), what="slices")
+        net = node.sys / "bus" / "pci" / "devices" / h.NIC_BDF / "net"
+        (net / "aldnic0").rename(net / "aldnic9")
+        claim = api.create(h.claim_object("renamed", [{"request": "nic", "device": h.NIC}]))
+        uid = claim["metadata"]["uid"]
+        assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
+        entry = json.loads((node.state / "checkpoint.json").read_text())["claims"][uid]
+        assert entry["devices"][0]["netdev"]["original_name"] == "aldnic9"

@@ -65,6 +65,7 @@ def test_metrics_and_health(node):
             assert metric(text, "aligned_dra_claim_operations_total", 'operation="unprepare",result="ok"') == 1
             assert metric(text, "aligned_dra_claim_operation_seconds_count", 'operation="prepare"') == 2
             assert metric(text, "aligned_dra_published_devices") == 2
+            assert metric(text, "aligned_dra_published_slices") == 1
             assert metric(text, "aligned_dra_prepared_claims") == 0
             # the API fails: publishing fails, health says why
             api.fail_next("GET", r"/resourceslices$", code=500, times=1000)
