@@ -50,6 +50,8 @@ class Options:
     fractional_gpus: bool = False
     mps_root: str = "/run/aligned-dra/mps"
     durable_checkpoint: bool = True
+    # kubelet gives a call 45 s; claims not reached by then are answered with an error (kubelet retries)
+    call_budget: float = 40.0
 
 
 @dataclass
@@ -162,10 +164,14 @@ class Driver:
         """Prepare claims given as (namespace, uid, name); returns ``{uid: {"devices": [...]} | {"error": ...}}``."""
         answers: dict[str, dict[str, Any]] = {}
         statuses = []
+        call_started = time.perf_counter()
         with self.lock:
             fresh: dict[str, dict[str, Any]] = {}
             for namespace, uid, name in claims:
                 started = time.perf_counter()
+                if started - call_started > self.opts.call_budget and uid not in self.checkpoint.claims:
+                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): not reached within the call's time"}
+                    continue
                 if uid in self.checkpoint.claims or uid in fresh:
                     entry = self.checkpoint.claims.get(uid) or fresh[uid]
                     answers[uid] = {"devices": entry["devices"]}

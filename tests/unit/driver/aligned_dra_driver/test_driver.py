@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Driver state in-process: attribute filters, the call budget, a failing checkpoint write."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import uuid
+
+import pytest
+from aligned_dra_driver import driver as drv
+
+from ansible_collections.aligned.dra.tests import driver_harness as h
+
+
+class ClaimsInMemory:
+    """Test double of the driver's Kube: claims from a dict, status writes recorded."""
+
+    def __init__(self) -> None:
+        self.claims: dict[tuple[str, str], dict] = {}
+        self.statuses: list[tuple[str, str, list]] = []
+
+    def add(self, claim: dict) -> tuple[str, str, str]:
+        claim = copy.deepcopy(claim)
+        claim["metadata"]["uid"] = str(uuid.uuid4())
+        self.claims[("default", claim["metadata"]["name"])] = claim
+        return "default", claim["metadata"]["uid"], claim["metadata"]["name"]
+
+    def get_claim(self, namespace: str, name: str) -> dict:
+        return self.claims[(namespace, name)]
+
+    def apply_claim_status(self, namespace: str, name: str, devices: list) -> dict:
+        self.statuses.append((namespace, name, devices))
+        return {}
+
+
+@pytest.fixture
+def node():
+    root = h.short_tmp()
+    yield h.NodeTree.build(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def make(node, **extra):
+    opts = drv.Options(
+        node_name=h.NODE,
+        sysfs_root=str(node.sys),
+        procfs_root=str(node.proc),
+        dev_root=str(node.dev),
+        cdi_dir=str(node.cdi),
+        state_dir=str(node.state),
+        vendor_cdi_dirs=[str(node.vendor_cdi)],
+        device_options={"exclude": ["eno*"]},
+        **extra,
+    )
+    kube = ClaimsInMemory()
+    driver = drv.Driver(opts, kube)
+    driver.restore()
+    driver.rescan()
+    return driver, kube
+
+
+def test_match_rules_filter_published_devices(node):
+    driver, _kube = make(node, match=[("dra.aligned.dev/kind", True, "gpu")])
+    assert [d["name"] for d in driver.inventory.devices] == [h.GPU]
+    driver, _kube = make(node, match=[("dra.aligned.dev/rdmaDevice", False, "mlx5_*")])
+    assert [d["name"] for d in driver.inventory.devices] == [h.GPU]
+
+
+def test_claims_past_the_call_budget_are_answered_with_an_error(node):
+    driver, kube = make(node, call_budget=0.0)
+    refs = [kube.add(h.claim_object(f"c{i}", [{"request": "gpu", "device": h.GPU}])) for i in range(3)]
+    answers = driver.prepare(refs)
+    assert set(answers) == {r[1] for r in refs}
+    assert all("not reached" in answers[r[1]]["error"] for r in refs[1:])
+
+
+def test_a_failing_checkpoint_write_prepares_nothing(node, monkeypatch):
+    driver, kube = make(node)
+    ref = kube.add(h.claim_object("c", [{"request": "gpu", "device": h.GPU}]))
+
+    def fail() -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(driver.checkpoint, "save", fail)
+    answer = driver.prepare([ref])[ref[1]]
+    assert "No space left" in answer["error"]
+    assert list(node.cdi.iterdir()) == []
+    assert driver.checkpoint.claims == {}
+    assert kube.statuses == []  # nothing reported Ready
+
+
+def test_status_entries_carry_conditions_and_network_data(node):
+    driver, kube = make(node)
+    ref = kube.add(
+        h.claim_object(
+            "c",
+            [{"request": "nic", "device": h.NIC}],
+            [h.nic_config(interfaceName="net1", addresses=["10.1.0.2/24", "fd00::2/64"])],
+        )
+    )
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    ((_ns, name, devices),) = kube.statuses
+    assert name == "c"
+    assert devices[0]["networkData"] == {
+        "interfaceName": "net1",
+        "ips": ["10.1.0.2/24", "fd00::2/64"],
+        "hardwareAddress": devices[0]["networkData"]["hardwareAddress"],
+    }
+    assert devices[0]["conditions"][0]["reason"] == "Prepared"
