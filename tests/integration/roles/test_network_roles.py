@@ -149,3 +149,22 @@ def test_bad_inventory_is_refused(nodes, tmp_path, pfs, message):
     # Nothing changed: neither the VFs nor the RDMA files of the role that runs first.
     assert numvfs(nodes["n1"]) == 0
     assert not (nodes["n1"] / "etc").exists()
+
+
+@pytest.mark.slow
+def test_mode_that_needs_a_reboot_is_reported_not_forced(nodes, tmp_path):
+    """The tree's ib_core runs shared; exclusive can only come with the next load of ib_core."""
+    for root in nodes.values():
+        params = root / "sys/module/ib_core/parameters"
+        params.mkdir(parents=True)
+        (params / "netns_mode").write_text("Y\n")
+    inv = inventory(tmp_path, nodes, aligned_dra_sriov_pfs=[])
+    proc = playbook(inv, "--limit", "n1")
+    assert proc.returncode == 0, proc.output
+    assert "n1 needs a reboot for the RDMA netns mode" in proc.output
+    assert "aligned_dra_allow_reboot is false: reboot it to apply the mode" in proc.output
+    assert "options ib_core netns_mode=0" in (nodes["n1"] / "etc/modprobe.d/aligned-dra-rdma.conf").read_text()
+    # Allowed to reboot, but a captured tree's host is not the node: no reboot, and the node fails verification.
+    proc = playbook(inv, "--limit", "n1", "-e", "aligned_dra_allow_reboot=true")
+    assert proc.returncode != 0
+    assert "RDMA verification failed on n1" in proc.output
