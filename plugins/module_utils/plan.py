@@ -609,6 +609,24 @@ class _Shapes:
             self.results[(index, self.signature(node))] = dict(result)
 
 
+def class_members(nodes: dict[str, dict[str, Any]], classes: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """``{class: {node: [device label, ...]}}``: the devices each DeviceClass selects, per node.
+
+    A device matches when every selector of the class is true; a selector that
+    fails to evaluate on a device does not match it. Labels are the planner's
+    (``name``, or ``driver/name`` for other drivers).
+    """
+    compiler = Compiler(classes)
+    domains = dra_cel.referenced_domains(compiler.selectors)
+    found: dict[str, dict[str, list[str]]] = {name: {} for name in compiler.classes}
+    for node_name, data in sorted(nodes.items()):
+        node = _Node(node_name, data, domains)
+        for class_name, selectors in compiler.classes.items():
+            alternative = _Alternative(class_name, class_name, class_name, selectors, "ExactCount", 1, {})
+            found[class_name][node_name] = [d.label for d in node.matching(alternative)[0]]
+    return found
+
+
 def plan(
     site: str,
     nodes: dict[str, dict[str, Any]],
@@ -669,7 +687,12 @@ def plan(
             )
         report_templates.append(entry)
     failed = [t["name"] for t in report_templates if t["required"] and not t["satisfiable"]]
+    members = class_members(nodes, classes)
     return {
+        "classes": {
+            name: {"devices": sum(len(v) for v in per_node.values()), "nodes": {n: len(v) for n, v in per_node.items()}}
+            for name, per_node in sorted(members.items())
+        },
         "schema_version": SCHEMA_VERSION,
         "site": site,
         "kubernetes_version": dra.minor_of(kubernetes_version) if kubernetes_version else None,

@@ -293,3 +293,14 @@ def test_nodes_of_one_shape_share_a_plan_with_the_same_result():
     assert cached == uncached
     errors = cached["templates"][2]["errors"]
     assert {e["node"] for e in errors} == {"a", "b", "c"}
+
+
+def test_plan_counts_the_devices_each_class_selects_per_node():
+    result = run({"n1": DGX_LIKE, "n2": NICS_ON_SOCKET_1}, [pairs(1)])["_plan"]
+    assert result["classes"] == {
+        "gpu": {"devices": 16, "nodes": {"n1": 8, "n2": 8}},
+        "nic": {"devices": 12, "nodes": {"n1": 8, "n2": 4}},
+        "vf": {"devices": 0, "nodes": {"n1": 0, "n2": 0}},
+    }
+    members = planner.class_members(planner.nodes_from_topologies({"n2": NICS_ON_SOCKET_1}), CLASSES)
+    assert members["nic"]["n2"] == ["nic-0000-91-00-0", "nic-0000-a1-00-0", "nic-0000-d1-00-0", "nic-0000-e1-00-0"]

@@ -1,0 +1,223 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: teams_render
+short_description: Render and check a site's team namespaces, device quotas, priority classes and admin access
+version_added: 0.1.0
+description:
+  - Turns a site's team settings into Namespaces, ResourceQuotas on the DRA resource names
+    (C(<class>.deviceclass.resource.k8s.io/devices), and C(requests.<name>) where a class has an
+    extended-resource name), PriorityClasses per tier, copies of the claim templates each team may
+    use in its namespaces (annotated with the team's priority class), and, for teams with admin
+    access, C(adminAccess) templates in namespaces labelled C(resource.kubernetes.io/admin-access).
+  - The site's DeviceClasses and claim templates are rendered with the same code as
+    M(aligned.dra.claims_render), so quotas and template names are checked against what the site
+    really has. A quota that names a class the site does not have is refused.
+  - The guaranteed quotas per class (teams of tiers marked guaranteed, times their namespaces) are
+    compared with the devices each class selects on the site, from the planner's C(plan.json).
+    Above capacity is reported as oversubscribed and allowed only up to the factor the site sets
+    in C(oversubscription); beyond that the task fails.
+  - Every object is validated for the minor (official schema, strict) before it is returned.
+  - Writes C(dest) (the teams summary the site report reads) only when it changes.
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode O(dest) is compared, not written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The diff shows the old and new content of O(dest).
+options:
+  site:
+    description: Site name, set as the C(aligned.dev/site) label on every object.
+    type: str
+    required: true
+  kubernetes_version:
+    description: Target Kubernetes version; its minor (C(1.34) to C(1.37)) selects the schema.
+    type: str
+    required: true
+  feature_gates:
+    description: DRA feature gates the site turns on or off, overriding the minor's defaults.
+    type: dict
+    default: {}
+  claims_settings:
+    description: The site's claim settings (C(aligned_dra_claims)), which give its DeviceClasses and templates.
+    type: dict
+    default: {}
+  settings:
+    description: The site's team settings (C(aligned_dra_teams)); see docs/teams.md for every key.
+    type: dict
+    default: {}
+  plan_file:
+    description:
+      - The site's C(plan.json) from M(aligned.dra.plan); its C(classes) give the capacity per class.
+      - When it does not exist the capacity is unknown and the quotas are not compared.
+    type: path
+  dest:
+    description: Where to write the teams summary (C(<site>/teams.json)); omitted, nothing is written.
+    type: path
+"""
+
+EXAMPLES = r"""
+- name: Teams of a site, checked against the capacity the planner found
+  aligned.dra.teams_render:
+    site: ai-west
+    kubernetes_version: "1.36"
+    claims_settings:
+      templates:
+        pairs: {counts: [1, 2]}
+    settings:
+      oversubscription: {gpu: 1.5}
+      teams:
+        - name: vision
+          namespaces: [vision-train]
+          tier: production
+          templates: [gpu-nic-pair-1, gpu-nic-pair-2]
+          quotas: {gpu: 8, nic: 8}
+        - name: monitoring
+          tier: opportunistic
+          admin_access: true
+    plan_file: output/ai-west/plan.json
+    dest: output/ai-west/teams.json
+  register: teams
+"""
+
+RETURN = r"""
+objects:
+  description: PriorityClasses, Namespaces, ResourceQuotas and ResourceClaimTemplates, validated for the minor.
+  returned: success
+  type: list
+  elements: dict
+files:
+  description: C({name, object}) for the GitOps output directory, in a stable order.
+  returned: success
+  type: list
+  elements: dict
+capacity:
+  description:
+    - Per DeviceClass with a quota - C(class), C(capacity) (null without a plan), C(guaranteed),
+      C(opportunistic), C(factor), C(ratio), C(status) (ok, oversubscribed, over_limit, unknown), C(teams).
+  returned: success
+  type: list
+  elements: dict
+teams:
+  description: Per team - C(name), C(namespaces), C(tier), C(priority_class), C(quotas), C(templates), C(admin_access).
+  returned: success
+  type: list
+  elements: dict
+minor:
+  description: The Kubernetes minor rendered for.
+  returned: success
+  type: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, teams
+from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+
+
+def _plan(module):
+    path = module.params["plan_file"]
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg=f"plan_file: cannot read {path}: {exc}")
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "site": {"type": "str", "required": True},
+            "kubernetes_version": {"type": "str", "required": True},
+            "feature_gates": {"type": "dict", "default": {}},
+            "claims_settings": {"type": "dict", "default": {}},
+            "settings": {"type": "dict", "default": {}},
+            "plan_file": {"type": "path"},
+            "dest": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    plan = _plan(module)
+    try:
+        rendered_claims = claims.render(
+            params["claims_settings"], params["site"], params["kubernetes_version"], params["feature_gates"]
+        )
+        class_keys = claims.settings(params["claims_settings"])["classes"]
+        result = teams.render(
+            params["settings"],
+            params["site"],
+            rendered_claims["objects"],
+            params["kubernetes_version"],
+            params["feature_gates"],
+            plan,
+            class_keys,
+        )
+        problems = teams.validate_all(result["objects"], result["minor"], params["feature_gates"])
+    except (teams.TeamsError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
+        module.fail_json(msg=str(exc))
+    if problems:
+        module.fail_json(msg="rendered team objects are not valid: " + " | ".join(problems), problems=problems)
+    if result["problems"]:
+        module.fail_json(
+            msg="quotas exceed the site's capacity: " + " | ".join(result["problems"]), capacity=result["capacity"]
+        )
+
+    summary = {
+        "schema_version": 1,
+        "site": params["site"],
+        "kubernetes_version": result["minor"],
+        "capacity_source": "plan.json" if plan is not None else None,
+        "tiers": result["tiers"],
+        "teams": result["teams"],
+        "capacity": result["capacity"],
+    }
+    changed = False
+    diff = {}
+    dest = params["dest"]
+    if dest:
+        content = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+        old = None
+        if os.path.exists(dest):
+            with open(dest, encoding="utf-8") as handle:
+                old = handle.read()
+        if old != content:
+            changed = True
+            diff = {"before": old or "", "after": content, "before_header": dest, "after_header": dest}
+            if not module.check_mode:
+                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+                tmp = dest + ".tmp"
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    handle.write(content)
+                os.replace(tmp, dest)
+    response = {
+        "changed": changed,
+        "objects": result["objects"],
+        "files": [{"name": teams.file_name(o), "object": o} for o in result["objects"]],
+        "capacity": result["capacity"],
+        "teams": result["teams"],
+        "minor": result["minor"],
+    }
+    if module._diff and diff:
+        response["diff"] = diff
+    module.exit_json(**response)
+
+
+if __name__ == "__main__":
+    main()

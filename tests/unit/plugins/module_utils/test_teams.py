@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Teams: objects per team, schema validity for every minor, refused settings, quotas against capacity."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, teams
+
+CLASS_KEYS = claims.settings({})["classes"]
+
+
+def objects(minor: str = "1.36") -> list[dict]:
+    return claims.render({}, "s", minor)["objects"]
+
+
+def render(raw: dict, minor: str = "1.36", plan: dict | None = None, **kwargs) -> dict:
+    return teams.render(raw, "s", objects(minor), minor, plan=plan, class_keys=CLASS_KEYS, **kwargs)
+
+
+TWO_TEAMS = {
+    "extended_resources": {"gpu": "example.com/gpu"},
+    "teams": [
+        {
+            "name": "vision",
+            "namespaces": ["vision-a", "vision-b"],
+            "labels": {"cost-center": "ml-1"},
+            "tier": "production",
+            "templates": ["gpu-nic-pair-1"],
+            "quotas": {"gpu": 4, "aligned-nic": 2},
+        },
+        {"name": "mon", "tier": "opportunistic", "admin_access": True, "quotas": {"gpu": 3}},
+    ],
+}
+
+
+def by_kind(result: dict) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for obj in result["objects"]:
+        found.setdefault(obj["kind"], []).append(obj)
+    return found
+
+
+@pytest.mark.parametrize("minor", dra.SUPPORTED_MINORS)
+def test_everything_rendered_is_valid_for_every_minor(minor):
+    result = render(TWO_TEAMS, minor)
+    assert teams.validate_all(result["objects"], minor) == []
+    for obj in result["objects"]:
+        kubernetes_validate.validate(obj, minor + ".0", strict=True)
+    assert {o["kind"] for o in result["objects"]} == {
+        "PriorityClass",
+        "Namespace",
+        "ResourceQuota",
+        "ResourceClaimTemplate",
+    }
+
+
+def test_namespaces_quotas_templates_and_admin_access():
+    kinds = by_kind(render(TWO_TEAMS))
+    assert [p["metadata"]["name"] for p in kinds["PriorityClass"]] == [
+        "aligned-opportunistic",
+        "aligned-production",
+        "aligned-research",
+    ]
+    opportunistic = kinds["PriorityClass"][0]
+    assert opportunistic["preemptionPolicy"] == "Never" and opportunistic["value"] == 100
+    namespaces = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kinds["Namespace"]}
+    assert sorted(namespaces) == ["mon", "vision-a", "vision-b"]
+    assert namespaces["vision-a"]["cost-center"] == "ml-1" and namespaces["vision-a"]["aligned.dev/team"] == "vision"
+    assert teams.ADMIN_ACCESS_LABEL not in namespaces["vision-a"]
+    assert namespaces["mon"][teams.ADMIN_ACCESS_LABEL] == "true"
+    quotas = {q["metadata"]["namespace"]: q["spec"]["hard"] for q in kinds["ResourceQuota"]}
+    assert quotas["vision-b"] == {
+        "aligned-gpu.deviceclass.resource.k8s.io/devices": "4",
+        "requests.example.com/gpu": "4",
+        "aligned-nic.deviceclass.resource.k8s.io/devices": "2",
+    }
+    assert quotas["mon"] == {"aligned-gpu.deviceclass.resource.k8s.io/devices": "3", "requests.example.com/gpu": "3"}
+    copies = [(t["metadata"]["namespace"], t["metadata"]["name"]) for t in kinds["ResourceClaimTemplate"]]
+    assert ("vision-a", "gpu-nic-pair-1") in copies and ("vision-b", "gpu-nic-pair-1") in copies
+    copy = next(t for t in kinds["ResourceClaimTemplate"] if t["metadata"]["namespace"] == "vision-a")
+    assert copy["metadata"]["annotations"][teams.PRIORITY_ANNOTATION] == "aligned-production"
+    assert copy["spec"] == next(o for o in objects() if o["metadata"]["name"] == "gpu-nic-pair-1")["spec"]
+    admin = [t for t in kinds["ResourceClaimTemplate"] if t["metadata"]["name"].endswith("-admin-access")]
+    assert {t["metadata"]["namespace"] for t in admin} == {"mon"}
+    assert sorted(t["metadata"]["name"] for t in admin) == [
+        "aligned-gpu-admin-access",
+        "aligned-nic-admin-access",
+        "aligned-vf-admin-access",
+    ]
+    request = admin[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert request["adminAccess"] is True and request["allocationMode"] == "All"
+
+
+def test_tiers_can_be_changed_added_and_removed():
+    raw = {
+        "tiers": {"research": None, "batch": {"value": 500, "guaranteed": False}, "production": {"value": 7}},
+        "teams": [{"name": "a", "tier": "batch"}],
+    }
+    result = render(raw)
+    pcs = {p["metadata"]["name"]: p["value"] for p in by_kind(result)["PriorityClass"]}
+    assert pcs == {"aligned-batch": 500, "aligned-opportunistic": 100, "aligned-production": 7}
+    with pytest.raises(teams.TeamsError, match="tier 'research' is not one of"):
+        render({"tiers": {"research": None}, "teams": [{"name": "a", "tier": "research"}]})
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"team": []}, "unknown key 'team'"),
+        ({"teams": [{"name": "a", "quotas": {"tpu": 1}}]}, r"teams\[a\].quotas: 'tpu' is not a DeviceClass"),
+        ({"teams": [{"name": "a", "quotas": {"gpu": -1}}]}, "must be a non-negative integer"),
+        ({"teams": [{"name": "a", "quotas": {"gpu": 1, "aligned-gpu": 2}}]}, "a second time"),
+        ({"teams": [{"name": "a", "templates": ["nope"]}]}, "'nope' is not rendered for this site"),
+        ({"teams": [{"name": "A"}]}, "is not a DNS label"),
+        ({"teams": [{"name": "a"}, {"name": "b", "namespaces": ["a"]}]}, "already belongs to team 'a'"),
+        ({"teams": [{"name": "a", "namespaces": ["kube-system"]}]}, "outside kube-"),
+        ({"teams": [{"name": "a", "labels": {teams.ADMIN_ACCESS_LABEL: "true"}}]}, "set admin_access: true"),
+        ({"teams": [{"name": "a", "labels": {"x": 5}}]}, "is not a valid label value"),
+        ({"teams": [{"name": "a", "colour": "red"}]}, "unknown key 'colour'"),
+        ({"oversubscription": {"gpu": 0.5}}, "must be a number >= 1"),
+        ({"oversubscription": {"tpu": 2}}, "'tpu' is not a DeviceClass"),
+        ({"extended_resources": {"gpu": "gpu"}}, "is not a domain/name resource"),
+        ({"tiers": {"production": {"name": "system-x"}}}, "not starting with system-"),
+        ({"tiers": {"production": {"value": 2000000000}}}, "must be an integer"),
+        ({"tiers": {"production": {"preemption_policy": "Sometimes"}}}, "PreemptLowerPriority or Never"),
+    ],
+)
+def test_bad_settings_name_the_setting(raw, message):
+    with pytest.raises(teams.TeamsError, match=message):
+        render(raw)
+
+
+def test_admin_access_needs_the_gate():
+    raw = {"teams": [{"name": "mon", "admin_access": True}]}
+    with pytest.raises(teams.TeamsError, match="DRAAdminAccess"):
+        render(raw, feature_gates={"DRAAdminAccess": False})
+
+
+def test_class_declaring_an_extended_resource_name_gets_the_requests_quota():
+    objs = objects()
+    gpu = next(o for o in objs if o["metadata"]["name"] == "aligned-gpu")
+    gpu["spec"]["extendedResourceName"] = "example.com/h100"
+    result = teams.render({"teams": [{"name": "a", "quotas": {"gpu": 2}}]}, "s", objs, "1.36", class_keys=CLASS_KEYS)
+    quota = by_kind(result)["ResourceQuota"][0]
+    assert quota["spec"]["hard"]["requests.example.com/h100"] == "2"
+
+
+PLAN = {"classes": {"aligned-gpu": {"devices": 10}, "aligned-nic": {"devices": 4}}}
+
+
+def capacity(raw: dict, plan: dict | None = PLAN) -> tuple[dict, list[str]]:
+    result = render(raw, plan=plan)
+    return {row["class"]: row for row in result["capacity"]}, result["problems"]
+
+
+def test_guaranteed_quotas_within_capacity_opportunistic_not_counted():
+    rows, problems = capacity(TWO_TEAMS)
+    # vision: 4 GPUs x 2 namespaces guaranteed; mon: 3 opportunistic
+    assert rows["aligned-gpu"] | {"teams": None} == {
+        "class": "aligned-gpu",
+        "capacity": 10,
+        "guaranteed": 8,
+        "opportunistic": 3,
+        "factor": 1.0,
+        "ratio": 0.8,
+        "status": "ok",
+        "teams": None,
+    }
+    assert rows["aligned-nic"]["guaranteed"] == 4 and rows["aligned-nic"]["status"] == "ok"
+    assert problems == []
+
+
+def test_oversubscription_needs_an_explicit_factor():
+    raw = {"teams": [{"name": "a", "quotas": {"gpu": 6}}, {"name": "b", "tier": "production", "quotas": {"gpu": 6}}]}
+    rows, problems = capacity(raw)
+    assert rows["aligned-gpu"]["status"] == "over_limit" and rows["aligned-gpu"]["ratio"] == 1.2
+    assert problems == [
+        "DeviceClass aligned-gpu: guaranteed quotas add up to 12 devices, the site has 10 and no "
+        "oversubscription is allowed (aligned_dra_teams.oversubscription)"
+    ]
+    rows, problems = capacity(dict(raw, oversubscription={"gpu": 1.2}))
+    assert rows["aligned-gpu"]["status"] == "oversubscribed" and problems == []
+    rows, problems = capacity(dict(raw, oversubscription={"gpu": 1.1}))
+    assert rows["aligned-gpu"]["status"] == "over_limit" and "the factor is 1.1" in problems[0]
+
+
+def test_without_a_plan_the_capacity_is_unknown():
+    rows, problems = capacity({"teams": [{"name": "a", "quotas": {"gpu": 600}}]}, plan=None)
+    assert rows["aligned-gpu"]["status"] == "unknown" and rows["aligned-gpu"]["capacity"] is None
+    assert problems == []
+
+
+def test_file_names_and_namespace_map():
+    result = render(TWO_TEAMS)
+    names = [teams.file_name(o) for o in result["objects"]]
+    assert "quota-vision-a-aligned-dra-devices.yaml" in names and "priorityclass-aligned-research.yaml" in names
+    assert len(names) == len(set(names))
+    assert teams.teams_by_namespace(TWO_TEAMS) == {"vision-a": "vision", "vision-b": "vision", "mon": "mon"}

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: Apache-2.0
+"""aligned.dra.teams_render: result shape, teams.json written once, check mode, refused input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.aligned.dra.plugins.modules import teams_render
+
+SETTINGS = {"teams": [{"name": "a", "tier": "production", "templates": ["gpu-only"], "quotas": {"gpu": 3}}]}
+
+
+def run(capsys, args: dict) -> dict:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        teams_render.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def write_plan(tmp_path, gpus: int):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"schema_version": 1, "classes": {"aligned-gpu": {"devices": gpus, "nodes": {}}}}))
+    return str(path)
+
+
+def test_writes_teams_json_once_and_returns_files(capsys, tmp_path):
+    dest = tmp_path / "out" / "teams.json"
+    args = {"site": "s", "kubernetes_version": "1.35", "settings": SETTINGS,
+            "plan_file": write_plan(tmp_path, 4), "dest": str(dest), "_ansible_diff": True}  # fmt: skip
+    result = run(capsys, dict(args, _ansible_check_mode=True))
+    assert result["changed"] is True and not dest.exists() and "diff" in result
+    result = run(capsys, args)
+    assert result["changed"] is True
+    summary = json.loads(dest.read_text())
+    assert summary["capacity"][0]["capacity"] == 4 and summary["capacity"][0]["status"] == "ok"
+    assert summary["capacity_source"] == "plan.json" and summary["teams"][0]["priority_class"] == "aligned-production"
+    assert "namespace-a.yaml" in [f["name"] for f in result["files"]]
+    assert run(capsys, args)["changed"] is False
+
+
+def test_quota_above_capacity_fails(capsys, tmp_path):
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": SETTINGS,
+                          "plan_file": write_plan(tmp_path, 2)})  # fmt: skip
+    assert result["failed"] and "guaranteed quotas add up to 3 devices, the site has 2" in result["msg"]
+
+
+def test_unknown_class_fails_naming_it(capsys):
+    settings = {"teams": [{"name": "a", "quotas": {"tpu": 1}}]}
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": settings})
+    assert result["failed"] and "'tpu' is not a DeviceClass" in result["msg"]
