@@ -1,0 +1,346 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Utilization of a site's DRA devices, measured from ResourceSlices and ResourceClaims.
+
+:func:`utilization` reads what the drivers publish (ResourceSlices of any
+driver) and what the scheduler allocated (``status.allocation`` of
+ResourceClaims) and reports, per site, node, DeviceClass and team:
+
+- devices published, allocated and idle (a device counts as allocated once,
+  however many claims share it; ``adminAccess`` results do not block a device
+  and are counted apart);
+- shared devices: devices in more than one claim (consumable capacity,
+  ``shareID``) or in one claim reserved for several consumers, with the share
+  of their capacity the claims consume;
+- for every claim that holds GPUs and NICs, the GPU-NIC level it got (PIX ...
+  SYS): from the node's probed topology ``links`` when given (``level_source``
+  ``topology``), else from the standard attributes ``resource.kubernetes.io/
+  pcieRoot`` and ``numaNode`` (``attributes``: same root is reported as PHB, the
+  worst level inside one root; same NUMA node as NODE; else SYS).
+
+Device kinds: the collection driver's ``kind`` attribute, ``gpu.nvidia.com``'s
+``type``, every ``dra.net`` device is a NIC. Classes: the DeviceClasses given
+(their selectors evaluated by the planner's CEL code), and the class each
+allocated request names. Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, LEVELS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SCHEMA_VERSION = 1
+GPU_KINDS = ("gpu", "accelerator")
+NIC_KINDS = ("nic", "vf")
+UNASSIGNED = "(no team)"
+
+
+class UtilizationError(ValueError):
+    """Input that cannot be read (a claim or slice without the fields the API requires)."""
+
+
+def _label(driver: str, name: str) -> str:
+    return name if driver == dra.DRIVER_NAME else f"{driver}/{name}"
+
+
+def _attributes(device: dict[str, Any], driver: str) -> dict[str, Any]:
+    found = {}
+    for name, value in (device.get("attributes") or {}).items():
+        domain, ident = dra.split_qualified_name(name, driver)
+        found[f"{domain}/{ident}"] = next(iter(value.values())) if isinstance(value, dict) and value else None
+    return found
+
+
+def device_kind(driver: str, attributes: dict[str, Any]) -> str | None:
+    """gpu, accelerator, nic, vf or None, from what the driver publishes."""
+    if driver == dra.DRIVER_NAME:
+        return attributes.get(f"{dra.DRIVER_NAME}/kind")
+    if driver == "gpu.nvidia.com":
+        return "gpu" if attributes.get("gpu.nvidia.com/type") in ("gpu", "mig") else None
+    if driver == "dra.net":
+        return "nic"
+    return None
+
+
+def _bdf_from_name(name: str) -> str | None:
+    """The PCI address in a collection device name (``gpu-0000-1b-00-0`` -> ``0000:1b:00.0``)."""
+    prefix, sep, rest = name.partition("-")
+    parts = rest.split("-")
+    if not sep or prefix not in dra.NAME_PREFIX.values() or len(parts) != 4:
+        return None
+    return f"{parts[0]}:{parts[1]}:{parts[2]}.{parts[3]}"
+
+
+def _quantity(value: Any) -> Fraction | None:
+    try:
+        return dra_cel.parse_quantity(str(value))
+    except ValueError:
+        return None
+
+
+class _Inventory:
+    """Published devices by (driver, pool, name)."""
+
+    def __init__(self, slices: list[dict[str, Any]]) -> None:
+        self.devices: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.by_node = dra.devices_from_slices(slices)
+        for node, devices in self.by_node.items():
+            for device in devices:
+                driver = device["driver"]
+                attributes = _attributes(device, driver)
+                bdf = attributes.get(dra.ATTR_PCI_BUS_ID)
+                if bdf is None and driver == dra.DRIVER_NAME:
+                    bdf = _bdf_from_name(device["name"])
+                parent = attributes.get(f"{dra.DRIVER_NAME}/sriovParent") if driver == dra.DRIVER_NAME else None
+                capacity = {}
+                for name, value in (device.get("capacity") or {}).items():
+                    domain, ident = dra.split_qualified_name(name, driver)
+                    amount = _quantity((value or {}).get("value"))
+                    if amount is not None:
+                        capacity[ident if domain == driver else f"{domain}/{ident}"] = amount
+                self.devices[(driver, device["pool"], device["name"])] = {
+                    "node": node,
+                    "driver": driver,
+                    "label": _label(driver, device["name"]),
+                    "kind": device_kind(driver, attributes),
+                    "bdf": bdf,
+                    "parent": parent,
+                    "root": attributes.get(dra.ATTR_PCIE_ROOT),
+                    "numa": attributes.get(dra.ATTR_NUMA_NODE),
+                    "capacity": capacity,
+                    "multi": bool(device.get("allowMultipleAllocations")),
+                    "classes": [],
+                }
+
+
+def _request_classes(claim: dict[str, Any]) -> dict[str, str]:
+    """``{request or request/subrequest: DeviceClass}`` of a claim's spec."""
+    found = {}
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        name = request.get("name")
+        if request.get("exactly"):
+            found[name] = request["exactly"].get("deviceClassName")
+        for sub in request.get("firstAvailable") or []:
+            found[f"{name}/{sub.get('name')}"] = sub.get("deviceClassName")
+    return found
+
+
+def _pair_level(gpu: dict[str, Any], nic: dict[str, Any], links: dict[str, dict[str, str]]) -> tuple[str | None, str]:
+    """``(level, source)`` of one GPU and one NIC on the same node."""
+    row = links.get(gpu["bdf"] or "") or {}
+    for bdf in (nic["bdf"], nic["parent"]):
+        if bdf and row.get(bdf) in LEVEL_RANK:
+            return row[bdf], "topology"
+    if gpu["root"] and gpu["root"] == nic["root"]:
+        return "PHB", "attributes"
+    if isinstance(gpu["numa"], int) and isinstance(nic["numa"], int):
+        return ("NODE" if gpu["numa"] == nic["numa"] else "SYS"), "attributes"
+    return None, "unknown"
+
+
+def _worst(levels) -> str | None:
+    known = [lv for lv in levels if lv is not None]
+    return max(known, key=LEVEL_RANK.__getitem__) if known else None
+
+
+def _count_row() -> dict[str, Any]:
+    return {"published": 0, "allocated": 0, "idle": 0}
+
+
+def _finish(row: dict[str, Any]) -> dict[str, Any]:
+    row["idle"] = row["published"] - row["allocated"]
+    row["utilization"] = round(row["allocated"] / row["published"], 3) if row["published"] else None
+    return row
+
+
+def utilization(
+    slices: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    classes: list[dict[str, Any]] | None = None,
+    teams: dict[str, str] | None = None,
+    topologies: dict[str, dict[str, Any]] | None = None,
+    site: str | None = None,
+    plan: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The utilization report of one site (shape in docs/teams.md).
+
+    ``teams`` maps namespaces to team names; ``topologies`` (probed, per node)
+    give the GPU-NIC levels; ``plan`` (plan.json) gives the level the site
+    promised, against which the measured levels are compared.
+    """
+    inventory = _Inventory(slices)
+    devices = inventory.devices
+    teams = teams or {}
+    topologies = topologies or {}
+
+    # class membership of published devices
+    class_names: list[str] = []
+    if classes:
+        members = planner.class_members(
+            {n: {"devices": d, "links": {}, "shared_counters": {}} for n, d in inventory.by_node.items()}, classes
+        )
+        labels = {(info["node"], info["label"]): key for key, info in devices.items()}
+        for class_name, per_node in members.items():
+            class_names.append(class_name)
+            for node, found in per_node.items():
+                for label in found:
+                    devices[labels[(node, label)]]["classes"].append(class_name)
+
+    allocated: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # device -> [{claim, consumers, consumed}]
+    claim_rows = []
+    admin_results = 0
+    pending = 0
+    other_pools = 0
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace") or "default"
+        if not name:
+            raise UtilizationError("a ResourceClaim has no metadata.name")
+        status = claim.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        if not results:
+            pending += 1
+            continue
+        consumers = len(status.get("reservedFor") or [])
+        request_class = _request_classes(claim)
+        team = teams.get(namespace, UNASSIGNED)
+        held = []
+        for result in results:
+            key = (result.get("driver") or "", result.get("pool") or "", result.get("device") or "")
+            if key not in devices:
+                other_pools += 1  # a device no slice publishes (a pool being replaced): not counted
+                continue
+            if result.get("adminAccess"):
+                admin_results += 1
+                continue
+            request = result.get("request") or ""
+            class_name = request_class.get(request) or request_class.get(request.split("/")[0])
+            consumed = {k: _quantity(v) for k, v in (result.get("consumedCapacity") or {}).items()}
+            allocated.setdefault(key, []).append({"claim": f"{namespace}/{name}", "consumers": consumers,
+                                                  "consumed": consumed})  # fmt: skip
+            held.append((key, class_name))
+        if not held:
+            continue
+        nodes = sorted({devices[k]["node"] for k, _ in held})
+        gpus = [devices[k] for k, _ in held if devices[k]["kind"] in GPU_KINDS]
+        nics = [devices[k] for k, _ in held if devices[k]["kind"] in NIC_KINDS]
+        entry: dict[str, Any] = {
+            "claim": f"{namespace}/{name}",
+            "namespace": namespace,
+            "team": team,
+            "node": nodes[0] if len(nodes) == 1 else None,
+            "devices": {},
+            "consumers": consumers,
+        }
+        for key, class_name in held:
+            entry["devices"].setdefault(class_name or devices[key]["driver"], []).append(devices[key]["label"])
+        if gpus and nics:
+            links = (topologies.get(gpus[0]["node"]) or {}).get("links") or {}
+            sources = set()
+            best_per_gpu = []
+            pair_levels = []
+            for gpu in gpus:
+                levels = []
+                for nic in nics:
+                    level, source = _pair_level(gpu, nic, links) if gpu["node"] == nic["node"] else ("SYS", "nodes")
+                    sources.add(source)
+                    levels.append(level)
+                pair_levels += levels
+                known = [lv for lv in levels if lv is not None]
+                best_per_gpu.append(min(known, key=LEVEL_RANK.__getitem__) if known else None)
+            entry["worst_level"] = _worst(pair_levels)
+            entry["aligned_level"] = _worst(best_per_gpu)
+            entry["level_source"] = "topology" if sources == {"topology"} else "+".join(sorted(sources))
+        claim_rows.append(entry)
+
+    # rows per node, class and team
+    per_node: dict[str, dict[str, Any]] = {}
+    per_class: dict[str, dict[str, Any]] = {c: _count_row() for c in class_names}
+    per_team: dict[str, dict[str, Any]] = {}
+    shared = []
+    for key, info in sorted(devices.items(), key=lambda kv: (kv[1]["node"], kv[0])):
+        row = per_node.setdefault(info["node"], dict(_count_row(), classes={}))
+        holders = allocated.get(key) or []
+        row["published"] += 1
+        row["allocated"] += 1 if holders else 0
+        group = info["classes"] or [info["driver"] + ("/" + info["kind"] if info["kind"] else "")]
+        for class_name in group:
+            for target in (per_class.setdefault(class_name, _count_row()), row["classes"].setdefault(class_name,
+                                                                                                     _count_row())):  # fmt: skip
+                target["published"] += 1
+                target["allocated"] += 1 if holders else 0
+        if len(holders) > 1 or (holders and holders[0]["consumers"] > 1):
+            item: dict[str, Any] = {
+                "node": info["node"],
+                "device": info["label"],
+                "kind": info["kind"],
+                "claims": len(holders),
+                "consumers": sum(h["consumers"] for h in holders),
+                "capacity": {},
+            }
+            for cap, total in sorted(info["capacity"].items()):
+                used = sum((h["consumed"].get(cap) or 0) for h in holders)
+                if used:
+                    item["capacity"][cap] = {"total": str(total), "consumed": str(used),
+                                             "share": round(float(used / total), 3) if total else None}  # fmt: skip
+            shared.append(item)
+    for row in per_node.values():
+        _finish(row)
+        for sub in row["classes"].values():
+            _finish(sub)
+    for row in per_class.values():
+        _finish(row)
+    for entry in claim_rows:
+        team = per_team.setdefault(entry["team"], {"claims": 0, "namespaces": set(), "devices": {}, "levels": {}})
+        team["claims"] += 1
+        team["namespaces"].add(entry["namespace"])
+        for class_name, labels in entry["devices"].items():
+            team["devices"][class_name] = team["devices"].get(class_name, 0) + len(labels)
+        if entry.get("aligned_level"):
+            team["levels"][entry["aligned_level"]] = team["levels"].get(entry["aligned_level"], 0) + 1
+    for team in per_team.values():
+        team["namespaces"] = sorted(team["namespaces"])
+
+    with_pairs = [e for e in claim_rows if "aligned_level" in e]
+    histogram = {lv: sum(1 for e in with_pairs if e["aligned_level"] == lv) for lv in LEVELS}
+    histogram["unknown"] = sum(1 for e in with_pairs if e["aligned_level"] is None)
+    promised = None
+    if plan:
+        promised = _worst(t.get("aligned_level") for t in plan.get("templates") or [] if t.get("satisfiable"))
+    below = (
+        [e["claim"] for e in with_pairs if e["aligned_level"] and LEVEL_RANK[e["aligned_level"]] > LEVEL_RANK[promised]]
+        if promised
+        else []
+    )
+    sources = sorted({e["level_source"] for e in with_pairs})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "site": site,
+        "totals": _finish(
+            {
+                "published": len(devices),
+                "allocated": sum(1 for k in devices if k in allocated),
+                "idle": 0,
+            }
+        ),
+        "claims": {"allocated": len(claim_rows), "pending": pending, "admin_access_results": admin_results,
+                   "results_outside_slices": other_pools},  # fmt: skip
+        "nodes": dict(sorted(per_node.items())),
+        "classes": dict(sorted(per_class.items())),
+        "teams": dict(sorted(per_team.items())),
+        "shared": shared,
+        "alignment": {
+            "claims_with_gpus_and_nics": len(with_pairs),
+            "levels": histogram,
+            "level_source": sources,
+            "promised_level": promised,
+            "below_promise": below,
+        },
+        "allocations": claim_rows,
+    }

@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Utilization on the recorded ai-lab set (tests/fixtures/utilization/ai-lab), hand-computed expectations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.plugins.module_utils import claims as claims_lib
+from ansible_collections.aligned.dra.plugins.module_utils import utilization as util
+
+SET = Path(__file__).resolve().parents[3] / "fixtures" / "utilization" / "ai-lab"
+TEAMS = {"llm-train": "llm-training", "vision": "vision-research", "observability": "observability"}
+
+
+def items(name: str) -> list[dict]:
+    return yaml.safe_load((SET / name).read_text())["items"]
+
+
+def classes() -> list[dict]:
+    rendered = claims_lib.render({"drivers": ["dra.aligned.dev", "gpu.nvidia.com", "dra.net"]}, "ai-lab", "1.36")
+    return [o for o in rendered["objects"] if o["kind"] == "DeviceClass"]
+
+
+def topologies() -> dict:
+    return {"node-a": json.loads((SET / "topologies" / "node-a.json").read_text())}
+
+
+PLAN = {
+    "templates": [
+        {"name": "gpu-nic-pair-1", "satisfiable": True, "aligned_level": "PIX"},
+        {"name": "gpu-nic-pair-1-fallback", "satisfiable": True, "aligned_level": "NODE"},
+        {"name": "broken", "satisfiable": False, "aligned_level": "SYS"},
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    return util.utilization(
+        items("slices.yaml"), items("claims.yaml"), classes(), TEAMS, topologies(), site="ai-lab", plan=PLAN
+    )
+
+
+@pytest.mark.parametrize("name", ["slices.yaml", "claims.yaml"])
+def test_recorded_set_is_valid_for_the_api(name):
+    for obj in items(name):
+        kubernetes_validate.validate(obj, "1.36.0", strict=True)
+
+
+def test_totals_and_claims(report):
+    # 7 + 4 + 3 devices (the stale generation's extra GPU is ignored); 5 + 3 + 2 allocated
+    assert report["totals"] == {"published": 14, "allocated": 10, "idle": 4, "utilization": 0.714}
+    assert report["claims"] == {
+        "allocated": 7,
+        "pending": 1,
+        "admin_access_results": 2,
+        "results_outside_slices": 0,
+    }
+
+
+def test_per_node(report):
+    nodes = report["nodes"]
+    assert [(n, r["published"], r["allocated"], r["idle"]) for n, r in nodes.items()] == [
+        ("node-a", 7, 5, 2),
+        ("node-b", 4, 3, 1),
+        ("node-c", 3, 2, 1),
+    ]
+    assert nodes["node-a"]["classes"]["aligned-vf"] == {"published": 1, "allocated": 0, "idle": 1, "utilization": 0.0}
+    assert set(nodes["node-c"]["classes"]) == {"nvidia-gpu", "dranet-nic"}
+
+
+def test_per_class(report):
+    assert {c: (r["published"], r["allocated"], r["idle"]) for c, r in report["classes"].items()} == {
+        "aligned-gpu": (6, 5, 1),
+        "aligned-nic": (4, 3, 1),
+        "aligned-vf": (1, 0, 1),
+        "nvidia-gpu": (2, 1, 1),
+        "dranet-nic": (1, 1, 0),
+    }
+
+
+def test_per_team(report):
+    teams = report["teams"]
+    assert sorted(teams) == [util.UNASSIGNED, "llm-training", "vision-research"]
+    assert teams["llm-training"] == {
+        "claims": 2,
+        "namespaces": ["llm-train"],
+        "devices": {"aligned-gpu": 2, "aligned-nic": 2},
+        "levels": {"PIX": 1, "NODE": 1},
+    }
+    assert teams["vision-research"]["claims"] == 4
+    assert teams["vision-research"]["devices"] == {"aligned-gpu": 4, "aligned-nic": 1}
+    assert teams["vision-research"]["levels"] == {"SYS": 1}
+    assert teams[util.UNASSIGNED] == {
+        "claims": 1,
+        "namespaces": ["adhoc"],
+        "devices": {"nvidia-gpu": 1, "dranet-nic": 1},
+        "levels": {"PHB": 1},
+    }
+
+
+def test_shared_devices(report):
+    assert report["shared"] == [
+        {
+            "node": "node-a",
+            "device": "gpu-0000-3d-00-0",
+            "kind": "gpu",
+            "claims": 2,
+            "consumers": 2,
+            "capacity": {"memory": {"total": str(80 * 2**30), "consumed": str(60 * 2**30), "share": 0.75}},
+        },
+        {"node": "node-b", "device": "gpu-0000-9b-00-0", "kind": "gpu", "claims": 1, "consumers": 3, "capacity": {}},
+    ]
+
+
+def test_levels_from_topology_and_from_attributes(report):
+    by_claim = {a["claim"]: a for a in report["allocations"]}
+    pairs = {c: (a["aligned_level"], a["level_source"]) for c, a in by_claim.items() if "aligned_level" in a}
+    assert pairs == {
+        "llm-train/pair-a": ("PIX", "topology"),
+        "llm-train/pair-b": ("NODE", "topology"),
+        "vision/pair-fallback": ("SYS", "attributes"),  # root pci0000:15 vs pci0000:97, NUMA 0 vs 1
+        "adhoc/nv-net": ("PHB", "attributes"),  # same pcieRoot, other drivers
+    }
+    assert by_claim["vision/pair-fallback"]["devices"] == {
+        "aligned-gpu": ["gpu-0000-1b-00-0"],
+        "aligned-nic": ["nic-0000-9a-00-0"],
+    }
+    assert "observability/gpu-monitor" not in by_claim  # admin access only
+    assert report["alignment"] == {
+        "claims_with_gpus_and_nics": 4,
+        "levels": {"PIX": 1, "PXB": 0, "PHB": 1, "NODE": 1, "SYS": 1, "unknown": 0},
+        "level_source": ["attributes", "topology"],
+        "promised_level": "NODE",
+        "below_promise": ["vision/pair-fallback"],
+    }
+
+
+def test_without_topology_or_classes():
+    report = util.utilization(items("slices.yaml"), items("claims.yaml"))
+    levels = {a["claim"]: a["aligned_level"] for a in report["allocations"] if "aligned_level" in a}
+    assert levels["llm-train/pair-a"] == "PHB"  # same pcieRoot: PHB at worst, without the links
+    assert levels["llm-train/pair-b"] == "NODE"
+    assert sorted(report["classes"]) == ["dra.aligned.dev/gpu", "dra.aligned.dev/nic", "dra.aligned.dev/vf",
+                                         "dra.net/nic", "gpu.nvidia.com/gpu"]  # fmt: skip
+    assert report["teams"][util.UNASSIGNED]["claims"] == 7
+    assert report["alignment"]["promised_level"] is None
+
+
+def test_a_vf_gets_the_level_of_its_parent_port():
+    slices = items("slices.yaml")
+    claim = {
+        "metadata": {"name": "vf", "namespace": "llm-train"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "aligned-gpu"}},
+                                          {"name": "v", "exactly": {"deviceClassName": "aligned-vf"}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "g", "driver": "dra.aligned.dev", "pool": "node-a", "device": "gpu-0000-3d-00-0"},
+            {"request": "v", "driver": "dra.aligned.dev", "pool": "node-a", "device": "vf-0000-1a-00-2"}]}}},
+    }  # fmt: skip
+    report = util.utilization(slices, [claim], topologies=topologies())
+    assert report["allocations"][0]["aligned_level"] == "NODE"
+    assert report["allocations"][0]["level_source"] == "topology"
+
+
+def test_results_of_unpublished_devices_are_counted_apart():
+    claim = {
+        "metadata": {"name": "gone", "namespace": "x"},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "g", "driver": "dra.aligned.dev", "pool": "node-z", "device": "gpu-0000-01-00-0"}]}}},
+    }  # fmt: skip
+    report = util.utilization(items("slices.yaml"), [claim])
+    assert report["claims"]["results_outside_slices"] == 1 and report["totals"]["allocated"] == 0
+    with pytest.raises(util.UtilizationError, match="no metadata.name"):
+        util.utilization([], [{"metadata": {}}])
