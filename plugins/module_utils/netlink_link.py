@@ -236,14 +236,20 @@ class Devlink:
             self._dl.close()
             self._dl = None
 
-    def _request(self, pci_address: str, cmd: str, attrs: list[tuple[str, Any]], flags: int) -> list[Any]:
+    @staticmethod
+    def message(pci_address: str, cmd: str, attrs: list[tuple[str, Any]]) -> Any:
+        """A devlink request for ``pci/<pci_address>`` (generic netlink header + attributes)."""
         from pyroute2.netlink.devlink import DEVLINK_NAMES, devlinkcmd
 
-        dl = self._socket()
         msg = devlinkcmd()
         msg["cmd"] = DEVLINK_NAMES[cmd]
         msg["version"] = 1
         msg["attrs"] = [("DEVLINK_ATTR_BUS_NAME", "pci"), ("DEVLINK_ATTR_DEV_NAME", pci_address)] + attrs
+        return msg
+
+    def _request(self, pci_address: str, cmd: str, attrs: list[tuple[str, Any]], flags: int) -> list[Any]:
+        dl = self._socket()
+        msg = self.message(pci_address, cmd, attrs)
         try:
             return list(dl.nlm_request(msg, msg_type=dl.prid, msg_flags=flags))
         except Exception as exc:

@@ -166,3 +166,23 @@ def test_devlink_without_the_family_is_a_clear_error():
         assert "devlink" in str(exc) and "0000:ff:1f.7" in str(exc) or "not available" in str(exc)
     else:  # a kernel with devlink but no such device answers with an error too
         pytest.fail(f"devlink reported mode {mode} for a device that does not exist")
+
+
+@pytest.mark.skipif(sys.byteorder != "little", reason="expected bytes are little-endian")
+def test_eswitch_set_request_bytes():
+    """include/uapi/linux/devlink.h: DEVLINK_CMD_ESWITCH_SET = 30, DEVLINK_ATTR_BUS_NAME = 1,
+    DEVLINK_ATTR_DEV_NAME = 2, DEVLINK_ATTR_ESWITCH_MODE = 25 (u16), DEVLINK_ESWITCH_MODE_SWITCHDEV = 1."""
+    msg = nl.Devlink.message("0000:19:00.0", "DEVLINK_CMD_ESWITCH_SET", [("DEVLINK_ATTR_ESWITCH_MODE", 1)])
+    msg.encode()
+    body = bytes(msg.data[16:])  # after struct nlmsghdr (its type is the family id the kernel assigns)
+    expected = (
+        bytes([30, 1, 0, 0])  # struct genlmsghdr: cmd, version, reserved
+        + struct.pack("=HH", 8, 1)
+        + b"pci\x00"
+        + struct.pack("=HH", 17, 2)
+        + b"0000:19:00.0\x00"
+        + b"\x00" * 3
+        + struct.pack("=HHH", 6, 25, 1)
+        + b"\x00" * 2
+    )
+    assert body == expected
