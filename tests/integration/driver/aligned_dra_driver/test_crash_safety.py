@@ -20,6 +20,7 @@ import time
 
 import grpc
 import pytest
+from pyroute2 import IPRoute
 
 from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
@@ -29,6 +30,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.netns]
 # each round kills one Prepare and one Unprepare: 100 kills (fewer only by hand, while developing)
 ROUNDS = int(os.environ.get("ALIGNED_DRA_CRASH_ROUNDS", "50"))
 CLAIMS_PER_CALL = 6
+CALIBRATION = 2  # the first calls of a process build the kubernetes client's models
+WARM_UP = 0.5  # a restarted driver loads netlink in the background; the calls then run at full speed
 HOST = "aldcr0"
 PEER = "aldcr0p"
 POD_NAME = "net1"
@@ -117,14 +120,27 @@ def test_kill_9_at_random_points(veth):
     rng = random.Random(20261122)
     root = h.short_tmp()
     node = h.NodeTree.build(root, nic_name=HOST)
-    outcomes = {"prepare_killed": 0, "prepare_done": 0, "unprepare_killed": 0, "unprepare_done": 0}
+    outcomes = dict.fromkeys(
+        (
+            "prepare_killed",
+            "prepare_done",
+            "prepare_specs_without_checkpoint",
+            "prepare_checkpointed",
+            "unprepare_killed",
+            "unprepare_done",
+            "unprepare_nic_back_claims_kept",
+            "unprepare_checkpointed",
+        ),
+        0,
+    )
     with FakeApiServer("1.35") as api:
         api.create(h.node_object())
         config = [h.nic_config(interfaceName=POD_NAME, addresses=["10.55.0.2/24"])]
         driver = h.DriverProcess(node, api).start()
+        time.sleep(WARM_UP)
         windows = {}
         try:
-            for run in range(ROUNDS + 1):
+            for run in range(ROUNDS + CALIBRATION):
                 refs = []
                 for index in range(CLAIMS_PER_CALL):
                     results = [{"request": "gpu", "device": h.GPU}]
@@ -133,7 +149,7 @@ def test_kill_9_at_random_points(veth):
                     claim = api.create(h.claim_object(f"c{run}-{index}", results, config if index == 0 else None))
                     refs.append(h.claim_ref(claim))
                 uids = [r["uid"] for r in refs]
-                if run == 0:  # calibration: how long the two calls take here, uninterrupted
+                if run < CALIBRATION:  # how long the two calls take here, uninterrupted (the last one counts)
                     _answer, windows["prepare"] = timed(driver.prepare, refs)
                     rename(HOST, POD_NAME)
                     sync_sysfs(node)
@@ -144,12 +160,18 @@ def test_kill_9_at_random_points(veth):
                     continue
                 # Prepare, killed at a random point (a few calls finish first)
                 thread, box = call_in_background(driver.prepare, refs)
-                time.sleep(rng.uniform(0, 1.1 * windows["prepare"]))
+                time.sleep(rng.uniform(0, 0.9 * windows["prepare"]))
                 driver.kill9()
                 thread.join(10)
                 outcomes["prepare_done" if "answer" in box else "prepare_killed"] += 1
+                before = {p.name for p in node.cdi.iterdir()}
                 driver.start()
-                check_consistent(node, uids)
+                time.sleep(WARM_UP)
+                after = check_consistent(node, uids)
+                if before - {p.name for p in node.cdi.iterdir()}:
+                    outcomes["prepare_specs_without_checkpoint"] += 1  # killed between spec and checkpoint
+                elif set(uids) <= set(after):
+                    outcomes["prepare_checkpointed"] += 1
                 # the kubelet repeats Prepare until it gets an answer
                 answer = driver.prepare(refs)
                 assert all(answer.claims[u].error == "" for u in uids)
@@ -164,16 +186,21 @@ def test_kill_9_at_random_points(veth):
                 driver.kill9()
                 thread.join(10)
                 outcomes["unprepare_done" if "answer" in box else "unprepare_killed"] += 1
+                with IPRoute() as ipr:
+                    renamed = bool(ipr.link_lookup(ifname=HOST))
                 driver.start()
-                check_consistent(node, uids)
+                time.sleep(WARM_UP)
+                left = check_consistent(node, uids)
+                if renamed and left:
+                    outcomes["unprepare_nic_back_claims_kept"] += 1  # killed between restore and checkpoint
+                elif not left:
+                    outcomes["unprepare_checkpointed"] += 1
                 sync_sysfs(node)
                 answer = driver.unprepare(refs)
                 assert all(answer.claims[u].error == "" for u in uids)
                 sync_sysfs(node)
                 claims, specs = state(node)
                 assert claims == {} and [n for n in specs if n.startswith("aligned.dev-claim_")] == []
-                from pyroute2 import IPRoute
-
                 with IPRoute() as ipr:
                     assert ipr.link_lookup(ifname=HOST), f"run {run}: the NIC was not renamed back"
                 for ref in refs:
@@ -184,4 +211,5 @@ def test_kill_9_at_random_points(veth):
     # the random points really hit both sides of both calls
     print(f"kill -9 outcomes over {ROUNDS} rounds: {outcomes}, windows {windows}")
     assert outcomes["prepare_killed"] + outcomes["prepare_done"] == ROUNDS
+    assert outcomes["unprepare_killed"] + outcomes["unprepare_done"] == ROUNDS
     assert outcomes["prepare_killed"] >= ROUNDS // 5 and outcomes["unprepare_killed"] >= ROUNDS // 5, outcomes
