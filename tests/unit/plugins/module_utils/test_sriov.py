@@ -416,3 +416,18 @@ def test_pf_mtu_through_real_netlink(node, pf_veth):
     # A veth reports no VFs through netlink: the user learns which field could not be applied.
     with pytest.raises(sriov.SriovError, match=r"^pfs\[0\]\.vfs: enp1s0f0np0 does not report VF 0 through netlink"):
         apply([{"pci_address": CX0, "numvfs": 1, "vf_defaults": {"trust": True}}])
+
+
+def test_checkpoint_written_by_the_bundled_driver_is_understood(node):
+    """The driver's own Checkpoint class writes the file the sriov module reads."""
+    checkpoint = pytest.importorskip("aligned_dra_driver.checkpoint")
+    cp = checkpoint.Checkpoint(str(node.state), driver="dra.aligned.dev", node="n1", durable=False)
+    cp.claims["9f1c"] = {
+        "namespace": "default",
+        "name": "pair",
+        "devices": [{"pool": "n1", "device": "nic-0000-01-02-1", "pci_address": "0000:01:02.1", "kind": "nic"}],
+    }
+    cp.save()
+    with pytest.raises(sriov.SriovError, match="VF 0000:01:02.1 is prepared for claim 9f1c"):
+        node.apply([{"pci_address": CX1, "numvfs": 0}])
+    assert device(node.topology(), CX1)["sriov"]["numvfs"] == 2
