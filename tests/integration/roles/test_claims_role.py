@@ -166,3 +166,30 @@ def test_server_side_apply_and_dry_run_in_check_mode(tmp_path, trees):
             template["spec"]["spec"]["devices"]["constraints"][0]["matchAttribute"] == "resource.kubernetes.io/pcieRoot"
         )
         assert api.rejections == []
+
+
+def test_what_if_plans_a_site_on_a_tree_it_does_not_have(tmp_path, trees):
+    inventory, _play = setup(tmp_path, trees, claims={"templates": {"pairs": {"counts": [1]}}})
+    dest = tmp_path / "what-if.json"
+    extra = json.dumps(
+        {
+            "aligned_dra_what_if_site": "west",
+            "aligned_dra_what_if_trees": {"dgx-next": str(trees["dgx-h100"])},
+            "aligned_dra_what_if_dest": str(dest),
+        }
+    )
+    result = playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    plan = json.loads(dest.read_text())
+    pair1 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
+    assert list(pair1["nodes"]) == ["dgx-next"]
+    assert pair1["fits_total"] == 8
+    # nothing of the site itself was probed or written
+    assert not (tmp_path / "out").exists()
+
+
+def test_what_if_needs_one_source_of_nodes(tmp_path, trees):
+    inventory, _play = setup(tmp_path, trees)
+    result = playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", "aligned_dra_what_if_site=west")
+    assert result.returncode != 0
+    assert "exactly one of" in result.stdout
