@@ -316,3 +316,23 @@ def test_original_nic_name_is_read_at_prepare_time(node, api):
         assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
         entry = json.loads((node.state / "checkpoint.json").read_text())["claims"][uid]
         assert entry["devices"][0]["netdev"]["original_name"] == "aldnic9"
+
+
+@pytest.mark.parametrize("minor", ["1.34", "1.35", "1.36", "1.37"])
+def test_every_supported_minor_accepts_what_the_driver_writes(node, minor):
+    with FakeApiServer(minor) as server:
+        server.create(h.node_object())
+        with h.DriverProcess(node, server) as process:
+            process.register()
+            wait_for(lambda: server.list("resourceslices"), what="slices")
+            claim = server.create(
+                h.claim_object(
+                    "all",
+                    [{"request": "gpu", "device": h.GPU}, {"request": "nic", "device": h.NIC}],
+                    [h.nic_config(interfaceName="net1", addresses=["10.0.0.2/24"])],
+                )
+            )
+            uid = claim["metadata"]["uid"]
+            assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
+            assert len(server.get("resourceclaims", "all", "default")["status"]["devices"]) == 2
+        assert server.rejections == []

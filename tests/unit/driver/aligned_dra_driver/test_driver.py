@@ -108,3 +108,26 @@ def test_status_entries_carry_conditions_and_network_data(node):
         "hardwareAddress": devices[0]["networkData"]["hardwareAddress"],
     }
     assert devices[0]["conditions"][0]["reason"] == "Prepared"
+
+
+def test_amd_accelerators_get_render_card_and_kfd_nodes(tmp_path):
+    from ansible_collections.aligned.dra.tests import sysfs_builder
+
+    root = tmp_path / "mi300x"
+    sysfs_builder.build(sysfs_builder.load_layout("mi300x"), root)
+    dev = root / "dev"
+    for name in ("dri/renderD128", "dri/card0", "kfd"):
+        (dev / name).parent.mkdir(parents=True, exist_ok=True)
+        h.make_char_device(dev / name)
+    tree = h.NodeTree(root)
+    for directory in (tree.cdi, tree.state, tree.vendor_cdi):
+        directory.mkdir()
+    driver, kube = make(tree)
+    gpu = "acc-0000-01-00-0"  # MI300X is a processing accelerator (class 0x12)
+    assert gpu in {d["name"] for d in driver.inventory.devices}
+    ref = kube.add(h.claim_object("amd", [{"request": "gpu", "device": gpu}]))
+    answer = driver.prepare([ref])[ref[1]]
+    assert "error" not in answer, answer
+    edits = driver.checkpoint.claims[ref[1]]["cdi_spec"]["devices"][0]["containerEdits"]
+    assert [n["path"] for n in edits["deviceNodes"]] == ["/dev/dri/renderD128", "/dev/dri/card0", "/dev/kfd"]
+    assert not any(e.startswith("NVIDIA_VISIBLE_DEVICES") for e in edits["env"])
