@@ -329,8 +329,12 @@ def utilization(
                 "idle": 0,
             }
         ),
-        "claims": {"allocated": len(claim_rows), "pending": pending, "admin_access_results": admin_results,
-                   "results_outside_slices": other_pools},  # fmt: skip
+        "claims": {
+            "allocated": len(claim_rows),
+            "pending": pending,
+            "admin_access_results": admin_results,
+            "results_outside_slices": other_pools,
+        },  # fmt: skip
         "nodes": dict(sorted(per_node.items())),
         "classes": dict(sorted(per_class.items())),
         "teams": dict(sorted(per_team.items())),

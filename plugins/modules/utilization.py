@@ -1,0 +1,279 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: utilization
+short_description: Measure how a site's DRA devices are used, per node, class and team, and how aligned live allocations are
+version_added: 0.1.0
+description:
+  - Reads the ResourceSlices (any driver) and ResourceClaims of a site, from a cluster through the
+    C(kubernetes) Python client, from files, or as lists, and reports devices published, allocated
+    and idle per node, DeviceClass and team, the devices shared by several claims or consumers with
+    the share of their capacity in use, and for every claim that holds GPUs and NICs the GPU-NIC level
+    it got (PIX, PXB, PHB, NODE, SYS).
+  - Levels come from the nodes' probed topologies (C(topology_dir)) where given, else from the
+    standard attributes C(resource.kubernetes.io/pcieRoot) and C(numaNode); RV(utilization.alignment.level_source)
+    says which. With O(plan_file) the measured levels are compared with the level the plan promised.
+  - Writes O(dest) (the site report reads it) only when it changes.
+  - Runs on the controller.
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode O(dest) is compared, not written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The diff shows the old and new content of O(dest).
+options:
+  site:
+    description: Name of the site, copied into the result.
+    type: str
+    required: true
+  from_cluster:
+    description:
+      - Read ResourceSlices, ResourceClaims (all namespaces) and DeviceClasses from the cluster with the
+        C(kubernetes) Python client (O(kubeconfig), else in-cluster, else C(KUBECONFIG)).
+    type: bool
+    default: false
+  kubeconfig:
+    description: Kubeconfig for O(from_cluster); empty uses the client's defaults.
+    type: path
+  context:
+    description: Kubeconfig context for O(from_cluster).
+    type: str
+  slices:
+    description: ResourceSlices as dicts (for example from M(kubernetes.core.k8s_info)).
+    type: list
+    elements: dict
+  claims:
+    description: ResourceClaims as dicts.
+    type: list
+    elements: dict
+  slice_files:
+    description: YAML or JSON files with ResourceSlices (documents, lists or C(kind: List)).
+    type: list
+    elements: path
+  claim_files:
+    description: YAML or JSON files with ResourceClaims.
+    type: list
+    elements: path
+  classes:
+    description:
+      - DeviceClasses whose selectors sort the published devices into classes. Without them (and not
+        O(from_cluster)) devices are grouped by driver and kind.
+    type: list
+    elements: dict
+  teams:
+    description: The site's team settings (C(aligned_dra_teams)); their namespaces give each claim's team.
+    type: dict
+    default: {}
+  topology_dir:
+    description: Directory of C(<node>.json) topologies (the topology role's C(<site>/nodes/)) for the levels.
+    type: path
+  plan_file:
+    description: The site's C(plan.json); the worst level its satisfiable templates promise is compared with the measured ones.
+    type: path
+  dest:
+    description: Where to write the result as JSON (C(<site>/utilization.json)); omitted, nothing is written.
+    type: path
+"""
+
+EXAMPLES = r"""
+- name: Utilization of the live cluster, written for the site report
+  aligned.dra.utilization:
+    site: ai-west
+    from_cluster: true
+    teams: "{{ aligned_dra_teams }}"
+    topology_dir: output/ai-west/nodes
+    plan_file: output/ai-west/plan.json
+    dest: output/ai-west/utilization.json
+
+- name: Utilization of a recorded dump
+  aligned.dra.utilization:
+    site: ai-west
+    slice_files: [dump/slices.yaml]
+    claim_files: [dump/claims.yaml]
+    classes: "{{ rendered.objects | selectattr('kind', 'equalto', 'DeviceClass') | list }}"
+  register: used
+"""
+
+RETURN = r"""
+utilization:
+  description:
+    - C(totals), C(claims) (allocated, pending, admin access results), C(nodes), C(classes) and C(teams) with
+      published, allocated, idle and utilization; C(shared) devices; C(alignment) (level histogram,
+      C(level_source), C(promised_level), C(below_promise)); C(allocations) per claim. See docs/teams.md.
+  returned: success
+  type: dict
+"""
+
+import glob
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils import teams as teams_lib
+from ansible_collections.aligned.dra.plugins.module_utils import utilization as util
+from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+
+
+def _load_documents(path):
+    import yaml  # controller side: PyYAML comes with ansible-core
+
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    docs = [json.loads(text)] if path.endswith(".json") else [d for d in yaml.safe_load_all(text) if d]
+    found = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind", "").endswith("List"):
+            found.extend(doc.get("items") or [])
+        elif isinstance(doc, list):
+            found.extend(doc)
+        else:
+            found.append(doc)
+    return found
+
+
+def _from_files(module, key):
+    found = []
+    for path in module.params[key] or []:
+        try:
+            found.extend(_load_documents(path))
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg=f"{key}: cannot read {path}: {exc}")
+    return found
+
+
+def _from_cluster(module):
+    try:
+        import kubernetes
+    except ImportError:
+        module.fail_json(msg="from_cluster needs the Python package kubernetes on the controller")
+    params = module.params
+    try:
+        if params["kubeconfig"] or params["context"]:
+            kubernetes.config.load_kube_config(config_file=params["kubeconfig"], context=params["context"])
+        else:
+            try:
+                kubernetes.config.load_incluster_config()
+            except kubernetes.config.ConfigException:
+                kubernetes.config.load_kube_config()
+        api = kubernetes.client.ResourceV1Api()
+        raw = {}
+        for key, call in (
+            ("slices", api.list_resource_slice),
+            ("claims", api.list_resource_claim_for_all_namespaces),
+            ("classes", api.list_device_class),
+        ):
+            response = call(_preload_content=False)
+            raw[key] = json.loads(response.data).get("items") or []
+    except Exception as exc:  # the client raises ApiException, urllib3 and config errors
+        module.fail_json(msg=f"from_cluster: cannot list the DRA objects: {exc}")
+    return raw["slices"], raw["claims"], raw["classes"]
+
+
+def _topologies(module):
+    directory = module.params["topology_dir"]
+    if not directory:
+        return {}
+    if not os.path.isdir(directory):
+        module.fail_json(msg=f"topology_dir: {directory} is not a directory")
+    found = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path, encoding="utf-8") as handle:
+            found[os.path.basename(path)[: -len(".json")]] = json.load(handle)
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "site": {"type": "str", "required": True},
+            "from_cluster": {"type": "bool", "default": False},
+            "kubeconfig": {"type": "path"},
+            "context": {"type": "str"},
+            "slices": {"type": "list", "elements": "dict"},
+            "claims": {"type": "list", "elements": "dict"},
+            "slice_files": {"type": "list", "elements": "path"},
+            "claim_files": {"type": "list", "elements": "path"},
+            "classes": {"type": "list", "elements": "dict"},
+            "teams": {"type": "dict", "default": {}},
+            "topology_dir": {"type": "path"},
+            "plan_file": {"type": "path"},
+            "dest": {"type": "path"},
+        },
+        mutually_exclusive=[
+            ("from_cluster", "slices"),
+            ("from_cluster", "slice_files"),
+            ("from_cluster", "claims"),
+            ("from_cluster", "claim_files"),
+            ("slices", "slice_files"),
+            ("claims", "claim_files"),
+        ],
+        supports_check_mode=True,
+    )
+    params = module.params
+    classes = params["classes"]
+    if params["from_cluster"]:
+        slices, claims, cluster_classes = _from_cluster(module)
+        classes = classes if classes is not None else cluster_classes
+    else:
+        slices = params["slices"] if params["slices"] is not None else _from_files(module, "slice_files")
+        claims = params["claims"] if params["claims"] is not None else _from_files(module, "claim_files")
+        if not params["slices"] and not params["slice_files"]:
+            module.fail_json(msg="from_cluster, slices or slice_files must give the site's ResourceSlices")
+    plan = None
+    if params["plan_file"] and os.path.exists(params["plan_file"]):
+        try:
+            with open(params["plan_file"], encoding="utf-8") as handle:
+                plan = json.load(handle)
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg=f"plan_file: cannot read {params['plan_file']}: {exc}")
+    try:
+        result = util.utilization(
+            slices,
+            claims,
+            classes,
+            teams_lib.teams_by_namespace(params["teams"]),
+            _topologies(module),
+            site=params["site"],
+            plan=plan,
+        )
+    except (util.UtilizationError, planner.PlanError, CelError) as exc:
+        module.fail_json(msg=str(exc))
+
+    changed = False
+    diff = {}
+    dest = params["dest"]
+    if dest:
+        content = json.dumps(result, indent=2, sort_keys=True) + "\n"
+        old = None
+        if os.path.exists(dest):
+            with open(dest, encoding="utf-8") as handle:
+                old = handle.read()
+        if old != content:
+            changed = True
+            diff = {"before": old or "", "after": content, "before_header": dest, "after_header": dest}
+            if not module.check_mode:
+                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+                tmp = dest + ".tmp"
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    handle.write(content)
+                os.replace(tmp, dest)
+    response = {"changed": changed, "utilization": result}
+    if module._diff and diff:
+        response["diff"] = diff
+    module.exit_json(**response)
+
+
+if __name__ == "__main__":
+    main()
