@@ -24,7 +24,7 @@ earlier one.
     kind: GpuConfig
     sharing:
       strategy: TimeSlicing      # or MPS
-      timeSlice: Default         # Default, Short, Medium, Long (TimeSlicing)
+      timeSlice: Default         # Default, Short, Medium, Long (TimeSlicing; set with nvidia-smi)
       mps: {activeThreadPercentage: 50, pinnedDeviceMemoryLimit: 10Gi}
 """
 

@@ -12,9 +12,9 @@ a ``shareID``; Prepare turns it into CUDA MPS limits
 served by one MPS control daemon per GPU that the driver starts.
 
 On older clusters the same limits come from a ``GpuConfig`` with
-``sharing.strategy: MPS`` in a claim that several pods share; ``TimeSlicing``
-only marks the container's environment (the GPU's default time-slicing
-applies).
+``sharing.strategy: MPS`` in a claim that several pods share. ``TimeSlicing``
+sets the GPU's time slice (``nvidia-smi compute-policy --set-timeslice``:
+Default 0, Short 1, Medium 2, Long 3) when it is not ``Default``.
 """
 
 from __future__ import annotations
@@ -102,6 +102,28 @@ def stop_mps_daemon(mps_root: str, pci_address: str) -> bool:
     return True
 
 
+TIME_SLICE_VALUES = {"Default": 0, "Short": 1, "Medium": 2, "Long": 3}
+
+
+def set_time_slice(topo: dict[str, Any], time_slice: str) -> None:
+    """Set an NVIDIA GPU's compute time slice with nvidia-smi."""
+    if topo.get("vendor_id") != "0x10de":
+        raise SharingError(f"time slices are set on NVIDIA GPUs only; {topo['pci_address']} is {topo.get('vendor_id')}")
+    binary = shutil.which("nvidia-smi")
+    if binary is None:
+        raise SharingError("TimeSlicing with a timeSlice needs nvidia-smi, which is not on PATH")
+    gpu = (topo.get("gpu") or {}).get("uuid") or topo["pci_address"]
+    done = subprocess.run(
+        [binary, "compute-policy", "-i", gpu, f"--set-timeslice={TIME_SLICE_VALUES[time_slice]}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SharingError(f"nvidia-smi compute-policy failed: {(done.stderr or done.stdout).strip()}")
+
+
 def gpu_sharing_edits(
     opts: Any, topo: dict[str, Any], uid: str, result: dict[str, Any], cfg: dict[str, Any], claim: dict[str, Any]
 ) -> dict[str, Any]:
@@ -120,7 +142,10 @@ def gpu_sharing_edits(
     else:
         return {}
     if strategy == "TimeSlicing":
-        return {"env": [f"ALIGNED_DRA_GPU_SHARING=TimeSlicing/{sharing.get('timeSlice', 'Default')}"]}
+        time_slice = sharing.get("timeSlice", "Default")
+        if time_slice != "Default":
+            set_time_slice(topo, time_slice)
+        return {"env": [f"ALIGNED_DRA_GPU_SHARING=TimeSlicing/{time_slice}"]}
     if topo.get("vendor_id") != "0x10de":
         raise SharingError(f"MPS sharing needs an NVIDIA GPU; {topo['pci_address']} is {topo.get('vendor_id')}")
     gpu = topo.get("gpu") or {}

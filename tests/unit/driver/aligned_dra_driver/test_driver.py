@@ -131,3 +131,46 @@ def test_amd_accelerators_get_render_card_and_kfd_nodes(tmp_path):
     edits = driver.checkpoint.claims[ref[1]]["cdi_spec"]["devices"][0]["containerEdits"]
     assert [n["path"] for n in edits["deviceNodes"]] == ["/dev/dri/renderD128", "/dev/dri/card0", "/dev/kfd"]
     assert not any(e.startswith("NVIDIA_VISIBLE_DEVICES") for e in edits["env"])
+
+
+def gpu_config(**sharing):
+    return [
+        {
+            "source": "FromClaim",
+            "opaque": {
+                "driver": h.DRIVER,
+                "parameters": {"apiVersion": "dra.aligned.dev/v1alpha1", "kind": "GpuConfig", "sharing": sharing},
+            },
+        }
+    ]
+
+
+def test_time_slicing_sets_the_time_slice_with_nvidia_smi(node, tmp_path, monkeypatch):
+    log = tmp_path / "smi.log"
+    stand_in = tmp_path / "nvidia-smi"  # test stand-in: no GPU here
+    stand_in.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    driver, kube = make(node)
+    ref = kube.add(
+        h.claim_object(
+            "ts", [{"request": "gpu", "device": h.GPU}], gpu_config(strategy="TimeSlicing", timeSlice="Long")
+        )
+    )
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    assert log.read_text() == f"compute-policy -i {h.GPU_UUID} --set-timeslice=3\n"
+    edits = driver.checkpoint.claims[ref[1]]["cdi_spec"]["devices"][0]["containerEdits"]
+    assert "ALIGNED_DRA_GPU_SHARING=TimeSlicing/Long" in edits["env"]
+
+
+def test_time_slicing_without_nvidia_smi_fails_the_claim(node, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    driver, kube = make(node)
+    ref = kube.add(
+        h.claim_object(
+            "ts", [{"request": "gpu", "device": h.GPU}], gpu_config(strategy="TimeSlicing", timeSlice="Short")
+        )
+    )
+    assert "nvidia-smi" in driver.prepare([ref])[ref[1]]["error"]
+    default = kube.add(h.claim_object("td", [{"request": "gpu", "device": h.GPU}], gpu_config(strategy="TimeSlicing")))
+    assert "error" not in driver.prepare([default])[default[1]]
