@@ -42,8 +42,11 @@ GPU = "gpu-0000-18-00-0"
 NIC = "nic-0000-19-00-0"
 
 
-def layout(nic_name: str = "aldnic0", gpus: int = 1) -> dict[str, Any]:
-    """One NVIDIA GPU and one RoCE NIC (mlx5_0) on pci0000:17, a management NIC on pci0000:5a."""
+def layout(nic_name: str = "aldnic0", gpus: int = 1, totalvfs: int = 0) -> dict[str, Any]:
+    """One NVIDIA GPU and one RoCE NIC (mlx5_0) on pci0000:17, a management NIC on pci0000:5a.
+
+    ``totalvfs`` makes the NIC SR-IOV capable (no VFs enabled yet).
+    """
     gpu_children = [
         {
             "type": "bridge",
@@ -89,6 +92,18 @@ def layout(nic_name: str = "aldnic0", gpus: int = 1) -> dict[str, Any]:
                                 "driver": "mlx5_core",
                                 "netdevs": [{"name": nic_name, "type": "eth", "mtu": 1500, "speed": 100000}],
                                 "rdma": {"name": "mlx5_0", "link_layer": "Ethernet", "rate": "100 Gb/sec (4X EDR)"},
+                                **(
+                                    {
+                                        "sriov": {
+                                            "totalvfs": totalvfs,
+                                            "numvfs": 0,
+                                            "vf_device": 0x101E,
+                                            "vf_driver": "mlx5_core",
+                                        }
+                                    }
+                                    if totalvfs
+                                    else {}
+                                ),
                             }
                         ],
                     }
@@ -133,8 +148,8 @@ class NodeTree:
         self.vendor_cdi = root / "vendor-cdi"
 
     @classmethod
-    def build(cls, root: Path, nic_name: str = "aldnic0", gpus: int = 1) -> NodeTree:
-        sysfs_builder.build(layout(nic_name, gpus), root)
+    def build(cls, root: Path, nic_name: str = "aldnic0", gpus: int = 1, totalvfs: int = 0) -> NodeTree:
+        sysfs_builder.build(layout(nic_name, gpus, totalvfs), root)
         tree = cls(root)
         for directory in (tree.cdi, tree.state, tree.kubelet, tree.vendor_cdi):
             directory.mkdir(parents=True, exist_ok=True)

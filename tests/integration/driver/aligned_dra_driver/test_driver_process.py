@@ -336,3 +336,33 @@ def test_every_supported_minor_accepts_what_the_driver_writes(node, minor):
             assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
             assert len(server.get("resourceclaims", "all", "default")["status"]["devices"]) == 2
         assert server.rejections == []
+
+
+def test_vf_count_changes_are_republished(api):
+    from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
+
+    root = h.short_tmp()
+    node = h.NodeTree.build(root, totalvfs=4)
+    kernel = FakeSriovKernel(str(node.sys))
+    try:
+        with h.DriverProcess(node, api):
+            first = wait_for(lambda: slices(api), what="slices")
+            nic = next(d for d in first[0]["spec"]["devices"] if d["name"] == h.NIC)
+            assert nic["attributes"]["dra.aligned.dev/sriovRole"] == {"string": "pf"}
+            kernel.set_numvfs(kernel.pf_dir(h.NIC_BDF), "2")
+            second = wait_for(
+                lambda: [s for s in slices(api) if s["spec"]["pool"]["generation"] == 2], what="generation 2"
+            )
+            vfs = [d for d in second[0]["spec"]["devices"] if d["name"].startswith("vf-")]
+            assert len(vfs) == 2
+            assert all(v["attributes"]["dra.aligned.dev/sriovParent"] == {"string": h.NIC_BDF} for v in vfs)
+            kernel.set_numvfs(kernel.pf_dir(h.NIC_BDF), "0")
+            third = wait_for(
+                lambda: [s for s in slices(api) if s["spec"]["pool"]["generation"] == 3], what="generation 3"
+            )
+            assert not [d for d in third[0]["spec"]["devices"] if d["name"].startswith("vf-")]
+            assert api.rejections == []
+    finally:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
