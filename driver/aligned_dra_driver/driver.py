@@ -179,11 +179,16 @@ class Driver:
                 try:
                     claim = self._fetch_claim(namespace, uid, name)
                     entry, status = self._plan(namespace, uid, name, claim)
-                except (PrepareError, config.ConfigError, SharingError) as exc:
+                    cdi.write_spec(self.opts.cdi_dir, uid, entry["cdi_spec"])
+                except (PrepareError, config.ConfigError, SharingError, OSError) as exc:
                     answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): {exc}"}
                     self._count("prepare", "error", started)
                     continue
-                cdi.write_spec(self.opts.cdi_dir, uid, entry["cdi_spec"])
+                except Exception as exc:  # a bug must fail this claim, not the kubelet's whole call
+                    LOG.exception("preparing claim %s/%s (%s) failed", namespace, name, uid)
+                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): internal error: {exc!r}"}
+                    self._count("prepare", "error", started)
+                    continue
                 fresh[uid] = entry
                 answers[uid] = {"devices": entry["devices"]}
                 if status:

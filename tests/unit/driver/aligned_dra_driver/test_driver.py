@@ -174,3 +174,26 @@ def test_time_slicing_without_nvidia_smi_fails_the_claim(node, monkeypatch):
     assert "nvidia-smi" in driver.prepare([ref])[ref[1]]["error"]
     default = kube.add(h.claim_object("td", [{"request": "gpu", "device": h.GPU}], gpu_config(strategy="TimeSlicing")))
     assert "error" not in driver.prepare([default])[default[1]]
+
+
+def test_an_unwritable_cdi_directory_fails_the_claim_not_the_call(node):
+    driver, kube = make(node)
+    node.cdi.rmdir()
+    node.cdi.write_text("not a directory")
+    ref = kube.add(h.claim_object("c", [{"request": "gpu", "device": h.GPU}]))
+    other = ("default", "00000000-0000-0000-0000-00000000000a", "unknown")
+    kube.claims[("default", "unknown")] = {"metadata": {"uid": other[1]}, "status": {}}
+    answers = driver.prepare([ref, other])
+    assert "cdi" in answers[ref[1]]["error"]
+    assert "not allocated" in answers[other[1]]["error"]
+    assert driver.checkpoint.claims == {}
+
+
+def test_a_malformed_claim_fails_only_itself(node):
+    driver, kube = make(node)
+    bad = ("default", "00000000-0000-0000-0000-00000000000b", "bad")
+    kube.claims[("default", "bad")] = {"metadata": {"uid": bad[1]}, "status": {"allocation": {"devices": "oops"}}}
+    good = kube.add(h.claim_object("good", [{"request": "gpu", "device": h.GPU}]))
+    answers = driver.prepare([bad, good])
+    assert "internal error" in answers[bad[1]]["error"]
+    assert "error" not in answers[good[1]]
