@@ -568,6 +568,8 @@ svg.topo path.pair{fill:none;stroke-width:2.5;opacity:.85}
 details summary{cursor:pointer}
 code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}
 nav a{margin-right:12px}
+svg.usage{display:block;font-family:system-ui,"DejaVu Sans",sans-serif;font-size:11px}
+svg.usage rect.used{fill:#4e79a7}svg.usage rect.idle{fill:#d0d7de}
 """
 
 
@@ -863,6 +865,190 @@ def plan_html(plan: Mapping[str, Any], max_errors: int = 20) -> str:
     return intro + table + "".join(details)
 
 
+def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
+    """Check the fields of the teams summary (``aligned.dra.teams_render``) that the report reads."""
+    if not isinstance(teams, dict) or teams.get("schema_version") != 1:
+        raise ReportError(f"{source}: expected a JSON object with schema_version 1")
+    for key in ("teams", "capacity"):
+        if not isinstance(teams.get(key), list):
+            raise ReportError(f"{source}: '{key}' must be a list")
+    for index, row in enumerate(teams["capacity"]):
+        for key in ("class", "capacity", "guaranteed", "opportunistic", "status", "teams"):
+            if not isinstance(row, dict) or key not in row:
+                raise ReportError(f"{source}: capacity[{index}] has no '{key}'")
+    return teams
+
+
+def validate_utilization(used: Any, source: str = "utilization.json") -> dict[str, Any]:
+    """Check the fields of the utilization result (``aligned.dra.utilization``) that the report reads."""
+    if not isinstance(used, dict) or used.get("schema_version") != 1:
+        raise ReportError(f"{source}: expected a JSON object with schema_version 1")
+    for key in ("totals", "claims", "nodes", "classes", "teams", "alignment"):
+        if not isinstance(used.get(key), dict):
+            raise ReportError(f"{source}: '{key}' must be an object")
+    if not isinstance(used.get("shared"), list):
+        raise ReportError(f"{source}: 'shared' must be a list")
+    return used
+
+
+_QUOTA_STATUS = {
+    "ok": "within capacity",
+    "oversubscribed": "oversubscribed (allowed)",
+    "over_limit": "OVER THE ALLOWED FACTOR",
+    "unknown": "capacity unknown (no plan)",
+}
+
+
+def teams_html(teams: Mapping[str, Any]) -> str:
+    """Teams of the site and their guaranteed quotas against each class's capacity."""
+    rows = []
+    for row in teams["capacity"]:
+        status = str(row["status"])
+        cls = ' class="warn"' if status in ("oversubscribed", "over_limit") else ""
+        capacity = "?" if row["capacity"] is None else row["capacity"]
+        shares = ", ".join(
+            f"{escape(str(name))} {entry['quota']}{'' if entry['guaranteed'] else ' (opportunistic)'}"
+            for name, entry in sorted(row["teams"].items())
+        )
+        factor = row.get("factor") or 1.0
+        rows.append(
+            f'<tr data-class="{escape(str(row["class"]))}"><td>{escape(str(row["class"]))}</td>'
+            f'<td class="num">{capacity}</td><td class="num">{row["guaranteed"]}</td>'
+            f'<td class="num">{row["opportunistic"]}</td><td class="num">{factor:g}</td>'
+            f"<td{cls}>{escape(_QUOTA_STATUS.get(status, status))}</td><td>{shares}</td></tr>"
+        )
+    team_rows = "".join(
+        f'<tr data-team="{escape(str(t["name"]))}"><td>{escape(str(t["name"]))}</td>'
+        f"<td>{escape(str(t['tier']))} (<code>priorityClassName: {escape(str(t['priority_class']))}</code>)</td>"
+        f"<td>{escape(', '.join(t['namespaces']))}</td><td>{escape(', '.join(t['templates'])) or '-'}</td>"
+        f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(t['quotas'].items()))) or '-'}</td>"
+        f"<td>{'yes' if t.get('admin_access') else 'no'}</td></tr>"
+        for t in teams["teams"]
+    )
+    return (
+        '<p class="muted">Guaranteed quotas (tiers that are guaranteed, quota times namespaces) against the '
+        "devices each DeviceClass selects on the site (from the plan).</p>"
+        '<table class="quotas"><thead><tr><th>DeviceClass</th><th>capacity</th><th>guaranteed</th>'
+        "<th>opportunistic</th><th>allowed factor</th><th>status</th><th>teams</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        '<table class="teams"><thead><tr><th>team</th><th>tier</th><th>namespaces</th><th>claim templates</th>'
+        f"<th>quotas per namespace</th><th>admin access</th></tr></thead><tbody>{team_rows}</tbody></table>"
+    )
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f} %"
+
+
+def utilization_svg(classes: Mapping[str, Mapping[str, Any]]) -> str:
+    """A small horizontal bar chart: allocated and idle devices per class."""
+    names = [name for name, row in classes.items() if row["published"]]
+    if not names:
+        return ""
+    widest = max(row["published"] for row in classes.values())
+    bar, label_w, row_h = 300, 170, 22
+    height = row_h * len(names) + 8
+    parts = []
+    for index, name in enumerate(names):
+        row = classes[name]
+        y = 4 + index * row_h
+        used = bar * row["allocated"] / widest
+        idle = bar * row["idle"] / widest
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{escape(_short(name, 26))}</text>'
+            f'<rect class="used" x="{label_w}" y="{y + 3}" width="{used:.1f}" height="14"/>'
+            f'<rect class="idle" x="{label_w + used:.1f}" y="{y + 3}" width="{idle:.1f}" height="14"/>'
+            f'<text x="{label_w + used + idle + 6:.1f}" y="{y + 14}">{row["allocated"]}/{row["published"]}</text>'
+        )
+    return (
+        f'<svg class="usage" xmlns="http://www.w3.org/2000/svg" width="{label_w + bar + 60}" height="{height}" '
+        f'viewBox="0 0 {label_w + bar + 60} {height}" role="img" aria-label="allocated and idle devices per class">'
+        + "".join(parts)
+        + "</svg>"
+    )
+
+
+def utilization_html(used: Mapping[str, Any]) -> str:
+    """Devices published, allocated and idle per class, node and team; shared devices; measured levels."""
+    totals = used["totals"]
+    claims = used["claims"]
+    share = _percent(totals.get("utilization"))
+    intro = (
+        f"<p>{totals['allocated']} of {totals['published']} devices allocated ({share}), {totals['idle']} idle; "
+        f"{claims['allocated']} allocated claims, {claims['pending']} pending, "
+        f"{claims['admin_access_results']} devices held with admin access (not counted).</p>"
+    )
+    chart = utilization_svg(used["classes"])
+    legend = (
+        '<p class="muted"><span class="key" style="background:#4e79a7"></span>allocated '
+        '<span class="key" style="background:#d0d7de"></span>idle</p>'
+        if chart
+        else ""
+    )
+
+    def count_rows(rows: Mapping[str, Mapping[str, Any]], attr: str) -> str:
+        return "".join(
+            f'<tr data-{attr}="{escape(str(name))}"><td>{escape(str(name))}</td><td class="num">{r["published"]}</td>'
+            f'<td class="num">{r["allocated"]}</td><td class="num">{r["idle"]}</td>'
+            f'<td class="num">{_percent(r.get("utilization"))}</td></tr>'
+            for name, r in rows.items()
+        )
+
+    head = "<th>published</th><th>allocated</th><th>idle</th><th>utilization</th></tr></thead>"
+    classes = f'<table class="usage-classes"><thead><tr><th>class</th>{head}<tbody>{count_rows(used["classes"], "class")}</tbody></table>'
+    nodes = (
+        f'<details><summary>Per node ({len(used["nodes"])})</summary><table class="usage-nodes"><thead><tr>'
+        f"<th>node</th>{head}<tbody>{count_rows(used['nodes'], 'node')}</tbody></table></details>"
+    )
+    team_rows = "".join(
+        f'<tr data-team="{escape(str(name))}"><td>{escape(str(name))}</td><td class="num">{t["claims"]}</td>'
+        f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(t['devices'].items())))}</td>"
+        f"<td>{' '.join(f'{_level_badge(lv)} {n}' for lv, n in sorted(t['levels'].items(), key=lambda kv: LEVEL_RANK[kv[0]]))}"
+        "</td></tr>"
+        for name, t in used["teams"].items()
+    )
+    teams = (
+        '<table class="usage-teams"><thead><tr><th>team</th><th>claims</th><th>devices</th>'
+        f"<th>GPU-NIC level of its claims</th></tr></thead><tbody>{team_rows}</tbody></table>"
+    )
+    alignment = used["alignment"]
+    levels = ", ".join(f"{_level_badge(lv)} {n}" for lv, n in alignment["levels"].items() if n and lv in LEVEL_RANK)
+    if alignment["levels"].get("unknown"):
+        levels += f", unknown {alignment['levels']['unknown']}"
+    promise = ""
+    if alignment.get("promised_level"):
+        below = alignment.get("below_promise") or []
+        promise = f" The plan promises {_level_badge(alignment['promised_level'])} at worst; " + (
+            f'<span class="warn">{len(below)} claim(s) got less: {escape(", ".join(below[:10]))}</span>'
+            if below
+            else "every measured claim got it."
+        )
+    measured = (
+        f"<p>{alignment['claims_with_gpus_and_nics']} claims hold GPUs and NICs: {levels or 'none'} "
+        f'<span class="muted">(levels from {escape(" and ".join(alignment["level_source"]) or "nothing")})</span>.'
+        f"{promise}</p>"
+    )
+    shared = "".join(
+        f"<li>{escape(str(s['node']))} {escape(str(s['device']))}: {s['claims']} claim(s), {s['consumers']} consumer(s)"
+        + "".join(f", {escape(k)} {v['share'] * 100:.0f} % used" for k, v in s["capacity"].items() if v.get("share"))
+        + "</li>"
+        for s in used["shared"]
+    )
+    shared = f"<p>Shared devices:</p><ul>{shared}</ul>" if shared else '<p class="muted">No shared devices.</p>'
+    return (
+        intro
+        + chart
+        + legend
+        + classes
+        + nodes
+        + "<h3>Teams</h3>"
+        + teams
+        + "<h3>Alignment measured</h3>"
+        + measured
+        + shared
+    )
+
+
 # --------------------------------------------------------------------------
 # Pages
 # --------------------------------------------------------------------------
@@ -873,6 +1059,8 @@ def site_report(
     nodes: Mapping[str, Mapping[str, Any]],
     warn_levels: Iterable[str] = ("SYS",),
     plan: Mapping[str, Any] | None = None,
+    teams: Mapping[str, Any] | None = None,
+    utilization: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build a site page. Returns ``{"html", "summary", "score", "layouts"}``."""
     summary = site_summary(site, dict(nodes), warn_levels)
@@ -893,6 +1081,10 @@ def site_report(
             '<p class="muted">No plan for this site yet: run the claims stage to see what each claim template '
             "allocates here.</p>",
         ]
+    if teams is not None:
+        sections += ["<h2>Teams and quotas</h2>", teams_html(teams)]
+    if utilization is not None:
+        sections += ["<h2>Utilization</h2>", utilization_html(utilization)]
     sections += ["<h2>Nodes</h2>", _inventory_html(summary, layout_of)]
     sections.append(
         f'<h2>Layouts</h2><p class="muted">{len(groups)} distinct layout{"s" if len(groups) != 1 else ""} '
@@ -907,6 +1099,8 @@ def site_report(
     nav = (
         '<nav><a href="../index.html">all sites</a><a href="summary.json">summary.json</a>'
         + ('<a href="plan.json">plan.json</a>' if plan is not None else "")
+        + ('<a href="teams.json">teams.json</a>' if teams is not None else "")
+        + ('<a href="utilization.json">utilization.json</a>' if utilization is not None else "")
         + "</nav>"
     )
     html = _page(f"Site {site}", escape(subtitle), "\n".join(sections), nav)
@@ -1002,7 +1196,12 @@ def build_reports(
         plan = None
         if os.path.exists(plan_path):
             plan = validate_plan(_read_json(plan_path, f"site {site}: plan"), plan_path)
-        result = site_report(site, nodes, warn_levels, plan)
+        extra = {}
+        for key, check in (("teams", validate_teams), ("utilization", validate_utilization)):
+            path = os.path.join(output_dir, site, f"{key}.json")
+            if os.path.exists(path):
+                extra[key] = check(_read_json(path, f"site {site}: {key}"), path)
+        result = site_report(site, nodes, warn_levels, plan, **extra)
         files[f"{site}/report.html"] = result["html"]
         entries.append({"site": site, "plan": plan, **result})
         info[site] = {

@@ -211,18 +211,14 @@ def main():
             "plan_file": {"type": "path"},
             "dest": {"type": "path"},
         },
-        mutually_exclusive=[
-            ("from_cluster", "slices"),
-            ("from_cluster", "slice_files"),
-            ("from_cluster", "claims"),
-            ("from_cluster", "claim_files"),
-            ("slices", "slice_files"),
-            ("claims", "claim_files"),
-        ],
+        mutually_exclusive=[("slices", "slice_files"), ("claims", "claim_files")],
         supports_check_mode=True,
     )
     params = module.params
     classes = params["classes"]
+    given = [k for k in ("slices", "claims", "slice_files", "claim_files") if params[k]]
+    if params["from_cluster"] and given:
+        module.fail_json(msg=f"from_cluster reads the cluster; {', '.join(given)} cannot be given with it")
     if params["from_cluster"]:
         slices, claims, cluster_classes = _from_cluster(module)
         classes = classes if classes is not None else cluster_classes

@@ -355,3 +355,70 @@ def test_build_reports_refuses_unknown_sites_and_levels(tmp_path):
         report.build_reports(str(tmp_path), sites=["nope"])
     with pytest.raises(report.ReportError, match="unknown level"):
         report.build_reports(str(tmp_path), warn_levels=["FAR"])
+
+
+# ---------------------------------------------------------------- teams and utilization
+
+
+def _teams_and_utilization():
+    from pathlib import Path
+
+    import yaml
+
+    from ansible_collections.aligned.dra.plugins.module_utils import claims, teams, utilization
+
+    objects = claims.render({"drivers": ["dra.aligned.dev", "gpu.nvidia.com", "dra.net"]}, "east", "1.36")["objects"]
+    raw = {
+        "oversubscription": {"gpu": 1.5},
+        "teams": [
+            {"name": "llm-training", "namespaces": ["llm-train"], "tier": "production", "quotas": {"gpu": 5}},
+            {"name": "vision-research", "namespaces": ["vision"], "quotas": {"gpu": 2, "nic": 1}},
+        ],
+    }
+    plan = {"classes": {"aligned-gpu": {"devices": 6}, "aligned-nic": {"devices": 4}}}
+    rendered = teams.render(raw, "east", objects, "1.36", plan=plan, class_keys=claims.settings({})["classes"])
+    summary = {"schema_version": 1, "teams": rendered["teams"], "capacity": rendered["capacity"]}
+    recorded = Path(__file__).resolve().parents[3] / "fixtures" / "utilization" / "ai-lab"
+    used = utilization.utilization(
+        yaml.safe_load((recorded / "slices.yaml").read_text())["items"],
+        yaml.safe_load((recorded / "claims.yaml").read_text())["items"],
+        [o for o in objects if o["kind"] == "DeviceClass"],
+        teams.teams_by_namespace(raw),
+        site="east",
+    )
+    return summary, json.loads(json.dumps(used))
+
+
+def test_site_page_shows_quotas_against_capacity_and_utilization():
+    summary, used = _teams_and_utilization()
+    page = report.site_report("east", identical_site("vm-flat", 1), teams=summary, utilization=used)["html"]
+    tags = parse(page)
+    quota_rows = {a["data-class"] for t, a in tags if t == "tr" and "data-class" in a}
+    assert {"aligned-gpu", "aligned-nic", "aligned-vf", "nvidia-gpu", "dranet-nic"} <= quota_rows
+    # aligned-gpu: 5 + 2 guaranteed of 6, within the 1.5 factor
+    assert re.search(r'data-class="aligned-gpu"><td>aligned-gpu</td><td class="num">6</td><td class="num">7</td>', page)
+    assert "oversubscribed (allowed)" in page
+    assert "10 of 14 devices allocated (71 %), 4 idle" in page
+    assert [a.get("class") for t, a in tags if t == "svg" and a.get("class") == "usage"] == ["usage"]
+    bars = [a for t, a in tags if t == "rect" and a.get("class") in ("used", "idle")]
+    assert len(bars) == 2 * 5  # one allocated and one idle bar per class with devices
+    assert "<script" not in page and 'href="utilization.json"' in page and 'href="teams.json"' in page
+    assert (
+        "4 claims hold GPUs and NICs" in page
+        and "gpu-0000-3d-00-0: 2 claim(s), 2 consumer(s), memory 75 % used" in page
+    )
+
+
+def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_path):
+    summary, used = _teams_and_utilization()
+    write_site(tmp_path, "east", identical_site("vm-flat", 1))
+    (tmp_path / "east" / "teams.json").write_text(json.dumps(summary))
+    (tmp_path / "east" / "utilization.json").write_text(json.dumps(used))
+    page = report.build_reports(str(tmp_path))["files"]["east/report.html"]
+    assert "<h2>Teams and quotas</h2>" in page and "<h2>Utilization</h2>" in page
+    (tmp_path / "east" / "utilization.json").write_text(json.dumps(dict(used, shared=None)))
+    with pytest.raises(report.ReportError, match="'shared' must be a list"):
+        report.build_reports(str(tmp_path))
+    (tmp_path / "east" / "teams.json").write_text(json.dumps({"schema_version": 2}))
+    with pytest.raises(report.ReportError, match="teams.json: expected a JSON object with schema_version 1"):
+        report.build_reports(str(tmp_path))

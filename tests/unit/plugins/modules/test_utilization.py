@@ -69,3 +69,8 @@ def test_cluster_errors_and_missing_input_fail(capsys, tmp_path):
         api.fail_next("GET", r"resourceslices", code=500)
         result = run(capsys, {"site": "s", "from_cluster": True, "kubeconfig": str(kubeconfig)})
     assert result["failed"] and "cannot list the DRA objects" in result["msg"]
+
+
+def test_cluster_and_files_together_are_refused(capsys):
+    result = run(capsys, {"site": "s", "from_cluster": True, "slice_files": [str(SET / "slices.yaml")]})
+    assert result["failed"] and "slice_files cannot be given with it" in result["msg"]
