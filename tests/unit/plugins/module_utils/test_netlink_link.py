@@ -41,7 +41,7 @@ pytestmark = pytest.mark.netns
 
 
 def test_mtu_state_and_read_back(veth):
-    ns, _ = veth
+    ns, _peer = veth
     with nl.Links(ns) as links:
         assert links.get("va0")["mtu"] == 1500
         links.set_mtu("va0", 9000)
@@ -65,7 +65,7 @@ def test_rename_and_move_to_another_namespace(veth):
 
 
 def test_kernel_errors_name_the_operation(veth):
-    ns, _ = veth
+    ns, _peer = veth
     with nl.Links(ns) as links:
         with pytest.raises(nl.LinkError, match="set MTU 70000 on va0: Invalid argument") as info:
             links.set_mtu("va0", 70000)
@@ -97,7 +97,7 @@ def test_vf_settings_encode_as_the_uapi_says():
 
     spec = nl.vf_request(1, {"mac": "02:00:00:00:00:01", "vlan": 100, "qos": 3, "trust": True})
     msg = ifinfmsg()
-    msg["attrs"] = [(name, value) for name, value in LinkIPRouteFilter("set").set_vf({}, spec).items()]
+    msg["attrs"] = list(LinkIPRouteFilter("set").set_vf({}, spec).items())
     msg.encode()
     mac = struct.pack("=HH", 40, 1) + struct.pack("=I", 1) + bytes([2, 0, 0, 0, 0, 1]) + bytes(26)
     vlan = struct.pack("=HHIII", 16, 2, 1, 100, 3)
