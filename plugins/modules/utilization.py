@@ -57,7 +57,7 @@ options:
     type: list
     elements: dict
   slice_files:
-    description: YAML or JSON files with ResourceSlices (documents, lists or C(kind: List)).
+    description: YAML or JSON files with ResourceSlices (documents, lists or C(List) objects).
     type: list
     elements: path
   claim_files:
