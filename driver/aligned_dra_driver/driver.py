@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +125,6 @@ class Driver:
         self.checkpoint = Checkpoint(opts.state_dir, opts.driver_name, opts.node_name, opts.durable_checkpoint)
         self.vendor = cdi.VendorSpecs(opts.vendor_cdi_dirs)
         self.inventory = Inventory([], {}, {}, False)
-        self.on_inventory_change: Callable[[Inventory], None] | None = None
 
     # -- start-up ------------------------------------------------------------------
 
@@ -154,8 +152,6 @@ class Driver:
         inventory = scan(self.opts)
         changed = inventory.devices != self.inventory.devices
         self.inventory = inventory
-        if changed and self.on_inventory_change is not None:
-            self.on_inventory_change(inventory)
         return changed
 
     # -- Prepare ---------------------------------------------------------------------
