@@ -44,7 +44,7 @@ from ansible_collections.aligned.dra.plugins.module_utils import dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from typing import Any
 
 try:
@@ -486,6 +486,7 @@ class Selector:
             raise CelError(f"does not compile: {_clean(str(exc))}") from None
         self.reads = self._reads(expression)
         self.memo: dict[tuple, tuple[bool, str | None]] = {}
+        self.keyed_memo: dict[tuple, tuple[bool, str | None]] = {}
 
     @staticmethod
     def _reads(expression: str) -> list[tuple[str, str, str]] | None:
@@ -518,6 +519,16 @@ class Selector:
             return cached
         return self._run(device)
 
+    def evaluate_keyed(self, key: tuple, view: Callable[[], dict[str, Any]]) -> tuple[bool, str | None]:
+        """:meth:`evaluate` with the memo key computed by the caller from the values in :attr:`reads`.
+
+        ``view`` builds the CEL view (:func:`cel_device`) only when the key was not seen yet.
+        """
+        cached = self.keyed_memo.get(key)
+        if cached is None:
+            cached = self.keyed_memo[key] = self._run(view())
+        return cached
+
     def _run(self, device: dict[str, Any]) -> tuple[bool, str | None]:
         activation = device.get("_activation")
         if activation is None:
@@ -532,6 +543,7 @@ class Selector:
 
 
 _MISSING = object()
+MISSING = _MISSING  # what a read of an absent attribute, capacity or field gives in memo keys
 
 
 def _read(device: dict[str, Any], read: tuple[str, str, str]) -> Any:

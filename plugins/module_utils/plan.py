@@ -36,6 +36,7 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+import gc
 from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
@@ -217,7 +218,20 @@ def _expression(selector: dict[str, Any], where: str) -> str:
 
 
 class _Device:
-    __slots__ = ("key", "label", "driver", "bdf", "view", "attributes", "capacity", "multi", "counters", "index")
+    __slots__ = (
+        "key",
+        "label",
+        "driver",
+        "bdf",
+        "_view",
+        "_raw",
+        "_domains",
+        "attributes",
+        "capacity",
+        "multi",
+        "counters",
+        "index",
+    )
 
     def __init__(self, device: dict[str, Any], domains: set[str], index: int) -> None:
         driver = device.get("driver") or dra.DRIVER_NAME
@@ -225,7 +239,9 @@ class _Device:
         self.key = (driver, device.get("pool") or "", device["name"])
         self.label = device["name"] if driver == dra.DRIVER_NAME else f"{driver}/{device['name']}"
         self.index = index
-        self.view = dra_cel.cel_device(device, driver, domains)
+        self._view = None
+        self._raw = device
+        self._domains = domains
         self.attributes = {}
         for name, value in (device.get("attributes") or {}).items():
             domain, ident = dra.split_qualified_name(name, driver)
@@ -241,6 +257,29 @@ class _Device:
             for c in device.get("consumesCounters") or []
         ]
 
+    @property
+    def view(self) -> dict[str, Any]:
+        """The CEL view, built on first use (most devices share memoised results)."""
+        if self._view is None:
+            self._view = dra_cel.cel_device(self._raw, self.driver, self._domains)
+        return self._view
+
+    def read(self, read: tuple[str, str, str]) -> Any:
+        """The value behind one of a selector's ``reads``, for memo keys."""
+        field, domain, ident = read
+        if field == "driver":
+            return self.driver
+        if field == "allowMultipleAllocations":
+            return self.multi
+        source = self.attributes if field == "attributes" else self.capacity
+        return source.get(f"{domain}/{ident}", dra_cel.MISSING)
+
+    def evaluate(self, selector: dra_cel.Selector) -> tuple[bool, str | None]:
+        if selector.reads is None:
+            return selector.evaluate(self.view)
+        key = tuple(self.read(r) for r in selector.reads)
+        return selector.evaluate_keyed(key, lambda: self.view)
+
 
 class _Node:
     def __init__(self, name: str, data: dict[str, Any], domains: set[str]) -> None:
@@ -252,6 +291,20 @@ class _Node:
         self.links = data.get("links") or {}
         self.shared = {k: dict(v) for k, v in (data.get("shared_counters") or {}).items()}
         self.candidates: dict[tuple, tuple[list[_Device], list[dict[str, Any]]]] = {}
+        self.indexes: dict[tuple[int, str], dict[Any, list[int]]] = {}
+
+    def index(self, pool: list[_Device], attribute: str) -> dict[Any, list[int]]:
+        """``{value: [positions in pool]}`` of one attribute over a candidate list of this node."""
+        key = (id(pool), attribute)
+        found = self.indexes.get(key)
+        if found is None:
+            found = {}
+            for position, device in enumerate(pool):
+                value = device.attributes.get(attribute)
+                if value is not None:
+                    found.setdefault(value, []).append(position)
+            self.indexes[key] = found
+        return found
 
     def matching(self, alternative: _Alternative) -> tuple[list[_Device], list[dict[str, Any]]]:
         """Devices that pass every selector of an alternative, and the evaluation errors."""
@@ -261,7 +314,7 @@ class _Node:
             for device in self.devices:
                 ok = True
                 for selector in alternative.selectors:
-                    matched, error = selector.evaluate(device.view)
+                    matched, error = device.evaluate(selector)
                     if error is not None:
                         errors.append({"device": device.label, "expression": selector.expression, "message": error})
                         ok = False
@@ -314,6 +367,9 @@ class _Allocator:
             for alternatives in requests
             for alt in alternatives
         }
+        self.matching_constraints = {
+            key: tuple(pair for pair in pairs if pair[1].kind == "match") for key, pairs in self.applicable.items()
+        }
         self.used = used  # set of device keys held by exclusive allocations
         self.consumed = consumed  # {device key: {capacity: Fraction}} on multi-allocatable devices
         self.counters_used = counters_used  # {counter set: {counter: Fraction}}
@@ -358,14 +414,14 @@ class _Allocator:
         return False
 
     def _choose(self, index, alternative, pool, start, picked) -> bool:
-        if len(picked) == alternative.count:
+        need = alternative.count - len(picked)
+        if need == 0:
             self.chosen.append((alternative, list(picked)))
             if self._request(index + 1):
                 return True
             self.chosen.pop()
             return False
-        need = alternative.count - len(picked)
-        for position in range(start, len(pool) - need + 1):
+        for position in self._positions(alternative, pool, start, len(pool) - need):
             self.steps += 1
             if self.steps > self.step_limit:
                 raise _SearchLimit()
@@ -376,11 +432,27 @@ class _Allocator:
             if mark is None:
                 continue
             picked.append(device)
-            if self._choose(index, alternative, pool, position + 1, picked):
+            if need == 1:  # the last device of this request: go straight to the next request
+                self.chosen.append((alternative, list(picked)))
+                if self._request(index + 1):
+                    return True
+                self.chosen.pop()
+            elif self._choose(index, alternative, pool, position + 1, picked):
                 return True
             picked.pop()
             self._untake_all([mark])
         return False
+
+    def _positions(self, alternative: _Alternative, pool: list[_Device], start: int, last: int):
+        """Positions worth trying: when a matchAttribute constraint already has its
+        value, only the devices that carry that value (the others would fail it)."""
+        for position, constraint in self.matching_constraints[id(alternative)]:
+            state = self.values[position]
+            if "value" not in state:
+                continue
+            by_value = self.node.index(pool, constraint.attribute)
+            return [p for p in by_value.get(state["value"], ()) if start <= p <= last]
+        return range(start, last + 1)
 
     def _free(self, device: _Device, alternative: _Alternative) -> bool:
         if device.key in self.taken:
@@ -577,7 +649,7 @@ class _Shapes:
             devices = tuple(
                 (
                     d.label,  # driver and name; the pool is the node's own
-                    tuple(dra_cel._read(d.view, r) for r in self.reads),
+                    tuple(d.read(r) for r in self.reads),
                     tuple(d.attributes.get(a) for a in self.attributes),
                     d.bdf,
                     tuple(sorted(d.capacity.items())),
@@ -618,9 +690,13 @@ def class_members(nodes: dict[str, dict[str, Any]], classes: list[dict[str, Any]
     """
     compiler = Compiler(classes)
     domains = dra_cel.referenced_domains(compiler.selectors)
+    return _class_members(compiler, [_Node(name, data, domains) for name, data in sorted(nodes.items())])
+
+
+def _class_members(compiler: Compiler, prepared: list[_Node]) -> dict[str, dict[str, list[str]]]:
     found: dict[str, dict[str, list[str]]] = {name: {} for name in compiler.classes}
-    for node_name, data in sorted(nodes.items()):
-        node = _Node(node_name, data, domains)
+    for node in prepared:
+        node_name = node.name
         for class_name, selectors in compiler.classes.items():
             alternative = _Alternative(class_name, class_name, class_name, selectors, "ExactCount", 1, {})
             found[class_name][node_name] = [d.label for d in node.matching(alternative)[0]]
@@ -643,6 +719,16 @@ def plan(
     ``shape_cache=False`` plans every node on its own even when it looks like
     one already planned (for measurements; the result is the same).
     """
+    paused = gc.isenabled()
+    gc.disable()  # the planner builds many small acyclic objects; collections would cost half the time
+    try:
+        return _plan(site, nodes, classes, templates, required, kubernetes_version, driver, step_limit, shape_cache)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _plan(site, nodes, classes, templates, required, kubernetes_version, driver, step_limit, shape_cache):
     required_set = set(required or [])
     compiler = Compiler(classes)
     compiled = []
@@ -687,7 +773,7 @@ def plan(
             )
         report_templates.append(entry)
     failed = [t["name"] for t in report_templates if t["required"] and not t["satisfiable"]]
-    members = class_members(nodes, classes)
+    members = _class_members(compiler, prepared)
     return {
         "classes": {
             name: {"devices": sum(len(v) for v in per_node.values()), "nodes": {n: len(v) for n, v in per_node.items()}}
