@@ -585,7 +585,7 @@ def plan_node(
         result["fits"] += 1
         if not all_devices:
             break
-    if result["fits"] >= max_claims:
+    if result["fits"] >= max_claims > 1:
         result["capped"] = f"stopped counting at {max_claims} claims"
     result["worst_level"] = _worst(a["worst_level"] for a in result["allocations"])
     result["aligned_level"] = _worst(a["aligned_level"] for a in result["allocations"])
@@ -732,11 +732,13 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
     required_set = set(required or [])
     compiler = Compiler(classes)
     compiled = []
+    kinds: dict[str, str] = {}
     for item in templates:
         name = (item.get("metadata") or {}).get("name")
         if not name:
             raise PlanError("a claim template has no metadata.name")
         compiled.append((name, compiler.template(item)))
+        kinds[name] = item.get("kind") or "ResourceClaimTemplate"
     unknown = required_set - {entry[0] for entry in compiled}
     if unknown:
         raise PlanError(f"required templates that are not given: {', '.join(sorted(unknown))}")
@@ -745,8 +747,10 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
     shapes = _Shapes(compiler, compiled, shape_cache)
     report_templates = []
     for index, (name, (requests, constraints)) in enumerate(compiled):
+        shared_claim = kinds[name] == "ResourceClaim"
         entry: dict[str, Any] = {
             "name": name,
+            "kind": kinds[name],
             "required": name in required_set,
             "fits_total": 0,
             "worst_level": None,
@@ -757,11 +761,18 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
         for node in prepared:
             result = shapes.get(index, node)
             if result is None:
-                result = plan_node(node, requests, constraints, step_limit)
+                # a ResourceClaim is one object that pods share: it is allocated once
+                result = plan_node(
+                    node, requests, constraints, step_limit, max_claims=1 if shared_claim else MAX_CLAIMS_PER_NODE
+                )
                 shapes.put(index, node, result)
             entry["errors"].extend(result.pop("errors", []))
             entry["fits_total"] += result["fits"]
             entry["nodes"][node.name] = result
+        if shared_claim:
+            # where it could be allocated, but only once on the whole site
+            entry["nodes_possible"] = sorted(n for n, r in entry["nodes"].items() if r["fits"])
+            entry["fits_total"] = min(entry["fits_total"], 1)
         entry["worst_level"] = _worst(n["worst_level"] for n in entry["nodes"].values())
         entry["aligned_level"] = _worst(n["aligned_level"] for n in entry["nodes"].values())
         entry["satisfiable"] = entry["fits_total"] > 0 and not entry["errors"]

@@ -304,3 +304,15 @@ def test_plan_counts_the_devices_each_class_selects_per_node():
     }
     members = planner.class_members(planner.nodes_from_topologies({"n2": NICS_ON_SOCKET_1}), CLASSES)
     assert members["nic"]["n2"] == ["nic-0000-91-00-0", "nic-0000-a1-00-0", "nic-0000-d1-00-0", "nic-0000-e1-00-0"]
+
+
+def test_a_shared_resource_claim_is_allocated_once_per_site():
+    shared = template("shared-gpu", [exactly("gpu", "gpu")])
+    shared["kind"] = "ResourceClaim"
+    shared["spec"] = shared["spec"]["spec"]
+    result = run({"a": DGX_LIKE, "b": DGX_LIKE}, [shared])["shared-gpu"]
+    assert result["kind"] == "ResourceClaim"
+    assert result["fits_total"] == 1
+    assert result["nodes_possible"] == ["a", "b"]
+    assert [n["fits"] for n in result["nodes"].values()] == [1, 1]
+    assert "capped" not in result["nodes"]["a"]
