@@ -946,14 +946,14 @@ def utilization_svg(classes: Mapping[str, Mapping[str, Any]]) -> str:
     if not names:
         return ""
     widest = max(row["published"] for row in classes.values())
-    bar, label_w, row_h = 300, 170, 22
+    bar_w, label_w, row_h = 300, 170, 22
     height = row_h * len(names) + 8
     parts = []
     for index, name in enumerate(names):
         row = classes[name]
         y = 4 + index * row_h
-        used = bar * row["allocated"] / widest
-        idle = bar * row["idle"] / widest
+        used = bar_w * row["allocated"] / widest
+        idle = bar_w * row["idle"] / widest
         parts.append(
             f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{escape(_short(name, 26))}</text>'
             f'<rect class="used" x="{label_w}" y="{y + 3}" width="{used:.1f}" height="14"/>'
@@ -961,8 +961,8 @@ def utilization_svg(classes: Mapping[str, Mapping[str, Any]]) -> str:
             f'<text x="{label_w + used + idle + 6:.1f}" y="{y + 14}">{row["allocated"]}/{row["published"]}</text>'
         )
     return (
-        f'<svg class="usage" xmlns="http://www.w3.org/2000/svg" width="{label_w + bar + 60}" height="{height}" '
-        f'viewBox="0 0 {label_w + bar + 60} {height}" role="img" aria-label="allocated and idle devices per class">'
+        f'<svg class="usage" xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 60}" height="{height}" '
+        f'viewBox="0 0 {label_w + bar_w + 60} {height}" role="img" aria-label="allocated and idle devices per class">'
         + "".join(parts)
         + "</svg>"
     )

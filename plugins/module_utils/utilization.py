@@ -227,9 +227,10 @@ def utilization(
             held.append((key, class_name))
         if not held:
             continue
-        nodes = sorted({devices[k]["node"] for k, _ in held})
-        gpus = [devices[k] for k, _ in held if devices[k]["kind"] in GPU_KINDS]
-        nics = [devices[k] for k, _ in held if devices[k]["kind"] in NIC_KINDS]
+        held_devices = [devices[key] for key, _class in held]
+        nodes = sorted({d["node"] for d in held_devices})
+        gpus = [d for d in held_devices if d["kind"] in GPU_KINDS]
+        nics = [d for d in held_devices if d["kind"] in NIC_KINDS]
         entry: dict[str, Any] = {
             "claim": f"{namespace}/{name}",
             "namespace": namespace,

@@ -16,7 +16,7 @@ description:
     the share of their capacity in use, and for every claim that holds GPUs and NICs the GPU-NIC level
     it got (PIX, PXB, PHB, NODE, SYS).
   - Levels come from the nodes' probed topologies (C(topology_dir)) where given, else from the
-    standard attributes C(resource.kubernetes.io/pcieRoot) and C(numaNode); RV(utilization.alignment.level_source)
+    standard attributes C(resource.kubernetes.io/pcieRoot) and C(numaNode); RV(utilization) C(alignment.level_source)
     says which. With O(plan_file) the measured levels are compared with the level the plan promised.
   - Writes O(dest) (the site report reads it) only when it changes.
   - Runs on the controller.

@@ -150,8 +150,8 @@ def test_class_declaring_an_extended_resource_name_gets_the_requests_quota():
 PLAN = {"classes": {"aligned-gpu": {"devices": 10}, "aligned-nic": {"devices": 4}}}
 
 
-def capacity(raw: dict, plan: dict | None = PLAN) -> tuple[dict, list[str]]:
-    result = render(raw, plan=plan)
+def capacity(raw: dict, plan: dict | None = None, no_plan: bool = False) -> tuple[dict, list[str]]:
+    result = render(raw, plan=None if no_plan else (plan or PLAN))
     return {row["class"]: row for row in result["capacity"]}, result["problems"]
 
 
@@ -187,7 +187,7 @@ def test_oversubscription_needs_an_explicit_factor():
 
 
 def test_without_a_plan_the_capacity_is_unknown():
-    rows, problems = capacity({"teams": [{"name": "a", "quotas": {"gpu": 600}}]}, plan=None)
+    rows, problems = capacity({"teams": [{"name": "a", "quotas": {"gpu": 600}}]}, no_plan=True)
     assert rows["aligned-gpu"]["status"] == "unknown" and rows["aligned-gpu"]["capacity"] is None
     assert problems == []
 

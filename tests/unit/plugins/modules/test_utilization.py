@@ -15,8 +15,12 @@ from ansible_collections.aligned.dra.plugins.modules import utilization
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 
 SET = Path(__file__).resolve().parents[3] / "fixtures" / "utilization" / "ai-lab"
-TEAMS = {"teams": [{"name": "llm-training", "namespaces": ["llm-train"]}, {"name": "vision-research",
-                                                                            "namespaces": ["vision"]}]}  # fmt: skip
+TEAMS = {
+    "teams": [
+        {"name": "llm-training", "namespaces": ["llm-train"]},
+        {"name": "vision-research", "namespaces": ["vision"]},
+    ]
+}
 
 
 def run(capsys, args: dict) -> dict:
