@@ -218,7 +218,7 @@ def main() -> int:
         grpc_figures = None if args.no_grpc else bench_grpc(h.NodeTree.build(root / "g"), max(20, args.samples // 4))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"Prepare, 1 GPU + 1 NIC claim, without the API ({args.samples} samples, checkpoint fsync'd):")
+    print(f"Prepare, 1 GPU + 1 NIC claim, without the API ({args.samples} samples, checkpoint flushed with fdatasync):")
     print(f"  p50 {ms(result['p50'])}  p99 {ms(result['p99'])}   (targets {TARGET_P50_MS} / {TARGET_P99_MS} ms)")
     print(
         f"  baseline: the bare CDI + checkpoint writes p50 {ms(result['floor'])} p99 {ms(result['floor_p99'])}; "

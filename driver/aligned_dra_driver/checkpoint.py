@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The driver's checkpoint: what it prepared, kept across restarts and reboots.
 
-``<state-dir>/checkpoint.json`` (written atomically: temporary file, fsync,
+``<state-dir>/checkpoint.json`` (written atomically: temporary file, fdatasync,
 rename)::
 
     {

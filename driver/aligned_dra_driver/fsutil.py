@@ -11,7 +11,7 @@ TMP_SUFFIX = ".tmp"
 def atomic_write(path: str, data: bytes, mode: int = 0o644, durable: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and ``rename``.
 
-    With ``durable`` the new file's data reaches the disk before the rename
+    With ``durable`` the new file's data reaches the disk (``fdatasync``) before the rename
     (after a power loss the file is the old or the new one, never empty or
     half-written; the kubelet's own checkpoints are written the same way);
     the directory itself is not flushed, which would double the cost, so the
@@ -28,7 +28,7 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644, durable: bool = True
             written = os.write(fd, view)
             view = view[written:]
         if durable:
-            os.fsync(fd)
+            os.fdatasync(fd)
     finally:
         os.close(fd)
     os.rename(tmp, path)
