@@ -193,3 +193,53 @@ def test_what_if_needs_one_source_of_nodes(tmp_path, trees):
     result = playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", "aligned_dra_what_if_site=west")
     assert result.returncode != 0
     assert "exactly one of" in result.stdout
+
+
+def test_plan_on_the_resource_slices_of_every_driver_in_the_cluster(tmp_path, trees):
+    from ansible_collections.aligned.dra.plugins.module_utils import dra
+    from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+
+    root = trees["dgx-h100"]
+    topology = probe(str(root / "sys"), str(root / "proc"))
+    nics = [d for d in dra.devices_from_topology(topology, {"gpus": False, "exclude": ["eno*"]})]
+    # another driver publishes two of the GPUs, with the standard attributes
+    nvidia = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "type": {"string": "gpu"},
+                dra.ATTR_PCIE_ROOT: {"string": root_name},
+                dra.ATTR_PCI_BUS_ID: {"string": bdf},
+            },
+        }
+        for i, (bdf, root_name) in enumerate([("0000:1a:00.0", "pci0000:15"), ("0000:9a:00.0", "pci0000:95")])
+    ]
+    with FakeApiServer(minor="1.36") as api:
+        for node in ("dgx1", "vm1"):
+            api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+        for item in dra.resource_slices("dgx1", nics) + dra.resource_slices("dgx1", nvidia, driver="gpu.nvidia.com"):
+            api.create(item)
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        inventory, play = setup(
+            tmp_path,
+            trees,
+            claims={
+                "drivers": ["dra.aligned.dev", "gpu.nvidia.com"],
+                "gpu_driver": "gpu.nvidia.com",
+                "templates": {"pairs": {"counts": [1, 2]}, "pairs_fallback": {"enabled": False}},
+                "required": ["gpu-nic-pair-1"],
+            },
+            aligned_dra_claims_plan_source="cluster",
+            aligned_dra_claims_kubeconfig=str(kubeconfig),
+        )
+        result = playbook(inventory, play)
+        assert result.returncode == 0, result.stdout + result.stderr
+    plan = json.loads((tmp_path / "out" / "west" / "plan.json").read_text())
+    assert plan["nodes"] == ["dgx1"]  # the VM publishes nothing in this cluster
+    pair1 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
+    node = pair1["nodes"]["dgx1"]
+    assert node["fits"] == 2
+    assert node["allocations"][0]["devices"] == {"gpu-0": ["gpu.nvidia.com/gpu-0"], "nic-0": ["nic-0000-1d-00-0"]}
+    assert node["worst_level"] == "PXB"  # levels from the probed topology, by PCI address
+    pair2 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-2")
+    assert pair2["fits_total"] == 1 and pair2["worst_level"] == "SYS"
