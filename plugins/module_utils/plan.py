@@ -24,7 +24,10 @@ node can hold at once, allocated in the scheduler's order:
   allocations (consumable capacity): then capacity requests are subtracted
   from what it has left; a request's capacity must fit the device either way.
   Devices that consume shared counters (partitionable devices) fit only while
-  their counter set has enough left.
+  their counter set has enough left;
+- a device taint with effect NoSchedule or NoExecute keeps the device out
+  unless the request tolerates it; ``adminAccess`` requests may get devices in
+  use and leave them free.
 
 The search backtracks over every choice, like the scheduler's, so a claim that
 is reported as not fitting cannot be allocated on that node at all. Between
@@ -108,9 +111,9 @@ def _quantity(text: Any) -> Fraction:
 
 
 class _Alternative:
-    __slots__ = ("name", "request", "class_name", "selectors", "mode", "count", "capacity")
+    __slots__ = ("name", "request", "class_name", "selectors", "mode", "count", "capacity", "admin", "tolerations")
 
-    def __init__(self, name, request, class_name, selectors, mode, count, capacity):
+    def __init__(self, name, request, class_name, selectors, mode, count, capacity, admin=False, tolerations=()):
         self.name = name  # "req" or "req/sub"
         self.request = request
         self.class_name = class_name
@@ -118,6 +121,25 @@ class _Alternative:
         self.mode = mode
         self.count = count
         self.capacity = capacity  # {qualified capacity name: Fraction}
+        self.admin = admin  # adminAccess: devices in use may be handed out, and stay free
+        self.tolerations = tolerations  # device taint tolerations
+
+    def tolerates(self, taint: dict[str, Any]) -> bool:
+        """Kubernetes' toleration rules, applied to one device taint."""
+        for toleration in self.tolerations:
+            operator = toleration.get("operator") or "Equal"
+            key = toleration.get("key") or ""
+            if key and key != taint.get("key"):
+                continue
+            if not key and operator != "Exists":
+                continue
+            if operator == "Equal" and (toleration.get("value") or "") != (taint.get("value") or ""):
+                continue
+            effect = toleration.get("effect") or ""
+            if effect and effect != taint.get("effect"):
+                continue
+            return True
+        return False
 
 
 class _Constraint:
@@ -204,7 +226,17 @@ class Compiler:
         capacity = {
             qname: _quantity(value) for qname, value in ((spec.get("capacity") or {}).get("requests") or {}).items()
         }
-        return _Alternative(name, request, class_name, self.classes[class_name] + selectors, mode, count, capacity)
+        return _Alternative(
+            name,
+            request,
+            class_name,
+            self.classes[class_name] + selectors,
+            mode,
+            count,
+            capacity,
+            admin=bool(spec.get("adminAccess")),
+            tolerations=tuple(spec.get("tolerations") or ()),
+        )
 
 
 def _expression(selector: dict[str, Any], where: str) -> str:
@@ -230,6 +262,7 @@ class _Device:
         "capacity",
         "multi",
         "counters",
+        "taints",
         "index",
     )
 
@@ -252,6 +285,8 @@ class _Device:
             domain, ident = dra.split_qualified_name(name, driver)
             self.capacity[f"{domain}/{ident}"] = _quantity(value.get("value"))
         self.multi = bool(device.get("allowMultipleAllocations"))
+        # taints that keep the scheduler away (an effect of None only informs)
+        self.taints = tuple(t for t in device.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
         self.counters = [
             (c.get("counterSet"), {n: _quantity(v.get("value")) for n, v in (c.get("counters") or {}).items()})
             for c in device.get("consumesCounters") or []
@@ -457,7 +492,9 @@ class _Allocator:
     def _free(self, device: _Device, alternative: _Alternative) -> bool:
         if device.key in self.taken:
             return False
-        if not device.multi and device.key in self.used:
+        if not device.multi and not alternative.admin and device.key in self.used:
+            return False
+        if device.taints and not all(alternative.tolerates(t) for t in device.taints):
             return False
         for name, amount in alternative.capacity.items():
             qualified = name if "/" in name else f"{device.driver}/{name}"
@@ -568,6 +605,8 @@ def plan_node(
             if alternative.name != alternative.request:
                 allocation.setdefault("subrequests", {})[alternative.request] = alternative.name.split("/", 1)[1]
             for device in devices:
+                if alternative.admin:
+                    continue  # admin access leaves the device to others
                 if device.multi:
                     spent = consumed.setdefault(device.key, {})
                     for name, amount in alternative.capacity.items():
@@ -584,6 +623,9 @@ def plan_node(
         result["allocations"].append(allocation)
         result["fits"] += 1
         if not all_devices:
+            break
+        if all(alternative.admin for alternative, _devices in chosen):
+            result["admin_access"] = "with admin access a claim takes nothing away: one more always fits"
             break
     if result["fits"] >= max_claims > 1:
         result["capped"] = f"stopped counting at {max_claims} claims"
@@ -655,6 +697,7 @@ class _Shapes:
                     tuple(sorted(d.capacity.items())),
                     d.multi,
                     tuple((c, tuple(sorted(n.items()))) for c, n in d.counters),
+                    tuple(tuple(sorted(t.items())) for t in d.taints),
                 )
                 for d in node.devices
             )

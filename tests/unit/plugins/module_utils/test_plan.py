@@ -316,3 +316,44 @@ def test_a_shared_resource_claim_is_allocated_once_per_site():
     assert result["nodes_possible"] == ["a", "b"]
     assert [n["fits"] for n in result["nodes"].values()] == [1, 1]
     assert "capped" not in result["nodes"]["a"]
+
+
+def test_admin_access_uses_devices_in_use_and_takes_nothing():
+    admin = template("admin", [exactly("gpus", "gpu", count=8, adminAccess=True)])
+    gpu = template("gpu", [exactly("gpu", "gpu")])
+    result = run({"n1": DGX_LIKE}, [admin, gpu])
+    node = result["admin"]["nodes"]["n1"]
+    assert node["fits"] == 1 and "admin_access" in node
+    assert result["gpu"]["nodes"]["n1"]["fits"] == 8
+
+
+def test_device_taints_need_a_toleration():
+    devices = [
+        {
+            "name": f"gpu-{i}",
+            "driver": "dra.aligned.dev",
+            "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
+            "taints": [{"key": "maintenance", "value": "yes", "effect": effect}] if effect else [],
+        }
+        for i, effect in enumerate(["NoSchedule", "NoExecute", "None", None])
+    ]
+    nodes = {"n1": {"devices": devices, "links": {}}}
+    plain = template("plain", [exactly("gpu", "gpu")])
+    tolerant = template("tolerant", [exactly("gpu", "gpu", tolerations=[{"key": "maintenance", "operator": "Exists"}])])
+    equal_wrong = template(
+        "wrong-value",
+        [exactly("gpu", "gpu", tolerations=[{"key": "maintenance", "operator": "Equal", "value": "no"}])],
+    )
+    only_no_schedule = template(
+        "no-schedule-only",
+        [exactly("gpu", "gpu", tolerations=[{"key": "maintenance", "value": "yes", "effect": "NoSchedule"}])],
+    )
+    result = {
+        t["name"]: t
+        for t in planner.plan("s", nodes, CLASSES, [plain, tolerant, equal_wrong, only_no_schedule])["templates"]
+    }
+    # an effect of None only informs; the two blocking taints need tolerating
+    assert result["plain"]["fits_total"] == 2
+    assert result["tolerant"]["fits_total"] == 4
+    assert result["wrong-value"]["fits_total"] == 2
+    assert result["no-schedule-only"]["fits_total"] == 3
