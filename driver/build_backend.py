@@ -21,7 +21,9 @@ import tomllib
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "aligned_dra_driver"
-SHARED = ("topology.py", "dra.py")
+SHARED = ("topology.py", "dra.py", "dra_cel.py")
+# The collection imports its libraries by their collection path; inside the wheel they are siblings.
+COLLECTION_IMPORT = b"from ansible_collections.aligned.dra.plugins.module_utils import "
 SHARED_DIR = HERE.parent / "plugins" / "module_utils"
 
 
@@ -45,8 +47,13 @@ def _files() -> list[tuple[str, bytes]]:
         source = SHARED_DIR / name
         if not source.is_file():
             raise FileNotFoundError(f"{source} is missing: the driver is built from a collection checkout")
-        files.append((f"{PACKAGE}/_collection/{name}", source.read_bytes()))
+        files.append((f"{PACKAGE}/_collection/{name}", vendored(source.read_bytes())))
     return files
+
+
+def vendored(source: bytes) -> bytes:
+    """A shared library as the wheel holds it: collection imports become relative ones."""
+    return source.replace(COLLECTION_IMPORT, b"from . import ")
 
 
 def _metadata(project: dict) -> bytes:
@@ -59,6 +66,9 @@ def _metadata(project: dict) -> bytes:
         f"Requires-Python: {project['requires-python']}",
     ]
     lines += [f"Requires-Dist: {dep}" for dep in project.get("dependencies", [])]
+    for extra, deps in sorted(project.get("optional-dependencies", {}).items()):
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {dep}; extra == "{extra}"' for dep in deps]
     return ("\n".join(lines) + "\n").encode()
 
 

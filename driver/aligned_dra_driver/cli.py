@@ -10,7 +10,7 @@ import shutil
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from . import DEFAULT_DRIVER_NAME, __version__
 from .collection import dra
@@ -67,6 +67,13 @@ def parser() -> argparse.ArgumentParser:
         type=_match_rule,
         help="publish only devices whose attribute matches: ATTR=GLOB or ATTR!=GLOB (repeatable, all must hold)",
     )
+    p.add_argument(
+        "--selector",
+        action="append",
+        default=[],
+        help="publish only devices for which this CEL expression is true, written as in a DeviceClass "
+        '(e.g. device.attributes["dra.aligned.dev"].linkType == "infiniband"; repeatable; needs cel-expr-python)',
+    )
     p.add_argument("--plain-nics", action="store_true", help="also publish NICs without RDMA")
     p.add_argument("--no-vfs", action="store_true", help="do not publish SR-IOV VFs")
     p.add_argument(
@@ -81,6 +88,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rescan-interval", type=float, default=10.0, help="seconds between topology scans")
     p.add_argument("--log-level", default="INFO")
     return p
+
+
+def usage_error(message: str) -> NoReturn:
+    """Refuse the command line: message on standard error, exit status 2 (as argparse does)."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
 
 
 def _hook_path(given: str | None) -> str:
@@ -101,15 +114,15 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     from .publisher import Publisher
 
     if not args.node_name:
-        raise SystemExit("aligned-dra-driver: --node-name (or $NODE_NAME) is required")
+        usage_error("aligned-dra-driver: --node-name (or $NODE_NAME) is required")
     if not dra.is_dns_subdomain(args.node_name):
-        raise SystemExit(f"aligned-dra-driver: --node-name {args.node_name!r} is not a DNS subdomain")
+        usage_error(f"aligned-dra-driver: --node-name {args.node_name!r} is not a DNS subdomain")
     if not dra.is_dns_subdomain(args.driver_name) or len(args.driver_name) > 63:
-        raise SystemExit(f"aligned-dra-driver: --driver-name {args.driver_name!r} is not a DNS subdomain <= 63")
+        usage_error(f"aligned-dra-driver: --driver-name {args.driver_name!r} is not a DNS subdomain <= 63")
     if not os.path.isdir(args.sysfs_root):
-        raise SystemExit(f"aligned-dra-driver: --sysfs-root {args.sysfs_root} is not a directory")
+        usage_error(f"aligned-dra-driver: --sysfs-root {args.sysfs_root} is not a directory")
     if args.rescan_interval <= 0:
-        raise SystemExit("aligned-dra-driver: --rescan-interval must be positive")
+        usage_error("aligned-dra-driver: --rescan-interval must be positive")
     device_options = {"exclude": args.exclude, "plain_nics": args.plain_nics, "vfs": not args.no_vfs}
     opts = Options(
         node_name=args.node_name,
@@ -123,10 +136,21 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         netdev_hook=_hook_path(args.netdev_hook),
         device_options=device_options,
         match=args.match,
+        selectors=args.selector,
         fractional_gpus=args.fractional_gpus == "on",
         mps_root=args.mps_root,
     )
-    dra.devices_from_topology({"devices": []}, device_options)  # refuses bad options before anything starts
+    try:  # refuse bad options before anything starts
+        dra.devices_from_topology({"devices": []}, device_options)
+    except dra.DeviceModelError as exc:
+        usage_error(f"aligned-dra-driver: {exc}")
+    if args.selector:
+        from .driver import compile_selectors
+
+        try:
+            compile_selectors(args.selector)
+        except (ImportError, ValueError) as exc:
+            usage_error(f"aligned-dra-driver: {exc}")
     metrics = Metrics()
     kube = Kube(load_client(args.kubeconfig), field_manager=f"{args.driver_name}/{args.node_name}")
     if args.fractional_gpus == "auto":
@@ -187,7 +211,10 @@ class Runner:
         if args.metrics_address:
             from .metrics import MetricsServer
 
-            self.metrics_server = MetricsServer(args.metrics_address, self.metrics, self.health)
+            try:
+                self.metrics_server = MetricsServer(args.metrics_address, self.metrics, self.health)
+            except (ValueError, OSError) as exc:
+                usage_error(f"aligned-dra-driver: --metrics-address {args.metrics_address}: {exc}")
 
     def health(self) -> tuple[bool, str]:
         if not self.servers.running.is_set():

@@ -2,18 +2,32 @@
 """The collection's shared libraries: the topology probe and the DRA device model.
 
 There is one source file of each, ``plugins/module_utils/topology.py`` and
-``plugins/module_utils/dra.py``. The driver's wheel carries them as the
-subpackage ``aligned_dra_driver._collection``, copied there by the build
-backend (``driver/build_backend.py``) when the wheel is built; in a checkout
-of the collection the driver imports them through ``ansible_collections``
-instead. Nothing else in the driver reads sysfs topology.
+``plugins/module_utils/dra.py`` (and ``dra_cel.py`` for ``--selector``). The
+driver's wheel carries them as the subpackage ``aligned_dra_driver._collection``,
+copied there by the build backend (``driver/build_backend.py``) when the wheel
+is built; in a checkout of the collection the driver imports them through
+``ansible_collections`` instead. Nothing else in the driver reads sysfs
+topology.
 """
 
 from __future__ import annotations
+
+from types import ModuleType
 
 try:  # an installed wheel
     from aligned_dra_driver._collection import dra, topology
 except ImportError:  # the collection checkout (tests, development)
     from ansible_collections.aligned.dra.plugins.module_utils import dra, topology
 
-__all__ = ["dra", "topology"]
+__all__ = ["dra", "dra_cel", "topology"]
+
+
+def dra_cel() -> ModuleType:
+    """The CEL library of the collection (needs cel-expr-python: ``pip install aligned-dra-driver[cel]``)."""
+    try:
+        from aligned_dra_driver._collection import dra_cel as module
+    except ImportError:
+        from ansible_collections.aligned.dra.plugins.module_utils import dra_cel as module
+    if module.CEL_IMPORT_ERROR is not None:
+        raise ImportError(f"--selector needs cel-expr-python: {module.CEL_IMPORT_ERROR}")
+    return module

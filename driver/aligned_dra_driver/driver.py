@@ -46,6 +46,7 @@ class Options:
     netdev_hook: str = "aligned-dra-netdev-hook"
     device_options: dict[str, Any] = field(default_factory=dict)
     match: list[tuple[str, bool, str]] = field(default_factory=list)  # (attribute, equal?, glob)
+    selectors: list[str] = field(default_factory=list)  # CEL, as in a DeviceClass
     fractional_gpus: bool = False
     mps_root: str = "/run/aligned-dra/mps"
     durable_checkpoint: bool = True
@@ -83,6 +84,40 @@ def matches(device: dict[str, Any], rules: list[tuple[str, bool, str]]) -> bool:
     return True
 
 
+_SELECTORS: dict[str, Any] = {}
+
+
+def compile_selectors(expressions: list[str]) -> list[Any]:
+    """Compiled CEL selectors (kept per expression); raises ValueError naming a bad one."""
+    from .collection import dra_cel
+
+    cel = dra_cel()
+    compiled = []
+    for expression in expressions:
+        if expression not in _SELECTORS:
+            try:
+                _SELECTORS[expression] = cel.Selector(expression)
+            except cel.CelError as exc:
+                raise ValueError(f"--selector {expression!r}: {exc}") from exc
+        compiled.append(_SELECTORS[expression])
+    return compiled
+
+
+def selected(device: dict[str, Any], expressions: list[str], driver: str) -> bool:
+    """Whether every CEL selector is true for the device; an evaluation error counts as false."""
+    from .collection import dra_cel
+
+    cel = dra_cel()
+    view = cel.cel_device(device, driver, (driver, dra.STANDARD_DOMAIN))
+    for selector in compile_selectors(expressions):
+        ok, error = selector.evaluate(view)
+        if error:
+            LOG.warning("device %s left out: selector %r: %s", device["name"], selector.expression, error)
+        if not ok:
+            return False
+    return True
+
+
 def read_rdma_netns_mode(sysfs_root: str) -> bool:
     """True when the RDMA subsystem is in exclusive network-namespace mode (ib_core netns_mode=0)."""
     try:
@@ -98,6 +133,8 @@ def scan(opts: Options) -> Inventory:
     devices = dra.devices_from_topology(topo, opts.device_options)
     if opts.match:
         devices = [d for d in devices if matches(d, opts.match)]
+    if opts.selectors:
+        devices = [d for d in devices if selected(d, opts.selectors, opts.driver_name)]
     if opts.fractional_gpus:
         from .sharing import make_shareable
 

@@ -33,9 +33,14 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
     (wheel,) = tmp_path.glob("aligned_dra_driver-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        for name in ("topology.py", "dra.py"):
+        for name in ("topology.py", "dra.py", "dra_cel.py"):
             vendored = archive.read(f"aligned_dra_driver/_collection/{name}")
-            assert vendored == (REPO / "plugins" / "module_utils" / name).read_bytes()
+            source = (REPO / "plugins" / "module_utils" / name).read_bytes()
+            # the one change: collection imports become relative ones
+            assert vendored == source.replace(
+                b"from ansible_collections.aligned.dra.plugins.module_utils import ", b"from . import "
+            )
+            assert b"ansible_collections" not in vendored.replace(b'"ansible_collections', b"")
         assert "aligned_dra_driver/proto/dra_v1_pb2.py" in names
         assert "aligned_dra_driver/proto/dra_v1.proto" in names
         entry_points = archive.read("aligned_dra_driver-0.1.0.dist-info/entry_points.txt").decode()
@@ -43,6 +48,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
     assert "aligned-dra-driver = aligned_dra_driver.cli:main" in entry_points
     assert "aligned-dra-netdev-hook = aligned_dra_driver.netdev_hook:main" in entry_points
     assert "Requires-Dist: grpcio" in metadata
+    assert 'Requires-Dist: cel-expr-python>=0.1.3; extra == "cel"' in metadata
     target = tmp_path / "site"
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
@@ -57,7 +63,8 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         [
             sys.executable,
             "-c",
-            "import aligned_dra_driver.collection as c, aligned_dra_driver.server; print(c.topology.__name__, c.dra.DRIVER_NAME)",
+            "import aligned_dra_driver.collection as c, aligned_dra_driver.server; "
+            "print(c.topology.__name__, c.dra.DRIVER_NAME, c.dra_cel().__name__)",
         ],
         capture_output=True,
         text=True,
@@ -66,7 +73,11 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         check=False,
     )
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.split() == ["aligned_dra_driver._collection.topology", "dra.aligned.dev"]
+    assert probe.stdout.split() == [
+        "aligned_dra_driver._collection.topology",
+        "dra.aligned.dev",
+        "aligned_dra_driver._collection.dra_cel",
+    ]
     version = subprocess.run(
         [sys.executable, "-m", "aligned_dra_driver", "--version"], capture_output=True, text=True, env=env, check=False
     )

@@ -239,10 +239,28 @@ def test_corrupt_checkpoint_stops_the_driver(node, api):
     process.stop()
 
 
-def test_bad_arguments_are_refused(node, api):
-    process = h.DriverProcess(node, api, extra=["--match", "not a name=x"])
-    with pytest.raises(RuntimeError, match="exited with 2"):
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--match", "not a name=x"], "not an attribute name"),
+        (["--selector", "device.attributes["], "does not compile"),
+        (["--node-name", "Not_A_Node"], "DNS subdomain"),
+        (["--rescan-interval", "0"], "positive"),
+        (["--metrics-address", "nowhere"], "HOST:PORT"),
+    ],
+)
+def test_bad_arguments_are_refused(node, api, extra, needle):
+    process = h.DriverProcess(node, api, extra=extra)
+    with pytest.raises(RuntimeError, match="exited with 2") as caught:
         process.start()
+    assert needle in str(caught.value)
+
+
+def test_cel_selector_limits_what_is_published(node, api):
+    selector = 'device.attributes["dra.aligned.dev"].linkSpeed >= 100'
+    with h.DriverProcess(node, api, extra=["--selector", selector]):
+        items = wait_for(lambda: slices(api), what="slices")
+        assert [d["name"] for d in items[0]["spec"]["devices"]] == [h.NIC]
 
 
 def test_api_outage_is_reported_per_claim_and_in_health(node, api):

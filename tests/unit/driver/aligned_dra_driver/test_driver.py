@@ -197,3 +197,19 @@ def test_a_malformed_claim_fails_only_itself(node):
     answers = driver.prepare([bad, good])
     assert "internal error" in answers[bad[1]]["error"]
     assert "error" not in answers[good[1]]
+
+
+def test_cel_selectors_filter_published_devices(node):
+    driver, _kube = make(node, selectors=['device.attributes["dra.aligned.dev"].kind == "nic"'])
+    assert [d["name"] for d in driver.inventory.devices] == [h.NIC]
+    both = [
+        'device.attributes["resource.kubernetes.io"].pcieRoot == "pci0000:17"',
+        'device.capacity["dra.aligned.dev"].memory.compareTo(quantity("40Gi")) > 0',
+    ]
+    driver, _kube = make(node, selectors=both)
+    assert [d["name"] for d in driver.inventory.devices] == [h.GPU]  # the NIC has no memory: an error, left out
+
+
+def test_a_selector_that_does_not_compile_is_named():
+    with pytest.raises(ValueError, match="does not compile"):
+        drv.compile_selectors(["device.attributes["])
