@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Property tests of the planner on random small nodes and templates.
 
-1. No planned allocation violates a selector or a constraint, and no device is
-   handed to two claims.
+1. No planned allocation violates a selector, a count (``ExactCount`` or
+   ``All``) or a constraint, and no device is handed to two claims.
 2. Whenever the planner says a claim does not fit (on an empty node, or after
    the claims it placed), an exhaustive search over every assignment agrees.
 
@@ -50,7 +50,10 @@ def devices(draw):
 def alternatives(draw, name):
     cls = draw(st.sampled_from(["gpu", "nic"]))
     numa = draw(st.sampled_from([None, 0, 1]))
-    spec = {"deviceClassName": cls, "count": draw(st.integers(1, 2))}
+    if draw(st.integers(0, 4)) == 0:
+        spec = {"deviceClassName": cls, "allocationMode": "All"}
+    else:
+        spec = {"deviceClassName": cls, "count": draw(st.integers(1, 2))}
     if numa is not None:
         # has() first: a device without the attribute is skipped instead of aborting
         spec["selectors"] = [
@@ -113,7 +116,7 @@ def alternative_list(request):
     return [(request["name"], request["exactly"])]
 
 
-def satisfies(template, chosen):
+def satisfies(template, chosen, node_devices):
     """``chosen``: {request: (alternative name, [devices])}; True when every rule holds."""
     used = [d["name"] for _alt, devs in chosen.values() for d in devs]
     if len(used) != len(set(used)):
@@ -121,7 +124,12 @@ def satisfies(template, chosen):
     for request in template["spec"]["devices"]["requests"]:
         alt_name, devs = chosen[request["name"]]
         spec = dict(alternative_list(request))[alt_name]
-        if len(devs) != spec.get("count", 1) or not all(matches(d, spec) for d in devs):
+        if not all(matches(d, spec) for d in devs):
+            return False
+        if spec.get("allocationMode") == "All":
+            if not devs or len(devs) != sum(1 for d in node_devices if matches(d, spec)):
+                return False
+        elif len(devs) != spec.get("count", 1):
             return False
     for constraint in template["spec"]["devices"]["constraints"]:
         names = constraint.get("requests")
@@ -142,23 +150,29 @@ def satisfies(template, chosen):
     return True
 
 
-def exhaustive_fits(template, devices_left):
-    """Whether any assignment of the free devices satisfies the template."""
+def exhaustive_fits(template, node_devices, in_use=frozenset()):
+    """Whether any assignment of the devices not in use satisfies the template."""
     requests = template["spec"]["devices"]["requests"]
+    free = [d for d in node_devices if d["name"] not in in_use]
     per_request = []
     for request in requests:
         options = []
         for alt_name, spec in alternative_list(request):
-            for combo in itertools.combinations(devices_left, spec.get("count", 1)):
+            if spec.get("allocationMode") == "All":
+                wanted = [d for d in node_devices if matches(d, spec)]
+                if wanted and not any(d["name"] in in_use for d in wanted):
+                    options.append((alt_name, wanted))
+                continue
+            for combo in itertools.combinations(free, spec.get("count", 1)):
                 options.append((alt_name, list(combo)))
         per_request.append(options)
     for choice in itertools.product(*per_request):
-        if satisfies(template, {r["name"]: c for r, c in zip(requests, choice, strict=True)}):
+        if satisfies(template, {r["name"]: c for r, c in zip(requests, choice, strict=True)}, node_devices):
             return True
     return False
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(devices(), templates())
 def test_planned_allocations_obey_every_rule_and_no_fit_means_none_exists(node_devices, template):
     result = planner.plan("s", {"n": {"devices": node_devices, "links": {}}}, CLASSES, [template])
@@ -175,10 +189,9 @@ def test_planned_allocations_obey_every_rule_and_no_fit_means_none_exists(node_d
             alt_name = f"{request['name']}/{sub}" if sub else request["name"]
             chosen[request["name"]] = (alt_name, [by_name[n] for n in names])
             handed_out += names
-        assert satisfies(template, chosen), allocation
+        assert satisfies(template, chosen, node_devices), allocation
     assert len(handed_out) == len(set(handed_out))
     # after the last claim it placed, nothing fits among the devices left
-    left = [d for d in node_devices if d["name"] not in set(handed_out)]
-    assert not exhaustive_fits(template, left)
+    assert not exhaustive_fits(template, node_devices, frozenset(handed_out))
     if node["fits"] == 0:
         assert not exhaustive_fits(template, node_devices)
