@@ -10,12 +10,14 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from typing import Any, NoReturn
 
 from . import DEFAULT_DRIVER_NAME, __version__
 from .collection import dra
 
 LOG = logging.getLogger("aligned_dra_driver")
+UEVENT_SETTLE = 0.2  # seconds to let a burst of kernel events finish before scanning
 
 
 def _match_rule(text: str) -> tuple[str, bool, str]:
@@ -259,16 +261,22 @@ class Runner:
             LOG.info("metrics on port %d", self.metrics_server.port)
         self.sync(force=True)
         self.servers.start()
+        from .uevents import UeventWatcher
+
+        watcher = UeventWatcher(self.wake.set)
+        watcher.start()
         # netlink is needed by the first Unprepare that restores a NIC: load it now, off the call path
         threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         while not self.stopping.is_set():
-            self.wake.wait(self.args.rescan_interval)
+            if self.wake.wait(self.args.rescan_interval) and not self.stopping.is_set():
+                time.sleep(UEVENT_SETTLE)  # a burst (VFs being created) ends in one scan
             if self.stopping.is_set():
                 break
             self.wake.clear()
             self.sync(force=False)
+        watcher.stop()
         self.servers.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()

@@ -384,3 +384,32 @@ def test_vf_count_changes_are_republished(api):
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.netns
+def test_kernel_uevents_trigger_a_rescan(node, api):
+    from pyroute2 import IPRoute
+
+    with h.DriverProcess(node, api, extra=["--rescan-interval", "3600"]):
+        wait_for(lambda: slices(api), what="slices")
+        (node.sys / "bus" / "pci" / "devices" / h.NIC_BDF).unlink()  # the fixture changes silently
+        with IPRoute() as ipr:  # a real hotplug event: a new network interface
+            for index in ipr.link_lookup(ifname="aldue0"):
+                ipr.link("del", index=index)
+            ipr.link("add", ifname="aldue0", kind="veth", peer="aldue0p")
+            try:
+                updated = wait_for(
+                    lambda: [s for s in slices(api) if s["spec"]["pool"]["generation"] == 2],
+                    timeout=5,
+                    what="a rescan woken by the uevent",
+                )
+            finally:
+                ipr.link("del", index=ipr.link_lookup(ifname="aldue0")[0])
+        assert [d["name"] for d in updated[0]["spec"]["devices"]] == [h.GPU]
+
+
+def test_uevent_subsystem_parsing():
+    from aligned_dra_driver.uevents import subsystem
+
+    assert subsystem(b"add@/devices/virtual/net/x\0ACTION=add\0SUBSYSTEM=net\0IFINDEX=4\0") == b"net"
+    assert subsystem(b"libudev\0garbage") is None
