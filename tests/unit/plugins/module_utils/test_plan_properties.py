@@ -6,6 +6,9 @@
 2. Whenever the planner says a claim does not fit (on an empty node, or after
    the claims it placed), an exhaustive search over every assignment agrees.
 
+3. On random topologies, the rendered ``gpu-nic-pair-N`` templates fit exactly
+   the number of claims counted by hand from the host bridges.
+
 The selectors used here have a plain-Python twin (``matches``) so the check
 does not trust the CEL path it is checking.
 """
@@ -195,3 +198,56 @@ def test_planned_allocations_obey_every_rule_and_no_fit_means_none_exists(node_d
     assert not exhaustive_fits(template, node_devices, frozenset(handed_out))
     if node["fits"] == 0:
         assert not exhaustive_fits(template, node_devices)
+
+
+@st.composite
+def topologies(draw):
+    """GPUs and RDMA NICs spread over a few host bridges and two sockets."""
+    roots = [f"pci0000:{0x10 * r:02x}" for r in range(1, draw(st.integers(1, 4)) + 1)]
+    socket_of = {root: draw(st.integers(0, 1)) for root in roots}
+    devices = []
+    for kind, prefix in (("gpu", 0x01), ("rdma", 0x81)):
+        for i in range(draw(st.integers(0, 5))):
+            root = draw(st.sampled_from(roots))
+            device = {
+                "pci_address": f"0000:{prefix + i:02x}:00.0",
+                "kind": kind,
+                "pcie_root": root,
+                "numa_node": socket_of[root],
+            }
+            if kind == "rdma":
+                device["rdma_devices"] = [f"mlx5_{i}"]
+            devices.append(device)
+    gpus = [d for d in devices if d["kind"] == "gpu"]
+    nics = [d for d in devices if d["kind"] == "rdma"]
+    links = {
+        g["pci_address"]: {
+            n["pci_address"]: "PIX"
+            if g["pcie_root"] == n["pcie_root"]
+            else ("NODE" if g["numa_node"] == n["numa_node"] else "SYS")
+            for n in nics
+        }
+        for g in gpus
+    }
+    return {"devices": devices, "links": links}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topologies(), st.integers(1, 3))
+def test_pair_templates_on_random_topologies_match_the_hand_count(topology, pairs):
+    """``gpu-nic-pair-N`` fits floor(sum over roots of min(GPUs, NICs) / N) claims, all PIX."""
+    from ansible_collections.aligned.dra.plugins.module_utils import claims
+
+    rendered = claims.render({"templates": {"pairs": {"counts": [pairs]}}}, "s", "1.36")
+    classes = [o for o in rendered["objects"] if o["kind"] == "DeviceClass"]
+    template = next(o for o in rendered["objects"] if o["metadata"]["name"] == f"gpu-nic-pair-{pairs}")
+    result = planner.plan("s", planner.nodes_from_topologies({"n": topology}), classes, [template])
+    node = result["templates"][0]["nodes"]["n"]
+    per_root: dict[str, list[int]] = {}
+    for device in topology["devices"]:
+        per_root.setdefault(device["pcie_root"], [0, 0])[0 if device["kind"] == "gpu" else 1] += 1
+    aligned_pairs = sum(min(g, n) for g, n in per_root.values())
+    assert node["fits"] == aligned_pairs // pairs
+    assert all(a["aligned_level"] == "PIX" for a in node["allocations"])
+    if node["fits"] == 0:
+        assert "reason" in node
