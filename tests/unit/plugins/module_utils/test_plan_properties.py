@@ -5,7 +5,6 @@
    ``All``) or a constraint, and no device is handed to two claims.
 2. Whenever the planner says a claim does not fit (on an empty node, or after
    the claims it placed), an exhaustive search over every assignment agrees.
-
 3. On random topologies, the rendered ``gpu-nic-pair-N`` templates fit exactly
    the number of claims counted by hand from the host bridges.
 
