@@ -201,7 +201,7 @@ def test_plan_on_the_resource_slices_of_every_driver_in_the_cluster(tmp_path, tr
 
     root = trees["dgx-h100"]
     topology = probe(str(root / "sys"), str(root / "proc"))
-    nics = [d for d in dra.devices_from_topology(topology, {"gpus": False, "exclude": ["eno*"]})]
+    nics = dra.devices_from_topology(topology, {"gpus": False, "exclude": ["eno*"]})
     # another driver publishes two of the GPUs, with the standard attributes
     nvidia = [
         {
