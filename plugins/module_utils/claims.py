@@ -224,12 +224,10 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
         )
 
     cpu_driver_runs = "dra.cpu" in conf["drivers"]
-    if wanted["gpu_nic_cpu"]["enabled"] and cpu_driver_runs:
+    if wanted["gpu_nic_cpu"]["enabled"] and cpu_driver_runs and conf["cpu_numa_attribute"] == numa:
         cpus = int(wanted["gpu_nic_cpu"]["cpus"])
         requests = [_exactly("gpu", gpu), _exactly("nic", nic), _exactly("cpus", name_of["cpu"], count=cpus)]
-        constraints = [{"requests": ["gpu", "nic"], "matchAttribute": numa}]
-        if conf["cpu_numa_attribute"] == numa:
-            constraints = [{"requests": ["gpu", "nic", "cpus"], "matchAttribute": numa}]
+        constraints = [{"requests": ["gpu", "nic", "cpus"], "matchAttribute": numa}]
         out.append(_template(conf, site, wanted["gpu_nic_cpu"]["name"], requests, constraints))
 
     for kind, class_name in (("nic_only", nic), ("gpu_only", gpu), ("vf_only", name_of.get("vf"))):
@@ -274,6 +272,15 @@ def render(
     classes = device_classes(conf, site)
     objects: list[dict[str, Any]] = list(classes.values())
     skipped = []
+    cpu = conf["templates"]["gpu_nic_cpu"]
+    if cpu["enabled"] and "dra.cpu" in conf["drivers"] and conf["cpu_numa_attribute"] != conf["numa_attribute"]:
+        skipped.append(
+            {
+                "name": cpu["name"],
+                "reason": f"the CPU driver's NUMA attribute {conf['cpu_numa_attribute']} is not "
+                f"{conf['numa_attribute']}: one matchAttribute cannot align CPUs with the GPU and NIC",
+            }
+        )
     names = set()
     for template in claim_templates(conf, site, classes):
         name = template["metadata"]["name"]

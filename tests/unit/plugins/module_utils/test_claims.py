@@ -199,3 +199,11 @@ def test_file_names_are_stable():
         "claim-fractional-gpu-shared.yaml",
         "claimtemplate-gpu-nic-pair-1-fallback.yaml",
     ]
+
+
+def test_cpu_template_needs_one_numa_attribute_for_all_three():
+    settings = {"drivers": ["dra.aligned.dev", "dra.cpu"], "cpu_numa_attribute": "dra.cpu/numaNodeID"}
+    rendered = claims.render(settings, "s", "1.36")
+    assert ("ResourceClaimTemplate", "gpu-nic-cpu") not in kinds_and_names(rendered)
+    (left,) = rendered["skipped"]
+    assert left["name"] == "gpu-nic-cpu" and "dra.cpu/numaNodeID" in left["reason"]
