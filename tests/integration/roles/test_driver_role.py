@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The driver role (playbooks/driver.yml) through real ansible-playbook runs, without a node.
+
+What needs no node: refused inventories (nothing written, nothing changed),
+DaemonSet-mode rendering for review or GitOps (files valid for every
+supported Kubernetes minor, idempotent, removed again with state absent), and
+the host-mode removal refusal while the checkpoint lists prepared claims.
+The install on a real systemd node is the Molecule scenario molecule/driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+IMAGE = "registry.example.com/aligned-dra-driver:0.1.0"
+
+
+def inventory(tmp_path: Path, hosts: dict[str, dict] | None = None, **common) -> Path:
+    data = {
+        "aligned_dra_nodes": {
+            "hosts": hosts or {"node-a": {}, "node-b": {}},
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                "aligned_dra_output_dir": str(tmp_path / "output"),
+                "aligned_dra_site": "lab",
+                **common,
+            },
+        }
+    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def playbook(inv: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(inv), str(REPO / "playbooks" / "driver.yml"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    proc.output = " ".join((proc.stdout + proc.stderr).split())  # type: ignore[attr-defined]
+    return proc
+
+
+def changed(proc: subprocess.CompletedProcess) -> int:
+    counts = [int(n) for n in re.findall(r"changed=(\d+)", proc.output)]  # type: ignore[attr-defined]
+    assert counts, proc.output  # type: ignore[attr-defined]
+    return sum(counts)
+
+
+def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_path):
+    inv = inventory(tmp_path, aligned_dra_driver_mode="daemonset", aligned_dra_driver_image=IMAGE)
+    first = playbook(inv)
+    assert first.returncode == 0, first.output
+    out = tmp_path / "output" / "lab" / "driver"
+    assert sorted(p.name for p in out.iterdir()) == ["Containerfile", "daemonset.yaml"]
+    objects = [o for o in yaml.safe_load_all((out / "daemonset.yaml").read_text()) if o]
+    kinds = {o["kind"] for o in objects}
+    assert {"DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} <= kinds
+    daemonset = next(o for o in objects if o["kind"] == "DaemonSet")
+    containers = daemonset["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["image"] == IMAGE
+    assert daemonset["metadata"]["namespace"] == "aligned-dra"
+    for minor in ("1.34", "1.35", "1.36", "1.37"):
+        for obj in objects:
+            kubernetes_validate.validate(obj, f"{minor}.0", strict=True)
+    # Written once per site, not once per node.
+    assert first.output.count("Write the objects, mode daemonset") == 1
+
+    second = playbook(inv)
+    assert second.returncode == 0, second.output
+    assert changed(second) == 0, second.output
+
+    gone = playbook(inv, "-e", "aligned_dra_driver_state=absent")
+    assert gone.returncode == 0, gone.output
+    assert list(out.iterdir()) == []
+
+
+def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path):
+    inv = inventory(tmp_path, aligned_dra_driver_mode="daemonset", aligned_dra_driver_image=IMAGE)
+    proc = playbook(inv, "--check", "--diff")
+    assert proc.returncode == 0, proc.output
+    assert "kind: DaemonSet" in proc.output
+    assert not (tmp_path / "output" / "lab" / "driver" / "daemonset.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"aligned_dra_driver_image": ""}, "daemonset mode needs aligned_dra_driver_image (got '')"),
+        ({"aligned_dra_driver_node_name": "Node_A"}, "must be a lowercase DNS name (got 'Node_A')"),
+        ({"aligned_dra_driver_metrics_port": 70000}, "must be 0..65535 (got 70000)"),
+        ({"aligned_dra_site": "../etc"}, "aligned_dra_site must be letters, digits"),
+        ({"aligned_dra_driver_mode": "kubelet"}, "aligned_dra_driver_mode"),
+        ({"aligned_dra_driver_log_level": "TRACE"}, "aligned_dra_driver_log_level"),
+    ],
+)
+def test_bad_inventory_is_refused_before_anything_is_written(tmp_path, settings, message):
+    inv = inventory(tmp_path, **{"aligned_dra_driver_mode": "daemonset", "aligned_dra_driver_image": IMAGE, **settings})
+    proc = playbook(inv)
+    assert proc.returncode != 0
+    assert message in proc.output, proc.output
+    assert not (tmp_path / "output").exists()
+
+
+def test_host_mode_without_credentials_is_refused_before_the_install(tmp_path):
+    inv = inventory(tmp_path, {"node-a": {}}, aligned_dra_driver_wheelhouse_dir=str(tmp_path / "wheelhouse"))
+    proc = playbook(inv)
+    assert proc.returncode != 0
+    assert "node-a: host mode needs aligned_dra_driver_kubeconfig" in proc.output, proc.output
+    assert "Wheelhouse on the controller" not in proc.output
+    assert not (tmp_path / "wheelhouse").exists() and not (tmp_path / "output").exists()
+
+
+def test_removal_is_refused_while_the_checkpoint_lists_prepared_claims(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    claims = {
+        "uid-1": {"namespace": "team-a", "name": "train-0", "devices": []},
+        "uid-2": {"namespace": "team-b", "name": "infer-1", "devices": []},
+    }
+    (state / "checkpoint.json").write_text(
+        json.dumps({"version": 1, "driver": "dra.aligned.dev", "node": "node-a", "claims": claims})
+    )
+    prefix = tmp_path / "opt"
+    prefix.mkdir()
+    inv = inventory(
+        tmp_path,
+        {"node-a": {}},
+        aligned_dra_driver_state="absent",
+        aligned_dra_driver_state_dir=str(state),
+        aligned_dra_driver_prefix=str(prefix),
+    )
+    proc = playbook(inv, "--check")
+    assert proc.returncode != 0
+    assert "2 claim(s) are still prepared by the driver: team-a/train-0, team-b/infer-1" in proc.output, proc.output
+    assert "aligned_dra_driver_force: true" in proc.output
+    assert (state / "checkpoint.json").exists() and prefix.exists()
