@@ -649,6 +649,17 @@ def _why_not(requests, constraints, candidates) -> str:
             names = ", ".join(a.name for a in alternatives)
             counts = ", ".join(str(len(found)) for found in row)
             return f"request {names}: not enough matching devices ({counts} match)"
+    for alternatives, row in zip(requests, candidates):
+        for constraint in constraints:
+            if all(
+                not constraint.applies(alt) or not any(constraint.attribute in d.attributes for d in found)
+                for alt, found in zip(alternatives, row)
+            ) and any(constraint.applies(alt) for alt in alternatives):
+                return (
+                    f"request {alternatives[0].request}: none of its matching devices has {constraint.attribute}, "
+                    f"which a {'matchAttribute' if constraint.kind == 'match' else 'distinctAttribute'} "
+                    "constraint compares"
+                )
     if constraints:
         described = "; ".join(
             f"{'matchAttribute' if c.kind == 'match' else 'distinctAttribute'} {c.attribute}"

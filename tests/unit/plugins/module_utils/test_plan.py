@@ -357,3 +357,13 @@ def test_device_taints_need_a_toleration():
     assert result["tolerant"]["fits_total"] == 4
     assert result["wrong-value"]["fits_total"] == 2
     assert result["no-schedule-only"]["fits_total"] == 3
+
+
+def test_the_reason_names_an_attribute_that_no_candidate_has():
+    no_roots = synthetic([("0000:10:00.0", None, 0)], [("0000:11:00.0", None, 0)])
+    node = run({"n1": no_roots}, [pairs(1)])["pairs-1"]["nodes"]["n1"]
+    assert node["fits"] == 0
+    assert node["reason"] == (
+        "request gpu-0: none of its matching devices has resource.kubernetes.io/pcieRoot, "
+        "which a matchAttribute constraint compares"
+    )
