@@ -108,7 +108,9 @@ class FakeSriovKernel:
             _write(path, value)
 
     # -- kernel behaviour ---------------------------------------------------------------
-    def set_numvfs(self, pf_dir: str, value: str, current: int | None = None) -> None:
+    def set_numvfs(self, pf_dir: str, value: str, current: int | None = None, write_back: bool = True) -> None:
+        """Apply a write of ``value``; ``write_back`` False when the file already holds it (watch mode:
+        writing it again could overwrite the writer's next value)."""
         path = os.path.join(pf_dir, "sriov_numvfs")
         text = value.strip()
         if not text.isdigit():
@@ -120,7 +122,8 @@ class FakeSriovKernel:
         if wanted > total:
             raise OSError(errno.ERANGE, os.strerror(errno.ERANGE), path)
         if wanted == current:
-            _write(path, f"{current}\n")
+            if write_back:
+                _write(path, f"{current}\n")
             return
         if wanted and current:
             raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), path)
@@ -128,7 +131,8 @@ class FakeSriovKernel:
             self._remove_vfs(pf_dir, current)
         else:
             self._create_vfs(pf_dir, wanted)
-        _write(path, f"{wanted}\n")
+        if write_back:
+            _write(path, f"{wanted}\n")
 
     def _vf_addresses(self, pf_dir: str, count: int) -> list[str]:
         top = _topology()
@@ -355,7 +359,7 @@ def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None, ready: Any 
             if not value or value == str(current):
                 continue
             try:
-                kernel.set_numvfs(pf_dir, value, current=current)
+                kernel.set_numvfs(pf_dir, value, current=current, write_back=False)
                 known[pf_dir] = int(value)
                 print(f"{os.path.basename(pf_dir)}: {current} -> {value} VFs", file=sys.stderr, flush=True)
             except OSError as exc:
