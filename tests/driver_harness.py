@@ -171,6 +171,17 @@ def make_char_device(path: Path) -> None:
         path.write_text("")
 
 
+def ifname(tag: str) -> str:
+    """A host interface name unique to this test process (<= 15 characters).
+
+    The machine's network namespace is shared by everyone running tests on it:
+    fixed names would collide between two test runs at the same time.
+    """
+    if len(tag) > 9:
+        raise ValueError(f"tag {tag!r} is longer than 9 characters")
+    return f"{tag}{os.getpid() % 0x1000000:06x}"
+
+
 def short_tmp() -> Path:
     """A short directory under /tmp: Unix socket paths must stay under 108 bytes."""
     return Path(tempfile.mkdtemp(prefix="ad", dir="/tmp"))

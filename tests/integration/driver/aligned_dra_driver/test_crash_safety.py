@@ -32,9 +32,9 @@ ROUNDS = int(os.environ.get("ALIGNED_DRA_CRASH_ROUNDS", "50"))
 CLAIMS_PER_CALL = 6
 CALIBRATION = 2  # the first calls of a process build the kubernetes client's models
 WARM_UP = 0.5  # a restarted driver loads netlink in the background; the calls then run at full speed
-HOST = "aldcr0"
-PEER = "aldcr0p"
-POD_NAME = "net1"
+HOST = h.ifname("cr")
+PEER = h.ifname("crp")
+POD_NAME = h.ifname("crpod")  # the name the NIC had in the pod, back in the host
 
 
 def state(node):

@@ -394,9 +394,10 @@ def test_kernel_uevents_trigger_a_rescan(node, api):
         wait_for(lambda: slices(api), what="slices")
         (node.sys / "bus" / "pci" / "devices" / h.NIC_BDF).unlink()  # the fixture changes silently
         with IPRoute() as ipr:  # a real hotplug event: a new network interface
-            for index in ipr.link_lookup(ifname="aldue0"):
+            name = h.ifname("ue")
+            for index in ipr.link_lookup(ifname=name):
                 ipr.link("del", index=index)
-            ipr.link("add", ifname="aldue0", kind="veth", peer="aldue0p")
+            ipr.link("add", ifname=name, kind="veth", peer=h.ifname("uep"))
             try:
                 updated = wait_for(
                     lambda: [s for s in slices(api) if s["spec"]["pool"]["generation"] == 2],
@@ -404,7 +405,7 @@ def test_kernel_uevents_trigger_a_rescan(node, api):
                     what="a rescan woken by the uevent",
                 )
             finally:
-                ipr.link("del", index=ipr.link_lookup(ifname="aldue0")[0])
+                ipr.link("del", index=ipr.link_lookup(ifname=name)[0])
         assert [d["name"] for d in updated[0]["spec"]["devices"]] == [h.GPU]
 
 

@@ -15,8 +15,9 @@ from ansible_collections.aligned.dra.tests import driver_harness as h
 
 pytestmark = pytest.mark.netns
 
-HOST = "aldhk0"
-PEER = "aldhk0p"
+HOST = h.ifname("hk")
+PEER = h.ifname("hkp")
+RETURNED = h.ifname("hkr")  # the name a NIC comes back with from a pod
 
 
 @pytest.fixture
@@ -24,13 +25,13 @@ def veth():
     from pyroute2 import IPRoute
 
     with IPRoute() as ipr:
-        for name in (HOST, PEER, "net7"):
+        for name in (HOST, PEER, RETURNED):
             for index in ipr.link_lookup(ifname=name):
                 ipr.link("del", index=index)
         ipr.link("add", ifname=HOST, kind="veth", peer=PEER)
     yield HOST
     with IPRoute() as ipr:
-        for name in (HOST, PEER, "net7"):
+        for name in (HOST, PEER, RETURNED):
             for index in ipr.link_lookup(ifname=name):
                 ipr.link("del", index=index)
 
@@ -173,14 +174,14 @@ def test_restore_name_puts_a_returned_nic_back(veth, node):
 
     with IPRoute() as ipr:
         index = ipr.link_lookup(ifname=HOST)[0]
-        ipr.link("set", index=index, ifname="net7")
+        ipr.link("set", index=index, ifname=RETURNED)
     net = node.sys / "bus" / "pci" / "devices" / h.NIC_BDF / "net"
-    (net / HOST).rename(net / "net7")  # what the kernel lists after the rename
+    (net / HOST).rename(net / RETURNED)  # what the kernel lists after the rename
     assert restore_name(str(node.sys), h.NIC_BDF, HOST, mtu=1450) == "renamed"
     with IPRoute() as ipr:
         (link,) = ipr.get_links(ipr.link_lookup(ifname=HOST)[0])
         assert link.get_attr("IFLA_MTU") == 1450
-    (net / "net7").rename(net / HOST)
+    (net / RETURNED).rename(net / HOST)
     assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "in-place"
     (net / HOST).rename(net.parent / "gone")
     assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "absent"

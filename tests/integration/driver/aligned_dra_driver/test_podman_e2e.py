@@ -21,8 +21,8 @@ from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 
 pytestmark = [pytest.mark.podman, pytest.mark.netns]
 
-HOST = "aldpm0"
-PEER = "aldpm0p"
+HOST = h.ifname("pm")
+PEER = h.ifname("pmp")
 
 
 @pytest.fixture
