@@ -43,15 +43,39 @@ DEFAULTS: dict[str, Any] = {
     },
     "selectors": {},  # extra CEL per class key
     "templates": {
-        "pairs": {"enabled": True, "counts": [1, 2, 4, 8], "name": "gpu-nic-pair-{n}"},
-        "pairs_fallback": {"enabled": True, "counts": [1, 2, 4, 8], "name": "gpu-nic-pair-{n}-fallback"},
-        "fractional_gpu": {"enabled": True, "name": "fractional-gpu", "memory": "20Gi", "sharing_config": None},
-        "gpu_nic_cpu": {"enabled": True, "name": "gpu-nic-cpu", "cpus": 8},
-        "nic_only": {"enabled": True, "name": "nic-only", "count": 1},
-        "gpu_only": {"enabled": True, "name": "gpu-only", "count": 1},
-        "vf_only": {"enabled": True, "name": "vf-only", "count": 1},
+        "pairs": {"enabled": True, "counts": [1, 2, 4, 8], "name": "gpu-nic-pair-{n}", "selectors": {}},
+        "pairs_fallback": {
+            "enabled": True,
+            "counts": [1, 2, 4, 8],
+            "name": "gpu-nic-pair-{n}-fallback",
+            "selectors": {},
+        },
+        "fractional_gpu": {
+            "enabled": True,
+            "name": "fractional-gpu",
+            "memory": "20Gi",
+            "sharing_config": None,
+            "selectors": {},
+        },
+        "gpu_nic_cpu": {"enabled": True, "name": "gpu-nic-cpu", "cpus": 8, "selectors": {}},
+        "nic_only": {"enabled": True, "name": "nic-only", "count": 1, "selectors": {}},
+        "gpu_only": {"enabled": True, "name": "gpu-only", "count": 1, "selectors": {}},
+        "vf_only": {"enabled": True, "name": "vf-only", "count": 1, "selectors": {}},
     },
     "required": [],
+}
+
+
+# The requests of each template kind, by role: ``selectors`` of a template kind
+# add CEL selectors to every request of a role.
+REQUEST_ROLES = {
+    "pairs": ("gpu", "nic"),
+    "pairs_fallback": ("gpu", "nic"),
+    "fractional_gpu": ("gpu",),
+    "gpu_nic_cpu": ("gpu", "nic", "cpus"),
+    "nic_only": ("device",),
+    "gpu_only": ("device",),
+    "vf_only": ("device",),
 }
 
 
@@ -96,6 +120,20 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
     for key in ("gpu_driver", "nic_driver"):
         if merged[key] not in merged["drivers"]:
             raise ClaimsError(f"aligned_dra_claims.{key} {merged[key]!r} is not in aligned_dra_claims.drivers")
+    for kind, options in merged["templates"].items():
+        chosen = options["selectors"]
+        if not isinstance(chosen, dict):
+            raise ClaimsError(
+                f"aligned_dra_claims.templates.{kind}.selectors must be a mapping of request role to CEL list"
+            )
+        for role, expressions in chosen.items():
+            if role not in REQUEST_ROLES[kind]:
+                raise ClaimsError(
+                    f"aligned_dra_claims.templates.{kind}.selectors: {role!r} is not one of "
+                    f"{', '.join(REQUEST_ROLES[kind])}"
+                )
+            if not isinstance(expressions, list) or not all(isinstance(e, str) for e in expressions):
+                raise ClaimsError(f"aligned_dra_claims.templates.{kind}.selectors.{role} must be a list of CEL strings")
     for kind in ("pairs", "pairs_fallback"):
         counts = merged["templates"][kind]["counts"]
         if not isinstance(counts, list) or not all(isinstance(n, int) and 1 <= n <= 8 for n in counts):
@@ -184,11 +222,19 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
     wanted = conf["templates"]
     out = []
 
+    def sel(kind: str, role: str) -> dict[str, Any]:
+        """``{"selectors": [...]}`` for the requests of one role, or nothing."""
+        expressions = wanted[kind]["selectors"].get(role) or []
+        return {"selectors": [{"cel": {"expression": e}} for e in expressions]} if expressions else {}
+
     if wanted["pairs"]["enabled"]:
         for n in wanted["pairs"]["counts"]:
             requests, constraints = [], []
             for i in range(n):
-                requests += [_exactly(f"gpu-{i}", gpu), _exactly(f"nic-{i}", nic)]
+                requests += [
+                    _exactly(f"gpu-{i}", gpu, **sel("pairs", "gpu")),
+                    _exactly(f"nic-{i}", nic, **sel("pairs", "nic")),
+                ]
                 constraints.append({"requests": [f"gpu-{i}", f"nic-{i}"], "matchAttribute": root})
             out.append(_template(conf, site, wanted["pairs"]["name"].format(n=n), requests, constraints))
 
@@ -196,14 +242,14 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
         for n in wanted["pairs_fallback"]["counts"]:
             requests, constraints = [], []
             for i in range(n):
-                requests.append(_exactly(f"gpu-{i}", gpu))
+                requests.append(_exactly(f"gpu-{i}", gpu, **sel("pairs_fallback", "gpu")))
+                nic_sel = sel("pairs_fallback", "nic")
                 requests.append(
                     {
                         "name": f"nic-{i}",
                         "firstAvailable": [
-                            {"name": "same-root", "deviceClassName": nic},
-                            {"name": "same-numa", "deviceClassName": nic},
-                            {"name": "any", "deviceClassName": nic},
+                            dict({"name": sub, "deviceClassName": nic}, **nic_sel)
+                            for sub in ("same-root", "same-numa", "any")
                         ],
                     }
                 )
@@ -218,7 +264,14 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
                 conf,
                 site,
                 fractional["name"],
-                [_exactly("gpu", gpu, capacity={"requests": {"memory": str(fractional["memory"])}})],
+                [
+                    _exactly(
+                        "gpu",
+                        gpu,
+                        capacity={"requests": {"memory": str(fractional["memory"])}},
+                        **sel("fractional_gpu", "gpu"),
+                    )
+                ],
                 [],
             )
         )
@@ -226,14 +279,19 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
     cpu_driver_runs = "dra.cpu" in conf["drivers"]
     if wanted["gpu_nic_cpu"]["enabled"] and cpu_driver_runs and conf["cpu_numa_attribute"] == numa:
         cpus = int(wanted["gpu_nic_cpu"]["cpus"])
-        requests = [_exactly("gpu", gpu), _exactly("nic", nic), _exactly("cpus", name_of["cpu"], count=cpus)]
+        requests = [
+            _exactly("gpu", gpu, **sel("gpu_nic_cpu", "gpu")),
+            _exactly("nic", nic, **sel("gpu_nic_cpu", "nic")),
+            _exactly("cpus", name_of["cpu"], count=cpus, **sel("gpu_nic_cpu", "cpus")),
+        ]
         constraints = [{"requests": ["gpu", "nic", "cpus"], "matchAttribute": numa}]
         out.append(_template(conf, site, wanted["gpu_nic_cpu"]["name"], requests, constraints))
 
     for kind, class_name in (("nic_only", nic), ("gpu_only", gpu), ("vf_only", name_of.get("vf"))):
         if wanted[kind]["enabled"] and class_name:
             count = int(wanted[kind]["count"])
-            out.append(_template(conf, site, wanted[kind]["name"], [_exactly("device", class_name, count=count)], []))
+            request = _exactly("device", class_name, count=count, **sel(kind, "device"))
+            out.append(_template(conf, site, wanted[kind]["name"], [request], []))
     return out
 
 

@@ -207,3 +207,39 @@ def test_cpu_template_needs_one_numa_attribute_for_all_three():
     assert ("ResourceClaimTemplate", "gpu-nic-cpu") not in kinds_and_names(rendered)
     (left,) = rendered["skipped"]
     assert left["name"] == "gpu-nic-cpu" and "dra.cpu/numaNodeID" in left["reason"]
+
+
+def test_request_selectors_per_template_kind():
+    h100 = 'device.attributes["dra.aligned.dev"].model.startsWith("NVIDIA H100")'
+    fast = 'device.attributes["dra.aligned.dev"].linkSpeed >= 400'
+    settings = {
+        "templates": {
+            "pairs": {"counts": [2], "selectors": {"gpu": [h100], "nic": [fast]}},
+            "pairs_fallback": {"counts": [1], "selectors": {"nic": [fast]}},
+            "nic_only": {"selectors": {"device": [fast]}},
+        }
+    }
+    rendered = claims.render(settings, "s", "1.36")
+    by_name = {o["metadata"]["name"]: o for o in rendered["objects"]}
+    requests = by_name["gpu-nic-pair-2"]["spec"]["spec"]["devices"]["requests"]
+    assert [r["exactly"].get("selectors") for r in requests] == [
+        [{"cel": {"expression": h100}}],
+        [{"cel": {"expression": fast}}],
+    ] * 2
+    subs = by_name["gpu-nic-pair-1-fallback"]["spec"]["spec"]["devices"]["requests"][1]["firstAvailable"]
+    assert all(sub["selectors"] == [{"cel": {"expression": fast}}] for sub in subs)
+    assert "selectors" not in by_name["gpu-nic-pair-1-fallback"]["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert (
+        by_name["nic-only"]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"]
+        == fast
+    )
+    assert claims.validate_all(rendered["objects"], "1.36") == []
+
+
+@pytest.mark.parametrize(
+    ("selectors", "message"),
+    [({"cpus": ["true"]}, "'cpus' is not one of gpu, nic"), ({"gpu": "true"}, "must be a list of CEL strings")],
+)
+def test_request_selectors_are_checked(selectors, message):
+    with pytest.raises(claims.ClaimsError, match=message):
+        claims.render({"templates": {"pairs": {"selectors": selectors}}}, "s", "1.36")
