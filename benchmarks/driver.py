@@ -7,8 +7,10 @@ Prints, measured in this process on a fixture node (tests/driver_harness.py):
 - Prepare latency p50/p99 of one claim with 1 GPU + 1 NIC (NicConfig with a
   name, MTU and address), excluding the API round trip: the claim is handed to
   the driver from memory and the status write returns at once, so the figure
-  is the driver's own work (config, CDI spec, checkpoint with fsync). Each
-  prepare is followed by its unprepare (p50/p99 printed too).
+  is the driver's own work (config, CDI spec, checkpoint with fdatasync). The
+  CDI directory is on a tmpfs (/dev/shm), as /var/run/cdi is on a node; the
+  checkpoint is on the disk of /tmp. Each prepare is followed by its unprepare
+  (p50/p99 printed too).
 - Prepare of 100 such claims in one call: total and per claim.
 - The baseline: the bare file writes every Prepare must do (one CDI spec with
   rename, one checkpoint with fsync and rename) in a loop, and the ratio.
@@ -88,7 +90,7 @@ def make_driver(node: h.NodeTree, kube: MemoryClaims) -> Driver:
         sysfs_root=str(node.sys),
         procfs_root=str(node.proc),
         dev_root=str(node.dev),
-        cdi_dir=str(node.cdi),
+        cdi_dir=str(node.cdi),  # on a tmpfs, as /var/run/cdi is on a node (see main)
         state_dir=str(node.state),
         vendor_cdi_dirs=[str(node.vendor_cdi)],
         netdev_hook="/usr/local/bin/aligned-dra-netdev-hook",
@@ -211,13 +213,17 @@ def main() -> int:
     parser.add_argument("--no-grpc", action="store_true", help="skip the process/gRPC reference figure")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="adb", dir="/tmp"))
+    shm = Path(tempfile.mkdtemp(prefix="adb", dir="/dev/shm")) if os.path.isdir("/dev/shm") else root / "cdi-shm"
     try:
         node = h.NodeTree.build(root)
+        # the CDI directory of a node (/var/run/cdi) is a tmpfs; the state directory stays on disk
+        node.cdi = shm
         result = bench_prepare(node, args.samples)
         slices = bench_slices(max(20, args.samples // 4))
         grpc_figures = None if args.no_grpc else bench_grpc(h.NodeTree.build(root / "g"), max(20, args.samples // 4))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(shm, ignore_errors=True)
     print(f"Prepare, 1 GPU + 1 NIC claim, without the API ({args.samples} samples, checkpoint flushed with fdatasync):")
     print(f"  p50 {ms(result['p50'])}  p99 {ms(result['p99'])}   (targets {TARGET_P50_MS} / {TARGET_P99_MS} ms)")
     print(
