@@ -231,6 +231,12 @@ def test_upgrade_to_a_rebuilt_wheel_keeps_the_claim(host):
     version_before = installed_version(host)
 
     target, version = rebuilt_collection(EPHEMERAL / "upgrade")
+    # Check mode shows the upgrade and leaves the running driver alone.
+    check = playbook(str(target / "playbooks" / "driver.yml"), "--check", collections=EPHEMERAL / "upgrade")
+    assert check.returncode == 0, check.output[-3000:]
+    assert recap(check)["changed"] >= 1
+    assert (installed_version(host), main_pid(host)) == (version_before, pid_before)
+
     proc = playbook(str(target / "playbooks" / "driver.yml"), collections=EPHEMERAL / "upgrade")
     assert proc.returncode == 0, proc.output[-3000:]
     assert recap(proc)["changed"] >= 1
