@@ -367,3 +367,22 @@ def test_the_reason_names_an_attribute_that_no_candidate_has():
         "request gpu-0: none of its matching devices has resource.kubernetes.io/pcieRoot, "
         "which a matchAttribute constraint compares"
     )
+
+
+def test_real_snapshot_of_eight_vector_engines(tmp_path):
+    """hwloc's 32intel64-2p8co2t+8ve: two host bridges, each with four NEC vector
+    engines (accelerators) and one ConnectX-4 without an RDMA device (a plain NIC),
+    plus a dual-port X722 on a third bridge with no accelerator."""
+    root = materialize("hwloc-32intel64-8ve", tmp_path)
+    topology = probe(str(root / "sys"), str(root / "proc"))
+    nodes = planner.nodes_from_topologies({"ve": topology}, {"plain_nics": True})
+    accelerators = device_class("gpu", f'{KIND} in ["gpu", "accelerator"]')
+    result = planner.plan("s", nodes, [accelerators, CLASSES[1]], [pairs(1)])["templates"][0]
+    node = result["nodes"]["ve"]
+    # one aligned pair per bridge that has both: pci0000:17 and pci0000:3a
+    assert node["fits"] == 2
+    chosen = [a["devices"]["nic-0"][0] for a in node["allocations"]]
+    assert chosen == ["nic-0000-1a-00-0", "nic-0000-3e-00-0"]
+    # without plain NICs nothing is published for these cards, and nothing fits
+    bare = planner.nodes_from_topologies({"ve": topology})
+    assert planner.plan("s", bare, [accelerators, CLASSES[1]], [pairs(1)])["templates"][0]["fits_total"] == 0
