@@ -180,6 +180,7 @@ class Driver:
                     removed.append(path)
             removed.extend(cdi.remove_temporary(self.opts.cdi_dir))
             self.checkpoint.save()
+            self._stop_orphan_mps()
         if rewritten or removed:
             LOG.info("restored CDI specs of %d claim(s), removed %d stale file(s)", len(rewritten), len(removed))
         return {"rewritten": rewritten, "removed": removed}
@@ -461,6 +462,15 @@ class Driver:
             LOG.warning("writing status.devices of claim %s/%s failed: %s", namespace, name, exc)
             if self.metrics is not None:
                 self.metrics.errors.labels(operation="claim_status").inc()
+
+    def _stop_orphan_mps(self) -> None:
+        """Stop MPS daemons that no checkpointed claim uses (left by a claim that failed, or a crash)."""
+        from .sharing import mps_daemons, stop_mps_daemon
+
+        used = {d["pci_address"] for c in self.checkpoint.claims.values() for d in c["devices"] if d.get("mps")}
+        for pci_address in mps_daemons(self.opts.mps_root):
+            if pci_address not in used and stop_mps_daemon(self.opts.mps_root, pci_address):
+                LOG.info("stopped the unused MPS daemon of %s", pci_address)
 
     def _stop_unused_mps(self, entry: dict[str, Any]) -> None:
         """Stop the MPS daemon of each GPU this claim shared once no prepared claim uses it."""

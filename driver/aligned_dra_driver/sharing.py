@@ -67,6 +67,20 @@ def mps_directory(mps_root: str, pci_address: str) -> str:
     return os.path.join(mps_root, pci_address.replace(":", "-"))
 
 
+def mps_daemons(mps_root: str) -> list[str]:
+    """PCI addresses of the GPUs whose MPS control daemon (its control pipe) is there."""
+    try:
+        names = sorted(os.listdir(mps_root))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        parts = name.split("-")
+        if len(parts) == 3 and os.path.exists(os.path.join(mps_root, name, "pipe", "control")):
+            found.append(":".join(parts))
+    return found
+
+
 def ensure_mps_daemon(mps_root: str, pci_address: str, uuid: str | None) -> str:
     """Start the GPU's MPS control daemon unless its pipe directory shows one; return the directory."""
     directory = mps_directory(mps_root, pci_address)

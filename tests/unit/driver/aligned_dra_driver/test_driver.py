@@ -213,3 +213,18 @@ def test_cel_selectors_filter_published_devices(node):
 def test_a_selector_that_does_not_compile_is_named():
     with pytest.raises(ValueError, match="does not compile"):
         drv.compile_selectors(["device.attributes["])
+
+
+def test_start_stops_mps_daemons_no_claim_uses(node, tmp_path, monkeypatch):
+    log = tmp_path / "mps.log"
+    stand_in = tmp_path / "nvidia-cuda-mps-control"  # test stand-in: no GPU here
+    stand_in.write_text(f'#!/bin/sh\ncat >> "{log}"\nrm -f "$CUDA_MPS_PIPE_DIRECTORY/control"\n')
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    mps_root = tmp_path / "mps"
+    pipe = mps_root / h.GPU_BDF.replace(":", "-") / "pipe"
+    pipe.mkdir(parents=True)
+    (pipe / "control").write_text("")
+    make(node, mps_root=str(mps_root))  # restore() runs on start
+    assert log.read_text() == "quit\n"
+    assert not (pipe / "control").exists()
