@@ -182,6 +182,21 @@ def ifname(tag: str) -> str:
     return f"{tag}{os.getpid() % 0x1000000:06x}"
 
 
+def delete_links(*names: str) -> None:
+    """Delete host interfaces if present; one that vanishes meanwhile (its pod's namespace went away) is fine."""
+    from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    with IPRoute() as ipr:
+        for name in names:
+            for index in ipr.link_lookup(ifname=name):
+                try:
+                    ipr.link("del", index=index)
+                except NetlinkError as exc:
+                    if exc.code != 19:  # ENODEV
+                        raise
+
+
 def short_tmp() -> Path:
     """A short directory under /tmp: Unix socket paths must stay under 108 bytes."""
     return Path(tempfile.mkdtemp(prefix="ad", dir="/tmp"))

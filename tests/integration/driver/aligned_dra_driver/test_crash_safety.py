@@ -83,17 +83,11 @@ def rename(old, new):
 def veth():
     from pyroute2 import IPRoute
 
-    def clean():
-        with IPRoute() as ipr:
-            for name in (HOST, PEER, POD_NAME):
-                for index in ipr.link_lookup(ifname=name):
-                    ipr.link("del", index=index)
-
-    clean()
+    h.delete_links(HOST, PEER, POD_NAME)
     with IPRoute() as ipr:
         ipr.link("add", ifname=HOST, kind="veth", peer=PEER)
     yield
-    clean()
+    h.delete_links(HOST, PEER, POD_NAME)
 
 
 def call_in_background(fn, *args):

@@ -24,16 +24,11 @@ RETURNED = h.ifname("hkr")  # the name a NIC comes back with from a pod
 def veth():
     from pyroute2 import IPRoute
 
+    h.delete_links(HOST, PEER, RETURNED)
     with IPRoute() as ipr:
-        for name in (HOST, PEER, RETURNED):
-            for index in ipr.link_lookup(ifname=name):
-                ipr.link("del", index=index)
         ipr.link("add", ifname=HOST, kind="veth", peer=PEER)
     yield HOST
-    with IPRoute() as ipr:
-        for name in (HOST, PEER, RETURNED):
-            for index in ipr.link_lookup(ifname=name):
-                ipr.link("del", index=index)
+    h.delete_links(HOST, PEER, RETURNED)
 
 
 @pytest.fixture

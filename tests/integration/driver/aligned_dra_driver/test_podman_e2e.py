@@ -29,17 +29,11 @@ PEER = h.ifname("pmp")
 def veth():
     from pyroute2 import IPRoute
 
-    def clean():
-        with IPRoute() as ipr:
-            for name in (HOST, PEER):
-                for index in ipr.link_lookup(ifname=name):
-                    ipr.link("del", index=index)
-
-    clean()
+    h.delete_links(HOST, PEER)
     with IPRoute() as ipr:
         ipr.link("add", ifname=HOST, kind="veth", peer=PEER)
     yield
-    clean()
+    h.delete_links(HOST, PEER)
 
 
 @pytest.fixture
