@@ -126,6 +126,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, teams
 from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import write_json_file
 
 
 def _plan(module):
@@ -192,20 +193,7 @@ def main():
     diff = {}
     dest = params["dest"]
     if dest:
-        content = json.dumps(summary, indent=2, sort_keys=True) + "\n"
-        old = None
-        if os.path.exists(dest):
-            with open(dest, encoding="utf-8") as handle:
-                old = handle.read()
-        if old != content:
-            changed = True
-            diff = {"before": old or "", "after": content, "before_header": dest, "after_header": dest}
-            if not module.check_mode:
-                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-                tmp = dest + ".tmp"
-                with open(tmp, "w", encoding="utf-8") as handle:
-                    handle.write(content)
-                os.replace(tmp, dest)
+        changed, diff = write_json_file(dest, summary, module.check_mode)
     response = {
         "changed": changed,
         "objects": result["objects"],
