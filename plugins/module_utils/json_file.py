@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Write a JSON result file only when its content changes, for modules that
-keep a result on disk (``plan.json``, ``teams.json``, ``utilization.json``).
+"""JSON files of a site on disk: write a result file only when its content
+changes (``plan.json``, ``teams.json``, ``utilization.json``), and read a
+directory of per-node facts (``<node>.json``, as the topology role writes them).
 
 No Ansible imports; Python >= 3.9.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 
@@ -36,3 +38,21 @@ def write_json_file(dest: str, data: Any, check_mode: bool) -> tuple[bool, dict[
             handle.write(content)
         os.replace(tmp, dest)
     return True, {"before": old or "", "after": content, "before_header": dest, "after_header": dest}
+
+
+def read_json_dir(directory: str) -> dict[str, Any]:
+    """Load every ``*.json`` in ``directory``, keyed by file name without ``.json``.
+
+    Raises ``ValueError`` naming the directory or the file that is wrong (not a
+    directory, unreadable, not JSON), so a module can fail on its option.
+    """
+    if not os.path.isdir(directory):
+        raise ValueError(f"{directory} is not a directory")
+    found = {}
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.json"))):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found[os.path.basename(path)[: -len(".json")]] = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read {path}: {exc}") from exc
+    return found

@@ -114,7 +114,6 @@ utilization:
   type: dict
 """
 
-import glob
 import json
 import os
 
@@ -124,7 +123,7 @@ from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils import teams as teams_lib
 from ansible_collections.aligned.dra.plugins.module_utils import utilization as util
 from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import write_json_file
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import read_json_dir, write_json_file
 
 
 def _load_documents(path):
@@ -186,13 +185,10 @@ def _topologies(module):
     directory = module.params["topology_dir"]
     if not directory:
         return {}
-    if not os.path.isdir(directory):
-        module.fail_json(msg=f"topology_dir: {directory} is not a directory")
-    found = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
-        with open(path, encoding="utf-8") as handle:
-            found[os.path.basename(path)[: -len(".json")]] = json.load(handle)
-    return found
+    try:
+        return read_json_dir(directory)
+    except ValueError as exc:
+        module.fail_json(msg=f"topology_dir: {exc}")
 
 
 def main():

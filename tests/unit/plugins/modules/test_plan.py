@@ -84,6 +84,13 @@ def test_plan_from_slice_files_and_topology_dir(tmp_path, capsys):
     assert from_files["plan"]["templates"] == from_dir["plan"]["templates"]
 
 
+def test_a_broken_node_file_in_topology_dir_fails_on_the_option(tmp_path, capsys):
+    (tmp_path / "n1.json").write_text("{half a file")
+    result = run(capsys, {"site": "s", "objects": objects(), "topology_dir": str(tmp_path)})
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"topology_dir: cannot read {tmp_path / 'n1.json'}")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
