@@ -162,18 +162,6 @@ def _load_documents(path):
     return found
 
 
-def _topologies(module):
-    if module.params["topologies"] is not None:
-        return module.params["topologies"]
-    directory = module.params["topology_dir"]
-    if not directory:
-        return {}
-    try:
-        return read_json_dir(directory)
-    except ValueError as exc:
-        module.fail_json(msg=f"topology_dir: {exc}")
-
-
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -196,7 +184,12 @@ def main():
     objects = params["objects"]
     classes = [o for o in objects if o.get("kind") == "DeviceClass"]
     templates = [o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
-    topologies = _topologies(module)
+    topologies = params["topologies"]
+    if topologies is None:
+        try:
+            topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
+        except ValueError as exc:
+            module.fail_json(msg=f"topology_dir: {exc}")
     slices = params["slices"]
     if params["slice_files"]:
         slices = []

@@ -181,16 +181,6 @@ def _from_cluster(module):
     return raw["slices"], raw["claims"], raw["classes"]
 
 
-def _topologies(module):
-    directory = module.params["topology_dir"]
-    if not directory:
-        return {}
-    try:
-        return read_json_dir(directory)
-    except ValueError as exc:
-        module.fail_json(msg=f"topology_dir: {exc}")
-
-
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -232,12 +222,16 @@ def main():
         except (OSError, ValueError) as exc:
             module.fail_json(msg=f"plan_file: cannot read {params['plan_file']}: {exc}")
     try:
+        topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
+    except ValueError as exc:
+        module.fail_json(msg=f"topology_dir: {exc}")
+    try:
         result = util.utilization(
             slices,
             claims,
             classes,
             teams_lib.teams_by_namespace(params["teams"]),
-            _topologies(module),
+            topologies,
             site=params["site"],
             plan=plan,
         )

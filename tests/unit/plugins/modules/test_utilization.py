@@ -78,3 +78,9 @@ def test_cluster_errors_and_missing_input_fail(capsys, tmp_path):
 def test_cluster_and_files_together_are_refused(capsys):
     result = run(capsys, {"site": "s", "from_cluster": True, "slice_files": [str(SET / "slices.yaml")]})
     assert result["failed"] and "slice_files cannot be given with it" in result["msg"]
+
+
+def test_a_broken_node_file_in_topology_dir_fails_on_the_option(capsys, tmp_path):
+    (tmp_path / "gpu-01.json").write_text("[")
+    result = run(capsys, {"site": "s", "slice_files": [str(SET / "slices.yaml")], "topology_dir": str(tmp_path)})
+    assert result["failed"] and result["msg"].startswith(f"topology_dir: cannot read {tmp_path / 'gpu-01.json'}")
