@@ -17,24 +17,29 @@ from typing import Any
 
 from . import CDI_CLASS, CDI_KIND, CDI_VENDOR
 from .fsutil import TMP_SUFFIX, atomic_write, remove_if_present
+from .validation import show
 
 CDI_VERSION = "0.5.0"
 SPEC_PREFIX = f"{CDI_VENDOR}-{CDI_CLASS}_"
-_SPEC_RE = re.compile(r"^" + re.escape(SPEC_PREFIX) + r"([0-9a-zA-Z-]+)\.json$")
-_CDI_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.:-]*$")
+_SPEC_RE = re.compile(re.escape(SPEC_PREFIX) + r"([0-9a-zA-Z][0-9a-zA-Z-]{0,127})\.json")
+_CDI_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.:-]*")
+_UID_IN_NAME_RE = re.compile(r"[0-9a-zA-Z][0-9a-zA-Z-]{0,127}")
 # Vendor kinds whose devices the driver hands on by name (driver libraries,
 # firmware and hooks stay the vendor toolkit's job).
 VENDOR_GPU_KINDS = ("nvidia.com/gpu", "amd.com/gpu")
 
 
 def spec_path(cdi_dir: str, claim_uid: str) -> str:
+    """The claim's spec file; a UID that could leave ``cdi_dir`` (or is no UID at all) is refused."""
+    if not isinstance(claim_uid, str) or not _UID_IN_NAME_RE.fullmatch(claim_uid):
+        raise ValueError(f"{show(claim_uid)} cannot be part of a CDI spec file name")
     return os.path.join(cdi_dir, f"{SPEC_PREFIX}{claim_uid}.json")
 
 
 def cdi_device_name(claim_uid: str, device: str) -> str:
     name = f"{claim_uid}-{device}"
-    if not _CDI_NAME_RE.match(name):
-        raise ValueError(f"{name!r} is not a valid CDI device name")
+    if not _CDI_NAME_RE.fullmatch(name):
+        raise ValueError(f"{show(name)} is not a valid CDI device name")
     return name
 
 
@@ -77,7 +82,7 @@ def claim_specs(cdi_dir: str) -> dict[str, str]:
         return {}
     found = {}
     for name in names:
-        match = _SPEC_RE.match(name)
+        match = _SPEC_RE.fullmatch(name)
         if match:
             found[match.group(1)] = os.path.join(cdi_dir, name)
     return found

@@ -35,12 +35,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from .fsutil import atomic_write
+from .validation import show
 
 FILE_NAME = "checkpoint.json"
 VERSION = 1
+# what cdi.spec_path accepts: a UID never reaches a path outside the CDI directory
+_FILE_SAFE_UID_RE = re.compile(r"[0-9a-zA-Z][0-9a-zA-Z-]{0,127}")
 
 
 class CheckpointError(RuntimeError):
@@ -76,6 +80,8 @@ class Checkpoint:
         if data.get("driver") not in (None, self.driver):
             raise CheckpointError(f"{self.path} belongs to driver {data.get('driver')!r}, not {self.driver!r}")
         for uid, entry in data["claims"].items():
+            if not _FILE_SAFE_UID_RE.fullmatch(uid):
+                raise CheckpointError(f"{self.path}: claim UID {show(uid)} cannot name a CDI spec file")
             if not isinstance(entry, dict) or not isinstance(entry.get("devices"), list):
                 raise CheckpointError(f"{self.path}: claim {uid!r} has no 'devices' list")
         self.claims = data["claims"]

@@ -34,6 +34,8 @@ import ipaddress
 import re
 from typing import Any
 
+from .validation import is_ifname, show
+
 API_VERSION = "dra.aligned.dev/v1alpha1"
 KINDS = ("NicConfig", "GpuConfig")
 NIC_FIELDS = {"apiVersion", "kind", "interfaceName", "mtu", "addresses", "routes", "moveToPod"}
@@ -43,8 +45,8 @@ MPS_FIELDS = {"activeThreadPercentage", "pinnedDeviceMemoryLimit"}
 STRATEGIES = ("TimeSlicing", "MPS")
 TIME_SLICES = ("Default", "Short", "Medium", "Long")
 MAX_ADDRESSES = 16
-_IFNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$")
-_QUANTITY_RE = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+MAX_ROUTES = 32
+_QUANTITY_RE = re.compile(r"([0-9]{1,20})(Ki|Mi|Gi|Ti|K|M|G|T)?")
 _UNITS = {
     None: 1,
     "K": 10**3,
@@ -62,11 +64,46 @@ class ConfigError(ValueError):
     """Configuration that cannot be applied; the claim fails with this message."""
 
 
+def interface_address(text: Any) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    """An interface address in CIDR form (``10.0.0.2/24``, ``fd00::2/64``); ValueError otherwise.
+
+    A prefix length is required, and an IPv6 zone (``fe80::1%eth0``) is refused: the
+    kernel takes neither a bare address nor a zone as an interface address.
+    """
+    if not isinstance(text, str) or not text.isascii() or "/" not in text or "%" in text:
+        raise ValueError(f"{show(text)} is not an address in CIDR form")
+    return ipaddress.ip_interface(text)
+
+
+def route_spec(destination: Any, gateway: Any = None) -> tuple[Any, Any]:
+    """(destination network, gateway address or None) of a route; ValueError naming what is wrong.
+
+    Both must be text (``ipaddress`` would take an integer), of the same family, without an IPv6 zone.
+    """
+    if not isinstance(destination, str) or not destination.isascii() or "%" in destination:
+        raise ValueError(f"destination {show(destination)} is not a network like 10.1.0.0/16")
+    try:
+        network = ipaddress.ip_network(destination, strict=False)
+    except ValueError as exc:
+        raise ValueError(f"destination {show(destination)} is not a network like 10.1.0.0/16") from exc
+    if gateway is None:
+        return network, None
+    if not isinstance(gateway, str) or not gateway.isascii() or "%" in gateway:
+        raise ValueError(f"gateway {show(gateway)} is not an address like 10.0.0.1")
+    try:
+        address = ipaddress.ip_address(gateway)
+    except ValueError as exc:
+        raise ValueError(f"gateway {show(gateway)} is not an address like 10.0.0.1") from exc
+    if address.version != network.version:
+        raise ValueError(f"gateway {gateway} is IPv{address.version}, destination {destination} IPv{network.version}")
+    return network, address
+
+
 def parse_quantity(value: Any, where: str) -> int:
     """Bytes of a plain integer quantity (``10Gi``, ``512M``, ``1073741824``)."""
-    match = _QUANTITY_RE.match(str(value))
+    match = _QUANTITY_RE.fullmatch(str(value)) if isinstance(value, (str, int)) else None
     if not match:
-        raise ConfigError(f"{where}: {value!r} is not a quantity like 10Gi")
+        raise ConfigError(f"{where}: {show(value)} is not a quantity like 10Gi")
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -81,13 +118,18 @@ def validate_nic(obj: dict[str, Any], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "interfaceName" in obj:
         name = obj["interfaceName"]
-        if not isinstance(name, str) or not _IFNAME_RE.match(name) or name in (".", ".."):
-            raise ConfigError(f"{where}.interfaceName: {name!r} is not a Linux interface name (1-15 characters)")
+        if not is_ifname(name):
+            raise ConfigError(
+                f"{where}.interfaceName: {show(name)} is not a Linux interface name "
+                "(1-15 characters: letters, digits, _ . -)"
+            )
+        if name == "lo":
+            raise ConfigError(f"{where}.interfaceName: 'lo' is the pod's loopback interface")
         out["interfaceName"] = name
     if "mtu" in obj:
         mtu = obj["mtu"]
         if not isinstance(mtu, int) or isinstance(mtu, bool) or not 68 <= mtu <= 65535:
-            raise ConfigError(f"{where}.mtu: {mtu!r} must be an integer in 68..65535")
+            raise ConfigError(f"{where}.mtu: {show(mtu)} must be an integer in 68..65535")
         out["mtu"] = mtu
     if "addresses" in obj:
         addresses = obj["addresses"]
@@ -95,27 +137,23 @@ def validate_nic(obj: dict[str, Any], where: str) -> dict[str, Any]:
             raise ConfigError(f"{where}.addresses must be a list of at most {MAX_ADDRESSES} CIDR addresses")
         for address in addresses:
             try:
-                if not isinstance(address, str) or "/" not in address:
-                    raise ValueError(address)
-                ipaddress.ip_interface(address)
+                interface_address(address)
             except ValueError as exc:
-                raise ConfigError(f"{where}.addresses: {address!r} is not an address in CIDR form") from exc
+                raise ConfigError(f"{where}.addresses: {show(address)} is not an address in CIDR form") from exc
         if len(set(addresses)) != len(addresses):
             raise ConfigError(f"{where}.addresses: duplicate address")
         out["addresses"] = list(addresses)
     if "routes" in obj:
         routes = obj["routes"]
-        if not isinstance(routes, list):
-            raise ConfigError(f"{where}.routes must be a list")
+        if not isinstance(routes, list) or len(routes) > MAX_ROUTES:
+            raise ConfigError(f"{where}.routes must be a list of at most {MAX_ROUTES} routes")
         checked = []
         for index, route in enumerate(routes):
             if not isinstance(route, dict) or set(route) - {"destination", "gateway"} or "destination" not in route:
                 raise ConfigError(f"{where}.routes[{index}] must be {{destination, gateway}}")
             try:
-                ipaddress.ip_network(route["destination"], strict=False)
-                if "gateway" in route:
-                    ipaddress.ip_address(route["gateway"])
-            except (ValueError, TypeError) as exc:
+                route_spec(route["destination"], route.get("gateway"))
+            except ValueError as exc:
                 raise ConfigError(f"{where}.routes[{index}]: {exc}") from exc
             checked.append(dict(route))
         out["routes"] = checked
@@ -137,7 +175,7 @@ def validate_gpu(obj: dict[str, Any], where: str) -> dict[str, Any]:
     _unknown(sharing, SHARING_FIELDS, f"{where}.sharing")
     strategy = sharing.get("strategy")
     if strategy not in STRATEGIES:
-        raise ConfigError(f"{where}.sharing.strategy: {strategy!r} must be one of {', '.join(STRATEGIES)}")
+        raise ConfigError(f"{where}.sharing.strategy: {show(strategy)} must be one of {', '.join(STRATEGIES)}")
     checked: dict[str, Any] = {"strategy": strategy}
     if "timeSlice" in sharing:
         if sharing["timeSlice"] not in TIME_SLICES:
@@ -168,13 +206,13 @@ def parse(parameters: Any, where: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(parameters, dict):
         raise ConfigError(f"{where}: parameters must be an object")
     if parameters.get("apiVersion") != API_VERSION:
-        raise ConfigError(f"{where}: apiVersion {parameters.get('apiVersion')!r} is not {API_VERSION}")
+        raise ConfigError(f"{where}: apiVersion {show(parameters.get('apiVersion'))} is not {API_VERSION}")
     kind = parameters.get("kind")
     if kind == "NicConfig":
         return kind, validate_nic(parameters, where)
     if kind == "GpuConfig":
         return kind, validate_gpu(parameters, where)
-    raise ConfigError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    raise ConfigError(f"{where}: kind {show(kind)} is not one of {', '.join(KINDS)}")
 
 
 def applies(config_requests: list[str] | None, request: str) -> bool:
@@ -199,6 +237,14 @@ def effective(entries: list[dict[str, Any]], driver: str, request: str, device_k
     """
     wanted = "GpuConfig" if device_kind in ("gpu", "accelerator") else "NicConfig"
     merged: dict[str, Any] = {}
+    if not isinstance(entries, list):
+        raise ConfigError("status.allocation.devices.config must be a list")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("opaque") or {}, dict):
+            raise ConfigError(f"config[{index}] must be an object with an 'opaque' object")
+        requests = entry.get("requests")
+        if requests is not None and not (isinstance(requests, list) and all(isinstance(r, str) for r in requests)):
+            raise ConfigError(f"config[{index}].requests must be a list of request names")
     ordered = [e for e in entries if e.get("source") == "FromClass"] + [
         e for e in entries if e.get("source") != "FromClass"
     ]
@@ -206,7 +252,7 @@ def effective(entries: list[dict[str, Any]], driver: str, request: str, device_k
         opaque = entry.get("opaque") or {}
         if opaque.get("driver") != driver or not applies(entry.get("requests"), request):
             continue
-        kind, fields = parse(opaque.get("parameters"), f"config[{index}] ({entry.get('source')})")
+        kind, fields = parse(opaque.get("parameters"), f"config[{index}] ({show(entry.get('source'), 20)})")
         if kind == wanted:
             merged.update(fields)
     return merged

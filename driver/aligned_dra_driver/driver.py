@@ -22,6 +22,7 @@ from .checkpoint import Checkpoint
 from .collection import dra, topology
 from .netdev import netdevs_of, restore_name
 from .sharing import SharingError, gpu_sharing_edits
+from .validation import claim_ref_problem, is_dns_label, is_uid, show
 
 LOG = logging.getLogger(__name__)
 
@@ -31,6 +32,11 @@ NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-m
 
 class PrepareError(RuntimeError):
     """This claim cannot be prepared; the message goes into the claim's answer."""
+
+
+def _request_name_ok(request: str) -> bool:
+    """A result's request: ``name`` or ``name/subrequest`` (firstAvailable), each a DNS label; or empty."""
+    return request == "" or all(is_dns_label(part) for part in request.split("/", 1))
 
 
 @dataclass
@@ -203,6 +209,11 @@ class Driver:
             fresh: dict[str, dict[str, Any]] = {}
             for namespace, uid, name in claims:
                 started = time.perf_counter()
+                problem = claim_ref_problem(namespace, uid, name)
+                if problem:  # never reaches the API, a file name or the checkpoint
+                    answers[uid] = {"error": f"refused: {problem}"}
+                    self._count("prepare", "error", started)
+                    continue
                 if started - call_started > self.opts.call_budget and uid not in self.checkpoint.claims:
                     answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): not reached within the call's time"}
                     continue
@@ -220,7 +231,7 @@ class Driver:
                     continue
                 except Exception as exc:  # a bug must fail this claim, not the kubelet's whole call
                     LOG.exception("preparing claim %s/%s (%s) failed", namespace, name, uid)
-                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): internal error: {exc!r}"}
+                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): internal error: {show(exc, 200)}"}
                     self._count("prepare", "error", started)
                     continue
                 fresh[uid] = entry
@@ -257,11 +268,23 @@ class Driver:
             claim = self.kube.get_claim(namespace, name)
         except ApiError as exc:
             raise PrepareError(f"reading the ResourceClaim failed: {exc}") from exc
-        actual = (claim.get("metadata") or {}).get("uid")
+        if not isinstance(claim, dict):
+            raise PrepareError("the API server's answer is not an object")
+        metadata = claim.get("metadata")
+        actual = metadata.get("uid") if isinstance(metadata, dict) else None
         if actual != uid:
-            raise PrepareError(f"the ResourceClaim {namespace}/{name} now has UID {actual}, not {uid}")
-        if not (claim.get("status") or {}).get("allocation"):
+            raise PrepareError(f"the ResourceClaim {namespace}/{name} now has UID {show(actual)}, not {uid}")
+        status = claim.get("status")
+        allocation = status.get("allocation") if isinstance(status, dict) else None
+        if not allocation:
             raise PrepareError("the ResourceClaim is not allocated")
+        if not isinstance(allocation, dict):
+            raise PrepareError("status.allocation is not an object")
+        devices = allocation.get("devices") or {}
+        if not isinstance(devices, dict):
+            raise PrepareError("status.allocation.devices is not an object")
+        if not isinstance(devices.get("results") or [], list):
+            raise PrepareError("status.allocation.devices.results is not a list")
         return claim
 
     def _plan(
@@ -271,24 +294,31 @@ class Driver:
         allocation = claim["status"]["allocation"]
         devices_alloc = allocation.get("devices") or {}
         configs = devices_alloc.get("config") or []
-        ours = [r for r in devices_alloc.get("results") or [] if r.get("driver") == self.opts.driver_name]
+        results = devices_alloc.get("results") or []
+        if not all(isinstance(r, dict) for r in results):
+            raise PrepareError("status.allocation.devices.results has an entry that is not an object")
+        ours = [r for r in results if r.get("driver") == self.opts.driver_name]
         inventory = self.inventory
         cdi_devices: list[dict[str, Any]] = []
         answer: list[dict[str, Any]] = []
         status: list[dict[str, Any]] = []
         interface_names: dict[str, str] = {}
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        for result in ours:
+        for index, result in enumerate(ours):
             pool, device_name, request = result.get("pool"), result.get("device"), result.get("request", "")
             if pool != self.opts.node_name:
-                raise PrepareError(f"device {device_name} comes from pool {pool!r}, not this node's")
-            topo = inventory.by_name.get(device_name)
+                raise PrepareError(f"device {show(device_name)} comes from pool {show(pool)}, not this node's")
+            topo = inventory.by_name.get(device_name) if isinstance(device_name, str) else None
             if topo is None:
-                raise PrepareError(f"device {device_name} is not on this node (any more)")
+                raise PrepareError(f"device {show(device_name)} is not on this node (any more)")
+            if not isinstance(request, str) or not _request_name_ok(request):
+                raise PrepareError(f"results[{index}].request {show(request)} is not a request name")
             kind = device_name.split("-", 1)[0]
             kind = {"acc": "accelerator"}.get(kind, kind)
             cfg = config.effective(configs, self.opts.driver_name, request, kind)
             share_id = result.get("shareID")
+            if share_id is not None and not is_uid(share_id):
+                raise PrepareError(f"results[{index}].shareID {show(share_id)} is not a UID")
             suffix = f"-{share_id}" if share_id else ""
             cdi_name = cdi.cdi_device_name(uid, device_name + suffix)
             ids = [cdi.qualified(cdi_name)]
@@ -494,8 +524,13 @@ class Driver:
         answers: dict[str, str] = {}
         with self.lock:
             changed = False
-            for _namespace, uid, _name in claims:
+            for namespace, uid, name in claims:
                 started = time.perf_counter()
+                problem = claim_ref_problem(namespace, uid, name)
+                if problem and uid not in self.checkpoint.claims:
+                    answers[uid] = f"refused: {problem}"
+                    self._count("unprepare", "error", started)
+                    continue
                 entry = self.checkpoint.claims.get(uid)
                 if entry is None:
                     cdi.remove_spec(self.opts.cdi_dir, uid)

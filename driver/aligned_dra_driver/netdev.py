@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import os
-import re
 
-_BDF_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-IFNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$")
+from .validation import IFNAME_RE, is_bdf, is_ifname
+
+__all__ = ["IFNAME_RE", "netdevs_of", "restore_name", "valid_bdf"]
 
 
 def valid_bdf(value: str) -> bool:
-    return bool(_BDF_RE.match(value))
+    return is_bdf(value)
 
 
 def netdevs_of(sysfs_root: str, pci_address: str) -> list[str]:
@@ -25,7 +25,7 @@ def netdevs_of(sysfs_root: str, pci_address: str) -> list[str]:
         raise ValueError(f"{pci_address!r} is not a PCI address (dddd:bb:dd.f, lowercase)")
     path = os.path.join(sysfs_root, "bus", "pci", "devices", pci_address, "net")
     try:
-        return sorted(name for name in os.listdir(path) if IFNAME_RE.match(name))
+        return sorted(name for name in os.listdir(path) if is_ifname(name))
     except (FileNotFoundError, NotADirectoryError):
         return []
 

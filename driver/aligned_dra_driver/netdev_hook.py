@@ -27,11 +27,14 @@ import subprocess
 import sys
 from typing import Any
 
-from .netdev import IFNAME_RE, netdevs_of, valid_bdf
+from .config import MAX_ADDRESSES, MAX_ROUTES, interface_address, route_spec
+from .netdev import netdevs_of
+from .validation import is_bdf, is_ifname, is_rdma_name, show
 
-_RDMA_NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-MAX_ADDRESSES = 16
 MAX_STATE_BYTES = 1 << 20
+PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT
+_MTU_RE = re.compile(r"[0-9]{1,5}")
+IFF_UP = 0x1
 
 
 class HookError(RuntimeError):
@@ -39,54 +42,62 @@ class HookError(RuntimeError):
 
 
 def _bdf(text: str) -> str:
-    if not valid_bdf(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a PCI address like 0000:3b:00.0 (lowercase)")
+    if not is_bdf(text):
+        raise argparse.ArgumentTypeError(f"{show(text)} is not a PCI address like 0000:3b:00.0 (lowercase)")
     return text
 
 
 def _ifname(text: str) -> str:
-    if not IFNAME_RE.match(text) or text in (".", ".."):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Linux interface name (1-15 characters)")
+    if not is_ifname(text):
+        raise argparse.ArgumentTypeError(
+            f"{show(text)} is not a Linux interface name (1-15 characters: letters, digits, _ . -)"
+        )
+    if text == "lo":
+        raise argparse.ArgumentTypeError("'lo' is the pod's loopback interface")
     return text
 
 
 def _mtu(text: str) -> int:
-    if not text.isdigit() or not 68 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an MTU in 68..65535")
+    if not _MTU_RE.fullmatch(text) or not 68 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{show(text)} is not an MTU in 68..65535")
     return int(text)
 
 
 def _address(text: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
     try:
-        if "/" not in text:
-            raise ValueError(text)
-        return ipaddress.ip_interface(text)
+        return interface_address(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an address in CIDR form") from exc
+        raise argparse.ArgumentTypeError(f"{show(text)} is not an address in CIDR form") from exc
 
 
 def _route(text: str) -> tuple[Any, Any]:
-    destination, _sep, gateway = text.partition(",")
+    destination, sep, gateway = text.partition(",")
     try:
-        return ipaddress.ip_network(destination, strict=False), (ipaddress.ip_address(gateway) if gateway else None)
+        return route_spec(destination, gateway if sep else None)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not DESTINATION[,GATEWAY]") from exc
+        raise argparse.ArgumentTypeError(f"{show(text)} is not DESTINATION[,GATEWAY]: {exc}") from exc
 
 
 def _rdma(text: str) -> str:
-    if not _RDMA_NAME_RE.match(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an RDMA device name")
+    if not is_rdma_name(text):
+        raise argparse.ArgumentTypeError(f"{show(text)} is not an RDMA device name")
     return text
 
 
 def _directory(text: str) -> str:
-    if not os.path.isabs(text) or not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an absolute path of a directory")
+    if "\0" in text or not os.path.isabs(text) or not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{show(text)} is not an absolute path of a directory")
+    return text
+
+
+def _file(text: str) -> str:
+    if "\0" in text or not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"{show(text)} is not a file")
     return text
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="aligned-dra-netdev-hook", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="aligned-dra-netdev-hook", description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--pci-address", required=True, type=_bdf)
     p.add_argument("--name", required=True, type=_ifname, help="interface name inside the pod")
     p.add_argument("--sysfs-root", default="/sys", type=_directory)
@@ -95,24 +106,56 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--address", action="append", default=[], type=_address)
     p.add_argument("--route", action="append", default=[], type=_route)
     p.add_argument("--rdma-device", type=_rdma, help="move this RDMA device too (RDMA exclusive mode)")
-    p.add_argument("--state-file", help="read the OCI state from this file instead of standard input")
+    p.add_argument("--state-file", type=_file, help="read the OCI state from this file instead of standard input")
     return p
 
 
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, every value checked; a bad one exits with status 2 and names it (argparse)."""
+    p = parser()
+    args = p.parse_args(argv)
+    if len(args.address) > MAX_ADDRESSES:
+        p.error(f"at most {MAX_ADDRESSES} --address options")
+    if len(args.route) > MAX_ROUTES:
+        p.error(f"at most {MAX_ROUTES} --route options")
+    return args
+
+
 def read_state(stream: Any) -> dict[str, Any]:
+    """The OCI state (JSON object with the container's ``pid``) from a binary or text stream."""
     raw = stream.read(MAX_STATE_BYTES + 1)
     if len(raw) > MAX_STATE_BYTES:
         raise HookError("the OCI state on standard input is larger than 1 MiB")
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise HookError(f"the OCI state is not UTF-8 text: {exc}") from exc
     try:
         state = json.loads(raw)
-    except ValueError as exc:
-        raise HookError(f"the OCI state is not JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise HookError(f"the OCI state is not JSON: {show(str(exc), 200)}") from exc
     if not isinstance(state, dict):
         raise HookError("the OCI state must be a JSON object")
     pid = state.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        raise HookError(f"the OCI state has no valid pid ({pid!r})")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= PID_MAX:
+        raise HookError(f"the OCI state has no valid pid ({show(pid)})")
     return state
+
+
+def _netlink(netns: str | None = None) -> Any:
+    """A pyroute2 ``IPRoute`` in the hook's own network namespace, or in the one at ``netns``."""
+    from pyroute2 import IPRoute
+
+    return IPRoute(netns=netns) if netns else IPRoute()
+
+
+def _same_namespace(first: str, second: str) -> bool:
+    try:
+        a, b = os.stat(first), os.stat(second)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _configure(ipr: Any, index: int, args: argparse.Namespace, current_name: str) -> None:
@@ -154,52 +197,136 @@ def move_rdma(device: str, pid: int) -> str:
     return "moved"
 
 
-def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
-    from pyroute2 import IPRoute
+def _link_facts(ipr: Any, index: int) -> dict[str, Any]:
+    (link,) = ipr.get_links(index)
+    return {
+        "mtu": link.get_attr("IFLA_MTU"),
+        "min_mtu": link.get_attr("IFLA_MIN_MTU"),
+        "max_mtu": link.get_attr("IFLA_MAX_MTU"),
+        "up": bool(link["flags"] & IFF_UP),
+    }
 
+
+def _check_mtu(args: argparse.Namespace, facts: dict[str, Any], name: str) -> None:
+    if not args.mtu:
+        return
+    low, high = facts.get("min_mtu"), facts.get("max_mtu")
+    if (low and args.mtu < low) or (high and args.mtu > high):
+        raise HookError(f"MTU {args.mtu} is outside what {name} supports ({low}..{high})")
+
+
+def _move_back(netns: str, host_ns: str, name: str, original: str, facts: dict[str, Any]) -> str:
+    """Undo a move: the interface back in the host under its original name, MTU and state."""
+    with _netlink(netns) as inside:
+        indexes = inside.link_lookup(ifname=name) or inside.link_lookup(ifname=original)
+        if not indexes:
+            return "the interface is not in the pod's namespace any more"
+        index = indexes[0]
+        inside.link("set", index=index, state="down")
+        (link,) = inside.get_links(index)
+        if link.get_attr("IFLA_IFNAME") != original:
+            inside.link("set", index=index, ifname=original)
+        if facts.get("mtu") and link.get_attr("IFLA_MTU") != facts["mtu"]:
+            inside.link("set", index=index, mtu=facts["mtu"])
+        fd = os.open(host_ns, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            inside.link("set", index=index, net_ns_fd=fd)
+        finally:
+            os.close(fd)
+    if facts.get("up"):
+        with _netlink() as host:
+            indexes = host.link_lookup(ifname=original)
+            if indexes:
+                host.link("set", index=indexes[0], state="up")
+    return f"{original} is back in the host namespace"
+
+
+def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
+    """Move and configure the interface; refuses before any change what it can check first.
+
+    Checked before the first change: the container has its own network namespace
+    (not the host's), the interface exists, the MTU is within the device's limits,
+    and no other interface in the pod has the name. A netlink call that fails after
+    the move is undone: the interface goes back to the host with its original
+    name, MTU and state.
+    """
     pid = state["pid"]
     netns = os.path.join(args.procfs_root, str(pid), "ns", "net")
+    host_ns = os.path.join(args.procfs_root, "self", "ns", "net")
     if not os.path.exists(netns):
         raise HookError(f"{netns} does not exist: the container's process is gone")
-    outcome = "in-place"
+    if _same_namespace(netns, host_ns):
+        raise HookError(
+            f"process {pid} shares the host's network namespace (host networking): the NIC stays where it is"
+        )
     host_names = netdevs_of(args.sysfs_root, args.pci_address)
-    with IPRoute() as host:
-        found = [(name, host.link_lookup(ifname=name)) for name in host_names]
-        found = [(name, indexes[0]) for name, indexes in found if indexes]
-        if found:
-            name, index = found[0]
+    moving: tuple[str, int, dict[str, Any]] | None = None
+    with _netlink() as host:
+        for candidate in host_names:
+            indexes = host.link_lookup(ifname=candidate)
+            if indexes:
+                moving = (candidate, indexes[0], _link_facts(host, indexes[0]))
+                break
+    with _netlink(netns) as inside:
+        if moving is not None:
+            name, _index, facts = moving
+            _check_mtu(args, facts, name)
+            if name != args.name and inside.link_lookup(ifname=args.name):
+                raise HookError(f"the pod already has an interface named {args.name!r}")
+            if inside.link_lookup(ifname=name):
+                raise HookError(f"the pod already has an interface named {name!r} (the NIC's name in the host)")
+        else:
+            indexes = inside.link_lookup(ifname=args.name)
+            if not indexes:
+                raise HookError(
+                    f"no interface of {args.pci_address} in the host namespace, and no {args.name!r} in the pod's"
+                )
+            _check_mtu(args, _link_facts(inside, indexes[0]), args.name)
+            _configure(inside, indexes[0], args, args.name)
+    if moving is None:
+        outcome = "in-place"
+    else:
+        name, index, facts = moving
+        with _netlink() as host:
             fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 host.link("set", index=index, state="down")
-                host.link("set", index=index, net_ns_fd=fd)
+                try:
+                    host.link("set", index=index, net_ns_fd=fd)
+                except Exception:
+                    if facts["up"]:
+                        host.link("set", index=index, state="up")
+                    raise
             finally:
                 os.close(fd)
-            outcome = "moved"
-        else:
-            name = args.name
-    with IPRoute(netns=netns) as inside:
-        indexes = inside.link_lookup(ifname=name)
-        if not indexes and name != args.name:
-            indexes = inside.link_lookup(ifname=args.name)
-            name = args.name
-        if not indexes:
-            raise HookError(
-                f"no interface of {args.pci_address} in the host namespace, and no {args.name!r} in the pod's"
-            )
-        _configure(inside, indexes[0], args, name)
+        try:
+            with _netlink(netns) as inside:
+                indexes = inside.link_lookup(ifname=name)
+                if not indexes:
+                    raise HookError(f"{name} did not arrive in the pod's namespace")
+                _configure(inside, indexes[0], args, name)
+            if args.rdma_device:
+                move_rdma(args.rdma_device, pid)
+        except Exception as exc:
+            try:
+                undone = _move_back(netns, host_ns, args.name, name, facts)
+            except Exception as again:  # netlink errors carry their own type
+                undone = f"moving it back failed too: {type(again).__name__}: {again}"
+            raise HookError(f"configuring {name} in the pod failed ({type(exc).__name__}: {exc}); {undone}") from exc
+        return "moved"
     if args.rdma_device:
         move_rdma(args.rdma_device, pid)
     return outcome
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         if args.state_file:
-            with open(args.state_file) as handle:
+            with open(args.state_file, "rb") as handle:
                 state = read_state(handle)
         else:
-            state = read_state(sys.stdin)
+            state = read_state(getattr(sys.stdin, "buffer", sys.stdin))
         outcome = run(args, state)
     except (HookError, OSError) as exc:
         print(f"aligned-dra-netdev-hook: {exc}", file=sys.stderr)

@@ -71,7 +71,10 @@ def run_hook(node, pid, *extra, stdin=None):
         *extra,
     ]
     state = stdin if stdin is not None else json.dumps({"ociVersion": "1.0.2", "id": "c", "pid": pid})
-    return subprocess.run(args, input=state, capture_output=True, text=True, env=h.driver_env(), check=False)
+    if isinstance(state, str):
+        state = state.encode()
+    done = subprocess.run(args, input=state, capture_output=True, env=h.driver_env(), check=False)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
 def links_in(pid):
@@ -120,7 +123,11 @@ def test_moves_renames_and_configures_then_is_idempotent(veth, pod, node):
         (["--rdma-device", "mlx5;rm -rf"], None, "RDMA"),
         ([], "not json", "not JSON"),
         ([], json.dumps({"pid": -4}), "pid"),
-        ([], json.dumps({"pid": 2**22 + 7}), "process is gone"),
+        ([], json.dumps({"pid": 2**22 - 3}), "process is gone"),
+        ([], json.dumps({"pid": 2**22 + 7}), "no valid pid"),
+        ([], json.dumps({"pid": os.getpid()}), "host networking"),  # the host's own namespace
+        ([], b"\xff\xfe{", "UTF-8"),
+        ([], "[" * 100000, "not JSON"),
     ],
 )
 def test_refuses_bad_input_before_changing_anything(veth, node, extra, stdin, needle):
@@ -221,3 +228,69 @@ def test_rdma_exclusive_mode_moves_the_rdma_device_into_the_pod(veth, pod, node,
     assert calls[1] == f"dev set mlx5_0 netns aligned-dra-{pod}"
     assert calls[2] == f"netns aligned-dra-{pod} present"  # attached to the pod's namespace while moving
     assert not os.path.exists(f"/run/netns/aligned-dra-{pod}")  # and the name is gone afterwards
+
+
+def host_link(name):
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        indexes = ipr.link_lookup(ifname=name)
+        if not indexes:
+            return None
+        (link,) = ipr.get_links(indexes[0])
+        return {"mtu": link.get_attr("IFLA_MTU"), "up": bool(link["flags"] & 1)}
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--name", "net1\n"], "interface name"),  # a $-anchored pattern let the newline through
+        (["--name", "lo"], "loopback"),
+        (["--route", "10.78.0.0/16,fd00::1"], "IPv6"),
+        (["--address", "fe80::2%eth0/64"], "CIDR"),
+        (["--mtu", "\u0661\u0665\u0660\u0660"], "MTU"),  # Arabic-Indic digits pass str.isdigit()
+        (["--pci-address", h.NIC_BDF + "\n"], "PCI address"),
+        (["--rdma-device", "mlx5_0\n"], "RDMA"),
+        (["--address", "10.0.0.1/24"] * 17, "at most 16"),
+    ],
+)
+def test_malformed_arguments_exit_2_and_change_nothing(veth, pod, node, extra, needle):
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname=HOST)[0], state="up")
+    before = host_link(HOST)
+    done = run_hook(node, pod, *extra)
+    assert done.returncode == 2, done.stderr
+    assert needle in done.stderr and "Traceback" not in done.stderr
+    assert host_link(HOST) == before
+    assert HOST not in links_in(pod)
+
+
+def test_a_name_taken_in_the_pod_is_refused_before_the_move(veth, pod, node):
+    from pyroute2 import IPRoute
+
+    with IPRoute(netns=f"/proc/{pod}/ns/net") as inside:
+        inside.link("add", ifname="net1", kind="veth", peer="net1p")
+    with IPRoute() as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname=HOST)[0], state="up")
+    done = run_hook(node, pod)
+    assert done.returncode == 1
+    assert "already has an interface named 'net1'" in done.stderr
+    assert host_link(HOST)["up"]  # not even set down
+    assert sorted(links_in(pod)) == ["lo", "net1", "net1p"]
+
+
+def test_a_kernel_refusal_after_the_move_puts_the_nic_back(veth, pod, node):
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        index = ipr.link_lookup(ifname=HOST)[0]
+        ipr.link("set", index=index, mtu=1450)
+        ipr.link("set", index=index, state="up")
+    # the gateway is on no connected network: the kernel refuses the route after the NIC was moved and renamed
+    done = run_hook(node, pod, "--mtu", "1400", "--address", "10.77.0.2/24", "--route", "10.78.0.0/16,10.99.0.1")
+    assert done.returncode == 1
+    assert "back in the host namespace" in done.stderr, done.stderr
+    assert host_link(HOST) == {"mtu": 1450, "up": True}
+    assert sorted(links_in(pod)) == ["lo"]

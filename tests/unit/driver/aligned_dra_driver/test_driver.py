@@ -195,7 +195,7 @@ def test_a_malformed_claim_fails_only_itself(node):
     kube.claims[("default", "bad")] = {"metadata": {"uid": bad[1]}, "status": {"allocation": {"devices": "oops"}}}
     good = kube.add(h.claim_object("good", [{"request": "gpu", "device": h.GPU}]))
     answers = driver.prepare([bad, good])
-    assert "internal error" in answers[bad[1]]["error"]
+    assert "status.allocation.devices is not an object" in answers[bad[1]]["error"]
     assert "error" not in answers[good[1]]
 
 
