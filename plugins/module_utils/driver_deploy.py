@@ -17,9 +17,10 @@ Credentials (docs/driver-install.md):
   field ``authentication.kubernetes.io/node-name``.
 - Both: a ClusterRole with only what the driver calls (ResourceSlices: read,
   create, update, delete; ResourceClaims: get; ResourceClaim status: patch;
-  Nodes: get) and a ValidatingAdmissionPolicy that lets a credential of the
-  driver namespace write only ResourceSlices whose ``spec.nodeName`` is its own
-  node, before and after the change.
+  Nodes: get) and two ValidatingAdmissionPolicies: a credential of the driver
+  namespace writes only ResourceSlices of its driver whose ``spec.nodeName`` is
+  its own node, before and after the change, and changes only its own
+  ``status.devices`` entries of claims allocated from its node's pool.
 """
 
 from __future__ import annotations
@@ -86,21 +87,24 @@ def cluster_role(name: str) -> dict[str, Any]:
     }
 
 
-def admission_policy(name: str, namespace: str, node_prefix: str) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy and its binding: a driver credential writes only its node's slices."""
-    user_prefix = f"system:serviceaccount:{namespace}:"
-    host_prefix = user_prefix + node_prefix
-    node_name = (
+def _node_name_expression(namespace: str, node_prefix: str) -> str:
+    """CEL: the node a driver credential belongs to, '' when it is bound to none."""
+    host_prefix = f"system:serviceaccount:{namespace}:{node_prefix}"
+    return (
         f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra"
         f" && size(request.userInfo.extra['{NODE_NAME_EXTRA}']) == 1"
         f" ? request.userInfo.extra['{NODE_NAME_EXTRA}'][0]"
         f" : (request.userInfo.username.startsWith('{host_prefix}')"
         f" ? request.userInfo.username.substring({len(host_prefix)}) : '')"
     )
+
+
+def _policy(name: str, namespace: str, node_prefix: str, resource: str, operations: list[str], validations: list):
+    """A ValidatingAdmissionPolicy for the driver namespace's credentials, and its Deny binding."""
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": _meta(f"{name}-node-slices"),
+        "metadata": _meta(name),
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
@@ -108,48 +112,101 @@ def admission_policy(name: str, namespace: str, node_prefix: str) -> list[dict[s
                     {
                         "apiGroups": ["resource.k8s.io"],
                         "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": ["resourceslices"],
+                        "operations": operations,
+                        "resources": [resource],
                     }
                 ]
             },
             "matchConditions": [
                 {
                     "name": "driver-credentials",
-                    "expression": f"request.userInfo.username.startsWith('{user_prefix}')",
+                    "expression": f"request.userInfo.username.startsWith('system:serviceaccount:{namespace}:')",
                 }
             ],
-            "variables": [{"name": "nodeName", "expression": node_name}],
+            "variables": [{"name": "nodeName", "expression": _node_name_expression(namespace, node_prefix)}],
             "validations": [
                 {
                     "expression": "variables.nodeName != ''",
                     "message": "this credential is not bound to a node",
                     "reason": "Forbidden",
                 },
-                {
-                    "expression": "request.operation == 'DELETE'"
-                    " || (has(object.spec.nodeName) && object.spec.nodeName == variables.nodeName)",
-                    "messageExpression": "'node ' + variables.nodeName + ' may only write ResourceSlices"
-                    " whose spec.nodeName is ' + variables.nodeName",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": "request.operation == 'CREATE'"
-                    " || (has(oldObject.spec.nodeName) && oldObject.spec.nodeName == variables.nodeName)",
-                    "messageExpression": "'node ' + variables.nodeName + ' may not change ResourceSlices"
-                    " of another node'",
-                    "reason": "Forbidden",
-                },
+                *validations,
             ],
         },
     }
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": _meta(f"{name}-node-slices"),
-        "spec": {"policyName": f"{name}-node-slices", "validationActions": ["Deny"]},
+        "metadata": _meta(name),
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
     return [policy, binding]
+
+
+def admission_policy(
+    name: str, namespace: str, node_prefix: str, driver_name: str = "dra.aligned.dev"
+) -> list[dict[str, Any]]:
+    """Admission policies (and bindings) that tie every driver credential to its node and its driver.
+
+    ``<name>-node-slices``: a driver credential creates, changes and deletes
+    only ResourceSlices of ``driver_name`` whose ``spec.nodeName`` is its own
+    node, before and after the change. ``<name>-node-claims``: it changes a
+    ResourceClaim's status only when the claim is allocated a device of its
+    node's pool, and then only the ``status.devices`` entries of that driver
+    and pool; the allocation and ``reservedFor`` stay as they are.
+    """
+    _subdomain(driver_name, "driver_name", 63)
+    driver = f"'{driver_name}'"
+    slices = [
+        {
+            "expression": "request.operation == 'DELETE'"
+            " || (has(object.spec.nodeName) && object.spec.nodeName == variables.nodeName)",
+            "messageExpression": "'node ' + variables.nodeName + ' may only write ResourceSlices"
+            " whose spec.nodeName is ' + variables.nodeName",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "request.operation == 'CREATE'"
+            " || (has(oldObject.spec.nodeName) && oldObject.spec.nodeName == variables.nodeName)",
+            "messageExpression": "'node ' + variables.nodeName + ' may not change ResourceSlices of another node'",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"(request.operation == 'DELETE' || object.spec.driver == {driver})"
+            f" && (request.operation == 'CREATE' || oldObject.spec.driver == {driver})",
+            "message": f"driver credentials may only write ResourceSlices of driver {driver_name}",
+            "reason": "Forbidden",
+        },
+    ]
+    mine = f"d.driver == {driver} && d.pool == variables.nodeName"
+    claims = [
+        {
+            "expression": "has(oldObject.status) && has(oldObject.status.allocation)"
+            " && has(oldObject.status.allocation.devices) && has(oldObject.status.allocation.devices.results)"
+            f" && oldObject.status.allocation.devices.results.exists(d, {mine})",
+            "messageExpression": "'node ' + variables.nodeName + ' may only write the status of claims"
+            " allocated devices of its own pool'",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "has(object.status) && has(object.status.allocation)"
+            " && object.status.allocation == oldObject.status.allocation"
+            " && has(object.status.reservedFor) == has(oldObject.status.reservedFor)"
+            " && (!has(object.status.reservedFor) || object.status.reservedFor == oldObject.status.reservedFor)",
+            "message": "driver credentials may not change a claim's allocation or reservedFor",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"(has(object.status.devices) ? object.status.devices : []).filter(d, !({mine}))"
+            f" == (has(oldObject.status.devices) ? oldObject.status.devices : []).filter(d, !({mine}))",
+            "messageExpression": "'node ' + variables.nodeName + ' may only change status.devices entries"
+            f" of driver {driver_name} in its own pool'",
+            "reason": "Forbidden",
+        },
+    ]
+    return _policy(
+        f"{name}-node-slices", namespace, node_prefix, "resourceslices", ["CREATE", "UPDATE", "DELETE"], slices
+    ) + _policy(f"{name}-node-claims", namespace, node_prefix, "resourceclaims/status", ["UPDATE"], claims)
 
 
 def _check(settings: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +265,7 @@ def credential_objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
     if subjects:
         binding["subjects"] = subjects
     objects.append(binding)
-    objects += admission_policy(name, ns, s["node_prefix"])
+    objects += admission_policy(name, ns, s["node_prefix"], s["driver_name"])
     return objects
 
 
@@ -347,8 +404,9 @@ def objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
 
 def node_kubeconfig(server: str, ca_data: str, token: str, node: str, name: str = DEFAULT_NAME) -> dict[str, Any]:
     """The kubeconfig a node's driver uses in host mode (token auth)."""
-    if not isinstance(server, str) or not server.startswith("https://") and not server.startswith("http://"):
-        raise DeployError(f"server: {server!r} must be an http(s) URL")
+    # The node's token is a bearer credential: it never travels in clear text.
+    if not isinstance(server, str) or not server.startswith("https://") or len(server) <= len("https://"):
+        raise DeployError(f"server: {server!r} must be an https:// URL (the node's token is sent with every request)")
     if not token:
         raise DeployError(f"token for node {node!r} is empty (has the token controller filled the Secret yet?)")
     cluster: dict[str, Any] = {"server": server}

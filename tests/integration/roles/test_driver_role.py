@@ -149,3 +149,89 @@ def test_removal_is_refused_while_the_checkpoint_lists_prepared_claims(tmp_path)
     assert "2 claim(s) are still prepared by the driver: team-a/train-0, team-b/infer-1" in proc.output, proc.output
     assert "aligned_dra_driver_force: true" in proc.output
     assert (state / "checkpoint.json").exists() and prefix.exists()
+
+
+def run_tasks(tmp_path: Path, tasks_from: str, extra: dict, *args: str) -> subprocess.CompletedProcess:
+    """One task file of the driver role on the controller (local connection), as host.yml includes it."""
+    play = [
+        {
+            "name": "driver role tasks",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [{"ansible.builtin.include_role": {"name": "aligned.dra.driver", "tasks_from": tasks_from}}],
+        }
+    ]
+    path = tmp_path / "play.yml"
+    path.write_text(yaml.safe_dump(play))
+    extra_vars = tmp_path / "vars.json"
+    extra_vars.write_text(json.dumps({"ansible_python_interpreter": "{{ ansible_playbook_python }}", **extra}))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", "localhost,", "-c", "local", str(path), "-e", f"@{extra_vars}", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=REPO,
+    )
+    proc.output = " ".join((proc.stdout + proc.stderr).split())  # type: ignore[attr-defined]
+    return proc
+
+
+def test_upgrade_removes_the_wheels_of_earlier_releases_from_the_node(tmp_path):
+    # The controller's wheelhouse after an upgrade: new driver wheel, new pins (deps.tar as host.yml packs it).
+    controller = tmp_path / "controller"
+    deps = controller / "deps"
+    deps.mkdir(parents=True)
+    for name in ("grpcio-1.70.0-cp312-cp312-manylinux_2_17_x86_64.whl", "pip-25.1-py3-none-any.whl"):
+        (deps / name).write_bytes(b"new")
+    (deps / "requirements-node.txt").write_text("grpcio==1.70.0\npip==25.1\n")
+    subprocess.run(["tar", "--sort=name", "-cf", str(controller / "deps.tar"), "-C", str(deps), "."], check=True)
+    (controller / "driver").mkdir()
+    new_driver = controller / "driver" / "aligned_dra_driver-0.2.0-py3-none-any.whl"
+    new_driver.write_bytes(b"new")
+    # The node's wheelhouse: the new wheels installed next to what the previous release left.
+    node = tmp_path / "opt" / "wheelhouse"
+    node.mkdir(parents=True)
+    current = {
+        "aligned_dra_driver-0.2.0-py3-none-any.whl",
+        "grpcio-1.70.0-cp312-cp312-manylinux_2_17_x86_64.whl",
+        "pip-25.1-py3-none-any.whl",
+        "requirements-node.txt",
+        "deps.tar",
+    }
+    stale = {
+        "aligned_dra_driver-0.1.0-py3-none-any.whl",
+        "grpcio-1.68.1-cp312-cp312-manylinux_2_17_x86_64.whl",
+        "pip-24.3-py3-none-any.whl",
+    }
+    for name in current | stale:
+        (node / name).write_bytes(b"x")
+    settings = {
+        "aligned_dra_driver_prefix": str(tmp_path / "opt"),
+        "aligned_dra_driver_wheels": str(controller),
+        "aligned_dra_driver_wheel": {"stat": {"path": str(new_driver)}},
+    }
+
+    check = run_tasks(tmp_path, "wheelhouse_clean", settings, "--check")
+    assert check.returncode == 0, check.output
+    assert changed(check) == 1, check.output
+    assert "aligned_dra_driver-0.1.0-py3-none-any.whl" in check.output
+    assert {p.name for p in node.iterdir()} == current | stale, "check mode removed a file"
+
+    proc = run_tasks(tmp_path, "wheelhouse_clean", settings)
+    assert proc.returncode == 0, proc.output
+    assert {p.name for p in node.iterdir()} == current
+
+    again = run_tasks(tmp_path, "wheelhouse_clean", settings)
+    assert again.returncode == 0, again.output
+    assert changed(again) == 0, again.output
+
+    # Source pypi: the node's pip fetches the pins, so only the driver wheel belongs in the wheelhouse.
+    pypi = run_tasks(tmp_path, "wheelhouse_clean", dict(settings, aligned_dra_driver_source="pypi"))
+    assert pypi.returncode == 0, pypi.output
+    assert {p.name for p in node.iterdir()} == {
+        "aligned_dra_driver-0.2.0-py3-none-any.whl",
+        "requirements-node.txt",
+        "deps.tar",
+    }

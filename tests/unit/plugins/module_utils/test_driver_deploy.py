@@ -69,7 +69,7 @@ def test_host_mode_has_one_account_and_token_per_node_bound_to_the_role():
 
 
 def test_admission_policy_ties_credentials_to_their_node():
-    policy, binding = dd.admission_policy("aligned-dra-driver", "dra", "aligned-dra-node-")
+    policy, binding, *_claims = dd.admission_policy("aligned-dra-driver", "dra", "aligned-dra-node-")
     spec = policy["spec"]
     assert (
         spec["matchConditions"][0]["expression"] == "request.userInfo.username.startsWith('system:serviceaccount:dra:')"
@@ -158,6 +158,9 @@ def test_node_kubeconfig():
         dd.node_kubeconfig("https://api:6443", "", "", "n1")
     with pytest.raises(dd.DeployError, match="URL"):
         dd.node_kubeconfig("api:6443", "", "t", "n1")
+    # A bearer token never goes to a plain-HTTP server.
+    with pytest.raises(dd.DeployError, match="https://"):
+        dd.node_kubeconfig("http://api:8080", "", "t", "n1")
 
 
 def test_wheel_platforms_cover_the_node_glibc_newest_first():
@@ -168,3 +171,186 @@ def test_wheel_platforms_cover_the_node_glibc_newest_first():
     for bad in (("riscv64", "glibc", "2.36"), ("x86_64", "musl", "1.2"), ("x86_64", "glibc", "2.12")):
         with pytest.raises(dd.DeployError):
             dd.wheel_platforms(*bad)
+
+
+# -- the admission policies, evaluated ---------------------------------------------------------
+# The policies' CEL runs here with cel-expr-python (the CEL project's runtime)
+# and its extended string library, which provides Kubernetes' substring();
+# requests are shaped as the API server's admission request (userInfo, operation,
+# object, oldObject; object is null for DELETE, oldObject null for CREATE).
+
+NS = "aligned-dra"
+D = "dra.aligned.dev"
+
+
+def evaluate_policy(policy, request, obj, old):
+    """None when the policy admits the request, else the failing validation's message."""
+    from cel_expr_python import cel
+    from cel_expr_python.ext import ext_strings
+
+    dyn = cel.Type.DYN
+    env = cel.NewEnv(
+        variables={"request": dyn, "object": dyn, "oldObject": dyn, "variables": dyn},
+        extensions=[ext_strings.ExtStrings()],
+    )
+    values = {"request": request, "object": obj, "oldObject": old, "variables": {}}
+
+    def run(expression):
+        result = env.compile(expression).eval(env.Activation(values))
+        assert result.type() in (cel.Type.BOOL, cel.Type.STRING), (expression, result.value())
+        return result.value()
+
+    spec = policy["spec"]
+    if not all(run(c["expression"]) for c in spec["matchConditions"]):
+        return None
+    for variable in spec["variables"]:
+        values["variables"] = dict(values["variables"], **{variable["name"]: run(variable["expression"])})
+    for check in spec["validations"]:
+        if not run(check["expression"]):
+            return run(check["messageExpression"]) if "messageExpression" in check else check["message"]
+    return None
+
+
+def policies():
+    objects = dd.objects({"mode": "host", "nodes": ["n1", "n2"]})
+    found = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
+    bindings = {o["spec"]["policyName"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert set(found) == set(bindings) == {"aligned-dra-driver-node-slices", "aligned-dra-driver-node-claims"}
+    assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
+    assert all(p["spec"]["failurePolicy"] == "Fail" for p in found.values())
+    return found["aligned-dra-driver-node-slices"], found["aligned-dra-driver-node-claims"]
+
+
+def host_user(node):
+    return {"username": f"system:serviceaccount:{NS}:aligned-dra-node-{node}", "groups": ["system:serviceaccounts"]}
+
+
+def pod_user(*nodes):
+    """The DaemonSet's pod-bound token: the kubelet's node is in the user's extra."""
+    return {
+        "username": f"system:serviceaccount:{NS}:aligned-dra-driver",
+        "extra": {"authentication.kubernetes.io/node-name": list(nodes)},
+    }
+
+
+def slice_of(node=None, driver=D, **spec):
+    body = {"driver": driver, "pool": {"name": node or "x", "generation": 1, "resourceSliceCount": 1}, **spec}
+    if node is not None:
+        body["nodeName"] = node
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "spec": body}
+
+
+def slice_request(user, operation, new=None, old=None):
+    return {"userInfo": user, "operation": operation}, new, old
+
+
+@pytest.mark.parametrize(
+    ("user", "operation", "new", "old", "denied"),
+    [
+        (host_user("n1"), "CREATE", slice_of("n1"), None, None),
+        (host_user("n1"), "UPDATE", slice_of("n1"), slice_of("n1"), None),
+        (host_user("n1"), "DELETE", None, slice_of("n1"), None),
+        (host_user("n1"), "CREATE", slice_of("n2"), None, "spec.nodeName is n1"),
+        (host_user("n1"), "UPDATE", slice_of("n1"), slice_of("n2"), "another node"),
+        (host_user("n1"), "UPDATE", slice_of("n2"), slice_of("n1"), "spec.nodeName is n1"),
+        (host_user("n1"), "DELETE", None, slice_of("n2"), "another node"),
+        (host_user("n1"), "CREATE", slice_of(None, allNodes=True), None, "spec.nodeName is n1"),
+        (host_user("n1"), "CREATE", slice_of("n1", driver="gpu.nvidia.com"), None, "of driver dra.aligned.dev"),
+        (host_user("n1"), "DELETE", None, slice_of("n1", driver="gpu.nvidia.com"), "of driver dra.aligned.dev"),
+        (host_user("n1"), "UPDATE", slice_of("n1"), slice_of("n1", driver="gpu.nvidia.com"), "of driver"),
+        (pod_user("n2"), "CREATE", slice_of("n2"), None, None),
+        (pod_user("n2"), "CREATE", slice_of("n1"), None, "spec.nodeName is n2"),
+        # A token that is not bound to a pod (a legacy Secret of the DaemonSet's account) has no node.
+        ({"username": f"system:serviceaccount:{NS}:aligned-dra-driver"}, "CREATE", slice_of("n1"), None, "not bound"),
+        (pod_user("n1", "n2"), "CREATE", slice_of("n1"), None, "not bound"),
+        # Other users are not matched: the kubelet's own node authorizer and RBAC apply to them.
+        ({"username": "system:serviceaccount:kube-system:other"}, "CREATE", slice_of("n2"), None, None),
+        ({"username": "system:node:n1"}, "CREATE", slice_of("n2"), None, None),
+    ],
+)
+def test_slice_policy_binds_each_credential_to_its_node_and_driver(user, operation, new, old, denied):
+    slices, _claims = policies()
+    message = evaluate_policy(slices, {"userInfo": user, "operation": operation}, new, old)
+    if denied is None:
+        assert message is None
+    else:
+        assert message is not None and denied in message
+
+
+def claim(pool="n1", devices=None, reserved=True, driver=D, allocated=True):
+    status = {}
+    if allocated:
+        status["allocation"] = {
+            "devices": {"results": [{"request": "nic", "driver": driver, "pool": pool, "device": "nic-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In"}]}]},
+        }
+    if reserved:
+        status["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "u1"}]
+    if devices is not None:
+        status["devices"] = devices
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "status": status}
+
+
+def entry(pool="n1", driver=D, name="net1"):
+    return {"driver": driver, "pool": pool, "device": "nic-0", "networkData": {"interfaceName": name}}
+
+
+def with_status(obj, **changes):
+    return dict(obj, status=dict(obj["status"], **changes))
+
+
+@pytest.mark.parametrize(
+    ("user", "new", "old", "denied"),
+    [
+        (host_user("n1"), claim(devices=[entry()]), claim(), None),
+        (host_user("n1"), claim(devices=[entry(name="net2")]), claim(devices=[entry()]), None),
+        (pod_user("n1"), claim(devices=[entry()]), claim(), None),
+        (host_user("n2"), claim(devices=[entry()]), claim(), "allocated devices of its own pool"),
+        (host_user("n1"), claim(allocated=False, devices=[]), claim(allocated=False), "of its own pool"),
+        (host_user("n1"), claim(pool="n1", driver="gpu.nvidia.com", devices=[]), claim(driver="gpu.nvidia.com"), "own"),
+        (host_user("n1"), claim(allocated=False), claim(), "allocation or reservedFor"),
+        (host_user("n1"), claim(reserved=False), claim(), "allocation or reservedFor"),
+        (host_user("n1"), claim(), claim(reserved=False), "allocation or reservedFor"),
+        (
+            host_user("n1"),
+            with_status(claim(), reservedFor=[{"resource": "pods", "name": "q", "uid": "u2"}]),
+            claim(),
+            "allocation or reservedFor",
+        ),
+        (host_user("n1"), claim(devices=[entry(pool="n2")]), claim(), "in its own pool"),
+        (host_user("n1"), claim(devices=[entry(driver="gpu.nvidia.com")]), claim(), "in its own pool"),
+        (
+            host_user("n1"),
+            claim(devices=[entry(), entry(driver="gpu.nvidia.com", name="x")]),
+            claim(devices=[entry(), entry(driver="gpu.nvidia.com", name="y")]),
+            "in its own pool",
+        ),
+        (
+            {"username": "system:serviceaccount:kube-system:resourceclaim-controller"},
+            claim(allocated=False),
+            claim(),
+            None,
+        ),
+    ],
+)
+def test_claim_status_policy_lets_a_node_write_only_its_own_device_status(user, new, old, denied):
+    _slices, claims = policies()
+    assert claims["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["resourceclaims/status"]
+    message = evaluate_policy(claims, {"userInfo": user, "operation": "UPDATE"}, new, old)
+    if denied is None:
+        assert message is None
+    else:
+        assert message is not None and denied in message
+
+
+def test_policies_follow_the_driver_name_and_namespace():
+    objects = dd.objects({"mode": "daemonset", "image": "r/i:1", "namespace": "dra", "driver_name": "nic.example.com"})
+    slices = next(
+        o
+        for o in objects
+        if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("-node-slices")
+    )
+    user = {"username": "system:serviceaccount:dra:aligned-dra-driver", "extra": {dd.NODE_NAME_EXTRA: ["n1"]}}
+    request = {"userInfo": user, "operation": "CREATE"}
+    assert evaluate_policy(slices, request, slice_of("n1", driver="nic.example.com"), None) is None
+    assert "nic.example.com" in evaluate_policy(slices, request, slice_of("n1"), None)
