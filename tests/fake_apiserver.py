@@ -38,6 +38,30 @@ resourceclaimtemplates}`` (and the all-namespaces lists). ResourceClaims and
 Nodes have a ``/status`` subresource: writes to the main resource keep the
 stored status, writes to ``/status`` keep everything but status.
 
+For node rollouts (``kubernetes.core.k8s_drain``: cordon, drain, uncordon):
+namespaced ``/api/v1/namespaces/NS/pods`` (with ``/status``; a Pod's spec is
+immutable except images, tolerations, ``activeDeadlineSeconds`` and
+``terminationGracePeriodSeconds``; a Pod written without status reads
+``phase: Pending``), ``/apis/policy/v1/namespaces/NS/poddisruptionbudgets``,
+``/apis/apps/v1/namespaces/NS/{daemonsets, replicasets}`` (stored only:
+nothing runs them, they own pods through ``ownerReferences``; the selector
+must match the template's labels and is immutable). Nodes always answer a
+``spec``, and ``spec.unschedulable: false`` is not stored (``omitempty``), as
+on a real server. ``POST .../pods/NAME/eviction`` takes a policy/v1 Eviction
+(apiVersion and kind default to it, as the real server decodes it; the name
+must match the URL) and deletes the pod at once (there is no kubelet to wait
+for graceful termination) unless the one PodDisruptionBudget that selects it
+forbids it: 429 TooManyRequests ("Cannot evict pod as it would violate the
+pod's disruption budget.", cause ``DisruptionBudget``) when no disruption is
+allowed, 500 when more than one budget selects the pod. Pending, Succeeded and
+Failed pods ignore budgets; an unready pod is let go without using the budget
+when the budget is met (``unhealthyPodEvictionPolicy`` ``IfHealthyBudget``) or
+always (``AlwaysAllow``). The fake plays the disruption controller: every
+write or deletion of a Pod or budget recomputes the namespace's budget
+statuses (``expectedPods`` is the number of pods the selector matches, healthy
+means Running and Ready; percentages round up). Pod lists refuse field
+selectors a real server does not support (400 ``field label not supported``).
+
 Verbs: get, list (``labelSelector`` with ``=``, ``==``, ``!=``, ``in``,
 ``notin``, existence; ``fieldSelector`` on ``metadata.name``,
 ``metadata.namespace``, ``spec.nodeName``, ``spec.driver``,
@@ -55,8 +79,10 @@ controlling owner it is (the garbage collector). ``watch`` is refused (400):
 nothing here needs it.
 
 Errors are ``Status`` objects with the real codes and reasons: 400
-BadRequest, 404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid, 405
-MethodNotAllowed, 415 UnsupportedMediaType.
+BadRequest, 403 Forbidden, 404 NotFound, 409 AlreadyExists/Conflict, 422
+Invalid, 405 MethodNotAllowed, 415 UnsupportedMediaType, 429 TooManyRequests.
+Discovery (``/api``, ``/apis``, ``/apis/GROUP``, ``/apis/GROUP/v1``) lists
+every served group, ``pods/eviction`` included.
 """
 
 from __future__ import annotations
@@ -93,15 +119,25 @@ GATE_DEFAULTS: dict[str, dict[str, bool]] = {
 
 
 class Resource:
-    """One served resource type."""
+    """One served resource type; ``subresources`` names the ones besides ``status`` (``eviction``)."""
 
-    def __init__(self, group: str, version: str, plural: str, kind: str, namespaced: bool, status: bool) -> None:
+    def __init__(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        kind: str,
+        namespaced: bool,
+        status: bool,
+        subresources: tuple[str, ...] = (),
+    ) -> None:
         self.group = group
         self.version = version
         self.plural = plural
         self.kind = kind
         self.namespaced = namespaced
         self.status = status
+        self.subresources = subresources
 
     @property
     def api_version(self) -> str:
@@ -118,8 +154,38 @@ RESOURCES = {
         Resource(
             "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True, status=False
         ),
+        # What a node rollout (kubernetes.core.k8s_drain) reads and writes.
+        Resource("", "v1", "pods", "Pod", namespaced=True, status=True, subresources=("eviction",)),
+        Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True, status=True),
+        Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True, status=True),
+        Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True, status=True),
     )
 }
+
+# Field selectors the real server accepts, per resource (others: 400). Resources not listed take any field.
+FIELD_SELECTORS: dict[str, frozenset[str]] = {
+    "pods": frozenset(
+        {
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        }
+    ),
+    "poddisruptionbudgets": frozenset({"metadata.name", "metadata.namespace"}),
+    "daemonsets": frozenset({"metadata.name", "metadata.namespace"}),
+    "replicasets": frozenset({"metadata.name", "metadata.namespace", "status.replicas"}),
+}
+
+# Pod spec fields an update may change (the rest is immutable, as on the real server).
+POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
 # Lists that strategic merge and server-side apply merge by key (x-kubernetes-list-map-keys).
 LIST_MAP_KEYS: dict[str, tuple[str, ...]] = {
@@ -128,6 +194,10 @@ LIST_MAP_KEYS: dict[str, tuple[str, ...]] = {
     "status.devices.conditions": ("type",),
     "status.conditions": ("type",),
     "status.reservedFor": ("uid",),
+    "spec.containers": ("name",),
+    "spec.initContainers": ("name",),
+    "spec.tolerations": ("key",),
+    "status.disruptedPods": ("name",),
 }
 
 # DRA limits enforced by the real API server beyond the schema.
@@ -157,20 +227,25 @@ class ApiError(Exception):
         400: "BadRequest",
         404: "NotFound",
         405: "MethodNotAllowed",
+        403: "Forbidden",
         409: "Conflict",
         415: "UnsupportedMediaType",
         422: "Invalid",
+        429: "TooManyRequests",
         500: "InternalError",
     }
 
-    def __init__(self, code: int, message: str, reason: str | None = None) -> None:
+    def __init__(
+        self, code: int, message: str, reason: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or self.REASONS.get(code, "Unknown")
+        self.details = details
 
     def status(self) -> dict[str, Any]:
-        return {
+        answer = {
             "apiVersion": "v1",
             "kind": "Status",
             "metadata": {},
@@ -179,6 +254,9 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if self.details:
+            answer["details"] = self.details
+        return answer
 
 
 # ---------------------------------------------------------------------------
@@ -519,13 +597,97 @@ def match_label_selector(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
+def match_selector_object(labels: dict[str, str], selector: dict[str, Any] | None) -> bool:
+    """Match a ``LabelSelector`` object (matchLabels, matchExpressions); an empty selector matches everything."""
+    selector = selector or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def selector_problem(selector: dict[str, Any] | None, path: str) -> str | None:
+    """The API server's check of a LabelSelector's operators and values, or None."""
+    for index, expression in enumerate((selector or {}).get("matchExpressions") or []):
+        operator, values = expression.get("operator"), expression.get("values") or []
+        where = f"{path}.matchExpressions[{index}]"
+        if operator in ("In", "NotIn") and not values:
+            return f"{where}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
+        if operator in ("Exists", "DoesNotExist") and values:
+            return f"{where}.values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return f"{where}.operator: Invalid value: {operator!r}: not a valid selector operator"
+    return None
+
+
+def pod_is_ready(pod: dict[str, Any]) -> bool:
+    """Running, Ready and not being deleted: what the disruption controller counts as healthy."""
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return ready and status.get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def _scaled(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        share = int(value[:-1]) * total
+        return -(-share // 100) if round_up else share // 100
+    return int(value)
+
+
+def pdb_status(pdb: dict[str, Any], pods: list[dict[str, Any]], now: str) -> dict[str, Any]:
+    """What the disruption controller writes into a PodDisruptionBudget's status.
+
+    The expected pod count is the number of pods the selector matches (the real
+    controller asks the pods' controllers for their scale; without controllers
+    running here, the pods are the truth).
+    """
+    spec = pdb.get("spec") or {}
+    matching = [p for p in pods if match_selector_object(p["metadata"].get("labels") or {}, spec.get("selector"))]
+    expected = len(matching)
+    healthy = sum(1 for p in matching if pod_is_ready(p))
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, round_up=True))
+    elif spec.get("minAvailable") is not None:
+        desired = _scaled(spec["minAvailable"], expected, round_up=True)
+    else:
+        desired = 0
+    allowed = max(0, healthy - desired) if expected > 0 else 0
+    return {
+        "observedGeneration": pdb["metadata"].get("generation", 1),
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
+        "conditions": [
+            {
+                "type": "DisruptionAllowed",
+                "status": "True" if allowed > 0 else "False",
+                "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                "message": "",
+                "observedGeneration": pdb["metadata"].get("generation", 1),
+                "lastTransitionTime": now,
+            }
+        ],
+    }
+
+
 # ---------------------------------------------------------------------------
 # The server
 # ---------------------------------------------------------------------------
 
 
 class FakeApiServer:
-    """A strict fake API server for ``resource.k8s.io/v1`` and Nodes (see the module docstring)."""
+    """A strict fake API server for ``resource.k8s.io/v1``, Nodes and Pods (see the module docstring)."""
 
     def __init__(self, minor: str = "1.35", gates: dict[str, bool] | None = None) -> None:
         if minor not in SUPPORTED_MINORS:
@@ -659,6 +821,27 @@ class FakeApiServer:
             validate_resource_slice(obj, self.minor, errors)
         elif resource.kind == "ResourceClaim":
             validate_resource_claim_status(obj, errors)
+        elif resource.kind == "PodDisruptionBudget":
+            spec = obj.get("spec") or {}
+            if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+                errors.append("spec: Invalid value: minAvailable and maxUnavailable cannot be both set")
+            problem = selector_problem(spec.get("selector"), "spec.selector")
+            if problem:
+                errors.append(problem)
+        elif resource.kind in ("DaemonSet", "ReplicaSet"):
+            spec = obj.get("spec") or {}
+            problem = selector_problem(spec.get("selector"), "spec.selector")
+            if problem:
+                errors.append(problem)
+            elif not spec.get("selector", {}).get("matchLabels") and not spec.get("selector", {}).get(
+                "matchExpressions"
+            ):
+                errors.append("spec.selector: Invalid value: empty selector is invalid for deployment")
+            template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+            if not problem and not match_selector_object(template_labels, spec.get("selector")):
+                errors.append(
+                    "spec.template.metadata.labels: Invalid value: `selector` does not match template `labels`"
+                )
         if errors:
             name = (obj.get("metadata") or {}).get("name")
             raise ApiError(422, f'{resource.kind} "{name}" is invalid: ' + "; ".join(errors))
@@ -666,6 +849,37 @@ class FakeApiServer:
     def _finish_write(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self._validate(resource, obj)
         drop_disabled_fields(obj, self.gates)
+        if resource.kind == "Node":
+            # A real server always answers a spec (clients read spec.unschedulable), and never stores
+            # unschedulable: false (omitempty).
+            spec = obj.setdefault("spec", {})
+            if spec.get("unschedulable") is False:
+                del spec["unschedulable"]
+        if resource.kind == "Pod":
+            obj.setdefault("status", {}).setdefault("phase", "Pending")
+        if old is not None and resource.kind == "Pod":
+
+            def frozen(spec: dict[str, Any]) -> dict[str, Any]:
+                spec = copy.deepcopy(spec or {})
+                for field in POD_MUTABLE_SPEC:
+                    spec.pop(field, None)
+                for key in ("containers", "initContainers"):
+                    for container in spec.get(key) or []:
+                        container.pop("image", None)
+                return spec
+
+            if frozen(old.get("spec")) != frozen(obj.get("spec")):
+                name = obj["metadata"]["name"]
+                raise ApiError(
+                    422,
+                    f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
+                    "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
+                    "`spec.tolerations` (only additions to existing tolerations), "
+                    "`spec.terminationGracePeriodSeconds`",
+                )
+        if old is not None and resource.kind in ("DaemonSet", "ReplicaSet"):
+            if (old.get("spec") or {}).get("selector") != (obj.get("spec") or {}).get("selector"):
+                raise ApiError(422, f"{resource.kind} spec.selector: Invalid value: field is immutable")
         if old is not None and resource.kind == "ResourceSlice":
             for field in ("driver", "nodeName", "nodeSelector", "allNodes"):
                 if old["spec"].get(field) != obj["spec"].get(field):
@@ -701,6 +915,7 @@ class FakeApiServer:
         if not dry_run:
             meta["resourceVersion"] = str(next(self._rv))
             self.store[key] = obj
+            self._controllers(resource, namespace)
         return obj
 
     def _update(
@@ -754,6 +969,7 @@ class FakeApiServer:
         if not dry_run:
             new["metadata"]["resourceVersion"] = str(next(self._rv))
             self.store[key] = new
+            self._controllers(resource, namespace)
         return new
 
     def _delete(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
@@ -761,13 +977,130 @@ class FakeApiServer:
         if obj is None:
             raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
         uid = obj["metadata"]["uid"]
+        touched = {(resource.plural, namespace)}
         for key, other in list(self.store.items()):
             refs = other["metadata"].get("ownerReferences") or []
             if any(ref.get("uid") == uid and ref.get("controller") for ref in refs):
                 del self.store[key]
+                touched.add((key[0], key[1]))
+        for plural, ns in sorted(touched):
+            self._controllers(RESOURCES[plural], ns)
         return obj
 
+    def _controllers(self, resource: Resource, namespace: str) -> None:
+        """The one controller played here: the disruption controller keeps PDB status current."""
+        if resource.kind not in ("Pod", "PodDisruptionBudget"):
+            return
+        pods = [obj for (plural, ns, _name), obj in self.store.items() if plural == "pods" and ns == namespace]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for key, pdb in list(self.store.items()):
+            if key[0] != "poddisruptionbudgets" or key[1] != namespace:
+                continue
+            status = pdb_status(pdb, pods, now)
+            old = pdb.get("status") or {}
+            for new_cond in status["conditions"]:
+                for old_cond in old.get("conditions") or []:
+                    if old_cond.get("type") == new_cond["type"] and old_cond.get("status") == new_cond["status"]:
+                        new_cond["lastTransitionTime"] = old_cond.get("lastTransitionTime", now)
+            if old != status:
+                updated = copy.deepcopy(pdb)
+                updated["status"] = status
+                updated["metadata"]["resourceVersion"] = str(next(self._rv))
+                self.store[key] = updated
+
+    def _evict(self, namespace: str, name: str, body: Any, dry_run: bool) -> tuple[int, Any]:
+        """POST pods/NAME/eviction: delete the pod unless its PodDisruptionBudget forbids it (429)."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "body must be a JSON object")
+        eviction = copy.deepcopy(body)
+        # The real server decodes the body with the subresource's kind as the default.
+        eviction.setdefault("apiVersion", "policy/v1")
+        eviction.setdefault("kind", "Eviction")
+        if eviction["apiVersion"] != "policy/v1" or eviction["kind"] != "Eviction":
+            raise ApiError(
+                400, f"the body must be a policy/v1 Eviction, not {eviction['apiVersion']}/{eviction['kind']}"
+            )
+        error = schema_error(eviction, self.minor)
+        if error is not None:
+            where = ".".join(str(p) for p in error.path) or "(root)"
+            raise ApiError(422, f"Eviction {where}: {error.message} (schema {self.minor}, strict)")
+        meta = eviction.get("metadata") or {}
+        if meta.get("name", name) != name:
+            raise ApiError(400, "name in URL does not match name in Eviction object")
+        if meta.get("namespace", namespace) != namespace:
+            raise ApiError(400, "the namespace of the object does not match the namespace on the request")
+        pod = self.store.get(("pods", namespace, name))
+        if pod is None:
+            raise ApiError(404, f'pods "{name}" not found', "NotFound")
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in ("Succeeded", "Failed", "Pending") and not pod["metadata"].get("deletionTimestamp"):
+            labels = pod["metadata"].get("labels") or {}
+            budgets = [
+                obj
+                for (plural, ns, _n), obj in sorted(self.store.items())
+                if plural == "poddisruptionbudgets"
+                and ns == namespace
+                and match_selector_object(labels, (obj.get("spec") or {}).get("selector"))
+            ]
+            if len(budgets) > 1:
+                raise ApiError(
+                    500,
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                )
+            if budgets:
+                self._check_budget(budgets[0], pod, dry_run)
+        if not dry_run:
+            self._delete(RESOURCES["pods"], namespace, name)
+        return 201, {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
+
+    def _check_budget(self, pdb: dict[str, Any], pod: dict[str, Any], dry_run: bool) -> None:
+        status = pdb.get("status") or {}
+        name = pdb["metadata"]["name"]
+        if status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
+            raise ApiError(
+                429,
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                details={
+                    "causes": [{"reason": "DisruptionBudget", "message": "observedGeneration is less than generation"}]
+                },
+            )
+        allowed = status.get("disruptionsAllowed", 0)
+        if not pod_is_ready(pod):
+            # unhealthyPodEvictionPolicy: IfHealthyBudget (default) lets an unhealthy pod go only when the
+            # budget is met without it; AlwaysAllow always does. Neither uses up a disruption.
+            policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+            if policy == "AlwaysAllow" or status.get("currentHealthy", 0) >= status.get("desiredHealthy", 0):
+                return
+        elif allowed > 0:
+            if not dry_run:
+                updated = copy.deepcopy(pdb)
+                updated["status"]["disruptionsAllowed"] = allowed - 1
+                updated["metadata"]["resourceVersion"] = str(next(self._rv))
+                self.store[("poddisruptionbudgets", pdb["metadata"]["namespace"], name)] = updated
+            return
+        elif allowed < 0:
+            raise ApiError(403, "pdb disruptions allowed is negative")
+        raise ApiError(
+            429,
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            details={
+                "causes": [
+                    {
+                        "reason": "DisruptionBudget",
+                        "message": f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy "
+                        f"pods and has {status.get('currentHealthy', 0)} currently",
+                    }
+                ]
+            },
+        )
+
     def _list(self, plural: str, namespace: str | None, query: dict[str, str]) -> list[dict[str, Any]]:
+        allowed = FIELD_SELECTORS.get(plural)
+        if allowed is not None and query.get("fieldSelector"):
+            for term in filter(None, query["fieldSelector"].split(",")):
+                field = re.split(r"!=|==|=", term, maxsplit=1)[0].strip()
+                if field not in allowed:
+                    raise ApiError(400, f"field label not supported: {field}")
         items = []
         for (kind, ns, _name), obj in sorted(self.store.items()):
             if kind != plural or (namespace is not None and ns != namespace):
@@ -820,6 +1153,10 @@ class FakeApiServer:
             if method in ("POST", "PUT", "PATCH") and not body:
                 raise ApiError(400, "request body is required")
             ns = namespace or ""
+            if subresource in resource.subresources:
+                if method != "POST":
+                    raise ApiError(405, f"{method} is not allowed on {path}")
+                return self._evict(ns, name, self._decode(body, content_type), dry_run)
             if method == "POST":
                 if name:
                     raise ApiError(405, "POST to a named object is not allowed")
@@ -926,7 +1263,8 @@ class FakeApiServer:
             raise ApiError(404, f"{resource.plural} is not namespaced", "NotFound")
         name = rest[1] if len(rest) > 1 else ""
         subresource = rest[2] if len(rest) > 2 else ""
-        if subresource and (subresource != "status" or not resource.status) or len(rest) > 3:
+        known = (("status",) if resource.status else ()) + resource.subresources
+        if subresource and subresource not in known or len(rest) > 3:
             raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
         if resource.namespaced and name and namespace is None:
             raise ApiError(404, f"{resource.plural} is namespaced: the URL needs a namespace", "NotFound")
@@ -949,46 +1287,67 @@ class FakeApiServer:
             }
         if path == "/api":
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        groups = list(dict.fromkeys(r.group for r in RESOURCES.values() if r.group))
         if path == "/apis":
-            version = {"groupVersion": "resource.k8s.io/v1", "version": "v1"}
-            return {
-                "kind": "APIGroupList",
-                "apiVersion": "v1",
-                "groups": [{"name": "resource.k8s.io", "versions": [version], "preferredVersion": version}],
-            }
-        for group_version, prefix in (("v1", "/api/v1"), ("resource.k8s.io/v1", "/apis/resource.k8s.io/v1")):
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g) for g in groups]}
+        for group in groups:
+            if path == f"/apis/{group}":
+                return {"kind": "APIGroup", "apiVersion": "v1", **self._group(group)}
+        for group_version in ["v1"] + [f"{g}/v1" for g in groups]:
+            prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
             if path == prefix:
-                resources = []
-                for resource in RESOURCES.values():
-                    if resource.api_version != group_version:
-                        continue
-                    verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update"]
-                    resources.append(
-                        {
-                            "name": resource.plural,
-                            "singularName": resource.kind.lower(),
-                            "namespaced": resource.namespaced,
-                            "kind": resource.kind,
-                            "verbs": verbs,
-                        }
-                    )
-                    if resource.status:
-                        resources.append(
-                            {
-                                "name": resource.plural + "/status",
-                                "singularName": "",
-                                "namespaced": resource.namespaced,
-                                "kind": resource.kind,
-                                "verbs": ["get", "patch", "update"],
-                            }
-                        )
                 return {
                     "kind": "APIResourceList",
                     "apiVersion": "v1",
                     "groupVersion": group_version,
-                    "resources": resources,
+                    "resources": self._resource_list(group_version),
                 }
         return None
+
+    @staticmethod
+    def _group(group: str) -> dict[str, Any]:
+        version = {"groupVersion": f"{group}/v1", "version": "v1"}
+        return {"name": group, "versions": [version], "preferredVersion": version}
+
+    @staticmethod
+    def _resource_list(group_version: str) -> list[dict[str, Any]]:
+        resources: list[dict[str, Any]] = []
+        for resource in RESOURCES.values():
+            if resource.api_version != group_version:
+                continue
+            verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update"]
+            resources.append(
+                {
+                    "name": resource.plural,
+                    "singularName": resource.kind.lower(),
+                    "namespaced": resource.namespaced,
+                    "kind": resource.kind,
+                    "verbs": verbs,
+                }
+            )
+            if resource.status:
+                resources.append(
+                    {
+                        "name": resource.plural + "/status",
+                        "singularName": "",
+                        "namespaced": resource.namespaced,
+                        "kind": resource.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+            if "eviction" in resource.subresources:
+                resources.append(
+                    {
+                        "name": resource.plural + "/eviction",
+                        "singularName": "",
+                        "namespaced": resource.namespaced,
+                        "group": "policy",
+                        "version": "v1",
+                        "kind": "Eviction",
+                        "verbs": ["create"],
+                    }
+                )
+        return resources
 
 
 def _rfc7386(live: Any, patch: Any) -> Any:

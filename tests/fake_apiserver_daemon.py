@@ -6,12 +6,23 @@ Tests only, never shipped. Molecule scenarios start it on the controller in
 network (podman ``--network host``) reach it on 127.0.0.1.
 
     python tests/fake_apiserver_daemon.py start DIR [--minor 1.35] [--node NAME ...]
+        [--pod NODE/NAMESPACE/NAME ...] [--daemonset NAMESPACE/NAME ...]
     python tests/fake_apiserver_daemon.py stop DIR
 
 ``start`` returns once the server answers, leaving in DIR: ``kubeconfig``
 (points at the server), ``url``, ``pid`` and ``log``. The given Nodes exist
-from the start. Starting while a server from DIR still runs keeps that one
-(its objects are in memory only). ``stop`` ends it; nothing running is fine.
+from the start, with the workload a drain meets:
+
+- ``--pod NODE/NAMESPACE/NAME``: a Running, Ready Pod NAME on NODE, labelled
+  ``app: NAME`` and controlled by a ReplicaSet NAME (created with it), so
+  ``kubernetes.core.k8s_drain`` evicts it;
+- ``--daemonset NAMESPACE/NAME``: a DaemonSet NAME and one Running, Ready Pod
+  ``NAME-<node>`` of it on every ``--node`` (a drain with
+  ``ignore_daemonsets`` leaves them).
+
+Nothing runs the ReplicaSets and DaemonSets: an evicted pod is gone for good.
+Starting while a server from DIR still runs keeps that one (its objects are in
+memory only). ``stop`` ends it; nothing running is fine.
 """
 
 from __future__ import annotations
@@ -46,7 +57,77 @@ def _answers(url: str) -> bool:
         return False
 
 
-def start(directory: Path, minor: str, nodes: list[str], timeout: float = 30.0) -> int:
+def _workload_args(pods: list[str], daemonsets: list[str]) -> list[str]:
+    return [*sum((["--pod", p] for p in pods), []), *sum((["--daemonset", d] for d in daemonsets), [])]
+
+
+def _running_pod(name: str, namespace: str, node: str, owner: dict, app: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app": app},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": owner["kind"],
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"nodeName": node, "containers": [{"name": app, "image": "registry.k8s.io/pause:3.10"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def _controller(kind: str, namespace: str, name: str) -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": name, "image": "registry.k8s.io/pause:3.10"}]},
+            },
+        },
+    }
+
+
+def create_workload(api: object, nodes: list[str], pods: list[str], daemonsets: list[str]) -> None:
+    """The ``--pod`` and ``--daemonset`` objects (see the module docstring)."""
+    for spec in pods:
+        node, namespace, name = _split(spec, 3, "--pod NODE/NAMESPACE/NAME")
+        owner = api.create(_controller("ReplicaSet", namespace, name))
+        api.create(_running_pod(name, namespace, node, owner, name))
+    for spec in daemonsets:
+        namespace, name = _split(spec, 2, "--daemonset NAMESPACE/NAME")
+        owner = api.create(_controller("DaemonSet", namespace, name))
+        for node in nodes:
+            api.create(_running_pod(f"{name}-{node}", namespace, node, owner, name))
+
+
+def _split(spec: str, parts: int, usage: str) -> list[str]:
+    fields = spec.split("/")
+    if len(fields) != parts or not all(fields):
+        raise SystemExit(f"bad value {spec!r}: expected {usage}")
+    return fields
+
+
+def start(
+    directory: Path,
+    minor: str,
+    nodes: list[str],
+    timeout: float = 30.0,
+    pods: list[str] | None = None,
+    daemonsets: list[str] | None = None,
+) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     pid_file, url_file = directory / "pid", directory / "url"
     if _alive(pid_file) and url_file.exists() and _answers(url_file.read_text().strip()):
@@ -64,6 +145,7 @@ def start(directory: Path, minor: str, nodes: list[str], timeout: float = 30.0) 
                 "--minor",
                 minor,
                 *sum((["--node", n] for n in nodes), []),
+                *_workload_args(pods or [], daemonsets or []),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -85,13 +167,14 @@ def start(directory: Path, minor: str, nodes: list[str], timeout: float = 30.0) 
     return 1
 
 
-def serve(directory: Path, minor: str, nodes: list[str]) -> int:
+def serve(directory: Path, minor: str, nodes: list[str], pods: list[str], daemonsets: list[str]) -> int:
     sys.path.insert(0, str(HERE))
     from fake_apiserver import FakeApiServer
 
     api = FakeApiServer(minor=minor).start()
     for name in nodes:
         api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    create_workload(api, nodes, pods, daemonsets)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_args: done.set())
     signal.signal(signal.SIGINT, lambda *_args: done.set())
@@ -130,12 +213,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", type=Path)
     parser.add_argument("--minor", default="1.35")
     parser.add_argument("--node", action="append", default=[], help="a Node object to create at start")
+    parser.add_argument(
+        "--pod", action="append", default=[], help="NODE/NAMESPACE/NAME: a running pod of a ReplicaSet on NODE"
+    )
+    parser.add_argument(
+        "--daemonset", action="append", default=[], help="NAMESPACE/NAME: a DaemonSet with a running pod on every node"
+    )
     args = parser.parse_args(argv)
     directory = args.directory.resolve()
+    for spec in args.pod:
+        _split(spec, 3, "--pod NODE/NAMESPACE/NAME")
+    for spec in args.daemonset:
+        _split(spec, 2, "--daemonset NAMESPACE/NAME")
     if args.action == "start":
-        return start(directory, args.minor, args.node)
+        return start(directory, args.minor, args.node, pods=args.pod, daemonsets=args.daemonset)
     if args.action == "serve":
-        return serve(directory, args.minor, args.node)
+        return serve(directory, args.minor, args.node, args.pod, args.daemonset)
     return stop(directory)
 
 

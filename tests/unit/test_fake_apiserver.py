@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.error
 import urllib.request
 
@@ -292,3 +293,261 @@ def test_cached_schema_check_agrees_with_kubernetes_validate(minor):
         mine = schema_error(obj, minor)
         assert mine is not None
         assert list(mine.path) == list(caught.value.path)
+
+
+# -- what a node rollout needs: Pods, evictions, PodDisruptionBudgets, DaemonSet/ReplicaSet owners ----------
+
+
+def owner(api: FakeApiServer, kind: str, name: str, app: str) -> dict:
+    """A stored ReplicaSet or DaemonSet (nothing runs it: it only owns pods)."""
+    spec = {
+        "selector": {"matchLabels": {"app": app}},
+        "template": {"metadata": {"labels": {"app": app}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+    }
+    return api.create(
+        {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    )
+
+
+def pod_obj(name: str, node: str, controller: dict | None, app: str, ready: bool = True) -> dict:
+    meta = {"name": name, "namespace": "default", "labels": {"app": app}}
+    if controller is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": controller["kind"],
+                "name": controller["metadata"]["name"],
+                "uid": controller["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def pdb_obj(name: str, app: str, **spec: object) -> dict:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
+    }
+
+
+@pytest.fixture
+def workload(api):
+    """node-a runs web-1 (ReplicaSet) and agent-node-a (DaemonSet); node-b runs web-2."""
+    api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-b"}})
+    web = owner(api, "ReplicaSet", "web", "web")
+    agent = owner(api, "DaemonSet", "agent", "agent")
+    api.create(pod_obj("web-1", "node-a", web, "web"))
+    api.create(pod_obj("web-2", "node-b", web, "web"))
+    api.create(pod_obj("agent-node-a", "node-a", agent, "agent"))
+    return api
+
+
+@pytest.fixture
+def core_api(api):
+    client = api.api_client()
+    yield kubernetes.client.CoreV1Api(client)
+    client.close()
+
+
+def evict(core: kubernetes.client.CoreV1Api, name: str, **kwargs: object) -> None:
+    body = kubernetes.client.V1Eviction(metadata=kubernetes.client.V1ObjectMeta(name=name, namespace="default"))
+    core.create_namespaced_pod_eviction(name, "default", body, **kwargs)
+
+
+def test_pods_listed_by_node_and_labels(workload, core_api):
+    on_a = core_api.list_pod_for_all_namespaces(field_selector="spec.nodeName=node-a")
+    assert sorted(p.metadata.name for p in on_a.items) == ["agent-node-a", "web-1"]
+    web_on_a = core_api.list_namespaced_pod("default", field_selector="spec.nodeName=node-a", label_selector="app=web")
+    assert [p.metadata.name for p in web_on_a.items] == ["web-1"]
+    assert web_on_a.items[0].metadata.owner_references[0].kind == "ReplicaSet"
+    assert web_on_a.items[0].status.phase == "Running"
+    with pytest.raises(ApiException) as caught:
+        core_api.list_pod_for_all_namespaces(field_selector="spec.bogus=x")
+    assert caught.value.status == 400 and "field label not supported: spec.bogus" in caught.value.body
+
+
+def test_pods_are_validated_and_their_spec_is_immutable(workload, core_api):
+    body = pod_obj("bad", "node-a", None, "web")
+    body["spec"]["containers"][0]["imagePullPolcy"] = "Always"
+    code, answer = post(workload, "/api/v1/namespaces/default/pods", body)
+    assert code == 422 and "imagePullPolcy" in answer["message"]
+    created = core_api.create_namespaced_pod("default", pod_obj("new", "node-a", None, "web"))
+    assert created.status.phase == "Pending"  # a client cannot write status on create
+    core_api.patch_namespaced_pod("new", "default", {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}})
+    assert workload.get("pods", "new", "default")["spec"]["containers"] == [{"name": "c", "image": "busybox:2"}]
+    with pytest.raises(ApiException) as caught:
+        core_api.patch_namespaced_pod("new", "default", {"spec": {"nodeName": "node-b"}})
+    assert caught.value.status == 422 and "pod updates may not change fields" in caught.value.body
+
+
+def test_controllers_refuse_a_selector_that_misses_the_template(api):
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "other"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
+        },
+    }
+    code, answer = post(api, "/apis/apps/v1/namespaces/default/daemonsets", body)
+    assert code == 422 and "does not match template" in answer["message"]
+
+
+def test_cordon_is_a_strategic_merge_patch_and_false_is_not_stored(api, core_api):
+    core_api.patch_node("node-a", {"spec": {"unschedulable": True}})
+    assert api.get("nodes", "node-a")["spec"] == {"unschedulable": True}
+    assert ("PATCH", "/api/v1/nodes/node-a", "application/strategic-merge-patch+json") in api.requests
+    core_api.patch_node("node-a", {"spec": {"unschedulable": False}})
+    assert api.get("nodes", "node-a")["spec"] == {}
+    assert core_api.read_node("node-a").spec.unschedulable is None
+
+
+def test_eviction_deletes_the_pod(workload, core_api):
+    evict(core_api, "web-1")
+    assert workload.get("pods", "web-1", "default") is None
+    with pytest.raises(ApiException) as caught:
+        evict(core_api, "web-1")
+    assert caught.value.status == 404
+    evict(core_api, "web-2", dry_run="All")
+    assert workload.get("pods", "web-2", "default") is not None
+
+
+def test_eviction_body_is_checked(workload):
+    path = "/api/v1/namespaces/default/pods/web-1/eviction"
+    code, answer = post(workload, path, {"metadata": {"name": "web-2", "namespace": "default"}})
+    assert code == 400 and "does not match" in answer["message"]
+    code, answer = post(
+        workload, path, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-1"}, "x": 1}
+    )
+    assert code == 422 and "'x'" in answer["message"]
+    code, answer = post(workload, "/api/v1/namespaces/default/pods/nope/eviction", {"metadata": {"name": "nope"}})
+    assert code == 404
+    assert workload.get("pods", "web-1", "default") is not None
+
+
+def test_disruption_budget_allows_one_then_answers_429(workload, core_api):
+    workload.create(pdb_obj("web", "web", minAvailable=1))
+    status = workload.get("poddisruptionbudgets", "web", "default")["status"]
+    assert (status["disruptionsAllowed"], status["currentHealthy"], status["expectedPods"]) == (1, 2, 2)
+    evict(core_api, "web-1")
+    assert workload.get("poddisruptionbudgets", "web", "default")["status"]["disruptionsAllowed"] == 0
+    with pytest.raises(ApiException) as caught:
+        evict(core_api, "web-2")
+    assert caught.value.status == 429
+    answer = json.loads(caught.value.body)
+    assert answer["reason"] == "TooManyRequests"
+    assert answer["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
+    assert "needs 1 healthy pods and has 1 currently" in answer["details"]["causes"][0]["message"]
+    assert workload.get("pods", "web-2", "default") is not None
+
+
+def test_disruption_budget_percentages_unhealthy_and_overlapping(workload, core_api):
+    workload.create(pdb_obj("web", "web", maxUnavailable="50%"))
+    status = workload.get("poddisruptionbudgets", "web", "default")["status"]
+    assert (status["desiredHealthy"], status["disruptionsAllowed"]) == (1, 1)
+    # an unready pod goes without using the budget while the budget holds
+    workload.create(pod_obj("web-3", "node-a", None, "web", ready=False))
+    evict(core_api, "web-3")
+    assert workload.get("poddisruptionbudgets", "web", "default")["status"]["disruptionsAllowed"] == 1
+    # a second budget over the same pods: the real server refuses to choose
+    workload.create(pdb_obj("web-too", "web", minAvailable=0))
+    with pytest.raises(ApiException) as caught:
+        evict(core_api, "web-1")
+    assert caught.value.status == 500 and "more than one PodDisruptionBudget" in caught.value.body
+    code, answer = post(
+        workload,
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        pdb_obj("x", "web", minAvailable=1, maxUnavailable=1),
+    )
+    assert code == 422 and "cannot be both set" in answer["message"]
+
+
+def test_discovery_lists_the_rollout_groups(api):
+    client = api.api_client()
+    try:
+        groups = {g.name for g in kubernetes.client.ApisApi(client).get_api_versions().groups}
+        assert {"resource.k8s.io", "apps", "policy"} <= groups
+        core = kubernetes.client.CoreV1Api(client).get_api_resources()
+        eviction = next(r for r in core.resources if r.name == "pods/eviction")
+        assert (eviction.group, eviction.version, eviction.kind, eviction.verbs) == (
+            "policy",
+            "v1",
+            "Eviction",
+            ["create"],
+        )
+        assert "poddisruptionbudgets" in {
+            r.name for r in kubernetes.client.PolicyV1Api(client).get_api_resources().resources
+        }
+    finally:
+        client.close()
+
+
+def k8s_drain(kubeconfig, node: str, state: str) -> subprocess.CompletedProcess:
+    args = {
+        "kubeconfig": str(kubeconfig),
+        "name": node,
+        "state": state,
+        "delete_options": {"ignore_daemonsets": True, "delete_emptydir_data": True, "wait_timeout": 10},
+    }
+    return subprocess.run(
+        ["ansible", "localhost", "-m", "kubernetes.core.k8s_drain", "-a", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_kubernetes_core_k8s_drain_cordons_drains_and_uncordons(workload, tmp_path):
+    kubeconfig = workload.write_kubeconfig(tmp_path / "kubeconfig")
+    workload.create(pdb_obj("web", "web", minAvailable=1))
+    drained = k8s_drain(kubeconfig, "node-a", "drain")
+    assert drained.returncode == 0, drained.stdout + drained.stderr
+    assert "node node-a marked unschedulable. 1 Pod(s) deleted from node." in drained.stdout
+    assert workload.get("nodes", "node-a")["spec"] == {"unschedulable": True}
+    assert sorted(p["metadata"]["name"] for p in workload.list("pods")) == ["agent-node-a", "web-2"]
+    # node-b's last web pod is protected by the budget: the drain fails and the node stays cordoned
+    blocked = k8s_drain(kubeconfig, "node-b", "drain")
+    assert blocked.returncode != 0
+    assert "Failed to delete pod default/web-2 due to: Cannot evict pod" in blocked.stdout
+    assert workload.get("nodes", "node-b")["spec"] == {"unschedulable": True}
+    uncordoned = k8s_drain(kubeconfig, "node-a", "uncordon")
+    assert uncordoned.returncode == 0 and "marked schedulable" in uncordoned.stdout
+    assert workload.get("nodes", "node-a")["spec"] == {}
+    assert workload.rejections == [
+        (
+            "POST",
+            "/api/v1/namespaces/default/pods/web-2/eviction",
+            429,
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )
+    ]
+
+
+def test_daemon_workload_options(api):
+    from ansible_collections.aligned.dra.tests.fake_apiserver_daemon import create_workload
+
+    api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-b"}})
+    create_workload(api, ["node-a", "node-b"], ["node-a/default/web-1"], ["kube-system/agent"])
+    pods = {p["metadata"]["name"]: p for p in api.list("pods")}
+    assert sorted(pods) == ["agent-node-a", "agent-node-b", "web-1"]
+    assert pods["web-1"]["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+    assert pods["agent-node-b"]["spec"]["nodeName"] == "node-b"
+    assert (
+        pods["agent-node-b"]["metadata"]["ownerReferences"][0]["uid"]
+        == api.get("daemonsets", "agent", "kube-system")["metadata"]["uid"]
+    )
+    with pytest.raises(SystemExit, match="NODE/NAMESPACE/NAME"):
+        create_workload(api, [], ["web-1"], [])
