@@ -26,6 +26,14 @@ Two ways to drive it:
   written back to the previous count, which the library notices because the
   VFs it waits for never appear.
 
+TEST FAULT (``watch`` only): ``--drop-vfs-above N [--drop-after SECONDS]``
+plays a PF whose firmware cannot keep more than N VFs. A count above N is
+accepted and its VFs appear as usual (the writer sees its ``virtfnN`` links),
+then SECONDS later (default 1) the function resets: every VF vanishes and
+``sriov_numvfs`` reads 0. The Molecule ``rollout`` scenario runs one node's
+fake kernel this way, so that the node passes the apply step and fails the
+verification after it. A count of N or fewer is never dropped.
+
 :class:`FakeLinks` plays rtnetlink for VF properties and MTU on PFs of the
 tree (the kernel of the test machines has no SR-IOV devices): new VFs start
 with a zero MAC, VLAN 0, spoof check on, trust off, link state auto and no
@@ -335,12 +343,20 @@ class FakeLinks:
         self._vf(ifname, vf).update(props)
 
 
-def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None, ready: Any = None) -> None:
+def watch(
+    sysfs_root: str,
+    interval: float = 0.05,
+    stop: Any = None,
+    ready: Any = None,
+    drop_vfs_above: int | None = None,
+    drop_after: float = 1.0,
+) -> None:
     """React to plain writes of sriov_numvfs in a tree (Molecule nodes).
 
     ``stop`` and ``ready`` are threading.Events: set ``stop`` to end the loop;
     ``ready`` is set once the current counts are known (writes before that
-    would be taken for the kernel's own state).
+    would be taken for the kernel's own state). ``drop_vfs_above`` and
+    ``drop_after``: the test fault of the module docstring.
     """
     kernel = FakeSriovKernel(sysfs_root)
     devices = os.path.join(kernel.sys, "bus", "pci", "devices")
@@ -352,7 +368,19 @@ def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None, ready: Any 
     print(f"watching {len(known)} PFs under {kernel.sys}", file=sys.stderr, flush=True)
     if ready is not None:
         ready.set()
+    drops: dict[str, float] = {}  # PF -> when its VFs vanish (test fault)
     while stop is None or not stop.is_set():
+        for pf_dir, when in list(drops.items()):
+            if time.monotonic() < when:
+                continue
+            del drops[pf_dir]
+            count = known[pf_dir]
+            if drop_vfs_above is None or count <= drop_vfs_above:
+                continue
+            kernel._remove_vfs(pf_dir, count)
+            _write(os.path.join(pf_dir, "sriov_numvfs"), "0\n")
+            known[pf_dir] = 0
+            print(f"{os.path.basename(pf_dir)}: TEST FAULT: reset, {count} -> 0 VFs", file=sys.stderr, flush=True)
         for pf_dir, current in list(known.items()):
             value = _read(os.path.join(pf_dir, "sriov_numvfs"))
             # Empty: caught between open(O_TRUNC) and write(); the value follows.
@@ -362,13 +390,27 @@ def watch(sysfs_root: str, interval: float = 0.05, stop: Any = None, ready: Any 
                 kernel.set_numvfs(pf_dir, value, current=current, write_back=False)
                 known[pf_dir] = int(value)
                 print(f"{os.path.basename(pf_dir)}: {current} -> {value} VFs", file=sys.stderr, flush=True)
+                if drop_vfs_above is not None and int(value) > drop_vfs_above:
+                    drops[pf_dir] = time.monotonic() + drop_after
             except OSError as exc:
                 _write(os.path.join(pf_dir, "sriov_numvfs"), f"{current}\n")
                 print(f"{os.path.basename(pf_dir)}: refused {value!r}: {exc.strerror}", file=sys.stderr, flush=True)
         time.sleep(interval)
 
 
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="fake_sysfs_sriov.py", description="TEST FAKE: the kernel side of SR-IOV")
+    parser.add_argument("action", choices=["watch"])
+    parser.add_argument("sysfs_root")
+    parser.add_argument(
+        "--drop-vfs-above", type=int, metavar="N", help="TEST FAULT: VF counts above N vanish shortly after"
+    )
+    parser.add_argument("--drop-after", type=float, default=1.0, metavar="SECONDS", help="delay of the fault")
+    args = parser.parse_args(argv)
+    watch(args.sysfs_root, drop_vfs_above=args.drop_vfs_above, drop_after=args.drop_after)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "watch":
-        sys.exit("usage: fake_sysfs_sriov.py watch SYSFS_ROOT")
-    watch(sys.argv[2])
+    main()

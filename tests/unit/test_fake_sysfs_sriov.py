@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fake kernel's watch mode and its test fault (VF counts above a limit vanish shortly after)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aligned.dra.tests import fake_sysfs_sriov
+from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+
+LAYOUT = Path(__file__).resolve().parents[1] / "fixtures" / "network" / "sriov-lab.yml"
+PF = "sys/bus/pci/devices/0000:01:00.0"
+
+
+def wait_for(check, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.fixture
+def faulty_tree(tmp_path):
+    root = build_tree(load_layout(LAYOUT), tmp_path / "node")
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=fake_sysfs_sriov.watch,
+        args=(str(root / "sys"), 0.01, stop, ready),
+        kwargs={"drop_vfs_above": 2, "drop_after": 0.3},
+        daemon=True,
+    )
+    thread.start()
+    assert ready.wait(30), "the fake kernel did not start"
+    yield root
+    stop.set()
+    thread.join(5)
+
+
+def test_counts_above_the_limit_appear_then_vanish(faulty_tree):
+    pf = faulty_tree / PF
+    (pf / "sriov_numvfs").write_text("4\n")
+    assert wait_for(lambda: (pf / "virtfn3").is_symlink()), "the VFs never appeared"
+    assert (pf / "sriov_numvfs").read_text().strip() == "4"
+    assert wait_for(lambda: (pf / "sriov_numvfs").read_text().strip() == "0"), "the VFs were not dropped"
+    assert not (pf / "virtfn0").exists()
+    assert not (faulty_tree / "sys/bus/pci/devices/0000:01:01.0").exists()
+
+
+def test_counts_up_to_the_limit_stay(faulty_tree):
+    pf = faulty_tree / PF
+    (pf / "sriov_numvfs").write_text("2\n")
+    assert wait_for(lambda: (pf / "virtfn1").is_symlink())
+    time.sleep(0.6)
+    assert (pf / "sriov_numvfs").read_text().strip() == "2"
+    assert (pf / "virtfn1").is_symlink()
+
+
+def test_command_line(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(fake_sysfs_sriov, "watch", lambda root, **kwargs: seen.update(root=root, **kwargs))
+    fake_sysfs_sriov.main(["watch", "/fixture/sys", "--drop-vfs-above", "2", "--drop-after", "1.5"])
+    assert seen == {"root": "/fixture/sys", "drop_vfs_above": 2, "drop_after": 1.5}
+    fake_sysfs_sriov.main(["watch", "/fixture/sys"])
+    assert seen["drop_vfs_above"] is None
+    with pytest.raises(SystemExit):
+        fake_sysfs_sriov.main(["watch"])
