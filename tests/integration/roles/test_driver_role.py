@@ -106,6 +106,11 @@ def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path):
         ({"aligned_dra_site": "../etc"}, "aligned_dra_site must be letters, digits"),
         ({"aligned_dra_driver_mode": "kubelet"}, "aligned_dra_driver_mode"),
         ({"aligned_dra_driver_log_level": "TRACE"}, "aligned_dra_driver_log_level"),
+        # Strings that would otherwise become systemd unit syntax (a second ExecStartPre line, a split path).
+        ({"aligned_dra_driver_extra_args": ["--health-service\nExecStartPre=/bin/sh -c id"]}, "control characters"),
+        ({"aligned_dra_device_options": {"exclude": ["eno*\r"]}}, "control characters"),
+        ({"aligned_dra_driver_state_dir": "/var/lib/a dra"}, "got ['/var/lib/a dra']"),
+        ({"aligned_dra_driver_cdi_dir": "run/cdi"}, "got ['run/cdi']"),
     ],
 )
 def test_bad_inventory_is_refused_before_anything_is_written(tmp_path, settings, message):
