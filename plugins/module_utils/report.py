@@ -772,6 +772,10 @@ def _inventory_html(summary: Mapping[str, Any], layout_of: Mapping[str, int]) ->
 # --------------------------------------------------------------------------
 
 
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
     """Check the fields of the planner's output that the report reads."""
     if not isinstance(plan, dict):
@@ -794,9 +798,21 @@ def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
             raise ReportError(f"{where}.worst_level {template['worst_level']!r} is not one of {list(LEVELS)}")
         if not isinstance(template["nodes"], dict) or not isinstance(template["errors"], list):
             raise ReportError(f"{where}: 'nodes' must be an object and 'errors' a list")
+        # Counts and flags go into the page as they are: only numbers and booleans are accepted.
+        if not _count(template["fits_total"]):
+            raise ReportError(f"{where}.fits_total {template['fits_total']!r} is not a count")
+        for key in ("required", "satisfiable"):
+            if not isinstance(template[key], bool):
+                raise ReportError(f"{where}.{key} {template[key]!r} is not a boolean")
         for node, entry in template["nodes"].items():
             if not isinstance(entry, dict) or "fits" not in entry or "worst_level" not in entry:
                 raise ReportError(f"{where}.nodes.{node} needs 'fits' and 'worst_level'")
+            if not _count(entry["fits"]):
+                raise ReportError(f"{where}.nodes.{node}.fits {entry['fits']!r} is not a count")
+            if entry["worst_level"] is not None and entry["worst_level"] not in LEVEL_RANK:
+                raise ReportError(
+                    f"{where}.nodes.{node}.worst_level {entry['worst_level']!r} is not one of {list(LEVELS)}"
+                )
     return plan
 
 
