@@ -208,6 +208,8 @@ class Driver:
         with self.lock:
             fresh: dict[str, dict[str, Any]] = {}
             for namespace, uid, name in claims:
+                if uid in answers:  # a UID named twice in one call: its first entry decides
+                    continue
                 started = time.perf_counter()
                 problem = claim_ref_problem(namespace, uid, name)
                 if problem:  # never reaches the API, a file name or the checkpoint
@@ -280,10 +282,11 @@ class Driver:
             raise PrepareError("the ResourceClaim is not allocated")
         if not isinstance(allocation, dict):
             raise PrepareError("status.allocation is not an object")
-        devices = allocation.get("devices") or {}
-        if not isinstance(devices, dict):
+        devices = allocation.get("devices")
+        if devices is not None and not isinstance(devices, dict):
             raise PrepareError("status.allocation.devices is not an object")
-        if not isinstance(devices.get("results") or [], list):
+        results = (devices or {}).get("results")
+        if results is not None and not isinstance(results, list):
             raise PrepareError("status.allocation.devices.results is not a list")
         return claim
 
@@ -525,6 +528,8 @@ class Driver:
         with self.lock:
             changed = False
             for namespace, uid, name in claims:
+                if uid in answers:  # a UID named twice in one call: its first entry decides
+                    continue
                 started = time.perf_counter()
                 problem = claim_ref_problem(namespace, uid, name)
                 if problem and uid not in self.checkpoint.claims:

@@ -19,6 +19,7 @@ container's creation).
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import json
 import os
@@ -96,7 +97,9 @@ def _file(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=1)
 def parser() -> argparse.ArgumentParser:
+    """The command line (built once: parsing does not change it)."""
     p = argparse.ArgumentParser(prog="aligned-dra-netdev-hook", description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--pci-address", required=True, type=_bdf)
     p.add_argument("--name", required=True, type=_ifname, help="interface name inside the pod")
