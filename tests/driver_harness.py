@@ -430,3 +430,69 @@ def claim_ref(stored: dict[str, Any]) -> dict[str, str]:
 
 def copy_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=True)
+
+
+# -- resource use of the driver process (soak benchmark and test) -------------------------------
+
+
+def process_usage(pid: int, reads: int = 5, pause: float = 0.02) -> dict[str, int]:
+    """Open file descriptors, threads and resident memory (bytes) of a process, from /proc.
+
+    Descriptors and threads are the lowest of ``reads`` reads ``pause`` seconds apart: a topology scan
+    or an API request in flight holds one for a moment, which is not growth. RSS is the last read.
+    """
+    fds, threads, rss = [], [], 0
+    for index in range(reads):
+        if index:
+            time.sleep(pause)
+        fds.append(len(os.listdir(f"/proc/{pid}/fd")))
+        with open(f"/proc/{pid}/status") as handle:
+            status = dict(line.split(":", 1) for line in handle if ":" in line)
+        threads.append(int(status["Threads"]))
+        rss = int(status["VmRSS"].split()[0]) * 1024
+    return {"fds": min(fds), "threads": min(threads), "rss": rss}
+
+
+class SoakClient:
+    """Prepare/Unprepare cycles of fresh claims over one channel to the DRA socket (as the kubelet keeps one)."""
+
+    def __init__(self, process: DriverProcess, api: Any) -> None:
+        from aligned_dra_driver.proto import dra_v1_pb2, dra_v1_pb2_grpc, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc
+
+        self.api = api
+        channel = process.channel(process.dra_socket)
+        self.versions = {
+            "v1": (dra_v1_pb2, dra_v1_pb2_grpc.DRAPluginStub(channel)),
+            "v1beta1": (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc.DRAPluginStub(channel)),
+        }
+
+    def claim(self, index: int) -> dict[str, str]:
+        """A fresh allocated claim (1 GPU + 1 NIC with a NicConfig) in the fake API server."""
+        claim = self.api.create(
+            claim_object(
+                f"soak-{index}",
+                [{"request": "gpu", "device": GPU}, {"request": "nic", "device": NIC}],
+                [nic_config(interfaceName="net1", mtu=9000, addresses=["10.0.0.2/24"])],
+            )
+        )
+        return claim_ref(claim)
+
+    def cycle(self, index: int) -> None:
+        """Prepare and Unprepare of a fresh claim (v1 and v1beta1 in turn); the claim is deleted afterwards."""
+        ref = self.claim(index)
+        pb2, stub = self.versions["v1" if index % 2 == 0 else "v1beta1"]
+        claims = [pb2.Claim(**ref)]
+        answer = stub.NodePrepareResources(pb2.NodePrepareResourcesRequest(claims=claims), timeout=45).claims
+        if answer[ref["uid"]].error or len(answer[ref["uid"]].devices) != 2:
+            raise AssertionError(f"cycle {index}: prepare failed: {answer[ref['uid']].error}")
+        undone = stub.NodeUnprepareResources(pb2.NodeUnprepareResourcesRequest(claims=claims), timeout=45).claims
+        if undone[ref["uid"]].error:
+            raise AssertionError(f"cycle {index}: unprepare failed: {undone[ref['uid']].error}")
+        self.api.delete("resourceclaims", ref["name"], ref["namespace"])
+
+    def burst(self, start: int, count: int) -> None:
+        """``count`` cycles at the same time: the server's worker threads all exist afterwards."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            list(pool.map(self.cycle, range(start, start + count)))

@@ -34,6 +34,7 @@ from .proto import (
 LOG = logging.getLogger(__name__)
 SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
 HEALTH_VERSION = "v1alpha1.DRAResourceHealth"
+MAX_LOGGED_ERROR = 1024  # the kubelet's registration error is logged; a request may carry megabytes
 
 
 def socket_paths(kubelet_dir: str, driver: str) -> tuple[str, str]:
@@ -94,7 +95,8 @@ class RegistrationServicer(registration_pb2_grpc.RegistrationServicer):
         )
 
     def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:
-        self.on_status(request.plugin_registered, request.error)
+        error = request.error if len(request.error) <= MAX_LOGGED_ERROR else request.error[:MAX_LOGGED_ERROR] + "..."
+        self.on_status(request.plugin_registered, error)
         return registration_pb2.RegistrationStatusResponse()
 
 
