@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from . import DEFAULT_DRIVER_NAME, __version__
 from .collection import dra
+from .validation import is_dns_subdomain, show
 
 LOG = logging.getLogger("aligned_dra_driver")
 UEVENT_SETTLE = 0.2  # seconds to let a burst of kernel events finish before scanning
@@ -117,10 +118,10 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
 
     if not args.node_name:
         usage_error("aligned-dra-driver: --node-name (or $NODE_NAME) is required")
-    if not dra.is_dns_subdomain(args.node_name):
-        usage_error(f"aligned-dra-driver: --node-name {args.node_name!r} is not a DNS subdomain")
-    if not dra.is_dns_subdomain(args.driver_name) or len(args.driver_name) > 63:
-        usage_error(f"aligned-dra-driver: --driver-name {args.driver_name!r} is not a DNS subdomain <= 63")
+    if not is_dns_subdomain(args.node_name):
+        usage_error(f"aligned-dra-driver: --node-name {show(args.node_name)} is not a DNS subdomain")
+    if not is_dns_subdomain(args.driver_name) or len(args.driver_name) > 63:
+        usage_error(f"aligned-dra-driver: --driver-name {show(args.driver_name)} is not a DNS subdomain <= 63")
     if not os.path.isdir(args.sysfs_root):
         usage_error(f"aligned-dra-driver: --sysfs-root {args.sysfs_root} is not a directory")
     if args.rescan_interval <= 0:

@@ -10,11 +10,12 @@ Sockets (``--kubelet-dir``, default ``/var/lib/kubelet``):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -49,9 +50,29 @@ def _claims(request: Any) -> list[tuple[str, str, str]]:
     return [(c.namespace, c.uid, c.name) for c in request.claims]
 
 
+@contextlib.contextmanager
+def _internal_errors(context: Any, method: str) -> Iterator[None]:
+    """A failure outside the per-claim answers becomes INTERNAL with a message, not gRPC's bare UNKNOWN."""
+    try:
+        yield
+    except Exception as exc:
+        LOG.exception("%s failed", method)
+        if context is None:
+            raise
+        context.abort(grpc.StatusCode.INTERNAL, f"{method}: {type(exc).__name__}: {str(exc)[:500]}")
+
+
 def _dra_servicer(pb2: Any, grpc_module: Any, driver: Any, with_share_id: bool) -> Any:
     class Servicer(grpc_module.DRAPluginServicer):
         def NodePrepareResources(self, request: Any, context: Any) -> Any:
+            with _internal_errors(context, "NodePrepareResources"):
+                return self._prepare(request)
+
+        def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+            with _internal_errors(context, "NodeUnprepareResources"):
+                return self._unprepare(request)
+
+        def _prepare(self, request: Any) -> Any:
             answers = driver.prepare(_claims(request))
             response = pb2.NodePrepareResourcesResponse()
             for uid, answer in answers.items():
@@ -70,7 +91,7 @@ def _dra_servicer(pb2: Any, grpc_module: Any, driver: Any, with_share_id: bool) 
                         item.share_id = device["share_id"]
             return response
 
-        def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+        def _unprepare(self, request: Any) -> Any:
             answers = driver.unprepare(_claims(request))
             response = pb2.NodeUnprepareResourcesResponse()
             for uid, error in answers.items():

@@ -158,8 +158,11 @@ def test_prepare_and_unprepare(driver, api, node, version):
     assert [d.device_name for d in again.devices] == [d.device_name for d in answer.devices]
     assert len(api.requests) == before
 
-    gone = driver.unprepare([ref, {"namespace": "default", "uid": "never-seen", "name": "x"}], version=version)
-    assert gone.claims[uid].error == "" and gone.claims["never-seen"].error == ""
+    never = "00000000-0000-4000-8000-00000000beef"
+    malformed = {"namespace": "default", "uid": "never-seen", "name": "x"}
+    gone = driver.unprepare([ref, {"namespace": "default", "uid": never, "name": "x"}, malformed], version=version)
+    assert gone.claims[uid].error == "" and gone.claims[never].error == ""  # an unknown claim is unprepared
+    assert "'never-seen' is not a Kubernetes UID" in gone.claims["never-seen"].error
     assert not spec_file.exists()
     assert json.loads((node.state / "checkpoint.json").read_text())["claims"] == {}
 
@@ -245,6 +248,8 @@ def test_corrupt_checkpoint_stops_the_driver(node, api):
         (["--match", "not a name=x"], "not an attribute name"),
         (["--selector", "device.attributes["], "does not compile"),
         (["--node-name", "Not_A_Node"], "DNS subdomain"),
+        (["--node-name", "node-a\n"], "DNS subdomain"),  # a $-anchored pattern let the newline through
+        (["--driver-name", "dra.aligned.dev\n"], "DNS subdomain"),
         (["--rescan-interval", "0"], "positive"),
         (["--metrics-address", "nowhere"], "HOST:PORT"),
     ],

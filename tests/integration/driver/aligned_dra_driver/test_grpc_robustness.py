@@ -39,7 +39,7 @@ ACCEPTED = {
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-EXAMPLES_PER_METHOD = 250
+EXAMPLES_PER_METHOD = 200
 
 
 def varint(value: int) -> bytes:
