@@ -168,3 +168,16 @@ def test_mode_that_needs_a_reboot_is_reported_not_forced(nodes, tmp_path):
     proc = playbook(inv, "--limit", "n1", "-e", "aligned_dra_allow_reboot=true")
     assert proc.returncode != 0
     assert "RDMA verification failed on n1" in proc.output
+
+
+@pytest.mark.slow
+def test_a_node_that_leaves_the_rdma_mode_alone(nodes, tmp_path):
+    """A node without RDMA settings (the roles' null defaults) still gets its VFs; nothing RDMA is written."""
+    inv = inventory(tmp_path, {"n1": nodes["n1"]})
+    data = yaml.safe_load(inv.read_text())
+    del data["aligned_dra_nodes"]["vars"]["aligned_dra_rdma_netns_mode"]
+    inv.write_text(yaml.safe_dump(data))
+    proc = playbook(inv)
+    assert proc.returncode == 0, proc.output
+    assert numvfs(nodes["n1"]) == 3
+    assert not (nodes["n1"] / "etc/modprobe.d/aligned-dra-rdma.conf").exists()

@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Host-mode removal (roles/driver/tasks/absent.yml) keeps what other roles keep next to the driver.
+
+The network roles write their boot-time state (rdma.json, sriov.json) into
+/etc/aligned-dra, the driver's configuration directory by default: removing
+the driver takes its kubeconfig and leaves their files, and removes the
+directory only when nothing else is in it. Runs on the controller (local
+connection) with every path of the role in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def remove(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    root = tmp_path / "node"
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "aligned_dra_output_dir": str(tmp_path / "output"),
+        "aligned_dra_driver_state": "absent",
+        "aligned_dra_driver_write": False,
+        "aligned_dra_driver_prefix": str(root / "opt"),
+        "aligned_dra_driver_config_dir": str(root / "etc"),
+        "aligned_dra_driver_state_dir": str(root / "state"),
+        "aligned_dra_driver_kubelet_dir": str(root / "kubelet"),
+        "aligned_dra_driver_cdi_dir": str(root / "cdi"),
+        "aligned_dra_driver_mps_root": str(root / "mps"),
+    }
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump({"aligned_dra_nodes": {"hosts": {"node-a": host}}}))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(inv), str(REPO / "playbooks" / "driver.yml"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    proc.output = " ".join((proc.stdout + proc.stderr).split())  # type: ignore[attr-defined]
+    return proc
+
+
+@pytest.fixture
+def installed(tmp_path):
+    root = tmp_path / "node"
+    for name in ("opt/venv", "etc", "state", "kubelet/plugins/dra.aligned.dev", "cdi", "mps"):
+        (root / name).mkdir(parents=True)
+    (root / "etc" / "kubeconfig").write_text("apiVersion: v1\n")
+    (root / "state" / "checkpoint.json").write_text('{"version": 1, "claims": {}}\n')
+    return root
+
+
+@pytest.mark.slow
+def test_removal_keeps_the_network_state_next_to_the_kubeconfig(tmp_path, installed):
+    (installed / "etc" / "sriov.json").write_text("{}\n")
+    check = remove(tmp_path, "--check")
+    assert check.returncode == 0, check.output  # type: ignore[attr-defined]
+    assert (installed / "etc" / "kubeconfig").exists()
+
+    proc = remove(tmp_path)
+    assert proc.returncode == 0, proc.output  # type: ignore[attr-defined]
+    assert sorted(p.name for p in (installed / "etc").iterdir()) == ["sriov.json"]
+    assert not (installed / "opt").exists() and not (installed / "state").exists()
+    again = remove(tmp_path)
+    assert again.returncode == 0, again.output  # type: ignore[attr-defined]
+    assert "changed=0" in again.output  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_removal_takes_the_directory_when_only_the_driver_used_it(tmp_path, installed):
+    proc = remove(tmp_path)
+    assert proc.returncode == 0, proc.output  # type: ignore[attr-defined]
+    assert not (installed / "etc").exists()
+    assert not (installed / "kubelet" / "plugins" / "dra.aligned.dev").exists()
