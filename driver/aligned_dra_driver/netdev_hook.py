@@ -207,6 +207,8 @@ def _link_facts(ipr: Any, index: int) -> dict[str, Any]:
         "min_mtu": link.get_attr("IFLA_MIN_MTU"),
         "max_mtu": link.get_attr("IFLA_MAX_MTU"),
         "up": bool(link["flags"] & IFF_UP),
+        "parent_bus": link.get_attr("IFLA_PARENT_DEV_BUS_NAME"),
+        "parent_dev": link.get_attr("IFLA_PARENT_DEV_NAME"),
     }
 
 
@@ -284,7 +286,15 @@ def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
                 raise HookError(
                     f"no interface of {args.pci_address} in the host namespace, and no {args.name!r} in the pod's"
                 )
-            _check_mtu(args, _link_facts(inside, indexes[0]), args.name)
+            facts = _link_facts(inside, indexes[0])
+            # the kernel names a NIC's device (5.15 and later): an interface of another device is not ours to
+            # configure (a virtual interface, as in tests, has none and is taken by its name)
+            if facts["parent_bus"] and (facts["parent_bus"], facts["parent_dev"]) != ("pci", args.pci_address):
+                raise HookError(
+                    f"the pod's {args.name!r} belongs to {facts['parent_bus']} device {facts['parent_dev']}, "
+                    f"not to {args.pci_address}"
+                )
+            _check_mtu(args, facts, args.name)
             _configure(inside, indexes[0], args, args.name)
     if moving is None:
         outcome = "in-place"

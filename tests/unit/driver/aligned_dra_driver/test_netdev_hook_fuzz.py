@@ -118,6 +118,8 @@ class FakeIPRoute:
         link = self._link(index)
         attrs = {"IFLA_IFNAME": link["name"], "IFLA_MTU": link["mtu"], "IFLA_MIN_MTU": link["min"]}
         attrs["IFLA_MAX_MTU"] = link["max"]
+        if link.get("parent"):
+            attrs["IFLA_PARENT_DEV_BUS_NAME"], attrs["IFLA_PARENT_DEV_NAME"] = link["parent"]
         return [Msg(attrs, index=index, flags=1 if link["up"] else 0)]
 
     def get_addr(self, index):
@@ -289,16 +291,21 @@ def hook_inputs(draw):
         "argv": argv,
         "state": state,
         "via_file": state_ok and bool(flags & 1),
-        "valid": valid and state_ok,
+        "valid": valid and state_ok and (not flags & 8 or name == "net1"),
         "name": name,
         "mtu": mtu,
         "fail_at": 1 + draw(_COUNTS[11]) if flags & 2 else None,
         "rdma_fails": bool(flags & 4),
+        # the pod's second container: the NIC is in the pod already, named net1
+        "second": bool(flags & 8),
     }
 
 
-def run_in_process(world, monkeypatch, case):
-    kernel = fresh_kernel(world["procfs"])
+def run_in_process(world, monkeypatch, case, kernel=None):
+    kernel = kernel or fresh_kernel(world["procfs"])
+    if case.get("second"):
+        nic = kernel.state["host"]["links"].pop(7)
+        kernel.state["pod"]["links"][7] = {**nic, "name": "net1", "parent": ("pci", h.NIC_BDF)}
     kernel.fail_at = case["fail_at"]
     moved_rdma = []
 
@@ -415,3 +422,27 @@ def test_an_rdma_move_that_fails_takes_the_nic_back(world, monkeypatch):
     code, err, before, kernel, _moved = run_in_process(world, monkeypatch, case)
     assert code == 1 and "back in the host namespace" in err
     assert kernel.state == before
+
+
+def test_the_second_container_configures_only_the_nic_of_its_pci_address(world, monkeypatch):
+    """In place, the pod's interface of that name must be the claimed PCI function (when the kernel says)."""
+    case = {
+        "argv": ["--pci-address", h.NIC_BDF, "--name", "eth0", "--mtu", "1400"],
+        "state": json.dumps({"pid": POD_PID}).encode(),
+        "via_file": False,
+        "fail_at": None,
+        "rdma_fails": False,
+    }
+
+    kernel = fresh_kernel(world["procfs"])
+    del kernel.state["host"]["links"][7]  # moved by the first container
+    kernel.state["pod"]["links"][2]["parent"] = ("virtio", "virtio2")  # the pod's eth0 is the CNI's
+    code, err, before, kernel, _moved = run_in_process(world, monkeypatch, case, kernel)
+    assert code == 1 and "belongs to virtio device virtio2, not to 0000:19:00.0" in err, err
+    assert kernel.state == before
+    kernel = fresh_kernel(world["procfs"])
+    del kernel.state["host"]["links"][7]
+    kernel.state["pod"]["links"][2]["parent"] = ("pci", h.NIC_BDF)  # it is the NIC, moved and named eth0 before
+    code, err, _before, kernel, _moved = run_in_process(world, monkeypatch, case, kernel)
+    assert code == 0 and "in-place" in err, err
+    assert kernel.state["pod"]["links"][2]["mtu"] == 1400
