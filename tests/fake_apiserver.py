@@ -87,6 +87,8 @@ every served group, ``pods/eviction`` included.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import ipaddress
 import itertools
@@ -159,8 +161,42 @@ RESOURCES = {
         Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True, status=True),
         Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True, status=True),
         Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True, status=True),
+        # What the driver role's credentials and the teams role apply.
+        Resource("", "v1", "namespaces", "Namespace", namespaced=False, status=True),
+        Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True, status=False),
+        Resource("", "v1", "secrets", "Secret", namespaced=True, status=False),
+        Resource("", "v1", "resourcequotas", "ResourceQuota", namespaced=True, status=True),
+        Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False, status=False),
+        Resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            namespaced=False,
+            status=False,
+        ),
+        Resource(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicy",
+            namespaced=False,
+            status=True,
+        ),
+        Resource(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
+            namespaced=False,
+            status=False,
+        ),
+        Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, status=False),
     )
 }
+
+# What the token controller writes into a kubernetes.io/service-account-token Secret.
+FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake CA of the fake API server\n-----END CERTIFICATE-----\n")
 
 # Field selectors the real server accepts, per resource (others: 400). Resources not listed take any field.
 FIELD_SELECTORS: dict[str, frozenset[str]] = {
@@ -828,6 +864,25 @@ class FakeApiServer:
             problem = selector_problem(spec.get("selector"), "spec.selector")
             if problem:
                 errors.append(problem)
+        elif resource.kind == "Secret":
+            for key, value in (obj.get("data") or {}).items():
+                try:
+                    base64.b64decode(value, validate=True)
+                except (binascii.Error, ValueError):
+                    errors.append(f"data[{key}]: Invalid value: illegal base64 data")
+            if obj.get("type") == "kubernetes.io/service-account-token" and not (
+                obj["metadata"].get("annotations") or {}
+            ).get("kubernetes.io/service-account.name"):
+                errors.append(
+                    "metadata.annotations[kubernetes.io/service-account.name]: Required value: "
+                    "a service-account-token Secret names its ServiceAccount"
+                )
+        elif resource.kind == "PriorityClass":
+            name = obj["metadata"].get("name", "")
+            if name.startswith("system-") and name not in ("system-cluster-critical", "system-node-critical"):
+                errors.append(
+                    f"metadata.name: Invalid value {name!r}: priority class names with 'system-' prefix are reserved"
+                )
         elif resource.kind in ("DaemonSet", "ReplicaSet"):
             spec = obj.get("spec") or {}
             problem = selector_problem(spec.get("selector"), "spec.selector")
@@ -847,6 +902,11 @@ class FakeApiServer:
             raise ApiError(422, f'{resource.kind} "{name}" is invalid: ' + "; ".join(errors))
 
     def _finish_write(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if resource.kind == "Secret" and isinstance(obj.get("stringData"), dict):
+            # the real server folds stringData into data on write and never stores it
+            data = obj.setdefault("data", {})
+            for key, value in obj.pop("stringData").items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
         self._validate(resource, obj)
         drop_disabled_fields(obj, self.gates)
         if resource.kind == "Node":
@@ -877,6 +937,22 @@ class FakeApiServer:
                     "`spec.tolerations` (only additions to existing tolerations), "
                     "`spec.terminationGracePeriodSeconds`",
                 )
+        if resource.kind == "Namespace":
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj.setdefault("status", {}).setdefault("phase", "Active")
+            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        if old is not None:
+            immutable = {
+                "Secret": ("type",),
+                "PriorityClass": ("value",),
+                "ClusterRoleBinding": ("roleRef",),
+            }.get(resource.kind, ())
+            for field in immutable:
+                if old.get(field) != obj.get(field):
+                    raise ApiError(
+                        422,
+                        f'{resource.kind} "{obj["metadata"]["name"]}" is invalid: {field}: Invalid value: field is immutable',
+                    )
         if old is not None and resource.kind in ("DaemonSet", "ReplicaSet"):
             if (old.get("spec") or {}).get("selector") != (obj.get("spec") or {}).get("selector"):
                 raise ApiError(422, f"{resource.kind} spec.selector: Invalid value: field is immutable")
@@ -978,6 +1054,10 @@ class FakeApiServer:
             raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
         uid = obj["metadata"]["uid"]
         touched = {(resource.plural, namespace)}
+        if resource.kind == "Namespace":
+            # what the namespace controller ends with (a real server goes through Terminating first)
+            for key in [k for k in self.store if k[1] == name and RESOURCES[k[0]].namespaced]:
+                del self.store[key]
         for key, other in list(self.store.items()):
             refs = other["metadata"].get("ownerReferences") or []
             if any(ref.get("uid") == uid and ref.get("controller") for ref in refs):
@@ -988,7 +1068,9 @@ class FakeApiServer:
         return obj
 
     def _controllers(self, resource: Resource, namespace: str) -> None:
-        """The one controller played here: the disruption controller keeps PDB status current."""
+        """The controllers played here: disruption (PDB status) and token (service-account-token Secrets)."""
+        if resource.kind in ("Secret", "ServiceAccount"):
+            self._token_controller(namespace)
         if resource.kind not in ("Pod", "PodDisruptionBudget"):
             return
         pods = [obj for (plural, ns, _name), obj in self.store.items() if plural == "pods" and ns == namespace]
@@ -1007,6 +1089,36 @@ class FakeApiServer:
                 updated["status"] = status
                 updated["metadata"]["resourceVersion"] = str(next(self._rv))
                 self.store[key] = updated
+
+    def _token_controller(self, namespace: str) -> None:
+        """Fill service-account-token Secrets whose ServiceAccount exists (token, ca.crt, namespace, uid)."""
+        for key, secret in list(self.store.items()):
+            if (
+                key[0] != "secrets"
+                or key[1] != namespace
+                or secret.get("type") != "kubernetes.io/service-account-token"
+            ):
+                continue
+            annotations = secret["metadata"].get("annotations") or {}
+            account = self.store.get(
+                ("serviceaccounts", namespace, annotations.get("kubernetes.io/service-account.name"))
+            )
+            if account is None or (secret.get("data") or {}).get("token"):
+                continue
+            updated = copy.deepcopy(secret)
+            token = f"fake-token.{namespace}.{account['metadata']['name']}.{uuid.uuid4().hex}".encode()
+            updated.setdefault("data", {}).update(
+                {
+                    "token": base64.b64encode(token).decode(),
+                    "ca.crt": FAKE_CA.decode(),
+                    "namespace": base64.b64encode(namespace.encode()).decode(),
+                }
+            )
+            updated["metadata"].setdefault("annotations", {})["kubernetes.io/service-account.uid"] = account[
+                "metadata"
+            ]["uid"]
+            updated["metadata"]["resourceVersion"] = str(next(self._rv))
+            self.store[key] = updated
 
     def _evict(self, namespace: str, name: str, body: Any, dry_run: bool) -> tuple[int, Any]:
         """POST pods/NAME/eviction: delete the pod unless its PodDisruptionBudget forbids it (429)."""

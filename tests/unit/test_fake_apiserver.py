@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import urllib.error
@@ -551,3 +552,110 @@ def test_daemon_workload_options(api):
     )
     with pytest.raises(SystemExit, match="NODE/NAMESPACE/NAME"):
         create_workload(api, [], ["web-1"], [])
+
+
+# -- what the driver role's credentials and the teams role apply ----------------------------------------------
+
+
+def test_namespaces_default_like_a_real_server_and_take_their_objects_along(api):
+    stored = api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    assert stored["spec"] == {"finalizers": ["kubernetes"]} and stored["status"] == {"phase": "Active"}
+    assert stored["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team-a"}
+    api.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "team-a"}})
+    api.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "default"}})
+    api.delete("namespaces", "team-a")
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in api.list("serviceaccounts")] == [
+        ("default", "sa")
+    ]
+
+
+def test_secrets_fold_string_data_and_check_base64(api):
+    base = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"}}
+    stored = api.create({**base, "stringData": {"a": "hello"}})
+    assert stored["data"] == {"a": "aGVsbG8="} and "stringData" not in stored
+    code, answer = post(
+        api, "/api/v1/namespaces/default/secrets", {**base, "metadata": {"name": "t"}, "data": {"a": "%%"}}
+    )
+    assert code == 422 and "illegal base64" in answer["message"]
+    client = api.api_client()
+    try:
+        with pytest.raises(ApiException) as caught:
+            kubernetes.client.CoreV1Api(client).patch_namespaced_secret("s", "default", {"type": "Opaque2"})
+        assert caught.value.status == 422 and "type: Invalid value: field is immutable" in caught.value.body
+    finally:
+        client.close()
+
+
+def test_the_token_controller_fills_service_account_token_secrets(api):
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {
+            "name": "node-a-token",
+            "namespace": "aligned-dra",
+            "annotations": {"kubernetes.io/service-account.name": "node-a"},
+        },
+    }
+    api.create(secret)
+    assert "data" not in api.get("secrets", "node-a-token", "aligned-dra")  # no ServiceAccount yet
+    account = api.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "node-a", "namespace": "aligned-dra"}}
+    )
+    filled = api.get("secrets", "node-a-token", "aligned-dra")
+    assert base64.b64decode(filled["data"]["token"]).startswith(b"fake-token.aligned-dra.node-a.")
+    assert base64.b64decode(filled["data"]["namespace"]) == b"aligned-dra"
+    assert filled["metadata"]["annotations"]["kubernetes.io/service-account.uid"] == account["metadata"]["uid"]
+    unnamed = dict(secret, metadata={"name": "x", "namespace": "aligned-dra"})
+    code, answer = post(api, "/api/v1/namespaces/aligned-dra/secrets", unnamed)
+    assert code == 422 and "service-account.name" in answer["message"]
+
+
+def test_rbac_admission_policies_and_priority_classes(api):
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "r"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+    }
+    api.create(role)
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "r"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+    }
+    api.create(binding)
+    client = api.api_client()
+    try:
+        rbac = kubernetes.client.RbacAuthorizationV1Api(client)
+        with pytest.raises(ApiException) as caught:
+            rbac.patch_cluster_role_binding("r", {"roleRef": {"name": "other"}})
+        assert caught.value.status == 422 and "roleRef" in caught.value.body
+        scheduling = kubernetes.client.SchedulingV1Api(client)
+        scheduling.create_priority_class(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"}, "value": 10}
+        )
+        with pytest.raises(ApiException) as caught:
+            scheduling.patch_priority_class("p", {"value": 11})
+        assert caught.value.status == 422 and "value: Invalid value: field is immutable" in caught.value.body
+        groups = {g.name for g in kubernetes.client.ApisApi(client).get_api_versions().groups}
+        assert {"rbac.authorization.k8s.io", "admissionregistration.k8s.io", "scheduling.k8s.io"} <= groups
+    finally:
+        client.close()
+    reserved = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "system-mine"},
+        "value": 1,
+    }
+    code, answer = post(api, "/apis/scheduling.k8s.io/v1/priorityclasses", reserved)
+    assert code == 422 and "reserved" in answer["message"]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "v"},
+        "spec": {"validations": [{"expression": "true", "mesage": "typo"}]},
+    }
+    code, answer = post(api, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy)
+    assert code == 422 and "mesage" in answer["message"]
