@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The DRA gRPC handlers (v1 and v1beta1) under 10,000 generated requests, in-process.
+"""The DRA gRPC handlers (v1, v1beta1, registration) under 10,000 generated requests, in-process.
 
 Requests carry well-formed and malformed claim references (UIDs, namespaces,
 names: empty, oversized, path-like, other alphabets), duplicates and empty lists;
@@ -27,7 +27,13 @@ import pytest
 from aligned_dra_driver import driver as drv
 from aligned_dra_driver import server
 from aligned_dra_driver.kube import ApiError
-from aligned_dra_driver.proto import dra_v1_pb2, dra_v1_pb2_grpc, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc
+from aligned_dra_driver.proto import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    registration_pb2,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -106,7 +112,18 @@ def world():
         "v1": (dra_v1_pb2, server._dra_servicer(dra_v1_pb2, dra_v1_pb2_grpc, driver, True)),
         "v1beta1": (dra_v1beta1_pb2, server._dra_servicer(dra_v1beta1_pb2, dra_v1beta1_pb2_grpc, driver, False)),
     }
-    yield {"node": node, "driver": driver, "kube": kube, "servicers": servicers}
+    notified: list[tuple[bool, str]] = []
+    registration = server.RegistrationServicer(
+        h.DRIVER, "/k/plugins/dra.aligned.dev/dra.sock", list(server.SUPPORTED_VERSIONS), lambda *a: notified.append(a)
+    )
+    yield {
+        "node": node,
+        "driver": driver,
+        "kube": kube,
+        "servicers": servicers,
+        "registration": registration,
+        "notified": notified,
+    }
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(shm, ignore_errors=True)
 
@@ -151,6 +168,7 @@ CONFIG_REQUESTS = st.sampled_from([["nic"], ["gpu"], [], "nic", [3]])
 BAD_STATUSES = st.sampled_from([{}, {"allocation": "x"}, {"allocation": {"devices": []}}])
 EXACT_NAMES = st.sampled_from([*GOOD, "generated"])
 VERSIONS = st.sampled_from(["v1", "v1beta1"])
+REGISTRATION_ERRORS = st.sampled_from(["", "plugin rejected", "x" * 100_000, "\n\x00\u202e", NOISE])
 BOOLS = st.booleans()
 
 
@@ -225,7 +243,9 @@ def requests(draw):
         refs.append(tuple(values))
     if refs and draw(COUNT[4]) == 0:  # a duplicate
         refs.insert(draw(COUNT[len(refs)]), refs[draw(COUNT[len(refs) - 1])])
-    return {"version": draw(VERSIONS), "refs": refs, "generated": generated}
+    status = draw(REGISTRATION_ERRORS)
+    registration = (draw(BOOLS), draw(text) if status is NOISE else status)
+    return {"version": draw(VERSIONS), "refs": refs, "generated": generated, "registration": registration}
 
 
 # -- the checks ------------------------------------------------------------------------------------
@@ -264,6 +284,17 @@ def call(world, version, method, refs):
 def test_handlers_answer_every_claim_and_leave_no_partial_state(world, case):
     node, driver, kube = world["node"], world["driver"], world["kube"]
     kube.statuses.clear()
+    # registration: the kubelet's status is passed on with its error cut to 1 KiB; GetInfo never changes
+    registered, error = case["registration"]
+    world["notified"].clear()
+    reply = world["registration"].NotifyRegistrationStatus(
+        registration_pb2.RegistrationStatus(plugin_registered=registered, error=error), None
+    )
+    assert reply == registration_pb2.RegistrationStatusResponse()
+    ((got_registered, got_error),) = world["notified"]
+    assert got_registered == registered and got_error == (error if len(error) <= 1024 else error[:1024] + "...")
+    info = world["registration"].GetInfo(registration_pb2.InfoRequest(), None)
+    assert (info.type, info.name, list(info.supported_versions)) == ("DRAPlugin", h.DRIVER, server.SUPPORTED_VERSIONS)
     if case["generated"] is not None:
         kube.claims[("default", "generated")] = case["generated"]
     try:
