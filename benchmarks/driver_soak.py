@@ -90,9 +90,7 @@ def main() -> int:
                     client.cycle(index)
                 # the gRPC servers start worker threads on demand, up to a fixed number (8 for the DRA socket,
                 # 2 for registration): concurrent calls make them all, so that the baseline holds the full pools
-                client.burst(args.warm_up, 16)
-                for _index in range(4):
-                    process.register()
+                client.burst(args.warm_up, 16, process)
                 baseline = h.process_usage(pid)
                 samples.append((f"after {args.warm_up}+16 warm-up", baseline))
                 for index in range(args.cycles):

@@ -490,9 +490,13 @@ class SoakClient:
             raise AssertionError(f"cycle {index}: unprepare failed: {undone[ref['uid']].error}")
         self.api.delete("resourceclaims", ref["name"], ref["namespace"])
 
-    def burst(self, start: int, count: int) -> None:
-        """``count`` cycles at the same time: the server's worker threads all exist afterwards."""
+    def burst(self, start: int, count: int, process: DriverProcess | None = None) -> None:
+        """``count`` cycles (and registrations, with ``process``) at the same time: afterwards the servers'
+        worker threads, which gRPC starts on demand up to a fixed number, all exist."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=count) as pool:
-            list(pool.map(self.cycle, range(start, start + count)))
+            cycles = list(pool.map(self.cycle, range(start, start + count)))
+            if process is not None:
+                list(pool.map(lambda _index: process.register(), range(count)))
+        assert len(cycles) == count

@@ -34,9 +34,7 @@ def test_200_cycles_leave_open_files_and_threads_where_they_were(node):
             client = h.SoakClient(process, api)
             for index in range(30):
                 client.cycle(index)
-            client.burst(30, 16)  # every gRPC worker thread exists from here on
-            for _index in range(3):
-                process.register()
+            client.burst(30, 16, process)  # every gRPC worker thread exists from here on
             baseline = h.process_usage(pid)
             for index in range(200):
                 client.cycle(100 + index)
