@@ -1366,7 +1366,9 @@ class FakeApiServer:
         else:
             raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
         namespace = None
-        if len(rest) >= 2 and rest[0] == "namespaces":
+        # /api/v1/namespaces[/NAME[/status]] is the Namespace resource itself; longer paths are inside one
+        is_namespace_object = group == "" and (len(rest) <= 2 or (len(rest) == 3 and rest[2] == "status"))
+        if len(rest) >= 2 and rest[0] == "namespaces" and not is_namespace_object:
             namespace, rest = rest[1], rest[2:]
         if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]].group != group:
             raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
