@@ -78,6 +78,23 @@ and answers without storing. Deleting a Node deletes the objects whose
 controlling owner it is (the garbage collector). ``watch`` is refused (400):
 nothing here needs it.
 
+For the driver role's credentials and the teams role: ``/api/v1/namespaces``
+(a Namespace gets ``spec.finalizers: [kubernetes]``, ``status.phase: Active``
+and the ``kubernetes.io/metadata.name`` label; deleting it deletes what is in
+it at once; objects in a namespace that does not exist are still accepted),
+namespaced ``serviceaccounts``, ``secrets`` (``stringData`` folded into
+``data``, ``data`` must be base64, ``type`` immutable) and
+``resourcequotas`` (no quota controller: status stays as written),
+``/apis/rbac.authorization.k8s.io/v1/{clusterroles, clusterrolebindings}``
+(``roleRef`` immutable), ``/apis/admissionregistration.k8s.io/v1/
+{validatingadmissionpolicies, validatingadmissionpolicybindings}`` (schema
+only: CEL expressions are not compiled, nothing is admitted or denied by
+them) and ``/apis/scheduling.k8s.io/v1/priorityclasses`` (``value``
+immutable, ``system-`` names reserved). The fake also plays the token
+controller: a ``kubernetes.io/service-account-token`` Secret whose
+ServiceAccount exists gets ``data.token`` (a fake token), ``ca.crt``,
+``namespace`` and the ``kubernetes.io/service-account.uid`` annotation.
+
 Errors are ``Status`` objects with the real codes and reasons: 400
 BadRequest, 403 Forbidden, 404 NotFound, 409 AlreadyExists/Conflict, 422
 Invalid, 405 MethodNotAllowed, 415 UnsupportedMediaType, 429 TooManyRequests.
