@@ -170,18 +170,22 @@ def device_name(kind: str, pci_address: str) -> str:
 
 
 def _options(options: dict[str, Any] | None) -> dict[str, Any]:
+    if options is not None and not isinstance(options, dict):
+        raise DeviceModelError("device_options must be a mapping")
     merged = dict(DEFAULT_OPTIONS)
     for key, value in (options or {}).items():
         if key not in DEFAULT_OPTIONS:
-            raise DeviceModelError(f"options: unknown key {key!r} (known: {', '.join(sorted(DEFAULT_OPTIONS))})")
+            raise DeviceModelError(f"device_options: unknown key {key!r} (known: {', '.join(sorted(DEFAULT_OPTIONS))})")
         merged[key] = value
-    if isinstance(merged["exclude"], str) or not all(isinstance(p, str) for p in merged["exclude"]):
-        raise DeviceModelError("options.exclude must be a list of fnmatch patterns")
+    if not isinstance(merged["exclude"], (list, tuple)) or not all(isinstance(p, str) for p in merged["exclude"]):
+        raise DeviceModelError("device_options.exclude must be a list of fnmatch patterns")
     if not is_dns_subdomain(merged["domain"]) or len(merged["domain"]) > LIMITS["device_max_domain_length"]:
-        raise DeviceModelError(f"options.domain {merged['domain']!r} is not a DNS subdomain of at most 63 characters")
+        raise DeviceModelError(
+            f"device_options.domain {merged['domain']!r} is not a DNS subdomain of at most 63 characters"
+        )
     for key in ("gpus", "accelerators", "rdma_nics", "plain_nics", "vfs"):
         if not isinstance(merged[key], bool):
-            raise DeviceModelError(f"options.{key} must be a boolean")
+            raise DeviceModelError(f"device_options.{key} must be a boolean")
     return merged
 
 
@@ -515,10 +519,10 @@ def minor_of(version: str) -> str:
     text = str(version).strip().lstrip("v")
     parts = text.split(".")
     if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
-        raise DeviceModelError(f"kubernetes version {version!r} is not of the form 1.N")
+        raise DeviceModelError(f"kubernetes_version: {version!r} is not of the form 1.N")
     minor = f"{int(parts[0])}.{int(parts[1])}"
     if minor not in SUPPORTED_MINORS:
-        raise DeviceModelError(f"kubernetes version {version!r}: supported minors are {', '.join(SUPPORTED_MINORS)}")
+        raise DeviceModelError(f"kubernetes_version: {version!r}: supported minors are {', '.join(SUPPORTED_MINORS)}")
     return minor
 
 

@@ -17,26 +17,47 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def write_json_file(dest: str, data: Any, check_mode: bool) -> tuple[bool, dict[str, str]]:
+class JsonFileError(Exception):
+    """The file cannot be read or written; the message names the option."""
+
+
+def write_json_file(dest: str, data: Any, check_mode: bool, field: str = "dest") -> tuple[bool, dict[str, str]]:
     """Write ``data`` to ``dest`` as indented JSON with sorted keys.
 
     Returns ``(changed, diff)``; the diff is in Ansible's before/after form
     and empty when nothing changes. In check mode nothing is written. The file
-    is replaced atomically, so a reader never sees half of it.
+    is replaced atomically, so a reader never sees half of it. A path that
+    cannot be read or written (a directory, a file where a directory should
+    be, no permission) raises :class:`JsonFileError` naming ``field``, in check
+    mode too, and leaves no temporary file behind.
     """
     content = json.dumps(data, indent=2, sort_keys=True) + "\n"
     old = None
-    if os.path.exists(dest):
-        with open(dest, encoding="utf-8") as handle:
-            old = handle.read()
-    if old == content:
-        return False, {}
-    if not check_mode:
-        os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-        tmp = dest + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(tmp, dest)
+    try:
+        if os.path.isdir(dest):
+            raise IsADirectoryError(21, "Is a directory")
+        if os.path.exists(dest):
+            with open(dest, encoding="utf-8") as handle:
+                old = handle.read()
+        if old == content:
+            return False, {}
+        parent = os.path.dirname(os.path.abspath(dest))
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            raise NotADirectoryError(20, "Not a directory")
+        if not check_mode:
+            os.makedirs(parent, exist_ok=True)
+            tmp = dest + ".tmp"
+            try:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    handle.write(content)
+                os.replace(tmp, dest)
+            except BaseException:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                raise
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise JsonFileError(f"{field}: cannot write {dest}: {reason}") from None
     return True, {"before": old or "", "after": content, "before_header": dest, "after_header": dest}
 
 

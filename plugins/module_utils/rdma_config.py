@@ -59,6 +59,19 @@ def validate(desired: dict[str, Any]) -> dict[str, Any]:
     return {"netns_mode": mode, "modules": modules}
 
 
+def _file_change(field: str, directory: str, name: str, content: str | None) -> kmod.FileChange:
+    """The managed file ``name`` in ``directory``; a directory that cannot hold it names ``field``."""
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise RdmaConfigError(f"{field}: {directory} is not a directory")
+    path = os.path.join(directory, name)
+    if os.path.isdir(path):
+        raise RdmaConfigError(f"{field}: {path} is a directory")
+    try:
+        return kmod.FileChange(path, content)
+    except (OSError, ValueError) as exc:
+        raise RdmaConfigError(f"{field}: cannot read {path}: {exc}") from exc
+
+
 def count_network_namespaces(procfs_root: str = "/proc", run_netns: str = "/var/run/netns") -> int:
     """Distinct network namespaces held by processes or bind mounts (best effort)."""
     seen = set()
@@ -109,6 +122,8 @@ def apply(
 ) -> dict[str, Any]:
     """Bring the node to ``desired``; returns the result (see the module's RETURN)."""
     desired = validate(desired)
+    if not os.path.isdir(sysfs_root):
+        raise RdmaConfigError(f"sysfs_root: {sysfs_root} is not a directory")
     live = os.path.realpath(sysfs_root) == "/sys"
     mode = desired["netns_mode"]
     modules = desired["modules"]
@@ -122,13 +137,13 @@ def apply(
     }
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
-    files: list[kmod.FileChange] = []
+    files: list[tuple[kmod.FileChange, str]] = []
 
     # -- persistent settings ---------------------------------------------------
     if mode is not None:
         content = kmod.modprobe_options_content({"ib_core": {"netns_mode": rdma_netlink.NETNS_MODES[mode]}})
-        change = kmod.FileChange(os.path.join(modprobe_dir, OPTIONS_FILE), content)
-        files.append(change)
+        change = _file_change("modprobe_dir", modprobe_dir, OPTIONS_FILE, content)
+        files.append((change, "modprobe_dir"))
         others = kmod.configured_options(modprobe_dir, "ib_core", "netns_mode", skip=OPTIONS_FILE)
         if others:
             result["warnings"].append(
@@ -137,15 +152,18 @@ def apply(
             )
     if modules is not None:
         content = kmod.modules_load_content(modules) if modules else None
-        files.append(kmod.FileChange(os.path.join(modules_load_dir, MODULES_FILE), content))
-    for change in files:
+        files.append((_file_change("modules_load_dir", modules_load_dir, MODULES_FILE, content), "modules_load_dir"))
+    for change, field in files:
         before[change.path] = change.current
         after[change.path] = change.desired
         if change.changed:
             result["changed"] = True
             result["actions"].append(f"write {change.path}" if change.desired is not None else f"remove {change.path}")
             if not check_mode:
-                change.apply()
+                try:
+                    change.apply()
+                except OSError as exc:
+                    raise RdmaConfigError(f"{field}: cannot write {change.path}: {exc.strerror or exc}") from exc
 
     # -- modules now -------------------------------------------------------------
     loaded_before = {}

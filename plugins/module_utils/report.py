@@ -25,6 +25,7 @@ import hashlib
 import json
 from html import escape
 
+from ansible_collections.aligned.dra.plugins.module_utils.inputs import InputError, check_topologies
 from ansible_collections.aligned.dra.plugins.module_utils.topology import (
     GPU_KINDS,
     LEVEL_RANK,
@@ -1208,6 +1209,10 @@ def build_reports(
             nodes[host] = _read_json(os.path.join(output_dir, rel), f"site {site}: node file")
             if not isinstance(nodes[host], dict) or "devices" not in nodes[host]:
                 raise ReportError(f"site {site}: node file {rel} is not a topology (no 'devices')")
+            try:
+                check_topologies({host: nodes[host]}, "topology")
+            except InputError as exc:
+                raise ReportError(f"site {site}: node file {rel} is not a topology: {exc}") from None
         plan_path = os.path.join(output_dir, site, "plan.json")
         plan = None
         if os.path.exists(plan_path):

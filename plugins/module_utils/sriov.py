@@ -241,6 +241,13 @@ def describe_selector(pf: dict[str, Any]) -> str:
     return f"PF {pf['index']} with vendor {pf['vendor_id']} device {pf['device_id']}"
 
 
+def _selector_key(pf: dict[str, Any]) -> str:
+    for key in ("pci_address", "netdev"):
+        if key in pf:
+            return key
+    return "index"
+
+
 def find_pf(pf: dict[str, Any], topology: dict[str, Any], field: str) -> dict[str, Any] | None:
     """The topology entry of the PF an entry selects; None when absent."""
     devices = topology["devices"]
@@ -262,7 +269,9 @@ def find_pf(pf: dict[str, Any], topology: dict[str, Any], field: str) -> dict[st
         return None
     device = found[0]
     if device.get("physfn"):
-        raise SriovError(f"{field}: {describe_selector(pf)} is a VF of {device['physfn']}, not a PF")
+        raise SriovError(
+            f"{field}.{_selector_key(pf)}: {describe_selector(pf)} is a VF of {device['physfn']}, not a PF"
+        )
     return device
 
 
@@ -396,7 +405,7 @@ def _apply_pf(ctx: _Context, pf: dict[str, Any], field: str, topology: dict[str,
         if pf["missing"] == "skip":
             entry["skipped"] = f"no {describe_selector(pf)} on this node"
             return entry
-        raise SriovError(f"{field}: no {describe_selector(pf)} on this node")
+        raise SriovError(f"{field}.{_selector_key(pf)}: no {describe_selector(pf)} on this node")
     address = device["pci_address"]
     path = ctx.pf_path(address)
     sriov = device.get("sriov")
@@ -556,6 +565,12 @@ def apply(
 ) -> dict[str, Any]:
     """Bring every listed PF to its desired state; see the ``sriov`` module's RETURN."""
     wanted = validate(pfs)
+    if (
+        isinstance(settle_timeout, bool)
+        or not isinstance(settle_timeout, (int, float))
+        or not 0 <= settle_timeout < 86400
+    ):
+        raise SriovError(f"settle_timeout: {settle_timeout!r} is not a number of seconds from 0 to 86400")
     if not os.path.isdir(sysfs_root):
         raise SriovError(f"sysfs_root: {sysfs_root} is not a directory")
     live = os.path.realpath(sysfs_root) == "/sys"

@@ -163,6 +163,8 @@ def settings(
             raise TeamsError(f"{where}.guaranteed must be true or false")
 
     extended: dict[str, str] = {}
+    if not isinstance(raw.get("extended_resources") or {}, dict):
+        raise TeamsError("aligned_dra_teams.extended_resources must map DeviceClasses to resource names")
     for key, name in (raw.get("extended_resources") or {}).items():
         cls = _resolve_class("aligned_dra_teams.extended_resources", key, classes, keys)
         if not is_label_name(name) or "/" not in str(name):
@@ -174,6 +176,8 @@ def settings(
             extended[cls] = declared
 
     factors: dict[str, float] = {}
+    if not isinstance(raw.get("oversubscription") or {}, dict):
+        raise TeamsError("aligned_dra_teams.oversubscription must map DeviceClasses to factors")
     for key, factor in (raw.get("oversubscription") or {}).items():
         cls = _resolve_class("aligned_dra_teams.oversubscription", key, classes, keys)
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:

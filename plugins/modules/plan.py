@@ -132,34 +132,16 @@ unsatisfied:
   elements: str
 """
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra
+from ansible_collections.aligned.dra.plugins.module_utils import dra, inputs
 from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import read_json_dir, write_json_file
-
-
-def _load_documents(path):
-    import yaml  # controller side: PyYAML comes with ansible-core
-
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
-    if path.endswith(".json"):
-        docs = [json.loads(text)]
-    else:
-        docs = [d for d in yaml.safe_load_all(text) if d]
-    found = []
-    for doc in docs:
-        if isinstance(doc, dict) and doc.get("kind", "").endswith("List"):
-            found.extend(doc.get("items") or [])
-        elif isinstance(doc, list):
-            found.extend(doc)
-        else:
-            found.append(doc)
-    return found
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
+    JsonFileError,
+    read_json_dir,
+    write_json_file,
+)
 
 
 def main():
@@ -182,22 +164,34 @@ def main():
     )
     params = module.params
     objects = params["objects"]
-    classes = [o for o in objects if o.get("kind") == "DeviceClass"]
-    templates = [o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
+    slices = params["slices"]
     topologies = params["topologies"]
+    topology_field = "topologies" if topologies is not None else "topology_dir"
     if topologies is None:
         try:
             topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
         except ValueError as exc:
             module.fail_json(msg=f"topology_dir: {exc}")
-    slices = params["slices"]
-    if params["slice_files"]:
-        slices = []
-        for path in params["slice_files"]:
-            try:
-                slices.extend(_load_documents(path))
-            except (OSError, ValueError) as exc:
-                module.fail_json(msg=f"slice_files: cannot read {path}: {exc}")
+    try:
+        inputs.check_objects(objects, "objects")
+        inputs.check_topologies(topologies, topology_field)
+        if params["slice_files"]:
+            slices = []
+            for path in params["slice_files"]:
+                slices.extend(inputs.load_documents(path, "slice_files"))
+        if slices is not None:
+            inputs.check_slices(slices, "slice_files" if params["slice_files"] else "slices")
+    except inputs.InputError as exc:
+        module.fail_json(msg=str(exc))
+    classes = [o for o in objects if o.get("kind") == "DeviceClass"]
+    templates = [o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
+    try:
+        # The objects compile on their own first, so that their errors name the option.
+        compiler = planner.Compiler(classes)
+        for template in templates:
+            compiler.template(template)
+    except (planner.PlanError, CelError) as exc:
+        module.fail_json(msg=f"objects: {exc}")
     try:
         if slices is not None:
             nodes = planner.nodes_from_slices(slices, topologies)
@@ -205,6 +199,11 @@ def main():
             if not topologies:
                 module.fail_json(msg="topologies, topology_dir, slices or slice_files must give the site's devices")
             nodes = planner.nodes_from_topologies(topologies, params["device_options"])
+    except (planner.PlanError, dra.DeviceModelError) as exc:
+        message = str(exc)
+        source = ("slice_files" if params["slice_files"] else "slices") if slices is not None else topology_field
+        module.fail_json(msg=message if message.startswith("device_options") else f"{source}: {message}")
+    try:
         result = planner.plan(
             params["site"],
             nodes,
@@ -220,7 +219,10 @@ def main():
     diff = {}
     dest = params["dest"]
     if dest:
-        changed, diff = write_json_file(dest, result, module.check_mode)
+        try:
+            changed, diff = write_json_file(dest, result, module.check_mode)
+        except JsonFileError as exc:
+            module.fail_json(msg=str(exc))
 
     unsatisfied = result["required_unsatisfied"]
     response = {"changed": changed, "plan": result, "unsatisfied": unsatisfied}

@@ -142,7 +142,11 @@ def main() -> None:
     try:
         built = build_reports(output_dir, params["sites"], params["warn_levels"])
     except ReportError as exc:
-        module.fail_json(msg=str(exc))
+        message = str(exc)
+        # Everything else the report reads lies in output_dir: say so.
+        if not message.startswith(("warn_levels", "sites")):
+            message = f"output_dir: {message}"
+        module.fail_json(msg=message)
     changed_files = []
     before_lines = []
     after_lines = []

@@ -124,9 +124,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, teams
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, inputs, teams
 from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import write_json_file
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
 
 def _plan(module):
@@ -135,10 +135,13 @@ def _plan(module):
         return None
     try:
         with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+            plan = json.load(handle)
+        inputs.check_plan(plan, "plan_file")
+    except inputs.InputError as exc:
+        module.fail_json(msg=str(exc))
     except (OSError, ValueError) as exc:
         module.fail_json(msg=f"plan_file: cannot read {path}: {exc}")
-    return None
+    return plan
 
 
 def main():
@@ -193,7 +196,10 @@ def main():
     diff = {}
     dest = params["dest"]
     if dest:
-        changed, diff = write_json_file(dest, summary, module.check_mode)
+        try:
+            changed, diff = write_json_file(dest, summary, module.check_mode)
+        except JsonFileError as exc:
+            module.fail_json(msg=str(exc))
     response = {
         "changed": changed,
         "objects": result["objects"],

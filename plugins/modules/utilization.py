@@ -119,37 +119,25 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils import inputs
 from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils import teams as teams_lib
 from ansible_collections.aligned.dra.plugins.module_utils import utilization as util
 from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import read_json_dir, write_json_file
-
-
-def _load_documents(path):
-    import yaml  # controller side: PyYAML comes with ansible-core
-
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
-    docs = [json.loads(text)] if path.endswith(".json") else [d for d in yaml.safe_load_all(text) if d]
-    found = []
-    for doc in docs:
-        if isinstance(doc, dict) and doc.get("kind", "").endswith("List"):
-            found.extend(doc.get("items") or [])
-        elif isinstance(doc, list):
-            found.extend(doc)
-        else:
-            found.append(doc)
-    return found
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
+    JsonFileError,
+    read_json_dir,
+    write_json_file,
+)
 
 
 def _from_files(module, key):
     found = []
     for path in module.params[key] or []:
         try:
-            found.extend(_load_documents(path))
-        except (OSError, ValueError) as exc:
-            module.fail_json(msg=f"{key}: cannot read {path}: {exc}")
+            found.extend(inputs.load_documents(path, key))
+        except inputs.InputError as exc:
+            module.fail_json(msg=str(exc))
     return found
 
 
@@ -225,12 +213,29 @@ def main():
         topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
     except ValueError as exc:
         module.fail_json(msg=f"topology_dir: {exc}")
+    files = {"slices": "slice_files", "claims": "claim_files"}
+    try:
+        for key, check in (("slices", inputs.check_slices), ("claims", inputs.check_claims)):
+            field = key if params["from_cluster"] or params[key] is not None else files[key]
+            check(slices if key == "slices" else claims, field)
+        inputs.check_classes(classes, "classes")
+        inputs.check_topologies(topologies, "topology_dir")
+        if plan is not None:
+            inputs.check_plan(plan, "plan_file")
+        namespaces = teams_lib.teams_by_namespace(params["teams"])
+    except (inputs.InputError, teams_lib.TeamsError) as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        # The classes compile on their own first, so that their errors name the option.
+        planner.Compiler(classes or [])
+    except (planner.PlanError, CelError) as exc:
+        module.fail_json(msg=f"classes: {exc}")
     try:
         result = util.utilization(
             slices,
             claims,
             classes,
-            teams_lib.teams_by_namespace(params["teams"]),
+            namespaces,
             topologies,
             site=params["site"],
             plan=plan,
@@ -242,7 +247,10 @@ def main():
     diff = {}
     dest = params["dest"]
     if dest:
-        changed, diff = write_json_file(dest, result, module.check_mode)
+        try:
+            changed, diff = write_json_file(dest, result, module.check_mode)
+        except JsonFileError as exc:
+            module.fail_json(msg=str(exc))
     response = {"changed": changed, "utilization": result}
     if module._diff and diff:
         response["diff"] = diff

@@ -233,12 +233,18 @@ def test_extra_default_driver(node):
 @pytest.mark.parametrize(
     ("pfs", "message"),
     [
-        ([{"pci_address": "0000:09:00.0", "numvfs": 1}], r"^pfs\[0\]: no PCI address 0000:09:00.0 on this node"),
-        ([{"netdev": "eth9", "numvfs": 1}], r"^pfs\[0\]: no network interface eth9"),
+        (
+            [{"pci_address": "0000:09:00.0", "numvfs": 1}],
+            r"^pfs\[0\]\.pci_address: no PCI address 0000:09:00.0 on this node",
+        ),
+        ([{"netdev": "eth9", "numvfs": 1}], r"^pfs\[0\]\.netdev: no network interface eth9"),
         ([{"pci_address": "01:00.0"}], r"^pfs\[0\]\.pci_address: '01:00.0' is not a PCI address"),
         ([{"pci_address": CX0, "numvfs": 9}], r"^pfs\[0\]\.numvfs: 9 is above sriov_totalvfs 8"),
         ([{"pci_address": I210, "numvfs": 1}], r"^pfs\[0\]\.numvfs: 0000:02:00.0 has no SR-IOV capability"),
-        ([{"pci_address": "0000:01:02.0", "numvfs": 1}], r"^pfs\[0\]: PCI address 0000:01:02.0 is a VF of"),
+        (
+            [{"pci_address": "0000:01:02.0", "numvfs": 1}],
+            r"^pfs\[0\]\.pci_address: PCI address 0000:01:02.0 is a VF of",
+        ),
         (
             [{"pci_address": CX0, "numvfs": 2, "vfs": [{"index": 0, "mac": "02:00:00:00:00:zz"}]}],
             r"^pfs\[0\]\.vfs\[0\]\.mac: '02:00:00:00:00:zz' is not a MAC address",
@@ -264,7 +270,10 @@ def test_extra_default_driver(node):
             r"^pfs\[0\]\.vfs: VF 0 does not exist on 0000:01:00.0 \(0 VFs\)",
         ),
         ([{"pci_address": CX0, "netdev": "x"}], r"^pfs\[0\]: select the PF with exactly one"),
-        ([{"vendor_id": "0x15b3", "device_id": "0x1021", "index": 5, "numvfs": 1}], r"^pfs\[0\]: no PF 5 with vendor"),
+        (
+            [{"vendor_id": "0x15b3", "device_id": "0x1021", "index": 5, "numvfs": 1}],
+            r"^pfs\[0\]\.index: no PF 5 with vendor",
+        ),
         ([{"pci_address": CX0, "link_state": "up"}], r"^pfs\[0\]: unknown keys link_state"),
         ([{"pci_address": CX0, "numvfs": 2, "vf_defaults": {"link_state": "up"}}], r"link_state: must be one of"),
         ([{"pci_address": CX0, "eswitch_mode": "offload"}], r"^pfs\[0\]\.eswitch_mode: must be one of"),

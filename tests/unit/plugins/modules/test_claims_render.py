@@ -45,3 +45,9 @@ def test_invalid_objects_fail_with_the_problem(capsys):
 def test_bad_settings_fail(capsys):
     result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": {"drivers": ["x.io"]}})
     assert result["failed"] is True and "aligned_dra_claims.drivers" in result["msg"]
+
+
+@pytest.mark.parametrize("version", ["latest", "1.33"])
+def test_a_bad_kubernetes_version_names_the_option(capsys, version):
+    result = run(capsys, {"site": "s", "kubernetes_version": version})
+    assert result["failed"] is True and result["msg"].startswith(f"kubernetes_version: {version!r}")

@@ -105,3 +105,60 @@ def test_bad_input_names_the_option(capsys, args, message):
     result = run(capsys, dict({"site": "s", "objects": objects()}, **args))
     assert result["failed"] is True
     assert message in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"kind": "DeviceClass", "metadata": "x"}, "objects[3].metadata: must be a mapping (got str)"),
+        ({"kind": "DeviceClass"}, "objects[3].metadata.name: must be a non-empty string"),
+        (
+            {
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "t"},
+                "spec": {"spec": {"devices": {"requests": "x"}}},
+            },
+            "objects[3].spec.spec.devices.requests: must be a list (got str)",
+        ),
+        (
+            {"kind": "DeviceClass", "metadata": {"name": "x"}, "spec": {"selectors": [{"cel": {"expression": "1 +"}}]}},
+            "objects: ",
+        ),
+    ],
+)
+def test_objects_of_the_wrong_shape_fail_naming_the_path(capsys, extra, message):
+    given = objects()[:3] + [extra]
+    result = run(capsys, {"site": "s", "objects": given, "topologies": {"n1": TOPOLOGY}})
+    assert result["failed"] is True and result["msg"].startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"slices": [{"spec": {"nodeName": "n", "devices": "x"}}]}, "slices[0].spec.devices: must be a list"),
+        ({"topologies": {"n1": {"devices": 5}}}, "topologies.n1.devices: must be a list (got int)"),
+        ({"topologies": {"n1": TOPOLOGY}, "device_options": {"exclude": 5}}, "device_options.exclude must be a list"),
+    ],
+)
+def test_devices_of_the_wrong_shape_fail_naming_the_path(capsys, args, message):
+    result = run(capsys, dict({"site": "s", "objects": objects()}, **args))
+    assert result["failed"] is True and result["msg"].startswith(message)
+
+
+def test_slice_file_with_items_that_are_no_list_is_refused(capsys, tmp_path):
+    path = tmp_path / "slices.yaml"
+    path.write_text("kind: ResourceSliceList\nitems: 5\n")
+    result = run(capsys, {"site": "s", "objects": objects(), "slice_files": [str(path)]})
+    assert result["failed"] is True
+    assert result["msg"] == f"slice_files: {path}: 'items' of a ResourceSliceList must be a list"
+
+
+@pytest.mark.parametrize("where", ["a directory", "under a file"])
+def test_dest_that_cannot_be_written_fails_on_dest_and_writes_nothing(capsys, tmp_path, where):
+    (tmp_path / "afile").write_text("x")
+    dest = tmp_path / "adir" if where == "a directory" else tmp_path / "afile" / "plan.json"
+    (tmp_path / "adir").mkdir()
+    result = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY}, "dest": str(dest)})
+    assert result["failed"] is True and not result.get("changed")
+    assert result["msg"].startswith(f"dest: cannot write {dest}: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"] and not list((tmp_path / "adir").iterdir())

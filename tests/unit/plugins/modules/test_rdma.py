@@ -60,3 +60,18 @@ def test_bad_module_name(tree, capsys):
 def test_bad_mode_is_refused_by_the_argument_spec(tree, capsys):
     result = run(capsys, args(tree, netns_mode="private"))
     assert result["failed"] and "netns_mode" in result["msg"]
+
+
+@pytest.mark.parametrize("option", ["modprobe_dir", "modules_load_dir"])
+def test_a_file_where_a_directory_belongs_is_named_and_nothing_is_written(tree, capsys, option):
+    (tree / "afile").write_text("x\n")
+    result = run(capsys, args(tree, netns_mode="exclusive", modules=["ib_core"], **{option: str(tree / "afile")}))
+    assert result["failed"] and not result.get("changed")
+    assert result["msg"] == f"{option}: {tree / 'afile'} is not a directory"
+    assert not (tree / "etc").exists()
+
+
+def test_missing_sysfs_root_is_refused(tree, capsys):
+    result = run(capsys, args(tree, netns_mode="shared", sysfs_root=str(tree / "nope")))
+    assert result["failed"] and result["msg"] == f"sysfs_root: {tree / 'nope'} is not a directory"
+    assert not (tree / "etc").exists()

@@ -70,3 +70,16 @@ def test_missing_output_dir_is_refused(tmp_path, capsys):
 def test_unknown_warn_level_is_refused(output, capsys):
     result = run(capsys, {"output_dir": str(output), "warn_levels": ["FAR"]})
     assert result["failed"] is True and "warn_levels" in result["msg"]
+
+
+def test_a_node_file_of_the_wrong_shape_fails_on_output_dir(output, capsys):
+    (output / "west" / "nodes" / "vm.json").write_text('{"devices": 5}')
+    result = run(capsys, {"output_dir": str(output)})
+    assert result["failed"] is True and not result.get("changed")
+    assert result["msg"].startswith("output_dir: site west: node file west/nodes/vm.json is not a topology")
+    assert not (output / "index.html").exists()
+
+
+def test_missing_index_names_output_dir(tmp_path, capsys):
+    result = run(capsys, {"output_dir": str(tmp_path)})
+    assert result["failed"] is True and result["msg"].startswith("output_dir: ")

@@ -75,3 +75,31 @@ def test_failure_names_the_field(tree, capsys, tmp_path):
 def test_ansible_validates_types_first(tree, capsys):
     result = run(capsys, {"pfs": [{"pci_address": "0000:01:00.0", "numvfs": "many"}], "sysfs_root": str(tree / "sys")})
     assert result["failed"] and "numvfs" in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("pf", "message"),
+    [
+        ({"netdev": "lo0"}, "pfs[0].netdev: no network interface lo0 on this node"),
+        ({"pci_address": "0000:ff:1f.7"}, "pfs[0].pci_address: no PCI address 0000:ff:1f.7 on this node"),
+        ({"vendor_id": "0x15b3", "device_id": "0x1021", "index": 5}, "pfs[0].index: no PF 5 with vendor"),
+    ],
+)
+def test_a_pf_that_is_not_there_names_its_selector(tree, capsys, tmp_path, pf, message):
+    result = run(capsys, {"pfs": [pf], "sysfs_root": str(tree / "sys"), "driver_state_dir": str(tmp_path)})
+    assert result["failed"] and result["msg"].startswith(message)
+
+
+@pytest.mark.parametrize("timeout", [-1, "nan", "inf"])
+def test_settle_timeout_must_be_a_sane_number_of_seconds(tree, capsys, tmp_path, timeout):
+    result = run(
+        capsys,
+        {
+            "pfs": [{"pci_address": "0000:01:00.0", "numvfs": 1}],
+            "sysfs_root": str(tree / "sys"),
+            "driver_state_dir": str(tmp_path),
+            "settle_timeout": timeout,
+        },
+    )
+    assert result["failed"] and result["msg"].startswith("settle_timeout: ")
+    assert (tree / "sys/bus/pci/devices/0000:01:00.0/sriov_numvfs").read_text().strip() == "0"

@@ -50,3 +50,30 @@ def test_unknown_class_fails_naming_it(capsys):
     settings = {"teams": [{"name": "a", "quotas": {"tpu": 1}}]}
     result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": settings})
     assert result["failed"] and "'tpu' is not a DeviceClass" in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"oversubscription": 3}, "aligned_dra_teams.oversubscription must map DeviceClasses to factors"),
+        ({"extended_resources": "x"}, "aligned_dra_teams.extended_resources must map DeviceClasses"),
+    ],
+)
+def test_settings_of_the_wrong_shape_fail_naming_them(capsys, settings, message):
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": settings})
+    assert result["failed"] and message in result["msg"]
+
+
+def test_plan_file_and_dest_errors_name_the_option(capsys, tmp_path):
+    (tmp_path / "plan.json").write_text('{"classes": {"aligned-gpu": 5}}')
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "plan_file": str(tmp_path / "plan.json")})
+    assert result["failed"] and result["msg"] == "plan_file.classes.aligned-gpu: must be a mapping (got int)"
+    (tmp_path / "dest").mkdir()
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "dest": str(tmp_path / "dest")})
+    assert result["failed"] and not result.get("changed")
+    assert result["msg"] == f"dest: cannot write {tmp_path / 'dest'}: Is a directory"
+
+
+def test_a_bad_kubernetes_version_names_the_option(capsys):
+    result = run(capsys, {"site": "s", "kubernetes_version": "latest"})
+    assert result["failed"] and result["msg"] == "kubernetes_version: 'latest' is not of the form 1.N"

@@ -84,3 +84,24 @@ def test_a_broken_node_file_in_topology_dir_fails_on_the_option(capsys, tmp_path
     (tmp_path / "gpu-01.json").write_text("[")
     result = run(capsys, {"site": "s", "slice_files": [str(SET / "slices.yaml")], "topology_dir": str(tmp_path)})
     assert result["failed"] and result["msg"].startswith(f"topology_dir: cannot read {tmp_path / 'gpu-01.json'}")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"claims": [{"metadata": {"name": "c"}, "status": {"allocation": {"devices": {"results": 5}}}}]},
+         "claims[0].status.allocation.devices.results: must be a list"),
+        ({"classes": [{"metadata": {"name": "x"}, "spec": 5}]}, "classes[0].spec: must be a mapping (got int)"),
+        ({"classes": [{"metadata": {"name": "x"}, "spec": {"selectors": [{"cel": {"expression": "1 +"}}]}}]},
+         "classes: "),
+    ],
+)  # fmt: skip
+def test_inputs_of_the_wrong_shape_fail_naming_the_path(capsys, args, message):
+    result = run(capsys, dict({"site": "s", "slice_files": [str(SET / "slices.yaml")]}, **args))
+    assert result["failed"] and result["msg"].startswith(message)
+
+
+def test_slices_of_the_wrong_shape_fail_naming_the_path(capsys):
+    slices = [{"spec": {"nodeName": "n", "driver": "d", "devices": [{"name": "g", "attributes": 5}]}}]
+    result = run(capsys, {"site": "s", "slices": slices})
+    assert result["failed"] and result["msg"] == "slices[0].spec.devices[0].attributes: must be a mapping (got int)"

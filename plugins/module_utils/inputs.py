@@ -1,0 +1,252 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shape checks for the free-form inputs of the controller-side modules.
+
+Modules take Kubernetes objects (ResourceSlices, ResourceClaims,
+DeviceClasses, claim templates) and probed topologies as plain lists and
+dicts. The libraries that use them read nested keys and expect mappings and
+lists where the API has them. These checks run first and raise
+:class:`InputError` whose message names the option and the path inside it
+(``slices[2].spec.devices[0].attributes: must be a mapping``), so a wrong
+input fails cleanly instead of deep inside the planner.
+
+Only the keys the libraries read are checked, and only their container types
+and the names they need; full schema validation is the job of the rendering
+path (``claims.validate``).
+
+No Ansible imports; Python >= 3.9.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class InputError(ValueError):
+    """A free-form input has the wrong shape; the message names where."""
+
+
+def _mapping(value: Any, where: str, optional: bool = True) -> dict[str, Any]:
+    if value is None and optional:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: must be a mapping (got {type(value).__name__})")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{where}: must be a list (got {type(value).__name__})")
+    return value
+
+
+def _mappings(value: Any, where: str) -> list[dict[str, Any]]:
+    items = _list(value, where)
+    for index, item in enumerate(items):
+        _mapping(item, f"{where}[{index}]", optional=False)
+    return items
+
+
+def _name(meta: dict[str, Any], where: str) -> None:
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{where}.metadata.name: must be a non-empty string (got {name!r})")
+
+
+def _selectors(value: Any, where: str) -> None:
+    for index, selector in enumerate(_mappings(value, where)):
+        cel = _mapping(selector.get("cel"), f"{where}[{index}].cel")
+        expression = cel.get("expression")
+        if not isinstance(expression, str):
+            raise InputError(f"{where}[{index}].cel.expression: must be a string (got {expression!r})")
+
+
+def _object(item: Any, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    obj = _mapping(item, where, optional=False)
+    kind = obj.get("kind")
+    if kind is not None and not isinstance(kind, str):
+        raise InputError(f"{where}.kind: must be a string (got {kind!r})")
+    meta = _mapping(obj.get("metadata"), f"{where}.metadata")
+    spec = _mapping(obj.get("spec"), f"{where}.spec")
+    _mapping(obj.get("status"), f"{where}.status")
+    return meta, spec
+
+
+def check_classes(items: Any, field: str) -> None:
+    """DeviceClasses: a name and CEL selectors."""
+    for index, item in enumerate(_list(items, field)):
+        where = f"{field}[{index}]"
+        meta, spec = _object(item, where)
+        _name(meta, where)
+        _selectors(spec.get("selectors"), f"{where}.spec.selectors")
+
+
+def _requests(devices: dict[str, Any], where: str) -> None:
+    for index, request in enumerate(_mappings(devices.get("requests"), f"{where}.requests")):
+        at = f"{where}.requests[{index}]"
+        alternatives = [(f"{at}.exactly", request.get("exactly"))] if request.get("exactly") is not None else []
+        for sub_index, sub in enumerate(_mappings(request.get("firstAvailable"), f"{at}.firstAvailable")):
+            alternatives.append((f"{at}.firstAvailable[{sub_index}]", sub))
+        for sub_where, sub in alternatives:
+            sub = _mapping(sub, sub_where, optional=False)
+            name = sub.get("deviceClassName")
+            if name is not None and not isinstance(name, str):
+                raise InputError(f"{sub_where}.deviceClassName: must be a string (got {name!r})")
+            _selectors(sub.get("selectors"), f"{sub_where}.selectors")
+            _mappings(sub.get("tolerations"), f"{sub_where}.tolerations")
+            _mapping(sub.get("capacity"), f"{sub_where}.capacity")
+    for index, constraint in enumerate(_mappings(devices.get("constraints"), f"{where}.constraints")):
+        at = f"{where}.constraints[{index}]"
+        for key in ("matchAttribute", "distinctAttribute"):
+            if constraint.get(key) is not None and not isinstance(constraint[key], str):
+                raise InputError(f"{at}.{key}: must be a string (got {constraint[key]!r})")
+        for name in _list(constraint.get("requests"), f"{at}.requests"):
+            if not isinstance(name, str):
+                raise InputError(f"{at}.requests: {name!r} is not a request name")
+
+
+def check_objects(items: Any, field: str) -> None:
+    """Rendered objects to plan: DeviceClasses, ResourceClaimTemplates and ResourceClaims."""
+    for index, item in enumerate(_list(items, field)):
+        where = f"{field}[{index}]"
+        meta, spec = _object(item, where)
+        kind = item.get("kind")
+        if kind == "DeviceClass":
+            _name(meta, where)
+            _selectors(spec.get("selectors"), f"{where}.spec.selectors")
+        elif kind in ("ResourceClaimTemplate", "ResourceClaim"):
+            _name(meta, where)
+            if kind == "ResourceClaimTemplate":
+                spec = _mapping(spec.get("spec"), f"{where}.spec.spec")
+                where = f"{where}.spec"
+            _requests(_mapping(spec.get("devices"), f"{where}.spec.devices"), f"{where}.spec.devices")
+
+
+def check_slices(items: Any, field: str) -> None:
+    """ResourceSlices: node, driver, pool, devices with their attributes and capacity."""
+    for index, item in enumerate(_list(items, field)):
+        where = f"{field}[{index}]"
+        meta, spec = _object(item, where)
+        for key in ("nodeName", "driver"):
+            if spec.get(key) is not None and not isinstance(spec[key], str):
+                raise InputError(f"{where}.spec.{key}: must be a string (got {spec[key]!r})")
+        pool = _mapping(spec.get("pool"), f"{where}.spec.pool")
+        generation = pool.get("generation")
+        if generation is not None and (isinstance(generation, bool) or not isinstance(generation, int)):
+            raise InputError(f"{where}.spec.pool.generation: must be an integer (got {generation!r})")
+        for set_index, counter_set in enumerate(_mappings(spec.get("sharedCounters"), f"{where}.spec.sharedCounters")):
+            at = f"{where}.spec.sharedCounters[{set_index}]"
+            for name, counter in _mapping(counter_set.get("counters"), f"{at}.counters").items():
+                _mapping(counter, f"{at}.counters.{name}", optional=False)
+        for dev_index, device in enumerate(_mappings(spec.get("devices"), f"{where}.spec.devices")):
+            at = f"{where}.spec.devices[{dev_index}]"
+            if not isinstance(device.get("name"), str) or not device.get("name"):
+                raise InputError(f"{at}.name: must be a non-empty string (got {device.get('name')!r})")
+            for key in ("attributes", "capacity"):
+                for name, value in _mapping(device.get(key), f"{at}.{key}").items():
+                    _mapping(value, f"{at}.{key}.{name}", optional=False)
+            for key in ("consumesCounters", "taints"):
+                _mappings(device.get(key), f"{at}.{key}")
+
+
+def check_claims(items: Any, field: str) -> None:
+    """ResourceClaims: name, namespace, requests and the allocation in their status."""
+    for index, item in enumerate(_list(items, field)):
+        where = f"{field}[{index}]"
+        meta, spec = _object(item, where)
+        _name(meta, where)
+        namespace = meta.get("namespace")
+        if namespace is not None and not isinstance(namespace, str):
+            raise InputError(f"{where}.metadata.namespace: must be a string (got {namespace!r})")
+        _requests(_mapping(spec.get("devices"), f"{where}.spec.devices"), f"{where}.spec.devices")
+        status = _mapping(item.get("status"), f"{where}.status")
+        _mappings(status.get("reservedFor"), f"{where}.status.reservedFor")
+        allocation = _mapping(status.get("allocation"), f"{where}.status.allocation")
+        devices = _mapping(allocation.get("devices"), f"{where}.status.allocation.devices")
+        for res_index, result in enumerate(
+            _mappings(devices.get("results"), f"{where}.status.allocation.devices.results")
+        ):
+            at = f"{where}.status.allocation.devices.results[{res_index}]"
+            for key in ("driver", "pool", "device", "request"):
+                if result.get(key) is not None and not isinstance(result[key], str):
+                    raise InputError(f"{at}.{key}: must be a string (got {result[key]!r})")
+            _mapping(result.get("consumedCapacity"), f"{at}.consumedCapacity")
+            _list(result.get("consumers"), f"{at}.consumers")
+
+
+def check_topologies(items: Any, field: str) -> None:
+    """Probed topologies keyed by node: devices with a PCI address and kind, links, RDMA devices."""
+    for node, topology in _mapping(items, field).items():
+        where = f"{field}.{node}"
+        topology = _mapping(topology, where, optional=False)
+        for index, device in enumerate(_mappings(topology.get("devices"), f"{where}.devices")):
+            at = f"{where}.devices[{index}]"
+            for key in ("pci_address", "kind"):
+                if not isinstance(device.get(key), str):
+                    raise InputError(f"{at}.{key}: must be a string (got {device.get(key)!r})")
+            numa = device.get("numa_node")
+            if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)):
+                raise InputError(f"{at}.numa_node: must be an integer or null (got {numa!r})")
+            for key in ("netdevs", "rdma_devices", "bridges", "switches"):
+                _list(device.get(key), f"{at}.{key}")
+            _mappings(device.get("netdevs"), f"{at}.netdevs")
+            for key in ("sriov", "gpu", "link"):
+                _mapping(device.get(key), f"{at}.{key}")
+        for gpu, row in _mapping(topology.get("links"), f"{where}.links").items():
+            _mapping(row, f"{where}.links.{gpu}", optional=False)
+        for index, rdma in enumerate(_mappings(topology.get("rdma_devices"), f"{where}.rdma_devices")):
+            _mappings(rdma.get("ports"), f"{where}.rdma_devices[{index}].ports")
+        for gpu, nearest in _mapping(topology.get("nearest_nics"), f"{where}.nearest_nics").items():
+            _mapping(nearest, f"{where}.nearest_nics.{gpu}", optional=False)
+        _mappings(topology.get("numa_nodes"), f"{where}.numa_nodes")
+        _list(topology.get("warnings"), f"{where}.warnings")
+
+
+def load_documents(path: str, field: str) -> list[Any]:
+    """The objects of a YAML or JSON file: documents, lists of objects, or ``List`` objects.
+
+    Raises :class:`InputError` naming ``field`` and the file when it cannot be
+    read or parsed, or holds something other than objects.
+    """
+    import json
+
+    import yaml  # controller side: PyYAML comes with ansible-core
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        docs = [json.loads(text)] if path.endswith(".json") else [d for d in yaml.safe_load_all(text) if d]
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+        raise InputError(f"{field}: cannot read {path}: {reason}") from None
+    found: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List"):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise InputError(f"{field}: {path}: 'items' of a {doc['kind']} must be a list")
+            found.extend(items)
+        elif isinstance(doc, list):
+            found.extend(doc)
+        else:
+            found.append(doc)
+    for item in found:
+        if not isinstance(item, dict):
+            raise InputError(f"{field}: {path} holds {type(item).__name__} {item!r:.40}, not a Kubernetes object")
+    return found
+
+
+def check_plan(plan: Any, field: str) -> None:
+    """A ``plan.json`` as other modules read it: templates with levels, classes with device counts."""
+    plan = _mapping(plan, field, optional=False)
+    for index, template in enumerate(_mappings(plan.get("templates"), f"{field}.templates")):
+        level = template.get("aligned_level")
+        if level is not None and not isinstance(level, str):
+            raise InputError(f"{field}.templates[{index}].aligned_level: must be a level name (got {level!r})")
+    for name, entry in _mapping(plan.get("classes"), f"{field}.classes").items():
+        devices = _mapping(entry, f"{field}.classes.{name}", optional=False).get("devices")
+        if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 0):
+            raise InputError(f"{field}.classes.{name}.devices: must be a device count (got {devices!r})")
