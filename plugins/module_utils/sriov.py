@@ -405,7 +405,9 @@ def _apply_pf(ctx: _Context, pf: dict[str, Any], field: str, topology: dict[str,
         if pf["missing"] == "skip":
             entry["skipped"] = f"no {describe_selector(pf)} on this node"
             return entry
-        raise SriovError(f"{field}.{_selector_key(pf)}: no {describe_selector(pf)} on this node")
+        key = _selector_key(pf)
+        which = " (selected by vendor_id, device_id and index)" if key == "index" else ""
+        raise SriovError(f"{field}.{key}: no {describe_selector(pf)} on this node{which}")
     address = device["pci_address"]
     path = ctx.pf_path(address)
     sriov = device.get("sriov")
