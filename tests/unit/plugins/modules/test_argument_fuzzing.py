@@ -76,7 +76,7 @@ PACKAGE = "ansible_collections.aligned.dra.plugins.modules."
 
 # Examples per module: enough to reach every option and mutation many times,
 # few enough that the file stays well under a minute (figures in docs/development.md).
-EXAMPLES = {
+EXAMPLE_COUNTS = {
     "topology_info": 80,
     "rdma": 300,
     "sriov": 150,
@@ -165,7 +165,7 @@ def _spec_shape(spec: dict[str, Any]) -> dict[str, Any]:
     return shape
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize("name", sorted(EXAMPLE_COUNTS))
 def test_documentation_matches_the_fuzzed_spec(name):
     """What is fuzzed is what is documented: names, types, choices, defaults, suboptions."""
     documented = yaml.safe_load(load(name).DOCUMENTATION)["options"]
@@ -174,7 +174,7 @@ def test_documentation_matches_the_fuzzed_spec(name):
 
 def test_every_module_is_fuzzed():
     shipped = sorted(p.stem for p in (Path(load("plan").__file__).parent).glob("*.py") if p.stem != "__init__")
-    assert shipped == sorted(EXAMPLES)
+    assert shipped == sorted(EXAMPLE_COUNTS)
 
 
 # -- scratch trees ------------------------------------------------------------------
@@ -259,7 +259,7 @@ def template_claims_render(root: Path) -> None:
     del root
 
 
-TEMPLATES = {name: globals()["template_" + name] for name in EXAMPLES}
+TEMPLATES = {name: globals()["template_" + name] for name in EXAMPLE_COUNTS}
 
 
 # -- running a module in-process ----------------------------------------------------
@@ -710,7 +710,7 @@ def base_site_report(draw, root: Path) -> dict[str, Any]:
     return args
 
 
-BASES = {name: globals()["base_" + name] for name in EXAMPLES}
+BASES = {name: globals()["base_" + name] for name in EXAMPLE_COUNTS}
 
 
 def _pick_pf(draw, args: dict[str, Any]) -> int | None:
@@ -1349,7 +1349,7 @@ def semantic_site_report(draw, args: dict[str, Any], root: Path, broken: Broken)
     broken.words.extend(["index.json", "vm.json", "plan.json"])
 
 
-SEMANTIC = {name: globals()["semantic_" + name] for name in EXAMPLES}
+SEMANTIC = {name: globals()["semantic_" + name] for name in EXAMPLE_COUNTS}
 _SPECS: dict[str, dict[str, Any]] = {}
 PRISTINE: dict[str, str] = {}
 
@@ -1437,7 +1437,7 @@ def check_example(
             shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize("name", sorted(EXAMPLE_COUNTS))
 def test_arguments_fuzzed(name, templates, tmp_path_factory):
     pristine = templates[name]
     work = tmp_path_factory.mktemp(f"fuzz-{name}")
@@ -1445,7 +1445,7 @@ def test_arguments_fuzzed(name, templates, tmp_path_factory):
     stats = {"examples": 0, "failed": 0, "parser": 0, "changed": 0}
 
     @settings(
-        max_examples=max(1, int(EXAMPLES[name] * SCALE)),
+        max_examples=max(1, int(EXAMPLE_COUNTS[name] * SCALE)),
         derandomize=True,
         database=None,
         deadline=None,
