@@ -416,7 +416,10 @@ def _apply_pf(ctx: _Context, pf: dict[str, Any], field: str, topology: dict[str,
     wants_sriov = pf["numvfs"] is not None or pf["drivers_autoprobe"] is not None or pf["vfs"] or pf["vf_defaults"]
     if sriov is None and wants_sriov:
         key = "numvfs" if pf["numvfs"] is not None else "vfs"
-        raise SriovError(f"{field}.{key}: {address} has no SR-IOV capability (no sriov_totalvfs)")
+        raise SriovError(
+            f"{field}.{key}: {address} has no SR-IOV capability (no sriov_totalvfs); "
+            f"{field}.{_selector_key(pf)} selects it"
+        )
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
     current = sriov["numvfs"] if sriov else 0

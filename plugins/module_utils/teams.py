@@ -476,7 +476,18 @@ def file_name(obj: dict[str, Any]) -> str:
 def teams_by_namespace(raw_or_conf: dict[str, Any] | None) -> dict[str, str]:
     """``{namespace: team}`` from raw settings or checked ones (for utilization)."""
     found = {}
-    for team in (raw_or_conf or {}).get("teams") or []:
-        for ns in team.get("namespaces") or [team.get("name")]:
-            found[ns] = team.get("name")
+    if not isinstance(raw_or_conf or {}, dict):
+        raise TeamsError("aligned_dra_teams must be a mapping")
+    teams = (raw_or_conf or {}).get("teams") or []
+    if not isinstance(teams, list):
+        raise TeamsError("aligned_dra_teams.teams must be a list")
+    for index, team in enumerate(teams):
+        where = f"aligned_dra_teams.teams[{index}]"
+        if not isinstance(team, dict) or not isinstance(team.get("name"), str):
+            raise TeamsError(f"{where} must be a mapping with a name")
+        namespaces = team.get("namespaces") or [team["name"]]
+        if not isinstance(namespaces, list) or not all(isinstance(ns, str) for ns in namespaces):
+            raise TeamsError(f"{where}.namespaces must be a list of namespace names")
+        for ns in namespaces:
+            found[ns] = team["name"]
     return found

@@ -161,9 +161,16 @@ def main() -> None:
         after_lines.append(f"{rel}: {len(data)} bytes")
         if module.check_mode:
             continue
-        fd, tmp = tempfile.mkstemp(prefix=".report-", dir=os.path.dirname(path))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        try:
+            # A site listed in index.json whose directory is not there yet gets one.
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".report-", dir=os.path.dirname(path))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            module.fail_json(
+                msg=f"output_dir: cannot write {path}: {exc.strerror or exc}", changed=bool(changed_files[:-1])
+            )
         os.chmod(tmp, 0o644)
         module.atomic_move(tmp, path)
     result = {

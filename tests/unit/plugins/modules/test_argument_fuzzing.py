@@ -823,6 +823,9 @@ def semantic_sriov(draw, args: dict[str, Any], root: Path, broken: Broken) -> No
         broken.add(("pfs", i, "vfs", j, key))
     elif what == "vf_index":
         pf.setdefault("numvfs", 2 if "netdev" in pf else 1)
+        numvfs = pf["numvfs"]
+        if isinstance(numvfs, bool) or not isinstance(numvfs, int) or numvfs < 1:
+            broken.add(("pfs", i, "vfs", 0, "index"))  # an earlier mutation left no VF 0
         shape = draw(
             st.sampled_from(["missing", "negative", "beyond", "dup", "text", "not-a-dict", "qos-no-vlan", "rates"])
         )

@@ -83,3 +83,10 @@ def test_a_node_file_of_the_wrong_shape_fails_on_output_dir(output, capsys):
 def test_missing_index_names_output_dir(tmp_path, capsys):
     result = run(capsys, {"output_dir": str(tmp_path)})
     assert result["failed"] is True and result["msg"].startswith("output_dir: ")
+
+
+def test_a_site_without_its_directory_gets_one(tmp_path, capsys):
+    (tmp_path / "index.json").write_text(json.dumps({"sites": [{"site": "east", "node_files": []}]}))
+    result = run(capsys, {"output_dir": str(tmp_path)})
+    assert result["changed"] is True and "failed" not in result
+    assert (tmp_path / "east" / "report.html").read_text().startswith("<!DOCTYPE html>")

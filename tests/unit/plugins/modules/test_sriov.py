@@ -103,3 +103,10 @@ def test_settle_timeout_must_be_a_sane_number_of_seconds(tree, capsys, tmp_path,
     )
     assert result["failed"] and result["msg"].startswith("settle_timeout: ")
     assert (tree / "sys/bus/pci/devices/0000:01:00.0/sriov_numvfs").read_text().strip() == "0"
+
+
+def test_vfs_on_a_pf_without_sriov_name_the_selector(tree, capsys, tmp_path):
+    pf = {"pci_address": "0000:02:00.0", "vfs": [{"index": 0, "vlan": 5}]}
+    result = run(capsys, {"pfs": [pf], "sysfs_root": str(tree / "sys"), "driver_state_dir": str(tmp_path)})
+    assert result["failed"] and result["msg"].startswith("pfs[0].vfs: 0000:02:00.0 has no SR-IOV capability")
+    assert result["msg"].endswith("pfs[0].pci_address selects it")

@@ -105,3 +105,19 @@ def test_slices_of_the_wrong_shape_fail_naming_the_path(capsys):
     slices = [{"spec": {"nodeName": "n", "driver": "d", "devices": [{"name": "g", "attributes": 5}]}}]
     result = run(capsys, {"site": "s", "slices": slices})
     assert result["failed"] and result["msg"] == "slices[0].spec.devices[0].attributes: must be a mapping (got int)"
+
+
+@pytest.mark.parametrize(
+    ("teams", "message"),
+    [
+        ({"teams": "a"}, "aligned_dra_teams.teams must be a list"),
+        ({"teams": ["a"]}, "aligned_dra_teams.teams[0] must be a mapping with a name"),
+        (
+            {"teams": [{"name": "a", "namespaces": "ns"}]},
+            "aligned_dra_teams.teams[0].namespaces must be a list of namespace names",
+        ),
+    ],
+)
+def test_teams_of_the_wrong_shape_fail_naming_them(capsys, teams, message):
+    result = run(capsys, {"site": "s", "slice_files": [str(SET / "slices.yaml")], "teams": teams})
+    assert result["failed"] and result["msg"] == message
