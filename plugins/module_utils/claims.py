@@ -142,7 +142,7 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
         if not dra.is_dns_subdomain(value):
             raise ClaimsError(f"aligned_dra_claims.classes.{name}: {value!r} is not a DNS subdomain")
     for name, value in merged["selectors"].items():
-        if name not in merged["classes"] or not isinstance(value, list):
+        if name not in merged["classes"] or not isinstance(value, list) or not all(isinstance(e, str) for e in value):
             raise ClaimsError(f"aligned_dra_claims.selectors.{name} must be a list of CEL strings for a known class")
     if not dra.is_dns_label(merged["namespace"]):
         raise ClaimsError(f"aligned_dra_claims.namespace {merged['namespace']!r} is not a DNS label")

@@ -120,7 +120,8 @@ def main():
     except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=str(exc))
     if problems:
-        module.fail_json(msg="rendered objects are not valid: " + " | ".join(problems), problems=problems)
+        # The objects come from the settings (selectors, classes, templates): say so.
+        module.fail_json(msg="settings: rendered objects are not valid: " + " | ".join(problems), problems=problems)
     files = [{"name": claims.file_name(o), "object": o} for o in rendered["objects"]]
     module.exit_json(
         changed=False,

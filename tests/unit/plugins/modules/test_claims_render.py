@@ -51,3 +51,15 @@ def test_bad_settings_fail(capsys):
 def test_a_bad_kubernetes_version_names_the_option(capsys, version):
     result = run(capsys, {"site": "s", "kubernetes_version": version})
     assert result["failed"] is True and result["msg"].startswith(f"kubernetes_version: {version!r}")
+
+
+def test_a_selector_that_is_no_string_names_the_setting(capsys):
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": {"selectors": {"gpu": [5]}}})
+    assert result["failed"] is True
+    assert result["msg"] == "aligned_dra_claims.selectors.gpu must be a list of CEL strings for a known class"
+
+
+def test_invalid_rendered_objects_name_the_settings(capsys):
+    settings = {"selectors": {"gpu": ['device.attributes["dra.aligned.dev"].colour == "red"']}}
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": settings})
+    assert result["failed"] is True and result["msg"].startswith("settings: rendered objects are not valid: ")
