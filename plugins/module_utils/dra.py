@@ -123,11 +123,11 @@ DEFAULT_OPTIONS = {
     "domain": DRIVER_NAME,
 }
 
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_C_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_K8S_PCIE_ROOT_RE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
-_K8S_BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_C_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_K8S_PCIE_ROOT_RE = re.compile(r"pci[0-9a-f]{4}:[0-9a-f]{2}")
+_K8S_BDF_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _MEMORY_IN_MODEL_RE = re.compile(r"(?<![0-9])([0-9]{1,4})\s?GB\b", re.IGNORECASE)
 
 
@@ -136,11 +136,11 @@ class DeviceModelError(ValueError):
 
 
 def is_dns_label(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL_RE.match(value))
+    return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL_RE.fullmatch(value))
 
 
 def is_dns_subdomain(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= 253 and bool(_DNS_SUBDOMAIN_RE.match(value))
+    return isinstance(value, str) and len(value) <= 253 and bool(_DNS_SUBDOMAIN_RE.fullmatch(value))
 
 
 def is_qualified_name(value: object) -> bool:
@@ -150,7 +150,7 @@ def is_qualified_name(value: object) -> bool:
     domain, sep, ident = value.rpartition("/")
     if sep and not (len(domain) <= LIMITS["device_max_domain_length"] and is_dns_subdomain(domain)):
         return False
-    return len(ident) <= LIMITS["device_max_id_length"] and bool(_C_IDENTIFIER_RE.match(ident))
+    return len(ident) <= LIMITS["device_max_id_length"] and bool(_C_IDENTIFIER_RE.fullmatch(ident))
 
 
 def split_qualified_name(name: str, driver: str = DRIVER_NAME) -> tuple[str, str]:
@@ -308,9 +308,9 @@ def _device(
 
     own = domain + "/"
     root = device.get("pcie_root")
-    if root and _K8S_PCIE_ROOT_RE.match(root):
+    if root and _K8S_PCIE_ROOT_RE.fullmatch(root):
         put(ATTR_PCIE_ROOT, root)
-    if _K8S_BDF_RE.match(bdf):
+    if _K8S_BDF_RE.fullmatch(bdf):
         put(ATTR_PCI_BUS_ID, bdf)
     numa = device.get("numa_node")
     inferred = device.get("numa_node_inferred") or {}

@@ -321,3 +321,17 @@ def test_gated_fields_are_found_in_templates():
     assert len(found) == 3
     assert len(dra.fields_disabled(template, "1.35")) == 2
     assert dra.fields_disabled(template, "1.36") == []
+
+
+@pytest.mark.parametrize(
+    "check, value",
+    [
+        (dra.is_dns_label, "gpu-0\n"),
+        (dra.is_dns_subdomain, "dra.aligned.dev\n"),
+        (dra.is_qualified_name, "dra.aligned.dev/kind\n"),
+        (dra.is_qualified_name, "dra.aligned.dev\n/kind"),
+    ],
+)
+def test_a_trailing_newline_is_not_part_of_a_name(check, value):
+    assert check(value.replace("\n", ""))
+    assert not check(value)
