@@ -20,6 +20,9 @@ from .fsutil import TMP_SUFFIX, atomic_write, remove_if_present
 from .validation import show
 
 CDI_VERSION = "0.5.0"
+# Specs hold no secret (device paths, the hook's arguments, the claim's UID) and are read by the
+# container runtime and CDI tools; 0644 as the vendor toolkits write theirs, whatever the umask.
+SPEC_MODE = 0o644
 SPEC_PREFIX = f"{CDI_VENDOR}-{CDI_CLASS}_"
 _SPEC_RE = re.compile(re.escape(SPEC_PREFIX) + r"([0-9a-zA-Z][0-9a-zA-Z-]{0,127})\.json")
 _CDI_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.:-]*")
@@ -58,7 +61,7 @@ def build_spec(devices: list[dict[str, Any]], env: list[str] | None = None) -> d
 def write_spec(cdi_dir: str, claim_uid: str, spec: dict[str, Any], durable: bool = False) -> str:
     os.makedirs(cdi_dir, exist_ok=True)
     path = spec_path(cdi_dir, claim_uid)
-    atomic_write(path, json.dumps(spec, indent=1, sort_keys=True).encode(), durable=durable)
+    atomic_write(path, json.dumps(spec, indent=1, sort_keys=True).encode(), mode=SPEC_MODE, durable=durable)
     return path
 
 

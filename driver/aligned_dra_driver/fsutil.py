@@ -18,11 +18,17 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644, durable: bool = True
     rename may be lost with the last few seconds of a power loss. Without
     ``durable`` only the rename's atomicity is kept (enough for a tmpfs like
     ``/var/run/cdi``).
+
+    The file gets exactly ``mode`` (set with ``fchmod``, independent of the umask).
     """
     directory = os.path.dirname(path) or "."
     tmp = os.path.join(directory, "." + os.path.basename(path) + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    # a temporary file left by a crash (or a link planted in its place) is removed, never opened:
+    # the new one is created fresh, so it cannot follow a link or keep a leftover's owner and mode
+    remove_if_present(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
+        os.fchmod(fd, mode)  # the mode asked for, whatever the umask
         view = memoryview(data)
         while view:
             written = os.write(fd, view)

@@ -48,3 +48,14 @@ def test_vendor_specs_are_reread_when_the_directory_changes(tmp_path):
     (tmp_path / "broken.json").write_text("{")
     os.utime(tmp_path, ns=(1, 2))  # a new mtime even within the same clock tick
     assert vendor.lookup(None, "GPU-abc") == "nvidia.com/gpu=GPU-ABC"
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_spec_mode_is_0644_whatever_the_umask(tmp_path, mask):
+    """0600 under the unit's UMask=0077 and 0644 in the DaemonSet, before the mode was set explicitly."""
+    previous = os.umask(mask)
+    try:
+        path = cdi.write_spec(str(tmp_path), "u", cdi.build_spec([]))
+    finally:
+        os.umask(previous)
+    assert os.stat(path).st_mode & 0o7777 == cdi.SPEC_MODE == 0o644
