@@ -180,23 +180,73 @@ def _configure(ipr: Any, index: int, args: argparse.Namespace, current_name: str
         ipr.route("replace", **spec)
 
 
+# The hook runs as root with the environment the runtime gives it: the tools it runs come from these
+# directories only (root's own), never from PATH, and run with a fixed environment.
+TOOL_DIRS = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
+TOOL_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+TOOL_TIMEOUT = 10.0
+# where iproute2 keeps named network namespaces (fixed when it is built)
+NETNS_RUN_DIR = "/run/netns"
+
+
+def tool(name: str) -> str:
+    """The absolute path of an iproute2 tool, from :data:`TOOL_DIRS` only."""
+    for directory in TOOL_DIRS:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise HookError(f"{name} is not installed in {', '.join(TOOL_DIRS)} (the hook does not search PATH)")
+
+
+def _run(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool(name), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(TOOL_ENV),
+        timeout=TOOL_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _attach_netns(name: str, pid: int) -> None:
+    """``ip netns attach name pid``; an entry of that name left by an earlier run is replaced or reused.
+
+    A run that died between attach and delete leaves ``/run/netns/<name>``; the pid may
+    since belong to another container. An entry that is the pid's namespace is used as
+    it is; any other is deleted first (it would make the attach fail, and must never
+    be the namespace the RDMA device moves into).
+    """
+    entry = os.path.join(NETNS_RUN_DIR, name)
+    target = os.path.join("/proc", str(pid), "ns", "net")
+    if os.path.lexists(entry):
+        if _same_namespace(entry, target):
+            return
+        _run("ip", "netns", "delete", name)
+        if os.path.lexists(entry):
+            raise HookError(f"{entry} is left from an earlier run and could not be removed")
+    attach = _run("ip", "netns", "attach", name, str(pid))
+    if attach.returncode != 0:
+        raise HookError(f"ip netns attach {name} {pid}: {attach.stderr.strip()}")
+    if not _same_namespace(entry, target):
+        raise HookError(f"{entry} is not the network namespace of process {pid} after ip netns attach")
+
+
 def move_rdma(device: str, pid: int) -> str:
     """Move an RDMA device into the pid's network namespace with iproute2's ``rdma`` tool."""
-    shown = subprocess.run(["rdma", "dev", "show", device], capture_output=True, text=True, check=False)
+    shown = _run("rdma", "dev", "show", device)
     if shown.returncode != 0:
         return "absent"  # already moved (by an earlier container of the pod) or gone
     name = f"aligned-dra-{pid}"
-    attach = subprocess.run(["ip", "netns", "attach", name, str(pid)], capture_output=True, text=True, check=False)
-    if attach.returncode != 0:
-        raise HookError(f"ip netns attach {name} {pid}: {attach.stderr.strip()}")
     try:
-        moved = subprocess.run(
-            ["rdma", "dev", "set", device, "netns", name], capture_output=True, text=True, check=False
-        )
+        _attach_netns(name, pid)
+        moved = _run("rdma", "dev", "set", device, "netns", name)
         if moved.returncode != 0:
             raise HookError(f"rdma dev set {device} netns: {moved.stderr.strip()}")
     finally:
-        subprocess.run(["ip", "netns", "delete", name], capture_output=True, text=True, check=False)
+        if os.path.lexists(os.path.join(NETNS_RUN_DIR, name)):
+            _run("ip", "netns", "delete", name)
     return "moved"
 
 

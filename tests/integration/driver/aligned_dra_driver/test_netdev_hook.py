@@ -194,24 +194,31 @@ RDMA_STAND_IN = """#!/bin/sh
 echo "$*" >> "{log}"
 case "$*" in
   "dev show mlx5_0") exit 0 ;;
-  "dev set mlx5_0 netns "*) [ -e "/run/netns/$5" ] && echo "netns $5 present" >> "{log}"; exit 0 ;;
+  "dev set mlx5_0 netns "*) [ -e "/run/netns/$5" ] && echo "netns $5 $(stat -L -c %d:%i /run/netns/$5)" >> "{log}"
+     exit 0 ;;
 esac
 exit 1
 """
 
+# The hook takes its tools from fixed directories only; the test puts its stand-in first in that list
+# (in the hook's own process: there is no option or variable that could do it).
+WITH_TOOL_DIR = (
+    "import sys; from aligned_dra_driver import netdev_hook as m; "
+    "m.TOOL_DIRS = (sys.argv.pop(1), *m.TOOL_DIRS); sys.exit(m.main(sys.argv[1:]))"
+)
 
-def test_rdma_exclusive_mode_moves_the_rdma_device_into_the_pod(veth, pod, node, tmp_path):
+
+def rdma_hook(node, pod, tmp_path, env=None):
     log = tmp_path / "rdma.log"
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     (bin_dir / "rdma").write_text(RDMA_STAND_IN.format(log=log))
     (bin_dir / "rdma").chmod(0o755)
-    env = h.driver_env()
-    env["PATH"] = f"{bin_dir}:{env['PATH']}"
     args = [
         sys.executable,
-        "-m",
-        "aligned_dra_driver.netdev_hook",
+        "-c",
+        WITH_TOOL_DIR,
+        str(bin_dir),
         "--pci-address",
         h.NIC_BDF,
         "--sysfs-root",
@@ -221,13 +228,90 @@ def test_rdma_exclusive_mode_moves_the_rdma_device_into_the_pod(veth, pod, node,
         "--rdma-device",
         "mlx5_0",
     ]
-    done = subprocess.run(args, input=json.dumps({"pid": pod}), capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        args, input=json.dumps({"pid": pod}), capture_output=True, text=True, env=env or h.driver_env(), check=False
+    )
+    return done, log
+
+
+def namespace_id(path):
+    stat = os.stat(path)
+    return f"{stat.st_dev}:{stat.st_ino}"
+
+
+def test_rdma_exclusive_mode_moves_the_rdma_device_into_the_pod(veth, pod, node, tmp_path):
+    done, log = rdma_hook(node, pod, tmp_path)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
     assert calls[0] == "dev show mlx5_0"
     assert calls[1] == f"dev set mlx5_0 netns aligned-dra-{pod}"
-    assert calls[2] == f"netns aligned-dra-{pod} present"  # attached to the pod's namespace while moving
+    # attached to the pod's namespace while moving
+    assert calls[2] == f"netns aligned-dra-{pod} {namespace_id(f'/proc/{pod}/ns/net')}"
     assert not os.path.exists(f"/run/netns/aligned-dra-{pod}")  # and the name is gone afterwards
+
+
+@pytest.mark.parametrize("stale", ["another namespace", "a plain file"])
+def test_a_stale_netns_name_from_a_crashed_run_is_replaced(veth, pod, node, tmp_path, stale):
+    """A run killed between ``ip netns attach`` and ``delete`` leaves the name; the pid may be reused since."""
+    name = f"aligned-dra-{pod}"
+    entry = f"/run/netns/{name}"
+    if stale == "another namespace":
+        subprocess.run(["ip", "netns", "add", name], check=True)
+    else:
+        os.makedirs("/run/netns", exist_ok=True)
+        open(entry, "w").close()
+    try:
+        assert namespace_id(entry) != namespace_id(f"/proc/{pod}/ns/net")
+        done, log = rdma_hook(node, pod, tmp_path)
+        assert done.returncode == 0, done.stderr
+        calls = log.read_text().splitlines()
+        # the device went into the pod's namespace, not into the one the stale name pointed at
+        assert calls[2] == f"netns {name} {namespace_id(f'/proc/{pod}/ns/net')}"
+        assert not os.path.lexists(entry)
+    finally:
+        if os.path.lexists(entry):
+            subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+def test_the_tools_come_from_fixed_directories_never_from_path(veth, pod, node, tmp_path):
+    from aligned_dra_driver import netdev_hook
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    for name in ("ip", "rdma"):
+        (evil / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\nexit 0\n")
+        (evil / name).chmod(0o755)
+    env = h.driver_env()
+    env["PATH"] = f"{evil}:{env['PATH']}"
+    args = ["--pci-address", h.NIC_BDF, "--sysfs-root", str(node.sys), "--name", "net1", "--rdma-device", "mlx5_0"]
+    done = subprocess.run(
+        [sys.executable, "-m", "aligned_dra_driver.netdev_hook", *args],
+        input=json.dumps({"pid": pod}),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert not marker.exists(), done.stderr
+    # no RDMA device here: the real rdma finds none (or is not installed, which the hook names)
+    assert done.returncode == 0 or "does not search PATH" in done.stderr, done.stderr
+    for name in ("ip", "rdma"):
+        try:
+            path = netdev_hook.tool(name)
+        except netdev_hook.HookError as exc:
+            assert "does not search PATH" in str(exc)
+            continue
+        assert os.path.dirname(path) in netdev_hook.TOOL_DIRS
+
+
+def test_a_tool_outside_the_fixed_directories_is_not_run(monkeypatch, tmp_path):
+    from aligned_dra_driver import netdev_hook
+
+    monkeypatch.setattr(netdev_hook, "TOOL_DIRS", (str(tmp_path / "empty"),))
+    monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    with pytest.raises(netdev_hook.HookError, match="rdma is not installed in .*empty"):
+        netdev_hook.move_rdma("mlx5_0", os.getpid())
 
 
 def host_link(name):
