@@ -27,9 +27,14 @@ example (docs/development.md, "How modules fail"):
 2. without mutations it succeeds (the drawn base is valid);
 3. a failure's ``msg`` names a broken field: its full path as the module
    spells it (``pfs[0].vfs[1].vlan``, ``settings.drivers``, or the role
-   variable the option documents, ``aligned_dra_claims.drivers``), or, when
-   Ansible's own argument parser refuses it before the module's code runs,
-   its option name (Ansible names suboptions without list indexes);
+   variable the option documents, ``aligned_dra_claims.drivers``), or the
+   entry that holds it and its name (``pfs[0]: ... pci_address, netdev``), or,
+   when Ansible's own argument parser refuses it before the module's code
+   runs, its option name (Ansible names suboptions without list indexes); a
+   field inside a free-form option (``settings``, ``objects``) may also be
+   named by a message that starts with the option and names what the module
+   built from it (``settings: rendered objects are not valid: DeviceClass
+   aligned-gpu: spec.selectors[1].cel: ...``);
 4. a failure reports ``changed`` false (or none) and leaves every file of
    the scratch directory as it was (content, links, modes); the one
    documented exception is M(aligned.dra.plan)'s verdict on required
@@ -336,6 +341,9 @@ class Broken:
 
     def __init__(self, name: str) -> None:
         self.aliases = ALIASES.get(name, {})
+        spec = module_spec_cache(name)["argument_spec"]
+        # Options whose content has no documented suboptions (settings, objects, slices...).
+        self.free_form = {k for k, e in spec.items() if e.get("type") in ("dict", "list") and "options" not in e}
         self.paths: list[tuple[Any, ...]] = []
         self.words: list[str] = []  # extra exact names (unknown keys, option pairs)
 
@@ -360,6 +368,10 @@ class Broken:
             if entry and render(entry) in msg and leaf(path) in msg:
                 return True
             if not module_ran and leaf(path) in msg:
+                return True
+            # What the module built from a free-form option failed its checks: the message starts
+            # with the option and names the object and field it built ("settings: rendered objects...").
+            if len(path) > 1 and path[0] in self.free_form and msg.startswith(f"{path[0]}: "):
                 return True
         return False
 
