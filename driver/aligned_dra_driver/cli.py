@@ -190,9 +190,11 @@ class Runner:
     """Start order: restore, scan, publish, serve; then rescan and republish until SIGTERM."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from .server import Servers
+        from .server import Servers, lock_instance
 
         self.args = args
+        # before anything is read or written: a second instance must not touch the sockets, checkpoint or specs
+        self.instance_lock = lock_instance(args.kubelet_dir, args.driver_name)
         parts = build(args)
         self.opts = parts["opts"]
         self.metrics = parts["metrics"]
@@ -306,10 +308,14 @@ def main(argv: list[str] | None = None) -> int:
         return Runner(args).run()
     except Exception as exc:
         from .checkpoint import CheckpointError
+        from .server import InstanceLockError
 
         if isinstance(exc, CheckpointError):
             LOG.error("%s", exc)
             return 2
+        if isinstance(exc, InstanceLockError):
+            LOG.error("%s", exc)
+            return 3
         raise
 
 

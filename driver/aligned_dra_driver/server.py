@@ -11,6 +11,7 @@ Sockets (``--kubelet-dir``, default ``/var/lib/kubelet``):
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import stat
@@ -36,6 +37,11 @@ LOG = logging.getLogger(__name__)
 SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
 HEALTH_VERSION = "v1alpha1.DRAResourceHealth"
 MAX_LOGGED_ERROR = 1024  # the kubelet's registration error is logged; a request may carry megabytes
+LOCK_NAME = "driver.lock"
+
+
+class InstanceLockError(RuntimeError):
+    """Another process of the same driver holds the node's instance lock."""
 
 
 def socket_paths(kubelet_dir: str, driver: str) -> tuple[str, str]:
@@ -144,6 +150,36 @@ class HealthServicer(health_v1alpha1_pb2_grpc.DRAResourceHealthServicer):
                     message=message,
                 )
             yield response
+
+
+def lock_instance(kubelet_dir: str, driver: str) -> int:
+    """Take ``<kubelet-dir>/plugins/<driver>/driver.lock`` for the life of the process; return its descriptor.
+
+    Only one process of a driver may serve a node: a second one (the systemd unit and
+    the DaemonSet at once) would replace the first one's sockets and share its
+    checkpoint and CDI specs. The lock (``flock``, released by the kernel when the
+    process ends, however it ends) is taken before anything is written; the file
+    holds the holder's pid (as its own PID namespace sees it).
+    """
+    directory = os.path.join(kubelet_dir, "plugins", driver)
+    os.makedirs(directory, mode=0o750, exist_ok=True)
+    path = os.path.join(directory, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise InstanceLockError(
+            f"{path} is locked by process {holder if holder.isdigit() else '(unknown)'}: another instance of "
+            f"{driver} serves this node (the systemd unit and the DaemonSet at once?); stop it first"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def _prepare_socket(path: str) -> None:

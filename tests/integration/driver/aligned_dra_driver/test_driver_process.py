@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -419,3 +420,31 @@ def test_uevent_subsystem_parsing():
 
     assert subsystem(b"add@/devices/virtual/net/x\0ACTION=add\0SUBSYSTEM=net\0IFINDEX=4\0") == b"net"
     assert subsystem(b"libudev\0garbage") is None
+
+
+def test_a_second_instance_on_the_node_exits_and_leaves_the_first_one_serving(driver, node, api):
+    """The systemd unit and the DaemonSet on one node: the later one must not take the sockets over."""
+    sockets = (driver.dra_socket, driver.reg_socket)
+    before = [os.stat(path).st_ino for path in sockets]
+    second = h.DriverProcess(node, api, kubeconfig=driver.kubeconfig)
+    log_path = node.root / "second.log"
+    with open(log_path, "ab") as log:  # not second.start(): the harness clears the sockets before a start
+        proc = subprocess.Popen(
+            second.args(), stdout=log, stderr=subprocess.STDOUT, env=h.driver_env(), cwd=str(node.root)
+        )
+    try:
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lock = node.kubelet / "plugins" / h.DRIVER / "driver.lock"
+    assert code == 3, log_path.read_text()
+    assert f"{lock} is locked by process {driver.proc.pid}" in log_path.read_text()
+    assert [os.stat(path).st_ino for path in sockets] == before
+    assert driver.register().name == h.DRIVER  # the first one still answers on its own sockets
+    # the lock goes with the process, however it ends: a driver started after kill -9 serves
+    driver.kill9()
+    with h.DriverProcess(node, api, kubeconfig=driver.kubeconfig) as third:
+        assert third.register().name == h.DRIVER
+        assert lock.read_text() == f"{third.proc.pid}\n"
