@@ -525,6 +525,7 @@ class Driver:
     def unprepare(self, claims: list[tuple[str, str, str]]) -> dict[str, str]:
         """Unprepare claims; returns ``{uid: error or ""}`` (unknown claims succeed)."""
         answers: dict[str, str] = {}
+        removed: list[tuple[str, str, str]] = []
         with self.lock:
             changed = False
             for namespace, uid, name in claims:
@@ -559,6 +560,7 @@ class Driver:
                     self._count("unprepare", "error", started)
                     continue
                 del self.checkpoint.claims[uid]
+                removed.append((entry.get("namespace", namespace), entry.get("name", name), uid))
                 self._stop_unused_mps(entry)
                 changed = True
                 answers[uid] = ""
@@ -567,8 +569,29 @@ class Driver:
                 try:
                     self.checkpoint.save()
                 except OSError as exc:
+                    removed = []
                     for uid in answers:
                         answers[uid] = answers[uid] or f"checkpoint {self.checkpoint.path}: {exc}"
             if self.metrics is not None:
                 self.metrics.prepared_claims.set(len(self.checkpoint.claims))
+        for namespace, name, uid in removed:
+            self._clear_status(namespace, name, uid)
         return answers
+
+    def _clear_status(self, namespace: str, name: str, uid: str) -> None:
+        """Remove the claim's ``status.devices`` entries Prepare wrote; a failure is logged, never answered.
+
+        The checkpoint decides what is prepared: this runs after it is saved, and a
+        crash or an API error here leaves at most stale entries on the claim (the
+        claim is being released, and a deleted claim takes them along).
+        """
+        if self.kube is None:
+            return
+        try:
+            outcome = self.kube.remove_claim_status(namespace, name, uid, self.opts.driver_name, self.opts.node_name)
+        except Exception as exc:  # API and connection errors alike: Unprepare's answer stands
+            LOG.warning("clearing status.devices of claim %s/%s failed: %s", namespace, name, exc)
+            if self.metrics is not None:
+                self.metrics.errors.labels(operation="claim_status").inc()
+            return
+        LOG.debug("claim %s/%s (%s): status.devices %s", namespace, name, uid, outcome)

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 RESOURCE_API = "resource.k8s.io/v1"
+CONFLICT_RETRIES = 3
 
 
 class ApiError(RuntimeError):
@@ -114,3 +115,52 @@ class Kube:
             force=True,
             _content_type="application/apply-patch+yaml",
         )
+
+    def remove_claim_status(self, namespace: str, name: str, uid: str, driver: str, pool: str) -> str:
+        """Remove the ``status.devices`` entries of ``driver`` in ``pool`` from the claim with this UID.
+
+        Read, filter, then a merge patch of the status carrying the ``uid`` and the
+        ``resourceVersion`` read as preconditions (the list is replaced whole, so a
+        concurrent write must not be lost: a 409 reads again). Returns ``"gone"`` (no
+        claim of that name), ``"replaced"`` (the name now belongs to another claim,
+        left alone), ``"clean"`` (nothing of ours there) or ``"cleared"``.
+        """
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                claim = self.get_claim(namespace, name)
+            except ApiError as exc:
+                if exc.status == 404:
+                    return "gone"
+                raise
+            metadata = claim.get("metadata") if isinstance(claim, dict) else None
+            if not isinstance(metadata, dict) or metadata.get("uid") != uid:
+                return "replaced"
+            status = claim.get("status")
+            devices = status.get("devices") if isinstance(status, dict) else None
+            devices = devices if isinstance(devices, list) else []
+            keep = [
+                d for d in devices if not (isinstance(d, dict) and (d.get("driver"), d.get("pool")) == (driver, pool))
+            ]
+            if len(keep) == len(devices):
+                return "clean"
+            body = {
+                "metadata": {"uid": uid, "resourceVersion": metadata.get("resourceVersion")},
+                "status": {"devices": keep or None},
+            }
+            try:
+                self._call(
+                    self.resource.patch_namespaced_resource_claim_status,
+                    name,
+                    namespace,
+                    body,
+                    field_manager=self.field_manager,
+                    _content_type="application/merge-patch+json",
+                )
+            except ApiError as exc:
+                if exc.status == 404:
+                    return "gone"
+                if exc.status == 409 and attempt + 1 < CONFLICT_RETRIES:
+                    continue
+                raise
+            return "cleared"
+        raise ApiError(409, "conflict")  # not reached: the last attempt returns or raises

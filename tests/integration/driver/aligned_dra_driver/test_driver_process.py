@@ -448,3 +448,59 @@ def test_a_second_instance_on_the_node_exits_and_leaves_the_first_one_serving(dr
     with h.DriverProcess(node, api, kubeconfig=driver.kubeconfig) as third:
         assert third.register().name == h.DRIVER
         assert lock.read_text() == f"{third.proc.pid}\n"
+
+
+def test_unprepare_removes_the_status_entries_it_wrote_and_only_those(driver, api):
+    claim = h.claim_object("st", [{"request": "gpu", "device": h.GPU}, {"request": "nic", "device": h.NIC}])
+    claim["status"]["allocation"]["devices"]["results"].append(
+        {"request": "gpu", "driver": "gpu.example.com", "pool": "other-pool", "device": "other-0"}
+    )
+    ref = h.claim_ref(api.create(claim))
+    assert driver.prepare([ref]).claims[ref["uid"]].error == ""
+    live = api.get("resourceclaims", "st", "default")
+    assert {d["device"] for d in live["status"]["devices"]} == {h.GPU, h.NIC}
+    # another driver reports its device on the same claim: our Unprepare must leave it
+    other = {"driver": "gpu.example.com", "pool": "other-pool", "device": "other-0"}
+    api.handle(
+        "PATCH",
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/st/status",
+        {"fieldManager": "gpu.example.com"},
+        {"Content-Type": "application/apply-patch+yaml"},
+        json.dumps(
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "status": {"devices": [other]}}
+        ).encode(),
+    )
+    assert len(api.get("resourceclaims", "st", "default")["status"]["devices"]) == 3
+
+    assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
+    assert api.get("resourceclaims", "st", "default")["status"]["devices"] == [other]
+    # idempotent: a second Unprepare changes nothing (the checkpoint no longer has the claim)
+    version = api.get("resourceclaims", "st", "default")["metadata"]["resourceVersion"]
+    assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
+    assert api.get("resourceclaims", "st", "default")["metadata"]["resourceVersion"] == version
+    assert api.rejections == []
+
+
+def test_unprepare_of_a_deleted_or_recreated_claim_succeeds_and_leaves_the_new_one_alone(driver, api):
+    results = [{"request": "gpu", "device": h.GPU}]
+    deleted = h.claim_ref(api.create(h.claim_object("gone", results)))
+    assert driver.prepare([deleted]).claims[deleted["uid"]].error == ""
+    api.delete("resourceclaims", "gone", "default")
+    assert driver.unprepare([deleted]).claims[deleted["uid"]].error == ""
+
+    old = h.claim_ref(api.create(h.claim_object("again", results)))
+    assert driver.prepare([old]).claims[old["uid"]].error == ""
+    api.delete("resourceclaims", "again", "default")
+    new = api.create(h.claim_object("again", results))
+    new["status"]["devices"] = [{"driver": h.DRIVER, "pool": h.NODE, "device": h.GPU}]
+    api.handle(
+        "PUT",
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/again/status",
+        {},
+        {"Content-Type": "application/json"},
+        json.dumps(new).encode(),
+    )
+    assert driver.unprepare([old]).claims[old["uid"]].error == ""
+    # the name's new claim (another UID) keeps what was written for it
+    assert api.get("resourceclaims", "again", "default")["status"]["devices"] == new["status"]["devices"]
+    assert json.loads((driver.node.state / "checkpoint.json").read_text())["claims"] == {}

@@ -19,6 +19,8 @@ class ClaimsInMemory:
     def __init__(self) -> None:
         self.claims: dict[tuple[str, str], dict] = {}
         self.statuses: list[tuple[str, str, list]] = []
+        self.cleared: list[tuple[str, str, str, str, str]] = []
+        self.fail_clearing: Exception | None = None
 
     def add(self, claim: dict) -> tuple[str, str, str]:
         claim = copy.deepcopy(claim)
@@ -32,6 +34,12 @@ class ClaimsInMemory:
     def apply_claim_status(self, namespace: str, name: str, devices: list) -> dict:
         self.statuses.append((namespace, name, devices))
         return {}
+
+    def remove_claim_status(self, namespace: str, name: str, uid: str, driver: str, pool: str) -> str:
+        if self.fail_clearing:
+            raise self.fail_clearing
+        self.cleared.append((namespace, name, uid, driver, pool))
+        return "cleared"
 
 
 @pytest.fixture
@@ -228,3 +236,21 @@ def test_start_stops_mps_daemons_no_claim_uses(node, tmp_path, monkeypatch):
     make(node, mps_root=str(mps_root))  # restore() runs on start
     assert log.read_text() == "quit\n"
     assert not (pipe / "control").exists()
+
+
+def test_unprepare_clears_the_status_after_the_checkpoint_and_an_api_failure_does_not_fail_it(node, monkeypatch):
+    driver, kube = make(node)
+    first = kube.add(h.claim_object("a", [{"request": "gpu", "device": h.GPU}]))
+    second = kube.add(h.claim_object("b", [{"request": "nic", "device": h.NIC}]))
+    assert all("error" not in a for a in driver.prepare([first, second]).values())
+    saved = []
+    real_save = driver.checkpoint.save
+    monkeypatch.setattr(driver.checkpoint, "save", lambda: (saved.append(set(driver.checkpoint.claims)), real_save()))
+    kube.fail_clearing = ConnectionResetError("connection reset by peer")
+    assert driver.unprepare([first]) == {first[1]: ""}
+    assert kube.cleared == [] and driver.checkpoint.claims.keys() == {second[1]}
+    kube.fail_clearing = None
+    assert driver.unprepare([second, first]) == {second[1]: "", first[1]: ""}
+    # only the claim the checkpoint still had is cleared, once, and after the checkpoint lost it
+    assert kube.cleared == [("default", "b", second[1], h.DRIVER, h.NODE)]
+    assert saved == [{second[1]}, set()]
