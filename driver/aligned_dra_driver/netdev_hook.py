@@ -314,6 +314,9 @@ def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
         raise HookError(
             f"process {pid} shares the host's network namespace (host networking): the NIC stays where it is"
         )
+    if not os.path.isdir(os.path.join(args.sysfs_root, "bus", "pci", "devices", args.pci_address)):
+        # else a pod interface of that name (the CNI's eth0, say) would be configured as if it were the NIC
+        raise HookError(f"no PCI device {args.pci_address} on this node")
     host_names = netdevs_of(args.sysfs_root, args.pci_address)
     moving: tuple[str, int, dict[str, Any]] | None = None
     with _netlink() as host:

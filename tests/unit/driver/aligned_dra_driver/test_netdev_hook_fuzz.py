@@ -446,3 +446,18 @@ def test_the_second_container_configures_only_the_nic_of_its_pci_address(world, 
     code, err, _before, kernel, _moved = run_in_process(world, monkeypatch, case, kernel)
     assert code == 0 and "in-place" in err, err
     assert kernel.state["pod"]["links"][2]["mtu"] == 1400
+
+
+def test_a_pci_address_not_on_the_node_never_configures_a_pod_interface_of_that_name(world, monkeypatch):
+    """Found by the fuzzing above: the pod's CNI interface was configured "in place" for a device not on the node."""
+    case = {
+        "argv": ["--pci-address", "0000:19:00.1", "--name", "eth0", "--mtu", "1280"],
+        "state": json.dumps({"pid": POD_PID}).encode(),
+        "via_file": False,
+        "fail_at": None,
+        "rdma_fails": False,
+    }
+    code, err, before, kernel, _moved = run_in_process(world, monkeypatch, case)
+    assert code == 1
+    assert "no PCI device 0000:19:00.1 on this node" in err
+    assert kernel.state == before
