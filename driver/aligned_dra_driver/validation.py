@@ -7,6 +7,9 @@ hook's command line all reach file names, netlink calls or CDI specs. Every
 pattern here is matched against the *whole* value (``re.fullmatch``: a
 ``$``-anchored ``re.match`` lets a trailing newline through) and is ASCII only.
 
+Kubernetes names (DNS labels and subdomains) are checked by the shared
+device model's functions (``dra``), which the planner and renderer use too.
+
 Messages show a refused value through :func:`show`, which cuts it to a
 readable length: a request may carry strings of megabytes.
 """
@@ -16,10 +19,10 @@ from __future__ import annotations
 import os
 import re
 
+from .collection import dra
+
 # Kubernetes object UIDs are RFC 4122 UUIDs in their 36-character text form (the API server makes them).
 UID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-DNS_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
-DNS_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
 # PCI address as the kernel names it in sysfs: domain (4 hex digits, 8 on some hosts), bus, device, function
 BDF_RE = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 # Linux interface names: 1-15 bytes; the kernel also refuses "/", ":" and white space; this is stricter
@@ -44,12 +47,8 @@ def is_uid(value: object) -> bool:
     return _full(UID_RE, value)
 
 
-def is_dns_label(value: object) -> bool:
-    return _full(DNS_LABEL_RE, value)
-
-
-def is_dns_subdomain(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= 253 and _full(DNS_SUBDOMAIN_RE, value)
+is_dns_label = dra.is_dns_label
+is_dns_subdomain = dra.is_dns_subdomain
 
 
 def is_bdf(value: object) -> bool:
