@@ -14,6 +14,8 @@ warning is recorded instead of an exception.
 
 from __future__ import annotations
 
+import gc
+import operator
 import os
 import re
 
@@ -88,7 +90,7 @@ class Reader:
 
     def read_under(self, directory: str, name: str, expected: bool = False) -> str | None:
         """:meth:`read` of ``directory/name``, relative to a kept descriptor of ``directory``."""
-        # Written out rather than through read_at and _drain: this runs for
+        # Written out rather than through read and _drain: this runs for
         # every VF, and each Python call level costs as much as the read.
         dir_fd = self._dirs.get(directory)
         if dir_fd is None:
@@ -133,14 +135,6 @@ class Reader:
         except OSError as exc:
             return self._open_failed(path, exc, expected)
         return self._drain(fd, path)
-
-    def read_at(self, dir_fd: int, name: str, where: str, expected: bool = False) -> str | None:
-        """:meth:`read` of ``name`` relative to an open directory ``where``."""
-        try:
-            fd = _os_open(name, _O_RDONLY, dir_fd=dir_fd)
-        except OSError as exc:
-            return self._open_failed(where + name, exc, expected)
-        return self._drain(fd, where, name)
 
     def _open_failed(self, path: str, exc: OSError, expected: bool) -> None:
         if not isinstance(exc, FileNotFoundError):
@@ -209,7 +203,18 @@ class _Dir:
     def read(self, name: str, expected: bool = False) -> str | None:
         if self.fd is None:
             return self.reader.read(self.where + name, expected)
-        return self.reader.read_at(self.fd, name, self.where, expected)
+        # Written out rather than through Reader.read: a function's dozen
+        # attributes are read here, and a call level costs as much as a read.
+        try:
+            fd = _os_open(name, _O_RDONLY, dir_fd=self.fd)
+        except OSError as exc:
+            return self.reader._open_failed(self.where + name, exc, expected)
+        try:
+            return _os_read(fd, 65536).decode("utf-8", "replace").strip()
+        except OSError as exc:
+            return self.reader._read_failed(self.where + name, exc)
+        finally:
+            _os_close(fd)
 
     def close(self) -> None:
         if self.fd is not None:
@@ -558,6 +563,9 @@ class _Probe:
         self._roots: dict[str, str | None] = {}
         self._vf_identity: dict[str, dict[str, Any]] = {}
         self._vf_paths: dict[str, tuple[str, str]] = {}
+        self._cpu_lists: dict[str, tuple[list[int], str]] = {}
+        self._pf_ports: dict[str, list[tuple[dict[str, Any], str]]] = {}
+        self._port_states: dict[str, str | None] = {}
         self.pci_ids: PciIds | None = None
         if pci_ids_path:
             try:
@@ -640,7 +648,9 @@ class _Probe:
                 if path is None:
                     continue
             func = self.functions[bdf] = _Function(bdf, path, True)
-            # Bridges that exist as directories but not in bus/pci/devices.
+            # Bridges that exist as directories but not in bus/pci/devices;
+            # functions in one directory (a PF and its VFs) share the chain,
+            # so it is looked at once per directory.
             for part in self._locate(func):
                 if part not in self.functions:
                     hidden_path = path[: path.index("/" + part + "/") + len(part) + 1]
@@ -676,9 +686,13 @@ class _Probe:
         return self._roots[parent_dir]
 
     def _locate(self, func: _Function) -> list[str]:
-        """Fill host bridge and bridge chain of ``func`` from its path."""
+        """Fill host bridge and bridge chain of ``func`` from its path.
+
+        Returns the chain the first time a directory is seen, else nothing.
+        """
         parent_dir = func.path[: func.path.rindex("/")]
         located = self._located.get(parent_dir)
+        fresh = located is None
         if located is None:
             # Everything above a function is decided by its parent directory,
             # which the PF and all its VFs share.
@@ -697,7 +711,7 @@ class _Probe:
         func.host_bridge, func.host_key, chain = located
         func.chain = chain
         func.parent = chain[-1] if chain else None
-        return chain
+        return chain if fresh else []
 
     def read_function(self, func: _Function, vf_parent: str | None) -> bool:
         if vf_parent is None:
@@ -750,11 +764,26 @@ class _Probe:
         numa = parse_int(read("numa_node"))
         info = dict(identity)
         info["numa_node"] = None if numa is None or numa < 0 else numa
-        if vf_parent is None:
-            cpus = parse_cpulist(read("local_cpulist"))
-            if cpus is None:
-                cpus = parse_cpumask(read("local_cpus"))
-            info["local_cpus"] = cpus
+        if vf_parent is None and is_bridge_class(info["class_code"]):
+            # Of a bridge only its link is reported: CPU locality, SR-IOV and
+            # physfn belong to endpoints (a bridge is never a PF or a VF).
+            info["local_cpus"] = info["local_cpulist"] = None
+            info["link"] = self._link(read)
+            info["sriov"] = None
+            info["physfn"] = None
+        elif vf_parent is None:
+            raw_cpus = read("local_cpulist")
+            cpus_and_text = self._cpu_lists.get(raw_cpus) if raw_cpus else None
+            if cpus_and_text is None:
+                # Devices of one socket share a list of maybe a hundred CPUs:
+                # parse and format each distinct list once.
+                cpus = parse_cpulist(raw_cpus)
+                if cpus is None:
+                    cpus = parse_cpumask(read("local_cpus"))
+                    cpus_and_text = (cpus, None if cpus is None else format_cpulist(cpus))
+                else:
+                    cpus_and_text = self._cpu_lists[raw_cpus] = (cpus, format_cpulist(cpus))
+            info["local_cpus"], info["local_cpulist"] = cpus_and_text
             info["link"] = self._link(read)
             total = parse_int(read("sriov_totalvfs"))
             if total is not None:
@@ -768,7 +797,7 @@ class _Probe:
         else:
             # A VF shares its PF's link and CPU locality; reading them again
             # for hundreds of VFs would dominate the probe time.
-            info["local_cpus"] = None
+            info["local_cpus"] = info["local_cpulist"] = None
             info["link"] = None
             info["sriov"] = None
             info["physfn"] = vf_parent
@@ -1003,7 +1032,6 @@ class _Probe:
         """
         by_function: dict[str, list[dict[str, Any]]] = {}
         base = self.sys + "/class/infiniband"
-        r = self.r
         found = []
         of_vfs = []
         per_parent: dict[str, int] = {}
@@ -1013,66 +1041,129 @@ class _Probe:
             parent = path[: path.rindex("/", 0, path.rindex("/"))]
             per_parent[parent] = per_parent.get(parent, 0) + 1
             (of_vfs if bdf in physfn else found).append((name, bdf, path, parent))
-        order = found + of_vfs
-        found.extend(of_vfs)
-        found.sort()
         verbs_by_parent = self._char_devices("infiniband_verbs")
         mads_by_parent = self._char_devices("infiniband_mad")
         entries: dict[str, dict[str, Any]] = {}
-        read_under = r.read_under
-        suffixes: dict[str, list[tuple[dict[str, Any], str]]] = {}
 
-        def port_states(pf_entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
-            """The PF's ports with the path of each port's state file."""
-            found = suffixes.get(pf_entry["name"])
-            if found is None:
-                found = suffixes[pf_entry["name"]] = [(p, f"/ports/{p['port']}/state") for p in pf_entry["ports"]]
-            return found
+        def add(entry: dict[str, Any]) -> None:
+            entries[entry["name"]] = entry
+            if entry["pci_address"] is not None:
+                by_function.setdefault(entry["pci_address"], []).append(entry)
 
         # PFs (and everything else) first, so VFs can copy their PF's port.
-        for name, bdf, path, parent in order:
-            pf = physfn.get(bdf)
-            pf_entries = by_function.get(pf) if pf is not None else None
-            # A VF's node GUID is set and read through netlink (sriov module).
-            guid = None if pf_entries else r.read(path + "/node_guid")
-            if guid is None and not pf_entries and not os.path.isdir(path):
-                r.warn(f"RDMA device {name}: dangling link to {path}")
+        for name, bdf, path, parent in found:
+            entry = self._rdma_device(name, bdf, path, parent, per_parent[parent] > 1, verbs_by_parent, mads_by_parent)
+            if entry is not None:
+                add(entry)
+        if of_vfs and verbs_by_parent is not None and mads_by_parent is not None:
+            verbs_of, mads_of = verbs_by_parent.get, mads_by_parent.get
+        else:
+            verbs_of = mads_of = None
+        for name, bdf, path, parent in of_vfs:
+            pf_entries = by_function.get(physfn[bdf])
+            if not pf_entries or verbs_of is None or mads_of is None or per_parent[parent] > 1:
+                entry = self._rdma_device(
+                    name, bdf, path, parent, per_parent[parent] > 1, verbs_by_parent, mads_by_parent, pf_entries
+                )
+                if entry is not None:
+                    add(entry)
                 continue
-            if verbs_by_parent is None:
-                verbs = sorted(r.listdir(parent + "/infiniband_verbs"))
-            else:
-                verbs = verbs_by_parent.get(parent, [])
-            if mads_by_parent is None:
-                mads = sorted(r.listdir(parent + "/infiniband_mad"))
-            else:
-                mads = mads_by_parent.get(parent, [])
-            if per_parent[parent] > 1:
-                verbs = [v for v in verbs if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name]
-                mads = [m for m in mads if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name]
-            if pf_entries:
-                # Relative to the directory the VF shares with its siblings.
-                cut = parent.rindex("/")
-                siblings, own = parent[:cut], path[cut + 1 :]
-                ports = [
-                    {**pf_port, "state": parse_enum(read_under(siblings, own + suffix))}
-                    for pf_port, suffix in port_states(pf_entries[0])
-                ]
-                if ports and ports[0]["state"] is None and not os.path.isdir(path):
-                    r.warn(f"RDMA device {name}: dangling link to {path}")
-                    continue
-            else:
-                ports = self._ports(path)
+            # The common VF: one RDMA device of its own, the char devices
+            # already known by parent (no ibdev files to read).
+            ports = self._vf_ports(name, path, parent, pf_entries[0])
+            if ports is None:
+                continue
             entry = {
                 "name": name,
                 "pci_address": bdf,
-                "node_guid": guid,
+                "node_guid": None,  # set and read through netlink (sriov module)
                 "ports": ports,
-                "char_devices": verbs + mads,
+                "char_devices": verbs_of(parent, []) + mads_of(parent, []),
             }
             entries[name] = entry
-            if bdf is not None:
-                by_function.setdefault(bdf, []).append(entry)
-        return by_function, [entries[entry[0]] for entry in found if entry[0] in entries]
+            by_function.setdefault(bdf, []).append(entry)
+        # Class device names are unique: name order is the class directory's.
+        return by_function, [entries[name] for name in sorted(entries)]
+
+    def _vf_ports(self, name: str, path: str, parent: str, pf_entry: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Ports of a VF's RDMA device at ``path``; None (and a warning) if it is gone.
+
+        A VF's port shares its PF port's physical link, so only the logical
+        state is read. A port of the PF that the VF lacks (a ConnectX-3 VF
+        can be single-port on a dual-port PF) is left out.
+        """
+        templates = self._pf_ports.get(pf_entry["name"])
+        if templates is None:
+            templates = self._pf_ports[pf_entry["name"]] = [
+                (port, f"/ports/{port['port']}/state") for port in pf_entry["ports"]
+            ]
+        states = self._port_states
+        # Relative to the directory the VF shares with its siblings.
+        cut = parent.rindex("/")
+        siblings, own = parent[:cut], path[cut + 1 :]
+        ports = []
+        for pf_port, suffix in templates:
+            raw = self.r.read_under(siblings, own + suffix)
+            if raw is None:
+                if not os.path.isdir(path + suffix[: -len("/state")]):
+                    continue
+                state = None
+            else:
+                state = states.get(raw)
+                if state is None:
+                    state = states[raw] = parse_enum(raw)
+            port = pf_port.copy()
+            port["state"] = state
+            ports.append(port)
+        if not ports and templates and not os.path.isdir(path):
+            self.r.warn(f"RDMA device {name}: dangling link to {path}")
+            return None
+        return ports
+
+    def _rdma_device(
+        self,
+        name: str,
+        bdf: str | None,
+        path: str,
+        parent: str,
+        shared_parent: bool,
+        verbs_by_parent: dict[str, list[str]] | None,
+        mads_by_parent: dict[str, list[str]] | None,
+        pf_entries: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any] | None:
+        """One RDMA device read in full; ``pf_entries``: its PF's, for a VF."""
+        r = self.r
+        # A VF's node GUID is set and read through netlink (sriov module).
+        guid = None if pf_entries else r.read(path + "/node_guid")
+        if guid is None and not pf_entries and not os.path.isdir(path):
+            r.warn(f"RDMA device {name}: dangling link to {path}")
+            return None
+        if verbs_by_parent is None:
+            verbs = sorted(r.listdir(parent + "/infiniband_verbs"))
+        else:
+            verbs = verbs_by_parent.get(parent, [])
+        if mads_by_parent is None:
+            mads = sorted(r.listdir(parent + "/infiniband_mad"))
+        else:
+            mads = mads_by_parent.get(parent, [])
+        if shared_parent:
+            # Several RDMA devices of one function: each char device names its own.
+            verbs = [v for v in verbs if r.read(f"{parent}/infiniband_verbs/{v}/ibdev") == name]
+            mads = [m for m in mads if r.read(f"{parent}/infiniband_mad/{m}/ibdev") == name]
+        if pf_entries:
+            vf_ports = self._vf_ports(name, path, parent, pf_entries[0])
+            if vf_ports is None:
+                return None
+            ports = vf_ports
+        else:
+            ports = self._ports(path)
+        return {
+            "name": name,
+            "pci_address": bdf,
+            "node_guid": guid,
+            "ports": ports,
+            "char_devices": verbs + mads,
+        }
 
     def drm_nodes(self) -> dict[str, dict[str, str]]:
         by_function: dict[str, dict[str, str]] = {}
@@ -1160,7 +1251,7 @@ class _Probe:
                 "driver": info["driver"],
                 "numa_node": info["numa_node"],
                 "numa_node_inferred": None,
-                "local_cpulist": format_cpulist(info["local_cpus"]) if info["local_cpus"] is not None else None,
+                "local_cpulist": info["local_cpulist"],
                 "pcie_root": self._pcie_root(func),
                 "host_bridge": func.host_bridge,
                 "bridges": list(func.chain),
@@ -1406,19 +1497,33 @@ def compute_links(
     bridge_parent = {bdf: f.parent for bdf, f in functions.items()}
     gpus = [d for d in devices if d["kind"] in GPU_KINDS]
     nics = [d for d in devices if d["kind"] in NIC_KINDS]
-    nic_bdfs = {d["pci_address"] for d in nics}
+    # Levels are worked out for NICs that are not VFs of a listed PF; each
+    # VF then takes its PF's (a PF sorts before its VFs). ``level_source``
+    # names, per NIC in device order, whose level it has.
+    own: list[dict[str, Any]] = []
+    level_source: list[str] = []
+    levels_known: set[str] = set()
+    for nic in nics:
+        pf = nic["physfn"]
+        if pf in levels_known:
+            level_source.append(pf)
+        else:
+            own.append(nic)
+            level_source.append(nic["pci_address"])
+            levels_known.add(nic["pci_address"])
+    row_keys = [d["pci_address"] for d in nics]
+    # One C-level lookup per GPU instead of a Python loop over hundreds of VFs.
+    pick = operator.itemgetter(*level_source) if len(level_source) > 1 else None
+    physical_nics = [d["pci_address"] for d in nics if not d["physfn"]]
     links: dict[str, dict[str, str]] = {}
     nearest: dict[str, dict[str, Any]] = {}
     for gpu in gpus:
         g = functions[gpu["pci_address"]]
         g_numa = _effective_numa(gpu)
-        row: dict[str, str] = {}
-        for nic in nics:
-            if nic["physfn"] in nic_bdfs and nic["physfn"] in row:
-                row[nic["pci_address"]] = row[nic["physfn"]]
-                continue
+        levels: dict[str, str] = {}
+        for nic in own:
             n = functions[nic["pci_address"]]
-            row[nic["pci_address"]] = pair_level(
+            levels[nic["pci_address"]] = pair_level(
                 g.chain,
                 n.chain,
                 g.bdf,
@@ -1430,8 +1535,12 @@ def compute_links(
                 bridge_roles,
                 bridge_parent,
             )
+        if pick is not None:
+            row = dict(zip(row_keys, pick(levels)))
+        else:
+            row = levels
         links[gpu["pci_address"]] = row
-        physical = [(LEVEL_RANK[row[d["pci_address"]]], d["pci_address"]) for d in nics if not d["physfn"]]
+        physical = [(LEVEL_RANK[row[bdf]], bdf) for bdf in physical_nics]
         if physical:
             best = min(rank for rank, _bdf in physical)
             nearest[gpu["pci_address"]] = {
@@ -1452,9 +1561,16 @@ def probe(
     if not os.path.isdir(sysfs_root):
         raise ValueError(f"sysfs_root {sysfs_root} is not a directory")
     prober = _Probe(sysfs_root, procfs_root, pci_ids_path)
+    # The probe makes thousands of small objects and no reference cycles;
+    # left on, the cyclic collector would walk them about ten times per probe
+    # of a node with hundreds of VFs, for nothing (a tenth of the time).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return prober.run()
     finally:
+        if collecting:
+            gc.enable()
         prober.r.close()
 
 

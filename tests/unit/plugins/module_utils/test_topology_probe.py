@@ -8,12 +8,14 @@ sits on), not copied from the probe's output.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils import topology as topology_module
 from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree
@@ -350,3 +352,73 @@ def test_probe_closes_every_descriptor_it_opens(small):
     before = sorted(os.listdir("/proc/self/fd"))
     run(small)
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def rdma(topology: dict, name: str) -> dict:
+    return next(r for r in topology["rdma_devices"] if r["name"] == name)
+
+
+def test_a_vf_reports_its_own_port_state_and_only_the_ports_it_has(small):
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    # The builder gives the dual-port PF's VFs one port each (ConnectX-3 can do that).
+    (pci_dir(small, vfs[1]) / "infiniband/mlx5_2/ports/1/state").write_text("1: DOWN\n")
+    topology = run(small)
+    pf, first, second = rdma(topology, "mlx5_0"), rdma(topology, "mlx5_1"), rdma(topology, "mlx5_2")
+    assert [p["port"] for p in pf["ports"]] == [1, 2]
+    assert [p["port"] for p in first["ports"]] == [1] == [p["port"] for p in second["ports"]]
+    assert (first["ports"][0]["state"], second["ports"][0]["state"]) == ("ACTIVE", "DOWN")
+    # The physical link is the PF port's; nothing is shared with it.
+    assert second["ports"][0]["link_layer"] == pf["ports"][0]["link_layer"]
+    assert second["ports"][0]["rate_gbps"] == pf["ports"][0]["rate_gbps"]
+    assert pf["ports"][0]["state"] == "ACTIVE"
+    assert (first["char_devices"], second["char_devices"]) == (["uverbs1", "umad2"], ["uverbs2", "umad3"])
+    assert first["node_guid"] is None and pf["node_guid"]
+
+
+def test_a_vf_rdma_device_that_is_gone_is_skipped_with_a_warning(small):
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    shutil.rmtree(pci_dir(small, vfs[0]) / "infiniband/mlx5_1")
+    topology = run(small)
+    assert [r["name"] for r in topology["rdma_devices"]] == ["mlx5_0", "mlx5_2"]
+    assert any("mlx5_1" in w and "dangling" in w for w in topology["warnings"])
+    assert device(topology, vfs[0])["rdma_devices"] == [] and device(topology, vfs[0])["kind"] == "nic"
+
+
+def test_two_rdma_devices_of_one_vf_each_get_their_own_char_devices(small):
+    vfs = device(run(small), "0000:01:00.0")["sriov"]["vfs"]
+    vf = pci_dir(small, vfs[1])
+    # A second RDMA device on the VF, with its own umad that names it.
+    shutil.copytree(vf / "infiniband/mlx5_2", vf / "infiniband/mlx5_9", symlinks=True)
+    (vf / "infiniband/mlx5_9/ports/1/state").write_text("2: INIT\n")
+    shutil.copytree(vf / "infiniband_mad/umad3", vf / "infiniband_mad/umad7", symlinks=True)
+    (vf / "infiniband_mad/umad7/ibdev").write_text("mlx5_9\n")
+    rel = os.path.relpath(vf, small / "sys/class/infiniband")
+    (small / "sys/class/infiniband/mlx5_9").symlink_to(f"{rel}/infiniband/mlx5_9")
+    (small / "sys/class/infiniband_mad/umad7").symlink_to(f"{rel}/infiniband_mad/umad7")
+    topology = run(small)
+    assert device(topology, vfs[1])["rdma_devices"] == ["mlx5_2", "mlx5_9"]
+    assert rdma(topology, "mlx5_2")["char_devices"] == ["uverbs2", "umad3"]
+    assert rdma(topology, "mlx5_9")["char_devices"] == ["umad7"]
+    assert [p["state"] for p in rdma(topology, "mlx5_9")["ports"]] == ["INIT"]
+    assert [r["name"] for r in topology["rdma_devices"]] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_9"]
+
+
+def test_probe_leaves_the_garbage_collector_as_it_found_it(small, monkeypatch):
+    assert gc.isenabled()
+    run(small)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        run(small)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def broken(self):
+        assert not gc.isenabled()  # off while probing
+        raise RuntimeError("probe failed")
+
+    monkeypatch.setattr(topology_module._Probe, "run", broken)
+    with pytest.raises(RuntimeError):
+        run(small)
+    assert gc.isenabled()
