@@ -203,18 +203,11 @@ class _Dir:
     def read(self, name: str, expected: bool = False) -> str | None:
         if self.fd is None:
             return self.reader.read(self.where + name, expected)
-        # Written out rather than through Reader.read: a function's dozen
-        # attributes are read here, and a call level costs as much as a read.
         try:
             fd = _os_open(name, _O_RDONLY, dir_fd=self.fd)
         except OSError as exc:
             return self.reader._open_failed(self.where + name, exc, expected)
-        try:
-            return _os_read(fd, 65536).decode("utf-8", "replace").strip()
-        except OSError as exc:
-            return self.reader._read_failed(self.where + name, exc)
-        finally:
-            _os_close(fd)
+        return self.reader._drain(fd, self.where, name)
 
     def close(self) -> None:
         if self.fd is not None:
