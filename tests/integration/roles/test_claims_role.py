@@ -8,8 +8,6 @@ no real kube-apiserver can run here) through kubernetes.core.k8s.
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,7 @@ import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-
-REPO = Path(__file__).resolve().parents[3]
+from ansible_collections.aligned.dra.tests.playbook_runs import REPO, recap, run_playbook
 
 
 @pytest.fixture(scope="module")
@@ -64,19 +61,9 @@ def setup(tmp_path: Path, trees: dict, claims: dict | None = None, **extra) -> t
     return path, play
 
 
-def playbook(inventory: Path, play: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(play), *args], capture_output=True, text=True, check=False
-    )
-
-
-def recap_changed(stdout: str) -> int:
-    return sum(int(n) for n in re.findall(r"changed=(\d+)", stdout.split("PLAY RECAP")[-1]))
-
-
 def test_render_plan_and_write_then_idempotent(tmp_path, trees):
     inventory, play = setup(tmp_path, trees)
-    first = playbook(inventory, play)
+    first = run_playbook(inventory, play)
     assert first.returncode == 0, first.stdout + first.stderr
     site = tmp_path / "out" / "west"
     plan = json.loads((site / "plan.json").read_text())
@@ -93,16 +80,16 @@ def test_render_plan_and_write_then_idempotent(tmp_path, trees):
         assert (site / "claims" / name).is_file()
     assert "gpu-nic-pair-1: 9 claims fit" in first.stdout
 
-    second = playbook(inventory, play)
+    second = run_playbook(inventory, play)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert recap_changed(second.stdout) == 0
+    assert recap(second.stdout)["changed"] == 0
 
 
 def test_a_template_that_is_no_longer_rendered_is_removed(tmp_path, trees):
     inventory, play = setup(tmp_path, trees)
-    assert playbook(inventory, play).returncode == 0
+    assert run_playbook(inventory, play).returncode == 0
     inventory, play = setup(tmp_path, trees, claims={"templates": {"pairs": {"counts": [1]}}})
-    result = playbook(inventory, play)
+    result = run_playbook(inventory, play)
     assert result.returncode == 0, result.stdout + result.stderr
     claims_dir = tmp_path / "out" / "west" / "claims"
     assert not (claims_dir / "claimtemplate-gpu-nic-pair-8.yaml").exists()
@@ -111,7 +98,7 @@ def test_a_template_that_is_no_longer_rendered_is_removed(tmp_path, trees):
 
 def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, trees):
     inventory, play = setup(tmp_path, trees)
-    result = playbook(inventory, play, "--check", "--diff")
+    result = run_playbook(inventory, play, "--check", "--diff")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "+++ after" in result.stdout
     assert not (tmp_path / "out" / "west" / "plan.json").exists()
@@ -119,14 +106,14 @@ def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, trees):
 
 def test_unsatisfiable_required_template_fails_the_play(tmp_path, trees):
     inventory, play = setup(tmp_path, trees, claims={"templates": {"pairs": {"counts": [8]}}, "required": ["vf-only"]})
-    result = playbook(inventory, play)
+    result = run_playbook(inventory, play)
     assert result.returncode != 0
     assert "required templates cannot be satisfied on site west: vf-only" in result.stdout
 
 
 def test_bad_settings_fail_before_anything_is_written(tmp_path, trees):
     inventory, play = setup(tmp_path, trees, claims={"drivers": ["acme.io"]})
-    result = playbook(inventory, play)
+    result = run_playbook(inventory, play)
     assert result.returncode != 0
     assert "aligned_dra_claims.drivers" in result.stdout
     assert not (tmp_path / "out" / "west" / "claims").exists()
@@ -134,7 +121,7 @@ def test_bad_settings_fail_before_anything_is_written(tmp_path, trees):
 
 def test_bad_minor_is_refused_by_the_argument_spec(tmp_path, trees):
     inventory, play = setup(tmp_path, trees, aligned_dra_kubernetes_version="1.30")
-    result = playbook(inventory, play)
+    result = run_playbook(inventory, play)
     assert result.returncode != 0
     assert "aligned_dra_kubernetes_version" in result.stdout
 
@@ -149,7 +136,7 @@ def test_server_side_apply_and_dry_run_in_check_mode(tmp_path, trees):
             aligned_dra_claims_apply=True,
             aligned_dra_claims_kubeconfig=str(kubeconfig),
         )
-        dry = playbook(inventory, play, "--check", "--diff")
+        dry = run_playbook(inventory, play, "--check", "--diff")
         assert dry.returncode == 0, dry.stdout + dry.stderr
         assert api.list("deviceclasses") == []
         applies = [r for r in api.requests if r[0] == "PATCH"]
@@ -157,7 +144,7 @@ def test_server_side_apply_and_dry_run_in_check_mode(tmp_path, trees):
         # the server refuses an apply without fieldManager (422); a dry run stores nothing
         assert api.rejections == []
 
-        applied = playbook(inventory, play)
+        applied = run_playbook(inventory, play)
         assert applied.returncode == 0, applied.stdout + applied.stderr
         classes = {o["metadata"]["name"] for o in api.list("deviceclasses")}
         assert classes == {"aligned-gpu", "aligned-nic", "aligned-vf"}
@@ -178,7 +165,7 @@ def test_what_if_plans_a_site_on_a_tree_it_does_not_have(tmp_path, trees):
             "aligned_dra_what_if_dest": str(dest),
         }
     )
-    result = playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", extra)
+    result = run_playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", extra)
     assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads(dest.read_text())
     pair1 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
@@ -190,7 +177,7 @@ def test_what_if_plans_a_site_on_a_tree_it_does_not_have(tmp_path, trees):
 
 def test_what_if_needs_one_source_of_nodes(tmp_path, trees):
     inventory, _play = setup(tmp_path, trees)
-    result = playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", "aligned_dra_what_if_site=west")
+    result = run_playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", "aligned_dra_what_if_site=west")
     assert result.returncode != 0
     assert "exactly one of" in result.stdout
 
@@ -232,7 +219,7 @@ def test_plan_on_the_resource_slices_of_every_driver_in_the_cluster(tmp_path, tr
             aligned_dra_claims_plan_source="cluster",
             aligned_dra_claims_kubeconfig=str(kubeconfig),
         )
-        result = playbook(inventory, play)
+        result = run_playbook(inventory, play)
         assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads((tmp_path / "out" / "west" / "plan.json").read_text())
     assert plan["nodes"] == ["dgx1"]  # the VM publishes nothing in this cluster

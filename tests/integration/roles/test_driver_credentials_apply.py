@@ -13,7 +13,6 @@ A second run changes nothing.
 from __future__ import annotations
 
 import base64
-import re
 import subprocess
 from pathlib import Path
 
@@ -21,8 +20,8 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook, write_inventory
 
-REPO = Path(__file__).resolve().parents[3]
 NODES = ("gpu-a", "gpu-b")
 
 
@@ -35,33 +34,14 @@ def api():
 
 
 def run(tmp_path: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess:
-    inventory = {
-        "aligned_dra_nodes": {
-            "hosts": {name: {} for name in NODES},
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(tmp_path / "out"),
-                "aligned_dra_site": "west",
-                "aligned_dra_driver_mode": "host",
-                "aligned_dra_driver_kubeconfig": str(kubeconfig),
-            },
-        }
+    variables = {
+        "aligned_dra_output_dir": str(tmp_path / "out"),
+        "aligned_dra_site": "west",
+        "aligned_dra_driver_mode": "host",
+        "aligned_dra_driver_kubeconfig": str(kubeconfig),
     }
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(tmp_path / "hosts.yml"), str(REPO / "playbooks" / "driver.yml"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def recap(stdout: str) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for key, value in re.findall(r"(changed|failed)=(\d+)", stdout.split("PLAY RECAP")[-1]):
-        found[key] = found.get(key, 0) + int(value)
-    return found
+    inventory = write_inventory(tmp_path / "hosts.yml", NODES, variables)
+    return run_playbook(inventory, PLAYBOOKS / "driver.yml", *args)
 
 
 @pytest.mark.slow

@@ -1,16 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The teams and utilization roles through real ansible-playbook runs (no probe: plan.json is given)."""
+"""The teams and utilization roles through real ansible-playbook runs (no probe: plan.json is given).
+
+The apply tests send every rendered object (Namespaces, ResourceQuotas,
+PriorityClasses, ResourceClaimTemplates) through kubernetes.core.k8s
+server-side apply to tests/fake_apiserver.py, which validates it against
+Kubernetes 1.35's schemas and refuses unknown fields; a second run changes
+nothing.
+"""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, REPO, recap, run_playbook, write_inventory
+
 RECORDED = REPO / "tests" / "fixtures" / "utilization" / "ai-lab"
 TEAMS = {
     "teams": [
@@ -21,52 +30,34 @@ TEAMS = {
 }  # fmt: skip
 
 
-def setup(tmp_path: Path, teams: dict, gpus: int = 8, **extra) -> tuple[Path, Path]:
+def setup(
+    tmp_path: Path,
+    teams: dict,
+    gpus: int = 8,
+    hosts: tuple[str, ...] = ("n1", "n2"),
+    plays: tuple[str, ...] = ("teams.yml", "utilization.yml"),
+    **extra,
+) -> tuple[Path, Path]:
     output = tmp_path / "out"
     (output / "west").mkdir(parents=True, exist_ok=True)
     plan = {"schema_version": 1, "classes": {"aligned-gpu": {"devices": gpus}, "aligned-nic": {"devices": 4}}}
     (output / "west" / "plan.json").write_text(json.dumps(plan))
-    inventory = {
-        "aligned_dra_nodes": {
-            "hosts": {"n1": {}, "n2": {}},
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(output),
-                "aligned_dra_site": "west",
-                "aligned_dra_kubernetes_version": "1.35",
-                "aligned_dra_teams": teams,
-                **extra,
-            },
-        }
+    variables = {
+        "aligned_dra_output_dir": str(output),
+        "aligned_dra_site": "west",
+        "aligned_dra_kubernetes_version": "1.35",
+        "aligned_dra_teams": teams,
+        **extra,
     }
-    path = tmp_path / "hosts.yml"
-    path.write_text(yaml.safe_dump(inventory))
+    inventory = write_inventory(tmp_path / "hosts.yml", hosts, variables)
     play = tmp_path / "play.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {"ansible.builtin.import_playbook": str(REPO / "playbooks" / "teams.yml")},
-                {"ansible.builtin.import_playbook": str(REPO / "playbooks" / "utilization.yml")},
-            ]
-        )
-    )
-    return path, play
-
-
-def playbook(inventory: Path, play: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(play), *args], capture_output=True, text=True, check=False
-    )
-
-
-def recap_changed(stdout: str) -> int:
-    return sum(int(n) for n in re.findall(r"changed=(\d+)", stdout.split("PLAY RECAP")[-1]))
+    play.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": str(PLAYBOOKS / name)} for name in plays]))
+    return inventory, play
 
 
 def test_writes_teams_shows_quotas_and_is_idempotent(tmp_path):
     inventory, play = setup(tmp_path, TEAMS)
-    first = playbook(inventory, play)
+    first = run_playbook(inventory, play)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "west: aligned-gpu: guaranteed 6 of 8 devices (ok), opportunistic 8; train 6, mon 8" in " ".join(
         first.stdout.split()
@@ -85,13 +76,13 @@ def test_writes_teams_shows_quotas_and_is_idempotent(tmp_path):
     }
     assert json.loads((out / "teams.json").read_text())["capacity"][0]["status"] == "ok"
     assert not (out / "utilization.json").exists()
-    second = playbook(inventory, play)
-    assert second.returncode == 0 and recap_changed(second.stdout) == 0, second.stdout
+    second = run_playbook(inventory, play)
+    assert second.returncode == 0 and recap(second.stdout)["changed"] == 0, second.stdout
 
 
 def test_quota_above_capacity_is_refused_before_anything_is_written(tmp_path):
     inventory, play = setup(tmp_path, TEAMS, gpus=5)
-    result = playbook(inventory, play)
+    result = run_playbook(inventory, play)
     assert result.returncode != 0
     assert "guaranteed quotas add up to 6 devices, the site has 5" in result.stdout
     assert not (tmp_path / "out" / "west" / "teams").exists()
@@ -100,17 +91,74 @@ def test_quota_above_capacity_is_refused_before_anything_is_written(tmp_path):
 
 def test_a_removed_team_loses_its_files_and_utilization_reads_files(tmp_path):
     inventory, play = setup(tmp_path, TEAMS)
-    assert playbook(inventory, play).returncode == 0
+    assert run_playbook(inventory, play).returncode == 0
     files = {
         "aligned_dra_utilization_source": "files",
         "aligned_dra_utilization_slice_files": [str(RECORDED / "slices.yaml")],
         "aligned_dra_utilization_claim_files": [str(RECORDED / "claims.yaml")],
     }
     inventory, play = setup(tmp_path, {"teams": TEAMS["teams"][:1]}, **files)
-    result = playbook(inventory, play)
+    result = run_playbook(inventory, play)
     assert result.returncode == 0, result.stdout + result.stderr
     names = {p.name for p in (tmp_path / "out" / "west" / "teams").iterdir()}
     assert "namespace-mon.yaml" not in names and "namespace-train-a.yaml" in names
     used = json.loads((tmp_path / "out" / "west" / "utilization.json").read_text())
     assert used["classes"]["aligned-gpu"]["allocated"] == 5 and used["teams"]["(no team)"]["claims"] == 7
     assert "west: aligned-gpu: 5 of 6 allocated, 1 idle" in result.stdout
+
+
+# -- apply to the strict fake API server ---------------------------------------
+
+
+@pytest.fixture
+def api():
+    with FakeApiServer(minor="1.35") as server:
+        yield server
+
+
+def run_apply(tmp_path: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess:
+    """playbooks/teams.yml alone on one node, applying to the fake API server."""
+    inventory, play = setup(
+        tmp_path,
+        TEAMS,
+        hosts=("n1",),
+        plays=("teams.yml",),
+        aligned_dra_teams_apply=True,
+        aligned_dra_teams_kubeconfig=str(kubeconfig),
+    )
+    return run_playbook(inventory, play, *args)
+
+
+@pytest.mark.slow
+def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_path):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    first = run_apply(tmp_path, kubeconfig)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert api.rejections == []
+    written = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "out" / "west" / "teams").glob("*.yaml"))]
+    objects = [o for o in written if o.get("kind") != "Kustomization"]
+    assert len(objects) >= 6
+    plurals = {"Namespace": "namespaces", "ResourceQuota": "resourcequotas", "PriorityClass": "priorityclasses",
+               "ResourceClaimTemplate": "resourceclaimtemplates"}  # fmt: skip
+    assert {o["kind"] for o in objects} <= set(plurals)
+    for obj in objects:
+        meta = obj["metadata"]
+        stored = api.get(plurals[obj["kind"]], meta["name"], meta.get("namespace", ""))
+        assert stored is not None, f"{obj['kind']} {meta['name']} was not applied"
+        for key in set(obj) - {"metadata", "status"}:
+            assert stored[key] == obj[key], (obj["kind"], meta["name"], key)
+        assert (stored["metadata"].get("labels") or {}).items() >= (meta.get("labels") or {}).items()
+    assert {n["metadata"]["name"] for n in api.list("namespaces")} >= {"train-a", "train-b"}
+    quotas = {q["metadata"]["namespace"] for q in api.list("resourcequotas")}
+    assert {"train-a", "train-b"} <= quotas
+    second = run_apply(tmp_path, kubeconfig)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert recap(second.stdout) == {"changed": 0, "failed": 0}
+
+
+@pytest.mark.slow
+def test_check_mode_applies_nothing(api, tmp_path):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    proc = run_apply(tmp_path, kubeconfig, "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert api.list("namespaces") == [] and api.list("priorityclasses") == []

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -12,8 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-
-REPO = Path(__file__).resolve().parents[3]
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +49,7 @@ def write_inventory(path: Path, trees: dict, output: Path, **extra) -> Path:
 
 
 def playbook(inventory: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(REPO / "playbooks" / "probe.yml"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def recap_changed(stdout: str) -> int:
-    return sum(int(n) for n in re.findall(r"changed=(\d+)", stdout.split("PLAY RECAP")[-1]))
+    return run_playbook(inventory, PLAYBOOKS / "probe.yml", *args)
 
 
 def test_probe_writes_nodes_summaries_and_index_and_is_idempotent(tmp_path, trees):
@@ -68,7 +57,7 @@ def test_probe_writes_nodes_summaries_and_index_and_is_idempotent(tmp_path, tree
     inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
     first = playbook(inventory)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert recap_changed(first.stdout) > 0
+    assert recap(first.stdout)["changed"] > 0
     assert f"written to {output}" in first.stdout
 
     ve1 = json.loads((output / "east" / "nodes" / "ve1.json").read_text())
@@ -82,7 +71,7 @@ def test_probe_writes_nodes_summaries_and_index_and_is_idempotent(tmp_path, tree
 
     second = playbook(inventory)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert recap_changed(second.stdout) == 0
+    assert recap(second.stdout)["changed"] == 0
 
 
 def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, trees):
@@ -90,7 +79,7 @@ def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, trees):
     inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
     result = playbook(inventory, "--check", "--diff")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert recap_changed(result.stdout) > 0
+    assert recap(result.stdout)["changed"] > 0
     assert "+++ after" in result.stdout
     assert not output.exists()
 

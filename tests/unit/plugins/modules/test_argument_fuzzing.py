@@ -68,9 +68,10 @@ from ansible.module_utils.testing import patch_module_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims as claims_lib
 from ansible_collections.aligned.dra.plugins.module_utils import sriov as sriov_lib
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
+from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects
 from ansible_collections.aligned.dra.tests.report_sites import topology_of, write_site
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
@@ -142,30 +143,18 @@ def module_spec(name: str) -> dict[str, Any]:
     return caught.value.kwargs
 
 
-def _doc_shape(options: dict[str, Any]) -> dict[str, Any]:
+def _shape(options: dict[str, Any] | None, nested: str) -> dict[str, Any]:
+    """Names, types, choices, defaults and nesting of options; ``nested`` is where sub-options sit
+    (``suboptions`` in DOCUMENTATION, ``options`` in an argument spec)."""
     shape = {}
-    for key, doc in (options or {}).items():
-        shape[key] = {
-            "type": doc.get("type", "str"),
-            "elements": doc.get("elements"),
-            "choices": sorted(doc["choices"]) if "choices" in doc else None,
-            "required": bool(doc.get("required", False)),
-            "default": doc.get("default"),
-            "options": _doc_shape(doc["suboptions"]) if "suboptions" in doc else None,
-        }
-    return shape
-
-
-def _spec_shape(spec: dict[str, Any]) -> dict[str, Any]:
-    shape = {}
-    for key, entry in spec.items():
+    for key, entry in (options or {}).items():
         shape[key] = {
             "type": entry.get("type", "str"),
             "elements": entry.get("elements"),
             "choices": sorted(entry["choices"]) if "choices" in entry else None,
             "required": bool(entry.get("required", False)),
             "default": entry.get("default"),
-            "options": _spec_shape(entry["options"]) if "options" in entry else None,
+            "options": _shape(entry[nested], nested) if nested in entry else None,
         }
     return shape
 
@@ -174,7 +163,7 @@ def _spec_shape(spec: dict[str, Any]) -> dict[str, Any]:
 def test_documentation_matches_the_fuzzed_spec(name):
     """What is fuzzed is what is documented: names, types, choices, defaults, suboptions."""
     documented = yaml.safe_load(load(name).DOCUMENTATION)["options"]
-    assert _spec_shape(module_spec(name)["argument_spec"]) == _doc_shape(documented)
+    assert _shape(module_spec(name)["argument_spec"], "options") == _shape(documented, "suboptions")
 
 
 def test_every_module_is_fuzzed():
@@ -535,25 +524,14 @@ EXCLUSIVE_FILLERS = {
 
 # -- valid bases and semantic garbage per module -----------------------------------------
 
-TOPOLOGY = {
-    "devices": [
-        {"pci_address": "0000:10:00.0", "kind": "gpu", "pcie_root": "pci0000:0f", "numa_node": 0},
-        {
-            "pci_address": "0000:11:00.0",
-            "kind": "rdma",
-            "pcie_root": "pci0000:0f",
-            "numa_node": 0,
-            "rdma_devices": ["mlx5_0"],
-        },
-        {"pci_address": "0000:90:00.0", "kind": "gpu", "pcie_root": "pci0000:8f", "numa_node": 1},
-    ],
-    "links": {"0000:10:00.0": {"0000:11:00.0": "PIX"}, "0000:90:00.0": {"0000:11:00.0": "SYS"}},
-}
-OBJECTS = claims_lib.render({"templates": {"pairs": {"counts": [1, 2]}}}, "s", "1.36")["objects"]
+OBJECTS = pair_objects()
 CLASSES = [o for o in OBJECTS if o["kind"] == "DeviceClass"]
 SLICES: list[dict[str, Any]] = []
 VERSIONS = ["1.34", "1.35", "v1.36.2", "1.37", "1.36.0"]
 BAD_VERSIONS = ["1.33", "1.38", "2.0", "v1", "", "latest", "1.36.x", "1..36", "１.３６"]
+# Scratch-tree entries (written by _common) that are no plan.json, and no list of objects.
+BAD_PLAN_FILES = ["garbage.json", "wrong-shape.json", "binary.bin", "emptydir"]
+BAD_OBJECT_FILES = ["garbage.json", "wrong-shape.json", "binary.bin", "list.yaml", "scalar.yaml", "emptydir"]
 CEL_GARBAGE = [
     'device.attributes["dra.aligned.dev"].colour == "red"',
     "device.driver ==",
@@ -975,46 +953,60 @@ def semantic_claims_render(draw, args: dict[str, Any], root: Path, broken: Broke
         claims_settings_garbage(draw, args, "settings", broken)
 
 
+CLAIMS_SETTINGS_GARBAGE = [
+    ("drivers", ["x.io"]),
+    ("drivers", "dra.aligned.dev"),
+    ("drivers", [5]),
+    ("gpu_driver", "dra.net"),
+    ("nic_driver", "gpu.nvidia.com"),
+    ("templates", "pairs"),
+    ("templates", {"pairs": {"counts": [0]}}),
+    ("templates", {"pairs": {"counts": "1"}}),
+    ("templates", {"pairs": {"colour": 1}}),
+    ("templates", {"bogus": {}}),
+    ("templates", {"pairs": None}),
+    ("templates", {"pairs": {"selectors": {"gpu": CEL_GARBAGE[:2]}}}),
+    ("required", ["ghost"]),
+    ("required", "gpu-nic-pair-1"),
+    ("required", [5]),
+    ("namespace", "Bad_NS"),
+    ("namespace", 5),
+    ("classes", {"gpu": "UPPER CASE"}),
+    ("classes", "x"),
+    ("classes", {"tpu": "tpu"}),
+    ("selectors", {"gpu": ["device.driver =="]}),
+    ("selectors", {"gpu": "true"}),
+    ("selectors", {"tpu": ["true"]}),
+    ("bogus_key", 1),
+]
+
+
+def break_dest(draw, args: dict[str, Any], root: Path, broken: Broken, file_name: str) -> None:
+    """A ``dest`` that cannot be written: an existing directory, or a path under a file."""
+    args["dest"] = draw(st.sampled_from([str(root / "emptydir"), str(root / "afile" / file_name), str(root / "out")]))
+    broken.add(("dest",))
+
+
 def claims_settings_garbage(draw, args: dict[str, Any], key: str, broken: Broken) -> None:
+    field = settings_garbage(draw, args, key, broken, CLAIMS_SETTINGS_GARBAGE)
+    if field == "selectors":
+        value = args[key][field]
+        args[key][field] = {
+            k: (v if not isinstance(v, list) else [draw(st.sampled_from(CEL_GARBAGE))]) for k, v in value.items()
+        }
+
+
+def settings_garbage(draw, args: dict[str, Any], key: str, broken: Broken, choices: list) -> str | None:
+    """Set one (field, value) drawn from ``choices`` in the settings mapping ``args[key]``; the field set, if any."""
     conf = args.setdefault(key, {})
     if not isinstance(conf, dict):
-        return
-    field, value = draw(
-        st.sampled_from(
-            [
-                ("drivers", ["x.io"]),
-                ("drivers", "dra.aligned.dev"),
-                ("drivers", [5]),
-                ("gpu_driver", "dra.net"),
-                ("nic_driver", "gpu.nvidia.com"),
-                ("templates", "pairs"),
-                ("templates", {"pairs": {"counts": [0]}}),
-                ("templates", {"pairs": {"counts": "1"}}),
-                ("templates", {"pairs": {"colour": 1}}),
-                ("templates", {"bogus": {}}),
-                ("templates", {"pairs": None}),
-                ("templates", {"pairs": {"selectors": {"gpu": CEL_GARBAGE[:2]}}}),
-                ("required", ["ghost"]),
-                ("required", "gpu-nic-pair-1"),
-                ("required", [5]),
-                ("namespace", "Bad_NS"),
-                ("namespace", 5),
-                ("classes", {"gpu": "UPPER CASE"}),
-                ("classes", "x"),
-                ("classes", {"tpu": "tpu"}),
-                ("selectors", {"gpu": ["device.driver =="]}),
-                ("selectors", {"gpu": "true"}),
-                ("selectors", {"tpu": ["true"]}),
-                ("bogus_key", 1),
-            ]
-        )
-    )
-    if field == "selectors":
-        value = {k: (v if not isinstance(v, list) else [draw(st.sampled_from(CEL_GARBAGE))]) for k, v in value.items()}
-    conf[field] = value
+        return None
+    field, value = draw(st.sampled_from(choices))
+    conf[field] = copy.deepcopy(value)
     broken.add((key, field))
     if field == "bogus_key":
         broken.words.append(field)
+    return field
 
 
 def semantic_teams_render(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
@@ -1025,68 +1017,48 @@ def semantic_teams_render(draw, args: dict[str, Any], root: Path, broken: Broken
         args["kubernetes_version"] = draw(st.sampled_from(BAD_VERSIONS))
         broken.add(("kubernetes_version",))
     elif what == "plan_file":
-        args["plan_file"] = draw(
-            st.sampled_from(
-                [
-                    str(root / "garbage.json"),
-                    str(root / "wrong-shape.json"),
-                    str(root / "binary.bin"),
-                    str(root / "emptydir"),
-                ]
-            )
-        )
+        args["plan_file"] = str(root / draw(st.sampled_from(BAD_PLAN_FILES)))
         broken.add(("plan_file",))
     elif what == "dest":
-        args["dest"] = draw(
-            st.sampled_from([str(root / "emptydir"), str(root / "afile" / "teams.json"), str(root / "out")])
-        )
-        broken.add(("dest",))
+        break_dest(draw, args, root, broken, "teams.json")
     else:
         teams_settings_garbage(draw, args, "settings", broken)
 
 
+TEAMS_SETTINGS_GARBAGE = [
+    ("teams", "a"),
+    ("teams", [5]),
+    ("teams", [{"name": "Bad Name"}]),
+    ("teams", [{"name": "a"}, {"name": "a"}]),
+    ("teams", [{"name": "a", "namespaces": "ns"}]),
+    ("teams", [{"name": "a", "namespaces": ["kube-system"]}]),
+    ("teams", [{"name": "a", "tier": "gold"}]),
+    ("teams", [{"name": "a", "quotas": {"gpu": -1}}]),
+    ("teams", [{"name": "a", "quotas": {"gpu": "many"}}]),
+    ("teams", [{"name": "a", "quotas": {"tpu": 1}}]),
+    ("teams", [{"name": "a", "quotas": [1]}]),
+    ("teams", [{"name": "a", "labels": {"a": 5}}]),
+    ("teams", [{"name": "a", "labels": "x"}]),
+    ("teams", [{"name": "a", "admin_access": "yes"}]),
+    ("teams", [{"name": "a", "bogus": 1}]),
+    ("teams", [{}]),
+    ("teams", [{"name": "a", "templates": ["ghost"]}]),
+    ("teams", [{"name": "a", "templates": "gpu-only"}]),
+    ("tiers", "x"),
+    ("tiers", {"gold": {"value": "high"}}),
+    ("tiers", {"gold": 5}),
+    ("tiers", {"production": {"value": 10**10}}),
+    ("oversubscription", {"gpu": 0.5}),
+    ("oversubscription", {"gpu": "x"}),
+    ("oversubscription", 3),
+    ("extended_resources", {"gpu": "no slash"}),
+    ("extended_resources", "x"),
+    ("bogus_key", 1),
+]
+
+
 def teams_settings_garbage(draw, args: dict[str, Any], key: str, broken: Broken) -> None:
-    conf = args.setdefault(key, {})
-    if not isinstance(conf, dict):
-        return
-    field, value = draw(
-        st.sampled_from(
-            [
-                ("teams", "a"),
-                ("teams", [5]),
-                ("teams", [{"name": "Bad Name"}]),
-                ("teams", [{"name": "a"}, {"name": "a"}]),
-                ("teams", [{"name": "a", "namespaces": "ns"}]),
-                ("teams", [{"name": "a", "namespaces": ["kube-system"]}]),
-                ("teams", [{"name": "a", "tier": "gold"}]),
-                ("teams", [{"name": "a", "quotas": {"gpu": -1}}]),
-                ("teams", [{"name": "a", "quotas": {"gpu": "many"}}]),
-                ("teams", [{"name": "a", "quotas": {"tpu": 1}}]),
-                ("teams", [{"name": "a", "quotas": [1]}]),
-                ("teams", [{"name": "a", "labels": {"a": 5}}]),
-                ("teams", [{"name": "a", "labels": "x"}]),
-                ("teams", [{"name": "a", "admin_access": "yes"}]),
-                ("teams", [{"name": "a", "bogus": 1}]),
-                ("teams", [{}]),
-                ("teams", [{"name": "a", "templates": ["ghost"]}]),
-                ("teams", [{"name": "a", "templates": "gpu-only"}]),
-                ("tiers", "x"),
-                ("tiers", {"gold": {"value": "high"}}),
-                ("tiers", {"gold": 5}),
-                ("tiers", {"production": {"value": 10**10}}),
-                ("oversubscription", {"gpu": 0.5}),
-                ("oversubscription", {"gpu": "x"}),
-                ("oversubscription", 3),
-                ("extended_resources", {"gpu": "no slash"}),
-                ("extended_resources", "x"),
-                ("bogus_key", 1),
-            ]
-        )
-    )
-    conf[field] = value
-    broken.add((key, field))
-    if field == "bogus_key":
-        broken.words.append(field)
+    settings_garbage(draw, args, key, broken, TEAMS_SETTINGS_GARBAGE)
 
 
 def semantic_plan(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
@@ -1212,16 +1184,7 @@ def semantic_plan(draw, args: dict[str, Any], root: Path, broken: Broken) -> Non
             args.pop(key, None)
         which = draw(st.sampled_from(["slice_files", "topology_dir"]))
         if which == "slice_files":
-            args["slice_files"] = [
-                str(
-                    root
-                    / draw(
-                        st.sampled_from(
-                            ["garbage.json", "wrong-shape.json", "binary.bin", "list.yaml", "scalar.yaml", "emptydir"]
-                        )
-                    )
-                )
-            ]
+            args["slice_files"] = [str(root / draw(st.sampled_from(BAD_OBJECT_FILES)))]
         else:
             (root / "nodes" / "bad.json").write_text(
                 draw(st.sampled_from(["{", "[]", "5", '{"devices": "x"}', "\xff"]))
@@ -1239,10 +1202,7 @@ def semantic_plan(draw, args: dict[str, Any], root: Path, broken: Broken) -> Non
         broken.add(("device_options",))
         broken.add(("device_options", next(iter(args["device_options"]))))
     elif what == "dest":
-        args["dest"] = draw(
-            st.sampled_from([str(root / "emptydir"), str(root / "afile" / "plan.json"), str(root / "out")])
-        )
-        broken.add(("dest",))
+        break_dest(draw, args, root, broken, "plan.json")
     else:
         args["kubernetes_version"] = draw(st.sampled_from(BAD_VERSIONS))
         broken.add(("kubernetes_version",))
@@ -1253,16 +1213,7 @@ def semantic_utilization(draw, args: dict[str, Any], root: Path, broken: Broken)
     if what == "files":
         key = draw(st.sampled_from(["slice_files", "claim_files"]))
         args.pop(key[: -len("_files")] + "s", None)
-        args[key] = [
-            str(
-                root
-                / draw(
-                    st.sampled_from(
-                        ["garbage.json", "wrong-shape.json", "binary.bin", "list.yaml", "scalar.yaml", "emptydir"]
-                    )
-                )
-            )
-        ]
+        args[key] = [str(root / draw(st.sampled_from(BAD_OBJECT_FILES)))]
         broken.add((key,))
     elif what == "lists":
         key = draw(st.sampled_from(["slices", "claims"]))
@@ -1300,9 +1251,7 @@ def semantic_utilization(draw, args: dict[str, Any], root: Path, broken: Broken)
     elif what == "teams":
         teams_settings_garbage(draw, args, "teams", broken)
     elif what == "plan_file":
-        args["plan_file"] = str(
-            root / draw(st.sampled_from(["garbage.json", "wrong-shape.json", "binary.bin", "emptydir"]))
-        )
+        args["plan_file"] = str(root / draw(st.sampled_from(BAD_PLAN_FILES)))
         broken.add(("plan_file",))
     elif what == "topology_dir":
         args["topology_dir"] = draw(st.sampled_from([str(root / "afile"), str(root / "missing"), str(root / "out2")]))
@@ -1311,10 +1260,7 @@ def semantic_utilization(draw, args: dict[str, Any], root: Path, broken: Broken)
             (root / "out2" / "n.json").write_text(draw(st.sampled_from(["{", "[]", '{"devices": "x"}', "\xff"])))
         broken.add(("topology_dir",))
     elif what == "dest":
-        args["dest"] = draw(
-            st.sampled_from([str(root / "emptydir"), str(root / "afile" / "u.json"), str(root / "out")])
-        )
-        broken.add(("dest",))
+        break_dest(draw, args, root, broken, "u.json")
     else:
         args["from_cluster"] = True
         for key in ("slices", "claims", "slice_files", "claim_files"):

@@ -9,27 +9,10 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra
+from ansible_collections.aligned.dra.plugins.module_utils import dra
 from ansible_collections.aligned.dra.plugins.modules import plan
-
-TOPOLOGY = {
-    "devices": [
-        {"pci_address": "0000:10:00.0", "kind": "gpu", "pcie_root": "pci0000:0f", "numa_node": 0},
-        {
-            "pci_address": "0000:11:00.0",
-            "kind": "rdma",
-            "pcie_root": "pci0000:0f",
-            "numa_node": 0,
-            "rdma_devices": ["mlx5_0"],
-        },
-        {"pci_address": "0000:90:00.0", "kind": "gpu", "pcie_root": "pci0000:8f", "numa_node": 1},
-    ],
-    "links": {"0000:10:00.0": {"0000:11:00.0": "PIX"}, "0000:90:00.0": {"0000:11:00.0": "SYS"}},
-}
-
-
-def objects(minor: str = "1.36") -> list:
-    return claims.render({"templates": {"pairs": {"counts": [1, 2]}}}, "s", minor)["objects"]
+from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects as objects
 
 
 def run(capsys, args: dict) -> dict:

@@ -26,6 +26,11 @@ def run(capsys, args: dict) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def run_on(tree: Path, state_dir: Path, capsys, pfs: list, **options) -> dict:
+    """The module on ``tree``'s sysfs with ``pfs``, keeping driver state in ``state_dir``."""
+    return run(capsys, {"pfs": pfs, "sysfs_root": str(tree / "sys"), "driver_state_dir": str(state_dir), **options})
+
+
 def test_check_mode_with_diff(tree, capsys, tmp_path, monkeypatch):
     warnings = []
     monkeypatch.setattr(sriov.AnsibleModule, "warn", lambda self, message: warnings.append(message))
@@ -48,27 +53,13 @@ def test_check_mode_with_diff(tree, capsys, tmp_path, monkeypatch):
 
 
 def test_unchanged_has_no_diff(tree, capsys, tmp_path):
-    result = run(
-        capsys,
-        {
-            "pfs": [{"netdev": "enp1s0f1np0", "numvfs": 2}],
-            "sysfs_root": str(tree / "sys"),
-            "driver_state_dir": str(tmp_path),
-            "_ansible_diff": True,
-        },
-    )
+    result = run_on(tree, tmp_path, capsys, [{"netdev": "enp1s0f1np0", "numvfs": 2}], _ansible_diff=True)
     assert not result["changed"] and "diff" not in result
 
 
 def test_failure_names_the_field(tree, capsys, tmp_path):
-    result = run(
-        capsys,
-        {
-            "pfs": [{"pci_address": "0000:01:00.0", "numvfs": 2, "vfs": [{"index": 0, "vlan": 5000}]}],
-            "sysfs_root": str(tree / "sys"),
-            "driver_state_dir": str(tmp_path),
-        },
-    )
+    pfs = [{"pci_address": "0000:01:00.0", "numvfs": 2, "vfs": [{"index": 0, "vlan": 5000}]}]
+    result = run_on(tree, tmp_path, capsys, pfs)
     assert result["failed"] and result["msg"] == "pfs[0].vfs[0].vlan: 5000 is out of range 0-4095"
 
 
@@ -86,27 +77,19 @@ def test_ansible_validates_types_first(tree, capsys):
     ],
 )
 def test_a_pf_that_is_not_there_names_its_selector(tree, capsys, tmp_path, pf, message):
-    result = run(capsys, {"pfs": [pf], "sysfs_root": str(tree / "sys"), "driver_state_dir": str(tmp_path)})
+    result = run_on(tree, tmp_path, capsys, [pf])
     assert result["failed"] and result["msg"].startswith(message)
 
 
 @pytest.mark.parametrize("timeout", [-1, "nan", "inf"])
 def test_settle_timeout_must_be_a_sane_number_of_seconds(tree, capsys, tmp_path, timeout):
-    result = run(
-        capsys,
-        {
-            "pfs": [{"pci_address": "0000:01:00.0", "numvfs": 1}],
-            "sysfs_root": str(tree / "sys"),
-            "driver_state_dir": str(tmp_path),
-            "settle_timeout": timeout,
-        },
-    )
+    result = run_on(tree, tmp_path, capsys, [{"pci_address": "0000:01:00.0", "numvfs": 1}], settle_timeout=timeout)
     assert result["failed"] and result["msg"].startswith("settle_timeout: ")
     assert (tree / "sys/bus/pci/devices/0000:01:00.0/sriov_numvfs").read_text().strip() == "0"
 
 
 def test_vfs_on_a_pf_without_sriov_name_the_selector(tree, capsys, tmp_path):
     pf = {"pci_address": "0000:02:00.0", "vfs": [{"index": 0, "vlan": 5}]}
-    result = run(capsys, {"pfs": [pf], "sysfs_root": str(tree / "sys"), "driver_state_dir": str(tmp_path)})
+    result = run_on(tree, tmp_path, capsys, [pf])
     assert result["failed"] and result["msg"].startswith("pfs[0].vfs: 0000:02:00.0 has no SR-IOV capability")
     assert result["msg"].endswith("pfs[0].pci_address selects it")
