@@ -67,10 +67,10 @@ class MemoryClaims:
         self.claims[(claim["metadata"]["namespace"], claim["metadata"]["name"])] = claim
         return claim
 
-    def get_claim(self, namespace: str, name: str) -> dict:
+    def get_claim(self, namespace: str, name: str, deadline: float | None = None) -> dict:
         return self.claims[(namespace, name)]
 
-    def apply_claim_status(self, namespace: str, name: str, devices: list) -> dict:
+    def apply_claim_status(self, namespace: str, name: str, devices: list, uid: str | None = None) -> dict:
         return {}
 
     def remove_claim_status(self, namespace: str, name: str, uid: str, driver: str, pool: str) -> str:

@@ -432,6 +432,49 @@ def copy_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=True)
 
 
+# -- the metrics endpoint ---------------------------------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """(status, body) of a GET; an HTTP error status is an answer too."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def metric_value(text: str, name: str, labels: str = "") -> float:
+    """One sample of a Prometheus text page (``labels`` as written between the braces, a regex)."""
+    import re
+
+    pattern = re.escape(name) + (r"\{" + labels + r"\}" if labels else "") + r" ([0-9.e+-]+)"
+    found = re.search(pattern, text)
+    assert found, f"{name}{{{labels}}} missing"
+    return float(found.group(1))
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
 # -- resource use of the driver process (soak benchmark and test) -------------------------------
 
 

@@ -31,6 +31,9 @@ Interface
         api.requests                                  # every request: (method, path, content_type)
         api.fail_next("PATCH", r"/status$", code=500) # fault injection for the next matching request
 
+A patch whose ``metadata.uid`` differs from the stored object's answers 409
+(``Precondition failed: UID in precondition``), as on the real server.
+
 Served resources (cluster-scoped unless noted): ``/api/v1/nodes``,
 ``/apis/resource.k8s.io/v1/{resourceslices, deviceclasses}``, namespaced
 ``/apis/resource.k8s.io/v1/namespaces/NS/{resourceclaims,
@@ -1341,6 +1344,14 @@ class FakeApiServer:
         key = (resource.plural, namespace, name)
         live = copy.deepcopy(self.store.get(key))
         patch = self._decode(body, content_type)
+        wanted_uid = ((patch.get("metadata") or {}) if isinstance(patch, dict) else {}).get("uid")
+        if live is not None and wanted_uid and wanted_uid != live["metadata"].get("uid"):
+            # metadata.uid in a patch is a precondition on the real server too
+            raise ApiError(
+                409,
+                f"Precondition failed: UID in precondition: {wanted_uid}, UID in object meta: {live['metadata']['uid']}",
+                "Conflict",
+            )
         if content_type == "application/apply-patch+yaml":
             if not query.get("fieldManager"):
                 raise ApiError(422, "PatchOptions.meta.k8s.io: fieldManager: Required value: is required for apply")

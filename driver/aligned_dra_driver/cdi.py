@@ -77,6 +77,82 @@ def remove_spec(cdi_dir: str, claim_uid: str) -> bool:
     return remove_if_present(spec_path(cdi_dir, claim_uid))
 
 
+def remove_spec_quietly(cdi_dir: str, claim_uid: str) -> None:
+    """Remove a spec on a failure path; a directory that refuses it leaves it (restore removes it later)."""
+    try:
+        remove_spec(cdi_dir, claim_uid)
+    except (OSError, ValueError):
+        pass
+
+
+_KIND_RE = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?")
+_ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[^\0]*")
+_HOOK_NAMES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
+# Per CDI device: device nodes of one GPU or NIC, env, one hook with at most 16 addresses and 32 routes.
+MAX_SPEC_BYTES_PER_DEVICE = 8192
+
+
+def _edits_problem(edits: object, where: str) -> str | None:
+    if not isinstance(edits, dict):
+        return f"{where} is not an object"
+    env = edits.get("env", [])
+    if not isinstance(env, list) or not all(isinstance(e, str) and _ENV_RE.fullmatch(e) for e in env):
+        return f"{where}.env must be a list of NAME=VALUE"
+    for index, node in enumerate(edits.get("deviceNodes", [])):
+        if not isinstance(node, dict) or not str(node.get("path", "")).startswith("/"):
+            return f"{where}.deviceNodes[{index}].path must be an absolute path"
+        if "hostPath" in node and not str(node["hostPath"]).startswith("/"):
+            return f"{where}.deviceNodes[{index}].hostPath must be an absolute path"
+    for index, hook in enumerate(edits.get("hooks", [])):
+        if not isinstance(hook, dict) or hook.get("hookName") not in _HOOK_NAMES:
+            return f"{where}.hooks[{index}].hookName must be one of {', '.join(_HOOK_NAMES)}"
+        if not str(hook.get("path", "")).startswith("/"):
+            return f"{where}.hooks[{index}].path must be an absolute path"
+        if not all(isinstance(a, str) and "\0" not in a for a in hook.get("args", [])):
+            return f"{where}.hooks[{index}].args must be strings"
+    for index, mount in enumerate(edits.get("mounts", [])):
+        if not isinstance(mount, dict) or not all(
+            str(mount.get(k, "")).startswith("/") for k in ("hostPath", "containerPath")
+        ):
+            return f"{where}.mounts[{index}] needs absolute hostPath and containerPath"
+    return None
+
+
+def spec_problem(spec: dict[str, Any]) -> str | None:
+    """Why a claim spec would be refused by a CDI consumer (the rules of the CDI spec), or None.
+
+    At least one device, unique valid names, a ``vendor/class`` kind, ``NAME=VALUE``
+    env, absolute paths, known hook names; and at most ``MAX_SPEC_BYTES_PER_DEVICE``
+    per device, so a spec grows in proportion to the claim's results.
+    """
+    if spec.get("cdiVersion") != CDI_VERSION:
+        return f"cdiVersion must be {CDI_VERSION}"
+    if not isinstance(spec.get("kind"), str) or not _KIND_RE.fullmatch(spec["kind"]):
+        return f"kind {show(spec.get('kind'))} is not vendor/class"
+    devices = spec.get("devices")
+    if not isinstance(devices, list) or not devices:
+        return "a spec needs at least one device"
+    names = set()
+    for index, device in enumerate(devices):
+        name = device.get("name") if isinstance(device, dict) else None
+        if not isinstance(name, str) or not _CDI_NAME_RE.fullmatch(name):
+            return f"devices[{index}].name {show(name)} is not a CDI device name"
+        if name in names:
+            return f"devices[{index}].name {name!r} is defined twice"
+        names.add(name)
+        problem = _edits_problem(device.get("containerEdits"), f"devices[{index}].containerEdits")
+        if problem:
+            return problem
+    if "containerEdits" in spec:
+        problem = _edits_problem(spec["containerEdits"], "containerEdits")
+        if problem:
+            return problem
+    size = len(json.dumps(spec, indent=1, sort_keys=True))
+    if size > MAX_SPEC_BYTES_PER_DEVICE * len(devices):
+        return f"{size} bytes for {len(devices)} device(s) is above {MAX_SPEC_BYTES_PER_DEVICE} bytes per device"
+    return None
+
+
 def claim_specs(cdi_dir: str) -> dict[str, str]:
     """``{claim uid: path}`` of this driver's specs in ``cdi_dir``."""
     try:

@@ -29,26 +29,226 @@ checkpoint exactly when it is prepared: Prepare writes the CDI spec first and
 the checkpoint second, Unprepare removes the CDI spec and restores the NIC
 first and the checkpoint entry last, and a start after a crash removes the CDI
 specs the checkpoint does not name and rewrites those it does.
+
+:meth:`Checkpoint.load` trusts nothing it reads: every field the driver uses
+later is checked, so a damaged file stops the start with one line (a
+:class:`CheckpointError`, exit status 2) that says what is wrong and what to
+do, never with a traceback or a ``KeyError`` in a later call. Keys it does not
+know are kept (a later release may add some within version 1). Its decisions,
+given the UIDs of this driver's claim specs now in the CDI directory
+(``own_spec_uids``):
+
+- missing, and no spec of ours: start empty (a first start, or a reboot
+  emptied the tmpfs CDI directory);
+- missing while specs of ours exist: refused (their claims would be
+  forgotten and their specs deleted): restore the file from a backup, or
+  delete the specs once no pod on this node uses their claims;
+- a symbolic link (dangling or not: the driver only ever renames a regular
+  file there), a directory or another non-regular file, unreadable (any
+  ``OSError``): refused, naming the errno;
+- empty, truncated or not JSON, not UTF-8: refused: restore it from a backup or
+  move it away (``mv checkpoint.json checkpoint.json.bad``), and deal with
+  the specs of ours, if any (see above);
+- top level not an object, ``version`` not the integer 1 (``true`` is not),
+  ``claims`` not an object: refused;
+- ``driver`` or ``node`` missing or another one: refused (the state directory
+  belongs to another driver or node);
+- a claim entry with a malformed field (UID key, namespace, name, each device's
+  pool, device, request names, PCI address, kind, CDI device IDs, share ID,
+  netdev, mps, the CDI spec's version, kind and device names): refused, naming
+  the field path (``claims["<uid>"].devices[0].pci_address``).
+
+:meth:`Checkpoint.check_writable` refuses a state directory that cannot be
+written (read-only file system, permissions) before anything is prepared; a
+full disk is not refused (Prepare answers it per claim).
+:meth:`Checkpoint.remove_stale_temporary` removes the temporary files a crash
+left. :meth:`Checkpoint.save` writes a candidate set of claims without
+changing :attr:`Checkpoint.claims`: the caller replaces its memory only after
+the write succeeded.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import secrets
+import shlex
+import stat
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from .fsutil import atomic_write
-from .validation import show
+from . import CDI_CLASS, CDI_KIND, CDI_VENDOR
+from .collection import dra
+from .fsutil import TMP_SUFFIX, atomic_write
+from .validation import is_bdf, is_dns_label, is_dns_subdomain, is_ifname, is_uid, show
 
 FILE_NAME = "checkpoint.json"
 VERSION = 1
-# what cdi.spec_path accepts: a UID never reaches a path outside the CDI directory
+# the temporary file atomic_write uses for the checkpoint, and the prefix of check_writable's probes
+TMP_NAME = "." + FILE_NAME + TMP_SUFFIX
+PROBE_PREFIX = "." + FILE_NAME + ".probe-"
+# the kinds Prepare records: dra.NAME_PREFIX's kinds (a device name's prefix, "acc" read as "accelerator")
+DEVICE_KINDS = tuple(dra.DEVICE_KINDS)
+MIN_MTU, MAX_MTU = 68, 65535
+SHOWN_UIDS = 3
+# what cdi.spec_path accepts: printed as is; anything else goes through show()
 _FILE_SAFE_UID_RE = re.compile(r"[0-9a-zA-Z][0-9a-zA-Z-]{0,127}")
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read: the driver refuses to guess."""
+    """A checkpoint (or state directory) the driver cannot trust: it refuses to guess.
+
+    The message is one line: what is wrong and what the operator should do.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
+
+
+class _Invalid(Exception):
+    """A malformed field: its path in the file and what is wrong with it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def _shown_path(path: str) -> str:
+    return path if path.isprintable() else repr(path)
+
+
+def _os_error(exc: OSError) -> str:
+    """``EACCES: Permission denied`` (one line, whatever the exception carries)."""
+    if exc.errno is None:
+        return str(exc)
+    name = errno.errorcode.get(exc.errno, f"errno {exc.errno}")
+    return f"{name}: {exc.strerror or os.strerror(exc.errno)}"
+
+
+def _kind_of(value: object) -> str:
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def _field(obj: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in obj:
+        raise _Invalid(f"{where}.{key}", "missing")
+    return obj[key]
+
+
+def _object(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _Invalid(where, f"{_kind_of(value)}, not an object")
+    return value
+
+
+def _list(value: object, where: str, non_empty: bool = False) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Invalid(where, f"{_kind_of(value)}, not a list")
+    if non_empty and not value:
+        raise _Invalid(where, "an empty list (at least one entry is needed)")
+    return value
+
+
+def _string(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(where, f"{show(value)} is not a string")
+    return value
+
+
+def _request_name_ok(value: object) -> bool:
+    """``name`` or ``name/subrequest`` (firstAvailable), each a DNS label."""
+    return isinstance(value, str) and all(is_dns_label(part) for part in value.split("/", 1))
+
+
+def _check_netdev(value: object, where: str) -> None:
+    netdev = _object(value, where)
+    for key in ("original_name", "interface_name"):
+        name = _field(netdev, key, where)
+        if not is_ifname(name):
+            raise _Invalid(f"{where}.{key}", f"{show(name)} is not an interface name")
+    mtu = _field(netdev, "original_mtu", where)
+    if mtu is not None and (type(mtu) is not int or not MIN_MTU <= mtu <= MAX_MTU):
+        raise _Invalid(f"{where}.original_mtu", f"{show(mtu)} is not null or an MTU ({MIN_MTU} to {MAX_MTU})")
+
+
+def _check_device(value: object, where: str, node: str) -> None:
+    device = _object(value, where)
+    pool = _field(device, "pool", where)
+    if pool != node:
+        raise _Invalid(f"{where}.pool", f"{show(pool)} is not this node ({show(node)})")
+    name = _field(device, "device", where)
+    if not is_dns_label(name):
+        raise _Invalid(f"{where}.device", f"{show(name)} is not a device name (a DNS label)")
+    requests = _list(_field(device, "request_names", where), f"{where}.request_names")
+    for index, request in enumerate(requests):
+        if not _request_name_ok(request):
+            raise _Invalid(f"{where}.request_names[{index}]", f"{show(request)} is not a request name")
+    bdf = _field(device, "pci_address", where)
+    if not is_bdf(bdf):
+        raise _Invalid(f"{where}.pci_address", f"{show(bdf)} is not a PCI address")
+    kind = _field(device, "kind", where)
+    if not isinstance(kind, str) or kind not in DEVICE_KINDS:
+        raise _Invalid(f"{where}.kind", f"{show(kind)} is not one of {', '.join(DEVICE_KINDS)}")
+    ids = _list(_field(device, "cdi_device_ids", where), f"{where}.cdi_device_ids", non_empty=True)
+    for index, cdi_id in enumerate(ids):
+        _string(cdi_id, f"{where}.cdi_device_ids[{index}]")
+    share_id = _field(device, "share_id", where)
+    if share_id is not None and not is_uid(share_id):
+        raise _Invalid(f"{where}.share_id", f"{show(share_id)} is not null or a UID")
+    if "netdev" in device:
+        _check_netdev(device["netdev"], f"{where}.netdev")
+    if "mps" in device and not isinstance(device["mps"], bool):
+        raise _Invalid(f"{where}.mps", f"{show(device['mps'])} is not true or false")
+
+
+def _check_spec(value: object, where: str, uid: str) -> None:
+    spec = _object(value, where)
+    _string(_field(spec, "cdiVersion", where), f"{where}.cdiVersion")
+    kind = _field(spec, "kind", where)
+    if kind != CDI_KIND:
+        raise _Invalid(f"{where}.kind", f"{show(kind)} is not {CDI_KIND!r}")
+    devices = _list(_field(spec, "devices", where), f"{where}.devices", non_empty=True)
+    for index, device in enumerate(devices):
+        at = f"{where}.devices[{index}]"
+        device = _object(device, at)
+        name = _string(_field(device, "name", at), f"{at}.name")
+        if not name.startswith(f"{uid}-"):
+            raise _Invalid(f"{at}.name", f"{show(name)} does not start with the claim UID and '-'")
+        _object(_field(device, "containerEdits", at), f"{at}.containerEdits")
+
+
+def entry_problem(uid: object, entry: object, node: str) -> tuple[str, str] | None:
+    """Why ``claims[uid] = entry`` is not a checkpoint entry of this node: ``(field path, problem)``, or None."""
+    try:
+        if not is_uid(uid):
+            raise _Invalid("claims", f"key {show(uid)} is not a Kubernetes UID (8-4-4-4-12 hexadecimal digits)")
+        where = f'claims["{uid}"]'
+        claim = _object(entry, where)
+        namespace = _field(claim, "namespace", where)
+        if not is_dns_label(namespace):
+            raise _Invalid(f"{where}.namespace", f"{show(namespace)} is not a DNS label")
+        name = _field(claim, "name", where)
+        if not is_dns_subdomain(name):
+            raise _Invalid(f"{where}.name", f"{show(name)} is not a DNS subdomain")
+        devices = _list(_field(claim, "devices", where), f"{where}.devices", non_empty=True)
+        for index, device in enumerate(devices):
+            _check_device(device, f"{where}.devices[{index}]", node)
+        _check_spec(_field(claim, "cdi_spec", where), f"{where}.cdi_spec", str(uid))
+    except _Invalid as bad:
+        return bad.field, bad.problem
+    return None
 
 
 class Checkpoint:
@@ -60,35 +260,235 @@ class Checkpoint:
         self.durable = durable
         self.claims: dict[str, dict[str, Any]] = {}
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """Read the file (a missing one means nothing is prepared)."""
-        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+    # -- messages --------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"checkpoint {_shown_path(self.path)}"
+
+    @staticmethod
+    def _specs(own: list[str]) -> str:
+        """``2 CDI spec(s) of this driver exist (claims a, b)``."""
+        shown = [u if _FILE_SAFE_UID_RE.fullmatch(u) else show(u) for u in own[:SHOWN_UIDS]]
+        more = f", and {len(own) - SHOWN_UIDS} more" if len(own) > SHOWN_UIDS else ""
+        return f"{len(own)} CDI spec(s) of this driver exist (claims {', '.join(shown)}{more})"
+
+    @staticmethod
+    def _delete_specs() -> str:
+        return f"delete their specs ({CDI_VENDOR}-{CDI_CLASS}_<uid>.json in the CDI directory)"
+
+    def _start_over(self, own: list[str]) -> str:
+        """What to do with a checkpoint that cannot be used."""
+        path = _shown_path(self.path)
+        advice = f"restore it from a backup, or move it away (mv {shlex.quote(path)} {shlex.quote(path + '.bad')})"
+        if not own:
+            return advice + " to start with no prepared claims"
+        return (
+            f"{advice}; {self._specs(own)} and a missing checkpoint is refused while they do: "
+            f"once no pod on this node uses those claims, {self._delete_specs()}"
+        )
+
+    # -- reading ---------------------------------------------------------------------
+
+    def load(self, own_spec_uids: Collection[str] = ()) -> dict[str, dict[str, Any]]:
+        """Read and check the file; ``own_spec_uids``: this driver's claim specs in the CDI directory.
+
+        Returns (and keeps in :attr:`claims`) the claims exactly as stored. Raises
+        :class:`CheckpointError` (one line) for every case the module docstring refuses.
+        """
+        own = sorted({str(u) for u in own_spec_uids})
         try:
-            with open(self.path, "rb") as handle:
-                raw = handle.read()
-        except FileNotFoundError:
+            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            if exc.errno not in _FULL_DISK:  # a full disk: the checkpoint is missing, Prepare reports it
+                raise CheckpointError(
+                    f"state directory {_shown_path(self.state_dir)} cannot be created ({_os_error(exc)}): "
+                    "make it a writable directory"
+                ) from None
+        raw = self._read(own)
+        if raw is None:
+            if own:
+                raise CheckpointError(
+                    f"{self._where()} is missing but {self._specs(own)}: starting empty would forget those "
+                    f"claims and delete their specs; restore {_shown_path(self.path)} from a backup, or, once "
+                    f"no pod on this node uses those claims, {self._delete_specs()}"
+                )
             self.claims = {}
             return self.claims
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise CheckpointError(f"{self.path} is not valid JSON ({exc}); move it away to start empty") from exc
-        if not isinstance(data, dict) or not isinstance(data.get("claims"), dict):
-            raise CheckpointError(f"{self.path}: 'claims' must be a mapping")
-        if data.get("version") != VERSION:
-            raise CheckpointError(f"{self.path}: version {data.get('version')!r} is not {VERSION}")
-        if data.get("driver") not in (None, self.driver):
-            raise CheckpointError(f"{self.path} belongs to driver {data.get('driver')!r}, not {self.driver!r}")
-        for uid, entry in data["claims"].items():
-            if not _FILE_SAFE_UID_RE.fullmatch(uid):
-                raise CheckpointError(f"{self.path}: claim UID {show(uid)} cannot name a CDI spec file")
-            if not isinstance(entry, dict) or not isinstance(entry.get("devices"), list):
-                raise CheckpointError(f"{self.path}: claim {uid!r} has no 'devices' list")
-        self.claims = data["claims"]
-        return self.claims
+        data = self._parse(raw, own)
+        claims = self._check(data, own)
+        self.claims = claims
+        return claims
 
-    def save(self) -> None:
-        data = {"version": VERSION, "driver": self.driver, "node": self.node, "claims": self.claims}
+    def _read(self, own: list[str]) -> bytes | None:
+        """The file's bytes; None when it does not exist."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._unreadable(exc, own) from None
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                target = os.readlink(self.path)
+            except OSError:
+                target = "?"
+            dangling = "" if os.path.exists(self.path) else ", which does not exist"
+            raise CheckpointError(
+                f"{self._where()} is a symbolic link (to {show(target)}{dangling}); the driver only ever writes "
+                f"a regular file there: replace the link by the file itself, or {self._start_over(own)}"
+            )
+        if stat.S_ISDIR(info.st_mode):
+            raise CheckpointError(f"{self._where()} is a directory, not a file: {self._start_over(own)}")
+        if not stat.S_ISREG(info.st_mode):
+            raise CheckpointError(f"{self._where()} is not a regular file: {self._start_over(own)}")
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            with open(self.path, "rb", opener=lambda path, _: os.open(path, flags)) as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # replaced since the lstat
+                    raise CheckpointError(f"{self._where()} is not a regular file: {self._start_over(own)}")
+                return handle.read()
+        except FileNotFoundError:
+            return None  # removed since the lstat: missing
+        except OSError as exc:
+            raise self._unreadable(exc, own) from None
+
+    def _unreadable(self, exc: OSError, own: list[str]) -> CheckpointError:
+        return CheckpointError(
+            f"{self._where()} cannot be read ({_os_error(exc)}): fix its permissions or the disk, "
+            f"or {self._start_over(own)}"
+        )
+
+    def _parse(self, raw: bytes, own: list[str]) -> Any:
+        if not raw:
+            raise CheckpointError(f"{self._where()} is empty (0 bytes): {self._start_over(own)}")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CheckpointError(
+                f"{self._where()} is not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start}), "
+                f"so damaged: {self._start_over(own)}"
+            ) from None
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, too long integers, deep nesting
+            problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise CheckpointError(
+                f"{self._where()} is truncated or not valid JSON ({problem}): {self._start_over(own)}"
+            ) from None
+
+    def _check(self, data: Any, own: list[str]) -> dict[str, dict[str, Any]]:
+        where = self._where()
+        if not isinstance(data, dict):
+            raise CheckpointError(
+                f"{where}: the top level is {_kind_of(data)}, not an object: not a checkpoint of this driver; "
+                f"{self._start_over(own)}"
+            )
+        version = data.get("version")
+        if type(version) is not int or version != VERSION:
+            raise CheckpointError(
+                f"{where}: version {show(version)} is not {VERSION} (written by another release of the driver): "
+                f"run that release, or {self._start_over(own)}"
+            )
+        for key, current, option in (("driver", self.driver, "--driver-name"), ("node", self.node, "--node-name")):
+            if key not in data:
+                raise CheckpointError(f"{where}: the field {key!r} is missing; {self._start_over(own)}")
+            if data[key] != current:
+                raise CheckpointError(
+                    f"{where}: written for {key} {show(data[key])}, this is {key} {show(current)}: the state "
+                    f"directory belongs to another {key}; give each {key} its own --state-dir (or check {option}), "
+                    f"or {self._start_over(own)}"
+                )
+        claims = data.get("claims")
+        if not isinstance(claims, dict):
+            problem = "missing" if "claims" not in data else f"{_kind_of(claims)}, not an object"
+            raise CheckpointError(f"{where}: claims: {problem}; {self._start_over(own)}")
+        for uid, entry in claims.items():
+            bad = entry_problem(uid, entry, self.node)
+            if bad:
+                field, problem = bad
+                raise CheckpointError(
+                    f"{where}: {field}: {problem}; the file is damaged or was edited: fix that field, or "
+                    f"{self._start_over(own)}"
+                )
+        return claims
+
+    # -- the state directory -----------------------------------------------------------
+
+    def check_writable(self) -> None:
+        """Refuse a state directory that cannot be written (read-only, permissions); a full disk passes."""
+        directory = _shown_path(self.state_dir)
+        try:
+            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            if exc.errno in _FULL_DISK:
+                return
+            raise CheckpointError(
+                f"state directory {directory} cannot be created ({_os_error(exc)}): make it a writable directory"
+            ) from None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for _ in range(3):
+            probe = os.path.join(self.state_dir, f"{PROBE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
+            try:
+                fd = os.open(probe, flags, 0o600)
+            except FileExistsError:
+                continue  # a leftover with the same name: another name
+            except OSError as exc:
+                if exc.errno in _FULL_DISK:
+                    return  # Prepare answers a full disk per claim; the driver still serves Unprepare
+                raise CheckpointError(
+                    f"state directory {directory} cannot be written ({_os_error(exc)}): the driver could not "
+                    "record what it prepares; mount it read-write and let this user write it"
+                ) from None
+            os.close(fd)
+            try:
+                os.unlink(probe)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise CheckpointError(
+                    f"state directory {directory}: the probe file {_shown_path(probe)} cannot be removed "
+                    f"({_os_error(exc)}): the checkpoint could not be replaced either; fix the directory"
+                ) from None
+            return
+
+    def remove_stale_temporary(self) -> list[str]:
+        """Remove the checkpoint's temporary files a crash left (and probe files); their paths."""
+        try:
+            names = os.listdir(self.state_dir)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise CheckpointError(
+                f"state directory {_shown_path(self.state_dir)} cannot be listed ({_os_error(exc)}): "
+                "fix its permissions or the disk"
+            ) from None
+        removed = []
+        for name in sorted(names):
+            if name != TMP_NAME and not (name.startswith(PROBE_PREFIX) and name.endswith(TMP_SUFFIX)):
+                continue
+            path = os.path.join(self.state_dir, name)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise CheckpointError(
+                    f"the temporary file {_shown_path(path)} cannot be removed ({_os_error(exc)}): the checkpoint "
+                    "cannot be written while it is there; remove it"
+                ) from None
+            removed.append(path)
+        return removed
+
+    # -- writing ---------------------------------------------------------------------
+
+    def save(self, claims: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """Write ``claims`` (default :attr:`claims`); :attr:`claims` is not changed. Raises OSError."""
+        data = {
+            "version": VERSION,
+            "driver": self.driver,
+            "node": self.node,
+            "claims": dict(self.claims if claims is None else claims),
+        }
         atomic_write(
             self.path,
             json.dumps(data, separators=(",", ":"), sort_keys=True).encode(),

@@ -19,6 +19,12 @@ from .validation import is_dns_subdomain, show
 
 LOG = logging.getLogger("aligned_dra_driver")
 UEVENT_SETTLE = 0.2  # seconds to let a burst of kernel events finish before scanning
+PUBLISH_BACKOFF_BASE = 1.0  # seconds before the first retry of a failed publication
+PUBLISH_BACKOFF_CAP = 30.0
+STOP_GRACE = 5.0  # seconds calls in flight get after SIGTERM
+# SIGTERM to exit, whatever the API server does: the grace, a checkpoint write, the rest of the
+# shutdown; below the systemd unit's TimeoutStopSec and the DaemonSet's terminationGracePeriodSeconds
+STOP_BOUND = 10.0
 
 
 def _match_rule(text: str) -> tuple[str, bool, str]:
@@ -89,6 +95,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mps-root", default="/run/aligned-dra/mps")
     p.add_argument("--health-service", action="store_true", help="serve v1alpha1.DRAResourceHealth")
     p.add_argument("--rescan-interval", type=float, default=10.0, help="seconds between topology scans")
+    p.add_argument(
+        "--api-timeout",
+        type=float,
+        default=10.0,
+        help="seconds one API request may take (connecting: at most 3); Prepare cuts it to what its budget has left",
+    )
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -115,6 +127,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     from .kube import Kube, load_client
     from .metrics import Metrics
     from .publisher import Publisher
+    from .status import StatusQueue
 
     if not args.node_name:
         usage_error("aligned-dra-driver: --node-name (or $NODE_NAME) is required")
@@ -126,6 +139,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         usage_error(f"aligned-dra-driver: --sysfs-root {args.sysfs_root} is not a directory")
     if args.rescan_interval <= 0:
         usage_error("aligned-dra-driver: --rescan-interval must be positive")
+    if not 0.1 <= args.api_timeout <= 30:
+        usage_error("aligned-dra-driver: --api-timeout must lie in 0.1..30 seconds (Prepare's budget is 25 s)")
     device_options = {"exclude": args.exclude, "plain_nics": args.plain_nics, "vfs": not args.no_vfs}
     opts = Options(
         node_name=args.node_name,
@@ -155,10 +170,19 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         except (ImportError, ValueError) as exc:
             usage_error(f"aligned-dra-driver: {exc}")
     metrics = Metrics()
-    kube = Kube(load_client(args.kubeconfig), field_manager=f"{args.driver_name}/{args.node_name}")
-    if args.fractional_gpus == "auto":
-        opts.fractional_gpus = fractional_by_version(kube)
-    driver = Driver(opts, kube, metrics)
+    try:  # local files only (kubeconfig, in-cluster token and CA): no request is made here
+        api_client = load_client(args.kubeconfig)
+    except Exception as exc:
+        usage_error(f"aligned-dra-driver: cannot load the API credentials: {' '.join(str(exc).split())[:300]}")
+    kube = Kube(
+        api_client,
+        field_manager=f"{args.driver_name}/{args.node_name}",
+        timeout=args.api_timeout,
+        connect_timeout=min(3.0, args.api_timeout),
+    )
+    # --fractional-gpus=auto is decided at the first answer of the API server (Runner.sync): never block here
+    status_queue = StatusQueue(kube, args.driver_name, args.node_name, metrics)
+    driver = Driver(opts, kube, metrics, status_queue)
     publisher = Publisher(kube, args.node_name, args.driver_name)
     monitor = HealthMonitor(timeout=max(60.0, 3 * args.rescan_interval))
     return {
@@ -168,16 +192,23 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "driver": driver,
         "publisher": publisher,
         "monitor": monitor,
+        "status_queue": status_queue,
     }
 
 
 def fractional_by_version(kube: Any) -> bool:
-    """Consumable capacity is on by default from Kubernetes 1.36."""
+    """Consumable capacity is on by default from Kubernetes 1.36.
+
+    An unreachable or failing server raises ApiError (asked again later); one that
+    refuses the question (403, 404) leaves GPUs unshared.
+    """
     from .kube import ApiError
 
     try:
         minor = kube.server_minor()
     except ApiError as exc:
+        if exc.transient:
+            raise
         LOG.warning("API server version unknown (%s): GPUs are published without sharing", exc)
         return False
     major, _sep, rest = minor.partition(".")
@@ -187,7 +218,12 @@ def fractional_by_version(kube: Any) -> bool:
 
 
 class Runner:
-    """Start order: restore, scan, publish, serve; then rescan and republish until SIGTERM."""
+    """Start order: restore, scan, publish, serve; then rescan and republish until SIGTERM.
+
+    API trouble never ends the process: a failed publication is retried with capped
+    exponential backoff plus jitter (at least ``Retry-After``), while the gRPC services
+    go on serving Prepare of checkpointed claims and every Unprepare.
+    """
 
     def __init__(self, args: argparse.Namespace) -> None:
         from .server import Servers, lock_instance
@@ -198,12 +234,19 @@ class Runner:
         parts = build(args)
         self.opts = parts["opts"]
         self.metrics = parts["metrics"]
+        self.kube = parts["kube"]
         self.driver = parts["driver"]
         self.publisher = parts["publisher"]
         self.monitor = parts["monitor"]
+        self.status_queue = parts["status_queue"]
+        self.fractional_pending = args.fractional_gpus == "auto"
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.registered = False
+        self.api_errors = 0  # publication-loop API failures in a row
+        self.last_api_error = ""
+        self.last_publish: float | None = None  # time.monotonic() of the last successful publication
+        self.retry_at = 0.0  # no publication before this (time.monotonic()): backing off
         self.servers = Servers(
             self.driver,
             args.driver_name,
@@ -217,15 +260,33 @@ class Runner:
             from .metrics import MetricsServer
 
             try:
-                self.metrics_server = MetricsServer(args.metrics_address, self.metrics, self.health)
+                self.metrics_server = MetricsServer(args.metrics_address, self.metrics, self.health, self.live)
             except (ValueError, OSError) as exc:
                 usage_error(f"aligned-dra-driver: --metrics-address {args.metrics_address}: {exc}")
 
-    def health(self) -> tuple[bool, str]:
+    def live(self) -> tuple[bool, str]:
         if not self.servers.running.is_set():
             return False, "gRPC services not running"
-        if self.publisher.last_error:
-            return False, f"publishing ResourceSlices failed: {self.publisher.last_error}"
+        return True, "ok"
+
+    def health(self) -> tuple[bool, str]:
+        alive, reason = self.live()
+        if not alive:
+            return False, reason
+        reasons = []
+        if self.api_errors:
+            reasons.append(f"{self.api_errors} API error(s) in a row, the last: {self.last_api_error}")
+        if self.last_publish is None:
+            reasons.append("no successful ResourceSlice publication yet")
+        elif self.api_errors:
+            reasons.append(f"last successful publication {time.monotonic() - self.last_publish:.0f} s ago")
+        pending = dict(self.driver.restore_pending)
+        if pending:
+            shown = ", ".join(f"{uid}: {why}" for uid, why in sorted(pending.items())[:3])
+            reasons.append(f"CDI specs of {len(pending)} claim(s) not restored ({shown})")
+        self.metrics.degraded.set(1 if reasons else 0)
+        if reasons:
+            return False, "degraded: " + "; ".join(reasons)
         return True, "ok"
 
     def on_registration(self, registered: bool, error: str) -> None:
@@ -236,9 +297,15 @@ class Runner:
         else:
             LOG.error("the kubelet refused the registration: %s", error)
 
-    def sync(self, force: bool) -> None:
+    def sync(self, force: bool = False) -> None:
+        """Retry a pending CDI restore, rescan, and publish unless backing off from API errors."""
         from .kube import ApiError
 
+        if self.driver.restore_pending:
+            try:
+                self.driver.retry_restore()
+            except Exception as exc:  # never ends the loop
+                LOG.error("retrying the CDI restore failed: %s", exc)
         try:
             self.driver.rescan()
         except Exception as exc:  # a broken sysfs read must not stop the plugin
@@ -248,20 +315,56 @@ class Runner:
         inventory = self.driver.inventory
         self.monitor.update(inventory)
         self.metrics.unhealthy_devices.set(self.monitor.unhealthy())
+        if time.monotonic() < self.retry_at:
+            return
         try:
+            if self.fractional_pending:
+                self.opts.fractional_gpus = fractional_by_version(self.kube)
+                self.fractional_pending = False
+                if self.opts.fractional_gpus:
+                    self.driver.rescan()
+                    inventory = self.driver.inventory
             self.publisher.publish(inventory.devices)
         except ApiError as exc:
-            LOG.error("publishing ResourceSlices failed: %s", exc)
-            self.metrics.errors.labels(operation="publish").inc()
+            self._api_failed(exc)
             return
+        if self.api_errors:
+            LOG.info("the API server answers again: published after %d failed attempt(s)", self.api_errors)
+        self.api_errors = 0
+        self.last_api_error = ""
+        self.last_publish = time.monotonic()
+        self.metrics.api_errors.set(0)
+        self.metrics.published_now()
         self.metrics.published_devices.set(self.publisher.published)
         self.metrics.published_slices.set(self.publisher.slices)
+
+    def _api_failed(self, exc: Exception) -> None:
+        from .status import backoff_delay
+
+        self.api_errors += 1
+        self.last_api_error = str(exc)
+        delay = backoff_delay(self.api_errors - 1, PUBLISH_BACKOFF_BASE, PUBLISH_BACKOFF_CAP)
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        self.retry_at = time.monotonic() + delay
+        LOG.error("publishing ResourceSlices failed (%d in a row; next try in %.1f s): %s", self.api_errors, delay, exc)
+        self.metrics.errors.labels(operation="publish").inc()
+        self.metrics.api_errors.set(self.api_errors)
+
+    def _wait_time(self) -> float:
+        """Seconds until the next scan, or the next publication try when that comes first."""
+        wait = self.args.rescan_interval
+        if self.retry_at:
+            wait = min(wait, max(self.retry_at - time.monotonic(), 0.0))
+        return wait
 
     def run(self) -> int:
         self.driver.restore()
         if self.metrics_server is not None:
             self.metrics_server.start()
             LOG.info("metrics on port %d", self.metrics_server.port)
+        self.status_queue.start()
         self.sync(force=True)
         self.servers.start()
         from .uevents import UeventWatcher
@@ -273,17 +376,30 @@ class Runner:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         while not self.stopping.is_set():
-            if self.wake.wait(self.args.rescan_interval) and not self.stopping.is_set():
+            if self.wake.wait(self._wait_time()) and not self.stopping.is_set():
                 time.sleep(UEVENT_SETTLE)  # a burst (VFs being created) ends in one scan
             if self.stopping.is_set():
                 break
             self.wake.clear()
             self.sync(force=False)
+        return self.shutdown(watcher)
+
+    def shutdown(self, watcher: Any) -> int:
+        """Stop within STOP_BOUND seconds, whatever the API server does.
+
+        Calls in flight get ``STOP_GRACE`` seconds; one still waiting on the API after that
+        is left (its claim is either checkpointed or not: the kubelet retries). A checkpoint
+        write in progress is waited for, so the file is whole.
+        """
+        started = time.monotonic()
         watcher.stop()
-        self.servers.stop()
+        self.servers.stop(grace=STOP_GRACE)
+        self.status_queue.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()
-        LOG.info("stopped")
+        if self.driver.state_lock.acquire(timeout=1.0):
+            self.driver.state_lock.release()
+        LOG.info("stopped in %.1f s", time.monotonic() - started)
         return 0
 
     def _stop(self, signum: int, frame: Any) -> None:
@@ -305,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return Runner(args).run()
+        code = Runner(args).run()
     except Exception as exc:
         from .checkpoint import CheckpointError
         from .server import InstanceLockError
@@ -317,6 +433,14 @@ def main(argv: list[str] | None = None) -> int:
             LOG.error("%s", exc)
             return 3
         raise
+    busy = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if busy:
+        # a gRPC worker still waiting on a hung API request would hold the interpreter's exit until its
+        # timeout: everything that must be on disk is, so leave now
+        LOG.info("leaving %d call(s) in flight", len(busy))
+        logging.shutdown()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -6,6 +6,14 @@ its UID and allocation, use only the results of this driver, apply class then
 claim configuration, write one CDI spec per claim, checkpoint, answer every
 claim. The order of writes makes every claim either fully prepared or absent
 after a crash at any point (see :mod:`aligned_dra_driver.checkpoint`).
+
+Concurrency: calls are serialized per claim UID, never by one global lock; no
+lock is held across a network call except the claim's own (a call waits for
+another call on the *same* claim at most until its budget runs out). The
+checkpoint is written under a short state lock: a call writes the committed
+claims plus its own, and memory changes only after the write succeeded.
+Claim status writes go to a background queue (:mod:`aligned_dra_driver.status`)
+and are never part of an answer.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from .validation import claim_ref_problem, is_dns_label, is_uid, show
 LOG = logging.getLogger(__name__)
 
 GPU_KINDS = ("gpu", "accelerator")
+CALL_BUDGET = 25.0  # seconds; kubelet's own timeout per call is 45 s
+MAX_RESULTS = dra.LIMITS["allocation_max_devices"]  # AllocationResultsMaxSize
 NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 
 
@@ -49,15 +59,16 @@ class Options:
     cdi_dir: str = "/var/run/cdi"
     state_dir: str = "/var/lib/aligned-dra"
     vendor_cdi_dirs: list[str] = field(default_factory=lambda: ["/etc/cdi", "/var/run/cdi"])
-    netdev_hook: str = "aligned-dra-netdev-hook"
+    netdev_hook: str = "/usr/local/bin/aligned-dra-netdev-hook"  # CDI wants an absolute hook path
     device_options: dict[str, Any] = field(default_factory=dict)
     match: list[tuple[str, bool, str]] = field(default_factory=list)  # (attribute, equal?, glob)
     selectors: list[str] = field(default_factory=list)  # CEL, as in a DeviceClass
     fractional_gpus: bool = False
     mps_root: str = "/run/aligned-dra/mps"
     durable_checkpoint: bool = True
-    # kubelet gives a call 45 s; claims not reached by then are answered with an error (kubelet retries)
-    call_budget: float = 40.0
+    # kubelet gives a call 45 s: every claim of a call is answered within this budget (API requests
+    # are cut to what is left of it), the checkpoint write after it; the rest get an error, kubelet retries
+    call_budget: float = CALL_BUDGET
 
 
 @dataclass
@@ -157,39 +168,138 @@ def scan(opts: Options) -> Inventory:
     return Inventory(devices, by_name, rdma, read_rdma_netns_mode(opts.sysfs_root))
 
 
+def _unique_sorted(claims: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Each UID once (a UID named twice: its first entry decides), in UID order.
+
+    Claim locks are taken in this order, so two calls sharing claims never wait on each other in a cycle.
+    """
+    unique: dict[Any, tuple[str, str, str]] = {}
+    for namespace, uid, name in claims:
+        unique.setdefault(uid, (namespace, uid, name))
+    return [unique[uid] for uid in sorted(unique, key=str)]
+
+
+class ClaimLocks:
+    """One lock per claim UID, made on demand and forgotten when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, list[Any]] = {}  # uid -> [lock, users]
+
+    def acquire(self, uid: str, timeout: float) -> bool:
+        with self._guard:
+            slot = self._locks.setdefault(uid, [threading.Lock(), 0])
+            slot[1] += 1
+        if slot[0].acquire(timeout=max(timeout, 0.0)):
+            return True
+        self._forget(uid, slot)
+        return False
+
+    def release(self, uid: str) -> None:
+        with self._guard:
+            slot = self._locks[uid]
+        slot[0].release()
+        self._forget(uid, slot)
+
+    def _forget(self, uid: str, slot: list[Any]) -> None:
+        with self._guard:
+            slot[1] -= 1
+            if slot[1] == 0:
+                del self._locks[uid]
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._locks)
+
+
 class Driver:
     """Prepare/Unprepare and the checkpoint, safe to call from several gRPC threads."""
 
-    def __init__(self, opts: Options, kube: Any | None, metrics: Any | None = None) -> None:
+    def __init__(
+        self, opts: Options, kube: Any | None, metrics: Any | None = None, status_queue: Any | None = None
+    ) -> None:
         self.opts = opts
         self.kube = kube
         self.metrics = metrics
-        self.lock = threading.Lock()
+        self.status = status_queue
+        self.claim_locks = ClaimLocks()
+        # guards the committed claims and the checkpoint file; never held across a network call
+        self.state_lock = threading.Lock()
         self.checkpoint = Checkpoint(opts.state_dir, opts.driver_name, opts.node_name, opts.durable_checkpoint)
         self.vendor = cdi.VendorSpecs(opts.vendor_cdi_dirs)
         self.inventory = Inventory([], {}, {}, False)
+        # CDI specs that could not be written or removed on start: {uid: error}, retried by retry_restore
+        self.restore_pending: dict[str, str] = {}
 
     # -- start-up ------------------------------------------------------------------
 
     def restore(self) -> dict[str, list[str]]:
-        """Load the checkpoint, rewrite the CDI specs of prepared claims, drop the others."""
-        with self.lock:
-            claims = self.checkpoint.load()
-            rewritten, removed = [], []
-            for uid, entry in claims.items():
+        """Load the checkpoint, rewrite the CDI specs of prepared claims, remove the others.
+
+        A checkpoint that cannot be trusted raises CheckpointError (the caller exits 2);
+        a CDI directory that cannot be written is not fatal: the affected claims are
+        kept in ``restore_pending`` and retried (:meth:`retry_restore`).
+        """
+        with self.state_lock:
+            try:
+                own = cdi.claim_specs(self.opts.cdi_dir)
+            except OSError as exc:
+                own = {}
+                self.restore_pending["*"] = f"listing {self.opts.cdi_dir}: {exc}"
+            self.checkpoint.check_writable()
+            self.checkpoint.remove_stale_temporary()
+            self.checkpoint.claims = self.checkpoint.load(own_spec_uids=list(own))
+            self._stop_orphan_mps()
+        outcome = self.retry_restore(own)
+        return outcome
+
+    def retry_restore(self, own: dict[str, str] | None = None) -> dict[str, list[str]]:
+        """(Re)write the specs of checkpointed claims, remove specs of claims not checkpointed."""
+        rewritten: list[str] = []
+        removed: list[str] = []
+        pending: dict[str, str] = {}
+        claims = self.checkpoint.claims
+        try:
+            if own is None:
+                own = cdi.claim_specs(self.opts.cdi_dir)
+            removed.extend(cdi.remove_temporary(self.opts.cdi_dir))
+        except OSError as exc:
+            own = own or {}
+            pending["*"] = f"{self.opts.cdi_dir}: {exc}"
+        for uid, entry in claims.items():
+            if not self.claim_locks.acquire(uid, timeout=0):
+                continue  # a call works on it right now and decides itself
+            try:
                 spec = entry.get("cdi_spec")
                 if spec and cdi.read_spec(self.opts.cdi_dir, uid) != spec:
                     cdi.write_spec(self.opts.cdi_dir, uid, spec)
                     rewritten.append(uid)
-            for uid, path in cdi.claim_specs(self.opts.cdi_dir).items():
-                if uid not in claims and cdi.remove_spec(self.opts.cdi_dir, uid):
+            except OSError as exc:
+                pending[uid] = f"writing its CDI spec: {exc}"
+            finally:
+                self.claim_locks.release(uid)
+        for uid, path in own.items():
+            if uid in self.checkpoint.claims or not self.claim_locks.acquire(uid, timeout=0):
+                continue
+            try:
+                if cdi.remove_spec(self.opts.cdi_dir, uid):
                     removed.append(path)
-            removed.extend(cdi.remove_temporary(self.opts.cdi_dir))
-            self.checkpoint.save()
-            self._stop_orphan_mps()
+            except OSError as exc:
+                pending[uid] = f"removing its stale CDI spec: {exc}"
+            finally:
+                self.claim_locks.release(uid)
+        was = set(self.restore_pending)
+        self.restore_pending = pending
+        for uid, why in sorted(pending.items()):
+            if uid not in was:
+                LOG.error("CDI restore of claim %s failed (retried): %s", uid, why)
+        for uid in sorted(was - set(pending)):
+            LOG.info("CDI restore of claim %s done", uid)
+        if self.metrics is not None:
+            self.metrics.restore_pending.set(len(pending))
         if rewritten or removed:
             LOG.info("restored CDI specs of %d claim(s), removed %d stale file(s)", len(rewritten), len(removed))
-        return {"rewritten": rewritten, "removed": removed}
+        return {"rewritten": rewritten, "removed": removed, "pending": sorted(pending)}
 
     def rescan(self) -> bool:
         """Probe again; True when the published devices changed."""
@@ -198,76 +308,131 @@ class Driver:
         self.inventory = inventory
         return changed
 
+    # -- shared by Prepare and Unprepare -----------------------------------------------
+
+    def _deadline(self, budget: float | None) -> float:
+        seconds = self.opts.call_budget if budget is None else min(self.opts.call_budget, budget)
+        return time.monotonic() + max(seconds, 0.0)
+
     # -- Prepare ---------------------------------------------------------------------
 
-    def prepare(self, claims: list[tuple[str, str, str]]) -> dict[str, dict[str, Any]]:
-        """Prepare claims given as (namespace, uid, name); returns ``{uid: {"devices": [...]} | {"error": ...}}``."""
+    def prepare(self, claims: list[tuple[str, str, str]], budget: float | None = None) -> dict[str, dict[str, Any]]:
+        """Prepare claims given as (namespace, uid, name); returns ``{uid: {"devices": [...]} | {"error": ...}}``.
+
+        ``budget``: seconds the caller still has (the kubelet's deadline); the call answers
+        within ``min(budget, call_budget)`` plus the checkpoint write.
+        """
+        deadline = self._deadline(budget)
         answers: dict[str, dict[str, Any]] = {}
-        statuses = []
-        call_started = time.perf_counter()
-        with self.lock:
-            fresh: dict[str, dict[str, Any]] = {}
-            for namespace, uid, name in claims:
-                if uid in answers:  # a UID named twice in one call: its first entry decides
-                    continue
+        fresh: dict[str, dict[str, Any]] = {}
+        statuses: list[tuple[str, str, str, list[dict[str, Any]]]] = []
+        held: list[str] = []
+        try:
+            for namespace, uid, name in _unique_sorted(claims):
                 started = time.perf_counter()
                 problem = claim_ref_problem(namespace, uid, name)
                 if problem:  # never reaches the API, a file name or the checkpoint
                     answers[uid] = {"error": f"refused: {problem}"}
                     self._count("prepare", "error", started)
                     continue
-                if started - call_started > self.opts.call_budget and uid not in self.checkpoint.claims:
-                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): not reached within the call's time"}
+                where = f"claim {namespace}/{name} ({uid})"
+                if not self.claim_locks.acquire(uid, deadline - time.monotonic()):
+                    answers[uid] = {"error": f"{where}: another call on this claim did not finish within the budget"}
+                    self._count("prepare", "error", started)
                     continue
-                if uid in self.checkpoint.claims or uid in fresh:
-                    entry = self.checkpoint.claims.get(uid) or fresh[uid]
-                    answers[uid] = {"devices": entry["devices"]}
+                held.append(uid)
+                entry = self.checkpoint.claims.get(uid)
+                if entry is not None:  # prepared before: the same answer (its spec rewritten if it was lost)
+                    error = self._ensure_spec(uid, entry)
+                    answers[uid] = {"error": f"{where}: {error}"} if error else {"devices": entry["devices"]}
+                    continue
+                if time.monotonic() >= deadline:
+                    answers[uid] = {"error": f"{where}: not reached within the call's budget; the kubelet retries"}
+                    self._count("prepare", "error", started)
                     continue
                 try:
-                    claim = self._fetch_claim(namespace, uid, name)
+                    claim = self._fetch_claim(namespace, uid, name, deadline)
                     entry, status = self._plan(namespace, uid, name, claim)
                     cdi.write_spec(self.opts.cdi_dir, uid, entry["cdi_spec"])
-                except (PrepareError, config.ConfigError, SharingError, OSError) as exc:
-                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): {exc}"}
+                except OSError as exc:
+                    cdi.remove_spec_quietly(self.opts.cdi_dir, uid)  # a spec half-way in place is not left behind
+                    answers[uid] = {"error": f"{where}: writing the CDI spec in {self.opts.cdi_dir}: {exc}"}
+                    self._count("prepare", "error", started)
+                    continue
+                except (PrepareError, config.ConfigError, SharingError, ValueError) as exc:
+                    answers[uid] = {"error": f"{where}: {exc}"}
                     self._count("prepare", "error", started)
                     continue
                 except Exception as exc:  # a bug must fail this claim, not the kubelet's whole call
                     LOG.exception("preparing claim %s/%s (%s) failed", namespace, name, uid)
-                    answers[uid] = {"error": f"claim {namespace}/{name} ({uid}): internal error: {show(exc, 200)}"}
+                    answers[uid] = {"error": f"{where}: internal error: {show(exc, 200)}"}
                     self._count("prepare", "error", started)
                     continue
                 fresh[uid] = entry
                 answers[uid] = {"devices": entry["devices"]}
-                if status:
-                    statuses.append((namespace, name, status))
+                statuses.append((namespace, name, uid, status))
                 self._count("prepare", "ok", started)
             if fresh:
-                self.checkpoint.claims.update(fresh)
-                try:
-                    self.checkpoint.save()
-                except OSError as exc:
+                error = self._commit(add=fresh)
+                if error:
                     for uid in fresh:
-                        self.checkpoint.claims.pop(uid, None)
-                        cdi.remove_spec(self.opts.cdi_dir, uid)
-                        answers[uid] = {"error": f"checkpoint {self.checkpoint.path}: {exc}"}
+                        cdi.remove_spec_quietly(self.opts.cdi_dir, uid)
+                        answers[uid] = {"error": f"claim {uid} not prepared: {error}"}
                     statuses = []
-            if self.metrics is not None:
-                self.metrics.prepared_claims.set(len(self.checkpoint.claims))
-        for namespace, name, status in statuses:
-            self._write_status(namespace, name, status)
+            if self.status is not None:
+                # queued while the claims are still held: a later Unprepare's clear comes after this apply
+                for namespace, name, uid, status in statuses:
+                    self.status.apply(namespace, name, uid, status)
+        finally:
+            for uid in held:
+                self.claim_locks.release(uid)
         return answers
+
+    def _commit(self, add: dict[str, dict[str, Any]] | None = None, remove: list[str] | None = None) -> str | None:
+        """Write the committed claims with ``add`` and without ``remove``; memory follows only a good write.
+
+        Returns None, or the error (the checkpoint on disk and in memory are unchanged).
+        """
+        with self.state_lock:
+            candidate = dict(self.checkpoint.claims)
+            candidate.update(add or {})
+            for uid in remove or []:
+                candidate.pop(uid, None)
+            try:
+                self.checkpoint.save(candidate)
+            except OSError as exc:
+                LOG.error("writing the checkpoint %s failed: %s", self.checkpoint.path, exc)
+                if self.metrics is not None:
+                    self.metrics.errors.labels(operation="checkpoint").inc()
+                return f"writing the checkpoint {self.checkpoint.path}: {exc}"
+            self.checkpoint.claims = candidate  # replaced whole: readers without the lock see one version
+            if self.metrics is not None:
+                self.metrics.prepared_claims.set(len(candidate))
+        return None
+
+    def _ensure_spec(self, uid: str, entry: dict[str, Any]) -> str | None:
+        """Rewrite a checkpointed claim's CDI spec when it is missing or differs; the error, or None."""
+        spec = entry.get("cdi_spec")
+        try:
+            if spec and cdi.read_spec(self.opts.cdi_dir, uid) != spec:
+                cdi.write_spec(self.opts.cdi_dir, uid, spec)
+        except OSError as exc:
+            self.restore_pending[uid] = f"writing its CDI spec: {exc}"
+            return f"prepared, but its CDI spec cannot be written in {self.opts.cdi_dir}: {exc}"
+        self.restore_pending.pop(uid, None)
+        return None
 
     def _count(self, op: str, result: str, started: float) -> None:
         if self.metrics is not None:
             self.metrics.observe(op, result, time.perf_counter() - started)
 
-    def _fetch_claim(self, namespace: str, uid: str, name: str) -> dict[str, Any]:
+    def _fetch_claim(self, namespace: str, uid: str, name: str, deadline: float | None = None) -> dict[str, Any]:
         if self.kube is None:
             raise PrepareError("no Kubernetes API configured")
         from .kube import ApiError
 
         try:
-            claim = self.kube.get_claim(namespace, name)
+            claim = self.kube.get_claim(namespace, name, deadline=deadline)
         except ApiError as exc:
             raise PrepareError(f"reading the ResourceClaim failed: {exc}") from exc
         if not isinstance(claim, dict):
@@ -300,7 +465,22 @@ class Driver:
         results = devices_alloc.get("results") or []
         if not all(isinstance(r, dict) for r in results):
             raise PrepareError("status.allocation.devices.results has an entry that is not an object")
+        if len(results) > MAX_RESULTS:
+            raise PrepareError(
+                f"status.allocation.devices.results has {len(results)} entries; the API allows {MAX_RESULTS}"
+            )
         ours = [r for r in results if r.get("driver") == self.opts.driver_name]
+        if not ours:
+            raise PrepareError(f"no device of driver {self.opts.driver_name} is allocated to this claim")
+        seen: dict[Any, int] = {}
+        for index, result in enumerate(ours):
+            key = (str(result.get("pool")), str(result.get("device")), str(result.get("shareID")))
+            if key in seen:
+                raise PrepareError(
+                    f"device {show(result.get('device'))} is allocated twice (results of this driver "
+                    f"{seen[key]} and {index}); refused"
+                )
+            seen[key] = index
         inventory = self.inventory
         cdi_devices: list[dict[str, Any]] = []
         answer: list[dict[str, Any]] = []
@@ -374,6 +554,9 @@ class Driver:
             answer.append(record)
             status.append(entry_status)
         spec = cdi.build_spec(cdi_devices, env=[f"ALIGNED_DRA_CLAIM_UID={uid}"])
+        problem = cdi.spec_problem(spec)
+        if problem:  # never handed to the container runtime
+            raise PrepareError(f"the CDI spec would be invalid: {problem}")
         entry = {"namespace": namespace, "name": name, "devices": answer, "cdi_spec": spec}
         return entry, status
 
@@ -486,16 +669,6 @@ class Driver:
             edits["env"].append(f"ALIGNED_DRA_NIC_{key}={netdevs[0]['name']}")
         return edits, netdev_record, network
 
-    def _write_status(self, namespace: str, name: str, status: list[dict[str, Any]]) -> None:
-        from .kube import ApiError
-
-        try:
-            self.kube.apply_claim_status(namespace, name, status)
-        except ApiError as exc:
-            LOG.warning("writing status.devices of claim %s/%s failed: %s", namespace, name, exc)
-            if self.metrics is not None:
-                self.metrics.errors.labels(operation="claim_status").inc()
-
     def _stop_orphan_mps(self) -> None:
         """Stop MPS daemons that no checkpointed claim uses (left by a claim that failed, or a crash)."""
         from .sharing import mps_daemons, stop_mps_daemon
@@ -522,30 +695,34 @@ class Driver:
 
     # -- Unprepare ---------------------------------------------------------------------
 
-    def unprepare(self, claims: list[tuple[str, str, str]]) -> dict[str, str]:
-        """Unprepare claims; returns ``{uid: error or ""}`` (unknown claims succeed)."""
+    def unprepare(self, claims: list[tuple[str, str, str]], budget: float | None = None) -> dict[str, str]:
+        """Unprepare claims; returns ``{uid: error or ""}`` (unknown claims succeed).
+
+        A claim leaves memory only after the checkpoint without it is on disk; when that
+        write fails, its CDI spec is put back and the claim stays prepared (kubelet retries).
+        """
+        deadline = self._deadline(budget)
         answers: dict[str, str] = {}
-        removed: list[tuple[str, str, str]] = []
-        with self.lock:
-            changed = False
-            for namespace, uid, name in claims:
-                if uid in answers:  # a UID named twice in one call: its first entry decides
-                    continue
+        removed: dict[str, dict[str, Any]] = {}
+        requested: dict[str, tuple[str, str]] = {}
+        held: list[str] = []
+        try:
+            for namespace, uid, name in _unique_sorted(claims):
                 started = time.perf_counter()
                 problem = claim_ref_problem(namespace, uid, name)
                 if problem and uid not in self.checkpoint.claims:
                     answers[uid] = f"refused: {problem}"
                     self._count("unprepare", "error", started)
                     continue
-                entry = self.checkpoint.claims.get(uid)
-                if entry is None:
-                    cdi.remove_spec(self.opts.cdi_dir, uid)
-                    answers[uid] = ""
-                    self._count("unprepare", "ok", started)
+                if not self.claim_locks.acquire(uid, deadline - time.monotonic()):
+                    answers[uid] = f"claim {uid}: another call on this claim did not finish within the budget"
+                    self._count("unprepare", "error", started)
                     continue
+                held.append(uid)
+                entry = self.checkpoint.claims.get(uid)
                 try:
                     cdi.remove_spec(self.opts.cdi_dir, uid)
-                    for device in entry["devices"]:
+                    for device in (entry or {}).get("devices", []):
                         netdev = device.get("netdev")
                         if netdev:
                             outcome = restore_name(
@@ -555,43 +732,31 @@ class Driver:
                                 netdev.get("original_mtu"),
                             )
                             LOG.info("claim %s: %s %s", uid, device["pci_address"], outcome)
-                except Exception as exc:  # netlink errors: keep the claim so that kubelet retries
+                except Exception as exc:  # netlink or file errors: keep the claim so that kubelet retries
+                    if entry is not None:
+                        self._ensure_spec(uid, entry)
                     answers[uid] = f"unprepare of claim {uid}: {exc}"
                     self._count("unprepare", "error", started)
                     continue
-                del self.checkpoint.claims[uid]
-                removed.append((entry.get("namespace", namespace), entry.get("name", name), uid))
-                self._stop_unused_mps(entry)
-                changed = True
                 answers[uid] = ""
                 self._count("unprepare", "ok", started)
-            if changed:
-                try:
-                    self.checkpoint.save()
-                except OSError as exc:
-                    removed = []
-                    for uid in answers:
-                        answers[uid] = answers[uid] or f"checkpoint {self.checkpoint.path}: {exc}"
-            if self.metrics is not None:
-                self.metrics.prepared_claims.set(len(self.checkpoint.claims))
-        for namespace, name, uid in removed:
-            self._clear_status(namespace, name, uid)
+                if entry is not None:
+                    removed[uid] = entry
+                    requested[uid] = (namespace, name)
+            if removed:
+                error = self._commit(remove=list(removed))
+                if error:
+                    for uid, entry in removed.items():
+                        self._ensure_spec(uid, entry)  # still prepared: its spec stays usable
+                        answers[uid] = f"unprepare of claim {uid}: {error}; the claim stays prepared"
+                    removed = {}
+            for entry in removed.values():
+                self._stop_unused_mps(entry)
+            if self.status is not None:
+                for uid, entry in removed.items():
+                    namespace, name = requested[uid]
+                    self.status.clear(entry.get("namespace", namespace), entry.get("name", name), uid)
+        finally:
+            for uid in held:
+                self.claim_locks.release(uid)
         return answers
-
-    def _clear_status(self, namespace: str, name: str, uid: str) -> None:
-        """Remove the claim's ``status.devices`` entries Prepare wrote; a failure is logged, never answered.
-
-        The checkpoint decides what is prepared: this runs after it is saved, and a
-        crash or an API error here leaves at most stale entries on the claim (the
-        claim is being released, and a deleted claim takes them along).
-        """
-        if self.kube is None:
-            return
-        try:
-            outcome = self.kube.remove_claim_status(namespace, name, uid, self.opts.driver_name, self.opts.node_name)
-        except Exception as exc:  # API and connection errors alike: Unprepare's answer stands
-            LOG.warning("clearing status.devices of claim %s/%s failed: %s", namespace, name, exc)
-            if self.metrics is not None:
-                self.metrics.errors.labels(operation="claim_status").inc()
-            return
-        LOG.debug("claim %s/%s (%s): status.devices %s", namespace, name, uid, outcome)

@@ -19,7 +19,9 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644, durable: bool = True
     ``durable`` only the rename's atomicity is kept (enough for a tmpfs like
     ``/var/run/cdi``).
 
-    The file gets exactly ``mode`` (set with ``fchmod``, independent of the umask).
+    The file gets exactly ``mode`` (set with ``fchmod``, independent of the umask). When
+    anything fails (``ENOSPC``, ``EIO``, a read-only file system) the temporary file is
+    removed and the error raised: ``path`` is still the old file, or absent.
     """
     directory = os.path.dirname(path) or "."
     tmp = os.path.join(directory, "." + os.path.basename(path) + TMP_SUFFIX)
@@ -28,16 +30,24 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644, durable: bool = True
     remove_if_present(tmp)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
-        os.fchmod(fd, mode)  # the mode asked for, whatever the umask
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if durable:
-            os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
+        try:
+            os.fchmod(fd, mode)  # the mode asked for, whatever the umask
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if durable:
+                os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except BaseException:
+        # a full or failing disk leaves no half-written temporary file behind; the old file stays
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def remove_if_present(path: str) -> bool:

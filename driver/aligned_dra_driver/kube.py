@@ -3,22 +3,58 @@
 
 Answers are read as plain JSON dicts (``_preload_content=False``): the driver
 needs a few fields, and newer API fields survive untouched.
+
+Every call has a timeout (``timeout``, cut to the caller's ``deadline``), the
+client never retries on its own (``retries=False``: the caller decides, with
+its own budget and backoff), and every way a call can fail ends as one
+:class:`ApiError`: an HTTP error with its status (and ``Retry-After``), or
+status 0 for the transport (refused, reset, timed out, DNS, TLS, an answer
+that is not JSON). Nothing else leaves this module.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 RESOURCE_API = "resource.k8s.io/v1"
 CONFLICT_RETRIES = 3
+CONNECT_TIMEOUT = 3.0  # seconds; a refused or unroutable API server must not eat a Prepare's budget
+READ_TIMEOUT = 10.0
+MAX_RETRY_AFTER = 300.0  # a larger Retry-After is taken as this
 
 
 class ApiError(RuntimeError):
-    def __init__(self, status: int, message: str) -> None:
+    """A failed API call: ``status`` is the HTTP status, 0 for a transport failure."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying later: the server was unreachable, overloaded or failing (not a refusal)."""
+        return self.status == 0 or self.status in (408, 429) or self.status >= 500
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds only, as the API server sends it)."""
+    try:
+        value = headers.get("Retry-After") if headers is not None else None
+    except AttributeError:
+        return None
+    if value is None:
+        return None
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        return None
+    if seconds != seconds or seconds < 0:  # NaN or negative: ignored
+        return None
+    return min(seconds, MAX_RETRY_AFTER)
 
 
 def load_client(kubeconfig: str | None) -> Any:
@@ -28,20 +64,44 @@ def load_client(kubeconfig: str | None) -> Any:
     if kubeconfig:
         configuration = client.Configuration()
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        return client.ApiClient(configuration)
+        return client.ApiClient(_no_client_retries(configuration))
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)
-        return client.ApiClient(configuration)
+        return client.ApiClient(_no_client_retries(configuration))
     configuration = client.Configuration()
     config.load_kube_config(client_configuration=configuration)
-    return client.ApiClient(configuration)
+    return client.ApiClient(_no_client_retries(configuration))
+
+
+def _no_client_retries(configuration: Any) -> Any:
+    # urllib3 retries three times by default, each with the full timeout: the driver retries itself
+    configuration.retries = False
+    return configuration
+
+
+def _transport_reason(exc: BaseException) -> str:
+    """The innermost cause of a transport failure, in one line."""
+    reason: BaseException = exc
+    for _ in range(5):
+        inner = getattr(reason, "reason", None) or reason.__cause__ or reason.__context__
+        if not isinstance(inner, BaseException):
+            break
+        reason = inner
+    text = " ".join(str(reason).split()) or type(reason).__name__
+    return f"{type(reason).__name__}: {text}"[:300]
 
 
 class Kube:
     """The few calls the driver makes."""
 
-    def __init__(self, api_client: Any, field_manager: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        field_manager: str,
+        timeout: float = READ_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
         from kubernetes import client
 
         self.api_client = api_client
@@ -49,21 +109,42 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
         self.field_manager = field_manager[:128]
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
 
-    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+    def _timeouts(self, deadline: float | None) -> tuple[float, float]:
+        """(connect, read) seconds for one request, cut to what is left before ``deadline`` (monotonic)."""
+        read = self.timeout
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0.05:
+                raise ApiError(0, "no time left for an API request")
+            read = min(read, left)
+        return min(self.connect_timeout, read), read
+
+    def _call(self, method: Any, *args: Any, deadline: float | None = None, **kwargs: Any) -> Any:
+        import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        connect, read = self._timeouts(deadline)
         try:
-            answer = method(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+            answer = method(*args, _preload_content=False, _request_timeout=(connect, read), **kwargs)
+            data = answer.data if hasattr(answer, "data") else answer.read()
         except ApiException as exc:
+            status = exc.status or 0
             message = exc.reason or ""
             try:
                 message = json.loads(exc.body).get("message") or message
             except (TypeError, ValueError, AttributeError):
                 pass
-            raise ApiError(exc.status or 0, f"{exc.status} {message}") from exc
-        data = answer.data if hasattr(answer, "data") else answer.read()
-        return json.loads(data) if data else None
+            message = " ".join(str(message).split())[:300]  # one line, bounded
+            raise ApiError(status, f"{status} {message}", _retry_after(exc.headers)) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # refused, reset, timed out, DNS, TLS: urllib3 (retries off) raises these directly
+            raise ApiError(0, f"API server unreachable: {_transport_reason(exc)}") from exc
+        try:
+            return json.loads(data) if data else None
+        except ValueError as exc:
+            raise ApiError(0, f"the API server's answer is not JSON: {exc}") from exc
 
     def server_minor(self) -> str:
         """``"1.36"``: the API server's Kubernetes minor version."""
@@ -95,15 +176,24 @@ class Kube:
 
     # -- claims ----------------------------------------------------------------
 
-    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        return self._call(self.resource.read_namespaced_resource_claim, name, namespace)
+    def get_claim(self, namespace: str, name: str, deadline: float | None = None) -> dict[str, Any]:
+        return self._call(self.resource.read_namespaced_resource_claim, name, namespace, deadline=deadline)
 
-    def apply_claim_status(self, namespace: str, name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
-        """Server-side apply of this driver's ``status.devices`` entries."""
+    def apply_claim_status(
+        self, namespace: str, name: str, devices: list[dict[str, Any]], uid: str | None = None
+    ) -> dict[str, Any]:
+        """Server-side apply of this driver's ``status.devices`` entries.
+
+        With ``uid`` the claim's UID is a precondition: a claim deleted and created
+        again under the same name answers 409 instead of getting another claim's status.
+        """
+        metadata = {"name": name, "namespace": namespace}
+        if uid:
+            metadata["uid"] = uid
         body = {
             "apiVersion": RESOURCE_API,
             "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": metadata,
             "status": {"devices": devices},
         }
         return self._call(

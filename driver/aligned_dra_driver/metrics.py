@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Prometheus metrics and the health endpoint (``--metrics-address``).
 
-``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while
-the gRPC services run and the last ResourceSlice publication succeeded, else
-503 with the reason.
+``GET /metrics``: Prometheus text format. ``GET /healthz`` (and ``/readyz``):
+200 ``ok`` while the gRPC services run and nothing is degraded, else 503 with
+``degraded: <reasons>`` (API errors in a row, the age of the last successful
+publication, CDI specs not restored). ``GET /livez``: 200 while the gRPC
+services run: what a liveness probe asks, so an API outage never restarts the
+driver.
 """
 
 from __future__ import annotations
@@ -45,6 +48,50 @@ class Metrics:
         self.unhealthy_devices = Gauge(
             "aligned_dra_unhealthy_devices", "Devices whose last health check failed", registry=self.registry
         )
+        self.api_errors = Gauge(
+            "aligned_dra_api_consecutive_errors",
+            "API requests of the publication loop that failed in a row (0 after a success)",
+            registry=self.registry,
+        )
+        self.last_publish = Gauge(
+            "aligned_dra_last_publish_timestamp_seconds",
+            "Unix time of the last successful ResourceSlice publication (0: none yet)",
+            registry=self.registry,
+        )
+        self.publish_age = Gauge(
+            "aligned_dra_last_publish_age_seconds",
+            "Seconds since the last successful ResourceSlice publication (-1: none yet)",
+            registry=self.registry,
+        )
+        self.publish_age.set_function(self._publish_age)
+        self.degraded = Gauge(
+            "aligned_dra_degraded", "1 while /healthz reports the driver degraded", registry=self.registry
+        )
+        self.restore_pending = Gauge(
+            "aligned_dra_cdi_restore_pending_claims",
+            "Checkpointed claims whose CDI spec could not be restored (retried)",
+            registry=self.registry,
+        )
+        self.status_queue = Gauge(
+            "aligned_dra_claim_status_queue", "Claim status writes waiting or in flight", registry=self.registry
+        )
+        self.status_dropped = Counter(
+            "aligned_dra_claim_status_dropped",
+            "Claim status writes given up (refused by the API server, or the queue was full)",
+            registry=self.registry,
+        )
+        self._last_publish_wall: float | None = None
+
+    def published_now(self) -> None:
+        import time
+
+        self._last_publish_wall = time.time()
+        self.last_publish.set(self._last_publish_wall)
+
+    def _publish_age(self) -> float:
+        import time
+
+        return -1.0 if self._last_publish_wall is None else max(0.0, time.time() - self._last_publish_wall)
 
     def observe(self, operation: str, result: str, seconds: float) -> None:
         self.requests.labels(operation=operation, result=result).inc()
@@ -57,7 +104,13 @@ class Metrics:
 class MetricsServer:
     """HTTP server for /metrics and /healthz in a daemon thread."""
 
-    def __init__(self, address: str, metrics: Metrics, health: Callable[[], tuple[bool, str]]) -> None:
+    def __init__(
+        self,
+        address: str,
+        metrics: Metrics,
+        health: Callable[[], tuple[bool, str]],
+        live: Callable[[], tuple[bool, str]] | None = None,
+    ) -> None:
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"--metrics-address {address!r} must be HOST:PORT (port 0 picks one)")
@@ -71,8 +124,8 @@ class MetricsServer:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     code, body, ctype = 200, metrics.render(), CONTENT_TYPE_LATEST
-                elif path in ("/healthz", "/readyz"):
-                    ok, reason = health()
+                elif path in ("/healthz", "/readyz", "/livez"):
+                    ok, reason = (live or health)() if path == "/livez" else health()
                     code, body, ctype = (200 if ok else 503), (reason + "\n").encode(), "text/plain"
                 else:
                     code, body, ctype = 404, b"not found\n", "text/plain"

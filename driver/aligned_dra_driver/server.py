@@ -38,6 +38,7 @@ SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
 HEALTH_VERSION = "v1alpha1.DRAResourceHealth"
 MAX_LOGGED_ERROR = 1024  # the kubelet's registration error is logged; a request may carry megabytes
 LOCK_NAME = "driver.lock"
+DEADLINE_MARGIN = 2.0  # seconds kept back from the kubelet's gRPC deadline to send the answer
 
 
 class InstanceLockError(RuntimeError):
@@ -68,18 +69,25 @@ def _internal_errors(context: Any, method: str) -> Iterator[None]:
         context.abort(grpc.StatusCode.INTERNAL, f"{method}: {type(exc).__name__}: {str(exc)[:500]}")
 
 
+def _budget(context: Any) -> float | None:
+    """Seconds left before the caller's gRPC deadline, less a margin for the answer; None without a deadline."""
+    remaining = getattr(context, "time_remaining", None)
+    left = remaining() if callable(remaining) else None
+    return None if left is None else max(left - DEADLINE_MARGIN, 0.0)
+
+
 def _dra_servicer(pb2: Any, grpc_module: Any, driver: Any, with_share_id: bool) -> Any:
     class Servicer(grpc_module.DRAPluginServicer):
         def NodePrepareResources(self, request: Any, context: Any) -> Any:
             with _internal_errors(context, "NodePrepareResources"):
-                return self._prepare(request)
+                return self._prepare(request, _budget(context))
 
         def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
             with _internal_errors(context, "NodeUnprepareResources"):
-                return self._unprepare(request)
+                return self._unprepare(request, _budget(context))
 
-        def _prepare(self, request: Any) -> Any:
-            answers = driver.prepare(_claims(request))
+        def _prepare(self, request: Any, budget: float | None = None) -> Any:
+            answers = driver.prepare(_claims(request), budget=budget)
             response = pb2.NodePrepareResourcesResponse()
             for uid, answer in answers.items():
                 claim = response.claims[uid]
@@ -97,8 +105,8 @@ def _dra_servicer(pb2: Any, grpc_module: Any, driver: Any, with_share_id: bool) 
                         item.share_id = device["share_id"]
             return response
 
-        def _unprepare(self, request: Any) -> Any:
-            answers = driver.unprepare(_claims(request))
+        def _unprepare(self, request: Any, budget: float | None = None) -> Any:
+            answers = driver.unprepare(_claims(request), budget=budget)
             response = pb2.NodeUnprepareResourcesResponse()
             for uid, error in answers.items():
                 response.claims[uid].error = error
@@ -237,14 +245,15 @@ class Servers:
         LOG.info("serving %s and %s", self.dra_socket, self.registration_socket)
 
     def stop(self, grace: float = 5.0) -> None:
+        """Stop serving; calls in flight get ``grace`` seconds (a call hung on the API is not waited for)."""
         self.running.clear()
-        self.registration.stop(0).wait()
+        self.registration.stop(0).wait(1.0)
         for path in (self.registration_socket,):
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-        self.dra.stop(grace).wait()
+        self.dra.stop(grace).wait(grace + 1.0)
         try:
             os.unlink(self.dra_socket)
         except FileNotFoundError:

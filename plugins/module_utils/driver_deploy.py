@@ -33,6 +33,9 @@ DEFAULT_NAME = "aligned-dra-driver"
 DEFAULT_NODE_PREFIX = "aligned-dra-node-"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 MODES = ("host", "daemonset")
+# SIGTERM to SIGKILL: above the driver's own stop bound (aligned_dra_driver.cli.STOP_BOUND, 10 s); the
+# systemd unit's TimeoutStopSec is the same 30 s (templates/aligned-dra-driver.service.j2)
+TERMINATION_GRACE_SECONDS = 30
 LABELS = {"app.kubernetes.io/name": "aligned-dra-driver", "app.kubernetes.io/part-of": "aligned.dra"}
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -357,10 +360,17 @@ def daemonset(settings: dict[str, Any]) -> dict[str, Any]:
     if port:
         container["args"].append(f"--metrics-address=$(POD_IP):{port}")
         container["ports"] = [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+        # liveness asks only whether the gRPC services run: an API outage makes /healthz 503
+        # (degraded), and restarting the driver for it would only add a crash loop to the outage
         container["livenessProbe"] = {
-            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "httpGet": {"path": "/livez", "port": "metrics"},
             "initialDelaySeconds": 10,
             "periodSeconds": 20,
+            "failureThreshold": 3,
+        }
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/readyz", "port": "metrics"},
+            "periodSeconds": 10,
             "failureThreshold": 3,
         }
     pod_labels = dict(LABELS, **{"app.kubernetes.io/component": "kubelet-plugin"})
@@ -369,7 +379,8 @@ def daemonset(settings: dict[str, Any]) -> dict[str, Any]:
         "priorityClassName": "system-node-critical",
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
-        "terminationGracePeriodSeconds": 30,
+        # above the driver's stop bound (10 s after SIGTERM, docs/driver.md)
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "containers": [container],
         "volumes": [{"name": n, "hostPath": {"path": p, "type": t}} for n, p, t in mounts],
     }

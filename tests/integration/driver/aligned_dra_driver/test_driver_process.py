@@ -197,10 +197,12 @@ def test_every_claim_is_answered_and_errors_stay_per_claim(driver, api):
     assert list(checkpoint["claims"]) == [refs[0]["uid"]]
 
 
-def test_claims_of_other_drivers_only_prepare_nothing(driver, api):
+def test_a_claim_with_no_result_of_this_driver_is_refused_without_a_spec(driver, api, node):
+    # the kubelet asks a driver only about claims with its results: anything else is an odd allocation
     claim = api.create(h.claim_object("foreign", [{"request": "gpu", "device": "x", "driver": "gpu.example.com"}]))
     answer = driver.prepare([h.claim_ref(claim)]).claims[claim["metadata"]["uid"]]
-    assert answer.error == "" and list(answer.devices) == []
+    assert "no device of driver dra.aligned.dev" in answer.error and list(answer.devices) == []
+    assert list(node.cdi.iterdir()) == []
 
 
 def test_vendor_cdi_device_is_returned_too(driver, api, node):

@@ -3,38 +3,15 @@
 
 from __future__ import annotations
 
-import re
 import shutil
-import socket
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def metric(text: str, name: str, labels: str = "") -> float:
-    pattern = re.escape(name) + (r"\{" + labels + r"\}" if labels else "") + r" ([0-9.e+-]+)"
-    found = re.search(pattern, text)
-    assert found, f"{name}{{{labels}}} missing"
-    return float(found.group(1))
+free_port, get, metric = h.free_port, h.http_get, h.metric_value
 
 
 @pytest.fixture
@@ -73,7 +50,10 @@ def test_metrics_and_health(node):
             while get(base + "/healthz")[0] == 200 and time.monotonic() < deadline:
                 time.sleep(0.05)
             code, body = get(base + "/healthz")
-            assert code == 503 and "publishing ResourceSlices failed" in body
+            assert code == 503 and body.startswith("degraded: ") and "API error(s) in a row" in body
+            assert get(base + "/livez") == (200, "ok\n")  # alive: a liveness probe must not restart it
+            assert metric(get(base + "/metrics")[1], "aligned_dra_api_consecutive_errors") >= 1
+            assert metric(get(base + "/metrics")[1], "aligned_dra_degraded") == 1
             assert metric(get(base + "/metrics")[1], "aligned_dra_errors_total", 'operation="publish"') >= 1
             assert get(base + "/nothing")[0] == 404
 

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Driver state in-process: attribute filters, the call budget, a failing checkpoint write."""
+"""Driver state in-process: attribute filters, the call budget, failing writes, odd allocations, concurrency."""
 
 from __future__ import annotations
 
 import copy
+import errno
+import json
 import shutil
+import threading
+import time
 import uuid
 
 import pytest
@@ -21,6 +25,7 @@ class ClaimsInMemory:
         self.statuses: list[tuple[str, str, list]] = []
         self.cleared: list[tuple[str, str, str, str, str]] = []
         self.fail_clearing: Exception | None = None
+        self.last: dict[str, str] = {}  # uid -> the last status operation queued
 
     def add(self, claim: dict) -> tuple[str, str, str]:
         claim = copy.deepcopy(claim)
@@ -28,10 +33,10 @@ class ClaimsInMemory:
         self.claims[("default", claim["metadata"]["name"])] = claim
         return "default", claim["metadata"]["uid"], claim["metadata"]["name"]
 
-    def get_claim(self, namespace: str, name: str) -> dict:
+    def get_claim(self, namespace: str, name: str, deadline: float | None = None) -> dict:
         return self.claims[(namespace, name)]
 
-    def apply_claim_status(self, namespace: str, name: str, devices: list) -> dict:
+    def apply_claim_status(self, namespace: str, name: str, devices: list, uid: str | None = None) -> dict:
         self.statuses.append((namespace, name, devices))
         return {}
 
@@ -40,6 +45,21 @@ class ClaimsInMemory:
             raise self.fail_clearing
         self.cleared.append((namespace, name, uid, driver, pool))
         return "cleared"
+
+
+class StatusRecorder:
+    """Test double of the driver's status queue: apply and clear go straight to the claims double, in order."""
+
+    def __init__(self, kube: ClaimsInMemory) -> None:
+        self.kube = kube
+
+    def apply(self, namespace: str, name: str, uid: str, devices: list) -> None:
+        self.kube.apply_claim_status(namespace, name, devices, uid=uid)
+        self.kube.last[uid] = "apply"
+
+    def clear(self, namespace: str, name: str, uid: str) -> None:
+        self.kube.remove_claim_status(namespace, name, uid, h.DRIVER, h.NODE)
+        self.kube.last[uid] = "clear"
 
 
 @pytest.fixture
@@ -62,7 +82,7 @@ def make(node, **extra):
         **extra,
     )
     kube = ClaimsInMemory()
-    driver = drv.Driver(opts, kube)
+    driver = drv.Driver(opts, kube, status_queue=StatusRecorder(kube))
     driver.restore()
     driver.rescan()
     return driver, kube
@@ -87,7 +107,7 @@ def test_a_failing_checkpoint_write_prepares_nothing(node, monkeypatch):
     driver, kube = make(node)
     ref = kube.add(h.claim_object("c", [{"request": "gpu", "device": h.GPU}]))
 
-    def fail() -> None:
+    def fail(claims=None) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(driver.checkpoint, "save", fail)
@@ -238,19 +258,261 @@ def test_start_stops_mps_daemons_no_claim_uses(node, tmp_path, monkeypatch):
     assert not (pipe / "control").exists()
 
 
-def test_unprepare_clears_the_status_after_the_checkpoint_and_an_api_failure_does_not_fail_it(node, monkeypatch):
+def test_unprepare_clears_the_status_after_the_checkpoint(node, monkeypatch):
     driver, kube = make(node)
     first = kube.add(h.claim_object("a", [{"request": "gpu", "device": h.GPU}]))
     second = kube.add(h.claim_object("b", [{"request": "nic", "device": h.NIC}]))
     assert all("error" not in a for a in driver.prepare([first, second]).values())
     saved = []
     real_save = driver.checkpoint.save
-    monkeypatch.setattr(driver.checkpoint, "save", lambda: (saved.append(set(driver.checkpoint.claims)), real_save()))
-    kube.fail_clearing = ConnectionResetError("connection reset by peer")
+    monkeypatch.setattr(driver.checkpoint, "save", lambda claims=None: (saved.append(set(claims)), real_save(claims)))
     assert driver.unprepare([first]) == {first[1]: ""}
-    assert kube.cleared == [] and driver.checkpoint.claims.keys() == {second[1]}
-    kube.fail_clearing = None
+    assert driver.checkpoint.claims.keys() == {second[1]}
     assert driver.unprepare([second, first]) == {second[1]: "", first[1]: ""}
-    # only the claim the checkpoint still had is cleared, once, and after the checkpoint lost it
-    assert kube.cleared == [("default", "b", second[1], h.DRIVER, h.NODE)]
+    # each claim the checkpoint had is cleared once, after the checkpoint lost it
+    assert [c[2] for c in kube.cleared] == [first[1], second[1]]
     assert saved == [{second[1]}, set()]
+
+
+def one_gpu(kube, name="c", **result):
+    return kube.add(h.claim_object(name, [{"request": "gpu", "device": h.GPU, **result}]))
+
+
+def claim_files(node):
+    return sorted(p.name for p in node.cdi.iterdir()) + sorted(p.name for p in node.state.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("results", "needle"),
+    [
+        ([{"request": "gpu", "device": h.GPU}, {"request": "gpu", "device": h.GPU}], "allocated twice"),
+        ([{"request": "gpu", "device": h.GPU, "driver": "gpu.example.com"}], "no device of driver dra.aligned.dev"),
+        ([{"request": "gpu", "device": h.GPU, "shareID": str(uuid.UUID(int=i))} for i in range(33)], "allows 32"),
+    ],
+)
+def test_odd_allocations_are_refused_without_a_spec(node, results, needle):
+    driver, kube = make(node)
+    before = claim_files(node)
+    ref = kube.add(h.claim_object("odd", results))
+    answer = driver.prepare([ref])[ref[1]]
+    assert needle in answer["error"]
+    assert claim_files(node) == before and driver.checkpoint.claims == {} and kube.statuses == []
+
+
+def test_the_same_device_under_two_share_ids_is_not_a_duplicate(node):
+    driver, kube = make(node, fractional_gpus=True)
+    driver.rescan()
+    results = [{"request": "gpu", "device": h.GPU, "shareID": str(uuid.UUID(int=i))} for i in (1, 2)]
+    ref = kube.add(h.claim_object("shared", results))
+    answer = driver.prepare([ref])[ref[1]]
+    assert "error" not in answer, answer
+    spec = json.loads((node.cdi / f"aligned.dev-claim_{ref[1]}.json").read_text())
+    assert len(spec["devices"]) == 2
+
+
+def test_a_spec_grows_with_its_results_within_the_stated_bound(node):
+    from aligned_dra_driver import cdi
+
+    driver, kube = make(node)
+    def nic(index):  # the largest NicConfig the driver takes: 16 addresses, 32 routes
+        return h.nic_config(
+            requests=[f"r{index}"],
+            interfaceName=f"net{index}",
+            mtu=9000,
+            addresses=[f"10.{index}.{i}.2/24" for i in range(16)],
+            routes=[{"destination": f"10.{100 + i}.0.0/16", "gateway": f"10.{index}.0.1"} for i in range(32)],
+        )
+
+    sizes = {}
+    for count in (1, 4, 16, 32):
+        results = [{"request": f"r{i}", "device": h.NIC, "shareID": str(uuid.UUID(int=i + 1))} for i in range(count)]
+        claim = h.claim_object("big", results, [nic(i) for i in range(count)])
+        claim["metadata"]["uid"] = str(uuid.UUID(int=1000 + count))
+        entry, _status = driver._plan("default", claim["metadata"]["uid"], "big", claim)
+        sizes[count] = len(json.dumps(entry["cdi_spec"], indent=1, sort_keys=True))
+        assert cdi.spec_problem(entry["cdi_spec"]) is None
+        assert sizes[count] <= count * cdi.MAX_SPEC_BYTES_PER_DEVICE
+    per_device = (sizes[32] - sizes[1]) / 31
+    print(f"CDI spec bytes by results: {sizes}, {per_device:.0f} per device")
+    assert abs(sizes[16] - (sizes[1] + 15 * per_device)) < 0.05 * sizes[16]  # linear in the results
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"devices": []}, "at least one device"),
+        ({"devices": [{"name": "a", "containerEdits": {}}, {"name": "a", "containerEdits": {}}]}, "twice"),
+        ({"devices": [{"name": "a b", "containerEdits": {}}]}, "not a CDI device name"),
+        ({"devices": [{"name": "a", "containerEdits": {"env": ["NOEQUALS"]}}]}, "NAME=VALUE"),
+        ({"devices": [{"name": "a", "containerEdits": {"deviceNodes": [{"path": "dev/x"}]}}]}, "absolute"),
+        ({"devices": [{"name": "a", "containerEdits": {"hooks": [{"hookName": "x", "path": "/h"}]}}]}, "hookName"),
+        ({"devices": [{"name": "a", "containerEdits": {"env": ["X=" + "y" * 9000]}}]}, "per device"),
+    ],
+)
+def test_specs_a_cdi_consumer_would_refuse_are_caught(spec, needle):
+    from aligned_dra_driver import cdi
+
+    assert needle in cdi.spec_problem({"cdiVersion": cdi.CDI_VERSION, "kind": cdi.CDI_KIND, **spec})
+
+
+def test_a_full_state_disk_during_prepare_leaves_memory_checkpoint_and_cdi_as_they_were(node, monkeypatch):
+    driver, kube = make(node)
+    kept = one_gpu(kube, "kept")
+    assert "error" not in driver.prepare([kept])[kept[1]]
+    before = (node.state / "checkpoint.json").read_bytes()
+
+    def full(path, data, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("aligned_dra_driver.checkpoint.atomic_write", full)
+    ref = one_gpu(kube, "new")
+    answer = driver.prepare([ref])[ref[1]]
+    assert "No space left on device" in answer["error"] and "checkpoint" in answer["error"]
+    assert set(driver.checkpoint.claims) == {kept[1]}
+    assert (node.state / "checkpoint.json").read_bytes() == before
+    assert {p.name for p in node.cdi.iterdir()} == {f"aligned.dev-claim_{kept[1]}.json"}
+    assert [n for _ns, n, _d in kube.statuses] == ["kept"] and kube.last == {kept[1]: "apply"}
+
+
+def test_a_full_state_disk_during_unprepare_keeps_the_claim_until_the_checkpoint_is_written(node, monkeypatch):
+    driver, kube = make(node)
+    ref = one_gpu(kube)
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    spec = node.cdi / f"aligned.dev-claim_{ref[1]}.json"
+    content = spec.read_bytes()
+    real_save = drv.Checkpoint.save
+
+    def full(self, claims=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(drv.Checkpoint, "save", full)
+    answer = driver.unprepare([ref])
+    assert "No space left on device" in answer[ref[1]] and "stays prepared" in answer[ref[1]]
+    assert ref[1] in driver.checkpoint.claims  # in memory, on disk, and its spec back in place
+    assert ref[1] in json.loads((node.state / "checkpoint.json").read_text())["claims"]
+    assert spec.read_bytes() == content and kube.cleared == []
+    monkeypatch.setattr(drv.Checkpoint, "save", real_save)
+    assert driver.unprepare([ref]) == {ref[1]: ""}  # the kubelet's retry
+    assert driver.checkpoint.claims == {} and not spec.exists() and kube.last[ref[1]] == "clear"
+
+
+def test_an_unprepare_that_cannot_remove_the_spec_keeps_the_claim(node, monkeypatch):
+    driver, kube = make(node)
+    ref = one_gpu(kube)
+    assert "error" not in driver.prepare([ref])[ref[1]]
+
+    def read_only(cdi_dir, uid):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr("aligned_dra_driver.cdi.remove_spec", read_only)
+    assert "Read-only file system" in driver.unprepare([ref])[ref[1]]
+    assert ref[1] in driver.checkpoint.claims
+
+
+class SlowClaims(ClaimsInMemory):
+    """Claims whose GET blocks until released, or until the caller's deadline (then a timeout, as Kube does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold: dict[str, threading.Event] = {}
+        self.waiting = threading.Event()
+
+    def get_claim(self, namespace, name, deadline=None):
+        from aligned_dra_driver.kube import ApiError
+
+        event = self.hold.get(name)
+        if event is not None:
+            assert deadline is not None, "every claim GET carries the call's deadline"
+            self.waiting.set()
+            if not event.wait(max(deadline - time.monotonic(), 0)):
+                raise ApiError(0, "API server unreachable: ReadTimeoutError: read timed out")
+        return super().get_claim(namespace, name, deadline)
+
+
+def make_slow(node, **extra):
+    driver, _kube = make(node, **extra)
+    kube = SlowClaims()
+    driver.kube = kube
+    driver.status = StatusRecorder(kube)
+    return driver, kube
+
+
+def test_one_hung_claim_does_not_hold_up_other_calls(node):
+    driver, kube = make_slow(node)
+    hung = one_gpu(kube, "hung")
+    kube.hold["hung"] = threading.Event()
+    others = [one_gpu(kube, f"o{i}") for i in range(11)]
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(driver.prepare([hung], budget=30)))
+    thread.start()
+    assert kube.waiting.wait(5)
+    answers = {}
+    calls = [threading.Thread(target=lambda r=r: answers.update(driver.prepare([r]))) for r in others]
+    for call in calls:
+        call.start()
+    for call in calls:
+        call.join(10)
+    # all eleven answered while the first claim's GET still hangs
+    assert thread.is_alive() and len(answers) == 11 and all("error" not in a for a in answers.values())
+    assert all(driver.unprepare([r]) == {r[1]: ""} for r in others[:5])
+    kube.hold["hung"].set()
+    thread.join(10)
+    assert "error" not in box[hung[1]]
+
+
+def test_a_hung_get_ends_in_a_per_claim_error_within_the_budget(node):
+    driver, kube = make_slow(node)
+    hung = one_gpu(kube, "hung")
+    queued = one_gpu(kube, "queued")
+    kube.hold["hung"] = threading.Event()
+    answers = driver.prepare([hung, queued], budget=0.5)  # the hang is never released
+    assert "read timed out" in answers[hung[1]]["error"]
+    if hung[1] < queued[1]:  # claims are taken in UID order: the one after the hung GET finds no time left
+        assert "budget" in answers[queued[1]]["error"]
+        assert driver.checkpoint.claims == {} and list(node.cdi.iterdir()) == []
+    else:
+        assert "error" not in answers[queued[1]] and set(driver.checkpoint.claims) == {queued[1]}
+
+
+def test_a_second_call_on_a_busy_claim_waits_at_most_its_budget(node):
+    driver, kube = make_slow(node)
+    hung = one_gpu(kube, "hung")
+    kube.hold["hung"] = threading.Event()
+    thread = threading.Thread(target=lambda: driver.prepare([hung], budget=30))
+    thread.start()
+    assert kube.waiting.wait(5)
+    answer = driver.unprepare([hung], budget=0.2)
+    assert "did not finish within the budget" in answer[hung[1]]
+    kube.hold["hung"].set()
+    thread.join(10)
+    assert driver.unprepare([hung]) == {hung[1]: ""}
+    assert len(driver.claim_locks) == 0  # no lock left behind
+
+
+def test_unprepare_racing_prepare_of_the_same_claim_ends_in_one_state_and_the_status_agrees(node):
+    for round_ in range(20):
+        driver, kube = make_slow(node)
+        ref = one_gpu(kube, f"race{round_}")
+        barrier = threading.Barrier(2)
+        answers = {}
+
+        def prepare(ref=ref, barrier=barrier, answers=answers, driver=driver):
+            barrier.wait()
+            answers["prepare"] = driver.prepare([ref])[ref[1]]
+
+        def unprepare(ref=ref, barrier=barrier, answers=answers, driver=driver):
+            barrier.wait()
+            answers["unprepare"] = driver.unprepare([ref])[ref[1]]
+
+        threads = [threading.Thread(target=prepare), threading.Thread(target=unprepare)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert "error" not in answers["prepare"] and answers["unprepare"] == ""
+        prepared = ref[1] in driver.checkpoint.claims
+        spec = (node.cdi / f"aligned.dev-claim_{ref[1]}.json").exists()
+        assert prepared == spec
+        # the last status operation matches the end state: Ready only on a prepared claim
+        assert kube.last.get(ref[1]) == ("apply" if prepared else "clear")
+        driver.unprepare([ref])

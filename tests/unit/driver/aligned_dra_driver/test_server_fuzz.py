@@ -49,16 +49,30 @@ class ClaimStore:
     def __init__(self) -> None:
         self.claims: dict[tuple[str, str], dict] = {}
         self.statuses: list[tuple[str, str, list]] = []
+        self.cleared: list[tuple[str, str, str]] = []
 
-    def get_claim(self, namespace: str, name: str) -> dict:
+    def get_claim(self, namespace: str, name: str, deadline: float | None = None) -> dict:
         claim = self.claims.get((namespace, name), NOT_FOUND)
         if claim is NOT_FOUND:
             raise ApiError(404, f'404 resourceclaims "{name}" not found')
         return copy.deepcopy(claim)
 
-    def apply_claim_status(self, namespace: str, name: str, devices: list) -> dict:
+    def apply_claim_status(self, namespace: str, name: str, devices: list, uid: str | None = None) -> dict:
         self.statuses.append((namespace, name, devices))
         return {}
+
+
+class StatusRecorder:
+    """Test double of the driver's status queue: what it was asked to write, in order, at once."""
+
+    def __init__(self, kube: ClaimStore) -> None:
+        self.kube = kube
+
+    def apply(self, namespace: str, name: str, uid: str, devices: list) -> None:
+        self.kube.statuses.append((namespace, name, devices))
+
+    def clear(self, namespace: str, name: str, uid: str) -> None:
+        self.kube.cleared.append((namespace, name, uid))
 
 
 def stored(name, uid, results, config=None, namespace="default"):
@@ -105,7 +119,7 @@ def world():
         [{"request": "gpu", "device": h.GPU}, {"request": "nic", "device": h.NIC}],
         [h.nic_config(requests=["nic"], addresses=["10.0.0.2/24"], routes=[{"destination": "10.1.0.0/16"}])],
     )
-    driver = drv.Driver(opts, kube)
+    driver = drv.Driver(opts, kube, status_queue=StatusRecorder(kube))
     driver.restore()
     driver.rescan()
     servicers = {
@@ -415,7 +429,7 @@ def test_a_failure_outside_the_per_claim_answers_is_internal_with_a_message(worl
             self.code, self.details = code, details
             raise RuntimeError("aborted")
 
-    def broken(claims):
+    def broken(claims, budget=None):
         raise ZeroDivisionError("division by zero")
 
     pb2, servicer = world["servicers"]["v1"]

@@ -104,6 +104,26 @@ def test_daemonset_rolls_one_node_at_a_time_and_keeps_state_on_the_host():
 def test_metrics_port_zero_turns_off_the_probe():
     container = dd.daemonset(dict(DS, metrics_port=0))["spec"]["template"]["spec"]["containers"][0]
     assert "livenessProbe" not in container and not any(a.startswith("--metrics") for a in container["args"])
+    assert "readinessProbe" not in container
+
+
+def test_liveness_never_restarts_the_driver_for_an_api_outage():
+    container = dd.daemonset(DS)["spec"]["template"]["spec"]["containers"][0]
+    # /healthz says "degraded" (503) while the API server is away; only /livez may decide a restart
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_both_stop_timeouts_leave_the_driver_its_stop_bound():
+    from pathlib import Path
+
+    from aligned_dra_driver.cli import STOP_BOUND
+
+    pod = dd.daemonset(DS)["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == dd.TERMINATION_GRACE_SECONDS > STOP_BOUND
+    unit = Path(__file__).resolve().parents[4] / "roles" / "driver" / "templates" / "aligned-dra-driver.service.j2"
+    (line,) = [x for x in unit.read_text().splitlines() if x.startswith("TimeoutStopSec=")]
+    assert int(line.split("=")[1].rstrip("s")) == dd.TERMINATION_GRACE_SECONDS
 
 
 @pytest.mark.parametrize(

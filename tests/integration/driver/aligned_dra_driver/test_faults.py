@@ -1,0 +1,448 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The real driver process under faults: the API server refusing, hanging, resetting, failing and slow
+(tests/fault_proxy.py between the driver and the strict fake API server), full and read-only state and
+CDI directories (tiny tmpfs mounts, read-only bind mounts), and damaged checkpoints.
+
+Every test checks what an operator relies on: the exit code, the CDI directory, the checkpoint, the
+claim's status in the API server, /healthz and /metrics, and that no descriptor or thread is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.fault_proxy import FaultProxy
+
+KUBELET_TIMEOUT = 45.0  # the kubelet's per-call timeout: the driver must answer before it
+STOP_TIMEOUT = 30.0  # TimeoutStopSec and terminationGracePeriodSeconds the driver role renders
+API_TIMEOUT = "2"  # --api-timeout for the tests that wait for timeouts
+
+
+@pytest.fixture
+def node():
+    root = h.short_tmp()
+    yield h.NodeTree.build(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def api():
+    with FakeApiServer("1.35") as server:
+        server.create(h.node_object())
+        yield server
+
+
+@pytest.fixture
+def proxy(api):
+    with FaultProxy(api.url) as server:
+        yield server
+
+
+def spawn(node, api, proxy, *extra, metrics=False):
+    """The driver talking to the API server through the proxy; with ``metrics`` its /metrics base URL too."""
+    args = ["--api-timeout", API_TIMEOUT, *extra]
+    base = None
+    if metrics:
+        port = h.free_port()
+        args += ["--metrics-address", f"127.0.0.1:{port}"]
+        base = f"http://127.0.0.1:{port}"
+    process = h.DriverProcess(node, api, extra=args, kubeconfig=proxy.write_kubeconfig(node.root / "proxy.kubeconfig"))
+    process.base = base
+    return process
+
+
+def gpu_claim(api, name):
+    return h.claim_ref(api.create(h.claim_object(name, [{"request": "gpu", "device": h.GPU}])))
+
+
+def spec_file(node, uid):
+    return node.cdi / f"aligned.dev-claim_{uid}.json"
+
+
+def checkpointed(node):
+    path = node.state / "checkpoint.json"
+    return json.loads(path.read_text())["claims"] if path.exists() else {}
+
+
+def leftovers(node):
+    return [p.name for d in (node.cdi, node.state) for p in d.iterdir() if p.name.endswith(".tmp")]
+
+
+def ready_on(api, name):
+    """The Ready conditions of this driver on the claim in the API server."""
+    claim = api.get("resourceclaims", name, "default") or {}
+    devices = (claim.get("status") or {}).get("devices") or []
+    return [c for d in devices if d.get("driver") == h.DRIVER for c in d.get("conditions") or []]
+
+
+def healthz(process):
+    return h.http_get(process.base + "/healthz")
+
+
+def metrics(process):
+    return h.http_get(process.base + "/metrics")[1]
+
+
+def delete_slices(api):
+    for item in api.list("resourceslices"):
+        api.delete("resourceslices", item["metadata"]["name"])
+
+
+# -- the API server unreachable, slow or failing -------------------------------------------------------
+
+
+def test_start_with_the_api_refused_serves_checkpointed_claims_and_recovers(node, api, proxy):
+    kept, other = gpu_claim(api, "kept"), gpu_claim(api, "other")
+    with spawn(node, api, proxy) as process:
+        assert process.prepare([kept]).claims[kept["uid"]].error == ""
+    spec_file(node, kept["uid"]).unlink()  # a reboot empties /var/run/cdi
+    proxy.refuse()
+    process = spawn(node, api, proxy, metrics=True).start()  # sockets up: it serves without the API
+    try:
+        process.register()
+        assert spec_file(node, kept["uid"]).exists()  # restored from the checkpoint
+        code, body = h.wait_until(lambda: (c := healthz(process)) and c[0] == 503 and "API error" in c[1] and c)
+        assert body.startswith("degraded: ") and "no successful ResourceSlice publication yet" in body
+        assert h.http_get(process.base + "/livez") == (200, "ok\n")
+        assert h.metric_value(metrics(process), "aligned_dra_api_consecutive_errors") >= 1
+        assert h.metric_value(metrics(process), "aligned_dra_last_publish_age_seconds") == -1
+        again = process.prepare([kept]).claims[kept["uid"]]  # checkpointed: answered without the API
+        assert again.error == "" and [d.device_name for d in again.devices] == [h.GPU]
+        fresh = process.prepare([other]).claims[other["uid"]]
+        assert "API server unreachable" in fresh.error and not spec_file(node, other["uid"]).exists()
+        assert process.unprepare([kept]).claims[kept["uid"]].error == ""
+        assert checkpointed(node) == {} and not spec_file(node, kept["uid"]).exists()
+        proxy.accept()
+        h.wait_until(lambda: healthz(process) == (200, "ok\n"), timeout=20, what="healthy after the API returned")
+        assert api.list("resourceslices") and process.proc.poll() is None
+        assert h.metric_value(metrics(process), "aligned_dra_api_consecutive_errors") == 0
+        assert 0 <= h.metric_value(metrics(process), "aligned_dra_last_publish_age_seconds") < 20
+    finally:
+        assert process.stop() == 0
+
+
+FAULTS = {
+    "hang": dict(action="hang"),
+    "reset": dict(action="reset"),
+    "close": dict(action="close"),
+    "500": dict(action="status", code=500),
+    "503": dict(action="status", code=503),
+    "429-retry-after": dict(action="status", code=429, retry_after=3),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_publication_survives_every_api_fault_and_recovers(node, api, proxy, fault):
+    with spawn(node, api, proxy) as process:
+        h.wait_until(lambda: api.list("resourceslices"), what="first publication")
+        baseline = h.process_usage(process.proc.pid)
+        rule = proxy.add("GET", r"/resourceslices$", times=2, **FAULTS[fault])
+        delete_slices(api)
+        process.register()  # wakes a publication, which meets the fault
+        h.wait_until(lambda: rule.hits >= 1, what="the fault to be hit")
+        if fault == "hang":
+            time.sleep(float(API_TIMEOUT) + 0.5)  # the request times out instead of waiting forever
+        proxy.release()
+        h.wait_until(lambda: api.list("resourceslices"), timeout=20, what="slices after the fault")
+        assert process.proc.poll() is None and rule.hits == 2
+        log = process.log.read_text()
+        assert "Traceback" not in log
+        delays = [
+            float(x)
+            for x in re.findall(r"publishing ResourceSlices failed \(\d+ in a row; next try in ([0-9.]+) s", log)
+        ]
+        assert len(delays) == 2
+        if fault == "429-retry-after":
+            assert min(delays) >= 3.0  # Retry-After honoured over the shorter backoff
+        h.wait_until(
+            lambda: (
+                (u := h.process_usage(process.proc.pid))["fds"] <= baseline["fds"] + 1
+                and u["threads"] == baseline["threads"]
+            ),
+            what="descriptors and threads back to where they were",
+        )
+
+
+def test_one_hung_claim_get_holds_up_no_other_call(node, api, proxy):
+    with spawn(node, api, proxy, "--api-timeout", "10") as process:
+        prepared = [gpu_claim(api, f"p{i}") for i in range(5)]
+        assert all(process.prepare([r]).claims[r["uid"]].error == "" for r in prepared)
+        hung = gpu_claim(api, "hung")
+        rule = proxy.add("GET", r"/resourceclaims/hung$", "hang")
+        box = {}
+
+        def prepare_hung():
+            started = time.monotonic()
+            box["answer"] = process.prepare([hung], timeout=KUBELET_TIMEOUT).claims[hung["uid"]]
+            box["seconds"] = time.monotonic() - started
+
+        thread = threading.Thread(target=prepare_hung)
+        thread.start()
+        h.wait_until(lambda: rule.hits == 1, what="the hung GET")
+        fresh = [gpu_claim(api, f"f{i}") for i in range(6)]
+        answers = {}
+
+        def call(kind, ref):
+            fn = process.prepare if kind == "prepare" else process.unprepare
+            answers[ref["uid"]] = fn([ref], timeout=KUBELET_TIMEOUT).claims[ref["uid"]].error
+
+        calls = [threading.Thread(target=call, args=("prepare", r)) for r in fresh]
+        calls += [threading.Thread(target=call, args=("unprepare", r)) for r in prepared]
+        for c in calls:
+            c.start()
+        for c in calls:
+            c.join(KUBELET_TIMEOUT)
+        # eleven calls answered, all well, while the twelfth still waits on the API
+        assert len(answers) == 11 and set(answers.values()) == {""}
+        assert thread.is_alive()
+        thread.join(KUBELET_TIMEOUT)
+        # the hung claim gets its own error from the driver, before the kubelet would give up
+        assert "API server unreachable" in box["answer"].error and box["seconds"] < KUBELET_TIMEOUT
+        assert set(checkpointed(node)) == {r["uid"] for r in fresh}
+
+
+def test_a_failing_status_write_never_fails_prepare_and_is_retried(node, api, proxy):
+    with spawn(node, api, proxy) as process:
+        ref = gpu_claim(api, "st")
+        reset = proxy.add("PATCH", r"/resourceclaims/st/status$", "reset", times=1)
+        failing = proxy.add("PATCH", r"/resourceclaims/st/status$", "status", code=503, times=2)
+        answer = process.prepare([ref]).claims[ref["uid"]]
+        assert answer.error == "" and spec_file(node, ref["uid"]).exists()
+        h.wait_until(lambda: ready_on(api, "st"), timeout=20, what="the status written after the faults")
+        assert reset.hits == 1 and failing.hits == 2
+        assert ready_on(api, "st")[0]["reason"] == "Prepared"
+        # the clear fails for a while too; Unprepare answers at once, the status goes later
+        proxy.add("GET", r"/resourceclaims/st$", "status", code=500, times=2)
+        assert process.unprepare([ref]).claims[ref["uid"]].error == ""
+        h.wait_until(lambda: not ready_on(api, "st"), timeout=20, what="the status cleared")
+
+
+def test_unprepare_racing_prepare_of_the_same_claim_leaves_one_state_and_a_status_that_agrees(node, api, proxy):
+    with spawn(node, api, proxy) as process:
+        for round_ in range(3):
+            ref = gpu_claim(api, f"race{round_}")
+            proxy.add("GET", rf"/resourceclaims/race{round_}$", "delay", seconds=0.3, times=1)
+            answers = {}
+
+            def prepare(ref=ref, answers=answers):
+                answers["p"] = process.prepare([ref]).claims[ref["uid"]].error
+
+            def unprepare(ref=ref, answers=answers):
+                answers["u"] = process.unprepare([ref]).claims[ref["uid"]].error
+
+            threads = [threading.Thread(target=prepare), threading.Thread(target=unprepare)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(KUBELET_TIMEOUT)
+            assert answers == {"p": "", "u": ""}
+            prepared = ref["uid"] in checkpointed(node)
+            assert spec_file(node, ref["uid"]).exists() == prepared
+            h.wait_until(lambda r=ref, p=prepared: bool(ready_on(api, r["name"])) == p, what="status agreeing")
+            time.sleep(0.5)  # nothing later flips it
+            assert bool(ready_on(api, ref["name"])) == prepared
+            process.unprepare([ref])
+            h.wait_until(lambda r=ref: not ready_on(api, r["name"]), what="no Ready on the unprepared claim")
+
+
+def test_sigterm_during_a_hung_call_exits_within_the_stop_timeout(node, api, proxy):
+    process = spawn(node, api, proxy, "--api-timeout", "30").start()
+    done = gpu_claim(api, "done")
+    assert process.prepare([done]).claims[done["uid"]].error == ""
+    hung = gpu_claim(api, "hung")
+    rule = proxy.add("GET", r"/resourceclaims/hung$", "hang")
+    thread = threading.Thread(target=lambda: _ignore_rpc_error(process.prepare, [hung]), daemon=True)
+    thread.start()
+    h.wait_until(lambda: rule.hits == 1, what="the hung GET")
+    started = time.monotonic()
+    process.proc.send_signal(signal.SIGTERM)
+    code = process.proc.wait(timeout=STOP_TIMEOUT)  # systemd and the kubelet would SIGKILL after this
+    print(f"SIGTERM to exit with a hung API request: {time.monotonic() - started:.2f} s")
+    assert code == 0 and rule.hits == 1  # the hang was never released
+    process.proc = None
+    assert set(checkpointed(node)) == {done["uid"]} and leftovers(node) == []
+    assert {p.name for p in node.cdi.iterdir()} == {spec_file(node, done["uid"]).name}
+
+
+def _ignore_rpc_error(fn, *args):
+    import grpc
+
+    with contextlib.suppress(grpc.RpcError):
+        fn(*args)
+
+
+# -- disks full, read-only, damaged state ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def mounted(path, *options):
+    """A mount over ``path`` for the test (root only); skipped where mounting is not allowed."""
+    result = subprocess.run(["mount", *options, str(path)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount here: {result.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@contextlib.contextmanager
+def read_only(path):
+    with mounted(path, "--bind", str(path)):
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], check=True)
+        yield path
+
+
+def fill(directory):
+    """Fill a file system to the last byte; returns the filler file."""
+    filler = directory / "filler"
+    with open(filler, "wb") as handle:
+        with contextlib.suppress(OSError):
+            while True:
+                handle.write(b"\0" * 4096)
+                handle.flush()
+    with contextlib.suppress(OSError), open(filler, "ab") as handle:
+        while True:
+            handle.write(b"\0")
+            handle.flush()
+    return filler
+
+
+def test_a_full_state_disk_fails_the_claim_and_loses_nothing(node, api, proxy):
+    with mounted(node.state, "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs"):
+        with spawn(node, api, proxy) as process:
+            kept = gpu_claim(api, "kept")
+            assert process.prepare([kept]).claims[kept["uid"]].error == ""
+            before = (node.state / "checkpoint.json").read_bytes()
+            filler = fill(node.state)
+            new = gpu_claim(api, "new")
+            answer = process.prepare([new]).claims[new["uid"]]
+            assert "No space left on device" in answer.error
+            assert (node.state / "checkpoint.json").read_bytes() == before and leftovers(node) == []
+            assert not spec_file(node, new["uid"]).exists()
+            undone = process.unprepare([kept]).claims[kept["uid"]]
+            assert "No space left on device" in undone.error and "stays prepared" in undone.error
+            assert set(checkpointed(node)) == {kept["uid"]} and spec_file(node, kept["uid"]).exists()
+            assert leftovers(node) == []
+            filler.unlink()  # space again: the kubelet's retries succeed
+            assert process.unprepare([kept]).claims[kept["uid"]].error == ""
+            assert process.prepare([new]).claims[new["uid"]].error == ""
+            assert set(checkpointed(node)) == {new["uid"]}
+
+
+def test_a_read_only_state_directory_during_calls_fails_them_cleanly(node, api, proxy):
+    with spawn(node, api, proxy) as process:
+        kept = gpu_claim(api, "kept")
+        assert process.prepare([kept]).claims[kept["uid"]].error == ""
+        with read_only(node.state):
+            new = gpu_claim(api, "new")
+            assert "Read-only file system" in process.prepare([new]).claims[new["uid"]].error
+            assert "Read-only file system" in process.unprepare([kept]).claims[kept["uid"]].error
+            assert set(checkpointed(node)) == {kept["uid"]} and spec_file(node, kept["uid"]).exists()
+            assert not spec_file(node, new["uid"]).exists()
+        assert process.unprepare([kept]).claims[kept["uid"]].error == ""
+
+
+def run_to_exit(node, api, proxy):
+    process = spawn(node, api, proxy)
+    result = subprocess.run(
+        process.args(), env=h.driver_env(), capture_output=True, text=True, timeout=60, cwd=str(node.root), check=False
+    )
+    return result.returncode, (result.stdout + result.stderr).strip().splitlines()
+
+
+def test_a_read_only_state_directory_at_start_exits_2_with_one_line(node, api, proxy):
+    with read_only(node.state):
+        code, lines = run_to_exit(node, api, proxy)
+    assert code == 2 and len(lines) == 1 and str(node.state) in lines[0], lines
+    assert "Traceback" not in "\n".join(lines)
+
+
+def test_a_read_only_cdi_directory_at_start_keeps_running_reports_and_retries(node, api, proxy):
+    kept = gpu_claim(api, "kept")
+    with spawn(node, api, proxy) as process:
+        assert process.prepare([kept]).claims[kept["uid"]].error == ""
+    spec_file(node, kept["uid"]).unlink()
+    with read_only(node.cdi):
+        process = spawn(node, api, proxy, metrics=True).start()
+        try:
+            code, body = h.wait_until(lambda: (c := healthz(process)) and "not restored" in c[1] and c)
+            assert code == 503 and kept["uid"] in body and "Read-only file system" in body
+            assert h.metric_value(metrics(process), "aligned_dra_cdi_restore_pending_claims") == 1
+            answer = process.prepare([kept]).claims[kept["uid"]]  # prepared, but unusable without its spec
+            assert "CDI spec cannot be written" in answer.error
+            assert process.proc.poll() is None
+        except BaseException:
+            process.stop()
+            raise
+    try:  # writable again: the next scan restores it
+        h.wait_until(lambda: spec_file(node, kept["uid"]).exists(), timeout=10, what="the spec restored")
+        h.wait_until(lambda: healthz(process) == (200, "ok\n"), what="healthy")
+        assert h.metric_value(metrics(process), "aligned_dra_cdi_restore_pending_claims") == 0
+        assert process.prepare([kept]).claims[kept["uid"]].error == ""
+    finally:
+        assert process.stop() == 0
+
+
+def _checkpoint_cases(node, uid):
+    path = node.state / "checkpoint.json"
+    good = path.read_text()
+    data = json.loads(good)
+    return {
+        "missing": lambda: path.unlink(),
+        "empty": lambda: path.write_text(""),
+        "truncated": lambda: path.write_text(good[: len(good) // 2]),
+        "dangling-symlink": lambda: (path.unlink(), path.symlink_to(node.state / "gone.json")),
+        "a-directory": lambda: (path.unlink(), path.mkdir()),
+        "another-schema": lambda: path.write_text(json.dumps(dict(data, version=2))),
+        "another-node": lambda: path.write_text(json.dumps(dict(data, node="node-b"))),
+        "a-bad-field": lambda: path.write_text(
+            json.dumps(dict(data, claims={uid: dict(data["claims"][uid], devices=[{"pci_address": 7}])}))
+        ),
+        "not-utf8": lambda: path.write_bytes(b"\xff\xfe" + good.encode()),
+    }
+
+
+CHECKPOINT_CASES = (
+    "missing",
+    "empty",
+    "truncated",
+    "dangling-symlink",
+    "a-directory",
+    "another-schema",
+    "another-node",
+    "a-bad-field",
+    "not-utf8",
+)
+
+
+@pytest.mark.parametrize("case", CHECKPOINT_CASES)
+def test_a_damaged_checkpoint_with_specs_present_is_refused_and_the_specs_kept(node, api, proxy, case):
+    kept = gpu_claim(api, "kept")
+    with spawn(node, api, proxy) as process:
+        assert process.prepare([kept]).claims[kept["uid"]].error == ""
+    spec = spec_file(node, kept["uid"]).read_bytes()
+    _checkpoint_cases(node, kept["uid"])[case]()
+    code, lines = run_to_exit(node, api, proxy)
+    assert code == 2 and len(lines) == 1 and "checkpoint" in lines[0], lines
+    assert spec_file(node, kept["uid"]).read_bytes() == spec  # never deleted on a guess
+
+
+def test_a_missing_checkpoint_without_specs_is_a_first_start(node, api, proxy):
+    with spawn(node, api, proxy) as process:
+        ref = gpu_claim(api, "first")
+        assert process.prepare([ref]).claims[ref["uid"]].error == ""
+        assert set(checkpointed(node)) == {ref["uid"]}
+    assert os.path.exists(node.state / "checkpoint.json")
