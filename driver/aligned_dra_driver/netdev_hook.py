@@ -19,6 +19,7 @@ container's creation).
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import ipaddress
 import json
@@ -153,6 +154,44 @@ def _netlink(netns: str | None = None) -> Any:
     return IPRoute(netns=netns) if netns else IPRoute()
 
 
+# the errors of reading /proc/<pid>/ns/net that mean the process has exited; EACCES and EPERM mean the hook
+# may not look (ptrace access is refused), which is a different problem with a different fix
+_GONE = (errno.ENOENT, errno.ESRCH)
+_DENIED = (errno.EACCES, errno.EPERM)
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+
+
+def _pod_namespace(path: str) -> tuple[int, int]:
+    """(st_dev, st_ino) of the container's namespace file; a process gone and a read refused are told apart."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno in _GONE:
+            raise HookError(f"{path}: {_why(exc)}: the container's process is gone") from exc
+        if exc.errno in _DENIED:
+            raise HookError(
+                f"permission denied on {path} ({_why(exc)}): the hook may not read the container's network "
+                "namespace (it needs ptrace access to the process: root with CAP_SYS_PTRACE)"
+            ) from exc
+        raise HookError(f"cannot read {path}: {_why(exc)}") from exc
+    return st.st_dev, st.st_ino
+
+
+def _host_namespace(path: str) -> tuple[int, int]:
+    """(st_dev, st_ino) of PID 1's namespace file; unreadable, host networking cannot be ruled out: refused."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise HookError(
+            f"cannot read the host's network namespace {path} ({_why(exc)}): without it a pod with host "
+            "networking cannot be told apart, so nothing is changed"
+        ) from exc
+    return st.st_dev, st.st_ino
+
+
 def _same_namespace(first: str, second: str) -> bool:
     try:
         a, b = os.stat(first), os.stat(second)
@@ -270,8 +309,8 @@ def _check_mtu(args: argparse.Namespace, facts: dict[str, Any], name: str) -> No
         raise HookError(f"MTU {args.mtu} is outside what {name} supports ({low}..{high})")
 
 
-def _move_back(netns: str, host_ns: str, name: str, original: str, facts: dict[str, Any]) -> str:
-    """Undo a move: the interface back in the host under its original name, MTU and state."""
+def _move_back(netns: str, own_ns: str, name: str, original: str, facts: dict[str, Any]) -> str:
+    """Undo a move: the interface back where it was found (the hook's namespace), with its name, MTU and state."""
     with _netlink(netns) as inside:
         indexes = inside.link_lookup(ifname=name) or inside.link_lookup(ifname=original)
         if not indexes:
@@ -283,7 +322,7 @@ def _move_back(netns: str, host_ns: str, name: str, original: str, facts: dict[s
             inside.link("set", index=index, ifname=original)
         if facts.get("mtu") and link.get_attr("IFLA_MTU") != facts["mtu"]:
             inside.link("set", index=index, mtu=facts["mtu"])
-        fd = os.open(host_ns, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(own_ns, os.O_RDONLY | os.O_CLOEXEC)
         try:
             inside.link("set", index=index, net_ns_fd=fd)
         finally:
@@ -299,18 +338,19 @@ def _move_back(netns: str, host_ns: str, name: str, original: str, facts: dict[s
 def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
     """Move and configure the interface; refuses before any change what it can check first.
 
-    Checked before the first change: the container has its own network namespace
-    (not the host's), the interface exists, the MTU is within the device's limits,
-    and no other interface in the pod has the name. A netlink call that fails after
-    the move is undone: the interface goes back to the host with its original
-    name, MTU and state.
+    Checked before the first change: the container's network namespace can be read
+    and is not the host's (PID 1's under ``--procfs-root``), the interface exists,
+    the MTU is within the device's limits, and no other interface in the pod has
+    the name. A netlink call that fails after the move is undone: the interface
+    goes back to the host with its original name, MTU and state.
     """
     pid = state["pid"]
     netns = os.path.join(args.procfs_root, str(pid), "ns", "net")
-    host_ns = os.path.join(args.procfs_root, "self", "ns", "net")
-    if not os.path.exists(netns):
-        raise HookError(f"{netns} does not exist: the container's process is gone")
-    if _same_namespace(netns, host_ns):
+    # host networking means PID 1's namespace: the hook's own may be another one (the hook in a container)
+    host_ns = os.path.join(args.procfs_root, "1", "ns", "net")
+    # where the NIC is found, and where it goes back to when a step after the move fails
+    own_ns = os.path.join(args.procfs_root, "self", "ns", "net")
+    if _pod_namespace(netns) == _host_namespace(host_ns):
         raise HookError(
             f"process {pid} shares the host's network namespace (host networking): the NIC stays where it is"
         )
@@ -375,7 +415,7 @@ def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
                 move_rdma(args.rdma_device, pid)
         except Exception as exc:
             try:
-                undone = _move_back(netns, host_ns, args.name, name, facts)
+                undone = _move_back(netns, own_ns, args.name, name, facts)
             except Exception as again:  # netlink errors carry their own type
                 undone = f"moving it back failed too: {type(again).__name__}: {again}"
             raise HookError(f"configuring {name} in the pod failed ({type(exc).__name__}: {exc}); {undone}") from exc

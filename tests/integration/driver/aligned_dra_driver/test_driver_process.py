@@ -147,7 +147,8 @@ def test_prepare_and_unprepare(driver, api, node, version):
     assert {d["pci_address"] for d in entry["devices"]} == {h.GPU_BDF, h.NIC_BDF}
     assert entry["devices"][1]["netdev"]["original_name"] == "aldnic0"
 
-    status = api.get("resourceclaims", "both", "default")["status"]["devices"]
+    # the status is written in the background, after the answer
+    status = wait_for(lambda: api.get("resourceclaims", "both", "default")["status"].get("devices"), what="status")
     nic_status = next(s for s in status if s["device"] == h.NIC)
     assert nic_status["networkData"]["interfaceName"] == "net1"
     assert nic_status["networkData"]["ips"] == ["10.0.0.2/24"]
@@ -311,7 +312,7 @@ def test_move_to_pod_false_leaves_the_nic_on_the_host(driver, api, node):
     assert "ALIGNED_DRA_NIC_0000_19_00_0=aldnic0" in edits["env"]
 
 
-def test_two_nics_with_one_name_fail_the_claim(node, api):
+def test_the_same_nic_allocated_twice_fails_the_claim(node, api):
     with h.DriverProcess(node, api, extra=["--plain-nics"]) as process:
         # with --plain-nics the management NIC would be published, but --exclude eno* keeps it out
         assert [d["name"] for d in process_devices(api)] == [h.GPU, h.NIC]
@@ -323,7 +324,8 @@ def test_two_nics_with_one_name_fail_the_claim(node, api):
             )
         )
         uid = claim["metadata"]["uid"]
-        assert "both be named" in process.prepare([h.claim_ref(claim)]).claims[uid].error
+        assert "is allocated twice" in process.prepare([h.claim_ref(claim)]).claims[uid].error
+        assert list(node.cdi.iterdir()) == []
 
 
 def process_devices(api):
@@ -360,7 +362,10 @@ def test_every_supported_minor_accepts_what_the_driver_writes(node, minor):
             )
             uid = claim["metadata"]["uid"]
             assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
-            assert len(server.get("resourceclaims", "all", "default")["status"]["devices"]) == 2
+            wait_for(
+                lambda: len(server.get("resourceclaims", "all", "default")["status"].get("devices") or []) == 2,
+                what="the status of both devices",
+            )
         assert server.rejections == []
 
 
@@ -459,8 +464,11 @@ def test_unprepare_removes_the_status_entries_it_wrote_and_only_those(driver, ap
     )
     ref = h.claim_ref(api.create(claim))
     assert driver.prepare([ref]).claims[ref["uid"]].error == ""
-    live = api.get("resourceclaims", "st", "default")
-    assert {d["device"] for d in live["status"]["devices"]} == {h.GPU, h.NIC}
+    wait_for(
+        lambda: {d["device"] for d in api.get("resourceclaims", "st", "default")["status"].get("devices") or []}
+        == {h.GPU, h.NIC},
+        what="the status written",
+    )
     # another driver reports its device on the same claim: our Unprepare must leave it
     other = {"driver": "gpu.example.com", "pool": "other-pool", "device": "other-0"}
     api.handle(
@@ -475,10 +483,11 @@ def test_unprepare_removes_the_status_entries_it_wrote_and_only_those(driver, ap
     assert len(api.get("resourceclaims", "st", "default")["status"]["devices"]) == 3
 
     assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
-    assert api.get("resourceclaims", "st", "default")["status"]["devices"] == [other]
+    wait_for(lambda: api.get("resourceclaims", "st", "default")["status"]["devices"] == [other], what="cleared")
     # idempotent: a second Unprepare changes nothing (the checkpoint no longer has the claim)
     version = api.get("resourceclaims", "st", "default")["metadata"]["resourceVersion"]
     assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
+    time.sleep(0.3)  # nothing is queued for it either
     assert api.get("resourceclaims", "st", "default")["metadata"]["resourceVersion"] == version
     assert api.rejections == []
 
@@ -502,7 +511,10 @@ def test_unprepare_of_a_deleted_or_recreated_claim_succeeds_and_leaves_the_new_o
         {"Content-Type": "application/json"},
         json.dumps(new).encode(),
     )
+    requests = len(api.requests)
     assert driver.unprepare([old]).claims[old["uid"]].error == ""
-    # the name's new claim (another UID) keeps what was written for it
+    # the name's new claim (another UID) keeps what was written for it: the clear read it and left it
+    wait_for(lambda: len(api.requests) > requests, what="the clear's GET")
+    time.sleep(0.3)
     assert api.get("resourceclaims", "again", "default")["status"]["devices"] == new["status"]["devices"]
     assert json.loads((driver.node.state / "checkpoint.json").read_text())["claims"] == {}

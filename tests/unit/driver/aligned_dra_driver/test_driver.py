@@ -310,6 +310,14 @@ def test_the_same_device_under_two_share_ids_is_not_a_duplicate(node):
     assert len(spec["devices"]) == 2
 
 
+def test_two_shares_of_a_nic_with_one_name_fail_the_claim(node):
+    driver, kube = make(node)
+    results = [{"request": r, "device": h.NIC, "shareID": str(uuid.UUID(int=i + 1))} for i, r in enumerate("ab")]
+    ref = kube.add(h.claim_object("dup", results, [h.nic_config(interfaceName="same")]))
+    assert "both be named 'same'" in driver.prepare([ref])[ref[1]]["error"]
+    assert list(node.cdi.iterdir()) == []
+
+
 def test_a_spec_grows_with_its_results_within_the_stated_bound(node):
     from aligned_dra_driver import cdi
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import io
 import ipaddress
 import json
@@ -189,8 +190,9 @@ def world():
     for pid in ("self", str(POD_PID)):
         (procfs / pid / "ns").mkdir(parents=True)
         (procfs / pid / "ns" / "net").write_text("")
-    (procfs / str(HOST_NET_PID) / "ns").mkdir(parents=True)
-    os.link(procfs / "self" / "ns" / "net", procfs / str(HOST_NET_PID) / "ns" / "net")  # host networking
+    for pid in ("1", str(HOST_NET_PID)):  # PID 1 (the host's namespace) and a pod with host networking
+        (procfs / pid / "ns").mkdir(parents=True)
+        os.link(procfs / "self" / "ns" / "net", procfs / pid / "ns" / "net")
     state_file = root / "state.json"
     state_file.write_text(json.dumps({"pid": POD_PID}))
     yield {"node": node, "procfs": str(procfs), "state_file": str(state_file)}
@@ -231,7 +233,7 @@ BAD_ROUTES = ["10.78.0.0/16,fd00::1", "nowhere", "10.0.0.0/8,", ",10.0.0.1", "10
 VALID_RDMA = [None, "mlx5_0"]
 BAD_RDMA = ["mlx5_0\n", "mlx5;rm", "x" * 65, ""]
 GOOD_STATE = json.dumps({"ociVersion": "1.0.2", "id": "c", "pid": POD_PID}).encode()
-BAD_STATES = [json.dumps({"pid": pid}).encode() for pid in (HOST_NET_PID, GONE_PID, 0, -1, 2**22 + 1, True, 1.5, "42")]
+BAD_STATES = [json.dumps({"pid": p}).encode() for p in (1, HOST_NET_PID, GONE_PID, 0, -1, 2**22 + 1, True, 1.5, "42")]
 BAD_STATES += [b"[" * 50_000, b"\xff\xfe{}", b"", b"null", b"[]", b'{"pid": 1' + b"0" * 5000 + b"}", b"{" * 3]
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5), st.lists, max_leaves=4)
 
@@ -301,8 +303,9 @@ def hook_inputs(draw):
     }
 
 
-def run_in_process(world, monkeypatch, case, kernel=None):
-    kernel = kernel or fresh_kernel(world["procfs"])
+def run_in_process(world, monkeypatch, case, kernel=None, procfs=None):
+    procfs = procfs or world["procfs"]
+    kernel = kernel or fresh_kernel(procfs)
     if case.get("second"):
         nic = kernel.state["host"]["links"].pop(7)
         kernel.state["pod"]["links"][7] = {**nic, "name": "net1", "parent": ("pci", h.NIC_BDF)}
@@ -317,7 +320,7 @@ def run_in_process(world, monkeypatch, case, kernel=None):
 
     monkeypatch.setattr(netdev_hook, "_netlink", lambda netns=None: FakeIPRoute(kernel, netns))
     monkeypatch.setattr(netdev_hook, "move_rdma", fake_move_rdma)
-    argv = [*case["argv"], "--sysfs-root", str(world["node"].sys), "--procfs-root", world["procfs"]]
+    argv = [*case["argv"], "--sysfs-root", str(world["node"].sys), "--procfs-root", procfs]
     if case["via_file"]:
         argv += ["--state-file", world["state_file"]]
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(case["state"])))
@@ -461,3 +464,99 @@ def test_a_pci_address_not_on_the_node_never_configures_a_pod_interface_of_that_
     assert code == 1
     assert "no PCI device 0000:19:00.1 on this node" in err
     assert kernel.state == before
+
+
+# -- whose namespace is the host's -----------------------------------------------------------------
+# The hook judged host networking against its own namespace (<procfs>/self); it is PID 1's. The hook
+# may run in another namespace than PID 1 (in a container), and then the two answers differ.
+
+
+def procfs_tree(tmp_path, namespaces: dict[str, str]):
+    """A procfs root: ``{pid: namespace}``, where entries with the same namespace share one inode."""
+    root = tmp_path / "proc"
+    first: dict[str, str] = {}
+    for pid, namespace in namespaces.items():
+        (root / pid / "ns").mkdir(parents=True)
+        net = root / pid / "ns" / "net"
+        if namespace in first:
+            os.link(first[namespace], net)
+        else:
+            net.write_text("")
+            first[namespace] = str(net)
+    return str(root)
+
+
+def _case(*extra):
+    argv = ["--pci-address", h.NIC_BDF, "--name", "net1", *extra]
+    state = json.dumps({"pid": POD_PID}).encode()
+    return {"argv": argv, "state": state, "via_file": False, "fail_at": None, "rdma_fails": False}
+
+
+def test_a_pod_in_pid_1s_namespace_is_host_networking_when_the_hook_runs_elsewhere(world, monkeypatch, tmp_path):
+    procfs = procfs_tree(tmp_path, {"self": "hook", "1": "host", str(POD_PID): "host"})
+    # the hook finds the NIC in its own namespace; the "pod" is the host's namespace
+    kernel = FakeKernel({"host": f"{procfs}/self/ns/net", "pod": f"{procfs}/{POD_PID}/ns/net"})
+    kernel.add_link("host", 7, HOST_NIC)
+    kernel.add_link("pod", 2, "eno1")
+    code, err, before, kernel, _moved = run_in_process(world, monkeypatch, _case(), kernel, procfs)
+    assert code == 1 and "host networking" in err, err
+    assert kernel.changes == 0 and kernel.state == before
+
+
+def test_a_pod_sharing_the_hooks_namespace_but_not_pid_1s_is_not_host_networking(world, monkeypatch, tmp_path):
+    """The hook in a container whose namespace the pod shares: the NIC is already there (a later container)."""
+    procfs = procfs_tree(tmp_path, {"self": "hook", "1": "host", str(POD_PID): "hook"})
+    # "host" is the fake's name for the hook's own namespace (netlink without netns); the pod's is the same
+    kernel = FakeKernel({"host": f"{procfs}/self/ns/net", "init": f"{procfs}/1/ns/net"})
+    kernel.add_link("host", 1, "lo", mtu=65536, max_mtu=65536)
+    kernel.add_link("host", 7, "net1")
+    kernel.state["host"]["links"][7]["parent"] = ("pci", h.NIC_BDF)
+    code, err, _before, kernel, _moved = run_in_process(world, monkeypatch, _case("--mtu", "9000"), kernel, procfs)
+    assert code == 0 and "in-place" in err, err
+    assert kernel.state["host"]["links"][7]["mtu"] == 9000
+
+
+@pytest.mark.parametrize(
+    ("code", "text"), [(errno.EACCES, "Permission denied"), (errno.EPERM, "Operation not permitted")]
+)
+def test_a_pod_namespace_the_hook_may_not_read_is_a_permission_problem_not_a_process_gone(
+    world, monkeypatch, code, text
+):
+    """/proc/<pid>/ns/net of a process the hook may not ptrace fails with EACCES: the process is there."""
+    denied = f"{world['procfs']}/{POD_PID}/ns/net"
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if os.fspath(path) == denied:
+            raise PermissionError(code, text, denied)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    exit_code, err, before, kernel, _moved = run_in_process(world, monkeypatch, _case())
+    assert exit_code == 1, err
+    assert f"permission denied on {denied} ({text})" in err and "gone" not in err, err
+    assert kernel.changes == 0 and kernel.state == before
+
+
+@pytest.mark.parametrize("pid_1", ["missing", "denied"])
+def test_pid_1s_namespace_unreadable_is_refused_not_taken_for_another_one(world, monkeypatch, tmp_path, pid_1):
+    procfs = procfs_tree(tmp_path, {"self": "hook", "1": "host", str(POD_PID): "pod"})
+    host = f"{procfs}/1/ns/net"
+    kernel = fresh_kernel(procfs)
+    if pid_1 == "missing":
+        shutil.rmtree(f"{procfs}/1")
+        why = "No such file or directory"
+    else:
+        real_stat = os.stat
+
+        def stat(path, *args, **kwargs):
+            if os.fspath(path) == host:
+                raise PermissionError(errno.EACCES, "Permission denied", host)
+            return real_stat(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", stat)
+        why = "Permission denied"
+    code, err, before, kernel, _moved = run_in_process(world, monkeypatch, _case(), kernel, procfs)
+    assert code == 1, err
+    assert f"cannot read the host's network namespace {host} ({why})" in err, err
+    assert kernel.changes == 0 and kernel.state == before
