@@ -210,11 +210,27 @@ def driver_env() -> dict[str, str]:
 
 
 def hook_command() -> str:
-    """An executable that runs the netdev hook from the checkout (what the wheel's entry point does)."""
+    """An executable that runs the netdev hook from the checkout (what the wheel's entry point does).
+
+    Where PID 1's network namespace cannot be read (a sandbox whose init is another user's, as on the
+    development machines), the hook would rightly refuse to tell the host's namespace: the wrapper then
+    hands it a ``--procfs-root`` of links into /proc in which PID 1 is the wrapper itself (it runs in
+    the host's namespace, as the container runtime does). On a real node nothing is changed.
+    """
     path = REPO / ".cache" / "aligned-dra-netdev-hook"
+    env = f"PYTHONPATH={DRIVER_SRC}:{REPO / '.cache' / 'collections'}"
     script = (
-        f"#!/bin/sh\nPYTHONPATH={DRIVER_SRC}:{REPO / '.cache' / 'collections'} "
-        f'exec {sys.executable} -m aligned_dra_driver.netdev_hook "$@"\n'
+        "#!/bin/sh\n"
+        "if readlink /proc/1/ns/net >/dev/null 2>&1; then\n"
+        f'    {env} exec {sys.executable} -m aligned_dra_driver.netdev_hook "$@"\n'
+        "fi\n"
+        'procfs=$(mktemp -d /tmp/aldhook.XXXXXX) || exit 1\n'
+        'for entry in /proc/[0-9]*; do ln -s "$entry" "$procfs/${entry#/proc/}"; done\n'
+        'rm -f "$procfs/1" && ln -s "/proc/$$" "$procfs/1" && ln -s /proc/self "$procfs/self"\n'
+        f'{env} {sys.executable} -m aligned_dra_driver.netdev_hook --procfs-root "$procfs" "$@"\n'
+        "status=$?\n"
+        'rm -rf "$procfs"\n'
+        'exit "$status"\n'
     )
     if not path.exists() or path.read_text() != script:
         tmp = path.with_suffix(".tmp")

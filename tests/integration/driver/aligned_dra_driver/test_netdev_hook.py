@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -31,10 +33,8 @@ def veth():
     h.delete_links(HOST, PEER, RETURNED)
 
 
-@pytest.fixture
-def pod():
-    """A process in its own network namespace, standing in for a pod sandbox."""
-    proc = subprocess.Popen(["unshare", "--net", "sleep", "120"])
+def start_pod(*prefix):
+    proc = subprocess.Popen([*prefix, "unshare", "--net", "sleep", "120"])
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # unshare execs sleep once the namespace exists
         try:
@@ -43,6 +43,13 @@ def pod():
         except FileNotFoundError:
             pass
         time.sleep(0.01)
+    return proc
+
+
+@pytest.fixture
+def pod():
+    """A process in its own network namespace, standing in for a pod sandbox."""
+    proc = start_pod()
     yield proc.pid
     proc.kill()
     proc.wait()
@@ -52,13 +59,28 @@ def pod():
 def node():
     root = h.short_tmp()
     yield h.NodeTree.build(root, nic_name=HOST)
-    import shutil
-
     shutil.rmtree(root, ignore_errors=True)
 
 
-def run_hook(node, pid, *extra, stdin=None):
+def fake_procfs(node, *pids, links=None):
+    """A ``--procfs-root`` for the hook: symbolic links into /proc, with PID 1 standing for the test's process.
+
+    The hook takes PID 1's network namespace for the host's. The tests' host is the namespace they run in,
+    which need not be PID 1's (tests in a container), and PID 1's may not even be readable there; ``self``
+    stays the hook's own process and every pid given is the real one.
+    """
+    root = tempfile.mkdtemp(prefix="proc", dir=node.root)
+    entries = {"1": f"/proc/{os.getpid()}", "self": "/proc/self"}
+    entries.update({str(pid): f"/proc/{pid}" for pid in (os.getpid(), *pids) if pid != 1})
+    entries.update(links or {})
+    for name, target in entries.items():
+        os.symlink(target, os.path.join(root, name))
+    return root
+
+
+def run_hook(node, pid, *extra, stdin=None, procfs_root=None, prefix=()):
     args = [
+        *prefix,
         sys.executable,
         "-m",
         "aligned_dra_driver.netdev_hook",
@@ -68,6 +90,8 @@ def run_hook(node, pid, *extra, stdin=None):
         str(node.sys),
         "--name",
         "net1",
+        "--procfs-root",
+        procfs_root or fake_procfs(node, pid),
         *extra,
     ]
     state = stdin if stdin is not None else json.dumps({"ociVersion": "1.0.2", "id": "c", "pid": pid})
@@ -125,7 +149,7 @@ def test_moves_renames_and_configures_then_is_idempotent(veth, pod, node):
         ([], json.dumps({"pid": -4}), "pid"),
         ([], json.dumps({"pid": 2**22 - 3}), "process is gone"),
         ([], json.dumps({"pid": 2**22 + 7}), "no valid pid"),
-        ([], json.dumps({"pid": os.getpid()}), "host networking"),  # the host's own namespace
+        ([], json.dumps({"pid": os.getpid()}), "host networking"),  # PID 1's namespace (fake_procfs)
         ([], b"\xff\xfe{", "UTF-8"),
         ([], "[" * 100000, "not JSON"),
     ],
@@ -227,6 +251,8 @@ def rdma_hook(node, pod, tmp_path, env=None):
         "net1",
         "--rdma-device",
         "mlx5_0",
+        "--procfs-root",
+        fake_procfs(node, pod),
     ]
     done = subprocess.run(
         args, input=json.dumps({"pid": pod}), capture_output=True, text=True, env=env or h.driver_env(), check=False
@@ -285,6 +311,7 @@ def test_the_tools_come_from_fixed_directories_never_from_path(veth, pod, node, 
     env = h.driver_env()
     env["PATH"] = f"{evil}:{env['PATH']}"
     args = ["--pci-address", h.NIC_BDF, "--sysfs-root", str(node.sys), "--name", "net1", "--rdma-device", "mlx5_0"]
+    args += ["--procfs-root", fake_procfs(node, pod)]
     done = subprocess.run(
         [sys.executable, "-m", "aligned_dra_driver.netdev_hook", *args],
         input=json.dumps({"pid": pod}),
@@ -378,3 +405,92 @@ def test_a_kernel_refusal_after_the_move_puts_the_nic_back(veth, pod, node):
     assert "back in the host namespace" in done.stderr, done.stderr
     assert host_link(HOST) == {"mtu": 1450, "up": True}
     assert sorted(links_in(pod)) == ["lo"]
+
+
+# -- whose namespace is the host's -----------------------------------------------------------------
+# Host networking is a pod in PID 1's namespace, not in the hook's own: the hook may run in another one.
+# The hook without CAP_SYS_PTRACE stands for one that may not read a process's namespace: the kernel
+# answers EACCES for a process whose capabilities are not a subset of the reader's.
+WITHOUT_PTRACE = ("setpriv", "--bounding-set=-sys_ptrace")
+needs_setpriv = pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+
+
+def test_a_pod_in_pid_1s_namespace_is_host_networking_even_when_self_is_elsewhere(veth, pod, node):
+    # the pod shares PID 1's namespace (the test's); <procfs>/self is in the pod fixture's, another one
+    procfs = fake_procfs(node, links={"self": f"/proc/{pod}"})
+    before = host_link(HOST)
+    done = run_hook(node, os.getpid(), procfs_root=procfs)
+    assert done.returncode == 1 and "host networking" in done.stderr, done.stderr
+    assert host_link(HOST) == before
+
+
+def test_a_hook_in_another_namespace_than_pid_1_configures_the_pod_it_shares(veth, pod, node):
+    """The hook run inside the pod's namespace (as in a container): that namespace is not PID 1's."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:  # the first container moved the NIC in and named it net1
+        index = ipr.link_lookup(ifname=HOST)[0]
+        fd = os.open(f"/proc/{pod}/ns/net", os.O_RDONLY)
+        try:
+            ipr.link("set", index=index, net_ns_fd=fd)
+        finally:
+            os.close(fd)
+    with IPRoute(netns=f"/proc/{pod}/ns/net") as inside:
+        inside.link("set", index=inside.link_lookup(ifname=HOST)[0], ifname="net1")
+    done = run_hook(node, pod, "--mtu", "1400", prefix=("nsenter", f"--net=/proc/{pod}/ns/net"))
+    assert done.returncode == 0 and "in-place" in done.stderr, done.stderr
+    assert links_in(pod)["net1"]["mtu"] == 1400
+
+
+@needs_setpriv
+def test_a_pod_namespace_the_hook_may_not_read_is_a_permission_problem_not_a_process_gone(veth, pod, node):
+    procfs = fake_procfs(node, pod)
+    before = host_link(HOST)
+    done = run_hook(node, pod, procfs_root=procfs, prefix=WITHOUT_PTRACE)
+    assert done.returncode == 1, done.stderr
+    assert f"permission denied on {procfs}/{pod}/ns/net (Permission denied)" in done.stderr, done.stderr
+    assert "gone" not in done.stderr
+    assert host_link(HOST) == before and HOST not in links_in(pod)
+
+
+@pytest.fixture
+def readable_pod():
+    """A pod the hook without CAP_SYS_PTRACE may read: it has no more capabilities than the hook."""
+    proc = start_pod(*WITHOUT_PTRACE)
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@needs_setpriv
+@pytest.mark.parametrize("pid_1", ["unreadable", "missing"])
+def test_pid_1s_namespace_unreadable_is_refused(veth, readable_pod, node, pid_1):
+    links = {"1": "/proc/0"} if pid_1 == "missing" else None  # there is no process 0
+    procfs = fake_procfs(node, readable_pod, links=links)
+    before = host_link(HOST)
+    done = run_hook(node, readable_pod, procfs_root=procfs, prefix=WITHOUT_PTRACE)
+    why = "No such file or directory" if pid_1 == "missing" else "Permission denied"
+    assert done.returncode == 1, done.stderr
+    assert f"cannot read the host's network namespace {procfs}/1/ns/net ({why})" in done.stderr, done.stderr
+    assert host_link(HOST) == before and HOST not in links_in(readable_pod)
+
+
+def test_the_default_procfs_root_judges_by_the_machines_pid_1(veth, node):
+    """With /proc (the default): whatever this machine's PID 1 is, the hook answers as it should."""
+    from aligned_dra_driver import netdev_hook
+
+    assert netdev_hook.parser().get_default("procfs_root") == "/proc"
+    before = host_link(HOST)
+    done = run_hook(node, os.getpid(), procfs_root="/proc")
+    assert done.returncode == 1, done.stderr
+    try:
+        host = os.stat("/proc/1/ns/net")
+    except PermissionError as exc:  # PID 1 is not ours to read (a sandbox): refused, not taken for another one
+        assert f"cannot read the host's network namespace /proc/1/ns/net ({exc.strerror})" in done.stderr
+    else:
+        own = os.stat("/proc/self/ns/net")
+        if (host.st_dev, host.st_ino) == (own.st_dev, own.st_ino):
+            assert "host networking" in done.stderr, done.stderr
+        else:  # tests in a namespace of their own: this one is a pod's, whose NIC name is taken
+            assert f"already has an interface named {HOST!r}" in done.stderr, done.stderr
+    assert host_link(HOST) == before
