@@ -55,6 +55,7 @@ import selectors
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -99,14 +100,18 @@ HOP_BY_HOP = frozenset(
 
 MAX_LINE = 65536
 MAX_HEADERS = 200
-# Bounds every join in stop(): a wedged thread must not wedge the test run.
+# Bounds the joins in stop() (and of the accept thread): a wedged thread must not wedge the test run.
 JOIN_TIMEOUT = 5.0
 UPSTREAM_TIMEOUT = 60.0
 
 
 @dataclass(eq=False)
 class Rule:
-    """One fault rule (see ``FaultProxy.add``). ``hits`` counts how often it applied."""
+    """One fault rule (see ``FaultProxy.add``).
+
+    ``times`` is what is left: it counts down each time the rule applies (``None``: unlimited); ``hits``
+    counts how often it applied.
+    """
 
     method: str
     path_regex: str
@@ -171,12 +176,18 @@ class _Conn:
         self.sock = sock
         self.closed = threading.Event()
         self.thread: threading.Thread | None = None
+        self.upstream: http.client.HTTPConnection | None = None
 
     def kill(self) -> None:
         """Close from another thread: shutdown wakes the serving thread's blocking recv (EOF) and sends a FIN."""
         self.closed.set()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
+        # and a thread waiting for the upstream's answer
+        upstream_sock = self.upstream.sock if self.upstream is not None else None
+        if upstream_sock is not None:
+            with contextlib.suppress(OSError):
+                upstream_sock.shutdown(socket.SHUT_RDWR)
 
 
 class FaultProxy:
@@ -203,30 +214,35 @@ class FaultProxy:
         self._wake_w: socket.socket | None = None
         self._started = False
         self._stopping = threading.Event()
+        # serialises start/stop/refuse/accept: they swap the listener and its accept thread
+        self._life = threading.Lock()
 
     # -- life cycle -----------------------------------------------------------
 
     def start(self) -> FaultProxy:
-        if self._started:
-            raise RuntimeError("proxy already started")
-        self._started = True
-        self._listen()
+        with self._life:
+            if self._started:
+                raise RuntimeError("proxy already started")
+            self._listen()
+            self._started = True
         return self
 
     def stop(self) -> None:
         """Stop listening, close every client connection (hung ones too) and join the threads (bounded)."""
-        if not self._started or self._stopping.is_set():
-            return
-        self._stopping.set()
-        self._stop_listening()
+        with self._life:
+            if not self._started or self._stopping.is_set():
+                return
+            self._stopping.set()
+            self._stop_listening()
         with self._cond:
             conns = list(self._conns)
             self._cond.notify_all()
         for conn in conns:
             conn.kill()
+        deadline = time.monotonic() + JOIN_TIMEOUT  # one bound for all: stop() never waits longer
         for conn in conns:
             if conn.thread is not None:
-                conn.thread.join(JOIN_TIMEOUT)
+                conn.thread.join(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> FaultProxy:
         return self.start()
@@ -242,7 +258,7 @@ class FaultProxy:
 
     @property
     def answered(self) -> int:
-        """How many requests were forwarded upstream and their answers relayed."""
+        """How many requests were forwarded upstream and answered by it (counted before relaying the answer)."""
         with self._lock:
             return self._answered
 
@@ -313,7 +329,8 @@ class FaultProxy:
 
     def refuse(self) -> None:
         """The API server goes down: close the listening socket (ECONNREFUSED) and every client connection."""
-        self._stop_listening()
+        with self._life:
+            self._stop_listening()
         with self._cond:
             conns = list(self._conns)
             self._cond.notify_all()
@@ -322,10 +339,11 @@ class FaultProxy:
 
     def accept(self) -> None:
         """The API server is back: listen again on the same port."""
-        if not self._started or self._stopping.is_set():
-            raise RuntimeError("proxy not running")
-        if self._listener is None:
-            self._listen()
+        with self._life:
+            if not self._started or self._stopping.is_set():
+                raise RuntimeError("proxy not running")
+            if self._listener is None:
+                self._listen()
 
     def _listen(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -422,7 +440,7 @@ class FaultProxy:
                         if conn.closed.wait(rule.seconds):
                             break
                     if upstream is None:
-                        upstream = http.client.HTTPConnection(
+                        upstream = conn.upstream = http.client.HTTPConnection(
                             self.upstream_host, self.upstream_port, timeout=UPSTREAM_TIMEOUT
                         )
                     self._forward(conn.sock, request, upstream)
@@ -560,9 +578,10 @@ class FaultProxy:
             length = response.getheader("Content-Length")
             if length is not None and response.status not in (204, 304) and response.status >= 200:
                 headers.append(("Content-Length", length))
-        self._send(sock, request, response.status, headers, body, reason=response.reason, bodyless=bodyless)
+        # counted before relaying: a client that has its answer must see the count include it
         with self._lock:
             self._answered += 1
+        self._send(sock, request, response.status, headers, body, reason=response.reason, bodyless=bodyless)
 
     def _send_status(self, sock: socket.socket, request: _Request, rule: Rule) -> None:
         headers = [("Content-Type", "application/json")]
