@@ -147,6 +147,8 @@ FAULTS = {
 def test_publication_survives_every_api_fault_and_recovers(node, api, proxy, fault):
     with spawn(node, api, proxy) as process:
         h.wait_until(lambda: api.list("resourceslices"), what="first publication")
+        process.register()  # the registration server's worker thread exists from here on
+        time.sleep(0.5)
         baseline = h.process_usage(process.proc.pid)
         rule = proxy.add("GET", r"/resourceslices$", times=2, **FAULTS[fault])
         delete_slices(api)
@@ -171,7 +173,7 @@ def test_publication_survives_every_api_fault_and_recovers(node, api, proxy, fau
                 (u := h.process_usage(process.proc.pid))["fds"] <= baseline["fds"] + 1
                 and u["threads"] == baseline["threads"]
             ),
-            what="descriptors and threads back to where they were",
+            what=f"descriptors and threads back to {baseline} (now {h.process_usage(process.proc.pid)})",
         )
 
 
@@ -306,17 +308,16 @@ def read_only(path):
 
 
 def fill(directory):
-    """Fill a file system to the last byte; returns the filler file."""
+    """Fill a file system to the last byte (unbuffered writes); returns the filler file."""
     filler = directory / "filler"
-    with open(filler, "wb") as handle:
-        with contextlib.suppress(OSError):
-            while True:
-                handle.write(b"\0" * 4096)
-                handle.flush()
-    with contextlib.suppress(OSError), open(filler, "ab") as handle:
-        while True:
-            handle.write(b"\0")
-            handle.flush()
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (65536, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
     return filler
 
 

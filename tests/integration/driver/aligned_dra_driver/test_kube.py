@@ -92,3 +92,84 @@ def test_a_deleted_or_recreated_claim_is_left_alone(api, claim):
     assert len(devices(api)) == 2
     api.delete("resourceclaims", "c", "default")
     assert kube.remove_claim_status("default", "c", uid, h.DRIVER, h.NODE) == "gone"
+
+
+# -- every failure is one ApiError, every request bounded ---------------------------------------------
+
+
+@pytest.fixture
+def proxied(api, tmp_path):
+    from aligned_dra_driver.kube import load_client
+
+    from ansible_collections.aligned.dra.tests.fault_proxy import FaultProxy
+
+    api.create(h.claim_object("c", [{"request": "gpu", "device": h.GPU}]))
+    with FaultProxy(api.url) as proxy:
+        # load_client as the driver does (retries off): the fault must reach the caller, not be retried away
+        kube = Kube(load_client(str(proxy.write_kubeconfig(tmp_path / "kubeconfig"))), h.DRIVER, timeout=1.0)
+        yield proxy, kube
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "needle"),
+    [
+        (dict(action="reset"), 0, "API server unreachable"),
+        (dict(action="close"), 0, "API server unreachable"),
+        (dict(action="hang"), 0, "timed out"),
+        (dict(action="status", code=503), 503, "503"),
+        (dict(action="status", code=500), 500, "500"),
+    ],
+)
+def test_transport_and_server_failures_are_one_transient_api_error(proxied, fault, status, needle):
+    proxy, kube = proxied
+    rule = proxy.add("GET", r"/resourceclaims/c$", times=1, **fault)
+    with pytest.raises(ApiError) as raised:
+        kube.get_claim("default", "c")
+    assert raised.value.status == status and raised.value.transient and needle in str(raised.value)
+    assert "\n" not in str(raised.value) and rule.hits == 1
+    proxy.release()
+    assert kube.get_claim("default", "c")["metadata"]["name"] == "c"  # and the next call works
+
+
+def test_a_refused_connection_is_a_transient_api_error(proxied):
+    proxy, kube = proxied
+    proxy.refuse()
+    with pytest.raises(ApiError) as raised:
+        kube.get_claim("default", "c")
+    assert raised.value.status == 0 and raised.value.transient and "Connection refused" in str(raised.value)
+    proxy.accept()
+    assert kube.get_claim("default", "c")["metadata"]["name"] == "c"
+
+
+def test_retry_after_is_read_and_a_refusal_is_not_transient(proxied):
+    proxy, kube = proxied
+    proxy.add("GET", r"/resourceclaims/c$", "status", code=429, retry_after=7, times=1)
+    with pytest.raises(ApiError) as raised:
+        kube.get_claim("default", "c")
+    assert (raised.value.status, raised.value.retry_after, raised.value.transient) == (429, 7.0, True)
+    with pytest.raises(ApiError) as raised:
+        kube.get_claim("default", "absent")
+    assert raised.value.status == 404 and not raised.value.transient
+
+
+def test_a_request_is_cut_to_the_callers_deadline(proxied):
+    import time
+
+    proxy, kube = proxied
+    kube.timeout = 30.0
+    proxy.add("GET", r"/resourceclaims/c$", "hang", times=1)
+    with pytest.raises(ApiError, match="timed out"):
+        kube.get_claim("default", "c", deadline=time.monotonic() + 0.3)  # not the 30 s timeout
+    with pytest.raises(ApiError, match="no time left"):
+        kube.get_claim("default", "c", deadline=time.monotonic())
+
+
+def test_a_status_apply_with_the_uid_precondition_never_lands_on_a_recreated_claim(api):
+    old = api.create(h.claim_object("r", [{"request": "gpu", "device": h.GPU}]))
+    api.delete("resourceclaims", "r", "default")
+    api.create(h.claim_object("r", [{"request": "gpu", "device": h.GPU}]))
+    kube = Kube(api.api_client(), h.DRIVER)
+    with pytest.raises(ApiError) as raised:
+        kube.apply_claim_status("default", "r", OURS, uid=old["metadata"]["uid"])
+    assert raised.value.status == 409 and "Precondition failed" in str(raised.value)
+    assert not (api.get("resourceclaims", "r", "default").get("status") or {}).get("devices")
