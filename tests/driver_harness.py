@@ -224,7 +224,7 @@ def hook_command() -> str:
         "if readlink /proc/1/ns/net >/dev/null 2>&1; then\n"
         f'    {env} exec {sys.executable} -m aligned_dra_driver.netdev_hook "$@"\n'
         "fi\n"
-        'procfs=$(mktemp -d /tmp/aldhook.XXXXXX) || exit 1\n'
+        "procfs=$(mktemp -d /tmp/aldhook.XXXXXX) || exit 1\n"
         'for entry in /proc/[0-9]*; do ln -s "$entry" "$procfs/${entry#/proc/}"; done\n'
         'rm -f "$procfs/1" && ln -s "/proc/$$" "$procfs/1" && ln -s /proc/self "$procfs/self"\n'
         f'{env} {sys.executable} -m aligned_dra_driver.netdev_hook --procfs-root "$procfs" "$@"\n'

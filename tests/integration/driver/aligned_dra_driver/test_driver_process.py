@@ -465,8 +465,10 @@ def test_unprepare_removes_the_status_entries_it_wrote_and_only_those(driver, ap
     ref = h.claim_ref(api.create(claim))
     assert driver.prepare([ref]).claims[ref["uid"]].error == ""
     wait_for(
-        lambda: {d["device"] for d in api.get("resourceclaims", "st", "default")["status"].get("devices") or []}
-        == {h.GPU, h.NIC},
+        lambda: (
+            {d["device"] for d in api.get("resourceclaims", "st", "default")["status"].get("devices") or []}
+            == {h.GPU, h.NIC}
+        ),
         what="the status written",
     )
     # another driver reports its device on the same claim: our Unprepare must leave it

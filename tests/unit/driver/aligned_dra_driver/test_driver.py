@@ -322,6 +322,7 @@ def test_a_spec_grows_with_its_results_within_the_stated_bound(node):
     from aligned_dra_driver import cdi
 
     driver, kube = make(node)
+
     def nic(index):  # the largest NicConfig the driver takes: 16 addresses, 32 routes
         return h.nic_config(
             requests=[f"r{index}"],
