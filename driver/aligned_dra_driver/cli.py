@@ -433,14 +433,15 @@ def main(argv: list[str] | None = None) -> int:
             LOG.error("%s", exc)
             return 3
         raise
-    busy = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
-    if busy:
-        # a gRPC worker still waiting on a hung API request would hold the interpreter's exit until its
-        # timeout: everything that must be on disk is, so leave now
-        LOG.info("leaving %d call(s) in flight", len(busy))
-        logging.shutdown()
-        os._exit(code)
-    return code
+    # A gRPC worker still waiting on a hung API request would hold the interpreter's exit until its
+    # timeout (concurrent.futures joins its threads at exit, daemon or not). Everything that must be on
+    # disk is (checkpoint writes are waited for in shutdown): leave now.
+    busy = [t.name for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()]
+    LOG.debug("exiting with %d thread(s) left: %s", len(busy), ", ".join(busy))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

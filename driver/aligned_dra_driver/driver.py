@@ -249,7 +249,14 @@ class Driver:
             self.checkpoint.check_writable()
             self.checkpoint.remove_stale_temporary()
             self.checkpoint.claims = self.checkpoint.load(own_spec_uids=list(own))
+            if not os.path.lexists(self.checkpoint.path):
+                try:  # a first start leaves an empty checkpoint: the sriov module reads it (docs/network.md)
+                    self.checkpoint.save({})
+                except OSError as exc:  # a full disk is no reason not to start
+                    LOG.warning("writing an empty checkpoint %s failed: %s", self.checkpoint.path, exc)
             self._stop_orphan_mps()
+            if self.metrics is not None:
+                self.metrics.prepared_claims.set(len(self.checkpoint.claims))
         outcome = self.retry_restore(own)
         return outcome
 

@@ -20,6 +20,7 @@ import threading
 import time
 
 import pytest
+from aligned_dra_driver.cli import STOP_BOUND
 
 from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
@@ -271,8 +272,10 @@ def test_sigterm_during_a_hung_call_exits_within_the_stop_timeout(node, api, pro
     started = time.monotonic()
     process.proc.send_signal(signal.SIGTERM)
     code = process.proc.wait(timeout=STOP_TIMEOUT)  # systemd and the kubelet would SIGKILL after this
-    print(f"SIGTERM to exit with a hung API request: {time.monotonic() - started:.2f} s")
-    assert code == 0 and rule.hits == 1  # the hang was never released
+    took = time.monotonic() - started
+    print(f"SIGTERM to exit with a hung API request: {took:.2f} s")
+    # the documented bound (calls in flight get 5 s), not the API request's 30 s timeout
+    assert took < STOP_BOUND and code == 0 and rule.hits == 1  # the hang was never released
     process.proc = None
     assert set(checkpointed(node)) == {done["uid"]} and leftovers(node) == []
     assert {p.name for p in node.cdi.iterdir()} == {spec_file(node, done["uid"]).name}
