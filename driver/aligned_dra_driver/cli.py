@@ -328,6 +328,10 @@ class Runner:
         except ApiError as exc:
             self._api_failed(exc)
             return
+        except Exception as exc:  # an answer of an unexpected shape: the same backoff, never the end
+            LOG.exception("publishing ResourceSlices failed unexpectedly")
+            self._api_failed(exc)
+            return
         if self.api_errors:
             LOG.info("the API server answers again: published after %d failed attempt(s)", self.api_errors)
         self.api_errors = 0
