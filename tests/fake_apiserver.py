@@ -742,6 +742,21 @@ def pdb_status(pdb: dict[str, Any], pods: list[dict[str, Any]], now: str) -> dic
 # ---------------------------------------------------------------------------
 
 
+def write_kubeconfig(path: str | Path, server: str) -> Path:
+    """A kubeconfig for ``server`` (a fake token: the fake does not authenticate); returns its path."""
+    path = Path(path)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        "current-context": "fake",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 class FakeApiServer:
     """A strict fake API server for ``resource.k8s.io/v1``, Nodes and Pods (see the module docstring)."""
 
@@ -800,17 +815,7 @@ class FakeApiServer:
 
     def write_kubeconfig(self, path: str | Path) -> Path:
         """Write a kubeconfig that points at this server and return its path."""
-        path = Path(path)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-            "current-context": "fake",
-        }
-        path.write_text(yaml.safe_dump(config))
-        return path
+        return write_kubeconfig(path, self.url)
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` connected to this server."""

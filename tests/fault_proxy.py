@@ -62,8 +62,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
-import yaml
-
 ACTIONS = ("hang", "reset", "delay", "status", "close")
 
 # Kubernetes StatusReason values (k8s.io/apimachinery metav1) for the codes a fault usually answers.
@@ -234,11 +232,7 @@ class FaultProxy:
                 return
             self._stopping.set()
             self._stop_listening()
-        with self._cond:
-            conns = list(self._conns)
-            self._cond.notify_all()
-        for conn in conns:
-            conn.kill()
+        conns = self._kill_connections()
         deadline = time.monotonic() + JOIN_TIMEOUT  # one bound for all: stop() never waits longer
         for conn in conns:
             if conn.thread is not None:
@@ -264,17 +258,9 @@ class FaultProxy:
 
     def write_kubeconfig(self, path: str | Path) -> Path:
         """Write a kubeconfig that points at this proxy and return its path."""
-        path = Path(path)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-            "current-context": "fake",
-        }
-        path.write_text(yaml.safe_dump(config))
-        return path
+        from ansible_collections.aligned.dra.tests.fake_apiserver import write_kubeconfig
+
+        return write_kubeconfig(path, self.url)
 
     # -- rules ----------------------------------------------------------------
 
@@ -331,11 +317,16 @@ class FaultProxy:
         """The API server goes down: close the listening socket (ECONNREFUSED) and every client connection."""
         with self._life:
             self._stop_listening()
+        self._kill_connections()
+
+    def _kill_connections(self) -> list[Any]:
+        """Close every client connection (hung ones too), as a dead server would; returns them."""
         with self._cond:
             conns = list(self._conns)
             self._cond.notify_all()
         for conn in conns:
             conn.kill()
+        return conns
 
     def accept(self) -> None:
         """The API server is back: listen again on the same port."""
