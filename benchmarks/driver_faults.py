@@ -80,7 +80,7 @@ def wait_for_slices(api: FakeApiServer, timeout: float) -> float | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--outage", type=float, default=12.0, help="seconds the API server refuses connections")
     args = parser.parse_args()

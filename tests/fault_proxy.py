@@ -376,11 +376,11 @@ class FaultProxy:
         selector.register(wake, selectors.EVENT_READ)
         try:
             while True:
-                ready = [key.fileobj for key, _ in selector.select()]
+                ready = [key.fileobj for key, _events in selector.select()]
                 if wake in ready:
                     return
                 try:
-                    sock, _ = listener.accept()
+                    sock, _address = listener.accept()
                 except OSError:
                     continue
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

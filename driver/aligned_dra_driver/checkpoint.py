@@ -117,6 +117,11 @@ class _Invalid(Exception):
         self.problem = problem
 
 
+def _is_int(value: object) -> bool:
+    """An integer that is not a bool (JSON's ``true`` must not pass as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _shown_path(path: str) -> str:
     return path if path.isprintable() else repr(path)
 
@@ -179,7 +184,7 @@ def _check_netdev(value: object, where: str) -> None:
         if not is_ifname(name):
             raise _Invalid(f"{where}.{key}", f"{show(name)} is not an interface name")
     mtu = _field(netdev, "original_mtu", where)
-    if mtu is not None and (type(mtu) is not int or not MIN_MTU <= mtu <= MAX_MTU):
+    if mtu is not None and (not _is_int(mtu) or not MIN_MTU <= mtu <= MAX_MTU):
         raise _Invalid(f"{where}.original_mtu", f"{show(mtu)} is not null or an MTU ({MIN_MTU} to {MAX_MTU})")
 
 
@@ -384,7 +389,7 @@ class Checkpoint:
                 f"{self._start_over(own)}"
             )
         version = data.get("version")
-        if type(version) is not int or version != VERSION:
+        if not _is_int(version) or version != VERSION:
             raise CheckpointError(
                 f"{where}: version {show(version)} is not {VERSION} (written by another release of the driver): "
                 f"run that release, or {self._start_over(own)}"
@@ -426,7 +431,7 @@ class Checkpoint:
                 f"state directory {directory} cannot be created ({_os_error(exc)}): make it a writable directory"
             ) from None
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        for _ in range(3):
+        for _attempt in range(3):
             probe = os.path.join(self.state_dir, f"{PROBE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
             try:
                 fd = os.open(probe, flags, 0o600)

@@ -15,6 +15,7 @@ that is not JSON). Nothing else leaves this module.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any
@@ -52,7 +53,7 @@ def _retry_after(headers: Any) -> float | None:
         seconds = float(str(value).strip())
     except ValueError:
         return None
-    if seconds != seconds or seconds < 0:  # NaN or negative: ignored
+    if math.isnan(seconds) or seconds < 0:  # ignored
         return None
     return min(seconds, MAX_RETRY_AFTER)
 
@@ -83,7 +84,7 @@ def _no_client_retries(configuration: Any) -> Any:
 def _transport_reason(exc: BaseException) -> str:
     """The innermost cause of a transport failure, in one line."""
     reason: BaseException = exc
-    for _ in range(5):
+    for _depth in range(5):
         inner = getattr(reason, "reason", None) or reason.__cause__ or reason.__context__
         if not isinstance(inner, BaseException):
             break

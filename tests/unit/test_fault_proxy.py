@@ -76,9 +76,9 @@ def read_answer(sock: socket.socket) -> tuple[bytes, dict[str, str], bytes]:
         chunk = sock.recv(65536)
         assert chunk, f"connection closed after {data!r}"
         data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, _sep, body = data.partition(b"\r\n\r\n")
     status, *lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    headers = {name.lower(): value.strip() for name, _colon, value in (line.partition(":") for line in lines)}
     while len(body) < int(headers["content-length"]):
         chunk = sock.recv(65536)
         assert chunk
@@ -87,7 +87,7 @@ def read_answer(sock: socket.socket) -> tuple[bytes, dict[str, str], bytes]:
 
 
 def node_gets(api: FakeApiServer) -> int:
-    return sum(1 for method, path, _ in api.requests if (method, path) == ("GET", NODE_PATH))
+    return sum(1 for method, path, _type in api.requests if (method, path) == ("GET", NODE_PATH))
 
 
 # -- forwarding -----------------------------------------------------------------
@@ -96,7 +96,7 @@ def node_gets(api: FakeApiServer) -> int:
 def test_forwards_over_one_kept_alive_connection(
     api: FakeApiServer, proxy: FaultProxy, core: kubernetes.client.CoreV1Api
 ) -> None:
-    for _ in range(3):
+    for _round in range(3):
         assert core.read_node("n1", _request_timeout=5).metadata.name == "n1"
     assert proxy.connections == 1  # urllib3 reused its connection: the proxy kept it alive
     assert proxy.answered == 3
@@ -121,7 +121,7 @@ def test_relays_status_headers_and_body(proxy: FaultProxy) -> None:
 
 def test_client_connection_close_is_honoured(proxy: FaultProxy) -> None:
     sock = raw_request(proxy, extra="Connection: close\r\n")
-    status, headers, _ = read_answer(sock)
+    status, headers, _body = read_answer(sock)
     assert status.startswith(b"HTTP/1.1 200")
     assert headers["connection"] == "close"
     assert sock.recv(1) == b""
@@ -137,7 +137,7 @@ def test_chunked_request_body_is_forwarded(api: FakeApiServer, proxy: FaultProxy
         b"POST /api/v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n" + chunked + b"0\r\n\r\n"
     )
-    status, _, answer = read_answer(sock)
+    status, _headers, answer = read_answer(sock)
     assert status.startswith(b"HTTP/1.1 201"), answer
     assert api.get("nodes", "n2") is not None
     # the connection is still in step after the chunked body
@@ -181,7 +181,7 @@ def test_unreachable_upstream_answers_502() -> None:
         dead = probe.getsockname()[1]
     with FaultProxy(f"http://127.0.0.1:{dead}") as proxy:
         sock = raw_request(proxy)
-        status, _, body = read_answer(sock)
+        status, _headers, body = read_answer(sock)
         sock.close()
     assert status.startswith(b"HTTP/1.1 502")
     assert json.loads(body)["kind"] == "Status"
@@ -301,7 +301,7 @@ def test_reset_seen_by_the_kubernetes_client(proxy: FaultProxy, core: kubernetes
     with pytest.raises(urllib3.exceptions.ProtocolError) as caught:
         core.read_node("n1", _request_timeout=5)
     # exactly a reset: http.client's RemoteDisconnected (a clean close) subclasses ConnectionResetError
-    assert type(caught.value.args[1]) is ConnectionResetError
+    assert type(caught.value.args[1]) is ConnectionResetError  # pylint: disable=unidiomatic-typecheck
     assert rule.hits == 1
     assert core.read_node("n1", _request_timeout=5).metadata.name == "n1"
 
@@ -345,7 +345,7 @@ def test_times_and_order(proxy: FaultProxy, core: kubernetes.client.CoreV1Api) -
     first = proxy.add("*", r"/nodes/", "status", code=503, times=2)
     second = proxy.add("*", r"/nodes/", "status", code=429, times=1)
     codes = []
-    for _ in range(3):
+    for _round in range(3):
         with pytest.raises(ApiException) as caught:
             core.read_node("n1", _request_timeout=5)
         codes.append(caught.value.status)

@@ -232,24 +232,29 @@ def test_a_failing_status_write_never_fails_prepare_and_is_retried(node, api, pr
         h.wait_until(lambda: not ready_on(api, "st"), timeout=20, what="the status cleared")
 
 
+def race(prepare, unprepare, ref):
+    """Prepare and Unprepare of one claim started together; their errors as {"p": ..., "u": ...}."""
+    answers = {}
+    barrier = threading.Barrier(2)
+
+    def call(key, fn):
+        barrier.wait()
+        answers[key] = fn([ref]).claims[ref["uid"]].error
+
+    threads = [threading.Thread(target=call, args=("p", prepare)), threading.Thread(target=call, args=("u", unprepare))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(KUBELET_TIMEOUT)
+    return answers
+
+
 def test_unprepare_racing_prepare_of_the_same_claim_leaves_one_state_and_a_status_that_agrees(node, api, proxy):
     with spawn(node, api, proxy) as process:
         for round_ in range(3):
             ref = gpu_claim(api, f"race{round_}")
             proxy.add("GET", rf"/resourceclaims/race{round_}$", "delay", seconds=0.3, times=1)
-            answers = {}
-
-            def prepare(ref=ref, answers=answers):
-                answers["p"] = process.prepare([ref]).claims[ref["uid"]].error
-
-            def unprepare(ref=ref, answers=answers):
-                answers["u"] = process.unprepare([ref]).claims[ref["uid"]].error
-
-            threads = [threading.Thread(target=prepare), threading.Thread(target=unprepare)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(KUBELET_TIMEOUT)
+            answers = race(process.prepare, process.unprepare, ref)
             assert answers == {"p": "", "u": ""}
             prepared = ref["uid"] in checkpointed(node)
             assert spec_file(node, ref["uid"]).exists() == prepared
@@ -405,7 +410,7 @@ def _checkpoint_cases(node, uid):
     good = path.read_text()
     data = json.loads(good)
     return {
-        "missing": lambda: path.unlink(),
+        "missing": path.unlink,
         "empty": lambda: path.write_text(""),
         "truncated": lambda: path.write_text(good[: len(good) // 2]),
         "dangling-symlink": lambda: (path.unlink(), path.symlink_to(node.state / "gone.json")),

@@ -502,18 +502,17 @@ def test_unprepare_racing_prepare_of_the_same_claim_ends_in_one_state_and_the_st
     for round_ in range(20):
         driver, kube = make_slow(node)
         ref = one_gpu(kube, f"race{round_}")
-        barrier = threading.Barrier(2)
         answers = {}
+        barrier = threading.Barrier(2)
 
-        def prepare(ref=ref, barrier=barrier, answers=answers, driver=driver):
+        def call(key, fn, ref, barrier, answers):
             barrier.wait()
-            answers["prepare"] = driver.prepare([ref])[ref[1]]
+            answers[key] = fn([ref])[ref[1]]
 
-        def unprepare(ref=ref, barrier=barrier, answers=answers, driver=driver):
-            barrier.wait()
-            answers["unprepare"] = driver.unprepare([ref])[ref[1]]
-
-        threads = [threading.Thread(target=prepare), threading.Thread(target=unprepare)]
+        threads = [
+            threading.Thread(target=call, args=("prepare", driver.prepare, ref, barrier, answers)),
+            threading.Thread(target=call, args=("unprepare", driver.unprepare, ref, barrier, answers)),
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -60,7 +60,7 @@ def test_backoff_is_capped_exponential_with_jitter():
     rng = random.Random(1)
     for attempt in range(12):
         ceiling = min(30.0, 0.5 * 2**attempt)
-        delays = [backoff_delay(attempt, 0.5, 30.0, rng) for _ in range(50)]
+        delays = [backoff_delay(attempt, 0.5, 30.0, rng) for _sample in range(50)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
         assert len(set(delays)) > 1  # jitter: not all the same
     assert backoff_delay(1000, 0.5, 30.0, rng) <= 30.0
