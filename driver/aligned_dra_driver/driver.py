@@ -230,6 +230,7 @@ class Driver:
         self.inventory = Inventory([], {}, {}, False)
         # CDI specs that could not be written or removed on start: {uid: error}, retried by retry_restore
         self.restore_pending: dict[str, str] = {}
+        self.remove_unknown_specs = True  # off when the CDI directory could not be listed at start
 
     # -- start-up ------------------------------------------------------------------
 
@@ -244,8 +245,10 @@ class Driver:
             try:
                 own = cdi.claim_specs(self.opts.cdi_dir)
             except OSError as exc:
+                # specs that could not be seen cannot be weighed against the checkpoint: never remove any
                 own = {}
-                self.restore_pending["*"] = f"listing {self.opts.cdi_dir}: {exc}"
+                self.remove_unknown_specs = False
+                LOG.error("listing %s failed (%s): specs of unknown claims are kept", self.opts.cdi_dir, exc)
             self.checkpoint.check_writable()
             self.checkpoint.remove_stale_temporary()
             self.checkpoint.claims = self.checkpoint.load(own_spec_uids=list(own))
@@ -285,7 +288,7 @@ class Driver:
                 pending[uid] = f"writing its CDI spec: {exc}"
             finally:
                 self.claim_locks.release(uid)
-        for uid, path in own.items():
+        for uid, path in own.items() if self.remove_unknown_specs else ():
             if uid in self.checkpoint.claims or not self.claim_locks.acquire(uid, timeout=0):
                 continue
             try:

@@ -524,3 +524,24 @@ def test_unprepare_racing_prepare_of_the_same_claim_ends_in_one_state_and_the_st
         # the last status operation matches the end state: Ready only on a prepared claim
         assert kube.last.get(ref[1]) == ("apply" if prepared else "clear")
         driver.unprepare([ref])
+
+
+def test_specs_unseen_at_start_are_never_removed_later(node, monkeypatch):
+    from aligned_dra_driver import cdi
+
+    uid = str(uuid.UUID(int=77))
+    spec = {"cdiVersion": cdi.CDI_VERSION, "kind": cdi.CDI_KIND, "devices": [{"name": f"{uid}-x", "containerEdits": {}}]}
+    cdi.write_spec(str(node.cdi), uid, spec)
+    real = cdi.claim_specs
+    calls = []
+
+    def unlistable_once(cdi_dir):
+        calls.append(cdi_dir)
+        if len(calls) == 1:
+            raise PermissionError(13, "Permission denied")
+        return real(cdi_dir)
+
+    monkeypatch.setattr(cdi, "claim_specs", unlistable_once)
+    driver, _kube = make(node)  # starts: the checkpoint is missing and no spec could be seen
+    driver.retry_restore()  # the directory lists now: the spec of a claim the checkpoint lacks stays
+    assert (node.cdi / f"aligned.dev-claim_{uid}.json").exists() and len(calls) == 2
