@@ -545,3 +545,26 @@ def test_specs_unseen_at_start_are_never_removed_later(node, monkeypatch):
     driver, _kube = make(node)  # starts: the checkpoint is missing and no spec could be seen
     driver.retry_restore()  # the directory lists now: the spec of a claim the checkpoint lacks stays
     assert (node.cdi / f"aligned.dev-claim_{uid}.json").exists() and len(calls) == 2
+
+
+def test_a_full_cdi_directory_at_start_is_reported_and_retried(node, monkeypatch):
+    from aligned_dra_driver import cdi
+
+    driver, kube = make(node)
+    ref = one_gpu(kube)
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    spec = node.cdi / f"aligned.dev-claim_{ref[1]}.json"
+    spec.unlink()  # a reboot emptied /var/run/cdi
+    real_write = cdi.write_spec
+
+    def full(*args, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cdi, "write_spec", full)
+    again, _kube = make(node)  # starts all the same
+    assert set(again.restore_pending) == {ref[1]} and "No space left" in again.restore_pending[ref[1]]
+    assert set(again.checkpoint.claims) == {ref[1]}  # nothing forgotten
+    again.kube = kube
+    assert "CDI spec cannot be written" in again.prepare([ref])[ref[1]]["error"]
+    monkeypatch.setattr(cdi, "write_spec", real_write)
+    assert again.retry_restore()["rewritten"] == [ref[1]] and spec.exists() and again.restore_pending == {}
