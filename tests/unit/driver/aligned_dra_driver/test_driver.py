@@ -530,7 +530,11 @@ def test_specs_unseen_at_start_are_never_removed_later(node, monkeypatch):
     from aligned_dra_driver import cdi
 
     uid = str(uuid.UUID(int=77))
-    spec = {"cdiVersion": cdi.CDI_VERSION, "kind": cdi.CDI_KIND, "devices": [{"name": f"{uid}-x", "containerEdits": {}}]}
+    spec = {
+        "cdiVersion": cdi.CDI_VERSION,
+        "kind": cdi.CDI_KIND,
+        "devices": [{"name": f"{uid}-x", "containerEdits": {}}],
+    }
     cdi.write_spec(str(node.cdi), uid, spec)
     real = cdi.claim_specs
     calls = []
