@@ -10,7 +10,7 @@
 # Every step is skipped when its stamp (a checksum of its inputs) or its result
 # is already there, so a re-run takes seconds. Steps:
 #   1. Debian packages (podman, runc, debootstrap, hwloc, ...) when missing
-#   2. .venv from a Python >= 3.12, pip install -r requirements.txt
+#   2. .venv from a Python >= 3.12, pip install -r requirements-dev.txt (exact pins)
 #   3. kubernetes.core and containers.podman taken out of the `ansible` wheel
 #      (Galaxy is unreachable) into .cache/collections, plus a symlink
 #      .cache/collections/ansible_collections/aligned/dra -> repository root
@@ -58,7 +58,7 @@ _aligned_dra_env() {
 ALIGNED_DRA_ANSIBLE_BUNDLE="14.5.0"           # `ansible` wheel the collections come from
 ALIGNED_DRA_BUNDLED_COLLECTIONS="kubernetes/core containers/podman"
 ALIGNED_DRA_APT_PACKAGES="git podman runc uidmap fuse-overlayfs slirp4netns catatonit \
-debootstrap hwloc iproute2 shellcheck chromium fonts-dejavu-core"
+debootstrap hwloc iproute2 shellcheck chromium fonts-dejavu-core openssh-client tar gzip"
 ALIGNED_DRA_NODE_PACKAGES="python3,systemd,systemd-sysv,dbus,iproute2"
 
 _log() { printf '[bootstrap] %s\n' "$*" >&2; }
@@ -115,7 +115,7 @@ _find_python() {
     return 1
 }
 
-# 2. The virtual environment, reinstalled when requirements.txt changes.
+# 2. The virtual environment, reinstalled when requirements-dev.txt changes.
 _step_venv() {
     local py key
     # Keep a working .venv (whatever >= 3.12 made it); otherwise build one.
@@ -126,10 +126,10 @@ _step_venv() {
         "$py" -m venv "$ALIGNED_DRA_VENV"
         rm -f "$ALIGNED_DRA_CACHE/stamps/venv"
     fi
-    key="$(_sha "$ALIGNED_DRA_ROOT/requirements.txt") $("$ALIGNED_DRA_VENV/bin/python" -V 2>&1)"
+    key="$(_sha "$ALIGNED_DRA_ROOT/requirements-dev.txt") $("$ALIGNED_DRA_VENV/bin/python" -V 2>&1)"
     _stamp_ok venv "$key" && return 0
-    _log "installing requirements.txt into .venv (pinned)"
-    "$ALIGNED_DRA_VENV/bin/python" -m pip install -q -r "$ALIGNED_DRA_ROOT/requirements.txt"
+    _log "installing requirements-dev.txt into .venv (pinned)"
+    "$ALIGNED_DRA_VENV/bin/python" -m pip install -q -r "$ALIGNED_DRA_ROOT/requirements-dev.txt"
     _stamp_set venv "$key"
 }
 
