@@ -22,6 +22,9 @@ description:
     limits. Any problem fails the task and names the object and the field.
   - Runs on the controller and changes nothing; write the objects with M(ansible.builtin.template)
     or apply them with M(kubernetes.core.k8s), as the C(claims) role does.
+requirements:
+  - cel-expr-python >= 0.1.3 on the controller (CEL of DeviceClasses and requests)
+  - kubernetes-validate >= 1.34.0 on the controller, at least the site's Kubernetes minor (schema validation)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

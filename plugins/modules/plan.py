@@ -18,6 +18,8 @@ description:
   - Plan the same templates on another site's topologies, or on fixture trees of nodes not bought
     yet, to answer "what if".
   - Runs on the controller; needs the Python package C(cel-expr-python).
+requirements:
+  - cel-expr-python >= 0.1.3 on the controller (the selectors are evaluated)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

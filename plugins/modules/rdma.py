@@ -19,6 +19,9 @@ description:
   - Loads the listed kernel modules now and at boot (C(/etc/modules-load.d/aligned-dra-rdma.conf)).
     The options file is written first, so C(ib_core) loaded here already has the wanted mode.
   - See the collection's C(docs/network.md) for what C(shared) and C(exclusive) break.
+requirements:
+  - Python >= 3.9 on the node
+  - pyroute2 >= 0.9 on the node (RDMA and route netlink)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

@@ -23,6 +23,8 @@ description:
     inside allocations."
   - Runs where the output directory is, normally the controller (C(delegate_to=localhost)).
     A file is written only when its content changes; pages carry no timestamps.
+requirements:
+  - Python standard library only (runs on the controller)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

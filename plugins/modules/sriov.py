@@ -23,6 +23,9 @@ description:
   - Idempotent; the diff shows every PF's and VF's settings before and after.
   - With O(sysfs_root) other than V(/sys) (a captured or test tree), netlink and devlink are not
     used, and MTU, VF properties and eswitch mode are reported in warnings as not applied.
+requirements:
+  - Python >= 3.9 on the node
+  - pyroute2 >= 0.9 on the node (VF settings through netlink)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

@@ -24,6 +24,9 @@ description:
     in C(oversubscription); beyond that the task fails.
   - Every object is validated for the minor (official schema, strict) before it is returned.
   - Writes C(dest) (the teams summary the site report reads) only when it changes.
+requirements:
+  - cel-expr-python >= 0.1.3 on the controller
+  - kubernetes-validate >= 1.34.0 on the controller, at least the site's Kubernetes minor (schema validation)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

@@ -20,6 +20,8 @@ description:
     allocation planner share, so that facts, published ResourceSlices and plans agree.
   - Missing files, unreadable files and dangling symlinks never fail the probe; they leave a
     field V(null) and add an entry to RV(topology.warnings).
+requirements:
+  - Python >= 3.9 on the node, standard library only
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

@@ -20,6 +20,9 @@ description:
     says which. With O(plan_file) the measured levels are compared with the level the plan promised.
   - Writes O(dest) (the site report reads it) only when it changes.
   - Runs on the controller.
+requirements:
+  - cel-expr-python >= 0.1.3 on the controller
+  - kubernetes >= 34.1.0 on the controller, for O(from_cluster) only
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
