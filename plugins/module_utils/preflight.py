@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - Python < 3.8
 
 # feature -> what it is, in the words of the error message
 FEATURES = {
-    "render": "rendering, validating and planning DeviceClasses and claim templates (claims and teams stages, what_if)",
+    "render": "rendering, validating and planning DeviceClasses and claim templates (claims, teams, utilization, what_if)",
     "cluster": "talking to a Kubernetes API server (apply, plan from the cluster, utilization, drain)",
     "wheelhouse": "building the driver's wheelhouse on the controller (host-mode driver install)",
 }
@@ -86,6 +86,7 @@ _TRIGGERS = (
     ("claims", "aligned_dra_claims_plan_source", "topology", lambda v: v == "cluster", "cluster"),
     ("teams", "aligned_dra_teams", {}, lambda v: bool(v), "render"),
     ("teams", "aligned_dra_teams_apply", False, lambda v: _truthy(v), "cluster"),
+    ("utilization", "aligned_dra_utilization_source", "none", lambda v: v not in ("none", ""), "render"),
     ("utilization", "aligned_dra_utilization_source", "none", lambda v: v == "cluster", "cluster"),
     ("what_if", "aligned_dra_what_if_site", "", lambda v: True, "render"),
 )

@@ -64,6 +64,10 @@ def test_settings_of_stages_not_run_are_ignored():
         "aligned_dra_utilization_source"
     )
     assert preflight.features(["a"], lookup_from(settings), ["network"])["cluster"] == "aligned_dra_kubeconfig on a"
+    files = {"a": {"aligned_dra_utilization_source": "files"}}
+    assert preflight.features(["a"], lookup_from(files), ["utilization"]) == {
+        "render": "aligned_dra_utilization_source on a"
+    }
 
 
 def test_host_mode_driver_needs_the_controllers_pip_daemonset_mode_does_not():
