@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import tarfile
 from pathlib import Path
 
 import kubernetes_validate
@@ -61,12 +62,51 @@ def changed(proc: subprocess.CompletedProcess) -> int:
     return sum(counts)
 
 
-def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_path):
-    inv = inventory(tmp_path, aligned_dra_driver_mode="daemonset", aligned_dra_driver_image=IMAGE)
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One controller wheelhouse for the tests of every xdist worker: the role fills it atomically."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "driver-role-wheelhouse"
+
+
+def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_path, wheelhouse):
+    inv = inventory(
+        tmp_path,
+        aligned_dra_driver_mode="daemonset",
+        aligned_dra_driver_image=IMAGE,
+        aligned_dra_driver_wheelhouse_dir=str(wheelhouse),
+    )
+    out = tmp_path / "output" / "lab" / "driver"
+    # An earlier release's Containerfile (it built from a checkout) is replaced by the build context.
+    out.mkdir(parents=True)
+    (out / "Containerfile").write_text("COPY plugins/module_utils/topology.py plugins/module_utils/dra.py /src/\n")
     first = playbook(inv)
     assert first.returncode == 0, first.output
-    out = tmp_path / "output" / "lab" / "driver"
-    assert sorted(p.name for p in out.iterdir()) == ["Containerfile", "daemonset.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == ["daemonset.yaml", "image"]
+    # The image's build context: the driver wheel and the pinned dependencies' wheels for the
+    # default base image (CPython 3.12, x86_64, glibc 2.36), built and checked by
+    # tests/integration/driver/test_driver_image.py.
+    context = out / "image"
+    assert sorted(p.name for p in context.iterdir()) == [
+        "Containerfile",
+        "aligned_dra_driver-0.1.0-py3-none-any.whl",
+        "deps.tar",
+        "requirements-node.txt",
+    ]
+    containerfile = (context / "Containerfile").read_text()
+    assert "ARG BASE=docker.io/library/python:3.12-slim" in containerfile
+    assert f"podman build -t {IMAGE} {context}" in containerfile
+    assert "--no-index" in containerfile and "plugins/module_utils" not in containerfile
+    with tarfile.open(context / "deps.tar") as deps:
+        wheels = {Path(name).name for name in deps.getnames() if name.endswith(".whl")}
+    pins = [
+        line.split("==")[0].lower().replace("-", "_")
+        for line in (REPO / "roles" / "driver" / "files" / "requirements-node.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert sorted(wheel.split("-")[0].lower() for wheel in wheels) == sorted(pins)
+    assert all("cp312" in w or "abi3" in w or "-none-" in w for w in wheels), wheels
+    assert not [w for w in wheels if "aarch64" in w or "musllinux" in w], wheels
     objects = [o for o in yaml.safe_load_all((out / "daemonset.yaml").read_text()) if o]
     kinds = {o["kind"] for o in objects}
     assert {"DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} <= kinds
@@ -84,17 +124,30 @@ def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_
     assert second.returncode == 0, second.output
     assert changed(second) == 0, second.output
 
+    # A driver wheel of an earlier build in the context is removed, and only that changes.
+    (context / "aligned_dra_driver-0.0.9-py3-none-any.whl").write_bytes(b"old")
+    third = playbook(inv)
+    assert third.returncode == 0, third.output
+    assert changed(third) == 1, third.output
+    assert not (context / "aligned_dra_driver-0.0.9-py3-none-any.whl").exists()
+
     gone = playbook(inv, "-e", "aligned_dra_driver_state=absent")
     assert gone.returncode == 0, gone.output
     assert list(out.iterdir()) == []
 
 
-def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path):
-    inv = inventory(tmp_path, aligned_dra_driver_mode="daemonset", aligned_dra_driver_image=IMAGE)
+def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, wheelhouse):
+    inv = inventory(
+        tmp_path,
+        aligned_dra_driver_mode="daemonset",
+        aligned_dra_driver_image=IMAGE,
+        aligned_dra_driver_wheelhouse_dir=str(wheelhouse),
+    )
     proc = playbook(inv, "--check", "--diff")
     assert proc.returncode == 0, proc.output
     assert "kind: DaemonSet" in proc.output
-    assert not (tmp_path / "output" / "lab" / "driver" / "daemonset.yaml").exists()
+    assert "FROM ${BASE} AS build" in proc.output  # the Containerfile's diff
+    assert not (tmp_path / "output").exists()
 
 
 @pytest.mark.parametrize(
@@ -111,6 +164,16 @@ def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path):
         ({"aligned_dra_device_options": {"exclude": ["eno*\r"]}}, "control characters"),
         ({"aligned_dra_driver_state_dir": "/var/lib/a dra"}, "got ['/var/lib/a dra']"),
         ({"aligned_dra_driver_cdi_dir": "run/cdi"}, "got ['run/cdi']"),
+        # The image's build context holds wheels for one Python and glibc: settings that cannot build are refused.
+        ({"aligned_dra_driver_image_python": 3.1}, "3.10 or newer written as a string such as '3.12' (got '3.1')"),
+        ({"aligned_dra_driver_image_python": "3.9"}, "(got '3.9')"),
+        ({"aligned_dra_driver_image_glibc": "2.5"}, "must be 2.17 or newer, e.g. '2.36' (got '2.5')"),
+        ({"aligned_dra_driver_image_machine": "riscv64"}, "aligned_dra_driver_image_machine"),
+        (
+            {"aligned_dra_driver_base_image": "registry.local/library/python:3.13-slim-bookworm"},
+            "the base image registry.local/library/python:3.13-slim-bookworm is Python 3.13, "
+            "so aligned_dra_driver_image_python must say so (got '3.12')",
+        ),
     ],
 )
 def test_bad_inventory_is_refused_before_anything_is_written(tmp_path, settings, message):
