@@ -25,6 +25,8 @@ description:
     gzip header), so capturing an unchanged node again gives the same bytes and RV(changed) is V(false).
   - The playbook C(aligned.dra.capture) runs this module on every node and fetches the snapshots to
     the controller.
+requirements:
+  - Python >= 3.9 on the node, standard library only
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:

@@ -18,6 +18,8 @@ description:
   - The tree is built next to O(dest) and renamed into place, so nobody sees a half-extracted tree.
     A stamp in O(dest) records a checksum of the archive; while it matches, nothing is done.
   - Runs where the archive is, usually the controller (C(playbooks/what_if.yml) runs it on localhost).
+requirements:
+  - Python standard library only (runs where the archive is, usually the controller)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
