@@ -175,6 +175,28 @@ def _extract_all(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: str
     tar.extractall(dest, members=members)  # every member was checked above
 
 
+def _top_holds_sys(names: list[str]) -> bool:
+    """Whether member ``names`` have ``sys/`` at the top or in the single top-level directory."""
+    tops = {n.split("/")[0] for n in names if n not in ("", ".")}
+    if "sys" in tops:
+        return True
+    return len(tops) == 1 and any(n.split("/")[1:2] == ["sys"] for n in names)
+
+
+def check_archive(archive: str | os.PathLike[str]) -> None:
+    """Raise :class:`SnapshotError` unless ``archive`` can be extracted safely and holds ``sys/``."""
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise SnapshotError(f"cannot read {os.fspath(archive)}: {exc}") from exc
+    for member in members:
+        _check_member(member)
+    names = ["/".join(p for p in m.name.split("/") if p not in ("", ".")) for m in members]
+    if not _top_holds_sys(names):
+        raise SnapshotError(f"{os.fspath(archive)}: no sys/ directory at the top (nor in a single top-level directory)")
+
+
 def extract_snapshot(archive: str | os.PathLike[str], dest: str | os.PathLike[str]) -> str:
     """Extract ``archive`` into the new directory ``dest``; return the directory with ``sys/``.
 
@@ -239,11 +261,16 @@ def replace_tree(
     ``build(workdir)`` makes the tree somewhere inside the empty directory
     ``workdir`` and returns its path; the tree gets the stamp (``record`` adds
     fields to it) and is renamed to ``target``, replacing what was there.
-    Returns ``(target, changed)``.
+    Returns ``(target, changed)``. A ``target`` that is a non-empty directory
+    without a stamp is never replaced (:class:`SnapshotError`).
     """
     target = os.path.abspath(os.fspath(target))
     if stamp_matches(target, checksum):
         return target, False
+    if os.path.isdir(target) and not os.path.islink(target) and os.listdir(target):
+        if not os.path.isfile(os.path.join(target, STAMP)):
+            # Never replace a directory this code did not make (a home, a project).
+            raise SnapshotError(f"{target} is not empty and holds no {STAMP}: not a tree made from a snapshot")
     parent, base = os.path.split(target)
     os.makedirs(parent, exist_ok=True)
     workdir = tempfile.mkdtemp(prefix=f".{base}.build-", dir=parent)

@@ -120,6 +120,7 @@ left_out:
 
 import hashlib
 import os
+import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -147,6 +148,8 @@ def main() -> None:
     )
     params = module.params
     dest = params["dest"]
+    if not dest or dest.endswith("/"):
+        module.fail_json(msg=f"dest: {dest!r} is no file name")
     parent = os.path.dirname(os.path.abspath(dest))
     if os.path.isdir(dest):
         module.fail_json(msg=f"dest: {dest} is a directory")
@@ -161,15 +164,24 @@ def main() -> None:
     except OSError as exc:
         module.fail_json(msg=f"dest: cannot read {dest}: {exc.strerror or exc}")
     if changed and not module.check_mode:
-        fd, tmp = tempfile.mkstemp(prefix=".topology-capture-", suffix=".tmp", dir=parent)
+        tmp = None
         try:
+            fd, tmp = tempfile.mkstemp(prefix=".topology-capture-", suffix=".tmp", dir=parent)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            module.atomic_move(tmp, dest)
+            try:
+                mode = stat.S_IMODE(os.stat(dest).st_mode)  # a replaced file keeps its mode
+            except FileNotFoundError:
+                umask = os.umask(0)
+                os.umask(umask)
+                mode = 0o644 & ~umask
+            os.chmod(tmp, mode)
+            os.replace(tmp, dest)
+            tmp = None
         except OSError as exc:
             module.fail_json(msg=f"dest: cannot write {dest}: {exc.strerror or exc}")
         finally:
-            if os.path.lexists(tmp):
+            if tmp is not None and os.path.lexists(tmp):
                 os.unlink(tmp)
     module.exit_json(
         changed=changed,

@@ -16,7 +16,8 @@ description:
   - Extraction is safe. An archive with absolute paths, C(..) in a path, links that are absolute or point
     outside the archive, hard links, devices or FIFOs is refused as a whole.
   - The tree is built next to O(dest) and renamed into place, so nobody sees a half-extracted tree.
-    A stamp in O(dest) records a checksum of the archive; while it matches, nothing is done.
+    A stamp in O(dest) (C(.materialized.json)) records a checksum of the archive; while it matches,
+    nothing is done. A non-empty O(dest) without that stamp is never replaced: the module fails.
   - Runs where the archive is, usually the controller (C(playbooks/what_if.yml) runs it on localhost).
 requirements:
   - Python standard library only (runs where the archive is, usually the controller)
@@ -84,7 +85,9 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils.snapshot import (
+    STAMP,
     SnapshotError,
+    check_archive,
     materialize_snapshot,
     snapshot_checksum,
     stamp_matches,
@@ -100,20 +103,29 @@ def main() -> None:
         supports_check_mode=True,
     )
     src = module.params["src"]
-    dest = os.path.abspath(module.params["dest"])
+    dest = module.params["dest"]
+    if not dest:
+        module.fail_json(msg="dest: give a directory")
+    dest = os.path.abspath(dest)
     if not os.path.isfile(src):
         module.fail_json(msg=f"src: {src} is not a file")
     if os.path.lexists(dest) and not os.path.isdir(dest):
         module.fail_json(msg=f"dest: {dest} exists and is not a directory")
+    if os.path.isdir(dest) and os.listdir(dest) and not os.path.isfile(os.path.join(dest, STAMP)):
+        module.fail_json(msg=f"dest: {dest} is not empty and was not made by this module (no {STAMP})")
     try:
-        if module.check_mode:
-            changed = not stamp_matches(dest, snapshot_checksum(src))
-        else:
-            dest, changed = materialize_snapshot(src, dest)
+        check_archive(src)
+        checksum = snapshot_checksum(src)
     except SnapshotError as exc:
         module.fail_json(msg=f"src: {exc}")
     except OSError as exc:
-        module.fail_json(msg=f"src {src} or dest {dest}: {exc.strerror or exc}")
+        module.fail_json(msg=f"src: cannot read {src}: {exc.strerror or exc}")
+    changed = not stamp_matches(dest, checksum)
+    if changed and not module.check_mode:
+        try:
+            dest, changed = materialize_snapshot(src, dest)
+        except (SnapshotError, OSError) as exc:
+            module.fail_json(msg=f"dest: cannot make {dest} from {src}: {getattr(exc, 'strerror', None) or exc}")
     module.exit_json(
         changed=changed,
         dest=dest,
