@@ -17,7 +17,7 @@ description:
     outside the archive, hard links, devices or FIFOs is refused as a whole.
   - The tree is built next to O(dest) and renamed into place, so nobody sees a half-extracted tree.
     A stamp in O(dest) (C(.materialized.json)) records a checksum of the archive; while it matches,
-    nothing is done. A non-empty O(dest) without that stamp is never replaced: the module fails.
+    nothing is done. A non-empty O(dest) without that stamp is never replaced (the module fails).
   - Runs where the archive is, usually the controller (C(playbooks/what_if.yml) runs it on localhost).
 requirements:
   - Python standard library only (runs where the archive is, usually the controller)

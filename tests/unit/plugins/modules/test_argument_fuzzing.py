@@ -91,6 +91,8 @@ EXAMPLE_COUNTS = {
     "teams_render": 120,
     "utilization": 200,
     "site_report": 150,
+    "topology_capture": 60,
+    "topology_snapshot": 80,
 }
 # ALIGNED_DRA_FUZZ_SCALE=10 runs ten times as many (a deeper search, by hand).
 SCALE = float(os.environ.get("ALIGNED_DRA_FUZZ_SCALE", "1"))
@@ -112,6 +114,7 @@ PINNED = {
     "topology_info": {"sysfs_root", "procfs_root"},
     "rdma": {"sysfs_root", "procfs_root", "modprobe_dir", "modules_load_dir"},
     "sriov": {"sysfs_root", "procfs_root", "driver_state_dir"},
+    "topology_capture": {"sysfs_root", "procfs_root"},
 }
 
 
@@ -251,6 +254,27 @@ def template_site_report(root: Path) -> None:
 
 def template_claims_render(root: Path) -> None:
     del root
+
+
+def template_topology_capture(root: Path) -> None:
+    build_tree(load_layout(FIXTURES / "layouts" / "vm-flat.yml"), root / "node")
+
+
+def template_topology_snapshot(root: Path) -> None:
+    from ansible_collections.aligned.dra.plugins.module_utils.snapshot import write_archive
+
+    (root / "node.tar.gz").write_bytes(
+        write_archive(
+            {
+                "sys/devices/pci0000:00/0000:00:03.0/vendor": ("file", b"0x8086\n"),
+                "sys/bus/pci/devices/0000:00:03.0": ("link", "../../../devices/pci0000:00/0000:00:03.0"),
+                "proc/sys/kernel/hostname": ("file", b"n1\n"),
+            }
+        )
+    )
+    (root / "escape.tar.gz").write_bytes(
+        write_archive({"sys/class": ("dir",), "sys/class/up": ("link", "../../../etc")})
+    )
 
 
 TEMPLATES = {name: globals()["template_" + name] for name in EXAMPLE_COUNTS}
@@ -698,6 +722,17 @@ def base_site_report(draw, root: Path) -> dict[str, Any]:
     if draw(st.booleans()):
         args["warn_levels"] = draw(st.lists(st.sampled_from(["PIX", "PXB", "PHB", "NODE", "SYS"]), unique=True))
     return args
+
+
+def base_topology_capture(draw, root: Path) -> dict[str, Any]:
+    args = {"sysfs_root": str(root / "node/sys"), "procfs_root": str(root / "node/proc"), "dest": "node.tar.gz"}
+    if draw(st.booleans()):
+        args["redact_addresses"] = draw(st.booleans())
+    return args
+
+
+def base_topology_snapshot(draw, root: Path) -> dict[str, Any]:
+    return {"src": str(root / "node.tar.gz"), "dest": draw(st.sampled_from(["cache/node", str(root / "tree")]))}
 
 
 BASES = {name: globals()["base_" + name] for name in EXAMPLE_COUNTS}
@@ -1308,6 +1343,27 @@ def semantic_site_report(draw, args: dict[str, Any], root: Path, broken: Broken)
     # A broken file inside output_dir: the failure names output_dir or the file.
     broken.add(("output_dir",))
     broken.words.extend(["index.json", "vm.json", "plan.json"])
+
+
+def semantic_topology_capture(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    key = draw(st.sampled_from(["sysfs_root", "procfs_root", "dest"]))
+    if key == "dest":
+        args[key] = draw(st.sampled_from(["emptydir", "missing/node.tar.gz", "afile/node.tar.gz", "emptydir/"]))
+    else:
+        args[key] = draw(st.sampled_from([str(root / "afile"), str(root / "missing")]))
+    broken.add((key,))
+
+
+def semantic_topology_snapshot(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    key = draw(st.sampled_from(["src", "src", "dest"]))
+    if key == "src":
+        args[key] = draw(
+            st.sampled_from(["binary.bin", "garbage.json", "escape.tar.gz", "emptydir", "missing.tar.gz", "afile"])
+        )
+    else:
+        # The scratch directory itself and emptydir's parent are not trees this module made.
+        args[key] = draw(st.sampled_from(["afile", "afile/sub", str(root), "."]))
+    broken.add((key,))
 
 
 SEMANTIC = {name: globals()["semantic_" + name] for name in EXAMPLE_COUNTS}
