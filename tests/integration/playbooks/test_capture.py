@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""playbooks/capture.yml through ansible-playbook: capture, fetch, re-capture, plan offline.
+
+The "nodes" are fixture trees on this machine (ansible_connection: local,
+aligned_dra_sysfs_root pointing at each tree).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.plugins.module_utils import snapshot, topology
+from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap
+
+pytestmark = pytest.mark.slow
+
+NODES = {"dgx1": "dgx-h100", "ve1": "hwloc-32intel64-8ve"}
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    out = tmp_path_factory.mktemp("capture-play-trees")
+    return {host: materialize(name, out) for host, name in NODES.items()}
+
+
+def inventory(directory: Path, trees: dict[str, Path]) -> Path:
+    directory.mkdir()
+    path = directory / "hosts.yml"
+    hosts = {
+        host: {"aligned_dra_sysfs_root": str(root / "sys"), "aligned_dra_procfs_root": str(root / "proc")}
+        for host, root in trees.items()
+    }
+    variables = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "aligned_dra_site": "west",
+        "aligned_dra_output_dir": str(directory.parent / "output"),
+        "aligned_dra_kubernetes_version": "1.36",
+        "aligned_dra_claims": {"templates": {"pairs": {"counts": [1]}}},
+    }
+    path.write_text(yaml.safe_dump({"aligned_dra_nodes": {"hosts": hosts, "vars": variables}}))
+    return path
+
+
+def play(hosts: Path, name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(hosts), str(PLAYBOOKS / name), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def comparable(root: Path) -> dict:
+    found = topology.probe(str(root / "sys"), str(root / "proc"))
+    found.pop("sysfs_root")
+    found["warnings"] = [w.replace(str(root), "<root>") for w in found["warnings"]]
+    return found
+
+
+def test_capture_fetches_identical_snapshots_and_what_if_plans_on_them(trees, tmp_path):
+    hosts = inventory(tmp_path / "inventory", trees)
+    scratch = tmp_path / "node-tmp"  # the nodes' temporary directory
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch))
+
+    first = play(hosts, "capture.yml", env=env)
+    assert recap(first.stdout) == {"changed": 3, "failed": 0}  # the directory and two snapshots
+    snapshots = tmp_path / "inventory" / "snapshots"
+    assert sorted(p.name for p in snapshots.iterdir()) == ["dgx1.tar.gz", "ve1.tar.gz"]
+    assert list(scratch.iterdir()) == []  # nothing left on the nodes
+    for host, root in trees.items():
+        unpacked, _changed = snapshot.materialize_snapshot(snapshots / f"{host}.tar.gz", tmp_path / "check" / host)
+        assert comparable(Path(unpacked)) == comparable(root), host
+
+    stamps = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in snapshots.iterdir()}
+    again = play(hosts, "capture.yml", env=env)
+    assert recap(again.stdout) == {"changed": 0, "failed": 0}
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in snapshots.iterdir()} == stamps
+    check = play(hosts, "capture.yml", "--check", env=env)
+    assert recap(check.stdout) == {"changed": 0, "failed": 0}
+    assert list(scratch.iterdir()) == []
+
+    dest = tmp_path / "what-if.json"
+    extra = {
+        "aligned_dra_what_if_site": "west",
+        "aligned_dra_what_if_snapshots": str(snapshots),
+        "aligned_dra_what_if_cache_dir": str(tmp_path / "cache"),
+        "aligned_dra_what_if_dest": str(dest),
+    }
+    play(hosts, "what_if.yml", "-e", json.dumps(extra), env=env)
+    plan = json.loads(dest.read_text())
+    pair = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
+    assert sorted(pair["nodes"]) == ["dgx1", "ve1"]
+    assert pair["nodes"]["dgx1"]["fits"] == 8
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["dgx1", "ve1"]
+
+
+def test_check_mode_reports_a_snapshot_that_would_change(trees, tmp_path):
+    hosts = inventory(tmp_path / "inventory", {"ve1": trees["ve1"]})
+    env = dict(os.environ)
+    play(hosts, "capture.yml", env=env)
+    redacted = play(hosts, "capture.yml", "--check", "-e", "aligned_dra_capture_redact_addresses=true", env=env)
+    assert recap(redacted.stdout) == {"changed": 1, "failed": 0}
+    assert "would be written" in redacted.stdout
