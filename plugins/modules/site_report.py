@@ -31,7 +31,8 @@ attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
-    details: In check mode the pages are built and compared with the files, and nothing is written.
+    details: In check mode the pages are built and compared with the files, and nothing is written. On a first
+      run, when C(index.json) is not written yet, it reports a change without building the pages.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
@@ -139,6 +140,16 @@ def main() -> None:
     )
     params = module.params
     output_dir = os.path.normpath(params["output_dir"])
+    index = os.path.join(output_dir, "index.json")
+    if module.check_mode and not os.path.isfile(index):
+        # A first run in check mode: the earlier stages did not write what the report reads.
+        module.exit_json(
+            changed=True,
+            index=os.path.join(output_dir, "index.html"),
+            files=[],
+            sites={},
+            msg=f"{index} is not written yet (check mode on a first run): the report would be written from it",
+        )
     if not os.path.isdir(output_dir):
         module.fail_json(msg=f"output_dir: {output_dir} is not a directory")
     try:

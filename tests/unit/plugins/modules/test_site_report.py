@@ -44,6 +44,16 @@ def test_check_mode_writes_nothing_and_diff_names_the_pages(output, capsys):
     assert "west/report.html: " in result["diff"]["after"] and "bytes" in result["diff"]["after"]
 
 
+def test_check_mode_on_a_first_run_reports_the_change_and_creates_nothing(tmp_path, capsys):
+    output = tmp_path / "output"  # the earlier stages, in check mode, wrote nothing
+    result = run(capsys, {"output_dir": str(output), "_ansible_check_mode": True})
+    assert result["changed"] is True and "not written yet" in result["msg"]
+    assert not output.exists()
+    # Outside check mode the same input is an error that names the directory.
+    failed = run(capsys, {"output_dir": str(output)})
+    assert failed["failed"] is True and failed["msg"] == f"output_dir: {output} is not a directory"
+
+
 def test_a_new_plan_changes_the_site_page_only(output, capsys):
     run(capsys, {"output_dir": str(output)})
     nodes = {"dgx": topology_of("dgx-h100"), "vm": topology_of("vm-flat")}
