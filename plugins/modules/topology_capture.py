@@ -22,7 +22,7 @@ description:
   - Symlinks stay symlinks, relative and inside the tree; a link that points outside the sysfs root is
     left out (and listed in RV(left_out)).
   - The archive is deterministic (sorted members, fixed times, owners and modes, no time or name in the
-    gzip header), so capturing an unchanged node again gives the same bytes and RV(changed) is V(false).
+    gzip header), so capturing an unchanged node again gives the same bytes and reports no change.
   - The playbook C(aligned.dra.capture) runs this module on every node and fetches the snapshots to
     the controller.
 requirements:
