@@ -159,8 +159,8 @@ def test_everything_the_probe_touches_is_captured(name, trees, tmp_path, monkeyp
 
 def test_capture_is_deterministic(trees):
     tree = trees("hwloc-32intel64-8ve")
-    first, _ = capture.capture_archive(str(tree / "sys"), str(tree / "proc"))
-    second, _ = capture.capture_archive(str(tree / "sys"), str(tree / "proc"))
+    first, _first_info = capture.capture_archive(str(tree / "sys"), str(tree / "proc"))
+    second, _second_info = capture.capture_archive(str(tree / "sys"), str(tree / "proc"))
     assert first == second
     with tarfile.open(fileobj=io.BytesIO(first)) as tar:
         members = tar.getmembers()
