@@ -93,6 +93,7 @@ EXAMPLE_COUNTS = {
     "site_report": 150,
     "topology_capture": 60,
     "topology_snapshot": 80,
+    "preflight": 60,
 }
 # ALIGNED_DRA_FUZZ_SCALE=10 runs ten times as many (a deeper search, by hand).
 SCALE = float(os.environ.get("ALIGNED_DRA_FUZZ_SCALE", "1"))
@@ -253,6 +254,10 @@ def template_site_report(root: Path) -> None:
 
 
 def template_claims_render(root: Path) -> None:
+    del root
+
+
+def template_preflight(root: Path) -> None:
     del root
 
 
@@ -729,6 +734,19 @@ def base_topology_capture(draw, root: Path) -> dict[str, Any]:
     if draw(st.booleans()):
         args["redact_addresses"] = draw(st.booleans())
     return args
+
+
+def base_preflight(draw, root: Path) -> dict[str, Any]:
+    del root
+    stages = ["probe", "network", "driver", "claims", "teams", "utilization", "report", "what_if"]
+    python = [
+        {"name": "pytest", "import": "pytest", "version": ">=1.0"},
+        {"name": "no-such-dist-aligned", "import": "no_such_dist_aligned", "version": ">=1,<2"},
+    ]
+    return {
+        "stages": draw(st.lists(st.sampled_from(stages), min_size=1, max_size=3, unique=True)),
+        "python": draw(st.lists(st.sampled_from(python), max_size=2)),
+    }
 
 
 def base_topology_snapshot(draw, root: Path) -> dict[str, Any]:
@@ -1352,6 +1370,19 @@ def semantic_topology_capture(draw, args: dict[str, Any], root: Path, broken: Br
     else:
         args[key] = draw(st.sampled_from([str(root / "afile"), str(root / "missing")]))
     broken.add((key,))
+
+
+def semantic_preflight(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    del root
+    entry = {"name": "pytest", "import": "pytest", "version": ">=1.0"}
+    what = draw(st.sampled_from(["version", "import", "name"]))
+    if what == "version":
+        entry["version"] = draw(st.sampled_from(["~=1.0", "1.0", ">=x", ">= "]))
+    else:
+        del entry[what]
+    existing = args.get("python")
+    args["python"] = [*(existing if isinstance(existing, list) else []), entry]
+    broken.add(("python",))
 
 
 def semantic_topology_snapshot(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
