@@ -52,12 +52,12 @@ class ActionModule(ActionBase):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
+        args = self.validate_argument_spec(
             argument_spec={
                 "stages": {"type": "list", "elements": "str", "required": True},
                 "hosts": {"type": "list", "elements": "str", "default": []},
             }
-        )
+        )[1]
         hostvars = task_vars["hostvars"]
         hosts = args["hosts"] or list(task_vars.get("groups", {}).get("aligned_dra_nodes", []))
         unknown = [host for host in hosts if host not in hostvars]

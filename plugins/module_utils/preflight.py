@@ -77,15 +77,22 @@ COLLECTIONS = ({"name": "kubernetes.core", "version": ">=5.0.0", "features": ["c
 
 ANSIBLE_CORE = ">=2.20.0"
 
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y")
+    return bool(value)
+
+
 # A setting that turns a feature on: (stage, variable, role default, predicate).
 _TRIGGERS = (
-    ("network", "aligned_dra_kubeconfig", "", lambda v: bool(v), "cluster"),
-    ("driver", "aligned_dra_driver_kubeconfig", "", lambda v: bool(v), "cluster"),
+    ("network", "aligned_dra_kubeconfig", "", bool, "cluster"),
+    ("driver", "aligned_dra_driver_kubeconfig", "", bool, "cluster"),
     ("claims", "aligned_dra_claims", {}, lambda v: True, "render"),
-    ("claims", "aligned_dra_claims_apply", False, lambda v: _truthy(v), "cluster"),
+    ("claims", "aligned_dra_claims_apply", False, _truthy, "cluster"),
     ("claims", "aligned_dra_claims_plan_source", "topology", lambda v: v == "cluster", "cluster"),
-    ("teams", "aligned_dra_teams", {}, lambda v: bool(v), "render"),
-    ("teams", "aligned_dra_teams_apply", False, lambda v: _truthy(v), "cluster"),
+    ("teams", "aligned_dra_teams", {}, bool, "render"),
+    ("teams", "aligned_dra_teams_apply", False, _truthy, "cluster"),
     ("utilization", "aligned_dra_utilization_source", "none", lambda v: v not in ("none", ""), "render"),
     ("utilization", "aligned_dra_utilization_source", "none", lambda v: v == "cluster", "cluster"),
     ("what_if", "aligned_dra_what_if_site", "", lambda v: True, "render"),
@@ -98,12 +105,6 @@ _SPEC = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
 
 class PreflightError(ValueError):
     """A specifier or setting this module cannot read."""
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
 
 
 def release(version: str) -> tuple[int, ...]:
