@@ -64,6 +64,12 @@ def test_the_tarball_holds_what_the_docs_promise(built):
         "meta/execution-environment.yml",
         "requirements.txt",
         "bindep.txt",
+        "ee/execution-environment.yml",
+        "ee/requirements.yml",
+        "docs/install.md",
+        "docs/examples/project/requirements.yml",
+        "playbooks/preflight.yml",
+        "plugins/action/preflight.py",
         "playbooks/capture.yml",
         "playbooks/what_if.yml",
         "plugins/modules/topology_capture.py",
@@ -80,7 +86,7 @@ def test_the_tarball_holds_what_the_docs_promise(built):
     ):
         assert promised in names, promised
     # Every playbook, role, plugin and document of the checkout, and the bundled driver.
-    for path in tracked("playbooks", "roles", "plugins", "docs", "driver", "meta"):
+    for path in tracked("playbooks", "roles", "plugins", "docs", "driver", "meta", "ee"):
         assert path in names, path
     assert built["artifact"].stat().st_size < 5 * 1024 * 1024
 
