@@ -19,22 +19,16 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+from ansible_collections.aligned.dra.tests.installed_collection import build, run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run(*command: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict:
     """The artifact, its member names, and an installed copy with a project that uses only it."""
     out = tmp_path_factory.mktemp("collection-build")
-    run("ansible-galaxy", "collection", "build", "--output-path", str(out), str(REPO))
-    (artifact,) = out.glob("aligned-dra-*.tar.gz")
+    artifact = build(out)
     with tarfile.open(artifact) as tar:
         names = tar.getnames()
     installed = out / "collections"
