@@ -7,8 +7,9 @@ ensurepip, as Debian's python3 without python3-venv): ``podman build`` gets no n
 proves the context is complete. The container gets the DaemonSet's arguments, security context,
 host network and volume mounts, read from the ``daemonset.yaml`` the same playbook run wrote; each
 hostPath is a directory of the fixture node instead (the kubelet plugin directories, CDI, state, MPS,
-``/dev``). Added for the test only: a kubeconfig for the strict fake API server (a pod would use its
-ServiceAccount token) and the fixture node's sysfs and procfs. The test then reads the published
+``/dev``). Changed for the test only: a kubeconfig for the strict fake API server (a pod would use its
+ServiceAccount token), the fixture node's sysfs and procfs, and its ``/dev`` at ``/fixture/dev``
+(``--dev-root``): podman cannot lay a read-only directory over the container's ``/dev``. The test then reads the published
 ResourceSlices from the fake API server and calls the driver over its sockets in the bind-mounted
 kubelet plugin directory, as the kubelet does.
 
@@ -109,7 +110,7 @@ def driver_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     try:
         (work / "base").mkdir()
         (work / "base" / "Containerfile").write_text(BASE_CONTAINERFILE)
-        podman("build", "--network=none", "-t", base, str(work / "base"), timeout=BUILD_TIMEOUT)
+        podman("build", "--network=none", "--layers=false", "-t", base, str(work / "base"), timeout=BUILD_TIMEOUT)
 
         started = time.monotonic()
         role = run_role(work, base, image, metrics_port)
@@ -119,7 +120,16 @@ def driver_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 
         started = time.monotonic()
         # --network=none: everything the image needs is in the context
-        podman("build", "--network=none", "--pull=never", "-t", image, str(context), timeout=BUILD_TIMEOUT)
+        podman(
+            "build",
+            "--network=none",
+            "--pull=never",
+            "--layers=false",
+            "-t",
+            image,
+            str(context),
+            timeout=BUILD_TIMEOUT,
+        )
         build_seconds = time.monotonic() - started
         print(f"\nrole (build context): {role_seconds:.1f} s; podman build: {build_seconds:.1f} s")
 
@@ -178,7 +188,9 @@ class ImageDriver(h.DriverProcess):
         volumes = {v["name"]: v for v in self.pod["volumes"]}
         for mount in container["volumeMounts"]:
             mode = "ro" if mount.get("readOnly") else "rw"
-            command += [f"--volume={self.host_path(volumes[mount['name']])}:{mount['mountPath']}:{mode}"]
+            # podman (runc) cannot lay a read-only directory over /dev: it mounts /dev/shm & co. into it
+            target = "/fixture/dev" if mount["mountPath"] == "/dev" else mount["mountPath"]
+            command += [f"--volume={self.host_path(volumes[mount['name']])}:{target}:{mode}"]
         # for the test only: the fake API server and the fixture node's sysfs and procfs
         command += [
             f"--volume={self.kubeconfig}:/etc/aligned-dra-test/kubeconfig:ro",
@@ -197,6 +209,7 @@ class ImageDriver(h.DriverProcess):
             "--kubeconfig=/etc/aligned-dra-test/kubeconfig",
             "--sysfs-root=/fixture/sys",
             "--procfs-root=/fixture/proc",
+            "--dev-root=/fixture/dev",
             "--rescan-interval=0.5",
         ]
 
