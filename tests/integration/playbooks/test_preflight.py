@@ -102,3 +102,13 @@ def test_a_complete_controller_passes_and_the_check_runs_once(tmp_path):
     assert result.stdout.count("TASK [Preflight | Python packages") == 6
     assert result.stdout.count("interpreters:") == 1
     assert not output.exists()
+
+
+def test_skip_tags_preflight_leaves_it_out_and_any_tags_keep_it(tmp_path):
+    hosts = inventory(tmp_path / "hosts.yml", tmp_path / "output", sys.executable)
+    listed = run_playbook(hosts, PLAYBOOKS / "site.yml", "--list-tasks", "--tags", "render")
+    assert listed.returncode == 0, listed.stderr
+    assert "Preflight | Python packages" in listed.stdout  # tagged always: runs whatever --tags says
+    skipped = run_playbook(hosts, PLAYBOOKS / "site.yml", "--list-tasks", "--skip-tags", "preflight")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "Preflight | Python packages" not in skipped.stdout
