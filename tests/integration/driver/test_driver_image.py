@@ -134,7 +134,7 @@ def driver_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         print(f"\nrole (build context): {role_seconds:.1f} s; podman build: {build_seconds:.1f} s")
 
         objects = yaml.safe_load_all((work / "output" / SITE / "driver" / "daemonset.yaml").read_text())
-        daemonset = next(o for o in objects if o and o["kind"] == "DaemonSet")
+        (daemonset,) = [o for o in objects if o and o["kind"] == "DaemonSet"]
         yield {"image": image, "daemonset": daemonset, "context": context, "metrics_port": metrics_port}
     finally:
         podman("rmi", "--force", "--ignore", image, base, check=False, timeout=120)
