@@ -43,6 +43,7 @@ import gc
 from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.device_model import pair_level
 from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, LEVELS
 
 TYPE_CHECKING = False
@@ -368,12 +369,11 @@ class _Node:
         worst = aligned = None
         bdfs = [d.bdf for d in devices if d.bdf]
         for a in bdfs:
-            row = self.links.get(a)
-            if not row:
+            if not self.links.get(a):
                 continue
             best = None
             for b in bdfs:
-                level = row.get(b)
+                level = pair_level(self.links, a, b)
                 if level is None:
                     continue
                 if worst is None or LEVEL_RANK[level] > LEVEL_RANK[worst]:

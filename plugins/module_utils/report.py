@@ -23,8 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from html import escape
 
+from ansible_collections.aligned.dra.plugins.module_utils.device_model import (
+    accelerator_labels,
+    family_counts_text,
+    node_devices,
+    plural,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.inputs import InputError, check_topologies
 from ansible_collections.aligned.dra.plugins.module_utils.topology import (
     GPU_KINDS,
@@ -48,7 +53,7 @@ SCORE_BUCKETS = (
     ("aligned", "PIX/PXB", ("PIX", "PXB")),
     ("host", "PHB/NODE", ("PHB", "NODE")),
     ("sys", "SYS only", ("SYS",)),
-    ("none", "no NIC", (None,)),
+    ("none", "no RDMA NIC", (None,)),
 )
 
 LEVEL_COLOURS = {
@@ -191,12 +196,17 @@ def _effective_numa(device: Mapping[str, Any]) -> tuple[int | None, bool]:
     return None, False
 
 
-def level_matrix(model: Mapping[str, Any]) -> dict[str, Any]:
+def level_matrix(model: Mapping[str, Any], rdma_nics: Iterable[str] | None = None) -> dict[str, Any]:
     """GPU x NIC matrix of a layout model, in ``nvidia-smi topo -m`` order.
 
     A VF shares its PF's column when it has the PF's level towards every GPU
     (the probe gives it the PF's link); otherwise, or when its PF is not on the
     node (a VM with a passed-through VF), it gets a column of its own.
+    Rows are labelled by accelerator family and model (``GPU0``, ``VE0``,
+    ``ACC0``: :func:`device_model.accelerator_labels`). ``rdma_nics`` are the
+    physical NICs the planner pairs accelerators with
+    (:func:`device_model.node_devices`); each row's ``nearest`` is its best
+    level to one of them. Default: every NIC that owns an RDMA device.
     Returns ``{"gpus": [...], "nics": [...], "cells": {gpu: {column nic: level}}}``.
     """
     devices = {d["pci_address"]: d for d in model["devices"]}
@@ -234,22 +244,34 @@ def level_matrix(model: Mapping[str, Any]) -> dict[str, Any]:
         by_bdf[nic["pci_address"]] = column
     for vf in collapsed:
         by_bdf[vf["physfn"]]["collapsed_vfs"] += 1
+    if rdma_nics is None:
+        rdma_nics = [n["pci_address"] for n in nics if n.get("rdma_devices") and not n.get("physfn")]
+    paired = set(rdma_nics)
     for index, column in enumerate(columns):
         column["label"] = f"NIC{index}"
+        column["rdma_nic"] = column["pci_address"] in paired
+    labels = accelerator_labels(gpus)
     rows = []
     cells: dict[str, dict[str, str | None]] = {}
-    for index, gpu in enumerate(gpus):
+    for gpu in gpus:
         bdf = gpu["pci_address"]
+        ranked = sorted(
+            (LEVEL_RANK[lv], nic) for nic, lv in links.get(bdf, {}).items() if nic in paired and lv in LEVEL_RANK
+        )
+        nearest = {"level": None, "nics": []}
+        if ranked:
+            nearest = {"level": LEVELS[ranked[0][0]], "nics": sorted(n for r, n in ranked if r == ranked[0][0])}
         rows.append(
             {
                 "pci_address": bdf,
-                "label": f"GPU{index}",
+                "label": labels[bdf]["label"],
+                "family": labels[bdf]["family"],
                 "kind": gpu["kind"],
-                "model": gpu.get("gpu_model") or gpu.get("device_name"),
+                "model": labels[bdf]["model"],
                 "minor": gpu.get("gpu_minor"),
                 "numa": _effective_numa(gpu),
                 "local_cpulist": gpu.get("local_cpulist"),
-                "nearest": model["nearest_nics"].get(bdf) or {"level": None, "nics": []},
+                "nearest": nearest,
             }
         )
         cells[bdf] = {c["pci_address"]: links.get(bdf, {}).get(c["pci_address"]) for c in columns}
@@ -265,12 +287,6 @@ def _numa_colour(numa: int | None) -> str:
     if numa is None:
         return UNKNOWN_NUMA_COLOUR
     return NUMA_COLOURS[numa % len(NUMA_COLOURS)]
-
-
-def _short(text: str | None, length: int = 17) -> str:
-    if not text:
-        return ""
-    return text if len(text) <= length else text[: length - 1] + "\u2026"
 
 
 class _TreeNode:
@@ -338,13 +354,16 @@ def _build_forest(model: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[i
         info: dict[str, Any] = {"kind": device["kind"], "bdf": bdf, "numa": numa, "inferred": inferred}
         if device["kind"] in GPU_KINDS:
             row = gpu_labels[bdf]
-            info.update(label=row["label"], text=row["model"] or device.get("vendor_id") or "", gpu=True)
+            info.update(label=row["label"], text=row["model"], gpu=True)
             vfs = sum(1 for d in model["devices"] if d.get("physfn") == bdf)
             info["vfs"] = vfs
         else:
             column = nic_columns[bdf]
             names = column["rdma_devices"] + column["netdevs"]
-            info.update(label=column["label"] + (" (VF)" if column["vf"] else ""), text=" ".join(names[:2]))
+            label = (
+                column["label"] + (" (VF)" if column["vf"] else "") + ("" if column["rdma_nic"] else " \u00b7 no RDMA")
+            )
+            info.update(label=label, text=" ".join(names[:2]))
             info["vfs"] = column["collapsed_vfs"]
             info["numvfs"] = column["numvfs"]
         node.leaf = info
@@ -386,13 +405,75 @@ def _walk(node: _TreeNode) -> Iterable[_TreeNode]:
         yield from _walk(child)
 
 
-def _text(x: float, y: float, text: str, cls: str = "", anchor: str = "middle") -> str:
-    attrs = f' class="{cls}"' if cls else ""
-    return f'<text x="{x:.0f}" y="{y:.0f}" text-anchor="{anchor}"{attrs}>{escape(text)}</text>'
+# --------------------------------------------------------------------------
+# Text that fits its box
+# --------------------------------------------------------------------------
+
+# Upper bounds of a character's advance in em for the sans-serif fonts the
+# pages ask for (system-ui, DejaVu Sans and their bold faces): a label cut to
+# fit with these never overflows its box, whatever font the browser picks.
+_NARROW = frozenset("il.,:;|!'`ijfrtI()[]{} ")
+_WIDE = frozenset("mwMW@%\u2026\u00d7")
 
 
-def node_svg(model: Mapping[str, Any], matrix: Mapping[str, Any] | None = None) -> str:
-    """SVG picture of one layout: a band per NUMA node, a tree per root complex."""
+def _char_em(char: str) -> float:
+    if char in _NARROW:
+        return 0.45
+    if char in _WIDE:
+        return 1.15
+    if char.isupper():
+        return 0.88
+    if char.isdigit():
+        return 0.72
+    if char.islower() or char in "-_/#*+=?~^\u00b7":
+        return 0.74
+    return 1.2
+
+
+def text_width(text: str, size: float) -> float:
+    """Upper bound of the rendered width of ``text`` in px at font size ``size``."""
+    return size * sum(_char_em(c) for c in text)
+
+
+def fit_text(text: str | None, width: float, size: float) -> dict[str, str]:
+    """``{"text", "full"}``: ``text`` cut with an ellipsis to ``width`` px; ``full`` is set when it was cut."""
+    text = text or ""
+    if text_width(text, size) <= width:
+        return {"text": text, "full": ""}
+    budget = width - text_width("\u2026", size)
+    shown = ""
+    used = 0.0
+    for char in text:
+        used += size * _char_em(char)
+        if used > budget:
+            break
+        shown += char
+    return {"text": shown.rstrip() + "\u2026", "full": text}
+
+
+def _label(
+    x: float, y: float, text: str | None, width: float, size: float, cls: str = "", anchor: str = "middle"
+) -> dict[str, Any]:
+    """An SVG text of the picture, cut to ``width`` (the box it sits in, less padding)."""
+    fitted = fit_text(text, width, size)
+    return {"x": f"{x:.0f}", "y": f"{y:.0f}", "cls": cls, "anchor": anchor, "width": f"{width:.0f}", **fitted}
+
+
+# Font sizes (px) of the picture's texts; the page's CSS sets the same.
+_FONT = {"": 11.0, "name": 11.0, "sub": 10.0, "vfs": 10.0, "band": 13.0, "pairlabel": 10.0, "muted": 11.0}
+
+
+# --------------------------------------------------------------------------
+# SVG picture of one layout: geometry only, drawn by the templates
+# --------------------------------------------------------------------------
+
+
+def node_picture(model: Mapping[str, Any], matrix: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Geometry of the picture of one layout: a band per NUMA node, a tree per root complex.
+
+    Returns ``{"width", "height", "bands": [...], "pairs": [...]}`` for the
+    ``picture`` macro of the templates.
+    """
     if matrix is None:
         matrix = level_matrix(model)
     forest = _build_forest(model, matrix)
@@ -400,7 +481,7 @@ def node_svg(model: Mapping[str, Any], matrix: Mapping[str, Any] | None = None) 
     band_ids = sorted(set(numa_info) | {n for n in forest if n is not None})
     if None in forest:
         band_ids.append(None)
-    parts: list[str] = []
+    bands: list[dict[str, Any]] = []
     y = _MARGIN
     width = 320.0
     centres: dict[str, tuple[float, float, float]] = {}
@@ -420,14 +501,23 @@ def node_svg(model: Mapping[str, Any], matrix: Mapping[str, Any] | None = None) 
         else:
             cpus = f"CPUs {info['cpulist']}" if info and info.get("cpulist") else "no CPUs listed"
             title = f"NUMA node {numa} \u2014 {cpus}"
-        parts.append(
-            f'<g class="numa" data-numa="{"unknown" if numa is None else numa}">'
-            f'<rect x="{_MARGIN}" y="{y}" width="{band_w:.0f}" height="{band_h}" rx="8" '
-            f'fill="{colour}" fill-opacity="0.08" stroke="{colour}" stroke-width="2"/>'
-            + _text(_MARGIN + 10, y + 20, title, "band", "start")
-        )
+        band: dict[str, Any] = {
+            "numa": "unknown" if numa is None else str(numa),
+            "x": _MARGIN,
+            "y": y,
+            "w": f"{band_w:.0f}",
+            "h": band_h,
+            "colour": colour,
+            "texts": [_label(_MARGIN + 10, y + 20, title, band_w - 20, _FONT["band"], "band", "start")],
+            "edges": [],
+            "nodes": [],
+        }
         if not trees:
-            parts.append(_text(_MARGIN + 10, y + 48, "no PCI devices of interest", "muted", "start"))
+            band["texts"].append(
+                _label(
+                    _MARGIN + 10, y + 48, "no PCI devices of interest", band_w - 20, _FONT["muted"], "muted", "start"
+                )
+            )
         top = y + _BAND_HEAD
         for tree in trees:
             for node in _walk(tree):
@@ -437,67 +527,82 @@ def node_svg(model: Mapping[str, Any], matrix: Mapping[str, Any] | None = None) 
                     x1, y1 = node.x + node.w / 2, node.y + (_LEAF_H - 18 if node.leaf is None else _LEAF_H)
                     x2, y2 = child.x + child.w / 2, child.y
                     mid = (y1 + y2) / 2
-                    parts.append(f'<path class="edge" d="M{x1:.0f} {y1:.0f}V{mid:.0f}H{x2:.0f}V{y2:.0f}"/>')
+                    band["edges"].append(f"M{x1:.0f} {y1:.0f}V{mid:.0f}H{x2:.0f}V{y2:.0f}")
             for node in _walk(tree):
-                parts.append(_draw_node(node, colour))
+                band["nodes"].append(_node_shape(node))
                 if node.leaf is not None and node.leaf.get("bdf"):
                     centres[node.leaf["bdf"]] = (node.x + node.w / 2, node.y + _LEAF_H, node.x)
-        parts.append("</g>")
+        bands.append(band)
         y += band_h + _GAP
-    parts.append(_draw_pairs(matrix, centres))
-    height = y + _MARGIN - _GAP
-    head = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="topo" viewBox="0 0 {width:.0f} {height:.0f}" '
-        f'width="{width:.0f}" height="{height:.0f}" role="img">'
-    )
-    return head + "".join(parts) + "</svg>"
+    return {
+        "width": f"{width:.0f}",
+        "height": f"{y + _MARGIN - _GAP:.0f}",
+        "bands": bands,
+        "pairs": _pair_shapes(matrix, centres),
+    }
 
 
-def _draw_node(node: _TreeNode, band_colour: str) -> str:
+def _node_shape(node: _TreeNode) -> dict[str, Any]:
+    """One box of the picture: ``{"cls", "data", "rect", "stroke", "texts"}``."""
     x, y, w = node.x, node.y, node.w
+    inner = w - 8
     if node.leaf is None:
-        cls = "rc" if node.kind == "root" else "sw"
         h = _LEAF_H - 18
-        return (
-            f'<g class="{cls}" data-key="{escape(node.key)}"><rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" '
-            f'height="{h}" rx="4"/>'
-            + _text(x + w / 2, y + 16, _short(node.label, int(w / 6.2)))
-            + _text(x + w / 2, y + 31, _short(node.sub, int(w / 6.2)), "sub")
-            + "</g>"
-        )
+        return {
+            "cls": "rc" if node.kind == "root" else "sw",
+            "data": {"key": node.key},
+            "rect": {"x": f"{x:.0f}", "y": f"{y:.0f}", "w": f"{w:.0f}", "h": h, "rx": 4},
+            "stroke": "",
+            "texts": [
+                _label(x + w / 2, y + 16, node.label, inner, _FONT[""]),
+                _label(x + w / 2, y + 31, node.sub, inner, _FONT["sub"], "sub"),
+            ],
+        }
     leaf = node.leaf
     colour = _numa_colour(leaf["numa"])
+    rect = {"x": f"{x:.0f}", "y": f"{y:.0f}", "w": f"{w:.0f}", "h": _LEAF_H, "rx": 4}
     if leaf["kind"] in _GROUPED_KINDS:
         label = f"{leaf['count']} NVMe" if leaf["kind"] == "nvme" else f"{leaf['count']} other"
-        return (
-            f'<g class="dev {leaf["kind"]}" data-bdf="{escape(leaf["first"])}">'
-            f'<rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{_LEAF_H}" rx="4" stroke="{colour}"/>'
-            + _text(x + w / 2, y + 18, label, "name")
-            + _text(x + w / 2, y + 34, _short(leaf["first"] + (" \u2026" if leaf["count"] > 1 else ""), 18), "sub")
-            + "</g>"
-        )
+        return {
+            "cls": f"dev {leaf['kind']}",
+            "data": {"bdf": leaf["first"]},
+            "rect": rect,
+            "stroke": colour,
+            "texts": [
+                _label(x + w / 2, y + 18, label, inner, _FONT["name"], "name"),
+                _label(
+                    x + w / 2,
+                    y + 34,
+                    leaf["first"] + (" \u2026" if leaf["count"] > 1 else ""),
+                    inner,
+                    _FONT["sub"],
+                    "sub",
+                ),
+            ],
+        }
     kind = "gpu" if leaf.get("gpu") else "nic"
     numa_text = "NUMA ?" if leaf["numa"] is None else f"NUMA {leaf['numa']}{'*' if leaf['inferred'] else ''}"
-    extra = ""
-    if kind == "nic" and leaf.get("numvfs"):
-        extra = f'<text x="{x + w - 4:.0f}" y="{y + 14:.0f}" text-anchor="end" class="vfs">+{leaf["numvfs"]} VFs</text>'
-    elif kind == "gpu" and leaf.get("vfs"):
-        extra = f'<text x="{x + w - 4:.0f}" y="{y + 14:.0f}" text-anchor="end" class="vfs">+{leaf["vfs"]} VFs</text>'
-    return (
-        f'<g class="dev {kind}" data-bdf="{escape(leaf["bdf"])}">'
-        f'<rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{_LEAF_H}" rx="5" stroke="{colour}"/>'
-        + _text(x + 6, y + 15, leaf["label"], "name", "start")
-        + extra
-        + _text(x + w / 2, y + 30, leaf["bdf"], "sub")
-        + _text(x + w / 2, y + 43, _short(leaf.get("text"), 19), "sub")
-        + _text(x + w / 2, y + 54, numa_text, "sub")
-        + "</g>"
-    )
+    rect["rx"] = 5
+    vfs = leaf.get("numvfs") if kind == "nic" else leaf.get("vfs")
+    texts = []
+    name_width = inner
+    if vfs:
+        extra = f"+{vfs} VFs"
+        extra_w = text_width(extra, _FONT["vfs"])
+        texts.append(_label(x + w - 4, y + 14, extra, extra_w, _FONT["vfs"], "vfs", "end"))
+        name_width = max(inner - extra_w - 4, 20)
+    texts.insert(0, _label(x + 6, y + 15, leaf["label"], name_width, _FONT["name"], "name", "start"))
+    texts += [
+        _label(x + w / 2, y + 30, leaf["bdf"], inner, _FONT["sub"], "sub"),
+        _label(x + w / 2, y + 43, leaf.get("text"), inner, _FONT["sub"], "sub"),
+        _label(x + w / 2, y + 54, numa_text, inner, _FONT["sub"], "sub"),
+    ]
+    return {"cls": f"dev {kind}", "data": {"bdf": leaf["bdf"]}, "rect": rect, "stroke": colour, "texts": texts}
 
 
-def _draw_pairs(matrix: Mapping[str, Any], centres: Mapping[str, tuple[float, float, float]]) -> str:
-    """Arcs from each GPU to its nearest physical NIC(s), coloured by level."""
-    parts = ['<g class="pairs">']
+def _pair_shapes(matrix: Mapping[str, Any], centres: Mapping[str, tuple[float, float, float]]) -> list[dict[str, Any]]:
+    """Arcs from each accelerator to its nearest RDMA NIC(s), coloured by level."""
+    pairs = []
     for row in matrix["gpus"]:
         nearest = row["nearest"]
         level = nearest.get("level")
@@ -509,92 +614,130 @@ def _draw_pairs(matrix: Mapping[str, Any], centres: Mapping[str, tuple[float, fl
             x1, y1, _x = start
             x2, y2, _x2 = centres[nic]
             drop = _PAIR_DROP + 5 * index
-            parts.append(
-                f'<path class="pair" data-gpu="{escape(row["pci_address"])}" data-nic="{escape(nic)}" '
-                f'data-level="{level}" stroke="{LEVEL_COLOURS[level]}" '
-                f'd="M{x1:.0f} {y1:.0f}C{x1:.0f} {max(y1, y2) + drop:.0f} {x2:.0f} {max(y1, y2) + drop:.0f} '
-                f'{x2:.0f} {y2:.0f}"/>'
+            low = max(y1, y2) + drop
+            pairs.append(
+                {
+                    "gpu": row["pci_address"],
+                    "nic": nic,
+                    "level": level,
+                    "colour": LEVEL_COLOURS[level],
+                    "d": f"M{x1:.0f} {y1:.0f}C{x1:.0f} {low:.0f} {x2:.0f} {low:.0f} {x2:.0f} {y2:.0f}",
+                    "label": {"x": f"{(x1 + x2) / 2:.0f}", "y": f"{low - 2:.0f}", "text": level},
+                }
             )
-            parts.append(_text((x1 + x2) / 2, max(y1, y2) + drop - 2, level, "pairlabel"))
-    parts.append("</g>")
-    return "".join(parts)
+    return pairs
 
 
 # --------------------------------------------------------------------------
-# HTML
+# Templates
 # --------------------------------------------------------------------------
 
-_CSS = """
-*{box-sizing:border-box}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1d232a;background:#fafbfc}
-header{background:#1d232a;color:#fff;padding:14px 24px}
-header h1{margin:0;font-size:22px}header p{margin:4px 0 0;color:#c9d1d9}
-header a{color:#9ecbff}
-main{padding:8px 24px 40px;max-width:1500px}
-h2{margin:28px 0 8px;font-size:18px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
-h3{margin:18px 0 6px;font-size:16px}
-table{border-collapse:collapse;margin:6px 0 10px;background:#fff}
-th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f0f3f6}
-td.num{text-align:right}
-.muted{color:#6e7781;fill:#6e7781}
-.warn{color:#9a3412}
-ul.warnings li{color:#9a3412}
-.score{display:flex;height:22px;width:520px;max-width:100%;border:1px solid #d0d7de;border-radius:4px;overflow:hidden}
-.score span{display:block;height:100%}
-.s-aligned{background:#1a9850}.s-host{background:#e6b400}.s-sys{background:#d73027}.s-none{background:#8c8c8c}
-.key{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:baseline}
-table.matrix td,table.matrix th{text-align:center;font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:13px}
-table.matrix th.row{text-align:left}
-td.lv-PIX{background:#c7e9c0}td.lv-PXB{background:#e5f5e0}td.lv-PHB{background:#fff3bf}
-td.lv-NODE{background:#fdd0a2}td.lv-SYS{background:#fcbba1}
-td.best{font-weight:700;outline:2px solid #1d232a;outline-offset:-3px}
-.layout{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:8px 16px 12px;margin:16px 0}
-.picture{overflow-x:auto;border:1px solid #eaeef2;border-radius:6px;background:#fff;margin:8px 0}
-svg.topo{display:block;max-width:100%;height:auto;font-family:system-ui,"DejaVu Sans",sans-serif}
-svg.topo text{font-size:11px;fill:#1d232a}
-svg.topo text.band{font-size:13px;font-weight:600}
-svg.topo text.name{font-weight:700}
-svg.topo text.sub{font-size:10px;fill:#57606a}
-svg.topo text.vfs{font-size:10px;fill:#0550ae;font-weight:700}
-svg.topo text.pairlabel{font-size:10px;font-weight:700}
-svg.topo .rc rect{fill:#eaeef2;stroke:#57606a}
-svg.topo .sw rect{fill:#f6f8fa;stroke:#8c959f;stroke-dasharray:4 2}
-svg.topo .dev rect{fill:#fff;stroke-width:2.5}
-svg.topo .dev.gpu rect{fill:#f2f7ee}
-svg.topo .dev.nic rect{fill:#eef4fb}
-svg.topo .dev.nvme rect,svg.topo .dev.other rect{fill:#f6f8fa;stroke-width:1.5}
-svg.topo path.edge{fill:none;stroke:#8c959f;stroke-width:1.2}
-svg.topo path.pair{fill:none;stroke-width:2.5;opacity:.85}
-details summary{cursor:pointer}
-code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}
-nav a{margin-right:12px}
-svg.usage{display:block;font-family:system-ui,"DejaVu Sans",sans-serif;font-size:11px}
-svg.usage rect.used{fill:#4e79a7}svg.usage rect.idle{fill:#d0d7de}
-"""
+# The pages' Jinja2 templates ship in the collection as roles/report/templates/report/.
+# The site_report action reads them on the controller and hands their text to
+# the module; tests and callers in this checkout read them from disk.
+TEMPLATE_NAMES = (
+    "page.html.j2",
+    "macros.html.j2",
+    "site.html.j2",
+    "index.html.j2",
+    "layout.html.j2",
+    "plan.html.j2",
+    "teams.html.j2",
+    "utilization.html.j2",
+)
 
 
-def _page(title: str, subtitle: str, body: str, nav: str = "") -> str:
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="generator" content="aligned.dra site report">'
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n"
-        f"<body><header><h1>{escape(title)}</h1><p>{subtitle}</p>{nav}</header>\n<main>\n{body}</main></body></html>\n"
-    )
+def default_template_dir() -> str:
+    """``roles/report/templates/report`` of the collection this file belongs to."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "roles", "report", "templates", "report")
+
+
+def load_templates(directory: str | None = None) -> dict[str, str]:
+    """``{name: source}`` of the report's templates, read from ``directory`` (default: the collection's)."""
+    import os
+
+    directory = directory or default_template_dir()
+    sources = {}
+    for name in TEMPLATE_NAMES:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                sources[name] = handle.read()
+        except OSError as exc:
+            raise ReportError(f"templates: cannot read {path}: {exc.strerror or exc}") from None
+    return sources
+
+
+_ENVIRONMENTS: dict[str, Any] = {}
+_CURRENT: dict[str, Any] = {"sources": None}
+
+
+def use_templates(sources: Mapping[str, str] | None) -> None:
+    """Render with these template sources from now on (None: the collection's files)."""
+    _CURRENT["sources"] = dict(sources) if sources is not None else None
+
+
+def _environment() -> Any:
+    sources = _CURRENT["sources"]
+    if sources is None:
+        sources = load_templates()
+    missing = [name for name in TEMPLATE_NAMES if name not in sources]
+    if missing:
+        raise ReportError(f"templates: {', '.join(missing)} missing")
+    key = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
+    env = _ENVIRONMENTS.get(key)
+    if env is None:
+        try:
+            import jinja2
+        except ImportError:
+            raise ReportError("templates: the Python package jinja2 is needed to write the report") from None
+        env = jinja2.Environment(
+            loader=jinja2.DictLoader(sources),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+        env.globals.update(
+            plural=plural,
+            level_colours=LEVEL_COLOURS,
+            level_meaning=LEVEL_MEANING,
+            level_rank=LEVEL_RANK,
+            percent=_percent,
+        )
+        _ENVIRONMENTS.clear()
+        _ENVIRONMENTS[key] = env
+    return env
+
+
+def _render(name: str, **context: Any) -> Any:
+    """Render a template; the result is markup that other templates insert as it is."""
+    from markupsafe import Markup
+
+    return Markup(_environment().get_template(name).render(**context))
+
+
+# --------------------------------------------------------------------------
+# Site page pieces: data for the templates
+# --------------------------------------------------------------------------
 
 
 def alignment_score(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """Share of a site's GPUs per level bucket of their nearest physical NIC.
+    """Share of a site's accelerators per level bucket of their nearest RDMA NIC.
 
-    Takes :func:`topology.site_summary` output; returns ``{"gpus", "buckets":
-    [{"key", "label", "count", "share"}]}`` (shares are fractions, 0 when no GPUs).
+    Takes :func:`topology.site_summary` output and reads the planner's view,
+    ``best_rdma_level_per_accelerator`` (:func:`device_model.node_devices`);
+    returns ``{"gpus", "buckets": [{"key", "label", "count", "share"}]}``
+    (shares are fractions, 0 when there is no accelerator).
     """
     counts = {key: 0 for key, _label, _levels in SCORE_BUCKETS}
     total = 0
     for node in summary["per_node"].values():
-        for best in node["best_level_per_gpu"].values():
+        for best in node["best_rdma_level_per_accelerator"].values():
             total += 1
             for key, _label, levels in SCORE_BUCKETS:
                 if best.get("level") in levels:
@@ -609,32 +752,6 @@ def alignment_score(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _score_html(score: Mapping[str, Any]) -> str:
-    if not score["gpus"]:
-        return '<p class="muted">No GPUs or accelerators on this site.</p>'
-    stack = "".join(
-        f'<span class="s-{b["key"]}" style="width:{b["share"] * 100:.2f}%" title="{escape(b["label"])}"></span>'
-        for b in score["buckets"]
-        if b["count"]
-    )
-    rows = "".join(
-        f'<tr data-bucket="{b["key"]}"><td><span class="key s-{b["key"]}"></span>{escape(b["label"])}</td>'
-        f'<td class="num">{b["count"]}</td><td class="num">{b["share"] * 100:.1f} %</td></tr>'
-        for b in score["buckets"]
-    )
-    return (
-        f'<div class="score" aria-label="alignment score">{stack}</div>'
-        f'<table class="scoretable"><tr><th>nearest NIC of a GPU</th><th>GPUs</th><th>share</th></tr>{rows}</table>'
-    )
-
-
-def _level_cell(level: str | None, best: bool, gpu: str, nic: str) -> str:
-    cls = f"lv-{level}" if level else ""
-    if best:
-        cls += " best"
-    return f'<td class="{cls.strip()}" data-gpu="{escape(gpu)}" data-nic="{escape(nic)}">{level or "?"}</td>'
-
-
 def _numa_text(numa: tuple[int | None, bool]) -> str:
     node, inferred = numa
     if node is None:
@@ -642,71 +759,70 @@ def _numa_text(numa: tuple[int | None, bool]) -> str:
     return f"{node}*" if inferred else str(node)
 
 
-def matrix_html(matrix: Mapping[str, Any]) -> str:
-    """The GPU x NIC table and its legends, laid out like ``nvidia-smi topo -m``."""
-    if not matrix["gpus"]:
-        return '<p class="muted">No GPU or accelerator on this layout: no level matrix.</p>'
-    if not matrix["nics"]:
-        return '<p class="warn">GPUs but no NIC on this layout: every GPU is without a network path.</p>'
-    head = "".join(f'<th data-nic="{escape(c["pci_address"])}">{c["label"]}</th>' for c in matrix["nics"])
+def _matrix_view(matrix: Mapping[str, Any]) -> dict[str, Any]:
     rows = []
-    any_inferred = False
     for row in matrix["gpus"]:
         bdf = row["pci_address"]
         best = set(row["nearest"].get("nics") or [])
-        cells = "".join(
-            _level_cell(matrix["cells"][bdf][c["pci_address"]], c["pci_address"] in best, bdf, c["pci_address"])
-            for c in matrix["nics"]
-        )
-        any_inferred = any_inferred or row["numa"][1]
         rows.append(
-            f'<tr data-gpu="{escape(bdf)}"><th class="row">{row["label"]}</th>{cells}'
-            f"<td>{escape(row['local_cpulist'] or 'N/A')}</td><td>{_numa_text(row['numa'])}</td>"
-            f"<td>{escape(row['model'] or '')}</td></tr>"
+            {
+                "bdf": bdf,
+                "label": row["label"],
+                "cells": [
+                    {
+                        "nic": c["pci_address"],
+                        "level": matrix["cells"][bdf][c["pci_address"]],
+                        "best": c["pci_address"] in best,
+                    }
+                    for c in matrix["nics"]
+                ],
+                "cpus": row["local_cpulist"] or "N/A",
+                "numa": _numa_text(row["numa"]),
+                "model": row["model"] or "",
+            }
         )
-    table = (
-        '<table class="matrix"><thead><tr><th></th>'
-        f"{head}<th>CPU Affinity</th><th>NUMA Affinity</th><th>model</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
-    legend = "".join(f"<li><code>{k}</code> = {escape(v)}</li>" for k, v in LEVEL_MEANING.items() if k != "X")
-    nic_legend = []
+    nics = []
     for c in matrix["nics"]:
-        names = ", ".join(c["rdma_devices"] + c["netdevs"]) or "no netdev/RDMA device"
-        bits = [f"<code>{escape(c['pci_address'])}</code>", f"NUMA {_numa_text(c['numa'])}"]
+        bits = [f"NUMA {_numa_text(c['numa'])}"]
         if c["vf"]:
-            bits.append(f"VF of <code>{escape(c['physfn'] or '?')}</code>")
+            bits.append(f"VF of {c['physfn'] or '?'}")
         if c["numvfs"]:
-            bits.append(f"{c['numvfs']} VFs enabled")
+            bits.append(plural(c["numvfs"], "VF") + " enabled")
         if c["collapsed_vfs"]:
-            bits.append(f"{c['collapsed_vfs']} VFs shown in this column (same level as the PF)")
-        nic_legend.append(
-            f'<li data-nic="{escape(c["pci_address"])}" data-collapsed-vfs="{c["collapsed_vfs"]}">'
-            f"<b>{c['label']}</b>: {escape(names)} ({'; '.join(bits)})</li>"
+            bits.append(plural(c["collapsed_vfs"], "VF") + " shown in this column (same level as the PF)")
+        bits.append("RDMA NIC (the planner pairs it)" if c["rdma_nic"] else "not an RDMA NIC for the planner")
+        nics.append(
+            {
+                "bdf": c["pci_address"],
+                "label": c["label"],
+                "rdma_nic": c["rdma_nic"],
+                "names": ", ".join(c["rdma_devices"] + c["netdevs"]) or "no netdev/RDMA device",
+                "bits": "; ".join(bits),
+                "collapsed_vfs": c["collapsed_vfs"],
+            }
         )
-    note = '<p class="muted">* NUMA node inferred: the kernel reports -1 for this device.</p>' if any_inferred else ""
-    return (
-        table
-        + note
-        + '<p class="muted">Bold framed cells: the GPU\'s nearest physical NIC(s). Legend:</p>'
-        + f'<ul class="legend">{legend}</ul><p><b>NIC Legend:</b></p><ul class="nics">{"".join(nic_legend)}</ul>'
-    )
+    return {
+        "rows": rows,
+        "nics": nics,
+        "inferred": any(row["numa"][1] for row in matrix["gpus"]),
+    }
 
 
-def _hosts_html(hosts: list[str]) -> str:
-    links = ", ".join(f'<a href="#node-{escape(h)}" data-host="{escape(h)}">{escape(h)}</a>' for h in hosts)
-    if len(hosts) <= 12:
-        return f'<p class="hosts">Nodes: {links}</p>'
-    return f'<details class="hosts"><summary>{len(hosts)} nodes: {escape(hosts[0])} \u2026 {escape(hosts[-1])}</summary><p>{links}</p></details>'
+def matrix_html(matrix: Mapping[str, Any]) -> Any:
+    """The accelerator x NIC table and its legends, laid out like ``nvidia-smi topo -m``."""
+    return _render("layout.html.j2", part="matrix", matrix=_matrix_view(matrix))
 
 
-def _warnings_by_text(hosts: list[str], warnings: Mapping[str, list[str]]) -> str:
+def node_svg(model: Mapping[str, Any], matrix: Mapping[str, Any] | None = None) -> Any:
+    """SVG picture of one layout (the ``picture`` macro over :func:`node_picture`)."""
+    return _render("layout.html.j2", part="picture", picture=node_picture(model, matrix))
+
+
+def _warning_items(hosts: list[str], warnings: Mapping[str, list[str]]) -> list[dict[str, str]]:
     seen: dict[str, list[str]] = {}
     for host in hosts:
         for warning in warnings.get(host, []):
             seen.setdefault(warning, []).append(host)
-    if not seen:
-        return '<p class="muted">No warnings.</p>'
     items = []
     for text, who in seen.items():
         if len(who) == len(hosts):
@@ -714,62 +830,378 @@ def _warnings_by_text(hosts: list[str], warnings: Mapping[str, list[str]]) -> st
         elif len(who) <= 5:
             where = ", ".join(who)
         else:
-            where = f"{len(who)} nodes ({who[0]} \u2026 {who[-1]})"
-        suffix = " \u2014 " + escape(where) if where else ""
-        items.append(f"<li>{escape(text)}{suffix}</li>")
-    return f'<ul class="warnings">{"".join(items)}</ul>'
+            where = f"{plural(len(who), 'node')} ({who[0]} \u2026 {who[-1]})"
+        items.append({"text": text, "where": where})
+    return items
 
 
-def _layout_html(index: int, group: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
+def _layout_view(
+    index: int, group: Mapping[str, Any], summary: Mapping[str, Any], rdma_nics: Iterable[str]
+) -> dict[str, Any]:
     model = group["model"]
-    matrix = level_matrix(model)
     hosts = group["hosts"]
-    per_node = summary["per_node"]
-    first = per_node[hosts[0]]
-    gpus = matrix["gpus"]
-    models = sorted({g["model"] for g in gpus if g["model"]})
-    title = f"Layout {index + 1}"
-    vfs = " \u00b7 {} VFs".format(first["vfs"]) if first["vfs"] else ""
-    facts = (
-        f"{len(hosts)} node{'s' if len(hosts) != 1 else ''} \u00b7 {len(model['numa_nodes'])} NUMA nodes \u00b7 "
-        f"{first['gpus']} GPUs{(' (' + ', '.join(models) + ')') if models else ''} \u00b7 {first['nics']} NICs{vfs}"
+    matrix = level_matrix(model, rdma_nics)
+    first = summary["per_node"][hosts[0]]
+    models = sorted({g["model"] for g in matrix["gpus"] if g["model"]})
+    facts = [plural(len(hosts), "node"), plural(len(model["numa_nodes"]), "NUMA node")]
+    families = family_counts_text(first["accelerators"])
+    facts.append(
+        (", ".join(families) if families else "no accelerator") + (f" ({', '.join(models)})" if models else "")
     )
-    warnings = {h: per_node[h]["warnings"] for h in hosts}
-    return (
-        f'<section class="layout" id="layout-{index + 1}" data-fingerprint="{group["fingerprint"]}" '
-        f'data-hosts="{escape(" ".join(hosts))}">'
-        f'<h3>{title} <span class="muted">({group["fingerprint"][:12]})</span></h3>'
-        f"<p>{escape(facts)}</p>{_hosts_html(hosts)}"
-        f'<div class="picture">{node_svg(model, matrix)}</div>'
-        f"<h4>GPU \u00d7 NIC levels</h4>{matrix_html(matrix)}"
-        f"<h4>Warnings</h4>{_warnings_by_text(hosts, warnings)}</section>\n"
-    )
+    facts.append(plural(first["rdma_nics"], "RDMA NIC") + f" of {plural(first['nics'], 'physical NIC')}")
+    if first["vfs"]:
+        facts.append(plural(first["vfs"], "VF"))
+    return {
+        "index": index + 1,
+        "fingerprint": group["fingerprint"],
+        "hosts": hosts,
+        "facts": " \u00b7 ".join(facts),
+        "picture": node_picture(model, matrix),
+        "matrix": _matrix_view(matrix),
+        "has_gpus": bool(matrix["gpus"]),
+        "has_nics": bool(matrix["nics"]),
+        "warnings": _warning_items(hosts, {h: summary["per_node"][h]["warnings"] for h in hosts}),
+    }
 
 
-def _inventory_html(summary: Mapping[str, Any], layout_of: Mapping[str, int]) -> str:
+def _inventory_rows(summary: Mapping[str, Any], layout_of: Mapping[str, int]) -> list[dict[str, Any]]:
     rows = []
     for host, node in summary["per_node"].items():
-        hist = ", ".join(f"{lv} {n}" for lv, n in node["level_histogram"].items()) or "-"
-        none = sum(1 for b in node["best_level_per_gpu"].values() if b.get("level") is None)
-        if none:
-            hist += f"{', ' if hist != '-' else ''}no NIC {none}" if hist != "-" else f"no NIC {none}"
-        layout = layout_of[host]
-        nwarn = len(node["warnings"])
+        best = node["best_rdma_level_per_accelerator"].values()
+        levels = [b.get("level") for b in best]
+        parts = [f"{lv} {levels.count(lv)}" for lv in LEVELS if lv in levels]
+        if None in levels:
+            parts.append(f"no RDMA NIC {levels.count(None)}")
         rows.append(
-            f'<tr id="node-{escape(host)}" data-host="{escape(host)}"><td>{escape(host)}</td>'
-            f'<td><a href="#layout-{layout}">{layout}</a></td><td class="num">{node["numa_nodes"]}</td>'
-            f'<td class="num">{node["gpus"]}</td><td class="num">{node["nics"]}</td><td class="num">{node["vfs"]}</td>'
-            f'<td>{escape(hist)}</td><td class="num{" warn" if nwarn else ""}">{nwarn}</td></tr>'
+            {
+                "host": host,
+                "layout": layout_of[host],
+                "numa": node["numa_nodes"],
+                "accelerators": ", ".join(family_counts_text(node["accelerators"])) or "0",
+                "rdma_nics": node["rdma_nics"],
+                "vfs": node["vfs"],
+                "levels": ", ".join(parts) or "-",
+                "warnings": len(node["warnings"]),
+            }
         )
-    return (
-        '<table class="inventory"><thead><tr><th>node</th><th>layout</th><th>NUMA</th><th>GPUs</th>'
-        "<th>NICs</th><th>VFs</th><th>nearest NIC per GPU</th><th>warnings</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+    return rows
+
+
+def _level_order(level: str | None) -> int:
+    return LEVEL_RANK.get(level, len(LEVELS)) if level is not None else len(LEVELS)
+
+
+def _plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
+    templates = []
+    for template in plan["templates"]:
+        groups: dict[tuple[int, str | None], list[str]] = {}
+        for node, entry in sorted(template["nodes"].items()):
+            groups.setdefault((entry["fits"], entry["worst_level"]), []).append(node)
+        ordered = sorted(groups.items(), key=lambda kv: (-kv[0][0], _level_order(kv[0][1])))
+        templates.append(
+            {
+                "name": str(template["name"]),
+                "required": template["required"],
+                "ok": template["satisfiable"],
+                "fits_total": template["fits_total"],
+                "worst_level": template["worst_level"],
+                "errors_total": len(template["errors"]),
+                "groups": [
+                    {
+                        "fits": fits,
+                        "level": level,
+                        "count": len(nodes),
+                        "nodes": ", ".join(nodes[:8]),
+                        "more": len(nodes) > 8,
+                    }
+                    for (fits, level), nodes in ordered
+                ],
+                "errors": [
+                    {
+                        "node": str(e.get("node", "?")),
+                        "device": str(e.get("device", "")),
+                        "request": str(e.get("request", "")),
+                        "message": str(e.get("message", "")),
+                        "expression": str(e["expression"]) if e.get("expression") else "",
+                    }
+                    for e in template["errors"][:max_errors]
+                ],
+                "more_errors": max(len(template["errors"]) - max_errors, 0),
+                "reason": str(template["reason"]) if not template["satisfiable"] and template.get("reason") else "",
+            }
+        )
+    meta = ", ".join(f"{k} {plan[k]}" for k in ("kubernetes_version", "driver") if plan.get(k) not in (None, ""))
+    return {"meta": meta, "templates": templates}
+
+
+def plan_html(plan: Mapping[str, Any], max_errors: int = 20) -> Any:
+    """Capacity per claim template and the worst level inside allocations."""
+    return _render("plan.html.j2", plan=_plan_view(plan, max_errors))
+
+
+_QUOTA_STATUS = {
+    "ok": "within capacity",
+    "oversubscribed": "oversubscribed (allowed)",
+    "over_limit": "OVER THE ALLOWED FACTOR",
+    "unknown": "capacity unknown (no plan)",
+}
+
+
+def teams_html(teams: Mapping[str, Any]) -> Any:
+    """Teams of the site and their guaranteed quotas against each class's capacity."""
+    capacity = []
+    for row in teams["capacity"]:
+        status = str(row["status"])
+        capacity.append(
+            {
+                "cls": str(row["class"]),
+                "capacity": "?" if row["capacity"] is None else row["capacity"],
+                "guaranteed": row["guaranteed"],
+                "opportunistic": row["opportunistic"],
+                "factor": f"{row.get('factor') or 1.0:g}",
+                "status": _QUOTA_STATUS.get(status, status),
+                "warn": status in ("oversubscribed", "over_limit"),
+                "shares": ", ".join(
+                    f"{name} {entry['quota']}{'' if entry['guaranteed'] else ' (opportunistic)'}"
+                    for name, entry in sorted(row["teams"].items())
+                ),
+            }
+        )
+    rows = [
+        {
+            "name": str(t["name"]),
+            "tier": str(t["tier"]),
+            "priority_class": str(t["priority_class"]),
+            "namespaces": ", ".join(t["namespaces"]),
+            "templates": ", ".join(t["templates"]) or "-",
+            "quotas": ", ".join(f"{k} {v}" for k, v in sorted(t["quotas"].items())) or "-",
+            "admin": "yes" if t.get("admin_access") else "no",
+        }
+        for t in teams["teams"]
+    ]
+    return _render("teams.html.j2", capacity=capacity, teams=rows)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f} %"
+
+
+def _usage_chart(classes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Geometry of the bar chart of allocated and idle devices per class."""
+    names = [name for name, row in classes.items() if row["published"]]
+    if not names:
+        return None
+    widest = max(row["published"] for row in classes.values())
+    bar_w, label_w, row_h = 300, 170, 22
+    bars = []
+    for index, name in enumerate(names):
+        row = classes[name]
+        y = 4 + index * row_h
+        used = bar_w * row["allocated"] / widest
+        idle = bar_w * row["idle"] / widest
+        bars.append(
+            {
+                "name": _label(label_w - 6, y + 14, str(name), label_w - 10, 11.0, "", "end"),
+                "y": y + 3,
+                "used_x": label_w,
+                "used_w": f"{used:.1f}",
+                "idle_x": f"{label_w + used:.1f}",
+                "idle_w": f"{idle:.1f}",
+                "count": {
+                    "x": f"{label_w + used + idle + 6:.1f}",
+                    "y": y + 14,
+                    "text": f"{row['allocated']}/{row['published']}",
+                },
+            }
+        )
+    return {"width": label_w + bar_w + 60, "height": row_h * len(names) + 8, "bars": bars}
+
+
+def utilization_svg(classes: Mapping[str, Mapping[str, Any]]) -> Any:
+    """A small horizontal bar chart: allocated and idle devices per class."""
+    chart = _usage_chart(classes)
+    return _render("utilization.html.j2", part="chart", chart=chart) if chart else ""
+
+
+def utilization_html(used: Mapping[str, Any]) -> Any:
+    """Devices published, allocated and idle per class, node and team; shared devices; measured levels."""
+    alignment = used["alignment"]
+    levels = [(lv, n) for lv, n in alignment["levels"].items() if n and lv in LEVEL_RANK]
+    teams = [
+        {
+            "name": str(name),
+            "claims": t["claims"],
+            "devices": ", ".join(f"{k} {v}" for k, v in sorted(t["devices"].items())),
+            "levels": sorted(t["levels"].items(), key=lambda kv: LEVEL_RANK[kv[0]]),
+        }
+        for name, t in used["teams"].items()
+    ]
+    shared = [
+        {
+            "node": str(s["node"]),
+            "device": str(s["device"]),
+            "claims": s["claims"],
+            "consumers": s["consumers"],
+            "capacity": [(k, f"{v['share'] * 100:.0f}") for k, v in s["capacity"].items() if v.get("share")],
+        }
+        for s in used["shared"]
+    ]
+    return _render(
+        "utilization.html.j2",
+        part="all",
+        totals=used["totals"],
+        claims=used["claims"],
+        chart=_usage_chart(used["classes"]),
+        classes=used["classes"],
+        nodes=used["nodes"],
+        teams=teams,
+        alignment=alignment,
+        levels=levels,
+        unknown=alignment["levels"].get("unknown") or 0,
+        below=alignment.get("below_promise") or [],
+        shared=shared,
     )
 
 
 # --------------------------------------------------------------------------
-# Plan (the planner's plan.json)
+# Failed and unreachable nodes (summary.json / plan.json: nodes_failed, node_counts)
+# --------------------------------------------------------------------------
+
+
+def failed_nodes(*sources: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{"rows", "counts"}`` from the first source that has ``nodes_failed`` (absent in older files)."""
+    failed: Mapping[str, Any] = {}
+    counts: Mapping[str, Any] | None = None
+    for source in sources:
+        if isinstance(source, dict) and isinstance(source.get("nodes_failed"), dict):
+            failed = source["nodes_failed"]
+            counts = source.get("node_counts") if isinstance(source.get("node_counts"), dict) else None
+            break
+    rows = []
+    for host, entry in sorted(failed.items()):
+        entry = entry if isinstance(entry, dict) else {}
+        stale = entry.get("stale_facts") if isinstance(entry.get("stale_facts"), dict) else None
+        age = stale.get("age_s") if stale else None
+        rows.append(
+            {
+                "host": str(host),
+                "state": str(entry.get("state") or "failed"),
+                "stage": str(entry.get("stage") or "?"),
+                "task": str(entry.get("task") or ""),
+                "error": str(entry.get("error") or ""),
+                "stale": "none"
+                if stale is None
+                else f"{stale.get('file') or '?'}, {_age(age)} old, {'used' if stale.get('used') else 'not used'}",
+            }
+        )
+    return {"rows": rows, "counts": dict(counts) if counts else None}
+
+
+def _age(seconds: Any) -> str:
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 0:
+        return "?"
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            return plural(seconds // size, unit)
+    return plural(seconds, "second")
+
+
+# --------------------------------------------------------------------------
+# Pages
+# --------------------------------------------------------------------------
+
+
+def site_report(
+    site: str,
+    nodes: Mapping[str, Mapping[str, Any]],
+    warn_levels: Iterable[str] = ("SYS",),
+    plan: Mapping[str, Any] | None = None,
+    teams: Mapping[str, Any] | None = None,
+    utilization: Mapping[str, Any] | None = None,
+    device_options: Mapping[str, Any] | None = None,
+    summary_file: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build a site page. Returns ``{"html", "summary", "score", "layouts", "failed"}``.
+
+    ``summary_file`` is the site's ``summary.json`` as the topology role wrote
+    it, read for the nodes that failed (``nodes_failed``, ``node_counts``).
+    """
+    options = dict(device_options) if device_options else None
+    summary = site_summary(site, dict(nodes), warn_levels, options)
+    groups = group_layouts(nodes)
+    layout_of = {host: index + 1 for index, group in enumerate(groups) for host in group["hosts"]}
+    score = alignment_score(summary)
+    failed = failed_nodes(plan, summary_file)
+    counts = failed["counts"] or {
+        "ok": summary["nodes"],
+        "failed": sum(1 for r in failed["rows"] if r["state"] != "unreachable"),
+        "unreachable": sum(1 for r in failed["rows"] if r["state"] == "unreachable"),
+    }
+    layouts = []
+    for index, group in enumerate(groups):
+        first = nodes[group["hosts"][0]]
+        rdma = [n["pci_address"] for n in node_devices(first, options)["rdma_nics"]]
+        layouts.append(_render("layout.html.j2", part="section", layout=_layout_view(index, group, summary, rdma)))
+    families = family_counts_text(summary["accelerators"])
+    subtitle = " \u00b7 ".join(
+        [plural(summary["nodes"], "node")]
+        + (families or ["no accelerator"])
+        + [
+            plural(summary["rdma_nics"], "RDMA NIC"),
+            plural(summary["vfs"], "VF"),
+            plural(len(summary["warnings"]), "warning"),
+        ]
+    )
+    html = _render(
+        "site.html.j2",
+        site=site,
+        title=f"Site {site}",
+        subtitle=subtitle,
+        counts=counts,
+        score=score,
+        plan=plan_html(plan) if plan is not None else None,
+        teams=teams_html(teams) if teams is not None else None,
+        utilization=utilization_html(utilization) if utilization is not None else None,
+        failed=failed["rows"],
+        inventory=_inventory_rows(summary, layout_of),
+        layouts=layouts,
+        layout_count=len(groups),
+        node_count=summary["nodes"],
+        links={"plan": plan is not None, "teams": teams is not None, "utilization": utilization is not None},
+    )
+    return {"html": html, "summary": summary, "score": score, "layouts": groups, "failed": failed, "counts": counts}
+
+
+def index_page(sites: Iterable[Mapping[str, Any]]) -> str:
+    """Index of sites. Each entry: ``{"site", "summary", "score", "layouts", "plan"}``."""
+    rows = []
+    for entry in sites:
+        summary, score = entry["summary"], entry["score"]
+        aligned = score["buckets"][0]
+        plan = entry.get("plan")
+        rows.append(
+            {
+                "site": entry["site"],
+                "nodes": summary["nodes"],
+                "failed": len((entry.get("failed") or {}).get("rows") or []),
+                "layouts": len(entry["layouts"]),
+                "accelerators": ", ".join(family_counts_text(summary["accelerators"])) or "0",
+                "rdma_nics": summary["rdma_nics"],
+                "share": f"{aligned['share'] * 100:.0f} %" if score["gpus"] else "-",
+                "plan": None
+                if plan is None
+                else {
+                    "templates": len(plan["templates"]),
+                    "bad": sum(1 for t in plan["templates"] if not t["satisfiable"]),
+                },
+                "warnings": len(summary["warnings"]),
+            }
+        )
+    return str(_render("index.html.j2", title="aligned.dra sites", subtitle="Topology of every probed site", rows=rows))
+
+
+# --------------------------------------------------------------------------
+# Plan, teams and utilization files: what the report reads
 # --------------------------------------------------------------------------
 
 
@@ -817,71 +1249,6 @@ def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
     return plan
 
 
-def _level_badge(level: str | None) -> str:
-    if level is None:
-        return '<span class="muted">none</span>'
-    return f'<b style="color:{LEVEL_COLOURS[level]}">{level}</b>'
-
-
-def plan_html(plan: Mapping[str, Any], max_errors: int = 20) -> str:
-    """Capacity per claim template and the worst level inside allocations."""
-    meta = ", ".join(
-        f"{k} {escape(str(plan[k]))}" for k in ("kubernetes_version", "driver") if plan.get(k) not in (None, "")
-    )
-    rows = []
-    details = []
-    for template in plan["templates"]:
-        name = str(template["name"])
-        ok = template["satisfiable"]
-        status = "satisfiable" if ok else "UNSATISFIABLE"
-        cls = "" if ok else ' class="warn"'
-        req = "required" if template["required"] else "optional"
-        rows.append(
-            f'<tr data-template="{escape(name)}"><td>{escape(name)}</td><td>{req}</td><td{cls}>{status}</td>'
-            f'<td class="num">{template["fits_total"]}</td><td>{_level_badge(template["worst_level"])}</td>'
-            f'<td class="num">{len(template["errors"])}</td></tr>'
-        )
-        groups: dict[tuple[int, str | None], list[str]] = {}
-        for node, entry in sorted(template["nodes"].items()):
-            groups.setdefault((entry["fits"], entry["worst_level"]), []).append(node)
-        more = " \u2026"
-        items = "".join(
-            f"<li>{fits} claim{'s' if fits != 1 else ''} per node, worst level {_level_badge(level)}: "
-            f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} ({escape(', '.join(nodes[:8]))}"
-            f"{more if len(nodes) > 8 else ''})</li>"
-            for (fits, level), nodes in sorted(
-                groups.items(), key=lambda kv: (-kv[0][0], LEVEL_RANK.get(kv[0][1], len(LEVELS)))
-            )
-        )
-        if not items:
-            items = '<li class="muted">no node fits one claim</li>'
-        errors = "".join(
-            f"<li>{escape(str(e.get('node', '?')))} {escape(str(e.get('device', '')))} request "
-            f"{escape(str(e.get('request', '')))}: {escape(str(e.get('message', '')))}"
-            f"{' <code>' + escape(str(e['expression'])) + '</code>' if e.get('expression') else ''}</li>"
-            for e in template["errors"][:max_errors]
-        )
-        if len(template["errors"]) > max_errors:
-            errors += f"<li>\u2026 and {len(template['errors']) - max_errors} more</li>"
-        if errors:
-            errors = f'<p class="warn">Errors that abort allocation:</p><ul class="warnings">{errors}</ul>'
-        reason = ""
-        if not ok and template.get("reason"):
-            reason = f'<p class="warn">Why: {escape(str(template["reason"]))}</p>'
-        details.append(
-            f'<details class="template" data-template="{escape(name)}"><summary>{escape(name)}: '
-            f"{template['fits_total']} claims fit on the site</summary>"
-            f"{reason}<ul>{items}</ul>{errors}</details>"
-        )
-    table = (
-        '<table class="plan"><thead><tr><th>claim template</th><th></th><th>status</th><th>claims that fit</th>'
-        "<th>worst level in allocations</th><th>errors</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
-    intro = f'<p class="muted">Simulated allocation ({meta}).</p>' if meta else ""
-    return intro + table + "".join(details)
-
-
 def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
     """Check the fields of the teams summary (``aligned.dra.teams_render``) that the report reads."""
     if not isinstance(teams, dict) or teams.get("schema_version") != 1:
@@ -908,255 +1275,6 @@ def validate_utilization(used: Any, source: str = "utilization.json") -> dict[st
     return used
 
 
-_QUOTA_STATUS = {
-    "ok": "within capacity",
-    "oversubscribed": "oversubscribed (allowed)",
-    "over_limit": "OVER THE ALLOWED FACTOR",
-    "unknown": "capacity unknown (no plan)",
-}
-
-
-def teams_html(teams: Mapping[str, Any]) -> str:
-    """Teams of the site and their guaranteed quotas against each class's capacity."""
-    rows = []
-    for row in teams["capacity"]:
-        status = str(row["status"])
-        cls = ' class="warn"' if status in ("oversubscribed", "over_limit") else ""
-        capacity = "?" if row["capacity"] is None else row["capacity"]
-        shares = ", ".join(
-            f"{escape(str(name))} {entry['quota']}{'' if entry['guaranteed'] else ' (opportunistic)'}"
-            for name, entry in sorted(row["teams"].items())
-        )
-        factor = row.get("factor") or 1.0
-        rows.append(
-            f'<tr data-class="{escape(str(row["class"]))}"><td>{escape(str(row["class"]))}</td>'
-            f'<td class="num">{capacity}</td><td class="num">{row["guaranteed"]}</td>'
-            f'<td class="num">{row["opportunistic"]}</td><td class="num">{factor:g}</td>'
-            f"<td{cls}>{escape(_QUOTA_STATUS.get(status, status))}</td><td>{shares}</td></tr>"
-        )
-    team_rows = "".join(
-        f'<tr data-team="{escape(str(t["name"]))}"><td>{escape(str(t["name"]))}</td>'
-        f"<td>{escape(str(t['tier']))} (<code>priorityClassName: {escape(str(t['priority_class']))}</code>)</td>"
-        f"<td>{escape(', '.join(t['namespaces']))}</td><td>{escape(', '.join(t['templates'])) or '-'}</td>"
-        f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(t['quotas'].items()))) or '-'}</td>"
-        f"<td>{'yes' if t.get('admin_access') else 'no'}</td></tr>"
-        for t in teams["teams"]
-    )
-    return (
-        '<p class="muted">Guaranteed quotas (tiers that are guaranteed, quota times namespaces) against the '
-        "devices each DeviceClass selects on the site (from the plan).</p>"
-        '<table class="quotas"><thead><tr><th>DeviceClass</th><th>capacity</th><th>guaranteed</th>'
-        "<th>opportunistic</th><th>allowed factor</th><th>status</th><th>teams</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-        '<table class="teams"><thead><tr><th>team</th><th>tier</th><th>namespaces</th><th>claim templates</th>'
-        f"<th>quotas per namespace</th><th>admin access</th></tr></thead><tbody>{team_rows}</tbody></table>"
-    )
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.0f} %"
-
-
-def utilization_svg(classes: Mapping[str, Mapping[str, Any]]) -> str:
-    """A small horizontal bar chart: allocated and idle devices per class."""
-    names = [name for name, row in classes.items() if row["published"]]
-    if not names:
-        return ""
-    widest = max(row["published"] for row in classes.values())
-    bar_w, label_w, row_h = 300, 170, 22
-    height = row_h * len(names) + 8
-    parts = []
-    for index, name in enumerate(names):
-        row = classes[name]
-        y = 4 + index * row_h
-        used = bar_w * row["allocated"] / widest
-        idle = bar_w * row["idle"] / widest
-        parts.append(
-            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{escape(_short(name, 26))}</text>'
-            f'<rect class="used" x="{label_w}" y="{y + 3}" width="{used:.1f}" height="14"/>'
-            f'<rect class="idle" x="{label_w + used:.1f}" y="{y + 3}" width="{idle:.1f}" height="14"/>'
-            f'<text x="{label_w + used + idle + 6:.1f}" y="{y + 14}">{row["allocated"]}/{row["published"]}</text>'
-        )
-    return (
-        f'<svg class="usage" xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 60}" height="{height}" '
-        f'viewBox="0 0 {label_w + bar_w + 60} {height}" role="img" aria-label="allocated and idle devices per class">'
-        + "".join(parts)
-        + "</svg>"
-    )
-
-
-def utilization_html(used: Mapping[str, Any]) -> str:
-    """Devices published, allocated and idle per class, node and team; shared devices; measured levels."""
-    totals = used["totals"]
-    claims = used["claims"]
-    share = _percent(totals.get("utilization"))
-    intro = (
-        f"<p>{totals['allocated']} of {totals['published']} devices allocated ({share}), {totals['idle']} idle; "
-        f"{claims['allocated']} allocated claims, {claims['pending']} pending, "
-        f"{claims['admin_access_results']} devices held with admin access (not counted).</p>"
-    )
-    chart = utilization_svg(used["classes"])
-    legend = (
-        '<p class="muted"><span class="key" style="background:#4e79a7"></span>allocated '
-        '<span class="key" style="background:#d0d7de"></span>idle</p>'
-        if chart
-        else ""
-    )
-
-    def count_rows(rows: Mapping[str, Mapping[str, Any]], attr: str) -> str:
-        return "".join(
-            f'<tr data-{attr}="{escape(str(name))}"><td>{escape(str(name))}</td><td class="num">{r["published"]}</td>'
-            f'<td class="num">{r["allocated"]}</td><td class="num">{r["idle"]}</td>'
-            f'<td class="num">{_percent(r.get("utilization"))}</td></tr>'
-            for name, r in rows.items()
-        )
-
-    head = "<th>published</th><th>allocated</th><th>idle</th><th>utilization</th></tr></thead>"
-    classes = f'<table class="usage-classes"><thead><tr><th>class</th>{head}<tbody>{count_rows(used["classes"], "class")}</tbody></table>'
-    nodes = (
-        f'<details><summary>Per node ({len(used["nodes"])})</summary><table class="usage-nodes"><thead><tr>'
-        f"<th>node</th>{head}<tbody>{count_rows(used['nodes'], 'node')}</tbody></table></details>"
-    )
-    team_rows = "".join(
-        f'<tr data-team="{escape(str(name))}"><td>{escape(str(name))}</td><td class="num">{t["claims"]}</td>'
-        f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(t['devices'].items())))}</td>"
-        f"<td>{' '.join(f'{_level_badge(lv)} {n}' for lv, n in sorted(t['levels'].items(), key=lambda kv: LEVEL_RANK[kv[0]]))}"
-        "</td></tr>"
-        for name, t in used["teams"].items()
-    )
-    teams = (
-        '<table class="usage-teams"><thead><tr><th>team</th><th>claims</th><th>devices</th>'
-        f"<th>GPU-NIC level of its claims</th></tr></thead><tbody>{team_rows}</tbody></table>"
-    )
-    alignment = used["alignment"]
-    levels = ", ".join(f"{_level_badge(lv)} {n}" for lv, n in alignment["levels"].items() if n and lv in LEVEL_RANK)
-    if alignment["levels"].get("unknown"):
-        levels += f", unknown {alignment['levels']['unknown']}"
-    promise = ""
-    if alignment.get("promised_level"):
-        below = alignment.get("below_promise") or []
-        promise = f" The plan promises {_level_badge(alignment['promised_level'])} at worst; " + (
-            f'<span class="warn">{len(below)} claim(s) got less: {escape(", ".join(below[:10]))}</span>'
-            if below
-            else "every measured claim got it."
-        )
-    measured = (
-        f"<p>{alignment['claims_with_gpus_and_nics']} claims hold GPUs and NICs: {levels or 'none'} "
-        f'<span class="muted">(levels from {escape(" and ".join(alignment["level_source"]) or "nothing")})</span>.'
-        f"{promise}</p>"
-    )
-    shared = "".join(
-        f"<li>{escape(str(s['node']))} {escape(str(s['device']))}: {s['claims']} claim(s), {s['consumers']} consumer(s)"
-        + "".join(f", {escape(k)} {v['share'] * 100:.0f} % used" for k, v in s["capacity"].items() if v.get("share"))
-        + "</li>"
-        for s in used["shared"]
-    )
-    shared = f"<p>Shared devices:</p><ul>{shared}</ul>" if shared else '<p class="muted">No shared devices.</p>'
-    return (
-        intro
-        + chart
-        + legend
-        + classes
-        + nodes
-        + "<h3>Teams</h3>"
-        + teams
-        + "<h3>Alignment measured</h3>"
-        + measured
-        + shared
-    )
-
-
-# --------------------------------------------------------------------------
-# Pages
-# --------------------------------------------------------------------------
-
-
-def site_report(
-    site: str,
-    nodes: Mapping[str, Mapping[str, Any]],
-    warn_levels: Iterable[str] = ("SYS",),
-    plan: Mapping[str, Any] | None = None,
-    teams: Mapping[str, Any] | None = None,
-    utilization: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Build a site page. Returns ``{"html", "summary", "score", "layouts"}``."""
-    summary = site_summary(site, dict(nodes), warn_levels)
-    groups = group_layouts(nodes)
-    layout_of = {host: index + 1 for index, group in enumerate(groups) for host in group["hosts"]}
-    score = alignment_score(summary)
-    sections = [
-        "<h2>Alignment score</h2>",
-        '<p class="muted">Share of GPUs/accelerators by the level of their nearest physical NIC '
-        "(PIX/PXB: same PCIe switch; PHB/NODE: through the CPU; SYS: across NUMA nodes).</p>",
-        _score_html(score),
-    ]
-    if plan is not None:
-        sections += ["<h2>Claim templates (planner)</h2>", plan_html(plan)]
-    else:
-        sections += [
-            "<h2>Claim templates (planner)</h2>",
-            '<p class="muted">No plan for this site yet: run the claims stage to see what each claim template '
-            "allocates here.</p>",
-        ]
-    if teams is not None:
-        sections += ["<h2>Teams and quotas</h2>", teams_html(teams)]
-    if utilization is not None:
-        sections += ["<h2>Utilization</h2>", utilization_html(utilization)]
-    sections += ["<h2>Nodes</h2>", _inventory_html(summary, layout_of)]
-    sections.append(
-        f'<h2>Layouts</h2><p class="muted">{len(groups)} distinct layout{"s" if len(groups) != 1 else ""} '
-        f"for {summary['nodes']} nodes; nodes built the same way are drawn once. Colours: NUMA node "
-        "(box outline); arcs join each GPU to its nearest NIC(s), coloured by level.</p>"
-    )
-    sections += [_layout_html(index, group, summary) for index, group in enumerate(groups)]
-    subtitle = (
-        f"{summary['nodes']} nodes \u00b7 {summary['gpus']} GPUs/accelerators \u00b7 {summary['nics']} physical NICs "
-        f"\u00b7 {summary['vfs']} VFs \u00b7 {len(summary['warnings'])} warnings"
-    )
-    nav = (
-        '<nav><a href="../index.html">all sites</a><a href="summary.json">summary.json</a>'
-        + ('<a href="plan.json">plan.json</a>' if plan is not None else "")
-        + ('<a href="teams.json">teams.json</a>' if teams is not None else "")
-        + ('<a href="utilization.json">utilization.json</a>' if utilization is not None else "")
-        + "</nav>"
-    )
-    html = _page(f"Site {site}", escape(subtitle), "\n".join(sections), nav)
-    return {"html": html, "summary": summary, "score": score, "layouts": groups}
-
-
-def index_page(sites: Iterable[Mapping[str, Any]]) -> str:
-    """Index of sites. Each entry: ``{"site", "summary", "score", "layouts", "plan"}``."""
-    rows = []
-    for entry in sites:
-        summary, score = entry["summary"], entry["score"]
-        aligned = score["buckets"][0]
-        share = f"{aligned['share'] * 100:.0f} %" if score["gpus"] else "-"
-        plan = entry.get("plan")
-        if plan is None:
-            plan_text = '<span class="muted">no plan</span>'
-        else:
-            bad = [t["name"] for t in plan["templates"] if not t["satisfiable"]]
-            plan_text = f"{len(plan['templates'])} templates" + (
-                f', <span class="warn">{len(bad)} unsatisfiable</span>' if bad else ""
-            )
-        site = escape(entry["site"])
-        rows.append(
-            f'<tr data-site="{site}"><td><a href="{site}/report.html">{site}</a></td>'
-            f'<td class="num">{summary["nodes"]}</td><td class="num">{len(entry["layouts"])}</td>'
-            f'<td class="num">{summary["gpus"]}</td><td class="num">{summary["nics"]}</td>'
-            f'<td class="num">{share}</td><td>{plan_text}</td>'
-            f'<td class="num">{len(summary["warnings"])}</td></tr>'
-        )
-    body = (
-        "<h2>Sites</h2>"
-        '<table class="sites"><thead><tr><th>site</th><th>nodes</th><th>layouts</th><th>GPUs</th><th>NICs</th>'
-        "<th>GPUs with a NIC at PIX/PXB</th><th>plan</th><th>warnings</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
-    return _page("aligned.dra sites", "Topology of every probed site", body)
-
-
-# --------------------------------------------------------------------------
 # Files: from what the topology role wrote to the pages
 # --------------------------------------------------------------------------
 
@@ -1175,15 +1293,21 @@ def build_reports(
     output_dir: str,
     sites: Iterable[str] | None = None,
     warn_levels: Iterable[str] = ("SYS",),
+    device_options: Mapping[str, Any] | None = None,
+    templates: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Pages for the sites in ``<output_dir>/index.json`` (written by the topology role).
 
     Reads each site's node files listed in the index and, when present, its
-    ``plan.json``. Returns ``{"files": {relative path: html}, "sites": {site: info}}``;
+    ``plan.json`` and ``summary.json`` (for the nodes that failed).
+    ``device_options`` are the driver's (``aligned_dra_device_options``): they
+    decide which devices the planner sees. ``templates`` are the Jinja2
+    sources (:func:`load_templates`; default, the collection's files). Returns ``{"files": {relative path: html}, "sites": {site: info}}``;
     writes nothing. Raises :class:`ReportError` naming the file or site at fault.
     """
     import os
 
+    use_templates(templates)
     warn_levels = list(warn_levels)
     unknown = [lv for lv in warn_levels if lv not in LEVEL_RANK]
     if unknown:
@@ -1222,7 +1346,13 @@ def build_reports(
             path = os.path.join(output_dir, site, f"{key}.json")
             if os.path.exists(path):
                 extra[key] = check(_read_json(path, f"site {site}: {key}"), path)
-        result = site_report(site, nodes, warn_levels, plan, **extra)
+        summary_path = os.path.join(output_dir, site, "summary.json")
+        summary_file = _read_json(summary_path, f"site {site}: summary") if os.path.exists(summary_path) else None
+        if summary_file is not None and not isinstance(summary_file, dict):
+            raise ReportError(f"site {site}: summary {summary_path} is not a JSON object")
+        result = site_report(
+            site, nodes, warn_levels, plan, device_options=device_options, summary_file=summary_file, **extra
+        )
         files[f"{site}/report.html"] = result["html"]
         entries.append({"site": site, "plan": plan, **result})
         info[site] = {
@@ -1231,6 +1361,9 @@ def build_reports(
             "layouts": [{"fingerprint": g["fingerprint"], "hosts": g["hosts"]} for g in result["layouts"]],
             "score": {b["key"]: b["count"] for b in result["score"]["buckets"]},
             "gpus": result["score"]["gpus"],
+            "accelerators": result["summary"]["accelerators"],
+            "rdma_nics": result["summary"]["rdma_nics"],
+            "node_counts": result["counts"],
             "plan": plan is not None,
             "warnings": len(result["summary"]["warnings"]),
         }
@@ -1239,12 +1372,20 @@ def build_reports(
     if sites is not None:
         for site in sorted(set(available) - set(wanted)):
             if os.path.exists(os.path.join(output_dir, site, "report.html")):
-                all_entries.append(_index_entry_from_files(output_dir, site, available[site], warn_levels))
+                all_entries.append(
+                    _index_entry_from_files(output_dir, site, available[site], warn_levels, device_options)
+                )
     files["index.html"] = index_page(sorted(all_entries, key=lambda e: e["site"]))
     return {"files": files, "sites": info}
 
 
-def _index_entry_from_files(output_dir: str, site: str, entry: Mapping[str, Any], warn_levels: list[str]) -> dict:
+def _index_entry_from_files(
+    output_dir: str,
+    site: str,
+    entry: Mapping[str, Any],
+    warn_levels: list[str],
+    device_options: Mapping[str, Any] | None = None,
+) -> dict:
     """Index row for a site that is not rebuilt this time (recomputed from its files, not drawn)."""
     import os
 
@@ -1252,10 +1393,13 @@ def _index_entry_from_files(output_dir: str, site: str, entry: Mapping[str, Any]
         os.path.basename(rel)[: -len(".json")]: _read_json(os.path.join(output_dir, rel), f"site {site}: node file")
         for rel in entry.get("node_files") or []
     }
-    summary = site_summary(site, nodes, warn_levels)
+    summary = site_summary(site, nodes, warn_levels, dict(device_options) if device_options else None)
     plan_path = os.path.join(output_dir, site, "plan.json")
     plan = validate_plan(_read_json(plan_path, "plan"), plan_path) if os.path.exists(plan_path) else None
+    summary_path = os.path.join(output_dir, site, "summary.json")
+    summary_file = _read_json(summary_path, f"site {site}: summary") if os.path.exists(summary_path) else None
     return {
+        "failed": failed_nodes(plan, summary_file if isinstance(summary_file, dict) else None),
         "site": site,
         "summary": summary,
         "score": alignment_score(summary),

@@ -1629,13 +1629,25 @@ def probe(
 # --------------------------------------------------------------------------
 
 
-def node_summary(topology: dict[str, Any], warn_levels: Iterable[str] = ("SYS",)) -> dict[str, Any]:
+def node_summary(
+    topology: dict[str, Any], warn_levels: Iterable[str] = ("SYS",), device_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Counts, best GPU<->NIC level per GPU and warnings of one node.
 
     A GPU whose nearest physical NIC is at one of ``warn_levels``, or that has
     no NIC at all, adds a warning to the node's probe warnings.
+
+    ``gpus``, ``nics`` and ``best_level_per_gpu`` count what the probe found
+    (every GPU/accelerator, every physical NIC). ``accelerators``,
+    ``rdma_nics`` and ``best_rdma_level_per_accelerator`` are the planner's
+    view from :func:`device_model.node_devices` (what the driver publishes
+    with ``device_options``): the report's counts and alignment score.
     """
+    # Imported here: device_model imports this module's constants.
+    from ansible_collections.aligned.dra.plugins.module_utils.device_model import node_devices
+
     warn = set(warn_levels)
+    model = node_devices(topology, device_options)
     devices = topology.get("devices", [])
     gpus = [d for d in devices if d["kind"] in GPU_KINDS]
     nics = [d for d in devices if d["kind"] in NIC_KINDS and not d.get("physfn")]
@@ -1660,6 +1672,9 @@ def node_summary(topology: dict[str, Any], warn_levels: Iterable[str] = ("SYS",)
         "best_level_per_gpu": best,
         "level_histogram": {lv: levels.count(lv) for lv in LEVELS if lv in levels},
         "warnings": warnings,
+        "accelerators": {key: model["counts"][key] for key in ("gpu", "ve", "accelerator")},
+        "rdma_nics": model["counts"]["rdma_nics"],
+        "best_rdma_level_per_accelerator": model["nearest"],
     }
 
 
@@ -1667,9 +1682,10 @@ def site_summary(
     site: str,
     nodes: dict[str, dict[str, Any]],
     warn_levels: Iterable[str] = ("SYS",),
+    device_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Summary of a site from its nodes' topologies (keyed by inventory name)."""
-    per_node = {name: node_summary(topology, warn_levels) for name, topology in sorted(nodes.items())}
+    per_node = {name: node_summary(topology, warn_levels, device_options) for name, topology in sorted(nodes.items())}
     histogram: dict[str, int] = {}
     for summary in per_node.values():
         for level, count in summary["level_histogram"].items():
@@ -1680,6 +1696,10 @@ def site_summary(
         "gpus": sum(s["gpus"] for s in per_node.values()),
         "nics": sum(s["nics"] for s in per_node.values()),
         "vfs": sum(s["vfs"] for s in per_node.values()),
+        "accelerators": {
+            key: sum(s["accelerators"][key] for s in per_node.values()) for key in ("gpu", "ve", "accelerator")
+        },
+        "rdma_nics": sum(s["rdma_nics"] for s in per_node.values()),
         "level_histogram": {lv: histogram[lv] for lv in LEVELS if lv in histogram},
         "per_node": per_node,
         "warnings": [f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]],

@@ -23,8 +23,13 @@ description:
     inside allocations."
   - Runs where the output directory is, normally the controller (C(delegate_to=localhost)).
     A file is written only when its content changes; pages carry no timestamps.
+  - "The pages are rendered from the collection's Jinja2 templates (C(roles/report/templates/report/), autoescaping
+    on): the module's action plugin reads them on the controller and hands them to the module."
+  - "Accelerators are counted and labelled by family (C(GPU0), C(VE0) for NEC Vector Engines, C(ACC0) for other
+    accelerators) and the alignment score uses the NICs the planner pairs them with (with the default
+    O(device_options): NICs that own an RDMA device), from the same device model as the planner."
 requirements:
-  - Python standard library only (runs on the controller)
+  - jinja2 (ansible-core's own dependency) in the Python that runs the module, normally the controller's
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
@@ -55,6 +60,17 @@ options:
     elements: str
     choices: [PIX, PXB, PHB, NODE, SYS]
     default: [SYS]
+  device_options:
+    description:
+      - The driver's device options (C(aligned_dra_device_options)); they decide which devices the planner, and so
+        the report's counts and score, see. Keys as in the driver role.
+    type: dict
+    default: {}
+  templates:
+    description:
+      - The report's Jinja2 templates, file name to source. Set by the action plugin from the collection's
+        C(roles/report/templates/report/); leave it out.
+    type: dict
 notes:
   - Levels are taken from the probe (C(links), C(nearest_nics)); the report never recomputes them.
 seealso:
@@ -113,6 +129,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils.dra import DeviceModelError
 from ansible_collections.aligned.dra.plugins.module_utils.report import ReportError, build_reports
 
 
@@ -135,6 +152,8 @@ def main() -> None:
                 "default": ["SYS"],
                 "choices": ["PIX", "PXB", "PHB", "NODE", "SYS"],
             },
+            "device_options": {"type": "dict", "default": {}},
+            "templates": {"type": "dict"},
         },
         supports_check_mode=True,
     )
@@ -153,11 +172,19 @@ def main() -> None:
     if not os.path.isdir(output_dir):
         module.fail_json(msg=f"output_dir: {output_dir} is not a directory")
     try:
-        built = build_reports(output_dir, params["sites"], params["warn_levels"])
+        built = build_reports(
+            output_dir,
+            params["sites"],
+            params["warn_levels"],
+            device_options=params["device_options"],
+            templates=params["templates"],
+        )
+    except DeviceModelError as exc:
+        module.fail_json(msg=f"device_options: {exc}")
     except ReportError as exc:
         message = str(exc)
         # Everything else the report reads lies in output_dir: say so.
-        if not message.startswith(("warn_levels", "sites")):
+        if not message.startswith(("warn_levels", "sites", "templates")):
             message = f"output_dir: {message}"
         module.fail_json(msg=message)
     changed_files = []

@@ -208,10 +208,12 @@ def test_alignment_score_buckets():
 
 
 def test_alignment_score_counts_sys_and_gpus_without_nic():
+    # The score reads the probe's links, as the planner does: one GPU sees
+    # every NIC at SYS, another has no level to any NIC.
     topology = topology_of("dgx-h100")
-    gpus = sorted(topology["nearest_nics"])
-    topology["nearest_nics"][gpus[0]] = {"level": "SYS", "nics": []}
-    topology["nearest_nics"][gpus[1]] = {"level": None, "nics": []}
+    gpus = sorted(topology["links"])
+    topology["links"][gpus[0]] = {nic: "SYS" for nic in topology["links"][gpus[0]]}
+    topology["links"][gpus[1]] = {}
     counts = {b["key"]: b["count"] for b in report.alignment_score(site_summary("s", {"a": topology}))["buckets"]}
     assert counts == {"aligned": 6, "host": 0, "sys": 1, "none": 1}
 
@@ -403,10 +405,7 @@ def test_site_page_shows_quotas_against_capacity_and_utilization():
     bars = [a for t, a in tags if t == "rect" and a.get("class") in ("used", "idle")]
     assert len(bars) == 2 * 5  # one allocated and one idle bar per class with devices
     assert "<script" not in page and 'href="utilization.json"' in page and 'href="teams.json"' in page
-    assert (
-        "4 claims hold GPUs and NICs" in page
-        and "gpu-0000-3d-00-0: 2 claim(s), 2 consumer(s), memory 75 % used" in page
-    )
+    assert "4 claims hold GPUs and NICs" in page and "gpu-0000-3d-00-0: 2 claims, 2 consumers, memory 75 % used" in page
 
 
 def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_path):

@@ -49,9 +49,18 @@ def hostile_node() -> dict:
 
 
 def assert_inert(page: str, reference: str) -> None:
-    """The hostile page has exactly the elements and attribute names of the same page with plain strings."""
-    shape = [(tag, sorted(attrs)) for tag, attrs in tags_of(page)]
-    assert shape == [(tag, sorted(attrs)) for tag, attrs in tags_of(reference)]
+    """The hostile page has exactly the elements and attribute names of the same page with plain strings.
+
+    Long strings are cut to fit their box in the SVG, with the full text in a
+    ``<title>`` of the text: those tooltips are left out of the comparison.
+    """
+
+    def shape_of(html: str) -> list[tuple[str, list[str]]]:
+        tags = [(tag, sorted(attrs)) for tag, attrs in tags_of(html)]
+        return [tags[0]] + [t for t in tags[1:] if t != ("title", [])]
+
+    assert [t for t in tags_of(page) if t[0] == "title"][0] == ("title", {})
+    assert shape_of(page) == shape_of(reference)
     assert "evil.example" not in "".join(str(v) for _t, attrs in tags_of(page) for v in attrs.values() if v)
     assert "<script" not in page and "<img" not in page
 
