@@ -421,3 +421,77 @@ def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_pat
     (tmp_path / "east" / "teams.json").write_text(json.dumps({"schema_version": 2}))
     with pytest.raises(report.ReportError, match="teams.json: expected a JSON object with schema_version 1"):
         report.build_reports(str(tmp_path))
+
+
+# ---------------------------------------------------------------- templates
+
+
+def test_report_py_writes_no_html_tags():
+    """Markup lives in the Jinja2 templates; report.py computes data and geometry only."""
+    source = (report.__file__ and open(report.__file__, encoding="utf-8").read()) or ""
+    code = re.sub(r'"""(?:.|\n)*?"""', "", source)  # docstrings may name files like <output_dir>
+    assert not re.findall(r"</?[a-zA-Z][a-zA-Z0-9]*[\s>/]", code)
+
+
+def test_templates_escape_names_and_models():
+    topology = topology_of("dgx-h100")
+    for device in topology["devices"]:
+        if device.get("gpu"):
+            device["gpu"]["model"] = "<script>alert(1)</script> & Co"
+    page = report.site_report("R&D <lab>", {"<script>x</script>": topology})["html"]
+    assert "<script" not in page
+    assert "&lt;script&gt;x&lt;/script&gt;" in page and "R&amp;D &lt;lab&gt;" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; Co" in page
+
+
+def test_long_labels_are_cut_to_their_box_with_the_full_text_in_a_title():
+    topology = topology_of("dgx-h100")
+    long_model = "NVIDIA H100 80GB HBM3 Extremely Long Model Name For Testing WWWWMMMM"
+    for device in topology["devices"]:
+        if device.get("gpu"):
+            device["gpu"]["model"] = long_model
+    page = report.site_report("s", {"a": topology})["html"]
+    assert f"<title>{long_model}</title>" in page
+    sizes = {"band": 13.0, "sub": 10.0, "vfs": 10.0}
+    found = re.findall(r'(?: class="(\w+)")? data-width="(\d+)">(?:<title>[^<]*</title>)?([^<]*)</text>', page)
+    assert len(found) > 50
+    for cls, width, text in found:
+        assert report.text_width(text, sizes.get(cls, 11.0)) <= int(width) + 1, text
+
+
+@pytest.mark.parametrize(
+    "text", ["WWWWWWWWWWWWWWWWWWWW", "iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii", "0000:1a:00.0 mlx5_0 x"]
+)
+def test_fit_text_keeps_the_bound(text):
+    fitted = report.fit_text(text, 60, 11)
+    assert report.text_width(fitted["text"], 11) <= 60
+    assert fitted["full"] in ("", text)
+
+
+def test_plurals_on_a_one_node_page():
+    page = report.site_report("one", {"solo": topology_of("pci-domain-5digit")})["html"]
+    text = re.sub(r"<[^>]+>", "", page)
+    assert "1 node " in text and "1 GPU " in text and "1 RDMA NIC " in text
+    assert not re.search(r"\b1 (nodes|GPUs|RDMA NICs|layouts|warnings|NUMA nodes)\b", text)
+    assert not re.search(r"\b([02-9]|\d\d+) (node|GPU|RDMA NIC|warning|NUMA node)\b(?!s)", text)
+
+
+def test_failed_nodes_from_summary_json_are_listed_with_stage_error_and_stale_facts():
+    failed = {
+        "gpu-9": {
+            "state": "unreachable",
+            "stage": "probe",
+            "task": None,
+            "error": "ssh: <timeout> & gone",
+            "stale_facts": {"file": "nodes/gpu-9.json", "age_s": 7200, "used": False},
+        }
+    }
+    summary_file = {"nodes_failed": failed, "node_counts": {"ok": 1, "failed": 0, "unreachable": 1}}
+    result = report.site_report("s", {"a": topology_of("vm-flat")}, summary_file=summary_file)
+    page = result["html"]
+    assert 'data-failed-host="gpu-9"' in page and "ssh: &lt;timeout&gt; &amp; gone" in page
+    assert "nodes/gpu-9.json, 2 hours old, not used" in page
+    assert 'data-ok="1" data-failed="0" data-unreachable="1"' in page
+    # Old files without the keys: no section, counts from the nodes drawn.
+    old = report.site_report("s", {"a": topology_of("vm-flat")}, summary_file={"site": "s"})["html"]
+    assert "data-failed-host" not in old and 'data-ok="1" data-failed="0" data-unreachable="0"' in old
