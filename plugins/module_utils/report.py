@@ -360,10 +360,8 @@ def _build_forest(model: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[i
         else:
             column = nic_columns[bdf]
             names = column["rdma_devices"] + column["netdevs"]
-            label = (
-                column["label"] + (" (VF)" if column["vf"] else "") + ("" if column["rdma_nic"] else " \u00b7 no RDMA")
-            )
-            info.update(label=label, text=" ".join(names[:2]))
+            label = column["label"] + (" (VF)" if column["vf"] else "")
+            info.update(label=label, text=" ".join(names[:2]) or "no netdev/RDMA", rdma_nic=column["rdma_nic"])
             info["vfs"] = column["collapsed_vfs"]
             info["numvfs"] = column["numvfs"]
         node.leaf = info
@@ -597,7 +595,9 @@ def _node_shape(node: _TreeNode) -> dict[str, Any]:
         _label(x + w / 2, y + 43, leaf.get("text"), inner, _FONT["sub"], "sub"),
         _label(x + w / 2, y + 54, numa_text, inner, _FONT["sub"], "sub"),
     ]
-    return {"cls": f"dev {kind}", "data": {"bdf": leaf["bdf"]}, "rect": rect, "stroke": colour, "texts": texts}
+    # A NIC the planner does not pair accelerators with (no RDMA device, or not published) is drawn dashed.
+    cls = f"dev {kind}" + (" plain" if kind == "nic" and not leaf.get("rdma_nic") else "")
+    return {"cls": cls, "data": {"bdf": leaf["bdf"]}, "rect": rect, "stroke": colour, "texts": texts}
 
 
 def _pair_shapes(matrix: Mapping[str, Any], centres: Mapping[str, tuple[float, float, float]]) -> list[dict[str, Any]]:
@@ -684,9 +684,9 @@ def _environment() -> Any:
     sources = _CURRENT["sources"]
     if sources is None:
         sources = load_templates()
-    missing = [name for name in TEMPLATE_NAMES if name not in sources]
+    missing = [name for name in TEMPLATE_NAMES if not isinstance(sources.get(name), str)]
     if missing:
-        raise ReportError(f"templates: {', '.join(missing)} missing")
+        raise ReportError(f"templates: {', '.join(missing)} missing or not text")
     key = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
     env = _ENVIRONMENTS.get(key)
     if env is None:
@@ -716,9 +716,16 @@ def _environment() -> Any:
 
 def _render(name: str, **context: Any) -> Any:
     """Render a template; the result is markup that other templates insert as it is."""
+    import jinja2
     from markupsafe import Markup
 
-    return Markup(_environment().get_template(name).render(**context))
+    env = _environment()
+    try:
+        return Markup(env.get_template(name).render(**context))
+    except jinja2.TemplateError as exc:
+        where = getattr(exc, "name", None) or name
+        line = getattr(exc, "lineno", None)
+        raise ReportError(f"templates: {where}{f' line {line}' if line else ''}: {exc}") from None
 
 
 # --------------------------------------------------------------------------

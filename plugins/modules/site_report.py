@@ -180,7 +180,8 @@ def main() -> None:
             templates=params["templates"],
         )
     except DeviceModelError as exc:
-        module.fail_json(msg=f"device_options: {exc}")
+        message = str(exc)
+        module.fail_json(msg=message if message.startswith("device_options") else f"device_options: {message}")
     except ReportError as exc:
         message = str(exc)
         # Everything else the report reads lies in output_dir: say so.

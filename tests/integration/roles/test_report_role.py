@@ -15,12 +15,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import html5lib
 import pytest
 import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils import report
 from ansible_collections.aligned.dra.tests.browser import Browser, find_chromium
-from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for
+from ansible_collections.aligned.dra.tests.fixtures.materialize import names
+from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for, topology_of, write_site
 
 REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "inventories" / "demo"
@@ -128,18 +130,58 @@ MATRIX_CELLS = """[...document.querySelectorAll('section.layout')].map(s => ({
 }))"""
 
 
+# Every SVG text against its box: the rect of its own group (a device, a root
+# complex, a switch, a NUMA band), the bar the label of the usage chart ends
+# at, else the drawing itself. Measured from the rendered glyphs (getBBox).
+TEXT_BOXES = """[...document.querySelectorAll('svg text')].map(t => {
+  const g = t.parentElement, b = t.getBBox(), svg = t.ownerSVGElement;
+  const rect = g.tagName === 'g' ? g.querySelector(':scope > rect') : null;
+  let box = {x: 0, w: svg.viewBox.baseVal.width, what: 'svg'};
+  if (rect) box = {x: rect.x.baseVal.value, w: rect.width.baseVal.value, what: g.getAttribute('class')};
+  else if (t.dataset.width && t.nextElementSibling && t.nextElementSibling.tagName === 'rect')
+    box = {x: 0, w: t.nextElementSibling.x.baseVal.value, what: 'bar label'};
+  const own = [...t.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('');
+  return {text: own, x: b.x, w: b.width, len: t.getComputedTextLength(), bx: box.x, bw: box.w, what: box.what};
+})"""
+
+PLURAL_WORDS = (
+    "node|GPU|Vector Engine|other accelerator|RDMA NIC|VF|warning|NUMA node|claim|template|layout|distinct layout"
+)
+
+
+def assert_page_sound(page, source: Path) -> int:
+    """The open page: no SVG text wider than its box, plurals right, and its file is valid HTML.
+
+    Returns the number of texts measured.
+    """
+    texts = page.evaluate(TEXT_BOXES)
+    overflow = [t for t in texts if t["x"] < t["bx"] - 0.5 or t["x"] + t["w"] > t["bx"] + t["bw"] + 0.5]
+    assert overflow == [], (source, overflow[:5])
+    shown = page.evaluate("document.body.innerText")
+    assert not re.findall(rf"(?<![\d.])1 (?:{PLURAL_WORDS})s\b", shown), source
+    assert not re.findall(rf"(?<![\d.])(?:[02-9]|\d\d+) (?:{PLURAL_WORDS})\b(?!s)", shown), source
+    ids = page.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)")
+    assert len(ids) == len(set(ids)), source
+    parser = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False)
+    parser.parse(source.read_text(encoding="utf-8"))  # raises on the first parse error
+    assert not parser.errors
+    return len(texts)
+
+
 @pytest.mark.browser
 def test_demo_pages_open_without_errors_and_draw_every_node(demo, browser):
     output = demo["output"]
     hosts = demo_hosts()
     page = browser.new_page()
     page.open((output / "index.html").as_uri())
+    assert_page_sound(page, output / "index.html")
     linked = page.evaluate("[...document.querySelectorAll('table.sites a')].map(a => a.getAttribute('href'))")
     assert sorted(linked) == sorted(f"{s}/report.html" for s in set(hosts.values()))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(ARTIFACTS / "index-1280x800.png")
     for site in sorted(set(hosts.values())):
         page.open((output / site / "report.html").as_uri())
+        assert assert_page_sound(page, output / site / "report.html") > 50
         layouts = page.evaluate(SVG_DEVICES)
         drawn_hosts = sorted(h for layout in layouts for h in layout["hosts"])
         assert drawn_hosts == sorted(h for h, s in hosts.items() if s == site)
@@ -199,6 +241,7 @@ def test_plan_section_renders_in_the_browser(tmp_path, browser):
     path.write_text(html)
     page = browser.new_page()
     page.open(path.as_uri())
+    assert_page_sound(page, path)
     rows = page.evaluate(
         "[...document.querySelectorAll('table.plan tbody tr')].map(r => [...r.cells].map(c => c.textContent))"
     )
@@ -233,4 +276,35 @@ def test_500_identical_nodes_make_one_small_page(browser):
     page.screenshot(ARTIFACTS / "fleet-500-1280x800.png")
     # Recorded for people and the benchmark, never asserted (timings vary with the machine's load).
     (ARTIFACTS / "fleet-500.json").write_text(json.dumps({"bytes": size, "painted_ms": painted_ms}) + "\n")
+    page.close()
+
+
+LONG_MODEL = "NVIDIA H100 NVL 94GB HBM3 PCIe Gen5 Ultra-Long Marketing Name WWWW"
+
+
+@pytest.mark.browser
+def test_every_fixture_site_page_fits_its_text_and_is_valid_html(tmp_path, browser):
+    """One site per fixture tree, plus a site of long model, node and NIC names, through build_reports."""
+    for fixture in names():
+        write_site(tmp_path, fixture, {f"{fixture}-01": topology_of(fixture)})
+    long_names = topology_of("sriov-8x64")
+    for device in long_names["devices"]:
+        if device.get("gpu"):
+            device["gpu"]["model"] = LONG_MODEL
+        for netdev in device.get("netdevs") or []:
+            netdev["name"] = "enp" + netdev["name"] + "np0-with-a-long-altname"
+    write_site(tmp_path, "long-names", {"a-node-with-a-rather-long-inventory-hostname-01": long_names})
+    built = report.build_reports(str(tmp_path))
+    for rel, html in built["files"].items():
+        (tmp_path / rel).write_text(html, encoding="utf-8")
+    page = browser.new_page()
+    measured = 0
+    titles = []
+    for rel in sorted(built["files"]):
+        page.open((tmp_path / rel).as_uri())
+        measured += assert_page_sound(page, tmp_path / rel)
+        titles += page.evaluate("[...document.querySelectorAll('svg text title')].map(t => t.textContent)")
+    assert LONG_MODEL in titles  # cut labels keep the full text
+    assert measured > 500
+    assert page.errors() == []
     page.close()

@@ -149,7 +149,10 @@ def test_picture_draws_every_gpu_and_physical_nic_once(fixture):
     svg = report.node_svg(model)
     tags = parse(svg)
     drawn = [a["data-bdf"] for t, a in tags if t == "g" and "dev" in (a.get("class") or "").split()]
-    shown = [a["data-bdf"] for t, a in tags if t == "g" and (a.get("class") or "").split()[-1] in ("gpu", "nic")]
+    shown = [a["data-bdf"] for t, a in tags if t == "g" and {"gpu", "nic"} & set((a.get("class") or "").split())]
+    plain = {a["data-bdf"] for t, a in tags if t == "g" and "plain" in (a.get("class") or "").split()}
+    # NICs the planner does not pair with (no RDMA device) are drawn, marked plain.
+    assert plain == {d["pci_address"] for d in topology["devices"] if d["kind"] == "nic" and not d.get("physfn")}
     expected = sorted(
         d["pci_address"]
         for d in topology["devices"]
