@@ -18,9 +18,10 @@ description:
     VFs collapsed per PF) with the best GPU/NIC pairs highlighted, the GPU x NIC level matrix laid out
     like C(nvidia-smi topo -m), and the warnings. Nodes built the same way share one layout and are
     drawn once."
-  - "Per site: the node inventory, the alignment score (share of GPUs whose nearest NIC is at PIX/PXB,
-    PHB/NODE or only SYS) and, when the planner ran, capacity per claim template and the worst level
-    inside allocations."
+  - "Per site: the nodes ok / failed / unreachable and the failed ones with stage and error (when C(plan.json) or
+    C(summary.json) lists them), the node inventory, the alignment score (share of accelerators whose nearest RDMA
+    NIC is at PIX/PXB, PHB/NODE or only SYS) and, when the planner ran, capacity per claim template and the worst
+    level inside allocations."
   - Runs where the output directory is, normally the controller (C(delegate_to=localhost)).
     A file is written only when its content changes; pages carry no timestamps.
   - "The pages are rendered from the collection's Jinja2 templates (C(roles/report/templates/report/), autoescaping
@@ -109,8 +110,10 @@ files:
   elements: str
   sample: [/srv/aligned-dra/output/ai-west/report.html, /srv/aligned-dra/output/index.html]
 sites:
-  description: Per site, its page, node and GPU counts, layouts (fingerprint and hosts), alignment score
-    (GPUs per bucket C(aligned), C(host), C(sys), C(none)), whether a plan was shown, and the number of warnings.
+  description: Per site, its page, node and accelerator counts (C(gpus) is all accelerators, C(accelerators) per
+    family), RDMA NICs, nodes ok / failed / unreachable, layouts (fingerprint and hosts), alignment score
+    (accelerators per bucket C(aligned), C(host), C(sys), C(none)), whether a plan was shown, and the number of
+    warnings.
   returned: success
   type: dict
   sample:
@@ -118,6 +121,9 @@ sites:
       report: ai-west/report.html
       nodes: 2
       gpus: 16
+      accelerators: {"gpu": 16, "ve": 0, "accelerator": 0}
+      rdma_nics: 20
+      node_counts: {"ok": 2, "failed": 0, "unreachable": 0}
       layouts: [{"fingerprint": "54a1317841b2...", "hosts": ["dgx-h100-01", "dgx-h100-02"]}]
       score: {"aligned": 16, "host": 0, "sys": 0, "none": 0}
       plan: false
