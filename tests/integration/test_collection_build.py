@@ -20,6 +20,7 @@ import yaml
 
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 from ansible_collections.aligned.dra.tests.installed_collection import build, run
+from ansible_collections.aligned.dra.tests.report_sites import topology_of, write_site
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -183,3 +184,24 @@ def test_capture_and_plan_offline_from_the_installed_collection(built, tmp_path)
     assert templates["gpu-nic-pair-1"]["fits_total"] == 8
     assert templates["gpu-nic-pair-8"]["fits_total"] == 1
     assert (tmp_path / "home" / ".cache" / "aligned-dra" / "snapshots" / "gpu-node02" / "sys").is_dir()
+
+
+def test_the_installed_collection_renders_the_report_from_its_own_templates(built, tmp_path):
+    """The site_report action finds the Jinja2 templates in the installed copy (AnsiballZ ships no .j2)."""
+    assert "roles/report/templates/report/site.html.j2" in built["names"]
+    assert "plugins/action/site_report.py" in built["names"]
+    output = tmp_path / "output"
+    write_site(output, "lab", {"ve-<node>": topology_of("hwloc-32intel64-8ve")})
+    run(
+        "ansible",
+        "localhost",
+        "-o",
+        "-m",
+        "aligned.dra.site_report",
+        "-a",
+        f"output_dir={output}",
+        env=built["env"],
+        cwd=built["project"],
+    )
+    page = (output / "lab" / "report.html").read_text()
+    assert "8 Vector Engines" in page and ">VE0<" in page and "ve-&lt;node&gt;" in page
