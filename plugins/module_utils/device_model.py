@@ -100,26 +100,27 @@ def node_devices(topology: Mapping[str, Any], device_options: Mapping[str, Any] 
     "counts": {...}}``. ``rdma_nics`` are the physical NICs the driver
     publishes (with the default options: the PFs that own an RDMA device);
     ``nearest`` is each published accelerator's best level to one of them
-    (``None`` when the node has none).
+    (``None`` when the node has none). Which functions count is
+    :func:`dra.published_kinds`, the decision :func:`dra.devices_from_topology`
+    takes for the driver and the planner.
     """
     topo_devices = [d for d in topology.get("devices") or [] if d.get("pci_address")]
-    by_name = {dra.device_name(kind, d["pci_address"]): d for d in topo_devices for kind in dra.DEVICE_KINDS}
-    published = dra.devices_from_topology(dict(topology), dict(device_options) if device_options else None)
+    by_bdf = {d["pci_address"]: d for d in topo_devices}
+    published = dra.published_kinds(dict(topology), dict(device_options) if device_options else None)
     labels = accelerator_labels(topo_devices)
     accelerators: list[dict[str, Any]] = []
     nics: list[dict[str, Any]] = []
     vfs = 0
-    for entry in published:
-        device = by_name[entry["name"]]
-        kind = entry["name"].split("-", 1)[0]
-        bdf = device["pci_address"]
-        if bdf in labels:
-            accelerators.append({"pci_address": bdf, "name": entry["name"], "kind": device["kind"], **labels[bdf]})
+    for bdf, kind in published.items():
+        device = by_bdf[bdf]
+        name = dra.device_name(kind, bdf)
+        if kind in ("gpu", "accelerator"):
+            accelerators.append({"pci_address": bdf, "name": name, "kind": device["kind"], **labels[bdf]})
         elif kind == "nic":
             nics.append(
                 {
                     "pci_address": bdf,
-                    "name": entry["name"],
+                    "name": name,
                     "rdma_devices": list(device.get("rdma_devices") or []),
                     "netdevs": [n.get("name") for n in device.get("netdevs") or []],
                 }

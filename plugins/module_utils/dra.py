@@ -271,17 +271,36 @@ def devices_from_topology(topology: dict[str, Any], options: dict[str, Any] | No
         same = sorted(d["pci_address"] for d in devices if d.get("kind") == kind)
         gpu_order.update({bdf: index for index, bdf in enumerate(same)})
 
-    published = []
+    published = [
+        _device(device, kind, domain, by_bdf, rdma_ports, gpu_order) for device, kind in _published(devices, opts)
+    ]
+    published.sort(key=lambda d: d["name"])
+    return published
+
+
+def published_kinds(topology: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, str]:
+    """``{pci_address: kind}`` of the functions :func:`devices_from_topology` publishes (same decision, no attributes).
+
+    Kinds are :data:`DEVICE_KINDS`: ``gpu``, ``accelerator``, ``nic`` (a
+    physical NIC) and ``vf``.
+    """
+    return {
+        device["pci_address"]: kind for device, kind in _published(topology.get("devices") or [], _options(options))
+    }
+
+
+def _published(devices: list[dict[str, Any]], opts: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """The functions a node publishes, with the kind each is published as."""
+    by_bdf = {d.get("pci_address"): d for d in devices}
+    found = []
     for device in devices:
-        bdf = device.get("pci_address")
-        if not bdf:
+        if not device.get("pci_address"):
             continue
         kind = _published_kind(device, opts, by_bdf)
         if kind is None or _excluded(device, opts["exclude"]):
             continue
-        published.append(_device(device, kind, domain, by_bdf, rdma_ports, gpu_order))
-    published.sort(key=lambda d: d["name"])
-    return published
+        found.append((device, kind))
+    return found
 
 
 def _device(

@@ -120,3 +120,11 @@ def test_summary_keeps_its_keys_and_adds_the_planner_view():
 @pytest.mark.parametrize(("count", "text"), [(0, "0 nodes"), (1, "1 node"), (2, "2 nodes")])
 def test_plural(count, text):
     assert device_model.plural(count, "node") == text
+
+
+@pytest.mark.parametrize("options", [None, {"plain_nics": True}, {"vfs": False, "exclude": ["mlx5_1", "0000:1a:*"]}])
+def test_published_kinds_is_the_decision_devices_from_topology_takes(options):
+    for fixture in FIXTURES:
+        topology = topology_of(fixture)
+        names = sorted(dra.device_name(k, bdf) for bdf, k in dra.published_kinds(topology, options).items())
+        assert names == [d["name"] for d in dra.devices_from_topology(topology, options)], fixture
