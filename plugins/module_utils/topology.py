@@ -1708,11 +1708,16 @@ def site_summary(
 
 def site_summary_markdown(summary: dict[str, Any]) -> str:
     """Human-readable rendering of :func:`site_summary`."""
+    from ansible_collections.aligned.dra.plugins.module_utils.device_model import family_counts_text, plural
+
+    families = ", ".join(family_counts_text(summary["accelerators"])) or "no accelerator"
     lines = [
         f"# Site {summary['site']}",
         "",
-        f"{summary['nodes']} nodes, {summary['gpus']} GPUs/accelerators, "
-        f"{summary['nics']} physical NICs, {summary['vfs']} VFs.",
+        f"{plural(summary['nodes'], 'node')}, {plural(summary['gpus'], 'GPU/accelerator', 'GPUs/accelerators')}, "
+        f"{plural(summary['nics'], 'physical NIC')}, {plural(summary['vfs'], 'VF')}.",
+        "",
+        f"As the planner sees them: {families}; {plural(summary['rdma_nics'], 'RDMA NIC')}.",
         "",
         "Best GPU-to-NIC level per GPU: "
         + (", ".join(f"{lv} {n}" for lv, n in summary["level_histogram"].items()) or "no GPUs"),

@@ -128,3 +128,11 @@ def test_published_kinds_is_the_decision_devices_from_topology_takes(options):
         topology = topology_of(fixture)
         names = sorted(dra.device_name(k, bdf) for bdf, k in dra.published_kinds(topology, options).items())
         assert names == [d["name"] for d in dra.devices_from_topology(topology, options)], fixture
+
+
+def test_summary_markdown_says_what_the_planner_sees_with_plurals():
+    from ansible_collections.aligned.dra.plugins.module_utils.topology import site_summary, site_summary_markdown
+
+    text = site_summary_markdown(site_summary("s", {"a": topology_of("hwloc-32intel64-8ve")}))
+    assert "1 node, 8 GPUs/accelerators, 4 physical NICs, 0 VFs." in text
+    assert "As the planner sees them: 8 Vector Engines; 0 RDMA NICs." in text
