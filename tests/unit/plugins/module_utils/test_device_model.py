@@ -10,14 +10,18 @@ its level of a pair (``plan._Node.levels``), worked out here independently of
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, plan, report
 from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK
+from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.tests.fixtures.materialize import FIXTURES as FIXTURES_DIR
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
 from ansible_collections.aligned.dra.tests.report_sites import topology_of
+from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 FIXTURES = names()
 KIND = dra.DRIVER_NAME + "/kind"
@@ -62,6 +66,36 @@ def test_report_counts_and_score_equal_the_planners(fixture):
         assert (
             re.search(rf'data-bucket="{bucket}">.*?<td class="num">{count}</td>', html) or not expected["accelerators"]
         )
+
+
+# Fixture trees outside materialize(): the Molecule scenarios' nodes and the utilization set's topology.
+EXTRA_LAYOUTS = (FIXTURES_DIR / "site" / "cpu-only.yml", FIXTURES_DIR / "network" / "sriov-lab.yml")
+EXTRA_TOPOLOGIES = (FIXTURES_DIR / "utilization" / "ai-lab" / "topologies" / "node-a.json",)
+
+
+@pytest.fixture(scope="module")
+def extra_topologies(tmp_path_factory):
+    found = {}
+    for layout in EXTRA_LAYOUTS:
+        root = tmp_path_factory.mktemp(layout.stem)
+        build_tree(load_layout(layout), root)
+        found[layout.stem] = probe(str(root / "sys"), str(root / "proc"))
+    for path in EXTRA_TOPOLOGIES:
+        found[path.stem] = json.loads(path.read_text())
+    return found
+
+
+def test_other_fixture_trees_agree_with_the_planner(extra_topologies):
+    assert sorted(extra_topologies) == ["cpu-only", "node-a", "sriov-lab"]
+    for name, topology in extra_topologies.items():
+        expected = planner_view(topology)
+        result = report.site_report(name, {name: topology})
+        assert sum(result["summary"]["accelerators"].values()) == expected["accelerators"], name
+        assert result["summary"]["rdma_nics"] == expected["rdma_nics"], name
+        wanted = {b["key"]: 0 for b in result["score"]["buckets"]}
+        for level in expected["best"].values():
+            wanted[bucket_of(level)] += 1
+        assert {b["key"]: b["count"] for b in result["score"]["buckets"]} == wanted, name
 
 
 def test_demo_sites_agree_with_the_planner():
