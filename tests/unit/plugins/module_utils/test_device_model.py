@@ -16,8 +16,7 @@ import re
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, plan, report
-from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK
-from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import FIXTURES as FIXTURES_DIR
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
 from ansible_collections.aligned.dra.tests.report_sites import topology_of
