@@ -85,13 +85,11 @@ options:
       - Their files in O(topology_dir), left by an earlier run, are never read.
     type: dict
     default: {}
-    version_added: 0.2.0
   node_counts:
     description:
       - Nodes of the site that are C(ok), C(failed) and C(unreachable), copied into the plan.
       - Default, the planned nodes are ok and O(nodes_failed) gives the others.
     type: dict
-    version_added: 0.2.0
 notes:
   - The plan repeats one claim at a time per node in the scheduler's order, so C(fits) counts the
     claims the scheduler would place one after another; the search inside one claim is exhaustive.
