@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -12,27 +14,96 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aligned.dra.plugins.module_utils.topology import (
     LEVELS,
+    node_accounting,
+    node_counts_line,
     site_summary,
     site_summary_markdown,
 )
 
 
 def topology_site_summaries(
-    hostvars: Mapping[str, Any], hosts: Iterable[str], warn_levels: Iterable[str] = ("SYS",)
+    hostvars: Mapping[str, Any],
+    hosts: Iterable[str],
+    warn_levels: Iterable[str] = ("SYS",),
+    accounting: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Group ``hosts`` by ``aligned_dra_site`` and summarise each site."""
+    """Group ``hosts`` by ``aligned_dra_site`` and summarise each site.
+
+    With ``accounting`` (what ``topology_node_accounting`` returns), the nodes
+    it lists as failed are left out whatever facts they have, every site of it
+    gets a summary (one whose nodes all failed too), with its ``nodes_failed``
+    and ``node_counts``.
+    """
     warn_levels = list(warn_levels)
     unknown = [level for level in warn_levels if level not in LEVELS]
     if unknown:
         raise AnsibleFilterError(f"warn_levels: unknown level(s) {unknown}; use {list(LEVELS)}")
-    sites: dict[str, dict[str, Any]] = {}
+    accounting = accounting or {}
+    failed = {host for entry in accounting.values() for host in entry["nodes_failed"]}
+    sites: dict[str, dict[str, Any]] = {site: {} for site in accounting}
     for host in hosts:
+        if host in failed:
+            continue
         facts = hostvars[host]
         topology = facts.get("aligned_dra_topology")
         if topology is None:
             raise AnsibleFilterError(f"{host}: no aligned_dra_topology fact; was the probe skipped?")
         sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = topology
-    return {site: site_summary(site, nodes, warn_levels) for site, nodes in sorted(sites.items())}
+    summaries = {site: site_summary(site, nodes, warn_levels) for site, nodes in sorted(sites.items())}
+    for site, entry in accounting.items():
+        summaries[site]["nodes_failed"] = entry["nodes_failed"]
+        summaries[site]["node_counts"] = entry["node_counts"]
+    return summaries
+
+
+def topology_node_accounting(
+    hostvars: Mapping[str, Any],
+    hosts: Iterable[str],
+    ok_hosts: Iterable[str],
+    stage: str,
+    output_dir: str | None = None,
+) -> dict[str, Any]:
+    """Per site of ``hosts`` (the nodes the play targets): which failed, in which stage, and the counts.
+
+    A node's ``aligned_dra_node_failure`` fact (``state``, ``stage``, ``task``,
+    ``error``) makes it failed; a node of ``hosts`` that is not in ``ok_hosts``
+    and has no such fact is unreachable in ``stage``. A failed node's facts file
+    ``<output_dir>/<site>/nodes/<host>.json`` from an earlier run is reported with
+    its age (``stale_facts``), never used.
+    """
+    ok = set(ok_hosts)
+    sites: dict[str, list[str]] = {}
+    failures: dict[str, dict[str, Any]] = {}
+    for host in hosts:
+        facts = hostvars[host]
+        sites.setdefault(str(facts.get("aligned_dra_site", "default")), []).append(host)
+        failure = facts.get("aligned_dra_node_failure")
+        if failure is not None:
+            if not isinstance(failure, Mapping):
+                raise AnsibleFilterError(f"{host}: aligned_dra_node_failure must be a dict (got {failure!r})")
+            failures[host] = dict(failure)
+    now = time.time()
+    result = {}
+    for site, site_hosts in sorted(sites.items()):
+        stale = {}
+        if output_dir:
+            for host in site_hosts:
+                if host in failures or host not in ok:
+                    try:
+                        stale[host] = int(
+                            now - os.stat(os.path.join(output_dir, site, "nodes", f"{host}.json")).st_mtime
+                        )
+                    except OSError:
+                        pass
+        try:
+            entry = node_accounting(site_hosts, ok, failures, stage, stale)
+        except ValueError as exc:
+            raise AnsibleFilterError(str(exc)) from None
+        entry["line"] = node_counts_line(site, entry["node_counts"])
+        # unreachable nodes without a recorded failure: the caller may record them
+        entry["unrecorded"] = [host for host in entry["nodes_failed"] if host not in failures]
+        result[site] = entry
+    return result
 
 
 def topology_site_index(summaries: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,6 +119,7 @@ def topology_site_index(summaries: Mapping[str, Any]) -> dict[str, Any]:
                 "summary": f"{site}/summary.json",
                 "summary_markdown": f"{site}/summary.md",
                 "node_files": [f"{site}/nodes/{node}.json" for node in summary["per_node"]],
+                **({"node_counts": summary["node_counts"]} if "node_counts" in summary else {}),
             }
             for site, summary in sorted(summaries.items())
         ]
@@ -59,5 +131,6 @@ class FilterModule:
         return {
             "topology_site_summaries": topology_site_summaries,
             "topology_site_index": topology_site_index,
+            "topology_node_accounting": topology_node_accounting,
             "topology_summary_markdown": site_summary_markdown,
         }

@@ -61,6 +61,36 @@ class PlanError(ValueError):
 
 # -- inputs ---------------------------------------------------------------------------
 
+NODE_STATES = ("failed", "unreachable")
+
+
+def node_accounting(
+    planned: list[str], nodes_failed: dict[str, Any], node_counts: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The plan's ``nodes_failed`` and ``node_counts``: the nodes left out of the plan, and why.
+
+    ``nodes_failed`` is the site summary's (node to ``state``, ``stage``, ``task``,
+    ``error``, ``stale_facts``); ``node_counts`` defaults to the ``planned`` nodes
+    as ok and the failed ones by state.
+    """
+    for name, entry in nodes_failed.items():
+        if not isinstance(entry, dict) or entry.get("state") not in NODE_STATES or not entry.get("stage"):
+            raise PlanError(
+                f"nodes_failed.{name}: needs 'state' ({' or '.join(NODE_STATES)}) and 'stage' (got {entry!r})"
+            )
+    both = sorted(set(planned) & set(nodes_failed))
+    if both:
+        raise PlanError(f"nodes_failed: {both} are planned too; a failed node is never planned on")
+    states = [entry["state"] for entry in nodes_failed.values()]
+    counts = {"ok": len(planned), "failed": states.count("failed"), "unreachable": states.count("unreachable")}
+    if node_counts is not None:
+        wrong = {k: v for k, v in node_counts.items() if k not in counts or not isinstance(v, int) or v < 0}
+        missing = [k for k in counts if k not in node_counts]
+        if wrong or missing:
+            raise PlanError(f"node_counts: needs counts 'ok', 'failed' and 'unreachable' (got {node_counts!r})")
+        counts = dict(node_counts)
+    return {"nodes_failed": {name: dict(nodes_failed[name]) for name in sorted(nodes_failed)}, "node_counts": counts}
+
 
 def nodes_from_topologies(
     topologies: dict[str, dict[str, Any]], device_options: dict[str, Any] | None = None, driver: str = dra.DRIVER_NAME

@@ -1733,6 +1733,88 @@ def site_summary_markdown(summary: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {node['numa_nodes']} | {node['gpus']} | {node['nics']} | {node['vfs']} | {pairs or '-'} |"
         )
+    failed = summary.get("nodes_failed") or {}
+    if "node_counts" in summary:
+        counts = summary["node_counts"]
+        lines += [
+            "",
+            "## Nodes not in this summary",
+            "",
+            f"{counts['ok']} ok, {counts['failed']} failed, {counts['unreachable']} unreachable.",
+            "",
+        ]
+        for name, entry in sorted(failed.items()):
+            stale = entry.get("stale_facts")
+            note = f" (facts file of an earlier run, {stale['age_s']} s old, not used)" if stale else ""
+            task = f", task {entry['task']}" if entry.get("task") else ""
+            lines.append(f"- {name}: {entry['state']} in stage {entry['stage']}{task}: {entry['error']}{note}")
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in summary["warnings"]] or ["none"]
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# Every node accounted for: which of a site's nodes failed, and how
+# --------------------------------------------------------------------------
+
+NODE_STATES = ("failed", "unreachable")
+
+
+def node_accounting(
+    site_hosts: Iterable[str],
+    ok_hosts: Iterable[str],
+    failures: dict[str, dict[str, Any]],
+    stage: str,
+    stale_ages: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """``nodes_failed`` and ``node_counts`` of one site.
+
+    ``site_hosts`` are the site's nodes this run targets, ``ok_hosts`` those
+    still in the run, ``failures`` the recorded failures (``state``, ``stage``,
+    ``task``, ``error``) by node. A node with a failure is failed (or
+    unreachable, as recorded); a node neither ok nor with a failure is
+    unreachable in ``stage``. ``stale_ages`` gives the age in seconds of the
+    facts file an earlier run left for a failed node: it is reported, never used.
+    """
+    ok = set(ok_hosts)
+    stale_ages = stale_ages or {}
+    nodes_failed: dict[str, dict[str, Any]] = {}
+    hosts = sorted(set(site_hosts))
+    for host in hosts:
+        failure = failures.get(host)
+        if failure is None:
+            if host in ok:
+                continue
+            failure = {
+                "state": "unreachable",
+                "stage": stage,
+                "task": None,
+                "error": f"the node gave no result in stage {stage} (unreachable: the run's output has the connection error)",
+            }
+        state = failure.get("state") or "failed"
+        if state not in NODE_STATES:
+            raise ValueError(f"{host}: aligned_dra_node_failure.state {state!r} is not one of {list(NODE_STATES)}")
+        age = stale_ages.get(host)
+        nodes_failed[host] = {
+            "state": state,
+            "stage": str(failure.get("stage") or stage),
+            "task": None if failure.get("task") in (None, "") else str(failure["task"]),
+            "error": str(failure.get("error") or ""),
+            "stale_facts": None
+            if age is None
+            else {"file": f"nodes/{host}.json", "age_s": max(0, int(age)), "used": False},
+        }
+    states = [entry["state"] for entry in nodes_failed.values()]
+    return {
+        "nodes_failed": nodes_failed,
+        "node_counts": {
+            "ok": len(hosts) - len(nodes_failed),
+            "failed": states.count("failed"),
+            "unreachable": states.count("unreachable"),
+        },
+    }
+
+
+def node_counts_line(site: str, counts: dict[str, int]) -> str:
+    """The run's last word on a site: ``site <name>: nodes <ok> ok / <failed> failed / <unreachable> unreachable``."""
+    return f"site {site}: nodes {counts['ok']} ok / {counts['failed']} failed / {counts['unreachable']} unreachable"

@@ -78,6 +78,18 @@ options:
     description: Fail when a template listed in O(required) cannot be satisfied.
     type: bool
     default: true
+  nodes_failed:
+    description:
+      - The site's nodes that failed or were unreachable in this run, as the topology role's C(summary.json)
+        lists them (node to C(state), C(stage), C(task), C(error), C(stale_facts)); copied into the plan.
+      - Their files in O(topology_dir), left by an earlier run, are never read.
+    type: dict
+    default: {}
+  node_counts:
+    description:
+      - Nodes of the site that are C(ok), C(failed) and C(unreachable), copied into the plan.
+      - Default, the planned nodes are ok and O(nodes_failed) gives the others.
+    type: dict
 notes:
   - The plan repeats one claim at a time per node in the scheduler's order, so C(fits) counts the
     claims the scheduler would place one after another; the search inside one claim is exhaustive.
@@ -125,6 +137,7 @@ plan:
     - The plan; see docs/claims.md for every key.
     - C(templates[]) has C(name), C(required), C(fits_total), C(worst_level), C(aligned_level),
       C(satisfiable), C(errors) and C(nodes) (per node C(fits), C(worst_level), C(allocations), C(reason)).
+    - C(nodes_failed) and C(node_counts) say which of the site's nodes were left out of the plan, and why.
   returned: always
   type: dict
 unsatisfied:
@@ -160,6 +173,8 @@ def main():
             "device_options": {"type": "dict", "default": {}},
             "dest": {"type": "path"},
             "fail_on_unsatisfied": {"type": "bool", "default": True},
+            "nodes_failed": {"type": "dict", "default": {}},
+            "node_counts": {"type": "dict"},
         },
         mutually_exclusive=[("slices", "slice_files")],
         supports_check_mode=True,
@@ -174,6 +189,12 @@ def main():
             topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
         except ValueError as exc:
             module.fail_json(msg=f"topology_dir: {exc}")
+    # a failed node is never planned on, whatever facts or file (of an earlier run) it has
+    topologies = {name: t for name, t in topologies.items() if name not in params["nodes_failed"]}
+    try:
+        accounted = planner.node_accounting(sorted(topologies), params["nodes_failed"], params["node_counts"])
+    except planner.PlanError as exc:
+        module.fail_json(msg=str(exc))
     try:
         inputs.check_objects(objects, "objects")
         inputs.check_topologies(topologies, topology_field)
@@ -217,6 +238,7 @@ def main():
     except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=str(exc))
 
+    result.update(accounted)
     changed = False
     diff = {}
     dest = params["dest"]

@@ -65,3 +65,56 @@ def test_index_and_markdown():
     assert markdown.startswith("# Site east\n")
     assert "| a1 | 1 | 2 | 1 | 0 | 0000:01:00.0: 0000:90:00.0 (PIX); 0000:02:00.0: 0000:90:00.0 (SYS) |" in markdown
     assert "- a1: gpu 0000:02:00.0 has no NIC closer than SYS" in markdown
+
+
+def test_failed_and_unreachable_nodes_are_accounted_for_and_left_out(tmp_path):
+    from ansible_collections.aligned.dra.plugins.filter.topology import topology_node_accounting
+
+    hostvars = {
+        **HOSTVARS,
+        "a3": {
+            "aligned_dra_site": "east",
+            "aligned_dra_node_failure": {"state": "failed", "stage": "network", "task": "SR-IOV", "error": "boom"},
+        },
+        "a4": {"aligned_dra_site": "east"},
+        "c1": {"aligned_dra_site": "gone", "aligned_dra_topology": node({})},
+    }
+    (tmp_path / "east" / "nodes").mkdir(parents=True)
+    (tmp_path / "east" / "nodes" / "a3.json").write_text("{}")
+    targeted = ["a1", "a2", "a3", "a4", "b1", "c1"]
+    accounting = topology_node_accounting(hostvars, targeted, ["a1", "a2", "a3", "b1"], "probe", str(tmp_path))
+    east = accounting["east"]
+    assert east["node_counts"] == {"ok": 2, "failed": 1, "unreachable": 1}
+    assert east["nodes_failed"]["a3"]["stage"] == "network" and east["nodes_failed"]["a3"]["task"] == "SR-IOV"
+    stale = east["nodes_failed"]["a3"]["stale_facts"]
+    assert stale["file"] == "nodes/a3.json" and stale["used"] is False and 0 <= stale["age_s"] < 60
+    assert east["nodes_failed"]["a4"] == {
+        "state": "unreachable",
+        "stage": "probe",
+        "task": None,
+        "error": east["nodes_failed"]["a4"]["error"],
+        "stale_facts": None,
+    }
+    assert east["unrecorded"] == ["a4"]
+    assert east["line"] == "site east: nodes 2 ok / 1 failed / 1 unreachable"
+    assert accounting["gone"]["node_counts"] == {"ok": 0, "failed": 0, "unreachable": 1}
+
+    # a3 still in the hosts (failing right now) is left out; a site whose nodes all failed gets a summary
+    summaries = topology_site_summaries(hostvars, ["a1", "a2", "b1"], ["SYS"], accounting)
+    assert sorted(summaries["east"]["per_node"]) == ["a1", "a2"] and summaries["east"]["nodes"] == 2
+    assert summaries["east"]["node_counts"] == east["node_counts"]
+    assert summaries["gone"]["nodes"] == 0 and list(summaries["gone"]["nodes_failed"]) == ["c1"]
+    assert "- a3: failed in stage network, task SR-IOV: boom (facts file of an earlier run" in (
+        FilterModule().filters()["topology_summary_markdown"](summaries["east"])
+    )
+    assert topology_site_index(summaries)["sites"][0]["node_counts"] == east["node_counts"]
+
+
+def test_a_bad_failure_fact_is_named():
+    from ansible_collections.aligned.dra.plugins.filter.topology import topology_node_accounting
+
+    bad = {"x": {"aligned_dra_site": "s", "aligned_dra_node_failure": {"state": "lost", "stage": "probe"}}}
+    with pytest.raises(AnsibleFilterError, match="x: aligned_dra_node_failure.state 'lost'"):
+        topology_node_accounting(bad, ["x"], [], "probe")
+    with pytest.raises(AnsibleFilterError, match="x: aligned_dra_node_failure must be a dict"):
+        topology_node_accounting({"x": {"aligned_dra_node_failure": "oops"}}, ["x"], [], "probe")

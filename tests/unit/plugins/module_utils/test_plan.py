@@ -386,3 +386,30 @@ def test_real_snapshot_of_eight_vector_engines(tmp_path):
     # without plain NICs nothing is published for these cards, and nothing fits
     bare = planner.nodes_from_topologies({"ve": topology})
     assert planner.plan("s", bare, [accelerators, CLASSES[1]], [pairs(1)])["templates"][0]["fits_total"] == 0
+
+
+def test_node_accounting_lists_the_left_out_nodes_and_counts():
+    failed = {
+        "n3": {"state": "failed", "stage": "probe", "task": "t", "error": "e", "stale_facts": None},
+        "n4": {"state": "unreachable", "stage": "probe", "task": None, "error": "e", "stale_facts": None},
+    }
+    got = planner.node_accounting(["n1", "n2"], failed)
+    assert got["node_counts"] == {"ok": 2, "failed": 1, "unreachable": 1}
+    assert list(got["nodes_failed"]) == ["n3", "n4"]
+    given = {"ok": 5, "failed": 1, "unreachable": 1}
+    assert planner.node_accounting(["n1"], failed, given)["node_counts"] == given
+
+
+@pytest.mark.parametrize(
+    ("planned", "failed", "counts", "message"),
+    [
+        (["n1"], {"n1": {"state": "failed", "stage": "probe"}}, None, "are planned too"),
+        ([], {"n2": {"state": "gone", "stage": "probe"}}, None, "nodes_failed.n2: needs 'state'"),
+        ([], {"n2": {"state": "failed"}}, None, "nodes_failed.n2: needs 'state'"),
+        ([], {}, {"ok": 1}, "node_counts: needs counts"),
+        ([], {}, {"ok": -1, "failed": 0, "unreachable": 0}, "node_counts: needs counts"),
+    ],
+)
+def test_node_accounting_names_bad_input(planned, failed, counts, message):
+    with pytest.raises(planner.PlanError, match=message):
+        planner.node_accounting(planned, failed, counts)

@@ -145,3 +145,25 @@ def test_dest_that_cannot_be_written_fails_on_dest_and_writes_nothing(capsys, tm
     assert result["failed"] is True and not result.get("changed")
     assert result["msg"].startswith(f"dest: cannot write {dest}: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"] and not list((tmp_path / "adir").iterdir())
+
+
+def test_a_failed_nodes_file_is_never_planned_on_and_the_plan_lists_it(tmp_path, capsys):
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    (nodes / "n1.json").write_text(json.dumps(TOPOLOGY))
+    (nodes / "old.json").write_text(json.dumps(TOPOLOGY))  # an earlier run's facts of a node that failed now
+    failed = {"old": {"state": "failed", "stage": "probe", "task": "t", "error": "e",
+                      "stale_facts": {"file": "nodes/old.json", "age_s": 5, "used": False}}}  # fmt: skip
+    args = {"site": "s", "objects": objects(), "topology_dir": str(nodes), "nodes_failed": failed}
+    result = run(capsys, args)
+    pair1 = next(t for t in result["plan"]["templates"] if t["name"] == "gpu-nic-pair-1")
+    assert set(pair1["nodes"]) == {"n1"} and pair1["fits_total"] == 1
+    assert result["plan"]["nodes_failed"] == failed
+    assert result["plan"]["node_counts"] == {"ok": 1, "failed": 1, "unreachable": 0}
+    # the same from facts: a failed node's topology is left out too
+    from_facts = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY, "old": TOPOLOGY},
+                              "nodes_failed": failed, "node_counts": {"ok": 1, "failed": 1, "unreachable": 2}})  # fmt: skip
+    assert set(next(t for t in from_facts["plan"]["templates"] if t["name"] == "gpu-nic-pair-1")["nodes"]) == {"n1"}
+    assert from_facts["plan"]["node_counts"]["unreachable"] == 2
+    bad = run(capsys, dict(args, nodes_failed={"old": {"state": "gone"}}))
+    assert bad["failed"] is True and bad["msg"].startswith("nodes_failed.old: needs 'state'")
