@@ -437,6 +437,7 @@ def validate(
     problems: list[Problem] = []
     sites: dict[str, str] = {}
     by_site: dict[str, list[str]] = {}
+    read: dict[str, dict[str, Any]] = {}
     for host in hosts:
         names = [name for name in setting_names(host) if name.startswith(PREFIX)]
         values = {}
@@ -445,6 +446,7 @@ def validate(
                 values[name] = setting(host, name, None)
             except Exception as exc:  # a template that cannot be resolved is the input's fault
                 problems.append(Problem(host, name, "(not templated)", f"cannot be templated: {exc}"))
+        read[host] = values
         found = check_host_settings(host, values, stages, root, cache)
         problems.extend(found)
         site = str(values.get("aligned_dra_site") or DEFAULT_SITE)
@@ -454,7 +456,7 @@ def validate(
         if "network" in stages and values.get("aligned_dra_sriov_pfs") and "aligned_dra_sriov_pfs" not in flagged:
             problems.extend(check_sriov(host, values["aligned_dra_sriov_pfs"], values.get("aligned_dra_topology")))
     for site, members in sorted(by_site.items()):
-        problems.extend(check_site(site, sorted(members), setting, stages))
+        problems.extend(check_site(site, sorted(members), lambda h, n, d: read[h].get(n, d), stages))
     return sorted(set(problems)), sites
 
 

@@ -125,7 +125,7 @@ def main():
         "problems": [problem.__dict__.copy() for problem in problems],
     }
     if problems:
-        module.fail_json(msg=validate.report(problems, sites), **result)
+        module.fail_json(msg="settings: " + validate.report(problems, sites), **result)
     module.exit_json(**result)
 
 
