@@ -29,9 +29,7 @@ SRIOV_TOPOLOGY = {
 
 
 def run(settings: dict[str, dict], stages=validate.STAGES):
-    return validate.validate(
-        list(settings), lambda h: list(settings[h]), lambda h, n, d: settings[h].get(n, d), stages
-    )
+    return validate.validate(list(settings), lambda h: list(settings[h]), lambda h, n, d: settings[h].get(n, d), stages)
 
 
 def reasons(problems) -> list[str]:
@@ -134,7 +132,7 @@ def test_one_kubernetes_minor_per_site():
         }
     )
     assert [(p.host, p.variable) for p in problems] == [("c", "aligned_dra_kubernetes_version")]
-    assert "site lab has one Kubernetes minor for all its hosts; its first host a has \"1.36\"" in problems[0].reason
+    assert 'site lab has one Kubernetes minor for all its hosts; its first host a has "1.36"' in problems[0].reason
 
 
 def test_unsupported_minor_is_refused():
