@@ -27,6 +27,7 @@ import difflib
 import fnmatch
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +140,8 @@ SITE_SETTINGS = (
 )
 DEFAULT_SITE = "default"
 DEFAULT_MINOR = "1.36"  # roles/claims/defaults/main.yml
+# A site names a directory of the output (roles' "Check the site name" asserts say the same).
+SITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VALUE_WIDTH = 80
 _HOSTS_SHOWN = 3
 
@@ -450,6 +453,13 @@ def validate(
         found = check_host_settings(host, values, stages, root, cache)
         problems.extend(found)
         site = str(values.get("aligned_dra_site") or DEFAULT_SITE)
+        if not SITE_NAME.match(site):
+            found.append(
+                Problem(
+                    host, "aligned_dra_site", show(site), "must be letters, digits, '.', '_' or '-' (names a directory)"
+                )
+            )
+            problems.append(found[-1])
         sites[host] = site
         by_site.setdefault(site, []).append(host)
         flagged = {problem.variable for problem in found}

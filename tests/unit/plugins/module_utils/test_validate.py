@@ -122,6 +122,11 @@ def test_allowed_extra_vars_let_names_and_patterns_through():
     assert [p.variable for p in problems] == ["aligned_dra_other"]
 
 
+def test_site_name_names_a_directory():
+    problems, _ = run({"a": {"aligned_dra_site": "east/../etc"}}, ["probe"])
+    assert [(p.variable, p.value) for p in problems] == [("aligned_dra_site", '"east/../etc"')]
+
+
 def test_one_kubernetes_minor_per_site():
     problems, _ = run(
         {
