@@ -215,8 +215,10 @@ def known_names(root: str = str(COLLECTION_ROOT)) -> frozenset[str]:
 
 def suggestion(name: str, known: Iterable[str]) -> str | None:
     """The known name closest to ``name``, if one is close enough."""
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-    return close[0] if close else None
+    # Compared without the common prefix, which would make every name look close.
+    tails = {item[len(PREFIX) :]: item for item in known if item.startswith(PREFIX)}
+    close = difflib.get_close_matches(name[len(PREFIX) :], sorted(tails), n=1, cutoff=0.7)
+    return tails[close[0]] if close else None
 
 
 def allowed(name: str, patterns: Iterable[str]) -> bool:

@@ -103,8 +103,22 @@ def test_unknown_name_suggests_the_closest_known_one():
     ]
 
 
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("aligned_dra_sysfs_rot", "aligned_dra_sysfs_root"),
+        ("aligned_dra_kubernetes_versoin", "aligned_dra_kubernetes_version"),
+        ("aligned_dra_sriov_pf", "aligned_dra_sriov_pfs"),
+        ("aligned_dra_network_seriall", "aligned_dra_network_serial"),
+        ("aligned_dra_fixture", None),
+    ],
+)
+def test_suggestions(typo, meant):
+    assert validate.suggestion(typo, validate.known_names()) == meant
+
+
 def test_unknown_name_without_a_close_one_points_at_the_allowed_list():
-    problems, _ = run({"n1": {"aligned_dra_zzzz_qqqq": 1}})
+    problems, _ = run({"a": {"aligned_dra_zzzz_qqqq": 1}})
     assert "aligned_dra_allowed_extra_vars" in problems[0].reason
 
 
