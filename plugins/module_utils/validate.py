@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, sriov, teams
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, sriov, teams
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -395,22 +395,6 @@ def check_site(
         minor = dra.minor_of(version)
     except dra.DeviceModelError as exc:
         return [*problems, Problem(first, "aligned_dra_kubernetes_version", show(version), str(exc))]
-    if not stages & {"claims", "teams", "utilization", "driver"}:
-        return problems
-    claim_settings = setting(first, "aligned_dra_claims", {}) or {}
-    try:
-        rendered = claims.render(claim_settings, site, version, gates)
-        class_keys = claims.settings(claim_settings)["classes"]
-    except (claims.ClaimsError, dra.DeviceModelError) as exc:
-        variable = _variable_of(str(exc), "aligned_dra_claims")
-        return [*problems, Problem(first, variable, show(setting(first, variable, None)), f"site {site}: {exc}")]
-    if stages & {"teams", "utilization"}:
-        team_settings = setting(first, "aligned_dra_teams", {}) or {}
-        try:
-            teams.render(team_settings, site, rendered["objects"], version, gates, None, class_keys)
-        except (teams.TeamsError, dra.DeviceModelError) as exc:
-            variable = _variable_of(str(exc), "aligned_dra_teams")
-            problems.append(Problem(first, variable, show(setting(first, variable, None)), f"site {site}: {exc}"))
     if "driver" in stages:
         for host in hosts:
             problems.extend(
@@ -422,6 +406,29 @@ def check_site(
                     gates,
                 )
             )
+    if not stages & {"claims", "teams", "utilization"}:
+        return problems
+
+    def site_problem(exc: Exception, default: str) -> list[Problem]:
+        # Said for every host of the site that carries the value (usually group_vars: once, with the count).
+        variable = _variable_of(str(exc), default)
+        value = _key(setting(first, variable, None))
+        shown = _shown(setting(first, variable, None))
+        holders = [host for host in hosts if _key(setting(host, variable, None)) == value]
+        return [Problem(host, variable, shown, f"site {site}: {exc}") for host in holders]
+
+    claim_settings = setting(first, "aligned_dra_claims", {}) or {}
+    try:
+        rendered = claims.render(claim_settings, site, version, gates)
+        class_keys = claims.settings(claim_settings)["classes"]
+    except (claims.ClaimsError, dra.DeviceModelError, dra_cel.CelError) as exc:
+        return [*problems, *site_problem(exc, "aligned_dra_claims")]
+    if stages & {"teams", "utilization"}:
+        team_settings = setting(first, "aligned_dra_teams", {}) or {}
+        try:
+            teams.render(team_settings, site, rendered["objects"], version, gates, None, class_keys)
+        except (teams.TeamsError, dra.DeviceModelError, dra_cel.CelError) as exc:
+            problems.extend(site_problem(exc, "aligned_dra_teams"))
     return problems
 
 

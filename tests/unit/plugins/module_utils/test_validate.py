@@ -175,6 +175,20 @@ def test_team_quota_on_a_class_the_site_does_not_render():
     assert run({"a": {"aligned_dra_teams": teams}}, ["claims"])[0] == []
 
 
+def test_a_site_setting_shared_by_the_site_is_said_once_with_the_host_count():
+    teams = {"teams": [{"name": "ml", "quotas": {"aligned-tpu": 4}}]}
+    hosts = {name: {"aligned_dra_site": "lab", "aligned_dra_teams": teams} for name in ("a", "b", "c")}
+    problems, sites = run(hosts, ["teams"])
+    assert [p.host for p in problems] == ["a", "b", "c"]
+    lines = validate.report(problems, sites).splitlines()
+    assert len(lines) == 2 and lines[1].startswith("- site lab, 3 hosts (a, b, c): aligned_dra_teams = ")
+
+
+def test_driver_stage_alone_does_not_render_the_claims():
+    broken = {"a": {"aligned_dra_claims": {"required": ["no-such-template"]}}}
+    assert run(broken, ["driver"])[0] == []
+
+
 def test_team_template_that_is_not_rendered():
     teams = {"teams": [{"name": "ml", "templates": ["nope"]}]}
     problems, _ = run({"a": {"aligned_dra_teams": teams}}, ["teams"])
