@@ -20,7 +20,8 @@ description:
   - All problems are reported together in one message that names host, variable, value and reason;
     the same problem on many hosts is said once per site with the host count.
   - The validation play of C(aligned.dra.site) and of every stage playbook runs it once, on the
-    controller, after the read-only probe; it changes nothing.
+    controller, after the read-only probe where the stages need the node's devices (probe, network);
+    it changes nothing.
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
