@@ -398,21 +398,23 @@ def _vf_targets(pf: dict[str, Any], count: int) -> dict[int, dict[str, Any]]:
     return targets
 
 
-def _apply_pf(ctx: _Context, pf: dict[str, Any], field: str, topology: dict[str, Any]) -> dict[str, Any]:
+def check_pf(pf: dict[str, Any], topology: dict[str, Any], field: str) -> dict[str, Any] | None:
+    """A validated PF entry against the node's probed topology, changing nothing.
+
+    The device it selects (None when absent and ``missing: skip``); SriovError
+    when the PF is absent, has no SR-IOV, or the VF count or a VF index does
+    not fit its ``sriov_totalvfs``. The validation stage and :func:`apply` both
+    call it.
+    """
     device = find_pf(pf, topology, field)
-    entry: dict[str, Any] = {"selector": describe_selector(pf), "actions": [], "disruptive": False}
     if device is None:
         if pf["missing"] == "skip":
-            entry["skipped"] = f"no {describe_selector(pf)} on this node"
-            return entry
+            return None
         key = _selector_key(pf)
         which = " (selected by vendor_id, device_id and index)" if key == "index" else ""
         raise SriovError(f"{field}.{key}: no {describe_selector(pf)} on this node{which}")
     address = device["pci_address"]
-    path = ctx.pf_path(address)
     sriov = device.get("sriov")
-    netdev = (device.get("netdevs") or [{}])[0].get("name")
-    entry.update(pci_address=address, netdev=netdev)
     wants_sriov = pf["numvfs"] is not None or pf["drivers_autoprobe"] is not None or pf["vfs"] or pf["vf_defaults"]
     if sriov is None and wants_sriov:
         key = "numvfs" if pf["numvfs"] is not None else "vfs"
@@ -420,17 +422,34 @@ def _apply_pf(ctx: _Context, pf: dict[str, Any], field: str, topology: dict[str,
             f"{field}.{key}: {address} has no SR-IOV capability (no sriov_totalvfs); "
             f"{field}.{_selector_key(pf)} selects it"
         )
-    before: dict[str, Any] = {}
-    after: dict[str, Any] = {}
     current = sriov["numvfs"] if sriov else 0
     total = sriov["totalvfs"] if sriov else 0
-    entry["totalvfs"] = total if sriov else None
     target = current if pf["numvfs"] is None else pf["numvfs"]
     if target > total:
         raise SriovError(f"{field}.numvfs: {target} is above sriov_totalvfs {total} of {address}")
     for index in pf["vfs"]:
         if index >= target:
             raise SriovError(f"{field}.vfs: VF {index} does not exist on {address} ({target} VFs)")
+    return device
+
+
+def _apply_pf(ctx: _Context, pf: dict[str, Any], field: str, topology: dict[str, Any]) -> dict[str, Any]:
+    device = check_pf(pf, topology, field)
+    entry: dict[str, Any] = {"selector": describe_selector(pf), "actions": [], "disruptive": False}
+    if device is None:
+        entry["skipped"] = f"no {describe_selector(pf)} on this node"
+        return entry
+    address = device["pci_address"]
+    path = ctx.pf_path(address)
+    sriov = device.get("sriov")
+    netdev = (device.get("netdevs") or [{}])[0].get("name")
+    entry.update(pci_address=address, netdev=netdev)
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    current = sriov["numvfs"] if sriov else 0
+    total = sriov["totalvfs"] if sriov else 0
+    entry["totalvfs"] = total if sriov else None
+    target = current if pf["numvfs"] is None else pf["numvfs"]
     live_netlink = ctx.links is not None
     if (pf["vfs"] or pf["vf_defaults"] or pf["mtu"] is not None) and live_netlink and not netdev:
         raise SriovError(f"{field}: {address} has no network interface to set the MTU or VF properties through")

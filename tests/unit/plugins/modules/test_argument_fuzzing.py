@@ -94,6 +94,7 @@ EXAMPLE_COUNTS = {
     "topology_capture": 60,
     "topology_snapshot": 80,
     "preflight": 60,
+    "validate": 60,
 }
 # ALIGNED_DRA_FUZZ_SCALE=10 runs ten times as many (a deeper search, by hand).
 SCALE = float(os.environ.get("ALIGNED_DRA_FUZZ_SCALE", "1"))
@@ -258,6 +259,10 @@ def template_claims_render(root: Path) -> None:
 
 
 def template_preflight(root: Path) -> None:
+    del root
+
+
+def template_validate(root: Path) -> None:
     del root
 
 
@@ -746,6 +751,18 @@ def base_preflight(draw, root: Path) -> dict[str, Any]:
     return {
         "stages": draw(st.lists(st.sampled_from(stages), min_size=1, max_size=3, unique=True)),
         "python": draw(st.lists(st.sampled_from(python), max_size=2)),
+    }
+
+
+def base_validate(draw, root: Path) -> dict[str, Any]:
+    del root
+    stages = ["probe", "network", "driver", "claims", "teams", "utilization", "report", "what_if"]
+    host = {"aligned_dra_site": "lab", "aligned_dra_topology": copy.deepcopy(TOPOLOGY)}
+    if draw(st.booleans()):
+        host["aligned_dra_kubernetes_version"] = draw(st.sampled_from(["1.34", "1.35", "1.36", "1.37"]))
+    return {
+        "stages": draw(st.lists(st.sampled_from(stages), min_size=1, max_size=3, unique=True)),
+        "settings": {"node-a": host, "node-b": copy.deepcopy(host)},
     }
 
 
@@ -1383,6 +1400,26 @@ def semantic_preflight(draw, args: dict[str, Any], root: Path, broken: Broken) -
     existing = args.get("python")
     args["python"] = [*(existing if isinstance(existing, list) else []), entry]
     broken.add(("python",))
+
+
+def semantic_validate(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    del root
+    settings = args.get("settings")
+    if not isinstance(settings, dict) or not isinstance(settings.get("node-b"), dict):
+        args["settings"] = settings = {"node-b": {}}
+    name, value = draw(
+        st.sampled_from(
+            [
+                ("aligned_dra_sysfs_rot", "/sys"),
+                ("aligned_dra_drain_timeout", "soon"),
+                ("aligned_dra_kubernetes_version", "1.20"),
+                ("aligned_dra_claims", {"drivers": "x"}),
+                ("aligned_dra_sriov_pfs", [{"netdev": "nope0", "numvfs": 1}]),
+            ]
+        )
+    )
+    settings["node-b"][name] = value
+    broken.add(("settings",))
 
 
 def semantic_topology_snapshot(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:

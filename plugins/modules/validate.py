@@ -1,0 +1,134 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: validate
+short_description: Check the whole site's input before anything changes
+version_added: 0.1.0
+description:
+  - Checks every host's C(aligned_dra_*) variables, wherever they were set (inventory, group_vars,
+    host_vars, extra vars), against the argument specs of the collection's roles and playbooks, and
+    fails on a name the collection does not know, suggesting the closest known one.
+  - Then the checks across hosts and stages, once per site, with the stages' own code - one Kubernetes
+    minor per site, the site's claim settings render, team quotas and templates name classes the site
+    renders, SR-IOV entries select PFs the node's probe found and ask for no more VFs than the PF has,
+    and the devices the driver publishes need no feature gate the minor leaves off.
+  - All problems are reported together in one message that names host, variable, value and reason;
+    the same problem on many hosts is said once per site with the host count.
+  - The validation play of C(aligned.dra.site) and of every stage playbook runs it once, on the
+    controller, after the read-only probe where the stages need the node's devices (probe, network);
+    it changes nothing.
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: It only reads.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+options:
+  stages:
+    description:
+      - The stages the playbook runs; required options and the cross-stage checks follow them.
+    type: list
+    elements: str
+    choices: [probe, network, driver, claims, teams, utilization, report, what_if]
+    required: true
+  hosts:
+    description:
+      - The hosts whose variables are checked. Empty uses the group C(aligned_dra_nodes), or every host
+        of O(settings) when the module runs without its action plugin.
+    type: list
+    elements: str
+    default: []
+  settings:
+    description:
+      - Only when the module runs without its action plugin (the action reads C(hostvars) itself).
+        Host name -> that host's variables, C(aligned_dra_topology) included for the device checks.
+    type: dict
+    default: {}
+requirements:
+  - ansible-core >= 2.20 on a Python >= 3.12 controller
+notes:
+  - C(aligned_dra_allowed_extra_vars) (a list of names or fnmatch patterns) lets deliberate extra
+    C(aligned_dra_*) names through.
+  - C(docs/inventory.md) in the collection lists what is checked.
+"""
+
+EXAMPLES = r"""
+- name: Validate | The whole site's input, before anything changes
+  aligned.dra.validate:
+    stages: [probe, network, driver, claims, teams, utilization, report]
+  run_once: true
+  delegate_to: localhost
+  check_mode: false
+"""
+
+RETURN = r"""
+hosts:
+  description: How many hosts were checked.
+  returned: always
+  type: int
+  sample: 12
+sites:
+  description: The sites of the hosts checked.
+  returned: always
+  type: list
+  elements: str
+  sample: [lab-east]
+problems:
+  description: Every problem found, each with host, variable, value (as JSON, shortened) and reason.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{host: gpu-03, variable: "aligned_dra_sriov_pfs[0]", value: '{"netdev": "ens1f0", "numvfs": 64}',
+            reason: "pfs[0].numvfs: 64 is above sriov_totalvfs 8 of 0000:3b:00.0"}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils import validate
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "stages": {"type": "list", "elements": "str", "required": True, "choices": list(validate.STAGES)},
+            "hosts": {"type": "list", "elements": "str", "default": []},
+            "settings": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    settings = module.params["settings"]
+    hosts = module.params["hosts"] or sorted(settings)
+    for host in hosts:
+        if not isinstance(settings.get(host), dict):
+            module.fail_json(msg=f"settings.{host}: must map the host's variable names to values")
+    problems, sites = validate.validate(
+        hosts,
+        lambda host: list(settings[host]),
+        lambda host, name, default: settings[host].get(name, default),
+        module.params["stages"],
+    )
+    result = {
+        "changed": False,
+        "hosts": len(hosts),
+        "sites": sorted(set(sites.values())),
+        "problems": [problem.__dict__.copy() for problem in problems],
+    }
+    if problems:
+        module.fail_json(msg="settings: " + validate.report(problems, sites), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""playbooks/validate.yml: one bad value on the last host of a site stops site.yml in the
+validation stage, with a message that names host, variable, value and reason, before any
+node or output file changed; an unknown aligned_dra_* name fails with the closest known
+name, and aligned_dra_allowed_extra_vars lets it through."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook
+from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+
+pytestmark = pytest.mark.slow
+
+LAYOUT = Path(__file__).resolve().parents[2] / "fixtures" / "network" / "sriov-lab.yml"
+HOSTS = ("gpu-01", "gpu-02", "gpu-03")
+
+
+def digest(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its content (files), target (links) or mode (directories)."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            found[key] = "link:" + os.readlink(path)
+        elif path.is_file():
+            found[key] = hashlib.sha256(path.read_bytes()).hexdigest() + oct(path.stat().st_mode)
+        else:
+            found[key] = "dir" + oct(path.stat().st_mode)
+    return found
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """Three nodes of one site, each its own sysfs tree; the last one asks for 64 VFs of an 8-VF PF."""
+    root = tmp_path_factory.mktemp("validate-site")
+    spec = load_layout(LAYOUT)
+    hosts = {}
+    for name in HOSTS:
+        tree = build_tree(spec, root / name)
+        hosts[name] = {"aligned_dra_sysfs_root": str(tree / "sys"), "aligned_dra_procfs_root": str(tree / "proc")}
+    hosts[HOSTS[-1]]["aligned_dra_sriov_pfs"] = [{"pci_address": "0000:01:00.0", "numvfs": 64}]
+    inventory = {
+        "aligned_dra_nodes": {
+            "hosts": hosts,
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "aligned_dra_site": "lab",
+                "aligned_dra_output_dir": str(root / "output"),
+            },
+        }
+    }
+    (root / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    return root
+
+
+def test_site_stops_in_validation_and_nothing_changed(site):
+    before = {name: digest(site / name) for name in HOSTS}
+    result = run_playbook(site / "hosts.yml", PLAYBOOKS / "site.yml")
+    text = result.stdout + result.stderr
+    assert result.returncode != 0, text
+    assert "Validate | Every host's settings, across hosts and stages" in text
+    assert "aligned.dra validation: 1 problem in the inventory; nothing was changed." in text
+    assert (
+        '- gpu-03: aligned_dra_sriov_pfs[0] = {"numvfs": 64, "pci_address": "0000:01:00.0"}: '
+        "pfs[0].numvfs: 64 is above sriov_totalvfs 8 of 0000:01:00.0"
+    ) in text
+    # No later play ran, no output file was written, no node changed.
+    assert "Node network" not in text and "Configure RDMA and SR-IOV" not in text
+    assert not (site / "output").exists()
+    assert {name: digest(site / name) for name in HOSTS} == before
+
+
+def test_unknown_extra_var_fails_with_the_closest_name_unless_allowed(site):
+    typo = run_playbook(site / "hosts.yml", PLAYBOOKS / "validate.yml", "-e", "aligned_dra_sysfs_rot=/sys")
+    text = typo.stdout + typo.stderr
+    assert typo.returncode != 0, text
+    assert 'aligned_dra_sysfs_rot = "/sys": unknown variable; did you mean aligned_dra_sysfs_root?' in text
+    # Extra vars reach every host: one line for the site, with the host count.
+    assert "site lab, 3 hosts (gpu-01, gpu-02, gpu-03)" in text
+
+    allowed = run_playbook(
+        site / "hosts.yml",
+        PLAYBOOKS / "validate.yml",
+        "-e",
+        "aligned_dra_sysfs_rot=/sys",
+        "-e",
+        '{"aligned_dra_allowed_extra_vars": ["aligned_dra_sysfs_r*"]}',
+        "-e",
+        '{"aligned_dra_validate_stages": ["probe", "claims"]}',
+    )
+    text = allowed.stdout + allowed.stderr
+    assert allowed.returncode == 0, text
+    assert "unknown variable" not in text
+    assert not (site / "output").exists()

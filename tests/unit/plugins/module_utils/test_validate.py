@@ -1,0 +1,286 @@
+# SPDX-License-Identifier: Apache-2.0
+"""module_utils/validate.py: argument specs, unknown names, the checks across hosts and stages, the message."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils import validate
+from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY
+
+REPO = Path(__file__).resolve().parents[4]
+NAME = re.compile(r"\baligned_dra_[a-z0-9_]*[a-z0-9]\b")
+
+SRIOV_TOPOLOGY = {
+    "devices": [
+        {
+            "pci_address": "0000:01:00.0",
+            "vendor_id": "0x15b3",
+            "device_id": "0x1021",
+            "netdevs": [{"name": "ens1f0"}],
+            "sriov": {"totalvfs": 8, "numvfs": 0, "vfs": []},
+        },
+        {"pci_address": "0000:02:00.0", "vendor_id": "0x8086", "device_id": "0x1533", "netdevs": [{"name": "eno1"}]},
+    ]
+}
+
+
+def run(settings: dict[str, dict], stages=validate.STAGES):
+    return validate.validate(list(settings), lambda h: list(settings[h]), lambda h, n, d: settings[h].get(n, d), stages)
+
+
+def reasons(problems) -> list[str]:
+    return [f"{p.host} {p.variable} {p.reason}" for p in problems]
+
+
+def test_every_name_the_roles_and_playbooks_use_is_known():
+    """The known-name list cannot go stale: every aligned_dra_* name in roles/ and playbooks/ is in it."""
+    used = set()
+    for path in [*REPO.joinpath("roles").rglob("*.yml"), *REPO.joinpath("playbooks").rglob("*.yml")]:
+        used |= set(NAME.findall(path.read_text()))
+    assert used, "the scan found nothing"
+    assert sorted(used - validate.known_names()) == []
+
+
+def test_role_specs_are_read_from_the_collection_files():
+    specs = validate.role_specs()
+    assert set(specs) == {p.parent.parent.name for p in REPO.glob("roles/*/meta/argument_specs.yml")}
+    assert specs["sriov"]["aligned_dra_sriov_pfs"]["type"] == "list"
+    assert "aligned_dra_network_serial" in validate.known_names()
+
+
+def test_a_valid_site_passes():
+    problems, sites = run(
+        {
+            "n1": {"aligned_dra_site": "lab", "aligned_dra_sysfs_root": "/x/sys", "aligned_dra_network_serial": 2},
+            "n2": {"aligned_dra_site": "lab", "aligned_dra_sysfs_root": "/y/sys"},
+        }
+    )
+    assert problems == []
+    assert sites == {"n1": "lab", "n2": "lab"}
+
+
+def test_argument_spec_errors_name_host_variable_and_value():
+    problems, _ = run({"n1": {"aligned_dra_drain_timeout": "soon", "aligned_dra_claims_write": "maybe"}})
+    found = {(p.host, p.variable, p.value) for p in problems}
+    assert ("n1", "aligned_dra_drain_timeout", '"soon"') in found
+    assert ("n1", "aligned_dra_claims_write", '"maybe"') in found
+    assert any("int" in p.reason for p in problems if p.variable == "aligned_dra_drain_timeout")
+
+
+def test_playbook_settings_have_specs():
+    problems, _ = run({"n1": {"aligned_dra_network_max_fail_percentage": "many"}})
+    assert [p.variable for p in problems] == ["aligned_dra_network_max_fail_percentage"]
+
+
+def test_required_options_of_the_stages_run(tmp_path):
+    roles = tmp_path / "roles" / "demo" / "meta"
+    roles.mkdir(parents=True)
+    (roles / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    options:\n      aligned_dra_demo:\n        type: str\n        required: true\n"
+    )
+    stages = dict(validate.STAGE_ROLES)
+    try:
+        validate.STAGE_ROLES["probe"] = ("demo",)
+        missing = validate.check_host_settings("n1", {}, ["probe"], str(tmp_path))
+        ignored = validate.check_host_settings("n1", {}, ["report"], str(tmp_path))
+    finally:
+        validate.STAGE_ROLES.clear()
+        validate.STAGE_ROLES.update(stages)
+    assert [(p.variable, p.value, p.reason) for p in missing] == [
+        ("aligned_dra_demo", "(not set)", "required by the demo role")
+    ]
+    assert ignored == []
+
+
+def test_unknown_name_suggests_the_closest_known_one():
+    problems, _ = run({"n1": {"aligned_dra_sysfs_rot": "/x"}})
+    assert [p.line() for p in problems] == [
+        'n1: aligned_dra_sysfs_rot = "/x": unknown variable; did you mean aligned_dra_sysfs_root?'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("aligned_dra_sysfs_rot", "aligned_dra_sysfs_root"),
+        ("aligned_dra_kubernetes_versoin", "aligned_dra_kubernetes_version"),
+        ("aligned_dra_sriov_pf", "aligned_dra_sriov_pfs"),
+        ("aligned_dra_network_seriall", "aligned_dra_network_serial"),
+        ("aligned_dra_fixture", None),
+    ],
+)
+def test_suggestions(typo, meant):
+    assert validate.suggestion(typo, validate.known_names()) == meant
+
+
+def test_unknown_name_without_a_close_one_points_at_the_allowed_list():
+    problems, _ = run({"a": {"aligned_dra_zzzz_qqqq": 1}})
+    assert "aligned_dra_allowed_extra_vars" in problems[0].reason
+
+
+def test_allowed_extra_vars_let_names_and_patterns_through():
+    problems, _ = run(
+        {
+            "n1": {
+                "aligned_dra_allowed_extra_vars": ["aligned_dra_sysfs_rot", "aligned_dra_mine_*"],
+                "aligned_dra_sysfs_rot": "/x",
+                "aligned_dra_mine_a": 1,
+                "aligned_dra_other": 2,
+            }
+        }
+    )
+    assert [p.variable for p in problems] == ["aligned_dra_other"]
+
+
+def test_site_name_names_a_directory():
+    problems, _ = run({"a": {"aligned_dra_site": "east/../etc"}}, ["probe"])
+    assert [(p.variable, p.value) for p in problems] == [("aligned_dra_site", '"east/../etc"')]
+
+
+def test_one_kubernetes_minor_per_site():
+    problems, _ = run(
+        {
+            "a": {"aligned_dra_site": "lab", "aligned_dra_kubernetes_version": "1.36"},
+            "b": {"aligned_dra_site": "lab"},
+            "c": {"aligned_dra_site": "lab", "aligned_dra_kubernetes_version": "1.35"},
+            "d": {"aligned_dra_site": "other", "aligned_dra_kubernetes_version": "1.35"},
+        }
+    )
+    assert [(p.host, p.variable) for p in problems] == [("c", "aligned_dra_kubernetes_version")]
+    assert 'site lab has one Kubernetes minor for all its hosts; its first host a has "1.36"' in problems[0].reason
+
+
+def test_unsupported_minor_is_refused():
+    problems, _ = run({"a": {"aligned_dra_kubernetes_version": "1.20"}})
+    assert {p.variable for p in problems} == {"aligned_dra_kubernetes_version"}
+    assert any("1.34, 1.35, 1.36, 1.37" in p.reason for p in problems)
+
+
+def test_claims_settings_that_do_not_render():
+    problems, _ = run({"a": {"aligned_dra_claims": {"required": ["no-such-template"]}}}, ["claims"])
+    assert [p.variable for p in problems] == ["aligned_dra_claims"]
+    assert "'no-such-template' is not rendered" in problems[0].reason
+
+
+def test_team_quota_on_a_class_the_site_does_not_render():
+    teams = {"teams": [{"name": "ml", "quotas": {"aligned-tpu": 4}}]}
+    problems, _ = run({"a": {"aligned_dra_site": "lab", "aligned_dra_teams": teams}}, ["teams"])
+    assert [(p.host, p.variable) for p in problems] == [("a", "aligned_dra_teams")]
+    assert "'aligned-tpu' is not a DeviceClass of this site" in problems[0].reason
+    # The claims stage alone does not read the teams.
+    assert run({"a": {"aligned_dra_teams": teams}}, ["claims"])[0] == []
+
+
+def test_a_site_setting_shared_by_the_site_is_said_once_with_the_host_count():
+    teams = {"teams": [{"name": "ml", "quotas": {"aligned-tpu": 4}}]}
+    hosts = {name: {"aligned_dra_site": "lab", "aligned_dra_teams": teams} for name in ("a", "b", "c")}
+    problems, sites = run(hosts, ["teams"])
+    assert [p.host for p in problems] == ["a", "b", "c"]
+    lines = validate.report(problems, sites).splitlines()
+    assert len(lines) == 2 and lines[1].startswith("- site lab, 3 hosts (a, b, c): aligned_dra_teams = ")
+
+
+def test_driver_stage_alone_does_not_render_the_claims():
+    broken = {"a": {"aligned_dra_claims": {"required": ["no-such-template"]}}}
+    assert run(broken, ["driver"])[0] == []
+
+
+def test_team_template_that_is_not_rendered():
+    teams = {"teams": [{"name": "ml", "templates": ["nope"]}]}
+    problems, _ = run({"a": {"aligned_dra_teams": teams}}, ["teams"])
+    assert "'nope' is not rendered for this site" in problems[0].reason
+
+
+def test_sriov_vf_count_above_the_probed_total():
+    pfs = [{"netdev": "ens1f0", "numvfs": 16}]
+    problems, _ = run({"a": {"aligned_dra_sriov_pfs": pfs, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])
+    assert [p.line() for p in problems] == [
+        'a: aligned_dra_sriov_pfs[0] = {"netdev": "ens1f0", "numvfs": 16}: '
+        "pfs[0].numvfs: 16 is above sriov_totalvfs 8 of 0000:01:00.0"
+    ]
+    fits = [{"netdev": "ens1f0", "numvfs": 8}]
+    assert run({"a": {"aligned_dra_sriov_pfs": fits, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])[0] == []
+
+
+def test_sriov_names_a_nic_the_node_does_not_have_or_without_sriov():
+    pfs = [{"netdev": "ens9"}, {"netdev": "eno1", "numvfs": 2}, {"netdev": "ens7", "missing": "skip"}]
+    problems, _ = run({"a": {"aligned_dra_sriov_pfs": pfs, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])
+    assert reasons(problems) == [
+        "a aligned_dra_sriov_pfs[0] pfs[0].netdev: no network interface ens9 on this node",
+        "a aligned_dra_sriov_pfs[1] pfs[1].numvfs: 0000:02:00.0 has no SR-IOV capability (no sriov_totalvfs); "
+        "pfs[1].netdev selects it",
+    ]
+
+
+def test_sriov_shape_is_checked_without_a_probe():
+    problems, _ = run({"a": {"aligned_dra_sriov_pfs": [{"netdev": "ens1f0", "colour": "red"}]}}, ["network"])
+    assert [p.variable for p in problems] == ["aligned_dra_sriov_pfs"]
+    assert "aligned_dra_sriov_pfs.colour" in problems[0].reason
+
+
+def test_driver_device_options_and_gates():
+    bad = {"a": {"aligned_dra_device_options": {"gpus": "yes"}, "aligned_dra_topology": PAIR_NODE_TOPOLOGY}}
+    problems, _ = run(bad, ["driver"])
+    assert reasons(problems) == ["a aligned_dra_device_options device_options.gpus must be a boolean"]
+    good = {"a": {"aligned_dra_topology": PAIR_NODE_TOPOLOGY}}
+    assert run(good, ["driver"])[0] == []
+
+
+def test_driver_device_that_needs_a_gate_the_minor_leaves_off(monkeypatch):
+    def with_taints(topology, options=None):
+        return [{"name": "gpu-0", "attributes": {}, "taints": [{"key": "k", "effect": "NoSchedule"}]}]
+
+    monkeypatch.setattr(validate.dra, "devices_from_topology", with_taints)
+    problems = validate.check_driver("a", {}, PAIR_NODE_TOPOLOGY, "1.35", {})
+    assert [p.reason for p in problems] == [
+        "spec.devices[0].taints needs feature gate DRADeviceTaints, which is off on Kubernetes 1.35"
+    ]
+    assert validate.check_driver("a", {}, PAIR_NODE_TOPOLOGY, "1.35", {"DRADeviceTaints": True}) == []
+
+
+def test_a_value_that_cannot_be_templated_is_a_problem():
+    def setting(host, name, default):
+        raise ValueError("'nope' is undefined")
+
+    problems, _ = validate.validate(["a"], lambda h: ["aligned_dra_site"], setting, ["probe"])
+    assert problems[0].value == "(not templated)"
+    assert "'nope' is undefined" in problems[0].reason
+
+
+def test_report_says_a_shared_mistake_once_per_site_with_the_host_count():
+    hosts = {f"n{i:04}": {"aligned_dra_site": "big", "aligned_dra_sysfs_rot": "/x"} for i in range(1000)}
+    hosts["m1"] = {"aligned_dra_site": "small", "aligned_dra_sysfs_rot": "/x"}
+    problems, sites = run(hosts, ["probe"])
+    assert len(problems) == 1001
+    message = validate.report(problems, sites)
+    assert message.splitlines() == [
+        "aligned.dra validation: 2 problems in the inventory; nothing was changed.",
+        '- m1: aligned_dra_sysfs_rot = "/x": unknown variable; did you mean aligned_dra_sysfs_root?',
+        '- site big, 1000 hosts (n0000, n0001, n0002 and 997 more): aligned_dra_sysfs_rot = "/x": '
+        "unknown variable; did you mean aligned_dra_sysfs_root?",
+    ]
+
+
+def test_report_is_sorted_and_deduplicated():
+    one = validate.Problem("b", "aligned_dra_x", "1", "why")
+    two = validate.Problem("a", "aligned_dra_y", "2", "because")
+    assert validate.report([one, two, one]).splitlines()[1:] == [
+        "- a: aligned_dra_y = 2: because",
+        "- b: aligned_dra_x = 1: why",
+    ]
+    assert validate.report([]) == ""
+    error = validate.ValidationError([one, one])
+    assert error.problems == [one] and "1 problem in" in str(error)
+
+
+def test_long_values_are_cut():
+    assert validate.show("x" * 500).endswith("...") and len(validate.show("x" * 500)) == 80
+
+
+@pytest.mark.parametrize("stage", validate.STAGES)
+def test_every_stage_validates_alone(stage):
+    assert run({"a": {"aligned_dra_site": "lab"}}, [stage])[0] == []
