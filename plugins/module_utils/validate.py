@@ -465,7 +465,10 @@ def validate(
         if not SITE_NAME.match(site):
             found.append(
                 Problem(
-                    host, "aligned_dra_site", show(site), "must be letters, digits, '.', '_' or '-' (names a directory)"
+                    host,
+                    "aligned_dra_site",
+                    show(site),
+                    "aligned_dra_site must be letters, digits, '.', '_' or '-' (it names a directory)",
                 )
             )
             problems.append(found[-1])
