@@ -119,6 +119,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_wheel_build aligned_dra_driver_wheel_target aligned_dra_driver_wheelhouse_deps
     aligned_dra_driver_wheels
     aligned_dra_k8s_node aligned_dra_network_cordoned
+    aligned_dra_node_failure aligned_dra_node_stage aligned_dra_node_accounting aligned_dra_claims_accounting
     aligned_dra_rdma_disruptive aligned_dra_rdma_plan aligned_dra_rdma_result aligned_dra_rdma_state
     aligned_dra_rdma_verify
     aligned_dra_sriov_plan aligned_dra_sriov_result aligned_dra_sriov_state aligned_dra_sriov_verify
@@ -465,7 +466,10 @@ def validate(
         if not SITE_NAME.match(site):
             found.append(
                 Problem(
-                    host, "aligned_dra_site", show(site), "must be letters, digits, '.', '_' or '-' (names a directory)"
+                    host,
+                    "aligned_dra_site",
+                    show(site),
+                    "aligned_dra_site must be letters, digits, '.', '_' or '-' (it names a directory)",
                 )
             )
             problems.append(found[-1])
