@@ -31,8 +31,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, sriov, teams
 
 TYPE_CHECKING = False
@@ -190,6 +188,8 @@ def _key(value: Any) -> str:
 @functools.cache
 def role_specs(root: str = str(COLLECTION_ROOT)) -> dict[str, dict[str, dict[str, Any]]]:
     """``{role: {option: spec}}``: every role's main entry point, from the collection's own files."""
+    import yaml  # here, not at the top: module_utils import without PyYAML (ansible-test sanity import)
+
     specs = {}
     for path in sorted(Path(root, "roles").glob("*/meta/argument_specs.yml")):
         entry = (yaml.safe_load(path.read_text()) or {}).get("argument_specs", {}).get("main", {})

@@ -64,7 +64,7 @@ def test_a_valid_site_passes():
 
 
 def test_argument_spec_errors_name_host_variable_and_value():
-    problems, _ = run({"n1": {"aligned_dra_drain_timeout": "soon", "aligned_dra_claims_write": "maybe"}})
+    problems = run({"n1": {"aligned_dra_drain_timeout": "soon", "aligned_dra_claims_write": "maybe"}})[0]
     found = {(p.host, p.variable, p.value) for p in problems}
     assert ("n1", "aligned_dra_drain_timeout", '"soon"') in found
     assert ("n1", "aligned_dra_claims_write", '"maybe"') in found
@@ -72,7 +72,7 @@ def test_argument_spec_errors_name_host_variable_and_value():
 
 
 def test_playbook_settings_have_specs():
-    problems, _ = run({"n1": {"aligned_dra_network_max_fail_percentage": "many"}})
+    problems = run({"n1": {"aligned_dra_network_max_fail_percentage": "many"}})[0]
     assert [p.variable for p in problems] == ["aligned_dra_network_max_fail_percentage"]
 
 
@@ -97,7 +97,7 @@ def test_required_options_of_the_stages_run(tmp_path):
 
 
 def test_unknown_name_suggests_the_closest_known_one():
-    problems, _ = run({"n1": {"aligned_dra_sysfs_rot": "/x"}})
+    problems = run({"n1": {"aligned_dra_sysfs_rot": "/x"}})[0]
     assert [p.line() for p in problems] == [
         'n1: aligned_dra_sysfs_rot = "/x": unknown variable; did you mean aligned_dra_sysfs_root?'
     ]
@@ -118,12 +118,12 @@ def test_suggestions(typo, meant):
 
 
 def test_unknown_name_without_a_close_one_points_at_the_allowed_list():
-    problems, _ = run({"a": {"aligned_dra_zzzz_qqqq": 1}})
+    problems = run({"a": {"aligned_dra_zzzz_qqqq": 1}})[0]
     assert "aligned_dra_allowed_extra_vars" in problems[0].reason
 
 
 def test_allowed_extra_vars_let_names_and_patterns_through():
-    problems, _ = run(
+    problems = run(
         {
             "n1": {
                 "aligned_dra_allowed_extra_vars": ["aligned_dra_sysfs_rot", "aligned_dra_mine_*"],
@@ -132,43 +132,43 @@ def test_allowed_extra_vars_let_names_and_patterns_through():
                 "aligned_dra_other": 2,
             }
         }
-    )
+    )[0]
     assert [p.variable for p in problems] == ["aligned_dra_other"]
 
 
 def test_site_name_names_a_directory():
-    problems, _ = run({"a": {"aligned_dra_site": "east/../etc"}}, ["probe"])
+    problems = run({"a": {"aligned_dra_site": "east/../etc"}}, ["probe"])[0]
     assert [(p.variable, p.value) for p in problems] == [("aligned_dra_site", '"east/../etc"')]
 
 
 def test_one_kubernetes_minor_per_site():
-    problems, _ = run(
+    problems = run(
         {
             "a": {"aligned_dra_site": "lab", "aligned_dra_kubernetes_version": "1.36"},
             "b": {"aligned_dra_site": "lab"},
             "c": {"aligned_dra_site": "lab", "aligned_dra_kubernetes_version": "1.35"},
             "d": {"aligned_dra_site": "other", "aligned_dra_kubernetes_version": "1.35"},
         }
-    )
+    )[0]
     assert [(p.host, p.variable) for p in problems] == [("c", "aligned_dra_kubernetes_version")]
     assert 'site lab has one Kubernetes minor for all its hosts; its first host a has "1.36"' in problems[0].reason
 
 
 def test_unsupported_minor_is_refused():
-    problems, _ = run({"a": {"aligned_dra_kubernetes_version": "1.20"}})
+    problems = run({"a": {"aligned_dra_kubernetes_version": "1.20"}})[0]
     assert {p.variable for p in problems} == {"aligned_dra_kubernetes_version"}
     assert any("1.34, 1.35, 1.36, 1.37" in p.reason for p in problems)
 
 
 def test_claims_settings_that_do_not_render():
-    problems, _ = run({"a": {"aligned_dra_claims": {"required": ["no-such-template"]}}}, ["claims"])
+    problems = run({"a": {"aligned_dra_claims": {"required": ["no-such-template"]}}}, ["claims"])[0]
     assert [p.variable for p in problems] == ["aligned_dra_claims"]
     assert "'no-such-template' is not rendered" in problems[0].reason
 
 
 def test_team_quota_on_a_class_the_site_does_not_render():
     teams = {"teams": [{"name": "ml", "quotas": {"aligned-tpu": 4}}]}
-    problems, _ = run({"a": {"aligned_dra_site": "lab", "aligned_dra_teams": teams}}, ["teams"])
+    problems = run({"a": {"aligned_dra_site": "lab", "aligned_dra_teams": teams}}, ["teams"])[0]
     assert [(p.host, p.variable) for p in problems] == [("a", "aligned_dra_teams")]
     assert "'aligned-tpu' is not a DeviceClass of this site" in problems[0].reason
     # The claims stage alone does not read the teams.
@@ -191,13 +191,13 @@ def test_driver_stage_alone_does_not_render_the_claims():
 
 def test_team_template_that_is_not_rendered():
     teams = {"teams": [{"name": "ml", "templates": ["nope"]}]}
-    problems, _ = run({"a": {"aligned_dra_teams": teams}}, ["teams"])
+    problems = run({"a": {"aligned_dra_teams": teams}}, ["teams"])[0]
     assert "'nope' is not rendered for this site" in problems[0].reason
 
 
 def test_sriov_vf_count_above_the_probed_total():
     pfs = [{"netdev": "ens1f0", "numvfs": 16}]
-    problems, _ = run({"a": {"aligned_dra_sriov_pfs": pfs, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])
+    problems = run({"a": {"aligned_dra_sriov_pfs": pfs, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])[0]
     assert [p.line() for p in problems] == [
         'a: aligned_dra_sriov_pfs[0] = {"netdev": "ens1f0", "numvfs": 16}: '
         "pfs[0].numvfs: 16 is above sriov_totalvfs 8 of 0000:01:00.0"
@@ -208,7 +208,7 @@ def test_sriov_vf_count_above_the_probed_total():
 
 def test_sriov_names_a_nic_the_node_does_not_have_or_without_sriov():
     pfs = [{"netdev": "ens9"}, {"netdev": "eno1", "numvfs": 2}, {"netdev": "ens7", "missing": "skip"}]
-    problems, _ = run({"a": {"aligned_dra_sriov_pfs": pfs, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])
+    problems = run({"a": {"aligned_dra_sriov_pfs": pfs, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])[0]
     assert reasons(problems) == [
         "a aligned_dra_sriov_pfs[0] pfs[0].netdev: no network interface ens9 on this node",
         "a aligned_dra_sriov_pfs[1] pfs[1].numvfs: 0000:02:00.0 has no SR-IOV capability (no sriov_totalvfs); "
@@ -217,14 +217,14 @@ def test_sriov_names_a_nic_the_node_does_not_have_or_without_sriov():
 
 
 def test_sriov_shape_is_checked_without_a_probe():
-    problems, _ = run({"a": {"aligned_dra_sriov_pfs": [{"netdev": "ens1f0", "colour": "red"}]}}, ["network"])
+    problems = run({"a": {"aligned_dra_sriov_pfs": [{"netdev": "ens1f0", "colour": "red"}]}}, ["network"])[0]
     assert [p.variable for p in problems] == ["aligned_dra_sriov_pfs"]
     assert "aligned_dra_sriov_pfs.colour" in problems[0].reason
 
 
 def test_driver_device_options_and_gates():
     bad = {"a": {"aligned_dra_device_options": {"gpus": "yes"}, "aligned_dra_topology": PAIR_NODE_TOPOLOGY}}
-    problems, _ = run(bad, ["driver"])
+    problems = run(bad, ["driver"])[0]
     assert reasons(problems) == ["a aligned_dra_device_options device_options.gpus must be a boolean"]
     good = {"a": {"aligned_dra_topology": PAIR_NODE_TOPOLOGY}}
     assert run(good, ["driver"])[0] == []
@@ -246,7 +246,7 @@ def test_a_value_that_cannot_be_templated_is_a_problem():
     def setting(host, name, default):
         raise ValueError("'nope' is undefined")
 
-    problems, _ = validate.validate(["a"], lambda h: ["aligned_dra_site"], setting, ["probe"])
+    problems = validate.validate(["a"], lambda h: ["aligned_dra_site"], setting, ["probe"])[0]
     assert problems[0].value == "(not templated)"
     assert "'nope' is undefined" in problems[0].reason
 
