@@ -21,7 +21,7 @@ import tomllib
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "aligned_dra_driver"
-SHARED = ("topology.py", "dra.py", "dra_cel.py")
+SHARED = ("topology.py", "dra.py", "dra_cel.py", "device_model.py")
 # The collection imports its libraries by their collection path; inside the wheel they are siblings.
 COLLECTION_IMPORT = b"from ansible_collections.aligned.dra.plugins.module_utils import "
 SHARED_DIR = HERE.parent / "plugins" / "module_utils"

@@ -16,7 +16,7 @@ Pure Python (>= 3.9), no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils import dra
-from ansible_collections.aligned.dra.plugins.module_utils.topology import GPU_KINDS, LEVEL_RANK, LEVELS
+from ansible_collections.aligned.dra.plugins.module_utils import topology as topology_lib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def accelerator_labels(devices: Iterable[Mapping[str, Any]]) -> dict[str, dict[s
     """
     found = []
     for device in devices:
-        if device.get("kind") in GPU_KINDS:
+        if device.get("kind") in topology_lib.GPU_KINDS:
             family, model = accelerator_family(device)
             found.append((device["pci_address"], family, model))
     labels: dict[str, dict[str, str]] = {}
@@ -135,11 +135,14 @@ def node_devices(topology: Mapping[str, Any], device_options: Mapping[str, Any] 
         ranked = []
         for nic in nics:
             level = pair_level(links, acc["pci_address"], nic["pci_address"])
-            if level in LEVEL_RANK:
-                ranked.append((LEVEL_RANK[level], nic["pci_address"]))
+            if level in topology_lib.LEVEL_RANK:
+                ranked.append((topology_lib.LEVEL_RANK[level], nic["pci_address"]))
         if ranked:
             best = min(rank for rank, _bdf in ranked)
-            nearest[acc["pci_address"]] = {"level": LEVELS[best], "nics": sorted(b for r, b in ranked if r == best)}
+            nearest[acc["pci_address"]] = {
+                "level": topology_lib.LEVELS[best],
+                "nics": sorted(b for r, b in ranked if r == best),
+            }
         else:
             nearest[acc["pci_address"]] = {"level": None, "nics": []}
     counts = {key: sum(1 for a in accelerators if a["family"] == key) for key, _prefix, _names in FAMILIES}

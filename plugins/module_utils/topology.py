@@ -1644,10 +1644,10 @@ def node_summary(
     with ``device_options``): the report's counts and alignment score.
     """
     # Imported here: device_model imports this module's constants.
-    from ansible_collections.aligned.dra.plugins.module_utils.device_model import node_devices
+    from ansible_collections.aligned.dra.plugins.module_utils import device_model
 
     warn = set(warn_levels)
-    model = node_devices(topology, device_options)
+    model = device_model.node_devices(topology, device_options)
     devices = topology.get("devices", [])
     gpus = [d for d in devices if d["kind"] in GPU_KINDS]
     nics = [d for d in devices if d["kind"] in NIC_KINDS and not d.get("physfn")]
@@ -1708,9 +1708,11 @@ def site_summary(
 
 def site_summary_markdown(summary: dict[str, Any]) -> str:
     """Human-readable rendering of :func:`site_summary`."""
-    from ansible_collections.aligned.dra.plugins.module_utils.device_model import family_counts_text, plural
+    from ansible_collections.aligned.dra.plugins.module_utils import device_model
 
-    families = ", ".join(family_counts_text(summary["accelerators"])) or "no accelerator"
+    plural = device_model.plural
+
+    families = ", ".join(device_model.family_counts_text(summary["accelerators"])) or "no accelerator"
     lines = [
         f"# Site {summary['site']}",
         "",

@@ -33,7 +33,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
     (wheel,) = tmp_path.glob("aligned_dra_driver-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        for name in ("topology.py", "dra.py", "dra_cel.py"):
+        for name in ("topology.py", "dra.py", "dra_cel.py", "device_model.py"):
             vendored = archive.read(f"aligned_dra_driver/_collection/{name}")
             source = (REPO / "plugins" / "module_utils" / name).read_bytes()
             # the one change: collection imports become relative ones
