@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.aligned.dra.plugins.module_utils import device_model
+
 EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))
 OUTPUT = EPHEMERAL / "output"
 SITE = "lab"
@@ -39,6 +41,16 @@ def counted(node):
         "gpus": sum(d["kind"] in ("gpu", "accelerator") for d in devices),
         "nics": sum(d["kind"] in ("nic", "rdma") and not d.get("physfn") for d in devices),
         "vfs": sum(bool(d.get("physfn")) for d in devices),
+    }
+
+
+def on_page(node):
+    """What the report shows for a node: accelerators and RDMA NICs as the planner sees them, and the VFs."""
+    model = device_model.node_devices(facts(node))
+    return {
+        "accelerators": ", ".join(device_model.family_counts_text(model["counts"])) or "0",
+        "rdma_nics": model["counts"]["rdma_nics"],
+        "vfs": counted(node)["vfs"],
     }
 
 
@@ -84,10 +96,10 @@ def test_site_page_lists_every_node_with_its_counts():
     rows = dict(re.findall(r'<tr id="node-[^"]+" data-host="([^"]+)">(.*?)</tr>', page, re.S))
     assert sorted(rows) == NODES
     for node in NODES:
-        # node, layout, NUMA nodes, GPUs, NICs, VFs, levels, warnings
+        # node, layout, NUMA nodes, accelerators, RDMA NICs, VFs, levels, warnings
         row = cells(rows[node])
         assert row[0] == node
-        assert [int(row[3]), int(row[4]), int(row[5])] == list(counted(node).values()), (node, row)
+        assert [row[3], int(row[4]), int(row[5])] == list(on_page(node).values()), (node, row)
     # Three different machines: three layouts drawn.
     assert len({cells(rows[node])[1] for node in NODES}) == 3
 
@@ -96,13 +108,17 @@ def test_index_page_shows_the_site_totals():
     page = (OUTPUT / "index.html").read_text()
     row = re.search(r'<tr data-site="lab">(.*?)</tr>', page, re.S)
     assert row, "the index page has no row for the site"
-    # site, nodes, layouts, GPUs, NICs, aligned share, plan, warnings
+    # site, nodes, failed or unreachable, layouts, accelerators, RDMA NICs, aligned share, plan, warnings
     values = cells(row.group(1))
     assert values[0] == SITE
     assert int(values[1]) == len(NODES)
-    assert int(values[3]) == sum(counted(n)["gpus"] for n in NODES)
-    assert int(values[4]) == sum(counted(n)["nics"] for n in NODES)
-    assert values[6] != "-", "the report does not show the plan"
+    families = {key: 0 for key, _prefix, _names in device_model.FAMILIES}
+    for node in NODES:
+        for key in families:
+            families[key] += device_model.node_devices(facts(node))["counts"][key]
+    assert values[4] == ", ".join(device_model.family_counts_text(families))
+    assert int(values[5]) == sum(on_page(n)["rdma_nics"] for n in NODES)
+    assert values[7] != "-", "the report does not show the plan"
 
 
 def test_claims_rendered_for_the_scenarios_minor():
