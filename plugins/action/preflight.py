@@ -22,6 +22,7 @@ from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
 
 from ansible_collections.aligned.dra.plugins.module_utils import preflight
+from ansible_collections.aligned.dra.plugins.plugin_utils.inventory import node_hosts
 
 DEFAULT_MINOR = "1.36"  # roles/claims/defaults/main.yml
 
@@ -59,10 +60,7 @@ class ActionModule(ActionBase):
             }
         )[1]
         hostvars = task_vars["hostvars"]
-        hosts = args["hosts"] or list(task_vars.get("groups", {}).get("aligned_dra_nodes", []))
-        unknown = [host for host in hosts if host not in hostvars]
-        if unknown:
-            raise AnsibleActionFail(f"hosts: not in the inventory: {', '.join(unknown)}")
+        hosts = node_hosts(task_vars, args["hosts"])
 
         def lookup(host: str, variable: str, default: Any) -> Any:
             return hostvars[host].get(variable, default)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aligned.dra.plugins.module_utils import validate
+from ansible_collections.aligned.dra.plugins.plugin_utils.inventory import node_hosts
 
 
 class ActionModule(ActionBase):
@@ -32,10 +32,7 @@ class ActionModule(ActionBase):
             }
         )[1]
         hostvars = task_vars["hostvars"]
-        hosts = args["hosts"] or list(task_vars.get("groups", {}).get("aligned_dra_nodes", []))
-        unknown = [host for host in hosts if host not in hostvars]
-        if unknown:
-            raise AnsibleActionFail(f"hosts: not in the inventory: {', '.join(unknown)}")
+        hosts = node_hosts(task_vars, args["hosts"])
 
         # hostvars[host] computes the host's variables each time: once per host.
         views: dict[str, Any] = {}
