@@ -94,6 +94,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mps-root", default="/run/aligned-dra/mps")
     p.add_argument("--health-service", action="store_true", help="serve v1alpha1.DRAResourceHealth")
+    p.add_argument(
+        "--device-taints",
+        choices=("on", "off"),
+        default="off",
+        help="publish unhealthy devices with a taint <driver-name>/unhealthy (docs/driver.md); on only where the "
+        "API server serves DRADeviceTaints (beta from 1.36): elsewhere it drops the field",
+    )
+    p.add_argument(
+        "--aer-hold",
+        type=float,
+        default=600.0,
+        help="seconds a device stays unhealthy (aer-fatal) after its aer_dev_fatal count grew",
+    )
     p.add_argument("--rescan-interval", type=float, default=10.0, help="seconds between topology scans")
     p.add_argument(
         "--api-timeout",
@@ -139,6 +152,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         usage_error(f"aligned-dra-driver: --sysfs-root {args.sysfs_root} is not a directory")
     if args.rescan_interval <= 0:
         usage_error("aligned-dra-driver: --rescan-interval must be positive")
+    if args.aer_hold < 0:
+        usage_error("aligned-dra-driver: --aer-hold must not be negative")
     if not 0.1 <= args.api_timeout <= 30:
         usage_error("aligned-dra-driver: --api-timeout must lie in 0.1..30 seconds (Prepare's budget is 25 s)")
     device_options = {"exclude": args.exclude, "plain_nics": args.plain_nics, "vfs": not args.no_vfs}
@@ -184,7 +199,10 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     status_queue = StatusQueue(kube, args.driver_name, args.node_name, metrics)
     driver = Driver(opts, kube, metrics, status_queue)
     publisher = Publisher(kube, args.node_name, args.driver_name)
-    monitor = HealthMonitor(timeout=max(60.0, 3 * args.rescan_interval))
+    monitor = HealthMonitor(
+        timeout=max(60.0, 3 * args.rescan_interval), sysfs_root=opts.sysfs_root, aer_hold=args.aer_hold
+    )
+    metrics.watch_health(monitor, args.driver_name)
     return {
         "opts": opts,
         "metrics": metrics,
@@ -240,6 +258,8 @@ class Runner:
         self.monitor = parts["monitor"]
         self.status_queue = parts["status_queue"]
         self.fractional_pending = args.fractional_gpus == "auto"
+        # what the configuration says about DRADeviceTaints; off for good once the API server drops the field
+        self.device_taints = args.device_taints == "on"
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.registered = False
@@ -314,7 +334,6 @@ class Runner:
             return
         inventory = self.driver.inventory
         self.monitor.update(inventory)
-        self.metrics.unhealthy_devices.set(self.monitor.unhealthy())
         if time.monotonic() < self.retry_at:
             return
         try:
@@ -324,7 +343,17 @@ class Runner:
                 if self.opts.fractional_gpus:
                     self.driver.rescan()
                     inventory = self.driver.inventory
-            self.publisher.publish(inventory.devices)
+                    self.monitor.update(inventory)  # the shareable form is the one to keep for a gone GPU
+            devices = self._devices(inventory)
+            self.publisher.publish(devices)
+            if self.device_taints and self.publisher.taints_dropped:
+                LOG.error(
+                    "the API server dropped the device taints (feature gate DRADeviceTaints is off): "
+                    "publishing without taints; set --device-taints=off for this cluster"
+                )
+                self.device_taints = False
+                devices = self._devices(inventory)
+                self.publisher.publish(devices)
         except ApiError as exc:
             self._api_failed(exc)
             return
@@ -341,6 +370,13 @@ class Runner:
         self.metrics.published_now()
         self.metrics.published_devices.set(self.publisher.published)
         self.metrics.published_slices.set(self.publisher.slices)
+        self.metrics.taints_published(devices)
+
+    def _devices(self, inventory: Any) -> list[dict[str, Any]]:
+        """What to publish: with taints on, every device with the taint of its health (gone ones too)."""
+        if self.device_taints:
+            return self.monitor.tainted_devices(inventory, self.opts.driver_name)
+        return inventory.devices
 
     def _api_failed(self, exc: Exception) -> None:
         from .status import backoff_delay

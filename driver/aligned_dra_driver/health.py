@@ -1,50 +1,154 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Device health, fed by every topology scan and streamed to the kubelet.
+"""Device health, fed by every topology scan: one table for the health stream, the metrics and the taints.
 
-A device is healthy when its PCI function is present with a kernel driver
-bound and, for RDMA NICs, every RDMA port is ACTIVE. A device that disappears
-from a scan stays in the table as unhealthy ("no longer present").
+Each scan checks every published device; the first failing check is the
+device's *cause*, and each cause has the device taint effect the driver
+publishes for it (with ``--device-taints=on``, under the key
+``<driver name>/unhealthy``, the cause as the value):
+
+================  ==========================================================  ==========
+cause             check                                                       effect
+================  ==========================================================  ==========
+gone              the PCI function is no longer in sysfs                      NoExecute
+not-responding    its config space reads as all ones (fell off the bus)       NoExecute
+no-driver         no kernel driver is bound                                   NoSchedule
+link-down         a netdev of the function in this namespace is ``down``      NoSchedule
+rdma-port-down    an RDMA port of the function is not ACTIVE                  NoSchedule
+aer-fatal         ``aer_dev_fatal`` grew within the last ``aer_hold`` seconds NoSchedule
+================  ==========================================================  ==========
+
+A device that can no longer work for the pods that have it (gone, not
+responding) gets ``NoExecute``, so the eviction controller moves them; a device
+that may come back by itself (a cable, a port, a driver reload, a burst of
+errors) gets ``NoSchedule``, which keeps new claims away and leaves running
+pods alone. A device that disappears from a scan stays in the table (and, with
+taints on, in the ResourceSlice in its last published form) until it comes
+back; the taint goes when the check passes again. The AER count a device has
+when the driver first sees it is its baseline: errors from before the start
+never taint.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from . import pcihealth
+
+# cause -> taint effect, in the order the checks run (the first failing one is the cause)
+CAUSES: dict[str, str] = {
+    "gone": "NoExecute",
+    "not-responding": "NoExecute",
+    "no-driver": "NoSchedule",
+    "link-down": "NoSchedule",
+    "rdma-port-down": "NoSchedule",
+    "aer-fatal": "NoSchedule",
+}
+TAINT_NAME = "unhealthy"  # the taint key is <driver name>/unhealthy
+AER_HOLD = 600.0  # seconds a fatal AER error keeps its device tainted
 
 
-def check(topo: dict[str, Any] | None, rdma: dict[str, dict[str, Any]]) -> tuple[bool, str]:
+class Health(NamedTuple):
+    healthy: bool
+    since: float  # unix time of the entry's last change (the health stream's last_updated_time)
+    message: str
+    cause: str = ""  # one of CAUSES; empty while healthy
+    cause_since: float = 0.0  # unix time the cause began (the taint's timeAdded)
+
+
+def taint_key(driver: str) -> str:
+    return f"{driver}/{TAINT_NAME}"
+
+
+def check(
+    topo: dict[str, Any] | None,
+    rdma: dict[str, dict[str, Any]],
+    responds: bool | None = None,
+    aer_message: str = "",
+) -> tuple[str, str]:
+    """``(cause, message)`` of one device; the cause is empty when every check passes."""
     if topo is None:
-        return False, "no longer present on the node"
+        return "gone", "no longer present on the node"
+    bdf = topo["pci_address"]
+    if responds is False:
+        return "not-responding", f"{bdf}: config space reads all ones (fell off the bus)"
     if not topo.get("driver"):
-        return False, f"{topo['pci_address']}: no kernel driver bound"
+        return "no-driver", f"{bdf}: no kernel driver bound"
+    for netdev in topo.get("netdevs") or []:
+        if str(netdev.get("operstate") or "").lower() == "down":
+            return "link-down", f"{netdev.get('name')}: link down"
     for name in topo.get("rdma_devices") or []:
         for port in (rdma.get(name) or {}).get("ports") or []:
             state = str(port.get("state") or "").upper()
             if state and state != "ACTIVE":
-                return False, f"{name} port {port.get('port')}: {state}"
-    return True, "ok"
+                return "rdma-port-down", f"{name} port {port.get('port')}: {state}"
+    if aer_message:
+        return "aer-fatal", f"{bdf}: {aer_message}"
+    return "", "ok"
+
+
+def rfc3339(seconds: float) -> str:
+    """A metav1.Time: UTC, whole seconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 class HealthMonitor:
-    def __init__(self, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        timeout: float = 60.0,
+        sysfs_root: str | None = None,
+        aer_hold: float = AER_HOLD,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.timeout = timeout
+        self.sysfs_root = sysfs_root  # None: only what the topology scan says (no config or AER reads)
+        self.aer_hold = aer_hold
+        self.clock = clock
         self.cond = threading.Condition()
         self.version = 0
-        self.table: dict[str, tuple[bool, float, str]] = {}
+        self.table: dict[str, Health] = {}
+        self.known: dict[str, dict[str, Any]] = {}  # last published form of every device seen
+        self._aer_count: dict[str, int] = {}  # PCI address -> last fatal count read
+        self._aer_rise: dict[str, tuple[float, int]] = {}  # PCI address -> (time of the last rise, count)
+
+    def _aer_message(self, bdf: str, now: float) -> str:
+        count = pcihealth.aer_fatal_count(self.sysfs_root, bdf) if self.sysfs_root else None
+        if count is not None:
+            before = self._aer_count.get(bdf)
+            if before is not None and count > before:
+                self._aer_rise[bdf] = (now, count)
+            self._aer_count[bdf] = count
+        rise = self._aer_rise.get(bdf)
+        if rise is None:
+            return ""
+        if now - rise[0] >= self.aer_hold:
+            del self._aer_rise[bdf]
+            return ""
+        return f"{rise[1]} fatal AER error(s), the last {now - rise[0]:.0f} s ago"
 
     def update(self, inventory: Any) -> bool:
         """Recompute from an inventory; True when any device changed state."""
-        now = time.time()
-        names = set(self.table) | {d["name"] for d in inventory.devices}
+        now = self.clock()
         changed = False
         with self.cond:
-            for name in sorted(names):
-                healthy, message = check(inventory.by_name.get(name), inventory.rdma)
+            for device in inventory.devices:
+                self.known[device["name"]] = device
+            for name in sorted(set(self.table) | set(self.known)):
+                topo = inventory.by_name.get(name)
+                responds = None
+                aer = ""
+                if topo is not None and self.sysfs_root:
+                    responds = pcihealth.responds(self.sysfs_root, topo["pci_address"])
+                    aer = self._aer_message(topo["pci_address"], now)
+                cause, message = check(topo, inventory.rdma, responds, aer)
                 old = self.table.get(name)
-                if old is None or old[0] != healthy or old[2] != message:
-                    self.table[name] = (healthy, now, message)
-                    changed = True
+                if old is not None and old.cause == cause and (old.message == message or cause == "aer-fatal"):
+                    continue  # unchanged (the age in an AER message is no change)
+                cause_since = old.cause_since if old is not None and old.cause == cause else now
+                self.table[name] = Health(not cause, now, message, cause, cause_since if cause else 0.0)
+                changed = True
             if changed:
                 self.version += 1
                 self.cond.notify_all()
@@ -52,9 +156,36 @@ class HealthMonitor:
 
     def unhealthy(self) -> int:
         with self.cond:
-            return sum(1 for healthy, _t, _m in self.table.values() if not healthy)
+            return sum(1 for entry in self.table.values() if not entry.healthy)
 
-    def wait_change(self, seen: int, timeout: float) -> tuple[int, dict[str, tuple[bool, float, str]] | None]:
+    def snapshot(self) -> dict[str, Health]:
+        with self.cond:
+            return dict(self.table)
+
+    def taint(self, entry: Health, driver: str) -> dict[str, Any] | None:
+        """The DeviceTaint (resource.k8s.io/v1) of a table entry; None while healthy."""
+        if entry.healthy:
+            return None
+        return {
+            "key": taint_key(driver),
+            "value": entry.cause,
+            "effect": CAUSES[entry.cause],
+            "timeAdded": rfc3339(entry.cause_since),
+        }
+
+    def tainted_devices(self, inventory: Any, driver: str) -> list[dict[str, Any]]:
+        """The devices to publish with taints: the scan's devices, then the gone ones in their last form."""
+        with self.cond:
+            present = {d["name"] for d in inventory.devices}
+            gone = [self.known[n] for n in sorted(self.known) if n not in present and n in self.table]
+            out = []
+            for device in list(inventory.devices) + gone:
+                entry = self.table.get(device["name"])
+                taint = self.taint(entry, driver) if entry is not None else None
+                out.append(dict(device, taints=[taint]) if taint else device)
+            return out
+
+    def wait_change(self, seen: int, timeout: float) -> tuple[int, dict[str, Health] | None]:
         """Block until the table's version differs from ``seen``; (version, table or None on timeout)."""
         with self.cond:
             if self.version == seen:

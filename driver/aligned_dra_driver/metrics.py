@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 45.0)
 
@@ -80,7 +81,30 @@ class Metrics:
             "Claim status writes given up (refused by the API server, or the queue was full)",
             registry=self.registry,
         )
+        self.published_taints = Gauge(
+            "aligned_dra_published_device_taints",
+            "Device taints in this node's ResourceSlices after the last successful publication",
+            ["cause", "effect"],
+            registry=self.registry,
+        )
         self._last_publish_wall: float | None = None
+
+    def watch_health(self, monitor: Any, driver: str) -> None:
+        """Health metrics read from the monitor's table at scrape time: the health stream's one source."""
+        self.unhealthy_devices.set_function(monitor.unhealthy)
+        self.registry.register(_HealthCollector(monitor, driver))
+
+    def taints_published(self, devices: list[dict[str, Any]]) -> None:
+        """Count the taints of what was just published, by cause (the taint's value) and effect."""
+        from .health import CAUSES
+
+        counts = {(cause, effect): 0 for cause, effect in CAUSES.items()}
+        for device in devices:
+            for taint in device.get("taints") or []:
+                key = (str(taint.get("value")), str(taint.get("effect")))
+                counts[key] = counts.get(key, 0) + 1
+        for (cause, effect), count in counts.items():
+            self.published_taints.labels(cause=cause, effect=effect).set(count)
 
     def published_now(self) -> None:
         import time
@@ -99,6 +123,33 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _HealthCollector:
+    """``aligned_dra_device_unhealthy{device,cause,effect}``: 1 for each device the health table calls unhealthy."""
+
+    def __init__(self, monitor: Any, driver: str) -> None:
+        self.monitor = monitor
+        self.driver = driver
+
+    def describe(self) -> list[Any]:
+        return [self._family()]
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "aligned_dra_device_unhealthy",
+            "1 for each device whose last health check failed, with its cause and the effect of its taint",
+            labels=["device", "cause", "effect"],
+        )
+
+    def collect(self) -> list[Any]:
+        from .health import CAUSES
+
+        family = self._family()
+        for name, entry in sorted(self.monitor.snapshot().items()):
+            if not entry.healthy:
+                family.add_metric([name, entry.cause, CAUSES[entry.cause]], 1)
+        return [family]
 
 
 class MetricsServer:

@@ -49,6 +49,20 @@ def _content(items: list[dict[str, Any]]) -> list[tuple[str, Any, int]]:
     )
 
 
+def taints_dropped(sent: dict[str, Any], stored: Any) -> bool:
+    """True when a slice was sent with device taints and the API server stored none of them.
+
+    The API server drops fields of a feature gate that is off (``DRADeviceTaints``) without an error.
+    """
+    tainted = {d["name"] for d in sent["spec"].get("devices") or [] if d.get("taints")}
+    if not tainted:
+        return False
+    spec = stored.get("spec") if isinstance(stored, dict) else None
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    kept = {d.get("name") for d in devices or [] if isinstance(d, dict) and d.get("taints")}
+    return not tainted & kept
+
+
 class Publisher:
     def __init__(self, kube: Any, node: str, driver: str) -> None:
         self.kube = kube
@@ -59,6 +73,7 @@ class Publisher:
         self.last_error: str | None = None
         self.published = 0
         self.slices = 0
+        self.taints_dropped = False  # the last write sent taints and the API server kept none
 
     def _owner_uid(self) -> str | None:
         if self.node_uid is None:
@@ -95,14 +110,17 @@ class Publisher:
         generation = newest + 1
         wanted = build_slices(self.node, self.driver, devices, generation, owner)
         by_name = {s["metadata"]["name"]: s for s in existing}
+        dropped = False
         for item in wanted:
             name = item["metadata"]["name"]
             old = by_name.pop(name, None)
             if old is None:
-                self.kube.create_slice(item)
+                stored = self.kube.create_slice(item)
             else:
                 item["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-                self.kube.replace_slice(name, item)
+                stored = self.kube.replace_slice(name, item)
+            dropped = dropped or taints_dropped(item, stored)
+        self.taints_dropped = dropped
         for name in by_name:
             try:
                 self.kube.delete_slice(name)

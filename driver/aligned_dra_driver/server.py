@@ -149,13 +149,14 @@ class HealthServicer(health_v1alpha1_pb2_grpc.DRAResourceHealthServicer):
             if table is None:
                 continue
             response = health_v1alpha1_pb2.NodeWatchResourcesResponse()
-            for name, (healthy, updated, message) in sorted(table.items()):
+            for name, entry in sorted(table.items()):
                 response.devices.add(
                     device=health_v1alpha1_pb2.DeviceIdentifier(pool_name=self.pool, device_name=name),
-                    health=health_v1alpha1_pb2.HEALTHY if healthy else health_v1alpha1_pb2.UNHEALTHY,
-                    last_updated_time=int(updated),
+                    health=health_v1alpha1_pb2.HEALTHY if entry.healthy else health_v1alpha1_pb2.UNHEALTHY,
+                    last_updated_time=int(entry.since),
                     health_check_timeout_seconds=int(self.monitor.timeout),
-                    message=message,
+                    # the cause leads, as in the metrics' cause label and the taint's value
+                    message=f"{entry.cause}: {entry.message}" if entry.cause else entry.message,
                 )
             yield response
 

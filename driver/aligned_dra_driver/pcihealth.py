@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Health signals of one PCI function that the topology probe does not carry.
+
+Two reads per published function and scan, both cheap and side-effect free:
+
+- ``config``: the first four bytes of the function's configuration space. A
+  function that no longer answers (a GPU that "fell off the bus", a link that
+  went away under a surprise removal the kernel has not finished) reads as all
+  ones: vendor ID 0xffff. A function that is runtime-suspended is not read,
+  since a config read would wake it.
+- ``aer_dev_fatal``: the kernel's count of fatal uncorrectable AER errors the
+  function reported (``TOTAL_ERR_FATAL``; kernels 4.19+, AER-capable
+  functions only).
+
+Every read that fails answers ``None`` (unknown), never unhealthy.
+"""
+
+from __future__ import annotations
+
+import os
+
+ALL_ONES = b"\xff\xff\xff\xff"
+
+
+def _function_dir(sysfs_root: str, pci_address: str) -> str:
+    return os.path.join(sysfs_root, "bus", "pci", "devices", pci_address)
+
+
+def responds(sysfs_root: str, pci_address: str) -> bool | None:
+    """False when the function's vendor and device ID read as all ones; None when unknown."""
+    base = _function_dir(sysfs_root, pci_address)
+    try:
+        with open(os.path.join(base, "power", "runtime_status")) as handle:
+            if handle.read().strip() == "suspended":
+                return None
+    except OSError:
+        pass  # no runtime PM attributes: read the config space
+    try:
+        with open(os.path.join(base, "config"), "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return None
+    if len(head) < 4:
+        return None
+    return head != ALL_ONES
+
+
+def aer_fatal_count(sysfs_root: str, pci_address: str) -> int | None:
+    """``TOTAL_ERR_FATAL`` of ``aer_dev_fatal`` (the sum of its counters when that line is missing)."""
+    try:
+        with open(os.path.join(_function_dir(sysfs_root, pci_address), "aer_dev_fatal")) as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    total = 0
+    seen = False
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            continue
+        if parts[0] == "TOTAL_ERR_FATAL":
+            return int(parts[1])
+        total += int(parts[1])
+        seen = True
+    return total if seen else None
