@@ -429,6 +429,50 @@ def validate_resource_slice(obj: dict[str, Any], minor: str, errors: list[str]) 
                 )
 
 
+_LABEL_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")  # "None" from 1.35 (v1 DeviceTaint)
+
+
+def validate_device_taints(obj: dict[str, Any], minor: str, errors: list[str]) -> None:
+    """v1 DeviceTaint rules: key a label name, value a label value, a known effect, at most 16 (1.36 types)."""
+    for index, device in enumerate((obj.get("spec") or {}).get("devices") or []):
+        taints = device.get("taints") or []
+        if len(taints) > 16:
+            errors.append(f"spec.devices[{index}].taints: Too many: {len(taints)}: must have at most 16 items")
+        for number, taint in enumerate(taints):
+            path = f"spec.devices[{index}].taints[{number}]"
+            key = str(taint.get("key") or "")
+            prefix, sep, name = key.rpartition("/")
+            if (sep and not is_dns_subdomain(prefix)) or len(name) > 63 or not _LABEL_NAME_PART.match(name):
+                errors.append(f"{path}.key: Invalid value {key!r}: must be a qualified label name")
+            value = taint.get("value") or ""
+            if value and (len(value) > 63 or not _LABEL_NAME_PART.match(value)):
+                errors.append(f"{path}.value: Invalid value {value!r}: must be a label value")
+            effects = TAINT_EFFECTS if minor >= "1.35" else TAINT_EFFECTS[1:]
+            if taint.get("effect") not in effects:
+                errors.append(f"{path}.effect: Unsupported value {taint.get('effect')!r}: supported values {effects}")
+
+
+def default_taint_times(obj: dict[str, Any]) -> None:
+    """The API server sets a taint's timeAdded on create or update when the client did not.
+
+    A metav1.Time is stored in seconds and answered as RFC 3339 UTC with ``Z``,
+    whatever offset form the client sent (the Python client sends ``+00:00``).
+    """
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for device in (obj.get("spec") or {}).get("devices") or []:
+        for taint in device.get("taints") or []:
+            sent = taint.get("timeAdded")
+            if not sent:
+                taint["timeAdded"] = now
+                continue
+            try:
+                parsed = datetime.fromisoformat(str(sent).replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise ApiError(422, f"timeAdded: Invalid value {sent!r}: not an RFC 3339 time") from exc
+            taint["timeAdded"] = parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def validate_resource_claim_status(obj: dict[str, Any], errors: list[str]) -> None:
     status = obj.get("status") or {}
     results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
@@ -880,6 +924,8 @@ class FakeApiServer:
         _validate_metadata(obj, resource, errors)
         if resource.kind == "ResourceSlice":
             validate_resource_slice(obj, self.minor, errors)
+            if self.gates["DRADeviceTaints"]:  # with the gate off the field is dropped, never validated
+                validate_device_taints(obj, self.minor, errors)
         elif resource.kind == "ResourceClaim":
             validate_resource_claim_status(obj, errors)
         elif resource.kind == "PodDisruptionBudget":
@@ -934,6 +980,8 @@ class FakeApiServer:
                 data[key] = base64.b64encode(str(value).encode()).decode()
         self._validate(resource, obj)
         drop_disabled_fields(obj, self.gates)
+        if resource.kind == "ResourceSlice":
+            default_taint_times(obj)
         if resource.kind == "Node":
             # A real server always answers a spec (clients read spec.unschedulable), and never stores
             # unschedulable: false (omitempty).

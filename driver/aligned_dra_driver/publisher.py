@@ -12,6 +12,7 @@ pool or waits for ``resourceSliceCount`` slices of the new generation.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from .collection import dra
@@ -38,11 +39,30 @@ def build_slices(
     return slices
 
 
+def _instant(text: Any) -> Any:
+    """A metav1.Time as a comparable instant: ``...Z`` and ``...+00:00`` are the same time."""
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return text
+
+
+def _comparable(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Devices with their taints' timeAdded as instants (the API server may answer another form)."""
+    out = []
+    for device in devices:
+        if device.get("taints"):
+            taints = [dict(t, timeAdded=_instant(t.get("timeAdded"))) for t in device["taints"]]
+            device = dict(device, taints=taints)
+        out.append(device)
+    return out
+
+
 def _content(items: list[dict[str, Any]]) -> list[tuple[str, Any, int]]:
     return sorted(
         (
             item["metadata"]["name"],
-            item["spec"].get("devices") or [],
+            _comparable(item["spec"].get("devices") or []),
             item["spec"]["pool"]["resourceSliceCount"],
         )
         for item in items
