@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.aligned.dra.plugins.module_utils import dra
+
 DEFAULT_NAMESPACE = "aligned-dra"
 DEFAULT_NAME = "aligned-dra-driver"
 DEFAULT_NODE_PREFIX = "aligned-dra-node-"
@@ -312,8 +314,27 @@ def driver_args(settings: dict[str, Any]) -> list[str]:
         args.append("--fractional-gpus=on")
     if settings.get("health_service"):
         args.append("--health-service")
+    if settings.get("kubernetes_version"):
+        on = device_taints(settings["kubernetes_version"], settings.get("feature_gates"))
+        args.append(f"--device-taints={'on' if on else 'off'}")
     args.append(f"--log-level={settings.get('log_level', 'INFO')}")
     return args
+
+
+def device_taints(kubernetes_version: Any, feature_gates: Any = None) -> bool:
+    """Whether the driver may publish device taints: the cluster serves ``DRADeviceTaints``.
+
+    Beta and on from 1.36, alpha before (on only where the site turns the gate on). Where the
+    gate is off the API server drops ``spec.devices[].taints`` without an error, so the driver
+    is told instead of finding out.
+    """
+    gates = feature_gates or {}
+    if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
+        raise DeployError(f"feature_gates: {gates!r} must map gate names to true or false")
+    try:
+        return dra.gate_enabled("DRADeviceTaints", str(kubernetes_version), gates)
+    except dra.DeviceModelError as exc:
+        raise DeployError(str(exc)) from exc
 
 
 def daemonset(settings: dict[str, Any]) -> dict[str, Any]:

@@ -374,3 +374,37 @@ def test_policies_follow_the_driver_name_and_namespace():
     request = {"userInfo": user, "operation": "CREATE"}
     assert evaluate_policy(slices, request, slice_of("n1", driver="nic.example.com"), None) is None
     assert "nic.example.com" in evaluate_policy(slices, request, slice_of("n1"), None)
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "wanted"),
+    [
+        ("1.34", {}, "--device-taints=off"),
+        ("1.35", {}, "--device-taints=off"),
+        ("1.35", {"DRADeviceTaints": True}, "--device-taints=on"),  # alpha, turned on by the site
+        ("1.36", {}, "--device-taints=on"),
+        ("1.37", {"DRADeviceTaints": False}, "--device-taints=off"),
+    ],
+)
+def test_driver_args_say_whether_the_cluster_takes_device_taints(version, gates, wanted):
+    from aligned_dra_driver.cli import parser
+
+    args = dd.driver_args({"kubernetes_version": version, "feature_gates": gates})
+    assert [a for a in args if a.startswith("--device-taints")] == [wanted]
+    assert parser().parse_args(["--node-name=n1", *args]).device_taints == wanted.rpartition("=")[2]
+    # the DaemonSet carries the same option
+    container = dd.daemonset(dict(DS, kubernetes_version=version, feature_gates=gates))["spec"]["template"]["spec"]
+    assert wanted in container["containers"][0]["args"]
+
+
+def test_driver_args_without_a_version_leave_taints_to_the_driver_default():
+    assert not [a for a in dd.driver_args({}) if a.startswith("--device-taints")]
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "message"),
+    [("1.33", {}, "supported minors"), ("1.36", {"DRADeviceTaints": "yes"}, "true or false")],
+)
+def test_device_taints_refuses_a_bad_site(version, gates, message):
+    with pytest.raises(dd.DeployError, match=message):
+        dd.driver_args({"kubernetes_version": version, "feature_gates": gates})
