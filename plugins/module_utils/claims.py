@@ -16,6 +16,7 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 import copy
+import re
 
 from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
 
@@ -311,6 +312,85 @@ def _shared_claim(conf: dict[str, Any], site: str, template: dict[str, Any]) -> 
     }
 
 
+# -- device taint tolerations -------------------------------------------------------------------
+
+TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TOLERATION_EFFECTS = ("NoSchedule", "NoExecute")
+_LABEL_PART_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def _label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_PART_RE.fullmatch(value))
+
+
+def _label_key(key: str) -> bool:
+    """A label name: ``name`` or ``prefix/name``, the prefix a DNS subdomain."""
+    prefix, sep, name = key.rpartition("/")
+    return (not sep or dra.is_dns_subdomain(prefix)) and _label_value(name)
+
+
+def check_tolerations(tolerations: Any, minor: str, gates: dict[str, bool]) -> list[dict[str, Any]]:
+    """The site's DeviceTolerations (resource.k8s.io/v1), checked; refused where DRADeviceTaints is off.
+
+    Where the gate is off the API server would drop every ``tolerations`` field, so a
+    template that relies on one is refused rather than rendered without it.
+    """
+    where = "aligned_dra_claims_tolerations"
+    if not tolerations:
+        return []
+    if not isinstance(tolerations, list):
+        raise ClaimsError(f"{where} must be a list of tolerations")
+    if not dra.gate_enabled("DRADeviceTaints", minor, gates):
+        raise ClaimsError(
+            f"{where}: device taint tolerations need feature gate DRADeviceTaints, which is off on Kubernetes "
+            f"{minor}; turn it on in aligned_dra_feature_gates (alpha before 1.36) or remove the tolerations"
+        )
+    limit = dra.LIMITS["tolerations_max_length"]
+    if len(tolerations) > limit:
+        raise ClaimsError(f"{where}: {len(tolerations)} tolerations, a request takes at most {limit}")
+    checked = []
+    for index, item in enumerate(tolerations):
+        at = f"{where}[{index}]"
+        if not isinstance(item, dict):
+            raise ClaimsError(f"{at} must be a mapping")
+        unknown = sorted(set(item) - set(TOLERATION_FIELDS))
+        if unknown:
+            raise ClaimsError(f"{at}: unknown field {unknown[0]!r} (known: {', '.join(TOLERATION_FIELDS)})")
+        key = item.get("key") or ""
+        operator = item.get("operator") or "Equal"
+        value = item.get("value") or ""
+        effect = item.get("effect") or ""
+        if operator not in TOLERATION_OPERATORS:
+            raise ClaimsError(f"{at}.operator {operator!r} is not one of {', '.join(TOLERATION_OPERATORS)}")
+        if key and not (isinstance(key, str) and _label_key(key)):
+            raise ClaimsError(f"{at}.key {key!r} is not a label name (prefix/name)")
+        if not key and operator != "Exists":
+            raise ClaimsError(f"{at}: without a key the operator must be Exists")
+        if operator == "Exists" and value:
+            raise ClaimsError(f"{at}: operator Exists takes no value")
+        if value and not (isinstance(value, str) and _label_value(value)):
+            raise ClaimsError(f"{at}.value {value!r} is not a label value")
+        if effect and effect not in TOLERATION_EFFECTS:
+            raise ClaimsError(f"{at}.effect {effect!r} is not one of {', '.join(TOLERATION_EFFECTS)} (or empty)")
+        seconds = item.get("tolerationSeconds")
+        if seconds is not None:
+            if not isinstance(seconds, int) or isinstance(seconds, bool):
+                raise ClaimsError(f"{at}.tolerationSeconds must be an integer")
+            if effect != "NoExecute":
+                raise ClaimsError(f"{at}.tolerationSeconds applies only to effect NoExecute")
+        checked.append({k: item[k] for k in TOLERATION_FIELDS if item.get(k) not in (None, "")})
+    return checked
+
+
+def _tolerating(template: dict[str, Any], tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The template with the tolerations in every request (``exactly`` and each ``firstAvailable`` entry)."""
+    for request in template["spec"]["spec"]["devices"]["requests"]:
+        for spec in [request["exactly"]] if request.get("exactly") else request.get("firstAvailable") or []:
+            spec["tolerations"] = copy.deepcopy(tolerations)
+    return template
+
+
 # -- rendering per minor -----------------------------------------------------------------------
 
 
@@ -319,14 +399,19 @@ def render(
     site: str,
     kubernetes_version: str,
     feature_gates: dict[str, bool] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Objects for one site and minor: ``{"objects", "skipped", "required", "minor"}``."""
+    """Objects for one site and minor: ``{"objects", "skipped", "required", "minor"}``.
+
+    ``tolerations`` (DeviceTolerations) go into every request of every template.
+    """
     conf = settings(raw_settings)
     minor = dra.minor_of(kubernetes_version)
     gates = dict(feature_gates or {})
     for gate in gates:
         if gate not in dra.FEATURE_GATES:
             raise ClaimsError(f"aligned_dra_feature_gates: unknown gate {gate!r}")
+    tolerations = check_tolerations(tolerations, minor, gates)
     classes = device_classes(conf, site)
     objects: list[dict[str, Any]] = list(classes.values())
     skipped = []
@@ -341,6 +426,8 @@ def render(
         )
     names = set()
     for template in claim_templates(conf, site, classes):
+        if tolerations:
+            template = _tolerating(template, tolerations)
         name = template["metadata"]["name"]
         if name in names:
             raise ClaimsError(f"aligned_dra_claims.templates: two templates are named {name!r}")

@@ -53,6 +53,14 @@ options:
     description: The site's claim settings (C(aligned_dra_claims)); see docs/claims.md for every key.
     type: dict
     default: {}
+  tolerations:
+    description:
+      - Device taint tolerations (C(resource.k8s.io/v1) DeviceToleration - C(key), C(operator), C(value),
+        C(effect), C(tolerationSeconds)) put into every request of every template.
+      - Refused, with nothing rendered, when the C(DRADeviceTaints) gate is off for the minor and the site.
+    type: list
+    elements: dict
+    default: []
 """
 
 EXAMPLES = r"""
@@ -111,13 +119,18 @@ def main():
             "kubernetes_version": {"type": "str", "required": True},
             "feature_gates": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
+            "tolerations": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
     params = module.params
     try:
         rendered = claims.render(
-            params["settings"], params["site"], params["kubernetes_version"], params["feature_gates"]
+            params["settings"],
+            params["site"],
+            params["kubernetes_version"],
+            params["feature_gates"],
+            tolerations=params["tolerations"],
         )
         problems = claims.validate_all(rendered["objects"], rendered["minor"], params["feature_gates"])
     except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:

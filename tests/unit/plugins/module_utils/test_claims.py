@@ -243,3 +243,69 @@ def test_request_selectors_per_template_kind():
 def test_request_selectors_are_checked(selectors, message):
     with pytest.raises(claims.ClaimsError, match=message):
         claims.render({"templates": {"pairs": {"selectors": selectors}}}, "s", "1.36")
+
+
+# -- device taint tolerations ---------------------------------------------------------------------
+
+UNHEALTHY_OK = [
+    {"key": "dra.aligned.dev/unhealthy", "operator": "Equal", "value": "rdma-port-down", "effect": "NoSchedule"},
+    {"key": "dra.aligned.dev/unhealthy", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+]
+
+
+def requests_of(obj):
+    spec = obj["spec"]["spec"] if obj["kind"] == "ResourceClaimTemplate" else obj["spec"]
+    for request in spec["devices"]["requests"]:
+        yield from [request["exactly"]] if request.get("exactly") else request["firstAvailable"]
+
+
+@pytest.mark.parametrize(("minor", "gates"), [("1.36", {}), ("1.37", {}), ("1.35", {"DRADeviceTaints": True})])
+def test_tolerations_go_into_every_request_where_the_gate_is_on(minor, gates):
+    rendered = claims.render(ALL_DRIVERS, "site-a", minor, gates, tolerations=UNHEALTHY_OK)
+    claims_ = [o for o in rendered["objects"] if o["kind"] != "DeviceClass"]
+    assert claims_ and not any(o["kind"] == "DeviceClass" and "tolerations" in str(o) for o in rendered["objects"])
+    for obj in claims_:
+        for spec in requests_of(obj):
+            assert spec["tolerations"] == UNHEALTHY_OK
+    assert claims.validate_all(rendered["objects"], minor, gates) == []
+    # and the planner honours them: a device tainted rdma-port-down is tolerated by these requests
+    from ansible_collections.aligned.dra.plugins.module_utils import plan
+
+    compiled = plan.Compiler([o for o in rendered["objects"] if o["kind"] == "DeviceClass"])
+    requests, _constraints = compiled.template(next(o for o in claims_ if o["metadata"]["name"] == "nic-only"))
+    taint = {"key": "dra.aligned.dev/unhealthy", "value": "rdma-port-down", "effect": "NoSchedule"}
+    assert all(alternative.tolerates(taint) for alternative in requests[0])
+    assert not all(alternative.tolerates(dict(taint, value="gone")) for alternative in requests[0])
+
+
+@pytest.mark.parametrize(("minor", "gates"), [("1.34", {}), ("1.35", {}), ("1.36", {"DRADeviceTaints": False})])
+def test_tolerations_are_refused_where_the_gate_is_off(minor, gates):
+    with pytest.raises(claims.ClaimsError, match="aligned_dra_claims_tolerations: .*DRADeviceTaints, which is off"):
+        claims.render(ALL_DRIVERS, "site-a", minor, gates, tolerations=UNHEALTHY_OK)
+    # without tolerations the same site renders
+    assert claims.render(ALL_DRIVERS, "site-a", minor, gates)["objects"]
+
+
+@pytest.mark.parametrize(
+    ("toleration", "message"),
+    [
+        ({"key": "a/b", "colour": "red"}, "unknown field 'colour'"),
+        ({"key": "a/b", "operator": "In"}, "operator 'In'"),
+        ({"operator": "Equal", "value": "x"}, "without a key the operator must be Exists"),
+        ({"key": "a/b", "operator": "Exists", "value": "x"}, "Exists takes no value"),
+        ({"key": "not a key"}, "not a label name"),
+        ({"key": "a/b", "value": "-x"}, "not a label value"),
+        ({"key": "a/b", "effect": "PreferNoSchedule"}, "effect 'PreferNoSchedule'"),
+        ({"key": "a/b", "effect": "NoSchedule", "tolerationSeconds": 5}, "only to effect NoExecute"),
+        ({"key": "a/b", "effect": "NoExecute", "tolerationSeconds": "5"}, "must be an integer"),
+        ("a/b", r"\[0\] must be a mapping"),
+    ],
+)
+def test_bad_tolerations_name_the_setting(toleration, message):
+    with pytest.raises(claims.ClaimsError, match=message):
+        claims.render({}, "site-a", "1.36", tolerations=[toleration])
+
+
+def test_too_many_tolerations():
+    with pytest.raises(claims.ClaimsError, match="17 tolerations, a request takes at most 16"):
+        claims.render({}, "site-a", "1.36", tolerations=[{"operator": "Exists"}] * 17)

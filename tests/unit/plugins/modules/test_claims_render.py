@@ -63,3 +63,13 @@ def test_invalid_rendered_objects_name_the_settings(capsys):
     settings = {"selectors": {"gpu": ['device.attributes["dra.aligned.dev"].colour == "red"']}}
     result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "settings": settings})
     assert result["failed"] is True and result["msg"].startswith("settings: rendered objects are not valid: ")
+
+
+def test_tolerations_are_rendered_or_refused_by_the_minor(capsys):
+    toleration = {"key": "dra.aligned.dev/unhealthy", "operator": "Exists", "effect": "NoSchedule"}
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "tolerations": [toleration]})
+    template = next(f["object"] for f in result["files"] if f["name"] == "claimtemplate-gpu-only.yaml")
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [toleration]
+    refused = run(capsys, {"site": "s", "kubernetes_version": "1.35", "tolerations": [toleration]})
+    assert refused["failed"] is True
+    assert "DRADeviceTaints, which is off on Kubernetes 1.35" in refused["msg"]
