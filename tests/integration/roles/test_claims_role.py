@@ -119,6 +119,27 @@ def test_bad_settings_fail_before_anything_is_written(tmp_path, trees):
     assert not (tmp_path / "out" / "west" / "claims").exists()
 
 
+TOLERATE_UNHEALTHY = [{"key": "dra.aligned.dev/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_tolerations_without_the_gate_are_refused(tmp_path, trees):
+    inventory, play = setup(
+        tmp_path, trees, aligned_dra_kubernetes_version="1.35", aligned_dra_claims_tolerations=TOLERATE_UNHEALTHY
+    )
+    result = run_playbook(inventory, play)
+    assert result.returncode != 0
+    assert "aligned_dra_claims_tolerations: device taint tolerations need feature gate DRADeviceTaints" in result.stdout
+    assert not (tmp_path / "out" / "west" / "claims").exists()
+
+
+def test_tolerations_are_written_into_the_templates(tmp_path, trees):
+    inventory, play = setup(tmp_path, trees, aligned_dra_claims_tolerations=TOLERATE_UNHEALTHY)
+    result = run_playbook(inventory, play)
+    assert result.returncode == 0, result.stdout[-3000:]
+    template = yaml.safe_load((tmp_path / "out" / "west" / "claims" / "claimtemplate-gpu-only.yaml").read_text())
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == TOLERATE_UNHEALTHY
+
+
 def test_bad_minor_is_refused_by_the_argument_spec(tmp_path, trees):
     inventory, play = setup(tmp_path, trees, aligned_dra_kubernetes_version="1.30")
     result = run_playbook(inventory, play)
