@@ -131,6 +131,25 @@ def nodes_from_slices(
     }
 
 
+def tainted_devices(nodes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan's ``tainted_devices``: every device taint in the plan input, by node and device.
+
+    Only taints with effect NoSchedule or NoExecute keep a device out of the plan;
+    the others are listed too (they only inform).
+    """
+    found = []
+    for node, data in sorted(nodes.items()):
+        for device in data.get("devices") or []:
+            driver = device.get("driver") or dra.DRIVER_NAME
+            label = device["name"] if driver == dra.DRIVER_NAME else f"{driver}/{device['name']}"
+            for taint in device.get("taints") or []:
+                entry = {"node": node, "device": label}
+                entry.update({k: taint[k] for k in ("key", "value", "effect", "timeAdded") if taint.get(k)})
+                entry["keeps_out"] = taint.get("effect") in ("NoSchedule", "NoExecute")
+                found.append(entry)
+    return found
+
+
 def _quantity(text: Any) -> Fraction:
     try:
         return dra_cel.parse_quantity(str(text))
@@ -882,4 +901,5 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
         "nodes": sorted(nodes),
         "templates": report_templates,
         "required_unsatisfied": failed,
+        "tainted_devices": tainted_devices(nodes),
     }

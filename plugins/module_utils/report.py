@@ -898,6 +898,36 @@ def _level_order(level: str | None) -> int:
     return LEVEL_RANK.get(level, len(LEVELS)) if level is not None else len(LEVELS)
 
 
+# Why the bundled driver tainted a device: the value of its ``<driver>/unhealthy`` taint (docs/driver.md).
+DRIVER_TAINT_CAUSES = {
+    "gone": "the PCI function is no longer on the node",
+    "not-responding": "the function does not answer (config space reads all ones: fell off the bus)",
+    "no-driver": "no kernel driver is bound",
+    "link-down": "a network link of the NIC is down",
+    "rdma-port-down": "an RDMA port is not ACTIVE",
+    "aer-fatal": "the function reported fatal PCIe (AER) errors recently",
+}
+
+
+def _taint_rows(plan: Mapping[str, Any]) -> list[dict[str, str]]:
+    rows = []
+    for entry in plan.get("tainted_devices") or []:
+        key, value = str(entry.get("key", "")), str(entry.get("value", ""))
+        why = DRIVER_TAINT_CAUSES.get(value, "") if key.endswith("/unhealthy") else ""
+        rows.append(
+            {
+                "node": str(entry.get("node", "?")),
+                "device": str(entry.get("device", "?")),
+                "taint": f"{key}={value}" if value else key,
+                "effect": str(entry.get("effect", "")),
+                "since": str(entry.get("timeAdded", "")),
+                "why": why,
+                "keeps_out": bool(entry.get("keeps_out")),
+            }
+        )
+    return rows
+
+
 def _plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
     templates = []
     for template in plan["templates"]:
@@ -938,7 +968,7 @@ def _plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
             }
         )
     meta = ", ".join(f"{k} {plan[k]}" for k in ("kubernetes_version", "driver") if plan.get(k) not in (None, ""))
-    return {"meta": meta, "templates": templates}
+    return {"meta": meta, "templates": templates, "tainted": _taint_rows(plan)}
 
 
 def plan_html(plan: Mapping[str, Any], max_errors: int = 20) -> Any:
@@ -1253,6 +1283,11 @@ def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
                 raise ReportError(
                     f"{where}.nodes.{node}.worst_level {entry['worst_level']!r} is not one of {list(LEVELS)}"
                 )
+    tainted = plan.get("tainted_devices", [])
+    if not isinstance(tainted, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("node"), str) and isinstance(t.get("device"), str) for t in tainted
+    ):
+        raise ReportError(f"{source}: 'tainted_devices' must be a list of objects with 'node' and 'device'")
     return plan
 
 

@@ -359,6 +359,30 @@ def test_device_taints_need_a_toleration():
     assert result["no-schedule-only"]["fits_total"] == 3
 
 
+def test_the_plan_lists_the_tainted_devices_of_its_input():
+    unhealthy = {
+        "key": "dra.aligned.dev/unhealthy",
+        "value": "rdma-port-down",
+        "effect": "NoSchedule",
+        "timeAdded": "2026-11-23T18:41:01Z",
+    }
+    devices = [
+        {"name": "gpu-0", "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}}, "taints": [unhealthy]},
+        {"name": "gpu-1", "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}}},
+        {"name": "gpu-2", "driver": "gpu.nvidia.com", "taints": [{"key": "maintenance", "effect": "None"}]},
+    ]
+    result = planner.plan(
+        "s", {"n1": {"devices": devices, "links": {}}}, CLASSES, [template("t", [exactly("g", "gpu")])]
+    )
+    assert result["tainted_devices"] == [
+        {"node": "n1", "device": "gpu-0", **unhealthy, "keeps_out": True},
+        {"node": "n1", "device": "gpu.nvidia.com/gpu-2", "key": "maintenance", "effect": "None", "keeps_out": False},
+    ]
+    assert result["templates"][0]["fits_total"] == 1  # the tainted GPU is kept out
+    untainted = [dict(d, taints=[]) for d in devices]
+    assert planner.plan("s", {"n1": {"devices": untainted, "links": {}}}, CLASSES, [])["tainted_devices"] == []
+
+
 def test_the_reason_names_an_attribute_that_no_candidate_has():
     no_roots = synthetic([("0000:10:00.0", None, 0)], [("0000:11:00.0", None, 0)])
     node = run({"n1": no_roots}, [pairs(1)])["pairs-1"]["nodes"]["n1"]

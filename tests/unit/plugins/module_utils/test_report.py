@@ -291,9 +291,42 @@ def test_plan_node_groups_are_ordered_by_claims_then_level():
     )
 
 
+def test_plan_section_shows_tainted_devices_and_why():
+    from ansible_collections.aligned.dra.plugins.module_utils import claims
+    from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
+
+    nodes = identical_site("dgx-h100", 2)
+    planned = planner.nodes_from_topologies(nodes)
+    first = sorted(planned)[0]
+    gone = planned[first]["devices"][0]
+    gone["taints"] = [
+        {
+            "key": "dra.aligned.dev/unhealthy",
+            "value": "gone",
+            "effect": "NoExecute",
+            "timeAdded": "2026-11-23T18:41:01Z",
+        }
+    ]
+    rendered = claims.render({}, "s", "1.36")["objects"]
+    classes = [o for o in rendered if o["kind"] == "DeviceClass"]
+    templates = [o for o in rendered if o["kind"] != "DeviceClass"]
+    plan = report.validate_plan(planner.plan("s", planned, classes, templates, kubernetes_version="1.36"))
+    html = report.plan_html(plan)
+    rows = [a["data-device"] for t, a in parse(html) if t == "tr" and a.get("data-device")]
+    assert rows == [gone["name"]]
+    assert "<code>dra.aligned.dev/unhealthy=gone</code>" in html
+    assert (
+        "the PCI function is no longer on the node" in html and "NoExecute" in html and "2026-11-23T18:41:01Z" in html
+    )
+    # no taint in the input: no section
+    untainted = report.validate_plan(plan_for("s", nodes))
+    assert "Tainted devices" not in report.plan_html(untainted)
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
+        (lambda p: p.update(tainted_devices=[{"node": "n1"}]), "'tainted_devices' must be a list of objects"),
         (lambda p: p.update(schema_version=2), "schema_version 2 is not supported"),
         (lambda p: p["templates"][0].pop("fits_total"), "templates[0] has no 'fits_total'"),
         (lambda p: p["templates"][1].update(worst_level="FAR"), "worst_level 'FAR' is not one of"),
