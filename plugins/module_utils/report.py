@@ -898,7 +898,7 @@ def _level_order(level: str | None) -> int:
     return LEVEL_RANK.get(level, len(LEVELS)) if level is not None else len(LEVELS)
 
 
-# Why the bundled driver tainted a device: the value of its ``<driver>/unhealthy`` taint (docs/driver.md).
+# Why the bundled driver tainted a device: the value of its "DRIVER/unhealthy" taint (docs/driver.md).
 DRIVER_TAINT_CAUSES = {
     "gone": "the PCI function is no longer on the node",
     "not-responding": "the function does not answer (config space reads all ones: fell off the bus)",
