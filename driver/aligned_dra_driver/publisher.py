@@ -126,6 +126,7 @@ class Publisher:
             self.generation = newest
             self.published = len(devices)
             self.slices = len(current)
+            self.taints_dropped = False  # what is stored is what was wanted, taints included
             return False
         generation = newest + 1
         wanted = build_slices(self.node, self.driver, devices, generation, owner)

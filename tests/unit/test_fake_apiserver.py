@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -14,6 +15,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import (
+    ApiError,
     FakeApiServer,
     match_label_selector,
     merge,
@@ -152,6 +154,37 @@ def test_gated_fields_are_dropped_when_the_gate_is_off():
     assert "requestPolicy" not in stored_old["capacity"]["memory"]
     assert stored_new["allowMultipleAllocations"] is True
     assert stored_new["capacity"]["memory"]["requestPolicy"] == {"default": "1Gi"}
+
+
+def tainted_slice(**taint: object) -> dict:
+    body = slice_obj()
+    body["spec"]["devices"][0]["taints"] = [dict({"key": "dra.aligned.dev/unhealthy", "effect": "NoSchedule"}, **taint)]
+    return body
+
+
+def test_device_taints_are_dropped_without_the_gate_and_kept_with_a_time_with_it():
+    with FakeApiServer(minor="1.35") as old, FakeApiServer(minor="1.36") as new:
+        assert "taints" not in old.create(tainted_slice(value="gone"))["spec"]["devices"][0]
+        (kept,) = new.create(tainted_slice(value="gone"))["spec"]["devices"][0]["taints"]
+        assert kept["value"] == "gone" and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", kept["timeAdded"])
+        new.delete("resourceslices", "node-a-slice")
+        # a time the client sent in another offset form is stored as the API server writes it
+        stored = new.create(tainted_slice(timeAdded="2026-11-23T20:41:01+02:00"))["spec"]["devices"][0]["taints"]
+        assert stored[0]["timeAdded"] == "2026-11-23T18:41:01Z"
+
+
+@pytest.mark.parametrize(
+    ("taint", "message"),
+    [
+        ({"key": "not a key"}, "must be a qualified label name"),
+        ({"value": "-bad-"}, "must be a label value"),
+        ({"effect": "PreferNoSchedule"}, "Unsupported value 'PreferNoSchedule'"),
+    ],
+)
+def test_bad_device_taints_are_refused_where_the_gate_is_on(taint, message):
+    with FakeApiServer(minor="1.36") as new:
+        with pytest.raises(ApiError, match=message):
+            new.create(tainted_slice(**taint))
 
 
 def test_update_conflict_and_immutable_fields(resource_api):

@@ -100,3 +100,35 @@ def test_api_errors_are_kept_for_the_health_endpoint(api, pub):
     assert "500" in pub.last_error
     pub.publish(devices(1))
     assert pub.last_error is None
+
+
+UNHEALTHY = {"key": "dra.aligned.dev/unhealthy", "value": "gone", "effect": "NoExecute"}
+
+
+def tainted(count: int) -> list[dict]:
+    return [dict(d, taints=[dict(UNHEALTHY, timeAdded="2026-11-23T18:41:01Z")]) for d in devices(count)]
+
+
+def test_taints_dropped_by_a_server_without_the_gate_are_noticed(pub, api):
+    assert api.gates["DRADeviceTaints"] is False  # 1.35
+    assert pub.publish(tainted(2)) is True
+    assert pub.taints_dropped is True
+    assert not any(d.get("taints") for s in api.list("resourceslices") for d in s["spec"]["devices"])
+    pub.publish(devices(2))
+    assert pub.taints_dropped is False
+
+
+def test_taints_kept_by_a_server_with_the_gate_are_not_written_again():
+    with FakeApiServer("1.36") as api:
+        api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}})
+        client = api.api_client()
+        pub = publisher.Publisher(Kube(client, "dra.aligned.dev/node-a"), "node-a", "dra.aligned.dev")
+        assert pub.publish(tainted(2)) is True and pub.taints_dropped is False
+        stored = api.list("resourceslices")[0]["spec"]["devices"][0]["taints"]
+        assert stored == [dict(UNHEALTHY, timeAdded="2026-11-23T18:41:01Z")]
+        # the same taints again (the client sends the time as +00:00, the server answers Z): no write
+        assert pub.publish(tainted(2)) is False
+        # a later timeAdded is a change
+        later = [dict(d, taints=[dict(UNHEALTHY, timeAdded="2026-11-23T18:42:00Z")]) for d in devices(2)]
+        assert pub.publish(later) is True
+        client.close()

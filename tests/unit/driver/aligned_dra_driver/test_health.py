@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The health table: causes and their taint effects, AER baselines and hold, gone devices, sysfs reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from aligned_dra_driver import health, pcihealth
+from aligned_dra_driver.driver import Inventory
+
+BDF = "0000:19:00.0"
+NAME = "nic-0000-19-00-0"
+
+
+def topo(**extra) -> dict:
+    base = {
+        "pci_address": BDF,
+        "driver": "mlx5_core",
+        "netdevs": [{"name": "ens1", "operstate": "up"}],
+        "rdma_devices": ["mlx5_0"],
+    }
+    base.update(extra)
+    return base
+
+
+RDMA_UP = {"mlx5_0": {"ports": [{"port": 1, "state": "ACTIVE"}]}}
+
+
+def inventory(device_topo: dict | None, rdma: dict | None = None) -> Inventory:
+    published = {"name": NAME, "attributes": {"dra.aligned.dev/kind": {"string": "nic"}}}
+    if device_topo is None:
+        return Inventory([], {}, rdma or RDMA_UP, False)
+    return Inventory([published], {NAME: device_topo}, RDMA_UP if rdma is None else rdma, False)
+
+
+@pytest.mark.parametrize(
+    ("device", "rdma", "responds", "aer", "cause", "message"),
+    [
+        (topo(), RDMA_UP, True, "", "", "ok"),
+        (None, RDMA_UP, None, "", "gone", "no longer present on the node"),
+        (topo(driver=None), RDMA_UP, False, "", "not-responding", f"{BDF}: config space reads all ones"),
+        (topo(driver=None), RDMA_UP, None, "", "no-driver", f"{BDF}: no kernel driver bound"),
+        (topo(netdevs=[{"name": "ens1", "operstate": "down"}]), RDMA_UP, True, "", "link-down", "ens1: link down"),
+        # a VF's netdev has no operstate of its own; unknown (no carrier detection) is not down
+        (
+            topo(netdevs=[{"name": "v", "operstate": None}, {"name": "u", "operstate": "unknown"}]),
+            RDMA_UP,
+            None,
+            "",
+            "",
+            "ok",
+        ),  # fmt: skip
+        (
+            topo(),
+            {"mlx5_0": {"ports": [{"port": 1, "state": "DOWN"}]}},
+            True,
+            "",
+            "rdma-port-down",
+            "mlx5_0 port 1: DOWN",
+        ),  # fmt: skip
+        (topo(), RDMA_UP, True, "1 fatal AER error(s)", "aer-fatal", f"{BDF}: 1 fatal AER error(s)"),
+    ],
+)
+def test_each_check_names_its_cause(device, rdma, responds, aer, cause, message):
+    found_cause, found_message = health.check(device, rdma, responds, aer)
+    assert found_cause == cause
+    assert found_message.startswith(message)
+
+
+def test_every_cause_has_an_effect_that_the_api_accepts():
+    assert set(health.CAUSES.values()) <= {"NoSchedule", "NoExecute"}
+    assert health.CAUSES["gone"] == health.CAUSES["not-responding"] == "NoExecute"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def function_dir(root: Path) -> Path:
+    path = root / "bus" / "pci" / "devices" / BDF
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def aer_text(total: int) -> str:
+    return f"Undefined 0\nDLP {total}\nTOTAL_ERR_FATAL {total}\n"
+
+
+def test_aer_growth_taints_for_the_hold_and_the_start_count_is_the_baseline(tmp_path):
+    directory = function_dir(tmp_path)
+    (directory / "aer_dev_fatal").write_text(aer_text(3))  # errors from before the start
+    clock = Clock()
+    monitor = health.HealthMonitor(sysfs_root=str(tmp_path), aer_hold=60, clock=clock)
+    monitor.update(inventory(topo()))
+    assert monitor.snapshot()[NAME].healthy
+    (directory / "aer_dev_fatal").write_text(aer_text(4))
+    clock.now += 10
+    assert monitor.update(inventory(topo())) is True
+    entry = monitor.snapshot()[NAME]
+    assert (entry.healthy, entry.cause, entry.cause_since) == (False, "aer-fatal", clock.now)
+    assert "4 fatal AER error(s)" in entry.message
+    clock.now += 30
+    assert monitor.update(inventory(topo())) is False  # same cause: no change for the stream
+    clock.now += 31  # 61 s after the rise, with no new error
+    assert monitor.update(inventory(topo())) is True
+    assert monitor.snapshot()[NAME].healthy
+
+
+def test_a_config_space_of_all_ones_is_not_responding_unless_suspended(tmp_path):
+    directory = function_dir(tmp_path)
+    (directory / "config").write_bytes(b"\xb3\x15\x21\x10" + bytes(60))
+    assert pcihealth.responds(str(tmp_path), BDF) is True
+    (directory / "config").write_bytes(b"\xff" * 64)
+    assert pcihealth.responds(str(tmp_path), BDF) is False
+    (directory / "power").mkdir()
+    (directory / "power" / "runtime_status").write_text("suspended\n")
+    assert pcihealth.responds(str(tmp_path), BDF) is None  # a read would wake it: not read
+    assert pcihealth.responds(str(tmp_path), "0000:99:00.0") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [(aer_text(7), 7), ("Undefined 1\nDLP 2\n", 3), ("garbage\n", None), ("", None)],
+)
+def test_aer_fatal_count(tmp_path, text, count):
+    (function_dir(tmp_path) / "aer_dev_fatal").write_text(text)
+    assert pcihealth.aer_fatal_count(str(tmp_path), BDF) == count
+
+
+def test_taints_follow_the_table_and_gone_devices_keep_their_last_form():
+    clock = Clock()
+    monitor = health.HealthMonitor(clock=clock)
+    monitor.update(inventory(topo()))
+    assert monitor.tainted_devices(inventory(topo()), "dra.aligned.dev") == inventory(topo()).devices
+    down = inventory(topo(), {"mlx5_0": {"ports": [{"port": 1, "state": "DOWN"}]}})
+    monitor.update(down)
+    (device,) = monitor.tainted_devices(down, "dra.aligned.dev")
+    assert device["taints"] == [
+        {
+            "key": "dra.aligned.dev/unhealthy",
+            "value": "rdma-port-down",
+            "effect": "NoSchedule",
+            "timeAdded": health.rfc3339(clock.now),
+        }
+    ]
+    assert "taints" not in down.devices[0]  # the scan's own devices are never changed
+    clock.now += 5
+    monitor.update(inventory(None))
+    (device,) = monitor.tainted_devices(inventory(None), "other.example.com")
+    assert device["name"] == NAME and device["attributes"] == down.devices[0]["attributes"]
+    assert device["taints"][0]["key"] == "other.example.com/unhealthy"
+    assert device["taints"][0]["value"] == "gone" and device["taints"][0]["effect"] == "NoExecute"
+    assert device["taints"][0]["timeAdded"] == health.rfc3339(clock.now)
+    assert monitor.unhealthy() == 1
+    monitor.update(inventory(topo()))
+    assert monitor.tainted_devices(inventory(topo()), "dra.aligned.dev") == inventory(topo()).devices
+    assert monitor.unhealthy() == 0
+
+
+def test_the_metrics_read_the_table():
+    from aligned_dra_driver.metrics import Metrics
+
+    monitor = health.HealthMonitor()
+    metrics = Metrics()
+    metrics.watch_health(monitor, "dra.aligned.dev")
+    monitor.update(inventory(topo(driver=None)))
+    text = metrics.render().decode()
+    assert f'aligned_dra_device_unhealthy{{cause="no-driver",device="{NAME}",effect="NoSchedule"}} 1.0' in text
+    assert "aligned_dra_unhealthy_devices 1.0" in text
+    monitor.update(inventory(topo()))
+    text = metrics.render().decode()
+    assert "aligned_dra_device_unhealthy{" not in text and "aligned_dra_unhealthy_devices 0.0" in text
