@@ -11,7 +11,10 @@ to unchanged. It is *strict*: every object written is validated with
 served Kubernetes minor, plus the rules the real API server adds on top of the
 schema for ``resource.k8s.io/v1`` (the DRA limits, name formats, one-of rules,
 immutable fields). Fields behind feature gates that are off for the served
-minor are dropped silently, as the real server does.
+minor are dropped silently, as the real server does. Device taints are
+checked (label key and value, effect) only where ``DRADeviceTaints`` is on,
+and get ``timeAdded`` when the client sent none, written as the real server
+writes a metav1.Time (RFC 3339, UTC, ``Z``).
 
 Interface
 =========
