@@ -375,7 +375,8 @@ class Runner:
     def _devices(self, inventory: Any) -> list[dict[str, Any]]:
         """What to publish: with taints on, every device with the taint of its health (gone ones too)."""
         if self.device_taints:
-            return self.monitor.tainted_devices(inventory, self.opts.driver_name)
+            in_use = {d["device"] for c in list(self.driver.checkpoint.claims.values()) for d in c["devices"]}
+            return self.monitor.tainted_devices(inventory, self.opts.driver_name, in_use)
         return inventory.devices
 
     def _api_failed(self, exc: Exception) -> None:

@@ -21,9 +21,10 @@ A device that can no longer work for the pods that have it (gone, not
 responding) gets ``NoExecute``, so the eviction controller moves them; a device
 that may come back by itself (a cable, a port, a driver reload, a burst of
 errors) gets ``NoSchedule``, which keeps new claims away and leaves running
-pods alone. A device that disappears from a scan stays in the table (and, with
-taints on, in the ResourceSlice in its last published form) until it comes
-back; the taint goes when the check passes again. The AER count a device has
+pods alone. A device that disappears from a scan stays in the table until it
+comes back; with taints on it stays in the ResourceSlice too, in its last
+published form, while a prepared claim holds it (else for ``GONE_GRACE``
+seconds). The taint goes when the check passes again. The AER count a device has
 when the driver first sees it is its baseline: errors from before the start
 never taint.
 """
@@ -48,6 +49,9 @@ CAUSES: dict[str, str] = {
 }
 TAINT_NAME = "unhealthy"  # the taint key is <driver name>/unhealthy
 AER_HOLD = 600.0  # seconds a fatal AER error keeps its device tainted
+# seconds a gone device stays published (tainted NoExecute) when no prepared claim holds it: long enough
+# for the scheduler to see the taint, short enough that removed VFs do not linger in the slice
+GONE_GRACE = 300.0
 
 
 class Health(NamedTuple):
@@ -173,11 +177,24 @@ class HealthMonitor:
             "timeAdded": rfc3339(entry.cause_since),
         }
 
-    def tainted_devices(self, inventory: Any, driver: str) -> list[dict[str, Any]]:
-        """The devices to publish with taints: the scan's devices, then the gone ones in their last form."""
+    def tainted_devices(
+        self, inventory: Any, driver: str, in_use: set[str] | frozenset[str] = frozenset()
+    ) -> list[dict[str, Any]]:
+        """The devices to publish with taints: the scan's devices, then the gone ones in their last form.
+
+        A gone device is published while a prepared claim (``in_use``) holds it, so that the
+        eviction controller moves its pods, and else for ``GONE_GRACE`` seconds.
+        """
+        now = self.clock()
         with self.cond:
             present = {d["name"] for d in inventory.devices}
-            gone = [self.known[n] for n in sorted(self.known) if n not in present and n in self.table]
+            gone = [
+                self.known[n]
+                for n in sorted(self.known)
+                if n not in present
+                and n in self.table
+                and (n in in_use or now - self.table[n].cause_since < GONE_GRACE)
+            ]
             out = []
             for device in list(inventory.devices) + gone:
                 entry = self.table.get(device["name"])

@@ -175,3 +175,16 @@ def test_the_metrics_read_the_table():
     monitor.update(inventory(topo()))
     text = metrics.render().decode()
     assert "aligned_dra_device_unhealthy{" not in text and "aligned_dra_unhealthy_devices 0.0" in text
+
+
+def test_a_gone_device_leaves_the_slice_after_the_grace_unless_a_claim_holds_it():
+    clock = Clock()
+    monitor = health.HealthMonitor(clock=clock)
+    monitor.update(inventory(topo()))
+    monitor.update(inventory(None))
+    assert [d["name"] for d in monitor.tainted_devices(inventory(None), "dra.aligned.dev")] == [NAME]
+    clock.now += health.GONE_GRACE
+    assert monitor.tainted_devices(inventory(None), "dra.aligned.dev") == []
+    held = monitor.tainted_devices(inventory(None), "dra.aligned.dev", in_use={NAME})
+    assert [d["taints"][0]["value"] for d in held] == ["gone"]
+    assert not monitor.snapshot()[NAME].healthy  # the health stream still says so
