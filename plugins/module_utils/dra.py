@@ -699,10 +699,39 @@ def gated_fields(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
+# CEL functions that only exist while a gate is on (the API server refuses the
+# expression otherwise), as a pattern on the expression text.
+GATED_CEL_FUNCTIONS = ((re.compile(r"\.\s*includes\s*\("), "includes()", "DRAListTypeAttributes"),)
+
+
+def _cel_expressions(value: Any, trail: str) -> list[tuple[str, str]]:
+    """``(path, expression)`` of every ``cel.expression`` under ``value``."""
+    found = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            here = f"{trail}.{key}" if trail else str(key)
+            if key == "cel" and isinstance(child, dict) and isinstance(child.get("expression"), str):
+                found.append((here + ".expression", child["expression"]))
+            else:
+                found.extend(_cel_expressions(child, here))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_cel_expressions(item, f"{trail}[{index}]"))
+    return found
+
+
 def fields_disabled(obj: dict[str, Any], minor: str, overrides: dict[str, bool] | None = None) -> list[str]:
-    """Messages for each field of ``obj`` whose gate is off for ``minor``."""
+    """Messages for each field of ``obj`` whose gate is off for ``minor``, and each CEL
+    expression that calls a function whose gate is off."""
     messages = []
     for path, gate in gated_fields(obj):
         if not gate_enabled(gate, minor, overrides):
             messages.append(f"{path} needs feature gate {gate}, which is off on Kubernetes {minor_of(minor)}")
+    for path, expression in _cel_expressions(obj, ""):
+        for pattern, function, gate in GATED_CEL_FUNCTIONS:
+            if pattern.search(expression) and not gate_enabled(gate, minor, overrides):
+                messages.append(
+                    f"{path} calls {function}, which needs feature gate {gate}, "
+                    f"off on Kubernetes {minor_of(minor)}"
+                )
     return messages
