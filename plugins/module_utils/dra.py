@@ -731,7 +731,6 @@ def fields_disabled(obj: dict[str, Any], minor: str, overrides: dict[str, bool] 
         for pattern, function, gate in GATED_CEL_FUNCTIONS:
             if pattern.search(expression) and not gate_enabled(gate, minor, overrides):
                 messages.append(
-                    f"{path} calls {function}, which needs feature gate {gate}, "
-                    f"off on Kubernetes {minor_of(minor)}"
+                    f"{path} calls {function}, which needs feature gate {gate}, off on Kubernetes {minor_of(minor)}"
                 )
     return messages
