@@ -514,7 +514,7 @@ def test_includes_selects_on_list_and_scalar_attributes():
         numa_device("cpu-1", CPU_DRIVER, {"int": 1}),
         numa_device("cpu-2", CPU_DRIVER, {"ints": [2, 3]}),
     ]
-    on_one = f'device.attributes["resource.kubernetes.io"].numaNode.includes(1)'
+    on_one = 'device.attributes["resource.kubernetes.io"].numaNode.includes(1)'
     request = exactly("cpu", "cpu", count=2, selectors=[{"cel": {"expression": on_one}}])
     node = plan_devices(devices, [template("t", [request])])["t"]
     assert node["allocations"][0]["devices"] == {"cpu": [f"{CPU_DRIVER}/cpu-0", f"{CPU_DRIVER}/cpu-1"]}
