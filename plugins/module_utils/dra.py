@@ -87,6 +87,8 @@ FEATURE_GATES = {
     # list-typed attribute values (ints, bools, strings, versions), set semantics of
     # matchAttribute/distinctAttribute, CEL includes() (KEP-5491: alpha 1.36, still alpha 1.37)
     "DRAListTypeAttributes": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
+    # DeviceClass extendedResourceName (KEP-5004: alpha 1.34, beta 1.36, GA 1.37)
+    "DRAExtendedResource": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
 }
 
 # Where each gated field lives, as a path with ``[]`` for list items, and the
@@ -112,6 +114,7 @@ GATED_FIELDS = (
     ("spec.devices[].attributes{}.bools", "DRAListTypeAttributes"),
     ("spec.devices[].attributes{}.strings", "DRAListTypeAttributes"),
     ("spec.devices[].attributes{}.versions", "DRAListTypeAttributes"),
+    ("spec.extendedResourceName", "DRAExtendedResource"),  # DeviceClass
 )
 
 # Value fields of a DeviceAttribute: the scalar ones, and the list ones of
