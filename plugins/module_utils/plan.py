@@ -42,9 +42,8 @@ from __future__ import annotations
 import gc
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
-from ansible_collections.aligned.dra.plugins.module_utils import device_model
-from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, LEVELS
+from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVELS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
