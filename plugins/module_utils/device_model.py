@@ -285,9 +285,9 @@ def published_kind(driver: str, attributes: Mapping[str, Any]) -> str | None:
 def probed_node(topology: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What the join needs of one node's probe: ``{"devices": {address: device}, "links", "addresses"}``.
 
-    ``addresses`` are the node's PCI functions (those of ``devices``, else the
-    ones ``links`` names, for topologies reduced to their links). ``None``
-    without a probe (or an empty one).
+    ``addresses`` are the node's PCI functions, ``None`` for a topology reduced
+    to its ``links`` (which name accelerators and NICs, not every function a
+    device may be published by). ``None`` without a probe (or an empty one).
     """
     if not topology:
         return None
@@ -299,12 +299,7 @@ def probed_node(topology: Mapping[str, Any] | None) -> dict[str, Any] | None:
     links = topology.get("links") or {}
     if not devices and not links:
         return None
-    addresses = set(devices)
-    if not addresses:
-        for row, columns in links.items():
-            addresses.add(row)
-            addresses.update(columns)
-    return {"devices": devices, "links": links, "addresses": addresses}
+    return {"devices": devices, "links": links, "addresses": set(devices) if devices else None}
 
 
 def _published_address(attributes: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
@@ -347,7 +342,7 @@ def join_device(
     if via is not None and address is None:
         joined["reason"] = f"{name}: {via} {raw!r} is not a PCI address"
     elif address is not None and probed is not None:
-        if address not in probed["addresses"]:
+        if probed["addresses"] is not None and address not in probed["addresses"]:
             joined["reason"] = f"{name}: {via} {address} is not a PCI function of the probed node"
         else:
             joined["address"] = address
