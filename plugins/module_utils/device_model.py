@@ -299,7 +299,25 @@ def probed_node(topology: Mapping[str, Any] | None) -> dict[str, Any] | None:
     links = topology.get("links") or {}
     if not devices and not links:
         return None
-    return {"devices": devices, "links": links, "addresses": set(devices) if devices else None}
+    # NUMA nodes of each PCIe root, for devices that publish a root and no NUMA node
+    root_numa: dict[str, set[int]] = {}
+    for device in devices.values():
+        numa = _numas(_probed_numa(device))
+        for root in _roots(device.get("pcie_root")):
+            root_numa.setdefault(root, set()).update(numa)
+    return {
+        "devices": devices,
+        "links": links,
+        "addresses": set(devices) if devices else None,
+        "root_numa": {root: frozenset(numa) for root, numa in root_numa.items() if numa},
+    }
+
+
+def _probed_numa(device: Mapping[str, Any]) -> Any:
+    numa = device.get("numa_node")
+    if numa is None:
+        numa = (device.get("numa_node_inferred") or {}).get("node")
+    return numa
 
 
 def _published_address(attributes: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
@@ -349,10 +367,7 @@ def join_device(
             device = probed["devices"].get(address)
             if device is not None:
                 joined["roots"] = _roots(device.get("pcie_root")) or roots
-                numa_value = device.get("numa_node")
-                if numa_value is None:
-                    numa_value = (device.get("numa_node_inferred") or {}).get("node")
-                joined["numa"] = _numas(numa_value) or numa
+                joined["numa"] = _numas(_probed_numa(device)) or numa
                 parent = normalize_pci_address(device.get("physfn")) or parent
                 if kind is None:
                     probed_kind = device.get("kind")
@@ -361,6 +376,9 @@ def join_device(
                     joined["kind"] = kind
     elif address is not None:
         joined["address"] = address  # no probe: kept for the links of nodes planned without devices
+    if not joined["numa"] and joined["roots"] and probed is not None and not joined["reason"]:
+        # a root and no NUMA node published: the probe knows the root's NUMA node
+        joined["numa"] = frozenset(n for r in joined["roots"] for n in probed["root_numa"].get(r, ()))
     joined["physfn"] = parent
     joined["role"] = "accelerator" if kind in ("gpu", "accelerator") else ("nic" if kind in ("nic", "vf") else None)
     return joined
