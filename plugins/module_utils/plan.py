@@ -17,8 +17,11 @@ node can hold at once, allocated in the scheduler's order:
   fails when there is none or one is in use); ``firstAvailable`` tries its
   alternatives in order;
 - ``matchAttribute`` constraints need every device of the named requests
-  (all requests when none are named) to carry the attribute with one value,
-  ``distinctAttribute`` needs all values to differ; a device without the
+  (all requests when none are named) to carry the attribute, with values
+  whose intersection is not empty, ``distinctAttribute`` needs the values to
+  be pairwise disjoint; a scalar is a one-element set and a list-typed value
+  (DRAListTypeAttributes) the set of its elements, so for scalars this is
+  "one value" and "all values differ" (KEP-5491); a device without the
   attribute fails both;
 - a device is used by at most one claim, unless it allows multiple
   allocations (consumable capacity): then capacity requests are subtracted
@@ -306,6 +309,7 @@ class _Device:
         "counters",
         "taints",
         "index",
+        "_sets",
     )
 
     def __init__(
@@ -319,7 +323,12 @@ class _Device:
         self._view = None
         self._raw = device
         self._domains = domains
-        self.attributes = device_model.flat_attributes(device, driver)
+        # list-typed values as tuples: attribute values are memo and shape keys
+        self.attributes = {
+            name: tuple(value) if isinstance(value, list) else value
+            for name, value in device_model.flat_attributes(device, driver).items()
+        }
+        self._sets: dict[str, frozenset | None] = {}
         self.join = device_model.join_device(driver, self.attributes, probed, self.label)
         # the probed PCI function behind the device, whichever attribute named it
         self.bdf = self.join["address"]
@@ -334,6 +343,18 @@ class _Device:
             (c.get("counterSet"), {n: _quantity(v.get("value")) for n, v in (c.get("counters") or {}).items()})
             for c in device.get("consumesCounters") or []
         ]
+
+    def value_set(self, attribute: str) -> frozenset | None:
+        """The attribute as the set constraints compare (:func:`dra.attribute_value_set`); None when absent."""
+        if attribute not in self._sets:
+            found = None
+            for name, value in (self._raw.get("attributes") or {}).items():
+                domain, ident = dra.split_qualified_name(name, self.driver)
+                if f"{domain}/{ident}" == attribute:
+                    found = dra.attribute_value_set(value)
+                    break
+            self._sets[attribute] = found
+        return self._sets[attribute]
 
     @property
     def view(self) -> dict[str, Any]:
@@ -374,15 +395,14 @@ class _Node:
         self.indexes: dict[tuple[int, str], dict[Any, list[int]]] = {}
 
     def index(self, pool: list[_Device], attribute: str) -> dict[Any, list[int]]:
-        """``{value: [positions in pool]}`` of one attribute over a candidate list of this node."""
+        """``{element: [positions in pool]}`` of one attribute's value sets over a candidate list of this node."""
         key = (id(pool), attribute)
         found = self.indexes.get(key)
         if found is None:
             found = {}
             for position, device in enumerate(pool):
-                value = device.attributes.get(attribute)
-                if value is not None:
-                    found.setdefault(value, []).append(position)
+                for element in device.value_set(attribute) or ():
+                    found.setdefault(element, []).append(position)
             self.indexes[key] = found
         return found
 
@@ -550,13 +570,18 @@ class _Allocator:
 
     def _positions(self, alternative: _Alternative, pool: list[_Device], start: int, last: int):
         """Positions worth trying: when a matchAttribute constraint already has its
-        value, only the devices that carry that value (the others would fail it)."""
+        common values, only the devices that carry one of them (the others would fail it)."""
         for position, constraint in self.matching_constraints[id(alternative)]:
             state = self.values[position]
             if "value" not in state:
                 continue
-            by_value = self.node.index(pool, constraint.attribute)
-            return [p for p in by_value.get(state["value"], ()) if start <= p <= last]
+            by_element = self.node.index(pool, constraint.attribute)
+            common = state["value"]
+            if len(common) == 1:
+                (element,) = common
+                return [p for p in by_element.get(element, ()) if start <= p <= last]
+            found = {p for element in common for p in by_element.get(element, ()) if start <= p <= last}
+            return sorted(found)
         return range(start, last + 1)
 
     def _free(self, device: _Device, alternative: _Alternative) -> bool:
@@ -588,41 +613,48 @@ class _Allocator:
         """Apply the constraints for one device; a token to undo, or None when they fail."""
         changes = []
         for position, constraint in self.applicable[id(alternative)]:
-            value = device.attributes.get(constraint.attribute)
-            if value is None:
+            values = device.value_set(constraint.attribute)
+            if values is None:
                 self._undo_constraints(changes)
                 return None
             state = self.values[position]
             if constraint.kind == "match":
+                # the intersection of the devices' sets so far; it only shrinks, so a
+                # failed device fails whatever else is added (the constraint is monotonic)
                 if "value" in state:
-                    if state["value"] != value:
+                    common = state["value"] & values
+                    if not common:
                         self._undo_constraints(changes)
                         return None
+                    changes.append((position, state["value"]))
+                    state["value"] = common
                     state["count"] += 1
-                    changes.append((position, None))
                 else:
-                    state["value"] = value
+                    state["value"] = values
                     state["count"] = 1
                     changes.append((position, None))
             else:
+                # pairwise disjoint: each set must miss the union of the earlier ones
                 seen = state.setdefault("seen", set())
-                if value in seen:
+                if not seen.isdisjoint(values):
                     self._undo_constraints(changes)
                     return None
-                seen.add(value)
-                changes.append((position, value))
+                seen.update(values)
+                changes.append((position, values))
         self.taken.add(device.key)
         return (device, changes)
 
     def _undo_constraints(self, changes) -> None:
-        for position, value in changes:
+        for position, value in reversed(changes):
             state = self.values[position]
             if self.constraints[position].kind == "match":
                 state["count"] -= 1
                 if state["count"] == 0:
                     del state["value"], state["count"]
+                else:
+                    state["value"] = value  # the intersection before this device
             else:
-                state["seen"].discard(value)
+                state["seen"].difference_update(value)
 
     def _untake_all(self, marks) -> None:
         for device, changes in reversed(marks):
