@@ -124,7 +124,12 @@ stage_pytest() {
         return "$SKIPPED"
     fi
     materialize_fixtures || return 1
-    pytest "${extra[@]}" || rc=$?
+    # Most tests wait on subprocesses (ansible-playbook, podman, the driver):
+    # one worker per core keeps both cores busy. loadfile keeps a file's tests,
+    # and so its module- and session-scoped fixtures (built images, wheels,
+    # installed collections), on one worker.
+    pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --durations=25 \
+        "${extra[@]}" || rc=$?
     if [[ $rc -eq 5 ]]; then
         echo "pytest: exit 5, no tests collected although $files test file(s) exist" >&2
     fi

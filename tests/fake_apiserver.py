@@ -341,6 +341,19 @@ def qualified_name_problem(name: str) -> str | None:
     return None
 
 
+def is_extended_resource_name(name: str) -> bool:
+    """A pod's extended resource name: ``domain/name`` outside ``kubernetes.io/``, not ``requests.*``,
+    and its quota name ``requests.<name>`` a qualified name (prefix a DNS subdomain, name <= 63)."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    prefix, _sep, rest = ("requests." + name).partition("/")
+    return (
+        "/" not in rest
+        and is_dns_subdomain(prefix)
+        and bool(re.fullmatch(r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]", rest))
+    )
+
+
 def _validate_metadata(obj: dict[str, Any], resource: Resource, errors: list[str]) -> None:
     meta = obj.get("metadata") or {}
     name = meta.get("name")
@@ -550,6 +563,8 @@ def _compile(minor: str, api_version: str, kind: str) -> Any:
 
 def drop_disabled_fields(obj: dict[str, Any], gates: dict[str, bool]) -> None:
     """Remove fields whose feature gate is off, as the real API server does on write."""
+    if obj.get("kind") == "DeviceClass" and not gates["DRAExtendedResource"]:
+        (obj.get("spec") or {}).pop("extendedResourceName", None)
     if obj.get("kind") != "ResourceSlice":
         return
     spec = obj.get("spec") or {}
@@ -929,6 +944,12 @@ class FakeApiServer:
             validate_resource_slice(obj, self.minor, errors)
             if self.gates["DRADeviceTaints"]:  # with the gate off the field is dropped, never validated
                 validate_device_taints(obj, self.minor, errors)
+        elif resource.kind == "DeviceClass":
+            name = (obj.get("spec") or {}).get("extendedResourceName")
+            if name is not None and not is_extended_resource_name(name):
+                errors.append(
+                    f"spec.extendedResourceName: Invalid value: {name!r}: must be a valid extended resource name"
+                )
         elif resource.kind == "ResourceClaim":
             validate_resource_claim_status(obj, errors)
         elif resource.kind == "PodDisruptionBudget":

@@ -86,6 +86,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--plain-nics", action="store_true", help="also publish NICs without RDMA")
     p.add_argument("--no-vfs", action="store_true", help="do not publish SR-IOV VFs")
     p.add_argument(
+        "--list-attributes",
+        action="store_true",
+        help="publish numaNode as a list where a device is local to several NUMA nodes "
+        "(needs the DRAListTypeAttributes feature gate in the cluster)",
+    )
+    p.add_argument(
         "--fractional-gpus",
         choices=("auto", "on", "off"),
         default="auto",
@@ -156,7 +162,12 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         usage_error("aligned-dra-driver: --aer-hold must not be negative")
     if not 0.1 <= args.api_timeout <= 30:
         usage_error("aligned-dra-driver: --api-timeout must lie in 0.1..30 seconds (Prepare's budget is 25 s)")
-    device_options = {"exclude": args.exclude, "plain_nics": args.plain_nics, "vfs": not args.no_vfs}
+    device_options = {
+        "exclude": args.exclude,
+        "plain_nics": args.plain_nics,
+        "vfs": not args.no_vfs,
+        "list_attributes": args.list_attributes,
+    }
     opts = Options(
         node_name=args.node_name,
         driver_name=args.driver_name,

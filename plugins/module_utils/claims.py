@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
         "cpu": "dra-cpu",
     },
     "selectors": {},  # extra CEL per class key
+    "extended_resources": {},  # device-plugin resource name per class key (DRAExtendedResource)
     "templates": {
         "pairs": {"enabled": True, "counts": [1, 2, 4, 8], "name": "gpu-nic-pair-{n}", "selectors": {}},
         "pairs_fallback": {
@@ -84,13 +85,52 @@ class ClaimsError(ValueError):
     """Site settings that cannot be rendered; the message names the setting."""
 
 
+# -- extended resource names (KEP-5004) ------------------------------------------------
+
+# Every DeviceClass can already be asked for as ``<prefix><class name>`` once
+# DRAExtendedResource is on; an explicit name never needs this prefix.
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+_QUALIFIED_NAME_PART_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def extended_resource_name_problem(name: object) -> str | None:
+    """Why ``name`` is not a valid extended resource name, or None.
+
+    The API server's rule for ``DeviceClass.spec.extendedResourceName`` (and a
+    pod's extended resources): ``domain/name`` outside the reserved
+    ``kubernetes.io/`` namespace, not starting with ``requests.``, and
+    ``requests.<name>`` (its quota name) a qualified name.
+    """
+    if not isinstance(name, str) or not name:
+        return "must be a non-empty string"
+    if "/" not in name:
+        return "needs a domain: domain/name, as a device plugin advertises it (e.g. example.com/gpu)"
+    if name.startswith(IMPLICIT_EXTENDED_RESOURCE_PREFIX):
+        return (
+            f"{IMPLICIT_EXTENDED_RESOURCE_PREFIX}<class> is the implicit name every DeviceClass already has; "
+            "an explicit name must be outside kubernetes.io/"
+        )
+    if "kubernetes.io/" in name:
+        return "the kubernetes.io/ namespace is reserved for native resources"
+    if name.startswith("requests."):
+        return "must not start with requests. (the prefix of quota names)"
+    domain, _, ident = ("requests." + name).partition("/")
+    if "/" in ident:
+        return "has more than one /"
+    if not dra.is_dns_subdomain(domain):
+        return "the domain must be a lowercase DNS subdomain of at most 244 characters"
+    if len(ident) > 63 or not _QUALIFIED_NAME_PART_RE.fullmatch(ident):
+        return "the name after / must be at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric"
+    return None
+
+
 def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
     """The site's settings merged over the defaults, checked."""
     merged = copy.deepcopy(DEFAULTS)
     for key, value in (raw or {}).items():
         if key not in DEFAULTS:
             raise ClaimsError(f"aligned_dra_claims: unknown key {key!r} (known: {', '.join(sorted(DEFAULTS))})")
-        if key in ("classes", "selectors"):
+        if key in ("classes", "selectors", "extended_resources"):
             if not isinstance(value, dict):
                 raise ClaimsError(f"aligned_dra_claims.{key} must be a mapping")
             merged[key].update(value)
@@ -145,6 +185,21 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
     for name, value in merged["selectors"].items():
         if name not in merged["classes"] or not isinstance(value, list) or not all(isinstance(e, str) for e in value):
             raise ClaimsError(f"aligned_dra_claims.selectors.{name} must be a list of CEL strings for a known class")
+    owner_of: dict[str, str] = {}
+    for key, name in merged["extended_resources"].items():
+        where = f"aligned_dra_claims.extended_resources.{key}"
+        if key not in merged["classes"]:
+            raise ClaimsError(f"{where}: {key!r} is not a class key (known: {', '.join(sorted(merged['classes']))})")
+        problem = extended_resource_name_problem(name)
+        if problem:
+            raise ClaimsError(f"{where}: {name!r} is not an extended resource name: {problem}")
+        if name in owner_of:
+            # The scheduler would serve the name from one class only (the newest): refuse the ambiguity.
+            raise ClaimsError(
+                f"{where}: {name!r} is already the extended resource name of class {owner_of[name]!r}; "
+                "a name may belong to one DeviceClass only"
+            )
+        owner_of[name] = key
     if not dra.is_dns_label(merged["namespace"]):
         raise ClaimsError(f"aligned_dra_claims.namespace {merged['namespace']!r} is not a DNS label")
     return merged
@@ -159,12 +214,15 @@ def _kind_selector(driver: str, kinds: list[str]) -> str:
     return f'device.driver == "{driver}" && {test}'
 
 
-def _class(name: str, expressions: list[str], site: str) -> dict[str, Any]:
+def _class(name: str, expressions: list[str], site: str, extended_resource: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in expressions]}
+    if extended_resource:
+        spec["extendedResourceName"] = extended_resource
     return {
         "apiVersion": dra.API_VERSION,
         "kind": "DeviceClass",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "aligned.dra", "aligned.dev/site": site}},
-        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
+        "spec": spec,
     }
 
 
@@ -185,7 +243,11 @@ def device_classes(conf: dict[str, Any], site: str) -> dict[str, dict[str, Any]]
         wanted["dranet-nic"] = ['device.driver == "dra.net"']
     if "dra.cpu" in conf["drivers"]:
         wanted["cpu"] = [f'device.driver == "{conf["cpu_driver"]}"']
-    return {key: _class(names[key], exprs + list(extra.get(key, [])), site) for key, exprs in wanted.items()}
+    extended = conf["extended_resources"]
+    return {
+        key: _class(names[key], exprs + list(extra.get(key, [])), site, extended.get(key))
+        for key, exprs in wanted.items()
+    }
 
 
 # -- claim templates ------------------------------------------------------------------------
@@ -394,6 +456,26 @@ def _tolerating(template: dict[str, Any], tolerations: list[dict[str, Any]]) -> 
 # -- rendering per minor -----------------------------------------------------------------------
 
 
+def _check_extended_resources(
+    conf: dict[str, Any], classes: dict[str, dict[str, Any]], minor: str, gates: dict[str, bool]
+) -> None:
+    """Refuse extended resource names the site cannot serve: the class is not rendered, or the gate is off."""
+    for key in conf["extended_resources"]:
+        where = f"aligned_dra_claims.extended_resources.{key}"
+        if key not in classes:
+            raise ClaimsError(
+                f"{where}: class {key!r} is not rendered, its driver is not in aligned_dra_claims.drivers"
+            )
+        disabled = dra.fields_disabled(classes[key], minor, gates)
+        if disabled:
+            # An API server with the gate off drops the field silently: pods asking for the name would stay Pending.
+            raise ClaimsError(
+                f"{where}: {'; '.join(disabled)}; declare it in aligned_dra_feature_gates once the cluster "
+                "enables it on kube-apiserver, kube-scheduler, kube-controller-manager and kubelet, "
+                "or remove the entry"
+            )
+
+
 def render(
     raw_settings: dict[str, Any] | None,
     site: str,
@@ -413,6 +495,7 @@ def render(
             raise ClaimsError(f"aligned_dra_feature_gates: unknown gate {gate!r}")
     tolerations = check_tolerations(tolerations, minor, gates)
     classes = device_classes(conf, site)
+    _check_extended_resources(conf, classes, minor, gates)
     objects: list[dict[str, Any]] = list(classes.values())
     skipped = []
     cpu = conf["templates"]["gpu_nic_cpu"]

@@ -15,6 +15,8 @@ Pure Python (>= 3.9), no Ansible imports.
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.aligned.dra.plugins.module_utils import dra
 from ansible_collections.aligned.dra.plugins.module_utils import topology as topology_lib
 
@@ -158,3 +160,294 @@ def family_counts_text(counts: Mapping[str, int]) -> list[str]:
 def plural(count: int, singular: str, many: str | None = None) -> str:
     """``1 node``, ``2 nodes``, ``0 nodes``."""
     return f"{count} {singular if count == 1 else (many or singular + 's')}"
+
+
+# -- published devices joined to the probe ---------------------------------------------------
+#
+# Other drivers publish a device's PCI address under their own attribute names,
+# or only its PCIe root and NUMA node. The join below finds the probed PCI
+# function behind a published device through any of them; where no address is
+# published, the level of a pair is bounded from the root and NUMA node.
+# Sources of the names: docs/devices.md ("Levels for other drivers' devices").
+
+# Attributes whose value is the device's PCI address, in the order tried.
+ADDRESS_ATTRIBUTES = (
+    dra.ATTR_PCI_BUS_ID,  # standard; ours, NVIDIA (from v25.12), Intel GPU
+    "gpu.nvidia.com/pcieBusID",  # NVIDIA DRA GPU driver up to v25.8
+    "dra.net/pciAddress",  # DRANET
+    "gpu.amd.com/pciAddr",  # AMD GPU DRA driver, whole GPUs
+    "gpu.amd.com/parentPciAddr",  # AMD GPU DRA driver, partitions (the parent GPU's address)
+    "gpu.intel.com/pciAddress",  # Intel GPU DRA driver (deprecated twin of pciBusID)
+)
+# Older DRANET releases publish the address in four parts.
+DRANET_ADDRESS_PARTS = (
+    "dra.net/pciAddressDomain",
+    "dra.net/pciAddressBus",
+    "dra.net/pciAddressDevice",
+    "dra.net/pciAddressFunction",
+)
+ROOT_ATTRIBUTES = (dra.ATTR_PCIE_ROOT,)
+NUMA_ATTRIBUTES = (dra.ATTR_NUMA_NODE, "dra.net/numaNode", "gpu.nvidia.com/numa")
+
+# Where a pair's level comes from: the probe's links (exact), the published or
+# probed PCIe roots and NUMA nodes (exact where they decide the level: other
+# roots on one NUMA node are NODE, other NUMA nodes SYS), an upper bound (one
+# root: PHB at worst; one NUMA node, roots unknown: NODE at worst), or nothing.
+LEVEL_SOURCES = ("topology", "attributes", "bound", "unknown")
+
+_ADDRESS_RE = re.compile(r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$")
+_ROOT_RE = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
+
+
+def flat_attributes(device: Mapping[str, Any], driver: str) -> dict[str, Any]:
+    """``{"domain/name": value}`` of a ResourceSlice device (typed values unwrapped).
+
+    Names without a domain belong to ``driver`` (the API's rule); a value
+    already flat (a list, a number) is kept.
+    """
+    found: dict[str, Any] = {}
+    for name, value in (device.get("attributes") or {}).items():
+        domain, ident = dra.split_qualified_name(name, driver)
+        if isinstance(value, dict):
+            value = next(iter(value.values())) if value else None
+        found[f"{domain}/{ident}"] = value
+    return found
+
+
+def normalize_pci_address(value: Any) -> str | None:
+    """``dddd:bb:dd.f`` in lower case from the forms drivers publish, or ``None``.
+
+    Accepts a missing domain (``1b:00.0`` is domain 0000), NVML's eight-digit
+    domain (``00000000:1B:00.0``) and upper case; domains wider than four
+    digits keep their significant digits (VMD domains such as ``10000``).
+    """
+    if not isinstance(value, str):
+        return None
+    match = _ADDRESS_RE.match(value.strip().lower())
+    if match is None:
+        return None
+    domain, bus, slot, function = match.groups()
+    domain = (domain or "0").lstrip("0").rjust(4, "0")
+    return f"{domain}:{bus.rjust(2, '0')}:{slot.rjust(2, '0')}.{function}"
+
+
+def _values(value: Any) -> list[Any]:
+    """Scalars of a value that may be a list (of lists): a device local to several roots or NUMA nodes."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [item for member in value for item in _values(member)]
+    return [value]
+
+
+def _roots(value: Any) -> frozenset[str]:
+    found = set()
+    for item in _values(value):
+        if isinstance(item, str):
+            match = _ROOT_RE.match(item.strip().lower())
+            if match:
+                found.add(f"pci{match.group(1).lstrip('0').rjust(4, '0')}:{match.group(2)}")
+    return frozenset(found)
+
+
+def _numas(value: Any) -> frozenset[int]:
+    found = set()
+    for item in _values(value):
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and item >= 0:
+            found.add(item)
+        elif isinstance(item, str) and item.strip().isdigit():
+            found.add(int(item))
+    return frozenset(found)
+
+
+def published_kind(driver: str, attributes: Mapping[str, Any]) -> str | None:
+    """gpu, accelerator, nic, vf or ``None``, from what a driver publishes.
+
+    The collection driver's ``kind``; ``gpu.nvidia.com`` types gpu, mig,
+    migdyn and vfio; every ``dra.net`` device is a NIC; ``gpu.amd.com`` and
+    ``gpu.intel.com`` devices are GPUs, ``gaudi.intel.com`` ones accelerators.
+    """
+    if driver == dra.DRIVER_NAME:
+        return attributes.get(f"{dra.DRIVER_NAME}/kind")
+    if driver == "gpu.nvidia.com":
+        return "gpu" if attributes.get("gpu.nvidia.com/type") in ("gpu", "mig", "migdyn", "vfio") else None
+    if driver == "dra.net":
+        return "nic"
+    if driver in ("gpu.amd.com", "gpu.intel.com"):
+        return "gpu"
+    if driver == "gaudi.intel.com":
+        return "accelerator"
+    return None
+
+
+def probed_node(topology: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the join needs of one node's probe: ``{"devices": {address: device}, "links", "addresses"}``.
+
+    ``addresses`` are the node's PCI functions, ``None`` for a topology reduced
+    to its ``links`` (which name accelerators and NICs, not every function a
+    device may be published by). ``None`` without a probe (or an empty one).
+    """
+    if not topology:
+        return None
+    devices = {}
+    for device in topology.get("devices") or []:
+        address = normalize_pci_address(device.get("pci_address"))
+        if address:
+            devices[address] = device
+    links = topology.get("links") or {}
+    if not devices and not links:
+        return None
+    # NUMA nodes of each PCIe root, for devices that publish a root and no NUMA node
+    root_numa: dict[str, set[int]] = {}
+    for device in devices.values():
+        numa = _numas(_probed_numa(device))
+        for root in _roots(device.get("pcie_root")):
+            root_numa.setdefault(root, set()).update(numa)
+    return {
+        "devices": devices,
+        "links": links,
+        "addresses": set(devices) if devices else None,
+        "root_numa": {root: frozenset(numa) for root, numa in root_numa.items() if numa},
+    }
+
+
+def _probed_numa(device: Mapping[str, Any]) -> Any:
+    numa = device.get("numa_node")
+    if numa is None:
+        numa = (device.get("numa_node_inferred") or {}).get("node")
+    return numa
+
+
+def _published_address(attributes: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(address, attribute, raw value)``: the first address attribute present."""
+    for name in ADDRESS_ATTRIBUTES:
+        raw = attributes.get(name)
+        if raw is not None and raw != "":
+            return normalize_pci_address(raw), name, str(raw)
+    parts = [attributes.get(name) for name in DRANET_ADDRESS_PARTS]
+    if all(isinstance(p, str) and p for p in parts):
+        raw = f"{parts[0]}:{parts[1]}:{parts[2]}.{parts[3]}"
+        return normalize_pci_address(raw), "dra.net/pciAddress{Domain,Bus,Device,Function}", raw
+    return None, None, None
+
+
+def join_device(
+    driver: str, attributes: Mapping[str, Any], probed: Mapping[str, Any] | None, label: str | None = None
+) -> dict[str, Any]:
+    """Join one published device to the probe of its node.
+
+    ``attributes`` as :func:`flat_attributes` gives them; ``probed`` is
+    :func:`probed_node` of the node (``None`` without a probe). Returns
+    ``{"address", "via", "kind", "role", "roots", "numa", "physfn", "reason"}``:
+    ``address`` is the probed PCI function (``None`` when no address is
+    published or it is not on the node), ``via`` the attribute it came from,
+    ``role`` ``accelerator``, ``nic`` or ``None``, ``roots`` and ``numa`` the
+    PCIe roots and NUMA nodes known for the device (the probe's where joined,
+    else the published ones; a set, for devices local to several),
+    ``physfn`` the probed parent port of a VF, and ``reason`` why a published
+    address could not be used (then no level is read for the device at all:
+    the probe and the cluster disagree about the node).
+    """
+    name = label or "device"
+    kind = published_kind(driver, attributes)
+    address, via, raw = _published_address(attributes)
+    roots = _roots([attributes.get(a) for a in ROOT_ATTRIBUTES])
+    numa = _numas([attributes.get(a) for a in NUMA_ATTRIBUTES])
+    joined = {"address": None, "via": via, "kind": kind, "roots": roots, "numa": numa, "physfn": None, "reason": None}
+    parent = normalize_pci_address(attributes.get(f"{dra.DRIVER_NAME}/sriovParent"))
+    if via is not None and address is None:
+        joined["reason"] = f"{name}: {via} {raw!r} is not a PCI address"
+    elif address is not None and probed is not None:
+        if probed["addresses"] is not None and address not in probed["addresses"]:
+            joined["reason"] = f"{name}: {via} {address} is not a PCI function of the probed node"
+        else:
+            joined["address"] = address
+            device = probed["devices"].get(address)
+            if device is not None:
+                joined["roots"] = _roots(device.get("pcie_root")) or roots
+                joined["numa"] = _numas(_probed_numa(device)) or numa
+                parent = normalize_pci_address(device.get("physfn")) or parent
+                if kind is None:
+                    probed_kind = device.get("kind")
+                    kind = "accelerator" if probed_kind in topology_lib.GPU_KINDS else None
+                    kind = "nic" if probed_kind in topology_lib.NIC_KINDS else kind
+                    joined["kind"] = kind
+    elif address is not None:
+        joined["address"] = address  # no probe: kept for the links of nodes planned without devices
+    if not joined["numa"] and joined["roots"] and probed is not None and not joined["reason"]:
+        # a root and no NUMA node published: the probe knows the root's NUMA node
+        joined["numa"] = frozenset(n for r in joined["roots"] for n in probed["root_numa"].get(r, ()))
+    joined["physfn"] = parent
+    joined["role"] = "accelerator" if kind in ("gpu", "accelerator") else ("nic" if kind in ("nic", "vf") else None)
+    return joined
+
+
+def joined_pair_level(
+    accelerator: Mapping[str, Any], nic: Mapping[str, Any], links: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    """Level of one accelerator and one NIC of a node, both from :func:`join_device`.
+
+    Returns ``{"level", "exact", "source"}`` (and ``reason`` when unknown).
+    ``level`` of a bound is its worst case: the pair is at that level or better.
+    """
+    for side in (accelerator, nic):
+        if side.get("reason"):
+            return {"level": None, "exact": False, "source": "unknown", "reason": side["reason"]}
+    if accelerator.get("address"):
+        for address in (nic.get("address"), nic.get("physfn")):
+            level = pair_level(links, accelerator["address"], address) if address else None
+            if level in topology_lib.LEVEL_RANK:
+                return {"level": level, "exact": True, "source": "topology"}
+    a_roots, b_roots = accelerator.get("roots") or frozenset(), nic.get("roots") or frozenset()
+    a_numa, b_numa = accelerator.get("numa") or frozenset(), nic.get("numa") or frozenset()
+    if a_roots & b_roots:
+        return {"level": "PHB", "exact": False, "source": "bound"}
+    if a_numa and b_numa:
+        if not a_numa & b_numa:
+            return {"level": "SYS", "exact": True, "source": "attributes"}
+        if a_roots and b_roots and len(a_numa) == len(b_numa) == 1:
+            # other host bridges on one NUMA node: NODE by definition
+            return {"level": "NODE", "exact": True, "source": "attributes"}
+        return {"level": "NODE", "exact": False, "source": "bound"}
+    return {
+        "level": None,
+        "exact": False,
+        "source": "unknown",
+        "reason": "no PCI address on the probed node, no shared pcieRoot and no numaNode on both devices",
+    }
+
+
+def worst_level(levels: Iterable[tuple[str | None, bool]]) -> tuple[str | None, bool]:
+    """``(level, exact)``: the worst of ``(level, exact)`` pairs, unknown ones left out.
+
+    Exact when an exact level reaches the worst rank: a bound there only says
+    "this or better".
+    """
+    known = [(topology_lib.LEVEL_RANK[lv], exact) for lv, exact in levels if lv in topology_lib.LEVEL_RANK]
+    if not known:
+        return None, True
+    rank = max(r for r, _exact in known)
+    return topology_lib.LEVELS[rank], any(exact for r, exact in known if r == rank)
+
+
+def best_level(levels: Iterable[tuple[str | None, bool]]) -> tuple[str | None, bool]:
+    """``(level, exact)``: the best of ``(level, exact)`` pairs, unknown ones left out.
+
+    Exact only when every pair is exact (any bound could be better than it
+    says), or the best is PIX and exact.
+    """
+    known = [(topology_lib.LEVEL_RANK[lv], exact) for lv, exact in levels if lv in topology_lib.LEVEL_RANK]
+    if not known:
+        return None, True
+    rank = min(r for r, _exact in known)
+    exact = all(e for _r, e in known) or (rank == 0 and any(e for r, e in known if r == 0))
+    return topology_lib.LEVELS[rank], exact
+
+
+def level_text(level: str | None, exact: bool = True) -> str:
+    """``NODE``, ``≤ NODE`` for a bound, ``unknown``."""
+    if level is None:
+        return "unknown"
+    return level if exact else f"\u2264 {level}"

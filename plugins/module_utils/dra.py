@@ -17,6 +17,8 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from ansible_collections.aligned.dra.plugins.module_utils import topology as topology_lib
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -38,7 +40,7 @@ SUPPORTED_MINORS = ("1.34", "1.35", "1.36", "1.37")
 LIMITS = {
     # ResourceSlice
     "slice_max_devices": 128,  # ResourceSliceMaxDevices
-    "slice_max_devices_with_counters": 64,  # devices with taints or consumesCounters
+    "slice_max_devices_with_counters": 64,  # devices with taints, consumesCounters or list attributes
     "device_max_attributes_and_capacities": 32,
     "device_attribute_max_value_length": 64,  # string and version values
     "device_max_id_length": 32,  # the C identifier after the domain
@@ -60,6 +62,9 @@ LIMITS = {
     "cel_expression_max_cost": 1000000,  # CELSelectorExpressionMaxCost
     "opaque_parameters_max_length": 10 * 1024,
     "tolerations_max_length": 16,
+    # DRAListTypeAttributes (KEP-5491): the values of all attributes of one
+    # device together, each list element counting once
+    "device_max_attribute_values": 48,  # ResourceSliceMaxAttributeValuesPerDevice
 }
 
 # -- feature gates per minor --------------------------------------------------
@@ -79,6 +84,11 @@ FEATURE_GATES = {
     "DRAPartitionableDevices": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
     # device taints and request tolerations (alpha 1.34, beta 1.36)
     "DRADeviceTaints": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    # list-typed attribute values (ints, bools, strings, versions), set semantics of
+    # matchAttribute/distinctAttribute, CEL includes() (KEP-5491: alpha 1.36, still alpha 1.37)
+    "DRAListTypeAttributes": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
+    # DeviceClass extendedResourceName (KEP-5004: alpha 1.34, beta 1.36, GA 1.37)
+    "DRAExtendedResource": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
 }
 
 # Where each gated field lives, as a path with ``[]`` for list items, and the
@@ -100,7 +110,17 @@ GATED_FIELDS = (
     ("spec.devices[].consumesCounters", "DRAPartitionableDevices"),
     ("spec.sharedCounters", "DRAPartitionableDevices"),
     ("spec.devices[].taints", "DRADeviceTaints"),
+    ("spec.devices[].attributes{}.ints", "DRAListTypeAttributes"),
+    ("spec.devices[].attributes{}.bools", "DRAListTypeAttributes"),
+    ("spec.devices[].attributes{}.strings", "DRAListTypeAttributes"),
+    ("spec.devices[].attributes{}.versions", "DRAListTypeAttributes"),
+    ("spec.extendedResourceName", "DRAExtendedResource"),  # DeviceClass
 )
+
+# Value fields of a DeviceAttribute: the scalar ones, and the list ones of
+# DRAListTypeAttributes with the scalar type of their elements.
+SCALAR_VALUE_FIELDS = ("string", "int", "bool", "version")
+LIST_VALUE_FIELDS = {"strings": "string", "ints": "int", "bools": "bool", "versions": "version"}
 
 # -- device model ---------------------------------------------------------------
 
@@ -121,6 +141,10 @@ DEFAULT_OPTIONS = {
     "exclude": [],
     # the domain of the driver's own attributes
     "domain": DRIVER_NAME,
+    # publish numaNode as a list where a device is local to several NUMA nodes
+    # (see local_numa_nodes); needs DRAListTypeAttributes on in the cluster,
+    # which the driver cannot see: the validation stage checks it per site
+    "list_attributes": False,
 }
 
 _DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -183,7 +207,7 @@ def _options(options: dict[str, Any] | None) -> dict[str, Any]:
         raise DeviceModelError(
             f"device_options.domain {merged['domain']!r} is not a DNS subdomain of at most 63 characters"
         )
-    for key in ("gpus", "accelerators", "rdma_nics", "plain_nics", "vfs"):
+    for key in ("gpus", "accelerators", "rdma_nics", "plain_nics", "vfs", "list_attributes"):
         if not isinstance(merged[key], bool):
             raise DeviceModelError(f"device_options.{key} must be a boolean")
     return merged
@@ -271,8 +295,10 @@ def devices_from_topology(topology: dict[str, Any], options: dict[str, Any] | No
         same = sorted(d["pci_address"] for d in devices if d.get("kind") == kind)
         gpu_order.update({bdf: index for index, bdf in enumerate(same)})
 
+    numa_nodes = (topology.get("numa_nodes") or []) if opts["list_attributes"] else []
     published = [
-        _device(device, kind, domain, by_bdf, rdma_ports, gpu_order) for device, kind in _published(devices, opts)
+        _device(device, kind, domain, by_bdf, rdma_ports, gpu_order, numa_nodes)
+        for device, kind in _published(devices, opts)
     ]
     published.sort(key=lambda d: d["name"])
     return published
@@ -303,6 +329,61 @@ def _published(devices: list[dict[str, Any]], opts: dict[str, Any]) -> list[tupl
     return found
 
 
+def local_numa_nodes(node: int, local_cpulist: str | None, numa_nodes: list[dict[str, Any]]) -> list[int]:
+    """The NUMA nodes a device on ``node`` is local to: ``node`` first, then the others by id.
+
+    The list form of ``resource.kubernetes.io/numaNode`` (KEP-6072) is the
+    device's node followed by the nodes of its socket at the smallest SLIT
+    distance from it. The probe records each node's CPUs and SLIT distances,
+    but not the socket of a node, so "same socket" is taken from the kernel's
+    own locality statement instead: another node counts when it has CPUs,
+    all of them are in the device's ``local_cpulist``, and (where the probe
+    read distances) it lies at the smallest distance from ``node``. A
+    ``local_cpulist`` that covers every CPU of the machine says "no
+    affinity" (the kernel's answer for ``numa_node`` -1) and adds nothing,
+    and so does one that does not even cover ``node``'s own CPUs.
+    """
+    local = set(topology_lib.parse_cpulist(local_cpulist) or ())
+    by_id = {entry.get("id"): entry for entry in numa_nodes}
+    own = by_id.get(node)
+    every_cpu = set()
+    for entry in numa_nodes:
+        every_cpu.update(entry.get("cpus") or ())
+    if own is None or not local or local >= every_cpu or not set(own.get("cpus") or ()) <= local:
+        return [node]
+    distances = own.get("distances") or {}
+    remote = [d for other, d in distances.items() if other != str(node) and isinstance(d, int)]
+    nearest = min(remote) if remote else None
+    found = [node]
+    for other_id in sorted(i for i in by_id if isinstance(i, int) and i != node):
+        cpus = set(by_id[other_id].get("cpus") or ())
+        if not cpus or not cpus <= local:
+            continue
+        if distances and distances.get(str(other_id)) != nearest:
+            continue
+        found.append(other_id)
+    return found
+
+
+def attribute_value_set(value: Any) -> frozenset | None:
+    """A DeviceAttribute value as the set that matchAttribute/distinctAttribute compare (KEP-5491).
+
+    A scalar is a one-element set, a list the set of its elements; elements
+    are ``(type, value)`` so that values of different types never meet (an
+    int 1 is not a bool true, a string never equals a version). ``None`` for
+    anything that is not a DeviceAttribute value.
+    """
+    if not isinstance(value, dict) or len(value) != 1:
+        return None
+    ((field, raw),) = value.items()
+    if field in SCALAR_VALUE_FIELDS:
+        return frozenset(((field, raw),))
+    kind = LIST_VALUE_FIELDS.get(field)
+    if kind is None or not isinstance(raw, list):
+        return None
+    return frozenset((kind, item) for item in raw)
+
+
 def _device(
     device: dict[str, Any],
     kind: str,
@@ -310,7 +391,9 @@ def _device(
     by_bdf: dict[str, dict[str, Any]],
     rdma_ports: dict[str, list[dict[str, Any]]],
     gpu_order: dict[str, int],
+    numa_nodes: list[dict[str, Any]],
 ) -> dict[str, Any]:
+    """One Device dict; ``numa_nodes`` (the probe's) is given only when list attributes are published."""
     bdf = device["pci_address"]
     attrs: dict[str, dict[str, Any]] = {}
     capacity: dict[str, dict[str, str]] = {}
@@ -337,7 +420,11 @@ def _device(
         numa = inferred["node"]
         put(own + "numaNodeInferred", True)
     if isinstance(numa, int) and numa >= 0:
-        put(ATTR_NUMA_NODE, numa)
+        local = local_numa_nodes(numa, device.get("local_cpulist"), numa_nodes) if numa_nodes else [numa]
+        if len(local) > 1:
+            attrs[ATTR_NUMA_NODE] = {"ints": local}
+        else:
+            put(ATTR_NUMA_NODE, numa)
 
     put(own + "kind", kind)
     put(own + "vendorID", device.get("vendor_id"))
@@ -414,6 +501,8 @@ def resource_slices(
     if not isinstance(generation, int) or generation < 0:
         raise DeviceModelError(f"generation {generation!r} must be a non-negative integer")
     limit = max_devices or LIMITS["slice_max_devices"]
+    if max_devices is None and any(_has_list_attribute(d) for d in devices):
+        limit = LIMITS["slice_max_devices_with_counters"]  # list-typed attributes are an advanced feature
     if limit < 1 or limit > LIMITS["slice_max_devices"]:
         raise DeviceModelError(f"max_devices {max_devices!r} must lie in 1..{LIMITS['slice_max_devices']}")
     chunks = [devices[i : i + limit] for i in range(0, len(devices), limit)] or [[]]
@@ -483,25 +572,43 @@ def validate_device(device: dict[str, Any]) -> list[str]:
         problems.append(
             f"{where}: {total} attributes and capacities, limit {LIMITS['device_max_attributes_and_capacities']}"
         )
+    values = 0
     for key, value in attrs.items():
         if not is_qualified_name(key):
             problems.append(f"{where}: attribute name {key!r} is not a qualified name")
         if (
             not isinstance(value, dict)
             or len(value) != 1
-            or next(iter(value)) not in ("string", "int", "bool", "version")
+            or next(iter(value)) not in SCALAR_VALUE_FIELDS + tuple(LIST_VALUE_FIELDS)
         ):
-            problems.append(f"{where}: attribute {key!r} must have exactly one of string, int, bool, version")
+            problems.append(
+                f"{where}: attribute {key!r} must have exactly one of string, int, bool, version"
+                " (or, with DRAListTypeAttributes, strings, ints, bools, versions)"
+            )
             continue
-        ((vtype, raw),) = value.items()
-        if vtype in ("string", "version") and (
-            not isinstance(raw, str) or len(raw) > LIMITS["device_attribute_max_value_length"]
-        ):
-            problems.append(f"{where}: attribute {key!r} must be a string of at most 64 characters")
-        if vtype == "int" and (not isinstance(raw, int) or isinstance(raw, bool)):
-            problems.append(f"{where}: attribute {key!r} must be an integer")
-        if vtype == "bool" and not isinstance(raw, bool):
-            problems.append(f"{where}: attribute {key!r} must be a boolean")
+        ((field, raw),) = value.items()
+        if field in LIST_VALUE_FIELDS:
+            if not isinstance(raw, list) or not raw:
+                problems.append(f"{where}: attribute {key!r}: {field} must be a non-empty list")
+                continue
+            vtype, items = LIST_VALUE_FIELDS[field], raw
+        else:
+            vtype, items = field, [raw]
+        values += len(items)
+        for item in items:
+            if vtype in ("string", "version") and (
+                not isinstance(item, str) or len(item) > LIMITS["device_attribute_max_value_length"]
+            ):
+                problems.append(f"{where}: attribute {key!r} must hold strings of at most 64 characters")
+            if vtype == "int" and (not isinstance(item, int) or isinstance(item, bool)):
+                problems.append(f"{where}: attribute {key!r} must hold integers")
+            if vtype == "bool" and not isinstance(item, bool):
+                problems.append(f"{where}: attribute {key!r} must hold booleans")
+    if values > LIMITS["device_max_attribute_values"]:
+        problems.append(
+            f"{where}: {values} attribute values (list elements counted one by one), "
+            f"limit {LIMITS['device_max_attribute_values']}"
+        )
     for key, value in capacity.items():
         if not is_qualified_name(key):
             problems.append(f"{where}: capacity name {key!r} is not a qualified name")
@@ -510,12 +617,20 @@ def validate_device(device: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _has_list_attribute(device: dict[str, Any]) -> bool:
+    return any(
+        isinstance(value, dict) and any(field in LIST_VALUE_FIELDS for field in value)
+        for value in (device.get("attributes") or {}).values()
+    )
+
+
 def validate_slice(item: dict[str, Any]) -> list[str]:
     """Problems of a ResourceSlice dict against the v1 limits; empty when valid."""
     spec = item.get("spec") or {}
     devices = spec.get("devices") or []
     problems = []
-    with_counters = any(d.get("consumesCounters") or d.get("taints") for d in devices)
+    # taints, counters and list-typed attributes ("advanced features") cap a slice at 64 devices
+    with_counters = any(d.get("consumesCounters") or d.get("taints") or _has_list_attribute(d) for d in devices)
     limit = LIMITS["slice_max_devices_with_counters" if with_counters else "slice_max_devices"]
     if len(devices) > limit:
         problems.append(
@@ -560,17 +675,21 @@ def _walk(value: Any, parts: list[str], trail: str) -> list[str]:
         return [trail]
     head, rest = parts[0], parts[1:]
     is_list = head.endswith("[]")
-    key = head[:-2] if is_list else head
+    is_map = head.endswith("{}")  # every value of a mapping (attributes by name)
+    key = head[:-2] if is_list or is_map else head
     if not isinstance(value, dict) or key not in value or value[key] in (None, [], {}):
         return []
     child = value[key]
     here = f"{trail}.{key}" if trail else key
-    if not is_list:
+    if not is_list and not is_map:
         return _walk(child, rest, here)
     found = []
-    if isinstance(child, list):
+    if is_list and isinstance(child, list):
         for index, item in enumerate(child):
             found.extend(_walk(item, rest, f"{here}[{index}]"))
+    if is_map and isinstance(child, dict):
+        for name, item in child.items():
+            found.extend(_walk(item, rest, f"{here}[{name}]"))
     return found
 
 
@@ -583,10 +702,38 @@ def gated_fields(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
+# CEL functions that only exist while a gate is on (the API server refuses the
+# expression otherwise), as a pattern on the expression text.
+GATED_CEL_FUNCTIONS = ((re.compile(r"\.\s*includes\s*\("), "includes()", "DRAListTypeAttributes"),)
+
+
+def _cel_expressions(value: Any, trail: str) -> list[tuple[str, str]]:
+    """``(path, expression)`` of every ``cel.expression`` under ``value``."""
+    found = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            here = f"{trail}.{key}" if trail else str(key)
+            if key == "cel" and isinstance(child, dict) and isinstance(child.get("expression"), str):
+                found.append((here + ".expression", child["expression"]))
+            else:
+                found.extend(_cel_expressions(child, here))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_cel_expressions(item, f"{trail}[{index}]"))
+    return found
+
+
 def fields_disabled(obj: dict[str, Any], minor: str, overrides: dict[str, bool] | None = None) -> list[str]:
-    """Messages for each field of ``obj`` whose gate is off for ``minor``."""
+    """Messages for each field of ``obj`` whose gate is off for ``minor``, and each CEL
+    expression that calls a function whose gate is off."""
     messages = []
     for path, gate in gated_fields(obj):
         if not gate_enabled(gate, minor, overrides):
             messages.append(f"{path} needs feature gate {gate}, which is off on Kubernetes {minor_of(minor)}")
+    for path, expression in _cel_expressions(obj, ""):
+        for pattern, function, gate in GATED_CEL_FUNCTIONS:
+            if pattern.search(expression) and not gate_enabled(gate, minor, overrides):
+                messages.append(
+                    f"{path} calls {function}, which needs feature gate {gate}, off on Kubernetes {minor_of(minor)}"
+                )
     return messages

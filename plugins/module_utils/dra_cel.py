@@ -7,7 +7,8 @@ Runs on the controller only (the planner and the renderer); it needs
 What a selector sees, as in Kubernetes:
 
 - ``device.driver`` (string), ``device.attributes[domain][id]`` (string, int,
-  bool or semver), ``device.capacity[domain][id]`` (quantity) and
+  bool or semver, or a list of one of them when the driver publishes
+  list-typed attributes), ``device.capacity[domain][id]`` (quantity) and
   ``device.allowMultipleAllocations`` (bool);
 - an attribute domain that the device does not have is an empty map; an
   attribute or capacity that is missing inside a domain is an evaluation
@@ -15,7 +16,8 @@ What a selector sees, as in Kubernetes:
   allocation of the claim;
 - Kubernetes' CEL libraries that DRA selectors use: ``quantity()``,
   ``isQuantity()`` and the quantity methods, ``semver()``, ``isSemver()`` and
-  the semver methods, the list functions (``isSorted``, ``sum``, ``min``,
+  the semver methods, ``includes()`` of DRAListTypeAttributes (on a list
+  attribute: membership; on a scalar one: equality), the list functions (``isSorted``, ``sum``, ``min``,
   ``max``), ``find``/``findAll``, the ``sets`` functions and the extended
   string library. Not provided: ``indexOf``/``lastIndexOf`` on lists (the
   string library's ``indexOf`` owns the name here), the URL, IP and CIDR
@@ -242,6 +244,24 @@ def _sort_key(value: Any) -> Any:
     return _ordered(value) if isinstance(value, dict) else value
 
 
+def _same(left: Any, right: Any) -> bool:
+    """CEL equality of two attribute values: a bool is never equal to a number."""
+    if isinstance(left, bool) != isinstance(right, bool):
+        return False
+    return left == right
+
+
+def _includes(target: Any, value: Any) -> bool:
+    """Kubernetes' ``<attribute>.includes(<value>)`` (DRAListTypeAttributes): membership in a
+    list attribute, equality with a scalar one; longer lists than a device may hold are an error."""
+    if isinstance(target, list):
+        limit = dra.LIMITS["device_max_attribute_values"]
+        if len(target) > limit:
+            raise ValueError(f"'includes' function cannot be applied to lists longer than {limit} values")
+        return any(_same(item, value) for item in target)
+    return _same(target, value)
+
+
 @functools.lru_cache(maxsize=256)
 def _regex(pattern: str) -> re.Pattern:
     return re.compile(pattern)
@@ -264,6 +284,7 @@ def _declarations() -> list:
     t = _cel.Type
     obj = t.Map(t.STRING, t.DYN)  # quantity and semver values
     dyn_list = t.List(t.DYN)
+    kinds = {"int": t.INT, "string": t.STRING, "bool": t.BOOL, "semver": obj, "list": dyn_list}
 
     def fn(name: str, *overloads: Any) -> Any:
         return _cel.FunctionDecl(name, list(overloads))
@@ -321,6 +342,17 @@ def _declarations() -> list:
             "findAll",
             ov("k8s_string_find_all", t.List(t.STRING), [t.STRING, t.STRING], _find_all, True),
             ov("k8s_string_find_all_n", t.List(t.STRING), [t.STRING, t.STRING, t.INT], _find_all, True),
+        ),
+        # Kubernetes declares includes(dyn, dyn); this runtime dispatches on declared types, so
+        # one overload per kind of attribute and of value
+        fn(
+            "includes",
+            *(
+                ov(f"dra_includes_{target}_{value}", t.BOOL, [kinds[target], kinds[value]], _includes, True)
+                for target in kinds
+                for value in kinds
+                if value != "list"
+            ),
         ),
         fn("sets.contains", ov("k8s_sets_contains", t.BOOL, [dyn_list, dyn_list], lambda a, b: all(x in a for x in b))),
         fn(
@@ -554,6 +586,8 @@ def _read(device: dict[str, Any], read: tuple[str, str, str]) -> Any:
     if value is _MISSING:
         return _MISSING
     value = value.get(ident, _MISSING)
+    if isinstance(value, list):  # a list-typed attribute
+        return tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v for v in value)
     return tuple(sorted(value.items())) if isinstance(value, dict) else value
 
 
@@ -570,6 +604,10 @@ def cel_device(device: dict[str, Any], driver: str, domains: Iterable[str] = ())
         ((kind, raw),) = value.items()
         if kind == "version":
             raw = semver(raw)
+        elif kind == "versions":
+            raw = [semver(item) for item in raw]
+        elif kind in dra.LIST_VALUE_FIELDS:
+            raw = list(raw)
         attributes.setdefault(domain, {})[ident] = raw
     capacity: dict[str, dict[str, Any]] = {}
     for name, value in (device.get("capacity") or {}).items():

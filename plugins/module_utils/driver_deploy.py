@@ -310,6 +310,8 @@ def driver_args(settings: dict[str, Any]) -> list[str]:
         args.append("--plain-nics")
     if settings.get("vfs") is False:
         args.append("--no-vfs")
+    if settings.get("list_attributes"):
+        args.append("--list-attributes")
     if settings.get("fractional_gpus"):
         args.append("--fractional-gpus=on")
     if settings.get("health_service"):

@@ -17,8 +17,11 @@ node can hold at once, allocated in the scheduler's order:
   fails when there is none or one is in use); ``firstAvailable`` tries its
   alternatives in order;
 - ``matchAttribute`` constraints need every device of the named requests
-  (all requests when none are named) to carry the attribute with one value,
-  ``distinctAttribute`` needs all values to differ; a device without the
+  (all requests when none are named) to carry the attribute, with values
+  whose intersection is not empty, ``distinctAttribute`` needs the values to
+  be pairwise disjoint; a scalar is a one-element set and a list-typed value
+  (DRAListTypeAttributes) the set of its elements, so for scalars this is
+  "one value" and "all values differ" (KEP-5491); a device without the
   attribute fails both;
 - a device is used by at most one claim, unless it allows multiple
   allocations (consumable capacity): then capacity requests are subtracted
@@ -42,9 +45,8 @@ from __future__ import annotations
 import gc
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
-from ansible_collections.aligned.dra.plugins.module_utils.device_model import pair_level
-from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, LEVELS
+from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVELS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,14 +106,24 @@ def nodes_from_topologies(
             entry["driver"] = driver
             entry["pool"] = node
             devices.append(entry)
-        nodes[node] = {"devices": devices, "links": topology.get("links") or {}, "shared_counters": {}}
+        nodes[node] = {
+            "devices": devices,
+            "links": topology.get("links") or {},
+            "probed": device_model.probed_node(topology),
+            "shared_counters": {},
+        }
     return nodes
 
 
 def nodes_from_slices(
     slices: list[dict[str, Any]], topologies: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Planner nodes from ResourceSlices (any driver); ``topologies`` add the GPU-NIC levels."""
+    """Planner nodes from ResourceSlices (any driver); ``topologies`` add the GPU-NIC levels.
+
+    A published device is joined to its node's probe by any PCI address it
+    publishes (:func:`device_model.join_device`); without one, its pair levels
+    are bounded from its PCIe root and NUMA node.
+    """
     grouped = dra.devices_from_slices(slices)
     counters: dict[str, dict[str, dict[str, Fraction]]] = {}
     for item in slices:
@@ -125,6 +137,7 @@ def nodes_from_slices(
         node: {
             "devices": devices,
             "links": (topologies.get(node) or {}).get("links") or {},
+            "probed": device_model.probed_node(topologies.get(node)),
             "shared_counters": counters.get(node, {}),
         }
         for node, devices in sorted(grouped.items())
@@ -305,6 +318,7 @@ class _Device:
         "label",
         "driver",
         "bdf",
+        "join",
         "_view",
         "_raw",
         "_domains",
@@ -314,9 +328,12 @@ class _Device:
         "counters",
         "taints",
         "index",
+        "_sets",
     )
 
-    def __init__(self, device: dict[str, Any], domains: set[str], index: int) -> None:
+    def __init__(
+        self, device: dict[str, Any], domains: set[str], index: int, probed: dict[str, Any] | None = None
+    ) -> None:
         driver = device.get("driver") or dra.DRIVER_NAME
         self.driver = driver
         self.key = (driver, device.get("pool") or "", device["name"])
@@ -325,11 +342,15 @@ class _Device:
         self._view = None
         self._raw = device
         self._domains = domains
-        self.attributes = {}
-        for name, value in (device.get("attributes") or {}).items():
-            domain, ident = dra.split_qualified_name(name, driver)
-            self.attributes[f"{domain}/{ident}"] = next(iter(value.values()))
-        self.bdf = self.attributes.get(dra.ATTR_PCI_BUS_ID)
+        # list-typed values as tuples: attribute values are memo and shape keys
+        self.attributes = {
+            name: tuple(value) if isinstance(value, list) else value
+            for name, value in device_model.flat_attributes(device, driver).items()
+        }
+        self._sets: dict[str, frozenset | None] = {}
+        self.join = device_model.join_device(driver, self.attributes, probed, self.label)
+        # the probed PCI function behind the device, whichever attribute named it
+        self.bdf = self.join["address"]
         self.capacity = {}
         for name, value in (device.get("capacity") or {}).items():
             domain, ident = dra.split_qualified_name(name, driver)
@@ -341,6 +362,18 @@ class _Device:
             (c.get("counterSet"), {n: _quantity(v.get("value")) for n, v in (c.get("counters") or {}).items()})
             for c in device.get("consumesCounters") or []
         ]
+
+    def value_set(self, attribute: str) -> frozenset | None:
+        """The attribute as the set constraints compare (:func:`dra.attribute_value_set`); None when absent."""
+        if attribute not in self._sets:
+            found = None
+            for name, value in (self._raw.get("attributes") or {}).items():
+                domain, ident = dra.split_qualified_name(name, self.driver)
+                if f"{domain}/{ident}" == attribute:
+                    found = dra.attribute_value_set(value)
+                    break
+            self._sets[attribute] = found
+        return self._sets[attribute]
 
     @property
     def view(self) -> dict[str, Any]:
@@ -372,22 +405,23 @@ class _Node:
         ordered = sorted(
             data.get("devices") or [], key=lambda d: (d.get("driver") or "", d.get("pool") or "", d["name"])
         )
-        self.devices = [_Device(d, domains, i) for i, d in enumerate(ordered)]
+        probed = data.get("probed")
+        self.devices = [_Device(d, domains, i, probed) for i, d in enumerate(ordered)]
         self.links = data.get("links") or {}
+        self.pair_levels: dict[tuple[int, int], dict[str, Any]] = {}
         self.shared = {k: dict(v) for k, v in (data.get("shared_counters") or {}).items()}
         self.candidates: dict[tuple, tuple[list[_Device], list[dict[str, Any]]]] = {}
         self.indexes: dict[tuple[int, str], dict[Any, list[int]]] = {}
 
     def index(self, pool: list[_Device], attribute: str) -> dict[Any, list[int]]:
-        """``{value: [positions in pool]}`` of one attribute over a candidate list of this node."""
+        """``{element: [positions in pool]}`` of one attribute's value sets over a candidate list of this node."""
         key = (id(pool), attribute)
         found = self.indexes.get(key)
         if found is None:
             found = {}
             for position, device in enumerate(pool):
-                value = device.attributes.get(attribute)
-                if value is not None:
-                    found.setdefault(value, []).append(position)
+                for element in device.value_set(attribute) or ():
+                    found.setdefault(element, []).append(position)
             self.indexes[key] = found
         return found
 
@@ -412,26 +446,52 @@ class _Node:
             self.candidates[key] = (found, errors)
         return self.candidates[key]
 
+    def pair(self, accelerator: _Device, nic: _Device) -> dict[str, Any]:
+        """``{"level", "exact", "source"}`` of one accelerator and one NIC (memoised per node)."""
+        key = (accelerator.index, nic.index)
+        found = self.pair_levels.get(key)
+        if found is None:
+            found = self.pair_levels[key] = device_model.joined_pair_level(accelerator.join, nic.join, self.links)
+        return found
+
+    def assess(self, devices: list[_Device]) -> dict[str, Any]:
+        """The GPU-NIC levels of an allocation.
+
+        ``worst_level``: the worst level over all its accelerator-NIC pairs;
+        ``aligned_level``: the worst over its accelerators of each one's best
+        level to a NIC of the allocation; ``*_exact``: false where the level is
+        a bound (the pair is at that level or better); ``level_source``: the
+        sources of its pairs' levels (``topology``, ``attributes``, ``bound``,
+        ``unknown``), joined with ``+``. Pairs of unknown level are left out.
+        """
+        accelerators = [d for d in devices if d.join["role"] == "accelerator"]
+        nics = [d for d in devices if d.join["role"] == "nic"]
+        worst_pairs = []
+        best_per_accelerator = []
+        sources = set()
+        for accelerator in accelerators:
+            row = []
+            for nic in nics:
+                found = self.pair(accelerator, nic)
+                sources.add(found["source"])
+                row.append((found["level"], found["exact"]))
+            worst_pairs.extend(row)
+            if row:
+                best_per_accelerator.append(device_model.best_level(row))
+        worst, worst_exact = device_model.worst_level(worst_pairs)
+        aligned, aligned_exact = device_model.worst_level(best_per_accelerator)
+        return {
+            "worst_level": worst,
+            "worst_level_exact": worst_exact,
+            "aligned_level": aligned,
+            "aligned_level_exact": aligned_exact,
+            "level_source": "+".join(s for s in device_model.LEVEL_SOURCES if s in sources) or None,
+        }
+
     def levels(self, devices: list[_Device]) -> tuple[str | None, str | None]:
-        """``(worst, aligned)``: the worst GPU-NIC level over all pairs of an allocation,
-        and the worst over its GPUs of each GPU's best level to a NIC of the allocation."""
-        worst = aligned = None
-        bdfs = [d.bdf for d in devices if d.bdf]
-        for a in bdfs:
-            if not self.links.get(a):
-                continue
-            best = None
-            for b in bdfs:
-                level = pair_level(self.links, a, b)
-                if level is None:
-                    continue
-                if worst is None or LEVEL_RANK[level] > LEVEL_RANK[worst]:
-                    worst = level
-                if best is None or LEVEL_RANK[level] < LEVEL_RANK[best]:
-                    best = level
-            if best is not None and (aligned is None or LEVEL_RANK[best] > LEVEL_RANK[aligned]):
-                aligned = best
-        return worst, aligned
+        """``(worst, aligned)`` of :meth:`assess`."""
+        found = self.assess(devices)
+        return found["worst_level"], found["aligned_level"]
 
 
 class _SearchLimit(Exception):
@@ -529,13 +589,18 @@ class _Allocator:
 
     def _positions(self, alternative: _Alternative, pool: list[_Device], start: int, last: int):
         """Positions worth trying: when a matchAttribute constraint already has its
-        value, only the devices that carry that value (the others would fail it)."""
+        common values, only the devices that carry one of them (the others would fail it)."""
         for position, constraint in self.matching_constraints[id(alternative)]:
             state = self.values[position]
             if "value" not in state:
                 continue
-            by_value = self.node.index(pool, constraint.attribute)
-            return [p for p in by_value.get(state["value"], ()) if start <= p <= last]
+            by_element = self.node.index(pool, constraint.attribute)
+            common = state["value"]
+            if len(common) == 1:
+                (element,) = common
+                return [p for p in by_element.get(element, ()) if start <= p <= last]
+            found = {p for element in common for p in by_element.get(element, ()) if start <= p <= last}
+            return sorted(found)
         return range(start, last + 1)
 
     def _free(self, device: _Device, alternative: _Alternative) -> bool:
@@ -567,41 +632,48 @@ class _Allocator:
         """Apply the constraints for one device; a token to undo, or None when they fail."""
         changes = []
         for position, constraint in self.applicable[id(alternative)]:
-            value = device.attributes.get(constraint.attribute)
-            if value is None:
+            values = device.value_set(constraint.attribute)
+            if values is None:
                 self._undo_constraints(changes)
                 return None
             state = self.values[position]
             if constraint.kind == "match":
+                # the intersection of the devices' sets so far; it only shrinks, so a
+                # failed device fails whatever else is added (the constraint is monotonic)
                 if "value" in state:
-                    if state["value"] != value:
+                    common = state["value"] & values
+                    if not common:
                         self._undo_constraints(changes)
                         return None
+                    changes.append((position, state["value"]))
+                    state["value"] = common
                     state["count"] += 1
-                    changes.append((position, None))
                 else:
-                    state["value"] = value
+                    state["value"] = values
                     state["count"] = 1
                     changes.append((position, None))
             else:
+                # pairwise disjoint: each set must miss the union of the earlier ones
                 seen = state.setdefault("seen", set())
-                if value in seen:
+                if not seen.isdisjoint(values):
                     self._undo_constraints(changes)
                     return None
-                seen.add(value)
-                changes.append((position, value))
+                seen.update(values)
+                changes.append((position, values))
         self.taken.add(device.key)
         return (device, changes)
 
     def _undo_constraints(self, changes) -> None:
-        for position, value in changes:
+        for position, value in reversed(changes):
             state = self.values[position]
             if self.constraints[position].kind == "match":
                 state["count"] -= 1
                 if state["count"] == 0:
                     del state["value"], state["count"]
+                else:
+                    state["value"] = value  # the intersection before this device
             else:
-                state["seen"].discard(value)
+                state["seen"].difference_update(value)
 
     def _untake_all(self, marks) -> None:
         for device, changes in reversed(marks):
@@ -620,7 +692,14 @@ def plan_node(
     max_claims: int = MAX_CLAIMS_PER_NODE,
 ) -> dict[str, Any]:
     """Claims of one template that fit on one node at once."""
-    result: dict[str, Any] = {"fits": 0, "worst_level": None, "aligned_level": None, "allocations": []}
+    result: dict[str, Any] = {
+        "fits": 0,
+        "worst_level": None,
+        "worst_level_exact": True,
+        "aligned_level": None,
+        "aligned_level_exact": True,
+        "allocations": [],
+    }
     errors = []
     candidates = []
     for alternatives in requests:
@@ -668,7 +747,7 @@ def plan_node(
                     for counter, amount in needs.items():
                         spent[counter] = spent.get(counter, 0) + amount
             all_devices.extend(devices)
-        allocation["worst_level"], allocation["aligned_level"] = node.levels(all_devices)
+        allocation.update(node.assess(all_devices))
         result["allocations"].append(allocation)
         result["fits"] += 1
         if not all_devices:
@@ -678,16 +757,18 @@ def plan_node(
             break
     if result["fits"] >= max_claims > 1:
         result["capped"] = f"stopped counting at {max_claims} claims"
-    result["worst_level"] = _worst(a["worst_level"] for a in result["allocations"])
-    result["aligned_level"] = _worst(a["aligned_level"] for a in result["allocations"])
+    _summarise_levels(result, result["allocations"])
     if result["fits"] == 0 and "search_limit" not in result:
         result["reason"] = _why_not(requests, constraints, candidates)
     return result
 
 
-def _worst(levels) -> str | None:
-    present = [level for level in levels if level]
-    return max(present, key=LEVEL_RANK.__getitem__) if present else None
+def _summarise_levels(target: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+    """``worst_level``/``aligned_level`` and their ``*_exact`` over allocations or node results."""
+    for key in ("worst_level", "aligned_level"):
+        level, exact = device_model.worst_level((p[key], p.get(key + "_exact", True)) for p in parts)
+        target[key] = level
+        target[key + "_exact"] = exact
 
 
 def _why_not(requests, constraints, candidates) -> str:
@@ -754,6 +835,7 @@ class _Shapes:
                     tuple(d.read(r) for r in self.reads),
                     tuple(d.attributes.get(a) for a in self.attributes),
                     d.bdf,
+                    (d.join["role"], d.join["physfn"], d.join["reason"], d.join["roots"], d.join["numa"]),
                     tuple(sorted(d.capacity.items())),
                     d.multi,
                     tuple((c, tuple(sorted(n.items()))) for c, n in d.counters),
@@ -761,7 +843,7 @@ class _Shapes:
                 )
                 for d in node.devices
             )
-            bdfs = [d.bdf for d in node.devices if d.bdf]
+            bdfs = [a for d in node.devices for a in (d.bdf, d.join["physfn"]) if a]
             links = tuple((a, b, node.links[a][b]) for a in bdfs if a in node.links for b in bdfs if b in node.links[a])
             shared = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in node.shared.items()))
             cached = self.signatures[node.name] = (devices, links, shared)
@@ -876,8 +958,7 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
             # where it could be allocated, but only once on the whole site
             entry["nodes_possible"] = sorted(n for n, r in entry["nodes"].items() if r["fits"])
             entry["fits_total"] = min(entry["fits_total"], 1)
-        entry["worst_level"] = _worst(n["worst_level"] for n in entry["nodes"].values())
-        entry["aligned_level"] = _worst(n["aligned_level"] for n in entry["nodes"].values())
+        _summarise_levels(entry, list(entry["nodes"].values()))
         entry["satisfiable"] = entry["fits_total"] > 0 and not entry["errors"]
         if not entry["satisfiable"]:
             entry["reason"] = (

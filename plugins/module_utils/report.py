@@ -931,10 +931,11 @@ def _taint_rows(plan: Mapping[str, Any]) -> list[dict[str, str]]:
 def _plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
     templates = []
     for template in plan["templates"]:
-        groups: dict[tuple[int, str | None], list[str]] = {}
+        groups: dict[tuple[int, str | None, bool], list[str]] = {}
         for node, entry in sorted(template["nodes"].items()):
-            groups.setdefault((entry["fits"], entry["worst_level"]), []).append(node)
-        ordered = sorted(groups.items(), key=lambda kv: (-kv[0][0], _level_order(kv[0][1])))
+            key = (entry["fits"], entry["worst_level"], entry.get("worst_level_exact", True))
+            groups.setdefault(key, []).append(node)
+        ordered = sorted(groups.items(), key=lambda kv: (-kv[0][0], _level_order(kv[0][1]), not kv[0][2]))
         templates.append(
             {
                 "name": str(template["name"]),
@@ -942,16 +943,18 @@ def _plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
                 "ok": template["satisfiable"],
                 "fits_total": template["fits_total"],
                 "worst_level": template["worst_level"],
+                "worst_level_exact": template.get("worst_level_exact", True),
                 "errors_total": len(template["errors"]),
                 "groups": [
                     {
                         "fits": fits,
                         "level": level,
+                        "exact": exact,
                         "count": len(nodes),
                         "nodes": ", ".join(nodes[:8]),
                         "more": len(nodes) > 8,
                     }
-                    for (fits, level), nodes in ordered
+                    for (fits, level, exact), nodes in ordered
                 ],
                 "errors": [
                     {
@@ -1060,16 +1063,23 @@ def utilization_svg(classes: Mapping[str, Mapping[str, Any]]) -> Any:
     return _render("utilization.html.j2", part="chart", chart=chart) if chart else ""
 
 
+def _level_counts(exact: Mapping[str, int], bounds: Mapping[str, int]) -> list[tuple[str, bool, int]]:
+    """``[(level, exact, count)]`` in level order, a bound after the exact level of its name."""
+    found = [(lv, True, n) for lv, n in exact.items() if n and lv in LEVEL_RANK]
+    found += [(lv, False, n) for lv, n in bounds.items() if n and lv in LEVEL_RANK]
+    return sorted(found, key=lambda item: (LEVEL_RANK[item[0]], not item[1]))
+
+
 def utilization_html(used: Mapping[str, Any]) -> Any:
     """Devices published, allocated and idle per class, node and team; shared devices; measured levels."""
     alignment = used["alignment"]
-    levels = [(lv, n) for lv, n in alignment["levels"].items() if n and lv in LEVEL_RANK]
+    levels = _level_counts(alignment["levels"], alignment.get("bounds") or {})
     teams = [
         {
             "name": str(name),
             "claims": t["claims"],
             "devices": ", ".join(f"{k} {v}" for k, v in sorted(t["devices"].items())),
-            "levels": sorted(t["levels"].items(), key=lambda kv: LEVEL_RANK[kv[0]]),
+            "levels": _level_counts(t["levels"], t.get("bounds") or {}),
         }
         for name, t in used["teams"].items()
     ]
@@ -1096,6 +1106,7 @@ def utilization_html(used: Mapping[str, Any]) -> Any:
         levels=levels,
         unknown=alignment["levels"].get("unknown") or 0,
         below=alignment.get("below_promise") or [],
+        maybe_below=alignment.get("maybe_below_promise") or [],
         shared=shared,
     )
 

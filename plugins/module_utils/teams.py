@@ -167,8 +167,18 @@ def settings(
         raise TeamsError("aligned_dra_teams.extended_resources must map DeviceClasses to resource names")
     for key, name in (raw.get("extended_resources") or {}).items():
         cls = _resolve_class("aligned_dra_teams.extended_resources", key, classes, keys)
-        if not is_label_name(name) or "/" not in str(name):
-            raise TeamsError(f"aligned_dra_teams.extended_resources.{key}: {name!r} is not a domain/name resource")
+        problem = claims.extended_resource_name_problem(name)
+        if problem:
+            raise TeamsError(
+                f"aligned_dra_teams.extended_resources.{key}: {name!r} is not a domain/name resource: {problem}"
+            )
+        declared = (classes[cls].get("spec") or {}).get("extendedResourceName")
+        if declared and declared != name:
+            # Pods ask for the class's own name; a quota on another name would not count them.
+            raise TeamsError(
+                f"aligned_dra_teams.extended_resources.{key}: {name!r} differs from the extendedResourceName "
+                f"{declared!r} of DeviceClass {cls} (aligned_dra_claims.extended_resources); leave it out or use that name"
+            )
         extended[cls] = name
     for cls, obj in classes.items():  # a class that declares one itself
         declared = (obj.get("spec") or {}).get("extendedResourceName")

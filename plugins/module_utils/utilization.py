@@ -12,13 +12,14 @@ ResourceClaims) and reports, per site, node, DeviceClass and team:
   ``shareID``) or in one claim reserved for several consumers, with the share
   of their capacity the claims consume;
 - for every claim that holds GPUs and NICs, the GPU-NIC level it got (PIX ...
-  SYS): from the node's probed topology ``links`` when given (``level_source``
-  ``topology``), else from the standard attributes ``resource.kubernetes.io/
-  pcieRoot`` and ``numaNode`` (``attributes``: same root is reported as PHB, the
-  worst level inside one root; same NUMA node as NODE; else SYS).
+  SYS) per pair: each device is joined to its node's probe by any PCI address
+  its driver publishes (:func:`device_model.join_device`), and the level is the
+  probe's ``links`` entry (``level_source`` ``topology``); else it is decided or
+  bounded by the PCIe roots and NUMA nodes (``attributes``: other roots on one
+  NUMA node are NODE, other NUMA nodes SYS; ``bound``: one root is PHB at
+  worst, one NUMA node NODE at worst, reported with ``exact: false``).
 
-Device kinds: the collection driver's ``kind`` attribute, ``gpu.nvidia.com``'s
-``type``, every ``dra.net`` device is a NIC. Classes: the DeviceClasses given
+Device kinds: :func:`device_model.published_kind`. Classes: the DeviceClasses given
 (their selectors evaluated by the planner's CEL code), and the class each
 allocated request names. Runs on the controller; no Ansible imports.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, LEVELS
 
@@ -49,23 +50,7 @@ def _label(driver: str, name: str) -> str:
     return name if driver == dra.DRIVER_NAME else f"{driver}/{name}"
 
 
-def _attributes(device: dict[str, Any], driver: str) -> dict[str, Any]:
-    found = {}
-    for name, value in (device.get("attributes") or {}).items():
-        domain, ident = dra.split_qualified_name(name, driver)
-        found[f"{domain}/{ident}"] = next(iter(value.values())) if isinstance(value, dict) and value else None
-    return found
-
-
-def device_kind(driver: str, attributes: dict[str, Any]) -> str | None:
-    """gpu, accelerator, nic, vf or None, from what the driver publishes."""
-    if driver == dra.DRIVER_NAME:
-        return attributes.get(f"{dra.DRIVER_NAME}/kind")
-    if driver == "gpu.nvidia.com":
-        return "gpu" if attributes.get("gpu.nvidia.com/type") in ("gpu", "mig") else None
-    if driver == "dra.net":
-        return "nic"
-    return None
+device_kind = device_model.published_kind
 
 
 def _bdf_from_name(name: str) -> str | None:
@@ -87,17 +72,19 @@ def _quantity(value: Any) -> Fraction | None:
 class _Inventory:
     """Published devices by (driver, pool, name)."""
 
-    def __init__(self, slices: list[dict[str, Any]]) -> None:
+    def __init__(self, slices: list[dict[str, Any]], topologies: dict[str, dict[str, Any]]) -> None:
         self.devices: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.by_node = dra.devices_from_slices(slices)
         for node, devices in self.by_node.items():
+            probed = device_model.probed_node(topologies.get(node))
             for device in devices:
                 driver = device["driver"]
-                attributes = _attributes(device, driver)
-                bdf = attributes.get(dra.ATTR_PCI_BUS_ID)
-                if bdf is None and driver == dra.DRIVER_NAME:
-                    bdf = _bdf_from_name(device["name"])
-                parent = attributes.get(f"{dra.DRIVER_NAME}/sriovParent") if driver == dra.DRIVER_NAME else None
+                attributes = device_model.flat_attributes(device, driver)
+                if driver == dra.DRIVER_NAME and dra.ATTR_PCI_BUS_ID not in attributes:
+                    bdf = _bdf_from_name(device["name"])  # domains the standard attribute cannot hold
+                    if bdf:
+                        attributes[dra.ATTR_PCI_BUS_ID] = bdf
+                label = _label(driver, device["name"])
                 capacity = {}
                 for name, value in (device.get("capacity") or {}).items():
                     domain, ident = dra.split_qualified_name(name, driver)
@@ -107,12 +94,9 @@ class _Inventory:
                 self.devices[(driver, device["pool"], device["name"])] = {
                     "node": node,
                     "driver": driver,
-                    "label": _label(driver, device["name"]),
+                    "label": label,
                     "kind": device_kind(driver, attributes),
-                    "bdf": bdf,
-                    "parent": parent,
-                    "root": attributes.get(dra.ATTR_PCIE_ROOT),
-                    "numa": attributes.get(dra.ATTR_NUMA_NODE),
+                    "join": device_model.join_device(driver, attributes, probed, label),
                     "capacity": capacity,
                     "multi": bool(device.get("allowMultipleAllocations")),
                     "classes": [],
@@ -131,17 +115,13 @@ def _request_classes(claim: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def _pair_level(gpu: dict[str, Any], nic: dict[str, Any], links: dict[str, dict[str, str]]) -> tuple[str | None, str]:
-    """``(level, source)`` of one GPU and one NIC on the same node."""
-    row = links.get(gpu["bdf"] or "") or {}
-    for bdf in (nic["bdf"], nic["parent"]):
-        if bdf and row.get(bdf) in LEVEL_RANK:
-            return row[bdf], "topology"
-    if gpu["root"] and gpu["root"] == nic["root"]:
-        return "PHB", "attributes"
-    if isinstance(gpu["numa"], int) and isinstance(nic["numa"], int):
-        return ("NODE" if gpu["numa"] == nic["numa"] else "SYS"), "attributes"
-    return None, "unknown"
+def _pair_level(gpu: dict[str, Any], nic: dict[str, Any], links: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """``{"gpu", "nic", "level", "exact", "source"[, "reason"]}`` of one GPU and one NIC."""
+    if gpu["node"] != nic["node"]:
+        found = {"level": "SYS", "exact": True, "source": "nodes"}
+    else:
+        found = device_model.joined_pair_level(gpu["join"], nic["join"], links)
+    return {"gpu": gpu["label"], "nic": nic["label"], **found}
 
 
 def _worst(levels) -> str | None:
@@ -174,10 +154,10 @@ def utilization(
     give the GPU-NIC levels; ``plan`` (plan.json) gives the level the site
     promised, against which the measured levels are compared.
     """
-    inventory = _Inventory(slices)
-    devices = inventory.devices
     teams = teams or {}
     topologies = topologies or {}
+    inventory = _Inventory(slices, topologies)
+    devices = inventory.devices
 
     # class membership of published devices
     class_names: list[str] = []
@@ -229,8 +209,8 @@ def utilization(
             continue
         held_devices = [devices[key] for key, _class in held]
         nodes = sorted({d["node"] for d in held_devices})
-        gpus = [d for d in held_devices if d["kind"] in GPU_KINDS]
-        nics = [d for d in held_devices if d["kind"] in NIC_KINDS]
+        gpus = [d for d in held_devices if d["join"]["role"] == "accelerator"]
+        nics = [d for d in held_devices if d["join"]["role"] == "nic"]
         entry: dict[str, Any] = {
             "claim": f"{namespace}/{name}",
             "namespace": namespace,
@@ -243,21 +223,18 @@ def utilization(
             entry["devices"].setdefault(class_name or devices[key]["driver"], []).append(devices[key]["label"])
         if gpus and nics:
             links = (topologies.get(gpus[0]["node"]) or {}).get("links") or {}
-            sources = set()
+            pairs = []
             best_per_gpu = []
-            pair_levels = []
             for gpu in gpus:
-                levels = []
-                for nic in nics:
-                    level, source = _pair_level(gpu, nic, links) if gpu["node"] == nic["node"] else ("SYS", "nodes")
-                    sources.add(source)
-                    levels.append(level)
-                pair_levels += levels
-                known = [lv for lv in levels if lv is not None]
-                best_per_gpu.append(min(known, key=LEVEL_RANK.__getitem__) if known else None)
-            entry["worst_level"] = _worst(pair_levels)
-            entry["aligned_level"] = _worst(best_per_gpu)
-            entry["level_source"] = "topology" if sources == {"topology"} else "+".join(sorted(sources))
+                row = [_pair_level(gpu, nic, links) for nic in nics]
+                pairs += row
+                best_per_gpu.append(device_model.best_level((p["level"], p["exact"]) for p in row))
+            entry["worst_level"], entry["worst_level_exact"] = device_model.worst_level(
+                (p["level"], p["exact"]) for p in pairs
+            )
+            entry["aligned_level"], entry["aligned_level_exact"] = device_model.worst_level(best_per_gpu)
+            entry["level_source"] = "+".join(sorted({p["source"] for p in pairs}))
+            entry["pairs"] = pairs
         claim_rows.append(entry)
 
     # rows per node, class and team
@@ -298,27 +275,36 @@ def utilization(
     for row in per_class.values():
         _finish(row)
     for entry in claim_rows:
-        team = per_team.setdefault(entry["team"], {"claims": 0, "namespaces": set(), "devices": {}, "levels": {}})
+        team = per_team.setdefault(
+            entry["team"], {"claims": 0, "namespaces": set(), "devices": {}, "levels": {}, "bounds": {}}
+        )
         team["claims"] += 1
         team["namespaces"].add(entry["namespace"])
         for class_name, labels in entry["devices"].items():
             team["devices"][class_name] = team["devices"].get(class_name, 0) + len(labels)
         if entry.get("aligned_level"):
-            team["levels"][entry["aligned_level"]] = team["levels"].get(entry["aligned_level"], 0) + 1
+            counts = team["levels"] if entry["aligned_level_exact"] else team.setdefault("bounds", {})
+            counts[entry["aligned_level"]] = counts.get(entry["aligned_level"], 0) + 1
     for team in per_team.values():
         team["namespaces"] = sorted(team["namespaces"])
 
     with_pairs = [e for e in claim_rows if "aligned_level" in e]
-    histogram = {lv: sum(1 for e in with_pairs if e["aligned_level"] == lv) for lv in LEVELS}
+    exact = [e for e in with_pairs if e["aligned_level_exact"]]
+    bounded = [e for e in with_pairs if not e["aligned_level_exact"]]
+    histogram = {lv: sum(1 for e in exact if e["aligned_level"] == lv) for lv in LEVELS}
     histogram["unknown"] = sum(1 for e in with_pairs if e["aligned_level"] is None)
+    bounds = {lv: n for lv in LEVELS if (n := sum(1 for e in bounded if e["aligned_level"] == lv))}
     promised = None
     if plan:
         promised = _worst(t.get("aligned_level") for t in plan.get("templates") or [] if t.get("satisfiable"))
-    below = (
-        [e["claim"] for e in with_pairs if e["aligned_level"] and LEVEL_RANK[e["aligned_level"]] > LEVEL_RANK[promised]]
-        if promised
-        else []
-    )
+    worse = [
+        e
+        for e in with_pairs
+        if promised and e["aligned_level"] and LEVEL_RANK[e["aligned_level"]] > LEVEL_RANK[promised]
+    ]
+    below = [e["claim"] for e in worse if e["aligned_level_exact"]]
+    # a bound worse than the promise says the claim may have got less, not that it did
+    maybe_below = [e["claim"] for e in worse if not e["aligned_level_exact"]]
     sources = sorted({e["level_source"] for e in with_pairs})
     return {
         "schema_version": SCHEMA_VERSION,
@@ -343,9 +329,11 @@ def utilization(
         "alignment": {
             "claims_with_gpus_and_nics": len(with_pairs),
             "levels": histogram,
+            "bounds": bounds,
             "level_source": sources,
             "promised_level": promised,
             "below_promise": below,
+            "maybe_below_promise": maybe_below,
         },
         "allocations": claim_rows,
     }

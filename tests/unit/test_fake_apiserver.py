@@ -187,6 +187,24 @@ def test_bad_device_taints_are_refused_where_the_gate_is_on(taint, message):
             new.create(tainted_slice(**taint))
 
 
+def device_class(extended_resource_name: str, name: str = "gpu") -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"extendedResourceName": extended_resource_name},
+    }
+
+
+def test_device_class_extended_resource_name_is_checked_and_dropped_when_the_gate_is_off():
+    with FakeApiServer(minor="1.35") as old, FakeApiServer(minor="1.36") as new:
+        assert "extendedResourceName" not in old.create(device_class("example.com/gpu"))["spec"]
+        assert new.create(device_class("example.com/gpu"))["spec"]["extendedResourceName"] == "example.com/gpu"
+        for bad in ("gpu", "deviceclass.resource.kubernetes.io/gpu", "requests.example.com/gpu", "example.com/a/b"):
+            code, answer = post(new, "/apis/resource.k8s.io/v1/deviceclasses", device_class(bad, "refused"))
+            assert code == 422 and "must be a valid extended resource name" in answer["message"], bad
+
+
 def test_update_conflict_and_immutable_fields(resource_api):
     created = resource_api.create_resource_slice(slice_obj())
     body = slice_obj()

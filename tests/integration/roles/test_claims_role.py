@@ -176,6 +176,33 @@ def test_server_side_apply_and_dry_run_in_check_mode(tmp_path, trees):
         assert api.rejections == []
 
 
+def test_extended_resource_name_is_written_and_applied(tmp_path, trees):
+    claims = {"templates": {"pairs": {"counts": [1]}}, "extended_resources": {"gpu": "aligned.dev/gpu"}}
+    with FakeApiServer(minor="1.36") as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        inventory, play = setup(
+            tmp_path, trees, claims=claims, aligned_dra_claims_apply=True, aligned_dra_claims_kubeconfig=str(kubeconfig)
+        )
+        result = run_playbook(inventory, play)
+        assert result.returncode == 0, result.stdout + result.stderr
+        written = yaml.safe_load((tmp_path / "out" / "west" / "claims" / "deviceclass-aligned-gpu.yaml").read_text())
+        assert written["spec"]["extendedResourceName"] == "aligned.dev/gpu"
+        # the fake server checks the name and, with the gate off, would drop it as a real one does
+        assert api.get("deviceclasses", "aligned-gpu")["spec"]["extendedResourceName"] == "aligned.dev/gpu"
+        assert "extendedResourceName" not in api.get("deviceclasses", "aligned-nic")["spec"]
+        assert api.rejections == []
+
+
+def test_extended_resource_name_with_the_gate_off_fails_before_anything_is_written(tmp_path, trees):
+    claims = {"extended_resources": {"gpu": "aligned.dev/gpu"}}
+    inventory, play = setup(tmp_path, trees, claims=claims, aligned_dra_kubernetes_version="1.35")
+    result = run_playbook(inventory, play)
+    assert result.returncode != 0
+    assert "aligned_dra_claims.extended_resources.gpu" in result.stdout
+    assert "DRAExtendedResource, which is off on Kubernetes 1.35" in result.stdout
+    assert not (tmp_path / "out" / "west" / "claims").exists()
+
+
 def test_what_if_plans_a_site_on_a_tree_it_does_not_have(tmp_path, trees):
     inventory, _play = setup(tmp_path, trees, claims={"templates": {"pairs": {"counts": [1]}}})
     dest = tmp_path / "what-if.json"

@@ -309,3 +309,110 @@ def test_bad_tolerations_name_the_setting(toleration, message):
 def test_too_many_tolerations():
     with pytest.raises(claims.ClaimsError, match="17 tolerations, a request takes at most 16"):
         claims.render({}, "site-a", "1.36", tolerations=[{"operator": "Exists"}] * 17)
+
+
+# -- extended resource names (DRAExtendedResource, KEP-5004) ---------------------------------
+
+GPU_AS_EXTENDED_RESOURCE = dict(ALL_DRIVERS, extended_resources={"gpu": "aligned.dev/gpu"})
+
+
+def class_named(rendered, name):
+    return next(o for o in rendered["objects"] if o["kind"] == "DeviceClass" and o["metadata"]["name"] == name)
+
+
+@pytest.mark.parametrize(
+    ("minor", "gates"),
+    [("1.36", {}), ("1.37", {}), ("1.34", {"DRAExtendedResource": True}), ("1.35", {"DRAExtendedResource": True})],
+)
+def test_extended_resource_name_is_rendered_on_the_class_and_schema_valid(minor, gates):
+    rendered = claims.render(GPU_AS_EXTENDED_RESOURCE, "site-a", minor, gates)
+    assert class_named(rendered, "aligned-gpu")["spec"]["extendedResourceName"] == "aligned.dev/gpu"
+    others = [o for o in rendered["objects"] if o["kind"] == "DeviceClass" and o["metadata"]["name"] != "aligned-gpu"]
+    assert others and all("extendedResourceName" not in o["spec"] for o in others)
+    assert claims.validate_all(rendered["objects"], minor, gates) == []
+    for obj in rendered["objects"]:
+        kubernetes_validate.validate(obj, minor + ".0", strict=True)
+
+
+def test_extended_resource_name_follows_a_renamed_class():
+    raw = {"classes": {"gpu": "h100"}, "extended_resources": {"gpu": "example.com/h100"}}
+    rendered = claims.render(raw, "site-a", "1.36")
+    assert class_named(rendered, "h100")["spec"]["extendedResourceName"] == "example.com/h100"
+
+
+@pytest.mark.parametrize(("minor", "gates"), [("1.34", {}), ("1.35", {}), ("1.36", {"DRAExtendedResource": False})])
+def test_extended_resource_name_is_refused_where_the_gate_is_off(minor, gates):
+    with pytest.raises(claims.ClaimsError) as info:
+        claims.render(GPU_AS_EXTENDED_RESOURCE, "site-a", minor, gates)
+    message = str(info.value)
+    assert message.startswith("aligned_dra_claims.extended_resources.gpu: ")
+    assert f"DRAExtendedResource, which is off on Kubernetes {minor}" in message
+    assert "aligned_dra_feature_gates" in message
+
+
+def test_two_classes_of_a_site_may_not_share_an_extended_resource_name():
+    raw = dict(ALL_DRIVERS, extended_resources={"gpu": "aligned.dev/gpu", "nvidia-gpu": "aligned.dev/gpu"})
+    with pytest.raises(claims.ClaimsError, match=r"'aligned.dev/gpu' is already the extended resource name of class"):
+        claims.render(raw, "site-a", "1.36")
+    # distinct names are fine
+    raw["extended_resources"]["nvidia-gpu"] = "nvidia.com/gpu"
+    rendered = claims.render(raw, "site-a", "1.36")
+    assert class_named(rendered, "nvidia-gpu")["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+
+
+LONG_DOMAIN = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 52])  # 244: "requests." + it is 253
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("gpu", "needs a domain"),
+        ("deviceclass.resource.kubernetes.io/aligned-gpu", "implicit name every DeviceClass already has"),
+        ("kubernetes.io/gpu", "reserved for native resources"),
+        ("gpu.kubernetes.io/gpu", "reserved for native resources"),
+        ("requests.example.com/gpu", "must not start with requests."),
+        ("example.com/a/b", "more than one /"),
+        ("Example.com/gpu", "lowercase DNS subdomain"),
+        (LONG_DOMAIN + "e/gpu", "lowercase DNS subdomain"),
+        ("example.com/-gpu", "the name after /"),
+        ("example.com/" + "g" * 64, "the name after /"),
+        ("example.com/", "the name after /"),
+        (5, "non-empty string"),
+    ],
+)
+def test_invalid_extended_resource_names_are_refused(name, message):
+    raw = {"extended_resources": {"gpu": name}}
+    with pytest.raises(claims.ClaimsError) as info:
+        claims.render(raw, "site-a", "1.36")
+    assert str(info.value).startswith(f"aligned_dra_claims.extended_resources.gpu: {name!r} is not an extended")
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["example.com/gpu", "aligned.dev/gpu_80GB.v2", LONG_DOMAIN + "/" + "g" * 63])
+def test_valid_extended_resource_names_at_the_limits(name):
+    assert claims.extended_resource_name_problem(name) is None
+    rendered = claims.render({"extended_resources": {"gpu": name}}, "site-a", "1.36")
+    assert claims.validate_all(rendered["objects"], "1.36") == []
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ({"tpu": "example.com/tpu"}, "'tpu' is not a class key"),
+        ({"nvidia-gpu": "nvidia.com/gpu"}, "class 'nvidia-gpu' is not rendered, its driver is not in"),
+    ],
+)
+def test_extended_resource_for_a_class_the_site_does_not_render(entries, message):
+    with pytest.raises(claims.ClaimsError, match=message):
+        claims.render({"extended_resources": entries}, "site-a", "1.36")
+
+
+def test_validate_names_the_gated_field_of_a_hand_made_class():
+    rendered = claims.render(GPU_AS_EXTENDED_RESOURCE, "site-a", "1.36")
+    gpu = class_named(rendered, "aligned-gpu")
+    problems = claims.validate(gpu, "1.35")
+    assert problems == [
+        "DeviceClass aligned-gpu: spec.extendedResourceName needs feature gate DRAExtendedResource, "
+        "which is off on Kubernetes 1.35"
+    ]
+    assert claims.validate(gpu, "1.35", {"DRAExtendedResource": True}) == []

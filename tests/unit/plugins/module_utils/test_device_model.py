@@ -169,3 +169,232 @@ def test_summary_markdown_says_what_the_planner_sees_with_plurals():
     text = site_summary_markdown(site_summary("s", {"a": topology_of("hwloc-32intel64-8ve")}))
     assert "1 node, 8 GPUs/accelerators, 4 physical NICs, 0 VFs." in text
     assert "As the planner sees them: 8 Vector Engines; 0 RDMA NICs." in text
+
+
+# -- published devices of any driver joined to the probe ---------------------------------------
+#
+# Devices as each driver publishes them (attribute names and value forms from
+# its source; docs/devices.md lists them), on the dgx-h100 tree: GPU
+# 0000:1a:00.0 (root pci0000:15, NUMA 0) sits beside NIC 0000:1d:00.0 (same
+# root), NIC 0000:2e:00.0 is on another root of NUMA node 0, NIC
+# 0000:9d:00.0 on NUMA node 1.
+
+GPU_BDF = "0000:1a:00.0"
+GPU_ROOT = "pci0000:15"
+
+
+def slice_of(driver: str, devices: list[dict], node: str = "dgx") -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver}"},
+        "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices},
+    }  # fmt: skip
+
+
+def s(value: str) -> dict:
+    return {"string": value}
+
+
+def i(value: int) -> dict:
+    return {"int": value}
+
+
+# (driver, published GPU device) per driver and release; the address in the form that driver writes
+GPUS = {
+    "nvidia": ("gpu.nvidia.com", {"name": "gpu-0", "attributes": {
+        "type": s("gpu"), "uuid": s("GPU-1"), "productName": s("NVIDIA H100 80GB HBM3"),
+        "resource.kubernetes.io/pciBusID": s(GPU_BDF), "resource.kubernetes.io/pcieRoot": s(GPU_ROOT)}}),
+    "nvidia-v25.8": ("gpu.nvidia.com", {"name": "gpu-0", "attributes": {
+        "type": s("gpu"), "uuid": s("GPU-1"), "pcieBusID": s("0000:1a:00.0"),
+        "resource.kubernetes.io/pcieRoot": s(GPU_ROOT)}}),
+    "nvidia-nvml-form": ("gpu.nvidia.com", {"name": "gpu-0", "attributes": {
+        "type": s("gpu"), "pcieBusID": s("00000000:1A:00.0")}}),
+    "amd": ("gpu.amd.com", {"name": "gpu-1-128", "attributes": {
+        "type": s("amdgpu"), "pciAddr": s(GPU_BDF), "cardIndex": i(1),
+        "resource.kubernetes.io/pcieRoot": s(GPU_ROOT)}}),
+    "amd-partition": ("gpu.amd.com", {"name": "gpu-9-136", "attributes": {
+        "type": s("amdgpu-partition"), "parentPciAddr": s(GPU_BDF)}}),
+    "intel": ("gpu.intel.com", {"name": "0000-1a-00-0-0x0bd5", "attributes": {
+        "model": s("Max 1550"), "pciAddress": s(GPU_BDF), "resource.kubernetes.io/pciBusID": s(GPU_BDF),
+        "resource.kubernetes.io/pcieRoot": s(GPU_ROOT), "pciRoot": s("15")}}),
+    "intel-deprecated-only": ("gpu.intel.com", {"name": "0000-1a-00-0-0x0bd5", "attributes": {
+        "model": s("Max 1550"), "pciAddress": s("1A:00.0")}}),
+    "ours": (dra.DRIVER_NAME, {"name": "gpu-0000-1a-00-0", "attributes": {
+        "kind": s("gpu"), "resource.kubernetes.io/pciBusID": s(GPU_BDF),
+        "resource.kubernetes.io/pcieRoot": s(GPU_ROOT), "resource.kubernetes.io/numaNode": i(0)}}),
+}  # fmt: skip
+
+
+def dranet_nic(bdf: str, root: str, numa: int) -> tuple[str, dict]:
+    return "dra.net", {"name": "pci-" + bdf.replace(":", "-").replace(".", "-"), "attributes": {
+        "dra.net/ifName": s("ens1"), "dra.net/pciAddress": s(bdf), "dra.net/numaNode": i(numa),
+        "dra.net/rdma": {"bool": True}, "resource.kubernetes.io/pcieRoot": s(root)}}  # fmt: skip
+
+
+def dranet_split_nic(bdf: str) -> tuple[str, dict]:
+    domain, bus, rest = bdf.split(":")
+    slot, function = rest.split(".")
+    return "dra.net", {"name": "ens1", "attributes": {
+        "dra.net/pciAddressDomain": s(domain), "dra.net/pciAddressBus": s(bus),
+        "dra.net/pciAddressDevice": s(slot), "dra.net/pciAddressFunction": s(function)}}  # fmt: skip
+
+
+def ours_nic(bdf: str) -> tuple[str, dict]:
+    return dra.DRIVER_NAME, {"name": dra.device_name("nic", bdf), "attributes": {
+        "kind": s("nic"), "resource.kubernetes.io/pciBusID": s(bdf)}}  # fmt: skip
+
+
+NICS = {
+    "dranet": lambda bdf, root, numa: dranet_nic(bdf, root, numa),
+    "dranet-split": lambda bdf, root, numa: dranet_split_nic(bdf),
+    "ours": lambda bdf, root, numa: ours_nic(bdf),
+}
+NIC_PLACES = [("0000:1d:00.0", "pci0000:15", 0), ("0000:2e:00.0", "pci0000:26", 0), ("0000:9d:00.0", "pci0000:95", 1)]
+
+
+@pytest.fixture(scope="module")
+def dgx() -> dict:
+    return topology_of("dgx-h100")
+
+
+def planned_pair(topology: dict | None, gpu: tuple[str, dict], nic: tuple[str, dict]) -> dict:
+    """The planner's view of an allocation holding one published GPU and one published NIC."""
+    slices = [slice_of(gpu[0], [gpu[1]]), slice_of(nic[0], [nic[1]])]
+    nodes = plan.nodes_from_slices(slices, {"dgx": topology} if topology else None)
+    node = plan._Node("dgx", nodes["dgx"], set())
+    return node.assess(node.devices)
+
+
+@pytest.mark.parametrize("gpu", sorted(GPUS))
+@pytest.mark.parametrize("nic", sorted(NICS))
+@pytest.mark.parametrize("place", NIC_PLACES, ids=lambda p: p[0])
+def test_an_address_in_any_drivers_form_gives_the_probed_level(dgx, gpu, nic, place):
+    found = planned_pair(dgx, GPUS[gpu], NICS[nic](*place))
+    expected = dgx["links"][GPU_BDF][place[0]]
+    assert expected in LEVEL_RANK
+    assert found["worst_level"] == found["aligned_level"] == expected
+    assert found["worst_level_exact"] and found["aligned_level_exact"]
+    assert found["level_source"] == "topology"
+
+
+def gaudi(root: str | None = GPU_ROOT, numa: int | None = None) -> tuple[str, dict]:
+    attributes = {"model": s("Gaudi2"), "serial": s("AN00001"), "healthy": {"bool": True}}
+    if root:
+        attributes["resource.kubernetes.io/pcieRoot"] = s(root)
+        attributes["pciRoot"] = s(root.split(":")[1])
+    if numa is not None:
+        attributes["resource.kubernetes.io/numaNode"] = i(numa)
+    return "gaudi.intel.com", {"name": "0000-1a-00-0-0x1020", "attributes": attributes}
+
+
+@pytest.mark.parametrize(
+    ("place", "level", "exact", "source"),
+    [
+        (NIC_PLACES[0], "PHB", False, "bound"),  # one root: PHB at worst (the probe says PXB)
+        (NIC_PLACES[1], "NODE", True, "attributes"),  # other roots on NUMA node 0 (the root's, from the probe)
+        (NIC_PLACES[2], "SYS", True, "attributes"),  # other NUMA nodes
+    ],
+)
+def test_a_root_only_device_gets_a_bound_or_the_level_its_root_decides(dgx, place, level, exact, source):
+    found = planned_pair(dgx, gaudi(), dranet_nic(*place))
+    assert (found["worst_level"], found["worst_level_exact"], found["level_source"]) == (level, exact, source)
+    assert LEVEL_RANK[dgx["links"][GPU_BDF][place[0]]] <= LEVEL_RANK[level]  # a bound never hides a worse level
+
+
+def test_numa_only_gives_a_node_bound_and_other_numa_nodes_sys():
+    nic = dra.DRIVER_NAME, {"name": "nic-x", "attributes": {"kind": s("nic"), "resource.kubernetes.io/numaNode": i(0)}}
+    same = planned_pair(None, gaudi(root=None, numa=0), nic)
+    assert (same["aligned_level"], same["aligned_level_exact"], same["level_source"]) == ("NODE", False, "bound")
+    other = planned_pair(None, gaudi(root=None, numa=1), nic)
+    assert (other["aligned_level"], other["aligned_level_exact"]) == ("SYS", True)
+
+
+def test_nothing_published_is_unknown_with_a_reason(dgx):
+    gpu = gaudi(root=None)
+    found = planned_pair(dgx, gpu, dranet_split_nic("0000:1d:00.0"))
+    assert (found["worst_level"], found["level_source"]) == (None, "unknown")
+    joined = [device_model.join_device(d, device_model.flat_attributes(x, d), None) for d, x in (gpu,)]
+    pair = device_model.joined_pair_level(joined[0], joined[0] | {"role": "nic"}, {})
+    assert pair["level"] is None and "no PCI address" in pair["reason"]
+
+
+@pytest.mark.parametrize("address", ["0000:77:00.0", "not-an-address"])
+def test_an_address_that_is_not_on_the_node_is_unknown_with_a_reason(dgx, address):
+    driver, device = GPUS["nvidia"]
+    device = {**device, "attributes": {**device["attributes"], "resource.kubernetes.io/pciBusID": s(address)}}
+    found = planned_pair(dgx, (driver, device), dranet_nic(*NIC_PLACES[0]))
+    assert (found["worst_level"], found["level_source"]) == (None, "unknown")
+    probed = device_model.probed_node(dgx)
+    joined = device_model.join_device(driver, device_model.flat_attributes(device, driver), probed, "gpu-0")
+    assert joined["address"] is None
+    assert joined["reason"].startswith("gpu-0: resource.kubernetes.io/pciBusID")
+    assert ("not a PCI function of the probed node" if address[0] == "0" else "is not a PCI address") in joined[
+        "reason"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0000:1a:00.0", "0000:1a:00.0"),
+        ("0000:1A:00.0", "0000:1a:00.0"),
+        ("1a:00.0", "0000:1a:00.0"),
+        ("00000000:1A:00.0", "0000:1a:00.0"),  # NVML
+        ("10000:01:00.0", "10000:01:00.0"),  # VMD domain
+        (" 0000:1a:00.7 ", "0000:1a:00.7"),
+        ("0000:1a:00.8", None),
+        ("pci0000:15", None),
+        (17, None),
+    ],
+)
+def test_pci_addresses_are_normalised(text, expected):
+    assert device_model.normalize_pci_address(text) == expected
+
+
+def test_list_valued_roots_and_numa_nodes_bound_from_any_shared_member():
+    gpu = {"role": "accelerator", "roots": device_model._roots(["pci0000:15", "pci0000:26"]), "numa": frozenset({0})}
+    nic = {"role": "nic", "roots": device_model._roots("PCI0000:26"), "numa": device_model._numas([[0, 1]])}
+    assert device_model.joined_pair_level(gpu, nic, {}) == {"level": "PHB", "exact": False, "source": "bound"}
+    nic = {"role": "nic", "roots": frozenset({"pci0000:95"}), "numa": device_model._numas([0, 1])}
+    assert device_model.joined_pair_level(gpu, nic, {}) == {"level": "NODE", "exact": False, "source": "bound"}
+    nic = {"role": "nic", "roots": frozenset({"pci0000:95"}), "numa": frozenset({1})}
+    assert device_model.joined_pair_level(gpu, nic, {}) == {"level": "SYS", "exact": True, "source": "attributes"}
+
+
+def test_worst_and_best_of_exact_levels_and_bounds():
+    assert device_model.worst_level([("PIX", True), ("PHB", False)]) == ("PHB", False)
+    assert device_model.worst_level([("NODE", True), ("PHB", False)]) == ("NODE", True)
+    assert device_model.worst_level([("NODE", True), ("NODE", False)]) == ("NODE", True)
+    assert device_model.worst_level([(None, False)]) == (None, True)
+    assert device_model.best_level([("PXB", True), ("PHB", False)]) == ("PXB", False)  # the bound may be better
+    assert device_model.best_level([("PIX", True), ("PHB", False)]) == ("PIX", True)
+    assert device_model.best_level([("NODE", True), ("SYS", True)]) == ("NODE", True)
+    assert device_model.level_text("NODE", False) == "\u2264 NODE"
+    assert device_model.level_text(None) == "unknown"
+
+
+def test_utilization_reads_other_drivers_pairs_through_the_join(dgx):
+    from ansible_collections.aligned.dra.plugins.module_utils import utilization
+
+    gpu_driver, gpu = GPUS["nvidia-v25.8"]
+    nic_driver, nic = dranet_nic(*NIC_PLACES[0])
+    claim = {
+        "metadata": {"name": "pair", "namespace": "t"},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "g", "driver": gpu_driver, "pool": "dgx", "device": gpu["name"]},
+            {"request": "n", "driver": nic_driver, "pool": "dgx", "device": nic["name"]}]}}},
+    }  # fmt: skip
+    slices = [slice_of(gpu_driver, [gpu]), slice_of(nic_driver, [nic])]
+    measured = utilization.utilization(slices, [claim], topologies={"dgx": dgx})["allocations"][0]
+    assert measured["pairs"] == [
+        {"gpu": "gpu.nvidia.com/gpu-0", "nic": f"dra.net/{nic['name']}", "level": dgx["links"][GPU_BDF]["0000:1d:00.0"],
+         "exact": True, "source": "topology"}
+    ]  # fmt: skip
+    bounded = utilization.utilization(slices, [claim])["allocations"][0]  # no probe: the shared root bounds it
+    assert (bounded["aligned_level"], bounded["aligned_level_exact"], bounded["level_source"]) == (
+        "PHB",
+        False,
+        "bound",
+    )

@@ -335,3 +335,149 @@ def test_gated_fields_are_found_in_templates():
 def test_a_trailing_newline_is_not_part_of_a_name(check, value):
     assert check(value.replace("\n", ""))
     assert not check(value)
+
+
+# -- list-typed attributes (DRAListTypeAttributes) ----------------------------------------------------
+
+# Two sockets in SNC2 mode: nodes 0 and 1 on package 0, nodes 2 and 3 on package 1,
+# SLIT 12 inside a socket and 21 across. The firmware reports gpu A's locality as
+# its whole socket (local_cpulist 0-15 = nodes 0 and 1); gpu C's local_cpulist also
+# covers node 2, on the other socket; gpu B and D have their own node's CPUs only.
+SNC2_LAYOUT = {
+    "name": "snc2-two-sockets",
+    "cpu": {"vendor": "GenuineIntel", "model": "Intel(R) Xeon(R) Platinum 8480C", "threads_per_core": 1},
+    "numa": {
+        "nodes": [
+            {"id": 0, "cpus": "0-7", "memory_kb": 1000000, "package": 0},
+            {"id": 1, "cpus": "8-15", "memory_kb": 1000000, "package": 0},
+            {"id": 2, "cpus": "16-23", "memory_kb": 1000000, "package": 1},
+            {"id": 3, "cpus": "24-31", "memory_kb": 1000000, "package": 1},
+        ],
+        "distances": [[10, 12, 21, 21], [12, 10, 21, 21], [21, 21, 10, 12], [21, 21, 12, 10]],
+    },
+    "hostbridges": [
+        {"bus": bus, "numa_node": node,
+         "children": [{"addr": "00.0", "vendor": 0x10DE, "device": 0x2330, "class": 0x030200, "link": "gen5x16",
+                       **({"files": {"local_cpulist": cpus, "local_cpus": mask}} if cpus else {})}]}
+        for bus, node, cpus, mask in (
+            (0x10, 0, "0-15", "0000ffff"),  # A: local to nodes 0 and 1
+            (0x20, 1, None, None),  # B: node 1 only
+            (0x30, 0, "0-23", "00ffffff"),  # C: node 2's CPUs too, but node 2 is on the other socket
+            (0x40, 2, None, None),  # D: node 2 only
+        )
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def snc2(tmp_path_factory):
+    from ansible_collections.aligned.dra.tests import sysfs_builder
+
+    root = sysfs_builder.build_tree(SNC2_LAYOUT, tmp_path_factory.mktemp("snc2"))
+    return probe(str(root / "sys"), str(root / "proc"))
+
+
+def numa_values(devices: list[dict]) -> dict[str, dict]:
+    return {d["name"]: d["attributes"][dra.ATTR_NUMA_NODE] for d in devices}
+
+
+def test_numa_node_stays_a_scalar_without_list_attributes(snc2):
+    assert numa_values(dra.devices_from_topology(snc2)) == {
+        "gpu-0000-10-00-0": {"int": 0},
+        "gpu-0000-20-00-0": {"int": 1},
+        "gpu-0000-30-00-0": {"int": 0},
+        "gpu-0000-40-00-0": {"int": 2},
+    }
+
+
+def test_numa_node_is_a_list_where_a_device_is_local_to_several_nodes(snc2):
+    devices = dra.devices_from_topology(snc2, {"list_attributes": True})
+    assert numa_values(devices) == {
+        "gpu-0000-10-00-0": {"ints": [0, 1]},  # its own node first
+        "gpu-0000-20-00-0": {"int": 1},
+        "gpu-0000-30-00-0": {"ints": [0, 1]},  # node 2 is local by CPUs but at SLIT 21, not 12
+        "gpu-0000-40-00-0": {"int": 2},
+    }
+    assert all(dra.validate_device(d) == [] for d in devices)
+
+
+@pytest.mark.parametrize(
+    ("local_cpulist", "expected"),
+    [
+        ("0-31", [1]),  # every CPU: the kernel's "no affinity", says nothing
+        ("0-7", [1]),  # does not even cover node 1's own CPUs
+        ("8-23", [1]),  # node 2 at 21, not at node 1's nearest distance 12; node 0 only partly
+        ("0-15", [1, 0]),
+        (None, [1]),
+    ],
+)
+def test_local_numa_nodes(snc2, local_cpulist, expected):
+    assert dra.local_numa_nodes(1, local_cpulist, snc2["numa_nodes"]) == expected
+
+
+def test_list_attributes_need_the_gate_of_the_minor(snc2):
+    devices = dra.devices_from_topology(snc2, {"list_attributes": True})
+    (item,) = dra.resource_slices("node-1", devices)
+    # alpha in 1.36 and 1.37: off unless the site turns it on
+    assert dra.fields_disabled(item, "1.36") == [
+        f"spec.devices[{i}].attributes[{dra.ATTR_NUMA_NODE}].ints needs feature gate DRAListTypeAttributes, "
+        "which is off on Kubernetes 1.36"
+        for i in (0, 2)
+    ]
+    assert len(dra.fields_disabled(item, "1.37")) == 2
+    assert dra.fields_disabled(item, "1.36", {"DRAListTypeAttributes": True}) == []
+    scalar = dra.resource_slices("node-1", dra.devices_from_topology(snc2))[0]
+    assert dra.fields_disabled(scalar, "1.36") == []
+
+
+def test_includes_in_a_selector_needs_the_gate():
+    cls = {
+        "kind": "DeviceClass",
+        "spec": {
+            "selectors": [{"cel": {"expression": 'device.attributes["resource.kubernetes.io"].numaNode.includes(0)'}}]
+        },
+    }
+    assert dra.fields_disabled(cls, "1.36") == [
+        "spec.selectors[0].cel.expression calls includes(), which needs feature gate DRAListTypeAttributes, "
+        "off on Kubernetes 1.36"
+    ]
+    assert dra.fields_disabled(cls, "1.36", {"DRAListTypeAttributes": True}) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"ints": []}, "non-empty list"),
+        ({"ints": [0, "1"]}, "must hold integers"),
+        ({"bools": [True, 1]}, "must hold booleans"),
+        ({"strings": ["x" * 65]}, "at most 64 characters"),
+        ({"ints": list(range(48))}, "49 attribute values"),  # plus the device's scalar
+        ({"floats": [1.0]}, "exactly one of"),
+    ],
+)
+def test_list_values_are_validated(value, problem):
+    device = {"name": "cpu-0", "attributes": {"socket": {"int": 0}, "numa": value}}
+    assert any(problem in message for message in dra.validate_device(device)), dra.validate_device(device)
+
+
+def test_list_values_within_the_limits_are_valid():
+    device = {"name": "cpu-0", "attributes": {"socket": {"int": 0}, "numa": {"ints": list(range(47))}}}
+    assert dra.validate_device(device) == []
+
+
+def test_slices_with_list_attributes_hold_at_most_64_devices():
+    devices = [{"name": f"cpu-{i}", "attributes": {"numa": {"ints": [0, 1]}}} for i in range(65)]
+    slices = dra.resource_slices("node-1", devices)
+    assert [len(s["spec"]["devices"]) for s in slices] == [64, 1]
+    too_big = copy.deepcopy(slices[0])
+    too_big["spec"]["devices"] = devices
+    assert any("65 devices, limit 64" in p for p in dra.validate_slice(too_big))
+
+
+def test_attribute_value_sets():
+    assert dra.attribute_value_set({"int": 1}) == {("int", 1)}
+    assert dra.attribute_value_set({"ints": [1, 2]}) == {("int", 1), ("int", 2)}
+    assert not dra.attribute_value_set({"bool": True}) & dra.attribute_value_set({"int": 1})
+    assert dra.attribute_value_set({"versions": ["1.0.0"]}) == {("version", "1.0.0")}
+    assert dra.attribute_value_set({"ints": 1}) is None
+    assert dra.attribute_value_set({"int": 1, "string": "x"}) is None

@@ -161,3 +161,59 @@ def test_referenced_domains():
     assert dra_cel.referenced_domains(
         ['device.attributes["a.io"].x == 1', "device.capacity['b.io'].y.sign() == 1", "true"]
     ) == {"a.io", "b.io"}
+
+
+# -- list-typed attributes and includes() (DRAListTypeAttributes) ------------------------------------
+
+LISTED = {
+    "name": "cpu-0",
+    "attributes": {
+        "resource.kubernetes.io/numaNode": {"ints": [0, 1]},
+        "resource.kubernetes.io/pcieRoot": {"strings": ["pci0000:00", "pci0000:16"]},
+        "smt": {"bools": [True]},
+        "firmware": {"versions": ["1.2.3", "2.0.0"]},
+        "socket": {"int": 0},
+    },
+}
+NUMA_NODE = 'device.attributes["resource.kubernetes.io"].numaNode'
+PCIE_ROOT = 'device.attributes["resource.kubernetes.io"].pcieRoot'
+
+
+@pytest.mark.parametrize(
+    ("expression", "device", "expected"),
+    [
+        (f"{NUMA_NODE}.includes(1)", LISTED, True),
+        (f"{NUMA_NODE}.includes(2)", LISTED, False),
+        (f"{NUMA_NODE}.includes(1)", GPU, True),  # a scalar: equality
+        (f"{NUMA_NODE}.includes(0)", GPU, False),
+        (f'{PCIE_ROOT}.includes("pci0000:16")', LISTED, True),
+        (f'{PCIE_ROOT}.includes("pci0000:17")', LISTED, False),
+        ('device.attributes["dra.aligned.dev"].smt.includes(true)', LISTED, True),
+        ('device.attributes["dra.aligned.dev"].smt.includes(1)', LISTED, False),  # a bool is not a number
+        ('device.attributes["dra.aligned.dev"].socket.includes(false)', LISTED, False),
+        ('device.attributes["dra.aligned.dev"].firmware.includes(semver("2.0.0"))', LISTED, True),
+        ('device.attributes["dra.aligned.dev"].firmware.includes(semver("2.0.1"))', LISTED, False),
+        ('device.attributes["dra.aligned.dev"].driverVersion.includes(semver("550.54.15"))', GPU, True),
+        (f'{NUMA_NODE}.includes("1")', LISTED, False),
+        # a list attribute is a CEL list: the macros work on it, == a scalar is simply false
+        (f"{NUMA_NODE}.exists(n, n > 0)", LISTED, True),
+        (f"{NUMA_NODE} == 0", LISTED, False),
+    ],
+)
+def test_includes_and_list_attributes(expression, device, expected):
+    assert run(expression, device, ()) == (expected, None)
+
+
+def test_includes_refuses_lists_longer_than_a_device_may_hold():
+    long = {"name": "x", "attributes": {"resource.kubernetes.io/numaNode": {"ints": list(range(49))}}}
+    matched, error = run(f"{NUMA_NODE}.includes(1)", long, ())
+    assert not matched and "longer than 48" in error
+
+
+def test_list_attributes_are_memo_keys():
+    selector = dra_cel.Selector(f"{NUMA_NODE}.includes(1)")
+    one = dra_cel.cel_device(LISTED, "dra.aligned.dev")
+    other = dra_cel.cel_device({"name": "y", "attributes": {"resource.kubernetes.io/numaNode": {"ints": [2, 3]}}}, "d")
+    assert selector.evaluate(one) == (True, None)
+    assert selector.evaluate(other) == (False, None)
+    assert len(selector.memo) == 2

@@ -147,7 +147,9 @@ def test_bad_settings_are_refused_with_the_setting_named(settings, message):
 
 
 def test_driver_args_follow_the_device_options():
-    args = dd.driver_args({"exclude": ["eno*", "ib*"], "plain_nics": True, "vfs": False, "log_level": "DEBUG"})
+    args = dd.driver_args(
+        {"exclude": ["eno*", "ib*"], "plain_nics": True, "vfs": False, "list_attributes": True, "log_level": "DEBUG"}
+    )
     assert args == [
         "--driver-name=dra.aligned.dev",
         "--kubelet-dir=/var/lib/kubelet",
@@ -158,6 +160,7 @@ def test_driver_args_follow_the_device_options():
         "--exclude=ib*",
         "--plain-nics",
         "--no-vfs",
+        "--list-attributes",
         "--log-level=DEBUG",
     ]
 
@@ -167,6 +170,9 @@ def test_driver_args_are_accepted_by_the_driver_command_line():
 
     args = parser().parse_args(["--node-name=n1", *dd.driver_args({"exclude": ["eno*"], "fractional_gpus": True})])
     assert args.exclude == ["eno*"] and args.fractional_gpus == "on" and args.state_dir == "/var/lib/aligned-dra"
+    assert args.list_attributes is False
+    listed = parser().parse_args(["--node-name=n1", *dd.driver_args({"list_attributes": True})])
+    assert listed.list_attributes is True
 
 
 def test_node_kubeconfig():

@@ -437,3 +437,108 @@ def test_node_accounting_lists_the_left_out_nodes_and_counts():
 def test_node_accounting_names_bad_input(planned, failed, counts, message):
     with pytest.raises(planner.PlanError, match=message):
         planner.node_accounting(planned, failed, counts)
+
+
+# -- list-typed attributes (DRAListTypeAttributes, KEP-5491) ----------------------------------------
+
+CPU_DRIVER = "cpu.example.com"
+LIST_CLASSES = CLASSES + [device_class("cpu", f'device.driver == "{CPU_DRIVER}"')]
+
+
+def numa_device(name: str, driver: str, value: dict, kind: str | None = None) -> dict:
+    attributes = {NUMA: value}
+    if kind:
+        attributes["dra.aligned.dev/kind"] = {"string": kind}
+    return {"name": name, "driver": driver, "pool": "n1", "attributes": attributes}
+
+
+def plan_devices(devices: list, templates: list) -> dict:
+    nodes = {"n1": {"devices": devices, "links": {}, "shared_counters": {}}}
+    result = planner.plan("test", nodes, LIST_CLASSES, templates)
+    return {t["name"]: t["nodes"]["n1"] for t in result["templates"]}
+
+
+def test_match_attribute_is_a_non_empty_intersection_with_scalars_as_one_element_sets():
+    devices = [
+        numa_device("gpu-a", "dra.aligned.dev", {"int": 1}, "gpu"),
+        numa_device("gpu-b", "dra.aligned.dev", {"int": 3}, "gpu"),
+        numa_device("cpu-0", CPU_DRIVER, {"ints": [0, 1]}),
+        numa_device("cpu-1", CPU_DRIVER, {"ints": [2, 3]}),
+    ]
+    pair = template("pair", [exactly("gpu", "gpu"), exactly("cpu", "cpu")], [{"matchAttribute": NUMA}])
+    node = plan_devices(devices, [pair])["pair"]
+    # {1} meets {0, 1}; {3} meets {2, 3}; {1} and {2, 3} do not meet
+    assert node["fits"] == 2
+    assert [a["devices"] for a in node["allocations"]] == [
+        {"gpu": ["gpu-a"], "cpu": [f"{CPU_DRIVER}/cpu-0"]},
+        {"gpu": ["gpu-b"], "cpu": [f"{CPU_DRIVER}/cpu-1"]},
+    ]
+
+
+def test_match_attribute_needs_one_value_common_to_all_devices_not_just_to_each_pair():
+    gpu = numa_device("gpu-a", "dra.aligned.dev", {"ints": [0, 1]}, "gpu")
+    nic = numa_device("nic-a", "dra.aligned.dev", {"ints": [1, 2]}, "nic")
+    triple = template(
+        "triple", [exactly("gpu", "gpu"), exactly("nic", "nic"), exactly("cpu", "cpu")], [{"matchAttribute": NUMA}]
+    )
+    # every pair overlaps, but {0,1} & {1,2} & {2} is empty
+    assert plan_devices([gpu, nic, numa_device("cpu-2", CPU_DRIVER, {"int": 2})], [triple])["triple"]["fits"] == 0
+    # {0,1} & {1,2} & {1, 5} = {1}
+    assert plan_devices([gpu, nic, numa_device("cpu-1", CPU_DRIVER, {"ints": [1, 5]})], [triple])["triple"]["fits"] == 1
+
+
+def test_match_attribute_backtracks_to_the_intersection_before_a_device():
+    # gpu-a narrows {0,1,2} & {0,1} to {0,1}; nic-x ({1}) fails with cpu-0 ({0}) and is taken back,
+    # the search must then see {0,1} again and accept nic-y ({0})
+    devices = [
+        numa_device("cpu-0", CPU_DRIVER, {"ints": [0, 1, 2]}),
+        numa_device("gpu-a", "dra.aligned.dev", {"ints": [0, 1]}, "gpu"),
+        numa_device("nic-x", "dra.aligned.dev", {"int": 1}, "nic"),
+        numa_device("nic-y", "dra.aligned.dev", {"int": 0}, "nic"),
+        numa_device("vf-0", "dra.aligned.dev", {"int": 0}, "vf"),
+    ]
+    quad = template(
+        "quad",
+        [exactly("cpu", "cpu"), exactly("gpu", "gpu"), exactly("nic", "nic"), exactly("vf", "vf")],
+        [{"matchAttribute": NUMA}],
+    )
+    node = plan_devices(devices, [quad])["quad"]
+    assert node["fits"] == 1
+    assert node["allocations"][0]["devices"]["nic"] == ["nic-y"]
+
+
+def test_distinct_attribute_needs_pairwise_disjoint_sets():
+    devices = [numa_device(f"cpu-{v}", CPU_DRIVER, value) for v, value in
+               (("a", {"ints": [0, 1]}), ("b", {"ints": [1, 2]}), ("c", {"int": 3}), ("d", {"ints": [4]}))]  # fmt: skip
+    two = template("two", [exactly("x", "cpu"), exactly("y", "cpu")], [{"distinctAttribute": NUMA}])
+    node = plan_devices(devices, [two])["two"]
+    # a and b share 1, so the first claim takes a and c, the second b and d
+    assert node["fits"] == 2
+    assert [a["devices"] for a in node["allocations"]] == [
+        {"x": [f"{CPU_DRIVER}/cpu-a"], "y": [f"{CPU_DRIVER}/cpu-c"]},
+        {"x": [f"{CPU_DRIVER}/cpu-b"], "y": [f"{CPU_DRIVER}/cpu-d"]},
+    ]
+
+
+def test_values_of_different_types_never_match():
+    devices = [
+        numa_device("gpu-a", "dra.aligned.dev", {"int": 1}, "gpu"),
+        numa_device("cpu-bool", CPU_DRIVER, {"bools": [True]}),
+        numa_device("cpu-str", CPU_DRIVER, {"strings": ["1"]}),
+    ]
+    pair = template("pair", [exactly("gpu", "gpu"), exactly("cpu", "cpu")], [{"matchAttribute": NUMA}])
+    assert plan_devices(devices, [pair])["pair"]["fits"] == 0
+    devices.append(numa_device("cpu-int", CPU_DRIVER, {"ints": [7, 1]}))
+    assert plan_devices(devices, [pair])["pair"]["allocations"][0]["devices"]["cpu"] == [f"{CPU_DRIVER}/cpu-int"]
+
+
+def test_includes_selects_on_list_and_scalar_attributes():
+    devices = [
+        numa_device("cpu-0", CPU_DRIVER, {"ints": [0, 1]}),
+        numa_device("cpu-1", CPU_DRIVER, {"int": 1}),
+        numa_device("cpu-2", CPU_DRIVER, {"ints": [2, 3]}),
+    ]
+    on_one = 'device.attributes["resource.kubernetes.io"].numaNode.includes(1)'
+    request = exactly("cpu", "cpu", count=2, selectors=[{"cel": {"expression": on_one}}])
+    node = plan_devices(devices, [template("t", [request])])["t"]
+    assert node["allocations"][0]["devices"] == {"cpu": [f"{CPU_DRIVER}/cpu-0", f"{CPU_DRIVER}/cpu-1"]}

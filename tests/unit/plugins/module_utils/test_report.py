@@ -323,6 +323,19 @@ def test_plan_section_shows_tainted_devices_and_why():
     assert "Tainted devices" not in report.plan_html(untainted)
 
 
+def test_a_bounded_plan_level_is_shown_as_a_bound():
+    nodes = identical_site("vm-flat", 2)
+    plan = plan_for("s", nodes)
+    template = plan["templates"][0]
+    template.update(worst_level="PHB", worst_level_exact=False)
+    template["nodes"]["gpu-0001"].update(worst_level="PHB", worst_level_exact=False)
+    template["nodes"]["gpu-0002"].update(worst_level="PHB", worst_level_exact=True)
+    html = report.plan_html(report.validate_plan(plan))
+    assert re.search(r"<td><b [^>]*>≤ PHB</b></td>", html)
+    assert re.search(r"worst level <b [^>]*>PHB</b>: 1 node \(gpu-0002\)", html)
+    assert re.search(r"worst level <b [^>]*>≤ PHB</b>: 1 node \(gpu-0001\)", html)
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -442,6 +455,9 @@ def test_site_page_shows_quotas_against_capacity_and_utilization():
     assert len(bars) == 2 * 5  # one allocated and one idle bar per class with devices
     assert "<script" not in page and 'href="utilization.json"' in page and 'href="teams.json"' in page
     assert "4 claims hold GPUs and NICs" in page and "gpu-0000-3d-00-0: 2 claims, 2 consumers, memory 75 % used" in page
+    # without topologies, a pair on one pcieRoot is PHB at worst: shown as a bound, not as unknown
+    assert used["alignment"]["bounds"] == {"PHB": 2} and used["alignment"]["levels"]["unknown"] == 0
+    assert re.search(r'GPUs and NICs: .*<b [^>]*class="bound"[^>]*>≤ PHB</b> 2', page)
 
 
 def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_path):

@@ -122,6 +122,8 @@ def test_tiers_can_be_changed_added_and_removed():
         ({"oversubscription": {"gpu": 0.5}}, "must be a number >= 1"),
         ({"oversubscription": {"tpu": 2}}, "'tpu' is not a DeviceClass"),
         ({"extended_resources": {"gpu": "gpu"}}, "is not a domain/name resource"),
+        ({"extended_resources": {"gpu": "kubernetes.io/gpu"}}, "reserved for native resources"),
+        ({"extended_resources": {"gpu": "requests.example.com/gpu"}}, "must not start with requests."),
         ({"tiers": {"production": {"name": "system-x"}}}, "not starting with system-"),
         ({"tiers": {"production": {"value": 2000000000}}}, "must be an integer"),
         ({"tiers": {"production": {"preemption_policy": "Sometimes"}}}, "PreemptLowerPriority or Never"),
@@ -145,6 +147,18 @@ def test_class_declaring_an_extended_resource_name_gets_the_requests_quota():
     result = teams.render({"teams": [{"name": "a", "quotas": {"gpu": 2}}]}, "s", objs, "1.36", class_keys=CLASS_KEYS)
     quota = by_kind(result)["ResourceQuota"][0]
     assert quota["spec"]["hard"]["requests.example.com/h100"] == "2"
+
+
+def test_team_extended_resource_must_match_the_name_the_class_declares():
+    declared = claims.render({"extended_resources": {"gpu": "aligned.dev/gpu"}}, "s", "1.36")["objects"]
+    team = {"teams": [{"name": "a", "quotas": {"gpu": 2}}]}
+    mismatch = dict(team, extended_resources={"gpu": "example.com/gpu"})
+    with pytest.raises(teams.TeamsError, match="differs from the extendedResourceName 'aligned.dev/gpu'"):
+        teams.render(mismatch, "s", declared, "1.36", class_keys=CLASS_KEYS)
+    for raw in (team, dict(team, extended_resources={"gpu": "aligned.dev/gpu"})):
+        quota = by_kind(teams.render(raw, "s", declared, "1.36", class_keys=CLASS_KEYS))["ResourceQuota"][0]
+        assert quota["spec"]["hard"]["requests.aligned.dev/gpu"] == "2"
+        assert "requests.example.com/gpu" not in quota["spec"]["hard"]
 
 
 PLAN = {"classes": {"aligned-gpu": {"devices": 10}, "aligned-nic": {"devices": 4}}}

@@ -92,6 +92,7 @@ def test_per_team(report):
         "namespaces": ["llm-train"],
         "devices": {"aligned-gpu": 2, "aligned-nic": 2},
         "levels": {"PIX": 1, "NODE": 1},
+        "bounds": {},
     }
     assert teams["vision-research"]["claims"] == 4
     assert teams["vision-research"]["devices"] == {"aligned-gpu": 4, "aligned-nic": 1}
@@ -100,7 +101,8 @@ def test_per_team(report):
         "claims": 1,
         "namespaces": ["adhoc"],
         "devices": {"nvidia-gpu": 1, "dranet-nic": 1},
-        "levels": {"PHB": 1},
+        "levels": {},
+        "bounds": {"PHB": 1},  # one pcieRoot: PHB at worst, not known better
     }
 
 
@@ -125,8 +127,23 @@ def test_levels_from_topology_and_from_attributes(report):
         "llm-train/pair-a": ("PIX", "topology"),
         "llm-train/pair-b": ("NODE", "topology"),
         "vision/pair-fallback": ("SYS", "attributes"),  # root pci0000:15 vs pci0000:97, NUMA 0 vs 1
-        "adhoc/nv-net": ("PHB", "attributes"),  # same pcieRoot, other drivers
+        "adhoc/nv-net": ("PHB", "bound"),  # same pcieRoot, no address published: PHB at worst
     }
+    assert [a["aligned_level_exact"] for c, a in sorted(by_claim.items()) if "aligned_level" in a] == [
+        False,
+        True,
+        True,
+        True,
+    ]
+    assert by_claim["adhoc/nv-net"]["pairs"] == [
+        {
+            "gpu": "gpu.nvidia.com/gpu-0",
+            "nic": "dra.net/eth1",
+            "level": "PHB",
+            "exact": False,
+            "source": "bound",
+        }
+    ]
     assert by_claim["vision/pair-fallback"]["devices"] == {
         "aligned-gpu": ["gpu-0000-1b-00-0"],
         "aligned-nic": ["nic-0000-9a-00-0"],
@@ -134,10 +151,12 @@ def test_levels_from_topology_and_from_attributes(report):
     assert "observability/gpu-monitor" not in by_claim  # admin access only
     assert report["alignment"] == {
         "claims_with_gpus_and_nics": 4,
-        "levels": {"PIX": 1, "PXB": 0, "PHB": 1, "NODE": 1, "SYS": 1, "unknown": 0},
-        "level_source": ["attributes", "topology"],
+        "levels": {"PIX": 1, "PXB": 0, "PHB": 0, "NODE": 1, "SYS": 1, "unknown": 0},
+        "bounds": {"PHB": 1},
+        "level_source": ["attributes", "bound", "topology"],
         "promised_level": "NODE",
         "below_promise": ["vision/pair-fallback"],
+        "maybe_below_promise": [],
     }
 
 

@@ -166,6 +166,27 @@ def test_claims_settings_that_do_not_render():
     assert "'no-such-template' is not rendered" in problems[0].reason
 
 
+@pytest.mark.parametrize(
+    ("host_vars", "reason"),
+    [
+        ({"aligned_dra_kubernetes_version": "1.35"}, "DRAExtendedResource, which is off on Kubernetes 1.35"),
+        ({"aligned_dra_feature_gates": {"DRAExtendedResource": False}}, "which is off on Kubernetes 1.36"),
+        ({"aligned_dra_claims": {"extended_resources": {"gpu": "gpu"}}}, "'gpu' is not an extended resource name"),
+        (
+            {"aligned_dra_claims": {"extended_resources": {"gpu": "x.io/gpu", "vf": "x.io/gpu"}}},
+            "'x.io/gpu' is already the extended resource name of class 'gpu'",
+        ),
+    ],
+)
+def test_extended_resource_names_the_site_cannot_serve(host_vars, reason):
+    settings = {"aligned_dra_claims": {"extended_resources": {"gpu": "aligned.dev/gpu"}}, **host_vars}
+    problems = run({"a": settings}, ["claims"])[0]
+    assert [(p.host, p.variable) for p in problems] == [("a", "aligned_dra_claims")]
+    assert problems[0].value == validate.show(settings["aligned_dra_claims"])
+    assert problems[0].reason.startswith("site default: aligned_dra_claims.extended_resources.")
+    assert reason in problems[0].reason
+
+
 def test_team_quota_on_a_class_the_site_does_not_render():
     teams = {"teams": [{"name": "ml", "quotas": {"aligned-tpu": 4}}]}
     problems = run({"a": {"aligned_dra_site": "lab", "aligned_dra_teams": teams}}, ["teams"])[0]

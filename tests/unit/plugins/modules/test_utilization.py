@@ -61,7 +61,8 @@ def test_from_cluster_reads_slices_claims_and_classes(capsys, tmp_path):
     used = result["utilization"]
     assert used["classes"]["aligned-gpu"] == {"published": 6, "allocated": 5, "idle": 1, "utilization": 0.833}
     assert used["claims"]["pending"] == 1 and used["claims"]["admin_access_results"] == 2
-    assert used["alignment"]["level_source"] == ["attributes"]  # no topologies: attributes only
+    # no topologies: levels decided (attributes) or bounded (bound) by pcieRoot and numaNode only
+    assert used["alignment"]["level_source"] == ["attributes", "bound"]
     assert used["shared"][0]["capacity"]["memory"]["share"] == 0.75
 
 
