@@ -12,7 +12,7 @@ cause             check                                                       ef
 gone              the PCI function is no longer in sysfs                      NoExecute
 not-responding    its config space reads as all ones (fell off the bus)       NoExecute
 no-driver         no kernel driver is bound                                   NoSchedule
-link-down         a netdev of the function in this namespace is ``down``      NoSchedule
+link-down         a netdev of the function is up but has no carrier           NoSchedule
 rdma-port-down    an RDMA port of the function is not ACTIVE                  NoSchedule
 aer-fatal         ``aer_dev_fatal`` grew within the last ``aer_hold`` seconds NoSchedule
 ================  ==========================================================  ==========
@@ -71,6 +71,7 @@ def check(
     rdma: dict[str, dict[str, Any]],
     responds: bool | None = None,
     aer_message: str = "",
+    no_carrier: str = "",
 ) -> tuple[str, str]:
     """``(cause, message)`` of one device; the cause is empty when every check passes."""
     if topo is None:
@@ -80,9 +81,8 @@ def check(
         return "not-responding", f"{bdf}: config space reads all ones (fell off the bus)"
     if not topo.get("driver"):
         return "no-driver", f"{bdf}: no kernel driver bound"
-    for netdev in topo.get("netdevs") or []:
-        if str(netdev.get("operstate") or "").lower() == "down":
-            return "link-down", f"{netdev.get('name')}: link down"
+    if no_carrier:
+        return "link-down", f"{no_carrier}: link down (up, no carrier)"
     for name in topo.get("rdma_devices") or []:
         for port in (rdma.get(name) or {}).get("ports") or []:
             state = str(port.get("state") or "").upper()
@@ -142,11 +142,19 @@ class HealthMonitor:
             for name in sorted(set(self.table) | set(self.known)):
                 topo = inventory.by_name.get(name)
                 responds = None
-                aer = ""
+                aer = no_carrier = ""
                 if topo is not None and self.sysfs_root:
                     responds = pcihealth.responds(self.sysfs_root, topo["pci_address"])
                     aer = self._aer_message(topo["pci_address"], now)
-                cause, message = check(topo, inventory.rdma, responds, aer)
+                    no_carrier = next(
+                        (
+                            n["name"]
+                            for n in topo.get("netdevs") or []
+                            if n.get("name") and pcihealth.carrier_lost(self.sysfs_root, n["name"])
+                        ),
+                        "",
+                    )
+                cause, message = check(topo, inventory.rdma, responds, aer, no_carrier)
                 old = self.table.get(name)
                 if old is not None and old.cause == cause and (old.message == message or cause == "aer-fatal"):
                     continue  # unchanged (the age in an AER message is no change)

@@ -11,6 +11,9 @@ Two reads per published function and scan, both cheap and side-effect free:
 - ``aer_dev_fatal``: the kernel's count of fatal uncorrectable AER errors the
   function reported (``TOTAL_ERR_FATAL``; kernels 4.19+, AER-capable
   functions only).
+- ``class/net/<netdev>/flags`` and ``carrier``: a link is down when its
+  interface is administratively up and has no carrier. An interface nobody
+  brought up (a NIC the host leaves to the pods) is not a fault.
 
 Every read that fails answers ``None`` (unknown), never unhealthy.
 """
@@ -63,3 +66,20 @@ def aer_fatal_count(sysfs_root: str, pci_address: str) -> int | None:
         total += int(parts[1])
         seen = True
     return total if seen else None
+
+
+IFF_UP = 0x1
+
+
+def carrier_lost(sysfs_root: str, netdev: str) -> bool | None:
+    """True when the interface is up (IFF_UP) without carrier; None when down by choice or unreadable."""
+    base = os.path.join(sysfs_root, "class", "net", netdev)
+    try:
+        with open(os.path.join(base, "flags")) as handle:
+            flags = int(handle.read().strip(), 16)
+        if not flags & IFF_UP:
+            return None
+        with open(os.path.join(base, "carrier")) as handle:
+            return handle.read().strip() == "0"
+    except (OSError, ValueError):  # carrier of an interface that is down reads EINVAL
+        return None

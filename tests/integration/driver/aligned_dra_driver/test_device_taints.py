@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Device health as DeviceTaints: the real driver process, a fixture sysfs tree and the strict fake API server.
 
-A fault made in the tree shows up as a taint of the device in the ResourceSlice
+A fault made in the tree (an RDMA port DOWN, a link without carrier, a
+bumped ``aer_dev_fatal``, a config space of all ones, a removed function) shows up as a taint of the device in the ResourceSlice
 at the next scan (the driver rescans every 0.5 s here), the health stream and
 the metrics say the same at that moment, and recovery removes the taint. Where
 the configuration says the cluster has no DRADeviceTaints, nothing carries a
@@ -146,6 +147,16 @@ def test_faults_taint_devices_and_recovery_removes_the_taints(node):
             wait_taint(api, h.NIC, None)
             stream_until(stream, h.NIC, healthy=True)
             assert unhealthy_metric(base, h.NIC) is None
+
+            # the NIC's interface is up and loses its carrier: link-down
+            netdev = node.sys / "class" / "net" / "aldnic0"
+            (netdev / "carrier").write_text("0\n")
+            (netdev / "operstate").write_text("down\n")
+            (taint,) = wait_taint(api, h.NIC, "link-down")
+            assert taint["effect"] == "NoSchedule"
+            (netdev / "carrier").write_text("1\n")
+            (netdev / "operstate").write_text("up\n")
+            wait_taint(api, h.NIC, None)
 
             # the GPU reports a fatal AER error: NoSchedule for the hold, then clean again
             gpu_dir = node.sys / "bus" / "pci" / "devices" / h.GPU_BDF

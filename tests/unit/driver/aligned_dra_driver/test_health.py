@@ -41,16 +41,6 @@ def inventory(device_topo: dict | None, rdma: dict | None = None) -> Inventory:
         (None, RDMA_UP, None, "", "gone", "no longer present on the node"),
         (topo(driver=None), RDMA_UP, False, "", "not-responding", f"{BDF}: config space reads all ones"),
         (topo(driver=None), RDMA_UP, None, "", "no-driver", f"{BDF}: no kernel driver bound"),
-        (topo(netdevs=[{"name": "ens1", "operstate": "down"}]), RDMA_UP, True, "", "link-down", "ens1: link down"),
-        # a VF's netdev has no operstate of its own; unknown (no carrier detection) is not down
-        (
-            topo(netdevs=[{"name": "v", "operstate": None}, {"name": "u", "operstate": "unknown"}]),
-            RDMA_UP,
-            None,
-            "",
-            "",
-            "ok",
-        ),  # fmt: skip
         (
             topo(),
             {"mlx5_0": {"ports": [{"port": 1, "state": "DOWN"}]}},
@@ -66,6 +56,24 @@ def test_each_check_names_its_cause(device, rdma, responds, aer, cause, message)
     found_cause, found_message = health.check(device, rdma, responds, aer)
     assert found_cause == cause
     assert found_message.startswith(message)
+
+
+def test_a_link_is_down_only_when_it_is_up_without_carrier(tmp_path):
+    net = tmp_path / "class" / "net" / "ens1"
+    net.mkdir(parents=True)
+    (net / "flags").write_text("0x1002\n")  # nobody brought it up: not a fault
+    assert pcihealth.carrier_lost(str(tmp_path), "ens1") is None
+    (net / "flags").write_text("0x1003\n")
+    (net / "carrier").write_text("1\n")
+    assert pcihealth.carrier_lost(str(tmp_path), "ens1") is False
+    monitor = health.HealthMonitor(sysfs_root=str(tmp_path))
+    monitor.update(inventory(topo()))
+    assert monitor.snapshot()[NAME].healthy
+    (net / "carrier").write_text("0\n")
+    monitor.update(inventory(topo()))
+    entry = monitor.snapshot()[NAME]
+    assert (entry.cause, entry.message) == ("link-down", "ens1: link down (up, no carrier)")
+    assert pcihealth.carrier_lost(str(tmp_path), "gone0") is None
 
 
 def test_every_cause_has_an_effect_that_the_api_accepts():
