@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Device health as DeviceTaints: the real driver process, a fixture sysfs tree and the strict fake API server.
 
-A fault made in the tree (an RDMA port DOWN, a link without carrier, a
-bumped ``aer_dev_fatal``, a config space of all ones, a removed function) shows up as a taint of the device in the ResourceSlice
-at the next scan (the driver rescans every 0.5 s here), the health stream and
-the metrics say the same at that moment, and recovery removes the taint. Where
-the configuration says the cluster has no DRADeviceTaints, nothing carries a
-``taints`` field.
+A fault made in the tree (an RDMA port DOWN, a link without carrier, a bumped
+``aer_dev_fatal``, a config space of all ones, a removed function) shows up as
+a taint of the device in the ResourceSlice at the next scan (the driver
+rescans every 0.5 s here), the health stream and the metrics say the same at
+that moment, and recovery removes the taint. Where the configuration says the
+cluster has no DRADeviceTaints, nothing carries a ``taints`` field.
 """
 
 from __future__ import annotations
