@@ -132,29 +132,36 @@ class HealthMonitor:
             return ""
         return f"{rise[1]} fatal AER error(s), the last {now - rise[0]:.0f} s ago"
 
+    def _check(self, topo: dict[str, Any] | None, rdma: dict[str, dict[str, Any]], now: float) -> tuple[str, str]:
+        responds = None
+        aer = no_carrier = ""
+        if topo is not None and self.sysfs_root:
+            responds = pcihealth.responds(self.sysfs_root, topo["pci_address"])
+            aer = self._aer_message(topo["pci_address"], now)
+            no_carrier = next(
+                (
+                    n["name"]
+                    for n in topo.get("netdevs") or []
+                    if n.get("name") and pcihealth.carrier_lost(self.sysfs_root, n["name"])
+                ),
+                "",
+            )
+        return check(topo, rdma, responds, aer, no_carrier)
+
     def update(self, inventory: Any) -> bool:
-        """Recompute from an inventory; True when any device changed state."""
+        """Recompute from an inventory; True when any device changed state.
+
+        One scan thread calls it; the sysfs reads happen before the lock is taken,
+        so the health stream and a metrics scrape never wait on them.
+        """
         now = self.clock()
+        names = sorted(set(self.table) | set(self.known) | {d["name"] for d in inventory.devices})
+        results = {name: self._check(inventory.by_name.get(name), inventory.rdma, now) for name in names}
         changed = False
         with self.cond:
             for device in inventory.devices:
                 self.known[device["name"]] = device
-            for name in sorted(set(self.table) | set(self.known)):
-                topo = inventory.by_name.get(name)
-                responds = None
-                aer = no_carrier = ""
-                if topo is not None and self.sysfs_root:
-                    responds = pcihealth.responds(self.sysfs_root, topo["pci_address"])
-                    aer = self._aer_message(topo["pci_address"], now)
-                    no_carrier = next(
-                        (
-                            n["name"]
-                            for n in topo.get("netdevs") or []
-                            if n.get("name") and pcihealth.carrier_lost(self.sysfs_root, n["name"])
-                        ),
-                        "",
-                    )
-                cause, message = check(topo, inventory.rdma, responds, aer, no_carrier)
+            for name, (cause, message) in results.items():
                 old = self.table.get(name)
                 if old is not None and old.cause == cause and (old.message == message or cause == "aer-fatal"):
                     continue  # unchanged (the age in an AER message is no change)
