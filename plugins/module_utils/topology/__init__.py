@@ -6,7 +6,7 @@ where are they": the ``topology_info`` module calls :func:`probe`, and the
 bundled DRA driver and the allocation planner are to call nothing else, so
 facts, published ResourceSlices and plans cannot disagree.
 
-The code runs on nodes (Python >= 3.9) and imports nothing from Ansible.
+The probe runs on nodes (Python >= 3.9) and imports nothing from Ansible.
 Every read tolerates missing files, unreadable files and dangling symlinks:
 the field becomes ``None`` and, where the file should have been there, a
 warning is recorded instead of an exception.
