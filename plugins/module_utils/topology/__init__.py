@@ -11,9 +11,9 @@ Every read tolerates missing files, unreadable files and dangling symlinks:
 the field becomes ``None`` and, where the file should have been there, a
 warning is recorded instead of an exception.
 
-The package's parts:
+The package itself defines the vocabulary of a probe result (schema version,
+device kinds, levels); its parts:
 
-- ``schema``: schema version, device kinds and levels (loaded with the package);
 - ``reads``: :data:`PROBE_READS`, what the probe reads (for the capture);
 - ``sysfs``: :class:`Reader`, file and link access collecting warnings;
 - ``parsers``: the contents of sysfs and procfs files;
@@ -38,16 +38,21 @@ from __future__ import annotations
 
 import sys
 
-from .schema import GPU_KINDS as GPU_KINDS
-from .schema import KINDS as KINDS
-from .schema import LEVEL_RANK as LEVEL_RANK
-from .schema import LEVELS as LEVELS
-from .schema import NIC_KINDS as NIC_KINDS
-from .schema import SCHEMA_VERSION as SCHEMA_VERSION
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+# The vocabulary of a probe result, defined here so that every user of the
+# package (the planner, the device model) gets it without loading a part.
+SCHEMA_VERSION = 1
+
+# nvidia-smi topo -m levels, best first.
+LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+LEVEL_RANK = {name: rank for rank, name in enumerate(LEVELS)}
+
+KINDS = ("gpu", "accelerator", "nic", "rdma", "nvme", "other")
+GPU_KINDS = frozenset(("gpu", "accelerator"))
+NIC_KINDS = frozenset(("nic", "rdma"))
 
 # Where each name of the package is defined, for names not loaded with it.
 _PARTS = {

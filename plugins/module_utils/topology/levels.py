@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import operator
 
+from . import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
 from .pci import pci_function_key
-from .schema import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

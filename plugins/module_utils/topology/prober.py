@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 
+from . import GPU_KINDS, KINDS, SCHEMA_VERSION
 from .gpus import GpuProbe
 from .levels import compute_links
 from .netdevs import NetdevProbe
@@ -18,7 +19,6 @@ from .numa import NumaProbe
 from .pci import PciIds, classify, is_bridge_class
 from .pci_walk import PciWalk
 from .rdma import RdmaProbe
-from .schema import GPU_KINDS, KINDS, SCHEMA_VERSION
 from .sysfs import Reader
 
 TYPE_CHECKING = False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils import device_model
 
-from .schema import GPU_KINDS, LEVELS, NIC_KINDS
+from . import GPU_KINDS, LEVELS, NIC_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
