@@ -3,8 +3,9 @@
 
 The wheel holds ``aligned_dra_driver/`` (the .proto files and the committed
 generated code included) and, as ``aligned_dra_driver/_collection/``, the
-collection's ``plugins/module_utils/topology.py`` and ``dra.py`` read from
-the checkout at build time: one source file each, never a second copy in git.
+collection's ``plugins/module_utils/topology/`` package, ``dra.py``,
+``dra_cel.py`` and ``device_model.py`` read from the checkout at build time:
+one source file each, never a second copy in git.
 
     .venv/bin/pip wheel --no-deps -w dist driver/
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -21,9 +23,14 @@ import tomllib
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "aligned_dra_driver"
-SHARED = ("topology.py", "dra.py", "dra_cel.py", "device_model.py")
-# The collection imports its libraries by their collection path; inside the wheel they are siblings.
-COLLECTION_IMPORT = b"from ansible_collections.aligned.dra.plugins.module_utils import "
+# Files, and packages (directories: every .py file in them).
+SHARED = ("topology", "dra.py", "dra_cel.py", "device_model.py")
+# The collection imports its libraries by their collection path
+# (``from ansible_collections.aligned.dra.plugins.module_utils[.x] import``);
+# inside the wheel they are siblings in ``_collection``.
+COLLECTION_IMPORT = re.compile(
+    rb"^([ \t]*)from ansible_collections\.aligned\.dra\.plugins\.module_utils((?:\.\w+)*) import ", re.M
+)
 SHARED_DIR = HERE.parent / "plugins" / "module_utils"
 
 
@@ -45,15 +52,30 @@ def _files() -> list[tuple[str, bytes]]:
     )
     for name in SHARED:
         source = SHARED_DIR / name
-        if not source.is_file():
+        if source.is_dir():
+            sources = sorted(source.glob("*.py"))
+        elif source.is_file():
+            sources = [source]
+        else:
+            sources = []
+        if not sources:
             raise FileNotFoundError(f"{source} is missing: the driver is built from a collection checkout")
-        files.append((f"{PACKAGE}/_collection/{name}", vendored(source.read_bytes())))
+        for path in sources:
+            relative = path.relative_to(SHARED_DIR)
+            files.append(
+                (f"{PACKAGE}/_collection/{relative.as_posix()}", vendored(path.read_bytes(), len(relative.parts) - 1))
+            )
     return files
 
 
-def vendored(source: bytes) -> bytes:
-    """A shared library as the wheel holds it: collection imports become relative ones."""
-    return source.replace(COLLECTION_IMPORT, b"from . import ")
+def vendored(source: bytes, depth: int = 0) -> bytes:
+    """A shared library as the wheel holds it: collection imports become relative ones.
+
+    ``depth`` is how many packages below ``_collection`` the file is (1 in
+    ``topology/``): its relative imports climb that much higher.
+    """
+    dots = b"." * (depth + 1)
+    return COLLECTION_IMPORT.sub(lambda match: match[1] + b"from " + dots + match[2][1:] + b" import ", source)
 
 
 def _metadata(project: dict) -> bytes:

@@ -28,7 +28,7 @@ import re
 import stat
 
 from ansible_collections.aligned.dra.plugins.module_utils.snapshot import write_archive
-from ansible_collections.aligned.dra.plugins.module_utils.topology import PROBE_READS
+from ansible_collections.aligned.dra.plugins.module_utils.topology.reads import PROBE_READS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -31,13 +31,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.device_model import (
     plural,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.inputs import InputError, check_topologies
-from ansible_collections.aligned.dra.plugins.module_utils.topology import (
-    GPU_KINDS,
-    LEVEL_RANK,
-    LEVELS,
-    NIC_KINDS,
-    site_summary,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.topology import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
+from ansible_collections.aligned.dra.plugins.module_utils.topology.summary import site_summary
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

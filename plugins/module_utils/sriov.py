@@ -35,7 +35,7 @@ import re
 import time
 
 from ansible_collections.aligned.dra.plugins.module_utils import netlink_link
-from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.plugins.module_utils.topology.prober import probe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -33,13 +33,23 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
     (wheel,) = tmp_path.glob("aligned_dra_driver-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        for name in ("topology.py", "dra.py", "dra_cel.py", "device_model.py"):
+        shared = REPO / "plugins" / "module_utils"
+        package = sorted(p.relative_to(shared).as_posix() for p in (shared / "topology").glob("*.py"))
+        assert {"topology/__init__.py", "topology/prober.py", "topology/summary.py"} <= set(package)
+        vendored_package = sorted(
+            name.removeprefix("aligned_dra_driver/_collection/")
+            for name in names
+            if name.startswith("aligned_dra_driver/_collection/topology/")
+        )
+        assert vendored_package == package  # every file of the package, nothing else
+        for name in [*package, "dra.py", "dra_cel.py", "device_model.py"]:
             vendored = archive.read(f"aligned_dra_driver/_collection/{name}")
-            source = (REPO / "plugins" / "module_utils" / name).read_bytes()
-            # the one change: collection imports become relative ones
+            source = (shared / name).read_bytes()
+            # the one change: collection imports become relative ones, one level up per package
+            dots = b"." * name.count("/") + b"."
             assert vendored == source.replace(
-                b"from ansible_collections.aligned.dra.plugins.module_utils import ", b"from . import "
-            )
+                b"from ansible_collections.aligned.dra.plugins.module_utils import ", b"from " + dots + b" import "
+            ).replace(b"from ansible_collections.aligned.dra.plugins.module_utils.", b"from " + dots)
             assert b"ansible_collections" not in vendored.replace(b'"ansible_collections', b"")
         assert "aligned_dra_driver/proto/dra_v1_pb2.py" in names
         assert "aligned_dra_driver/proto/dra_v1.proto" in names
@@ -64,7 +74,8 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
             sys.executable,
             "-c",
             "import aligned_dra_driver.collection as c, aligned_dra_driver.server; "
-            "print(c.topology.__name__, c.dra.DRIVER_NAME, c.dra_cel().__name__)",
+            "print(c.topology.__name__, c.dra.DRIVER_NAME, c.dra_cel().__name__, "
+            "c.topology.probe.__module__, c.topology.site_summary.__module__)",
         ],
         capture_output=True,
         text=True,
@@ -77,6 +88,9 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         "aligned_dra_driver._collection.topology",
         "dra.aligned.dev",
         "aligned_dra_driver._collection.dra_cel",
+        "aligned_dra_driver._collection.topology.prober",
+        # the summaries import the device model from the package's parent
+        "aligned_dra_driver._collection.topology.summary",
     ]
     version = subprocess.run(
         [sys.executable, "-m", "aligned_dra_driver", "--version"], capture_output=True, text=True, env=env, check=False

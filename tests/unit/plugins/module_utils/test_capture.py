@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils import capture, snapshot, topology
+from ansible_collections.aligned.dra.plugins.module_utils.topology import sysfs as topology_sysfs
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
 ROUND_TRIP = [
@@ -105,11 +106,12 @@ class Trace:
             self.paths.add(("isdir", os.fspath(path)))
             return real_isdir(path)
 
-        monkeypatch.setattr(topology, "_os_open", traced_open)
-        monkeypatch.setattr(topology, "_os_readlink", traced_readlink)
-        monkeypatch.setattr(topology.os, "open", traced_open)
-        monkeypatch.setattr(topology.os, "readlink", traced_readlink)
-        monkeypatch.setattr(topology.os.path, "isdir", traced_isdir)
+        # The probe's system calls are all in its sysfs part, bound there once for speed.
+        monkeypatch.setattr(topology_sysfs, "_os_open", traced_open)
+        monkeypatch.setattr(topology_sysfs, "_os_readlink", traced_readlink)
+        monkeypatch.setattr(os, "open", traced_open)
+        monkeypatch.setattr(os, "readlink", traced_readlink)
+        monkeypatch.setattr(os.path, "isdir", traced_isdir)
 
 
 def what_the_probe_sees(op: str, path: str, top: str) -> tuple:

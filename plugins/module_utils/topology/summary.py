@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Summaries of probed nodes and sites (used by the topology role's site summary and the report).
+
+Controller-side: this file, and the device model it uses, travel to no node
+with the probe.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aligned.dra.plugins.module_utils import device_model
+
+from . import GPU_KINDS, LEVELS, NIC_KINDS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+
+def node_summary(
+    topology: dict[str, Any], warn_levels: Iterable[str] = ("SYS",), device_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Counts, best GPU<->NIC level per GPU and warnings of one node.
+
+    A GPU whose nearest physical NIC is at one of ``warn_levels``, or that has
+    no NIC at all, adds a warning to the node's probe warnings.
+
+    ``gpus``, ``nics`` and ``best_level_per_gpu`` count what the probe found
+    (every GPU/accelerator, every physical NIC). ``accelerators``,
+    ``rdma_nics`` and ``best_rdma_level_per_accelerator`` are the planner's
+    view from :func:`device_model.node_devices` (what the driver publishes
+    with ``device_options``): the report's counts and alignment score.
+    """
+    warn = set(warn_levels)
+    model = device_model.node_devices(topology, device_options)
+    devices = topology.get("devices", [])
+    gpus = [d for d in devices if d["kind"] in GPU_KINDS]
+    nics = [d for d in devices if d["kind"] in NIC_KINDS and not d.get("physfn")]
+    nearest = topology.get("nearest_nics", {})
+    best = {}
+    warnings = list(topology.get("warnings", []))
+    for gpu in gpus:
+        bdf = gpu["pci_address"]
+        entry = nearest.get(bdf) or {"level": None, "nics": []}
+        best[bdf] = entry
+        if entry["level"] is None:
+            warnings.append(f"{gpu['kind']} {bdf} has no NIC on this node")
+        elif entry["level"] in warn:
+            warnings.append(f"{gpu['kind']} {bdf} has no NIC closer than {entry['level']}")
+    levels = [e["level"] for e in best.values()]
+    return {
+        "hostname": topology.get("hostname"),
+        "numa_nodes": len(topology.get("numa_nodes", [])),
+        "gpus": len(gpus),
+        "nics": len(nics),
+        "vfs": sum(1 for d in devices if d.get("physfn")),
+        "best_level_per_gpu": best,
+        "level_histogram": {lv: levels.count(lv) for lv in LEVELS if lv in levels},
+        "warnings": warnings,
+        "accelerators": {key: model["counts"][key] for key in ("gpu", "ve", "accelerator")},
+        "rdma_nics": model["counts"]["rdma_nics"],
+        "best_rdma_level_per_accelerator": model["nearest"],
+    }
+
+
+def site_summary(
+    site: str,
+    nodes: dict[str, dict[str, Any]],
+    warn_levels: Iterable[str] = ("SYS",),
+    device_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Summary of a site from its nodes' topologies (keyed by inventory name)."""
+    per_node = {name: node_summary(topology, warn_levels, device_options) for name, topology in sorted(nodes.items())}
+    histogram: dict[str, int] = {}
+    for summary in per_node.values():
+        for level, count in summary["level_histogram"].items():
+            histogram[level] = histogram.get(level, 0) + count
+    return {
+        "site": site,
+        "nodes": len(per_node),
+        "gpus": sum(s["gpus"] for s in per_node.values()),
+        "nics": sum(s["nics"] for s in per_node.values()),
+        "vfs": sum(s["vfs"] for s in per_node.values()),
+        "accelerators": {
+            key: sum(s["accelerators"][key] for s in per_node.values()) for key in ("gpu", "ve", "accelerator")
+        },
+        "rdma_nics": sum(s["rdma_nics"] for s in per_node.values()),
+        "level_histogram": {lv: histogram[lv] for lv in LEVELS if lv in histogram},
+        "per_node": per_node,
+        "warnings": [f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]],
+    }
+
+
+def site_summary_markdown(summary: dict[str, Any]) -> str:
+    """Human-readable rendering of :func:`site_summary`."""
+    plural = device_model.plural
+
+    families = ", ".join(device_model.family_counts_text(summary["accelerators"])) or "no accelerator"
+    lines = [
+        f"# Site {summary['site']}",
+        "",
+        f"{plural(summary['nodes'], 'node')}, {plural(summary['gpus'], 'GPU/accelerator', 'GPUs/accelerators')}, "
+        f"{plural(summary['nics'], 'physical NIC')}, {plural(summary['vfs'], 'VF')}.",
+        "",
+        f"As the planner sees them: {families}; {plural(summary['rdma_nics'], 'RDMA NIC')}.",
+        "",
+        "Best GPU-to-NIC level per GPU: "
+        + (", ".join(f"{lv} {n}" for lv, n in summary["level_histogram"].items()) or "no GPUs"),
+        "",
+        "| node | NUMA nodes | GPUs | NICs | VFs | GPU: nearest NIC (level) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, node in summary["per_node"].items():
+        pairs = "; ".join(
+            f"{gpu}: {', '.join(best['nics']) or '-'} ({best['level'] or 'none'})"
+            for gpu, best in node["best_level_per_gpu"].items()
+        )
+        lines.append(
+            f"| {name} | {node['numa_nodes']} | {node['gpus']} | {node['nics']} | {node['vfs']} | {pairs or '-'} |"
+        )
+    failed = summary.get("nodes_failed") or {}
+    if "node_counts" in summary:
+        counts = summary["node_counts"]
+        lines += [
+            "",
+            "## Nodes not in this summary",
+            "",
+            f"{counts['ok']} ok, {counts['failed']} failed, {counts['unreachable']} unreachable.",
+            "",
+        ]
+        for name, entry in sorted(failed.items()):
+            stale = entry.get("stale_facts")
+            note = f" (facts file of an earlier run, {stale['age_s']} s old, not used)" if stale else ""
+            task = f", task {entry['task']}" if entry.get("task") else ""
+            lines.append(f"- {name}: {entry['state']} in stage {entry['stage']}{task}: {entry['error']}{note}")
+    lines += ["", "## Warnings", ""]
+    lines += [f"- {w}" for w in summary["warnings"]] or ["none"]
+    return "\n".join(lines) + "\n"

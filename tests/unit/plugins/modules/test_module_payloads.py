@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What Ansible ships to a node with each module: only the module_utils its imports name.
+
+The payload is built by ansible-core's own finder (``recursive_finder``, the one
+AnsiballZ uses), in a child process: it needs Ansible's collection loader, which
+pytest's plain ``ansible_collections`` imports must not share. The topology
+package is loaded in parts, so a module that only copies trees does not carry
+the probe, and no module that probes carries the summaries and the device model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[4]
+
+FINDER = """
+import datetime, io, json, os, sys, zipfile
+from ansible._internal._ansiballz import _builder
+from ansible.executor import module_common
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+_AnsibleCollectionFinder(paths=[os.environ["ANSIBLE_COLLECTIONS_PATH"]])._install()
+prefix = "ansible_collections/aligned/dra/plugins/module_utils/"
+payloads = {}
+for kind, path in zip(sys.argv[1::2], sys.argv[2::2]):
+    name = os.path.basename(path)[:-3]
+    archive = zipfile.ZipFile(io.BytesIO(), "w")
+    module_common.recursive_finder(
+        name,
+        f"ansible_collections.aligned.dra.plugins.{kind}.{name}",
+        open(path, "rb").read(),
+        archive,
+        datetime.datetime(2020, 1, 1),
+        _builder.ExtensionManager.create(task_vars={}),
+    )
+    # module_utils/__init__.py is a stand-in the finder makes for the namespace package.
+    payloads[name] = sorted(
+        n[len(prefix):] for n in archive.namelist() if n.startswith(prefix) and n != prefix + "__init__.py"
+    )
+print(json.dumps(payloads))
+"""
+
+# The topology package's parts that probing needs.
+PROBE = [
+    f"topology/{part}.py"
+    for part in (
+        "__init__",
+        "gpus",
+        "levels",
+        "netdevs",
+        "numa",
+        "parsers",
+        "pci",
+        "pci_walk",
+        "prober",
+        "rdma",
+        "sysfs",
+    )
+]
+# What every user of the package gets: the package, which defines the vocabulary (kinds, levels).
+PACKAGE = ["topology/__init__.py"]
+
+
+@pytest.fixture(scope="module")
+def payloads() -> dict[str, list[str]]:
+    args = []
+    for path in sorted((REPO / "plugins" / "modules").glob("*.py")):
+        args += ["modules", str(path)]
+    args += ["module_utils", str(REPO / "plugins" / "module_utils" / "netconf.py")]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".cache" / "collections"))
+    found = subprocess.run(
+        [sys.executable, "-c", FINDER, *args], capture_output=True, text=True, env=env, check=False, cwd=REPO
+    )
+    assert found.returncode == 0, found.stderr
+    return json.loads(found.stdout)
+
+
+def topology_files(files: list[str]) -> list[str]:
+    return [name for name in files if name.startswith("topology/")]
+
+
+@pytest.mark.parametrize("module", ["topology_info", "sriov", "validate"])
+def test_probing_modules_carry_the_probe_and_no_summaries(payloads, module):
+    assert topology_files(payloads[module]) == PROBE
+    assert "device_model.py" not in payloads[module]
+
+
+def test_topology_info_carries_nothing_but_the_probe(payloads):
+    assert payloads["topology_info"] == PROBE
+
+
+def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
+    assert payloads["topology_capture"] == sorted(["capture.py", "snapshot.py", *PACKAGE, "topology/reads.py"])
+
+
+@pytest.mark.parametrize("module", ["plan", "utilization"])
+def test_planning_modules_carry_the_vocabulary_only(payloads, module):
+    assert topology_files(payloads[module]) == PACKAGE
+    assert "device_model.py" in payloads[module]
+
+
+def test_site_report_carries_the_summaries(payloads):
+    assert topology_files(payloads["site_report"]) == sorted([*PACKAGE, "topology/summary.py"])
+    assert {"device_model.py", "dra.py"} <= set(payloads["site_report"])
+
+
+@pytest.mark.parametrize("module", ["topology_snapshot", "rdma", "preflight", "claims_render", "teams_render"])
+def test_modules_that_do_not_probe_carry_no_topology(payloads, module):
+    assert topology_files(payloads[module]) == []
+
+
+@pytest.mark.parametrize("role", ["sriov", "rdma"])
+def test_boot_time_units_get_every_file_their_code_imports(payloads, role):
+    """The network roles copy the library for their boot-time unit (netconf) by a list of files."""
+    tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "persist.yml").read_text())
+    (install,) = [task for task in tasks if task["name"] == "Install the network library"]
+    assert sorted(install["loop"]) == sorted([*payloads["netconf"], "netconf.py"])
