@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """The collection's shared libraries: the topology probe and the DRA device model.
 
-There is one source file of each, ``plugins/module_utils/topology.py`` and
-``plugins/module_utils/dra.py`` (and ``dra_cel.py`` for ``--selector``). The
-driver's wheel carries them as the subpackage ``aligned_dra_driver._collection``,
-copied there by the build backend (``driver/build_backend.py``) when the wheel
-is built; in a checkout of the collection the driver imports them through
-``ansible_collections`` instead. Nothing else in the driver reads sysfs
-topology.
+There is one source of each in the collection: the package
+``plugins/module_utils/topology/`` and ``plugins/module_utils/dra.py`` (with
+``dra_cel.py`` for ``--selector`` and ``device_model.py``). The driver's wheel
+carries them as the subpackage ``aligned_dra_driver._collection``, copied there
+by the build backend (``driver/build_backend.py``) when the wheel is built; in
+a checkout of the collection the driver imports them through
+``ansible_collections`` instead. Nothing else in the driver reads the sysfs
+topology; ``pcihealth`` reads only the health signals of functions already
+probed (config space, AER counters, carrier).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from ansible_collections.aligned.dra.plugins.module_utils import topology as topology_lib
+# The part itself, not the package: AnsiballZ ships only the topology parts a module imports.
+from ansible_collections.aligned.dra.plugins.module_utils.topology.parsers import parse_cpulist
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -343,7 +344,7 @@ def local_numa_nodes(node: int, local_cpulist: str | None, numa_nodes: list[dict
     affinity" (the kernel's answer for ``numa_node`` -1) and adds nothing,
     and so does one that does not even cover ``node``'s own CPUs.
     """
-    local = set(topology_lib.parse_cpulist(local_cpulist) or ())
+    local = set(parse_cpulist(local_cpulist) or ())
     by_id = {entry.get("id"): entry for entry in numa_nodes}
     own = by_id.get(node)
     every_cpu = set()

@@ -102,19 +102,27 @@ def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
 
 
 @pytest.mark.parametrize("module", ["plan", "utilization"])
-def test_planning_modules_carry_the_vocabulary_only(payloads, module):
-    assert topology_files(payloads[module]) == PACKAGE
+def test_planning_modules_carry_the_vocabulary_and_the_cpu_list_parser_only(payloads, module):
+    # dra reads a device's local CPU list (list-typed numaNode) with the probe's parser.
+    assert topology_files(payloads[module]) == sorted([*PACKAGE, "topology/parsers.py"])
     assert "device_model.py" in payloads[module]
 
 
 def test_site_report_carries_the_summaries(payloads):
-    assert topology_files(payloads["site_report"]) == sorted([*PACKAGE, "topology/summary.py"])
+    assert topology_files(payloads["site_report"]) == sorted([*PACKAGE, "topology/parsers.py", "topology/summary.py"])
     assert {"device_model.py", "dra.py"} <= set(payloads["site_report"])
 
 
-@pytest.mark.parametrize("module", ["topology_snapshot", "rdma", "preflight", "claims_render", "teams_render"])
+@pytest.mark.parametrize("module", ["topology_snapshot", "rdma", "preflight"])
 def test_modules_that_do_not_probe_carry_no_topology(payloads, module):
     assert topology_files(payloads[module]) == []
+
+
+@pytest.mark.parametrize("module", ["claims_render", "teams_render"])
+def test_rendering_modules_carry_the_device_models_cpu_list_parser_only(payloads, module):
+    # through dra, which reads a device's local CPU list (list-typed numaNode) with the probe's parser
+    assert topology_files(payloads[module]) == sorted([*PACKAGE, "topology/parsers.py"])
+    assert "topology/prober.py" not in payloads[module]
 
 
 @pytest.mark.parametrize("role", ["sriov", "rdma"])
