@@ -114,7 +114,7 @@ def extended_resource_name_problem(name: object) -> str | None:
         return "the kubernetes.io/ namespace is reserved for native resources"
     if name.startswith("requests."):
         return "must not start with requests. (the prefix of quota names)"
-    domain, _, ident = ("requests." + name).partition("/")
+    domain, ident = ("requests." + name).split("/", 1)
     if "/" in ident:
         return "has more than one /"
     if not dra.is_dns_subdomain(domain):

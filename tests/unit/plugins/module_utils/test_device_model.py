@@ -247,7 +247,7 @@ def ours_nic(bdf: str) -> tuple[str, dict]:
 
 
 NICS = {
-    "dranet": lambda bdf, root, numa: dranet_nic(bdf, root, numa),
+    "dranet": dranet_nic,
     "dranet-split": lambda bdf, root, numa: dranet_split_nic(bdf),
     "ours": lambda bdf, root, numa: ours_nic(bdf),
 }
