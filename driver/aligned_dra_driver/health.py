@@ -21,8 +21,12 @@ A device that can no longer work for the pods that have it (gone, not
 responding) gets ``NoExecute``, so the eviction controller moves them; a device
 that may come back by itself (a cable, a port, a driver reload, a burst of
 errors) gets ``NoSchedule``, which keeps new claims away and leaves running
-pods alone. A device that disappears from a scan stays in the table until it
-comes back; with taints on it stays in the ResourceSlice too, in its last
+pods alone. A device that a scan no longer publishes while its PCI function is
+still in sysfs is not gone: in RDMA exclusive mode a whole NIC given to a pod
+takes its RDMA device (and netdev) into the pod's namespace, so the host's scan
+sees a plain NIC. It stays healthy, and published untainted in its last form
+while a prepared claim holds it, so that the pod using it is not evicted. A
+device that disappears from a scan stays in the table until it comes back; with taints on it stays in the ResourceSlice too, in its last
 published form, while a prepared claim holds it (else for ``GONE_GRACE``
 seconds). The taint goes when the check passes again. The AER count a device has
 when the driver first sees it is its baseline: errors from before the start
@@ -116,6 +120,7 @@ class HealthMonitor:
         self.known: dict[str, dict[str, Any]] = {}  # last published form of every device seen
         self._aer_count: dict[str, int] = {}  # PCI address -> last fatal count read
         self._aer_rise: dict[str, tuple[float, int]] = {}  # PCI address -> (time of the last rise, count)
+        self._address: dict[str, str] = {}  # device name -> PCI address, from the scans that published it
 
     def _aer_message(self, bdf: str, now: float) -> str:
         count = pcihealth.aer_fatal_count(self.sysfs_root, bdf) if self.sysfs_root else None
@@ -132,7 +137,15 @@ class HealthMonitor:
             return ""
         return f"{rise[1]} fatal AER error(s), the last {now - rise[0]:.0f} s ago"
 
-    def _check(self, topo: dict[str, Any] | None, rdma: dict[str, dict[str, Any]], now: float) -> tuple[str, str]:
+    def _check(
+        self, name: str, topo: dict[str, Any] | None, rdma: dict[str, dict[str, Any]], now: float
+    ) -> tuple[str, str]:
+        address = self._address.get(name)
+        if topo is None and self.sysfs_root and address and pcihealth.present(self.sysfs_root, address):
+            return (
+                "",
+                f"{address}: on the bus, not published by this scan (e.g. its RDMA device is in a pod's namespace)",
+            )
         responds = None
         aer = no_carrier = ""
         if topo is not None and self.sysfs_root:
@@ -156,7 +169,10 @@ class HealthMonitor:
         """
         now = self.clock()
         names = sorted(set(self.table) | set(self.known) | {d["name"] for d in inventory.devices})
-        results = {name: self._check(inventory.by_name.get(name), inventory.rdma, now) for name in names}
+        for name, topo in inventory.by_name.items():
+            if topo.get("pci_address"):
+                self._address[name] = topo["pci_address"]
+        results = {name: self._check(name, inventory.by_name.get(name), inventory.rdma, now) for name in names}
         changed = False
         with self.cond:
             for device in inventory.devices:

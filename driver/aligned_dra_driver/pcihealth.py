@@ -29,6 +29,11 @@ def _function_dir(sysfs_root: str, pci_address: str) -> str:
     return os.path.join(sysfs_root, "bus", "pci", "devices", pci_address)
 
 
+def present(sysfs_root: str, pci_address: str) -> bool:
+    """Whether the function is still on the PCI bus (its sysfs directory exists)."""
+    return os.path.isdir(_function_dir(sysfs_root, pci_address))
+
+
 def responds(sysfs_root: str, pci_address: str) -> bool | None:
     """False when the function's vendor and device ID read as all ones; None when unknown."""
     base = _function_dir(sysfs_root, pci_address)

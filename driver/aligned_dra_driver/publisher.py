@@ -22,10 +22,8 @@ LOG = logging.getLogger(__name__)
 
 
 def slice_limit(devices: list[dict[str, Any]]) -> int:
-    """Devices per slice: 64 once a device uses taints or counters, else 128."""
-    if any(d.get("taints") or d.get("consumesCounters") for d in devices):
-        return dra.LIMITS["slice_max_devices_with_counters"]
-    return dra.LIMITS["slice_max_devices"]
+    """Devices per slice: 64 once a device uses taints, counters or list-typed attributes, else 128."""
+    return dra.slice_device_limit(devices)
 
 
 def build_slices(

@@ -501,9 +501,7 @@ def resource_slices(
         raise DeviceModelError(f"driver {driver!r} is not a DNS subdomain of at most 63 characters")
     if not isinstance(generation, int) or generation < 0:
         raise DeviceModelError(f"generation {generation!r} must be a non-negative integer")
-    limit = max_devices or LIMITS["slice_max_devices"]
-    if max_devices is None and any(_has_list_attribute(d) for d in devices):
-        limit = LIMITS["slice_max_devices_with_counters"]  # list-typed attributes are an advanced feature
+    limit = max_devices or slice_device_limit(devices)
     if limit < 1 or limit > LIMITS["slice_max_devices"]:
         raise DeviceModelError(f"max_devices {max_devices!r} must lie in 1..{LIMITS['slice_max_devices']}")
     chunks = [devices[i : i + limit] for i in range(0, len(devices), limit)] or [[]]
@@ -625,14 +623,19 @@ def _has_list_attribute(device: dict[str, Any]) -> bool:
     )
 
 
+def slice_device_limit(devices: list[dict[str, Any]]) -> int:
+    """Devices one ResourceSlice may hold: 64 once a device uses taints, counters or list-typed
+    attributes (the API's "advanced features"), else 128."""
+    advanced = any(d.get("consumesCounters") or d.get("taints") or _has_list_attribute(d) for d in devices)
+    return LIMITS["slice_max_devices_with_counters" if advanced else "slice_max_devices"]
+
+
 def validate_slice(item: dict[str, Any]) -> list[str]:
     """Problems of a ResourceSlice dict against the v1 limits; empty when valid."""
     spec = item.get("spec") or {}
     devices = spec.get("devices") or []
     problems = []
-    # taints, counters and list-typed attributes ("advanced features") cap a slice at 64 devices
-    with_counters = any(d.get("consumesCounters") or d.get("taints") or _has_list_attribute(d) for d in devices)
-    limit = LIMITS["slice_max_devices_with_counters" if with_counters else "slice_max_devices"]
+    limit = slice_device_limit(devices)
     if len(devices) > limit:
         problems.append(
             f"ResourceSlice {item.get('metadata', {}).get('name')!r}: {len(devices)} devices, limit {limit}"

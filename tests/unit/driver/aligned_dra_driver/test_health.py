@@ -196,3 +196,24 @@ def test_a_gone_device_leaves_the_slice_after_the_grace_unless_a_claim_holds_it(
     held = monitor.tainted_devices(inventory(None), "dra.aligned.dev", in_use={NAME})
     assert [d["taints"][0]["value"] for d in held] == ["gone"]
     assert not monitor.snapshot()[NAME].healthy  # the health stream still says so
+
+
+def test_a_device_still_on_the_bus_but_not_published_is_not_gone(tmp_path):
+    """RDMA exclusive mode: the pod's NIC leaves the host's scan, its PCI function stays; no eviction."""
+    function = tmp_path / "bus" / "pci" / "devices" / BDF
+    function.mkdir(parents=True)
+    monitor = health.HealthMonitor(sysfs_root=str(tmp_path))
+    monitor.update(inventory(topo()))
+    monitor.update(inventory(None))
+    entry = monitor.snapshot()[NAME]
+    assert entry.healthy and entry.cause == ""
+    assert "not published by this scan" in entry.message
+    held = monitor.tainted_devices(inventory(None), "aligned.dev", in_use={NAME})
+    assert [d["name"] for d in held] == [NAME] and "taints" not in held[0]
+    assert monitor.tainted_devices(inventory(None), "aligned.dev") == []  # not held: it simply leaves the slice
+    function.rmdir()  # now it is off the bus
+    monitor.update(inventory(None))
+    entry = monitor.snapshot()[NAME]
+    assert (entry.cause, entry.healthy) == ("gone", False)
+    (held,) = monitor.tainted_devices(inventory(None), "aligned.dev", in_use={NAME})
+    assert held["taints"][0]["effect"] == "NoExecute"

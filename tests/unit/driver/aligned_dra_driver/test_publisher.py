@@ -91,6 +91,17 @@ def test_devices_with_taints_split_at_64():
     assert len(publisher.build_slices("n", "dra.aligned.dev", tainted, 1, None)) == 2
 
 
+def test_devices_with_list_attributes_split_at_64():
+    listed = devices(65)
+    listed[3]["attributes"] = dict(listed[3].get("attributes") or {}, numaNode={"ints": [0, 1]})
+    assert publisher.slice_limit(devices(65)) == 128
+    assert publisher.slice_limit(listed) == 64
+    assert [len(s["spec"]["devices"]) for s in publisher.build_slices("n", "dra.aligned.dev", listed, 1, None)] == [
+        64,
+        1,
+    ]
+
+
 def test_api_errors_are_kept_for_the_health_endpoint(api, pub):
     api.fail_next("GET", r"/resourceslices$", code=500)
     from aligned_dra_driver.kube import ApiError

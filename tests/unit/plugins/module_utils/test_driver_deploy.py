@@ -414,3 +414,14 @@ def test_driver_args_without_a_version_leave_taints_to_the_driver_default():
 def test_device_taints_refuses_a_bad_site(version, gates, message):
     with pytest.raises(dd.DeployError, match=message):
         dd.driver_args({"kubernetes_version": version, "feature_gates": gates})
+
+
+def test_list_attributes_need_the_gate_where_the_minor_is_known():
+    with pytest.raises(
+        dd.DeployError, match=r"^list_attributes: .*DRAListTypeAttributes, which is off on Kubernetes 1.36"
+    ):
+        dd.driver_args({"list_attributes": True, "kubernetes_version": "1.36"})
+    args = dd.driver_args(
+        {"list_attributes": True, "kubernetes_version": "1.36", "feature_gates": {"DRAListTypeAttributes": True}}
+    )
+    assert "--list-attributes" in args

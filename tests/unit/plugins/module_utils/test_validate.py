@@ -263,6 +263,18 @@ def test_driver_device_that_needs_a_gate_the_minor_leaves_off(monkeypatch):
     assert validate.check_driver("a", {}, PAIR_NODE_TOPOLOGY, "1.35", {"DRADeviceTaints": True}) == []
 
 
+def test_list_attributes_without_the_gate_are_refused_before_any_probe():
+    # the driver stage validates before it probes: no topology, still refused
+    for topology in (None, PAIR_NODE_TOPOLOGY):
+        (problem,) = validate.check_driver("a", {"list_attributes": True}, topology, "1.36", {})
+        assert problem.variable == "aligned_dra_device_options"
+        assert problem.reason.startswith(
+            "list_attributes: list-typed attributes need feature gate DRAListTypeAttributes"
+        )
+        assert "off on Kubernetes 1.36" in problem.reason
+    assert validate.check_driver("a", {"list_attributes": True}, None, "1.36", {"DRAListTypeAttributes": True}) == []
+
+
 def test_a_value_that_cannot_be_templated_is_a_problem():
     def setting(host, name, default):
         raise ValueError("'nope' is undefined")
