@@ -128,11 +128,7 @@ stage_pytest() {
     # one worker per core keeps both cores busy. loadfile keeps a file's tests,
     # and so its module- and session-scoped fixtures (built images, wheels,
     # installed collections), on one worker.
-    # ansible-core gives its internal RPC server 5 s to start, before a playbook
-    # does anything; on a loaded 2-core machine that start can miss it. Only a
-    # test failing with that message is run again (nothing had run yet).
     pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --durations=25 \
-        --reruns=2 --only-rerun="Local RPC server did not start" \
         "${extra[@]}" || rc=$?
     if [[ $rc -eq 5 ]]; then
         echo "pytest: exit 5, no tests collected although $files test file(s) exist" >&2

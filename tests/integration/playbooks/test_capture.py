@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,10 +70,12 @@ def comparable(root: Path) -> dict:
     return found
 
 
-def test_capture_fetches_identical_snapshots_and_what_if_plans_on_them(trees, tmp_path):
+def test_capture_fetches_identical_snapshots_and_what_if_plans_on_them(trees, tmp_path, request):
     hosts = inventory(tmp_path / "inventory", trees)
-    scratch = tmp_path / "node-tmp"  # the nodes' temporary directory
-    scratch.mkdir()
+    # the nodes' temporary directory; short, since ansible-core puts its RPC server's Unix socket
+    # (at most 107 bytes of path) under TMPDIR, and tmp_path is long under xdist
+    scratch = Path(tempfile.mkdtemp(prefix="capture-node-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     env = dict(os.environ, TMPDIR=str(scratch))
 
     first = play(hosts, "capture.yml", env=env)
