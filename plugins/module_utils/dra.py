@@ -673,6 +673,20 @@ def gate_enabled(gate: str, minor: str, overrides: dict[str, bool] | None = None
     return FEATURE_GATES[gate][minor_of(minor)]
 
 
+def list_attributes_problem(minor: str, overrides: dict[str, bool] | None = None) -> str | None:
+    """Why the ``list_attributes`` device option cannot be used on ``minor``; None where it can.
+
+    Decided from the gates alone, before any device is known: with the gate off the API server
+    drops list values and then refuses the attribute left without a value.
+    """
+    if gate_enabled("DRAListTypeAttributes", minor, overrides):
+        return None
+    return (
+        "list_attributes: list-typed attributes need feature gate DRAListTypeAttributes, which is off on "
+        f"Kubernetes {minor_of(minor)}; turn it on in aligned_dra_feature_gates or drop the option"
+    )
+
+
 def _walk(value: Any, parts: list[str], trail: str) -> list[str]:
     """Concrete paths under ``value`` that reach the pattern ``parts``."""
     if not parts:

@@ -311,13 +311,16 @@ def driver_args(settings: dict[str, Any]) -> list[str]:
     if settings.get("vfs") is False:
         args.append("--no-vfs")
     if settings.get("list_attributes"):
-        if settings.get("kubernetes_version") and not _gate_on(
-            "DRAListTypeAttributes", settings["kubernetes_version"], settings.get("feature_gates")
-        ):
-            raise DeployError(
-                "list_attributes: list-typed attributes need feature gate DRAListTypeAttributes, which is off on "
-                f"Kubernetes {settings['kubernetes_version']} (aligned_dra_feature_gates)"
-            )
+        if settings.get("kubernetes_version"):
+            _gates(settings.get("feature_gates"))
+            try:
+                problem = dra.list_attributes_problem(
+                    str(settings["kubernetes_version"]), settings.get("feature_gates")
+                )
+            except dra.DeviceModelError as exc:
+                raise DeployError(str(exc)) from exc
+            if problem:
+                raise DeployError(problem)
         args.append("--list-attributes")
     if settings.get("fractional_gpus"):
         args.append("--fractional-gpus=on")
@@ -337,17 +340,17 @@ def device_taints(kubernetes_version: Any, feature_gates: Any = None) -> bool:
     gate is off the API server drops ``spec.devices[].taints`` without an error, so the driver
     is told instead of finding out.
     """
-    return _gate_on("DRADeviceTaints", kubernetes_version, feature_gates)
+    try:
+        return dra.gate_enabled("DRADeviceTaints", str(kubernetes_version), _gates(feature_gates))
+    except dra.DeviceModelError as exc:
+        raise DeployError(str(exc)) from exc
 
 
-def _gate_on(gate: str, kubernetes_version: Any, feature_gates: Any) -> bool:
+def _gates(feature_gates: Any) -> dict[str, bool]:
     gates = feature_gates or {}
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
         raise DeployError(f"feature_gates: {gates!r} must map gate names to true or false")
-    try:
-        return dra.gate_enabled(gate, str(kubernetes_version), gates)
-    except dra.DeviceModelError as exc:
-        raise DeployError(str(exc)) from exc
+    return gates
 
 
 def daemonset(settings: dict[str, Any]) -> dict[str, Any]:

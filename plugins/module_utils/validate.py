@@ -334,18 +334,13 @@ def check_driver(
 ) -> list[Problem]:
     """The devices the driver would publish for this node: options valid, no field the minor's gates leave off."""
     variable = "aligned_dra_device_options"
-    # Refused whatever the node's devices: validation may run before the probe, and with the
-    # gate off the API server drops list values and then refuses the attribute left empty.
+    # Refused whatever the node's devices: validation may run before the probe.
     if isinstance(options, dict) and options.get("list_attributes") is True:
         try:
-            listed = dra.gate_enabled("DRAListTypeAttributes", minor, dict(gates))
+            reason = dra.list_attributes_problem(minor, dict(gates))
         except dra.DeviceModelError:
-            listed = True  # a bad minor is reported once per site
-        if not listed:
-            reason = (
-                f"list_attributes: list-typed attributes need feature gate DRAListTypeAttributes, "
-                f"which is off on Kubernetes {minor}; turn it on in aligned_dra_feature_gates or drop the option"
-            )
+            reason = None  # a bad minor is reported once per site
+        if reason:
             return [Problem(host, variable, show(options), reason)]
     try:
         devices = dra.devices_from_topology(dict(topology or {"devices": []}), options)
