@@ -20,6 +20,8 @@ State file shapes (written by the roles)::
             "sysfs_root": "/sys", "procfs_root": "/proc",
             "driver_state_dir": "/var/lib/aligned-dra", "vf_drivers": []}
 
+:func:`plan` reads both parts in check mode for the ``network_plan`` module.
+
 Exit status 0 when the node matches the state (changed or not), 1 when a
 change failed or was refused, 2 for a bad command line or state file. One JSON
 line on stdout says what was done (it lands in the journal).
@@ -68,6 +70,29 @@ def run_sriov(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]
         settle_timeout=float(state.get("settle_timeout", 10)),
         vf_drivers=tuple(state.get("vf_drivers") or ()),
     )
+
+
+def plan(rdma_state: dict[str, Any] | None, sriov_state: dict[str, Any] | None) -> dict[str, Any]:
+    """What the node's network stage would change, changing nothing.
+
+    One read of the node for both parts (the ``network_plan`` module): the
+    rollout decides from it, on every node at once, which nodes roll.
+    ``rdma_state``/``sriov_state`` have the state files' shapes; None (or no
+    PFs) leaves that part out. ``pending``: something to change or a reboot
+    the RDMA mode waits for; ``disruptive``: the change destroys or creates
+    VFs or moves RDMA devices between namespaces (the node is drained first).
+    """
+    rdma = run_rdma(rdma_state, check_mode=True) if rdma_state is not None else None
+    sriov = run_sriov(sriov_state, check_mode=True) if sriov_state and sriov_state.get("pfs") else None
+    rdma_disruptive = bool(rdma) and (
+        rdma["reboot_required"] or any(action.startswith("rdma system set netns") for action in rdma["actions"])
+    )
+    return {
+        "rdma": rdma,
+        "sriov": sriov,
+        "pending": bool(rdma and (rdma["changed"] or rdma["reboot_required"])) or bool(sriov and sriov["changed"]),
+        "disruptive": rdma_disruptive or bool(sriov and sriov["disruptive"]),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

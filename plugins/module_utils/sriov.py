@@ -72,6 +72,23 @@ VF_PROPERTIES = netlink_link.VF_PROPERTIES
 LINK_STATES = tuple(netlink_link.VF_LINK_STATES)
 ESWITCH_MODES = tuple(netlink_link.ESWITCH_MODES)
 
+# The argument spec of one entry of pfs, shared by the sriov and network_plan modules.
+PF_ARGUMENT_SPEC = {
+    "pci_address": {"type": "str"},
+    "netdev": {"type": "str"},
+    "vendor_id": {"type": "str"},
+    "device_id": {"type": "str"},
+    "index": {"type": "int"},
+    "numvfs": {"type": "int"},
+    "drivers_autoprobe": {"type": "bool"},
+    "eswitch_mode": {"type": "str", "choices": list(ESWITCH_MODES)},
+    "mtu": {"type": "int"},
+    "vf_defaults": {"type": "dict"},
+    "vfs": {"type": "list", "elements": "dict"},
+    "missing": {"type": "str", "choices": ["fail", "skip"], "default": "fail"},
+    "force": {"type": "bool", "default": False},
+}
+
 
 class SriovError(Exception):
     """Invalid request or a refused change; the message names the field."""

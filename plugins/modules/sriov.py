@@ -159,27 +159,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils import sriov
 
-PF_OPTIONS = {
-    "pci_address": {"type": "str"},
-    "netdev": {"type": "str"},
-    "vendor_id": {"type": "str"},
-    "device_id": {"type": "str"},
-    "index": {"type": "int"},
-    "numvfs": {"type": "int"},
-    "drivers_autoprobe": {"type": "bool"},
-    "eswitch_mode": {"type": "str", "choices": list(sriov.ESWITCH_MODES)},
-    "mtu": {"type": "int"},
-    "vf_defaults": {"type": "dict"},
-    "vfs": {"type": "list", "elements": "dict"},
-    "missing": {"type": "str", "choices": ["fail", "skip"], "default": "fail"},
-    "force": {"type": "bool", "default": False},
-}
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "pfs": {"type": "list", "elements": "dict", "required": True, "options": PF_OPTIONS},
+            "pfs": {"type": "list", "elements": "dict", "required": True, "options": sriov.PF_ARGUMENT_SPEC},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "procfs_root": {"type": "path", "default": "/proc"},
             "driver_state_dir": {"type": "path", "default": sriov.DEFAULT_STATE_DIR},

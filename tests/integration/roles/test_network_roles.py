@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
@@ -117,7 +119,7 @@ def test_check_only_shows_the_plan(nodes, tmp_path):
 
 @pytest.mark.slow
 def test_failed_node_stops_the_rollout(nodes, tmp_path):
-    """serial 1 and max_fail_percentage 0: n1 fails (VFs in use), n2 is never touched."""
+    """n1's plan is refused (a VF in use): the run stops before any node changes, n2 included."""
     (nodes["n1"] / "state").mkdir()
     checkpoint = {"claims": {"c1": {"devices": [{"pci_address": "0000:01:02.0"}]}}}
     (nodes["n1"] / "state" / "checkpoint.json").write_text(json.dumps(checkpoint))
@@ -129,11 +131,48 @@ def test_failed_node_stops_the_rollout(nodes, tmp_path):
     proc = playbook(inv)
     assert proc.returncode != 0
     assert "VF 0000:01:02.0 is prepared for claim c1 (driver checkpoint)" in proc.output
+    assert "n1 failed in stage network" in proc.output
     assert numvfs(nodes["n1"], "0000:01:00.1") == 2 and numvfs(nodes["n2"], "0000:01:00.1") == 2
-    # n2 was validated (read-only) but never reached the network play.
-    network_play = proc.output.split("PLAY [Configure RDMA and SR-IOV")[1].split("PLAY RECAP")[0]
-    assert "[n2]" not in network_play
+    # Both were planned (read-only); no batch started, so neither node's RDMA files were written.
+    assert "PLAY [Configure RDMA and SR-IOV" not in proc.output
+    assert not (nodes["n1"] / "etc").exists() and not (nodes["n2"] / "etc").exists()
     assert recap(proc, "n2")["changed"] == 0
+
+
+@pytest.mark.slow
+def test_only_nodes_with_a_change_roll_each_drained_alone(nodes, tmp_path):
+    """A converged site starts no batch; one changed node rolls alone, drained and uncordoned."""
+    with FakeApiServer(minor="1.35") as api:
+        for name in nodes:
+            api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        inv = inventory(tmp_path, nodes, aligned_dra_kubeconfig=str(kubeconfig), aligned_dra_drain_timeout=10)
+        first = playbook(inv)
+        assert first.returncode == 0, first.output
+        assert numvfs(nodes["n1"]) == 3 and numvfs(nodes["n2"]) == 3
+
+        converged = playbook(inv)
+        assert converged.returncode == 0, converged.output
+        assert re.search(r"PLAY \[Configure RDMA and SR-IOV on every GPU/RDMA node\] \** skipping: no hosts matched",
+                         converged.output), converged.output
+        assert recap(converged, "n1")["changed"] == 0 and recap(converged, "n2")["changed"] == 0
+
+        data = yaml.safe_load(inv.read_text())
+        data["aligned_dra_nodes"]["hosts"]["n2"]["aligned_dra_sriov_pfs"] = [{"pci_address": "0000:01:00.0", "numvfs": 5}]
+        inv.write_text(yaml.safe_dump(data))
+        del api.requests[:]
+        one = playbook(inv)
+        assert one.returncode == 0, one.output
+        assert numvfs(nodes["n1"]) == 3 and numvfs(nodes["n2"]) == 5
+        rolled = one.output.split("PLAY [Configure RDMA and SR-IOV on every GPU/RDMA node]")[1].split("PLAY RECAP")[0]
+        assert "[n2" in rolled and "[n1" not in rolled
+        assert "TASK [aligned.dra.sriov : Cordon and drain the node]" in rolled
+        # n2 was cordoned (and its pods evicted), then uncordoned; n1 was never written to.
+        written = [(method, path) for method, path, _type in api.requests if method in ("PATCH", "POST", "PUT", "DELETE")]
+        assert any(path.startswith("/api/v1/nodes/n2") for _method, path in written), written
+        assert not any("/nodes/n1" in path for _method, path in written), written
+        assert not api.get("nodes", "n2").get("spec", {}).get("unschedulable")
+        assert recap(one, "n1")["changed"] == 0
 
 
 @pytest.mark.slow
