@@ -77,3 +77,59 @@ def read_json_dir(directory: str) -> dict[str, Any]:
         except (OSError, ValueError) as exc:
             raise ValueError(f"cannot read {path}: {exc}") from exc
     return found
+
+
+def write_node_files(
+    output_dir: str, nodes: dict[str, tuple[str, Any]], sites: list[str], check_mode: bool
+) -> list[str]:
+    """Write each node's facts to ``<output_dir>/<site>/nodes/<node>.json``.
+
+    ``nodes`` maps a node to its site and facts; every site of ``sites`` gets
+    its ``nodes`` directory (one whose nodes all failed too: its summary lists
+    them). One call on the controller for a whole play, so the run does not
+    spend a worker round per node on its output. Returns the files that were
+    (in check mode: would be) written; unchanged files are left alone.
+    """
+    written = []
+    for site in sorted(set(sites) | {site for site, _facts in nodes.values()}):
+        directory = os.path.join(output_dir, site, "nodes")
+        if not check_mode:
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                raise JsonFileError(f"output_dir: cannot create {directory}: {exc.strerror or exc}") from None
+    for node in sorted(nodes):
+        site, facts = nodes[node]
+        dest = os.path.join(output_dir, site, "nodes", node + ".json")
+        changed, _diff = write_json_file(dest, facts, check_mode, field="output_dir")
+        if changed:
+            written.append(dest)
+    return written
+
+
+def node_entries(nodes: Any, sites: list[str]) -> tuple[dict[str, tuple[str, Any]], str | None]:
+    """``{node: (site, topology)}`` from ``{node: {site, topology}}``, or the problem, naming the input.
+
+    Sites become directory names: letters, digits, ``.``, ``_`` and ``-``
+    (the site pattern). A node name becomes a file name: no ``/``, not
+    starting with a dot.
+    """
+    entries: dict[str, tuple[str, Any]] = {}
+    for site in sites:
+        if not _is_name(site):
+            return {}, f"sites: {site!r} is not a usable directory name (letters, digits, '.', '_', '-')"
+    for node, entry in sorted((nodes or {}).items()):
+        if not node or node.startswith(".") or "/" in node or "\x00" in node:
+            return {}, f"nodes: {node!r} is not a usable file name (no '/', not starting with '.')"
+        if not isinstance(entry, dict) or not isinstance(entry.get("topology"), dict):
+            return {}, f"nodes.{node}: must be a dict with site and topology (a dict)"
+        site = str(entry.get("site", "default"))
+        if not _is_name(site):
+            return {}, f"nodes.{node}.site: {site!r} is not a usable directory name (letters, digits, '.', '_', '-')"
+        entries[node] = (site, entry["topology"])
+    return entries, None
+
+
+def _is_name(value: Any) -> bool:
+    text = str(value)
+    return bool(text) and text[0] != "." and all((ch.isalnum() and ch.isascii()) or ch in "._-" for ch in text)

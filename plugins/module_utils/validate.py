@@ -126,6 +126,8 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_utilization_nodes_dir aligned_dra_utilization_result aligned_dra_utilization_site
     aligned_dra_what_if_all_trees aligned_dra_what_if_archives aligned_dra_what_if_found aligned_dra_what_if_host
     aligned_dra_what_if_plan aligned_dra_what_if_probes aligned_dra_what_if_rendered aligned_dra_what_if_unpacked
+    aligned_dra_claims_sites aligned_dra_teams_sites aligned_dra_utilization_sites aligned_dra_network_plan
+    aligned_dra_checks_done
     """.split()
 )
 
