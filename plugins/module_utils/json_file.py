@@ -87,17 +87,21 @@ def write_node_files(
     ``nodes`` maps a node to its site and facts; every site of ``sites`` gets
     its ``nodes`` directory (one whose nodes all failed too: its summary lists
     them). One call on the controller for a whole play, so the run does not
-    spend a worker round per node on its output. Returns the files that were
-    (in check mode: would be) written; unchanged files are left alone.
+    spend a worker round per node on its output. Returns the directories
+    (ending in ``/``) and files that were (in check mode: would be) created or
+    written; unchanged files are left alone.
     """
     written = []
     for site in sorted(set(sites) | {site for site, _facts in nodes.values()}):
         directory = os.path.join(output_dir, site, "nodes")
+        if not os.path.isdir(directory):
+            written.append(directory + "/")
         if not check_mode:
             try:
                 os.makedirs(directory, exist_ok=True)
-            except OSError as exc:
-                raise JsonFileError(f"output_dir: cannot create {directory}: {exc.strerror or exc}") from None
+            except (OSError, ValueError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise JsonFileError(f"output_dir: cannot create {directory}: {reason}") from None
     for node in sorted(nodes):
         site, facts = nodes[node]
         dest = os.path.join(output_dir, site, "nodes", node + ".json")

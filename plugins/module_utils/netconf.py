@@ -72,6 +72,19 @@ def run_sriov(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]
     )
 
 
+class PlanError(Exception):
+    """A part of the plan was refused; the message names the field, as the rdma and sriov modules do."""
+
+
+def _planned(run: Any, state: dict[str, Any]) -> dict[str, Any]:
+    from ansible_collections.aligned.dra.plugins.module_utils import rdma_config, sriov
+
+    try:
+        return run(state, check_mode=True)
+    except (rdma_config.RdmaConfigError, sriov.SriovError, OSError, ValueError) as exc:
+        raise PlanError(str(exc)) from exc
+
+
 def plan(rdma_state: dict[str, Any] | None, sriov_state: dict[str, Any] | None) -> dict[str, Any]:
     """What the node's network stage would change, changing nothing.
 
@@ -82,8 +95,8 @@ def plan(rdma_state: dict[str, Any] | None, sriov_state: dict[str, Any] | None) 
     the RDMA mode waits for; ``disruptive``: the change destroys or creates
     VFs or moves RDMA devices between namespaces (the node is drained first).
     """
-    rdma = run_rdma(rdma_state, check_mode=True) if rdma_state is not None else None
-    sriov = run_sriov(sriov_state, check_mode=True) if sriov_state and sriov_state.get("pfs") else None
+    rdma = _planned(run_rdma, rdma_state) if rdma_state is not None else None
+    sriov = _planned(run_sriov, sriov_state) if sriov_state and sriov_state.get("pfs") else None
     rdma_disruptive = bool(rdma) and (
         rdma["reboot_required"] or any(action.startswith("rdma system set netns") for action in rdma["actions"])
     )

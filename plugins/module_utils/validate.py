@@ -95,7 +95,8 @@ PLAYBOOK_SPEC: dict[str, dict[str, Any]] = {
 }
 
 # Names the collection itself sets while it runs (facts, registered results,
-# loop variables, task vars): known, so never "unknown", but nothing to validate.
+# loop variables, task vars, and the groups the stages make with group_by):
+# known, so never "unknown", but nothing to validate.
 RUNTIME_NAMES = frozenset(
     """
     aligned_dra_nodes aligned_dra_topology aligned_dra_topology_probe aligned_dra_site_summaries
@@ -127,7 +128,9 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_what_if_all_trees aligned_dra_what_if_archives aligned_dra_what_if_found aligned_dra_what_if_host
     aligned_dra_what_if_plan aligned_dra_what_if_probes aligned_dra_what_if_rendered aligned_dra_what_if_unpacked
     aligned_dra_claims_sites aligned_dra_teams_sites aligned_dra_utilization_sites aligned_dra_network_plan
-    aligned_dra_checks_done
+    aligned_dra_checks_done aligned_dra_driver_sites
+    aligned_dra_network_roll aligned_dra_network_persist_only aligned_dra_network_converged
+    aligned_dra_driver_roll aligned_dra_driver_site_only
     """.split()
 )
 

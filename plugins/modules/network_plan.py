@@ -11,7 +11,8 @@ short_description: What the RDMA and SR-IOV settings would change on a node, cha
 version_added: 0.2.0
 description:
   - Plans the settings of the M(aligned.dra.rdma) and M(aligned.dra.sriov) modules on the node in one
-    call, always read-only (both modules in check mode, through the same library).
+    call, always read-only (both modules in check mode, through the same library). The options are
+    those two modules' options, under the same names.
   - The network stage (C(playbooks/network.yml)) runs it on every node at once and rolls only the
     nodes with RV(pending) set, a batch at a time; a converged site starts no batch.
   - Refusals of the SR-IOV part (VFs in use, counts above C(sriov_totalvfs), a PF that is not there)
@@ -29,22 +30,100 @@ attributes:
     description: Returns the diffs of both parts when something would change.
     support: full
 options:
-  rdma:
+  netns_mode:
     description:
-      - The RDMA settings (M(aligned.dra.rdma)'s options C(netns_mode), C(modules), C(modprobe_dir),
-        C(modules_load_dir)). Omit to leave RDMA out of the plan.
-    type: dict
-  sriov:
+      - V(shared) - RDMA devices are visible in every network namespace (the kernel default).
+      - V(exclusive) - an RDMA device belongs to one network namespace and moves with it; needed to
+        hand an RDMA device to exactly one pod.
+      - Omit to leave the mode alone.
+    type: str
+    choices: [shared, exclusive]
+  modules:
     description:
-      - The SR-IOV settings (M(aligned.dra.sriov)'s options C(pfs), C(driver_state_dir), C(vf_drivers)).
-        Omit, or give no PFs, to leave SR-IOV out of the plan.
-    type: dict
+      - Kernel modules to load now and at every boot, for example V(ib_core), V(mlx5_ib), V(ib_umad), V(rdma_ucm).
+      - An empty list removes the collection's boot-time module file; omit to leave modules alone.
+    type: list
+    elements: str
+  modprobe_dir:
+    description: Directory of modprobe configuration files.
+    type: path
+    default: /etc/modprobe.d
+  modules_load_dir:
+    description: Directory read by systemd-modules-load at boot.
+    type: path
+    default: /etc/modules-load.d
+  pfs:
+    description:
+      - The physical functions, as M(aligned.dra.sriov) takes them. Empty leaves SR-IOV out of the plan.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      pci_address:
+        description: PCI address of the PF (V(0000:19:00.0)).
+        type: str
+      netdev:
+        description: Network interface name of the PF.
+        type: str
+      vendor_id:
+        description: PCI vendor id (V(0x15b3)); with O(pfs[].device_id) and O(pfs[].index).
+        type: str
+      device_id:
+        description: PCI device id (V(0x1021)).
+        type: str
+      index:
+        description: Which of the PFs with that vendor and device, in PCI address order, from 0.
+        type: int
+      numvfs:
+        description: Number of VFs. Omit to keep the current count.
+        type: int
+      drivers_autoprobe:
+        description: Whether new VFs bind to their driver (C(sriov_drivers_autoprobe)); set before VFs are created.
+        type: bool
+      eswitch_mode:
+        description: Eswitch mode through devlink; a change destroys and recreates the VFs.
+        type: str
+        choices: [legacy, switchdev]
+      mtu:
+        description: MTU of the PF's interface.
+        type: int
+      vf_defaults:
+        description: VF properties applied to every VF (keys as in O(pfs[].vfs), without C(index)).
+        type: dict
+      vfs:
+        description:
+          - Per-VF properties; each entry needs C(index) and may set C(mac), C(vlan) (0-4095),
+            C(qos) (0-7, needs a VLAN), C(spoofchk), C(trust), C(link_state)
+            (V(auto), V(enable), V(disable)), C(min_tx_rate) and C(max_tx_rate) (Mbit/s).
+        type: list
+        elements: dict
+      missing:
+        description: What to do when this node has no such PF.
+        type: str
+        choices: [fail, skip]
+        default: fail
+      force:
+        description: Change the VF count even when VFs in use are destroyed.
+        type: bool
+        default: false
+  driver_state_dir:
+    description:
+      - The DRA driver's state directory; its C(checkpoint.json) lists prepared devices (shape in C(docs/network.md)).
+    type: path
+    default: /var/lib/aligned-dra
+  vf_drivers:
+    description: More drivers that count as a VF's default driver (a VF bound to another is in use).
+    type: list
+    elements: str
+    default: []
   sysfs_root:
-    description: Root of the sysfs tree.
+    description:
+      - Root of the sysfs tree. With anything but V(/sys) (a captured tree) the RDMA mode is read from
+        the tree's C(module/ib_core/parameters/netns_mode).
     type: path
     default: /sys
   procfs_root:
-    description: Root of procfs.
+    description: Root of procfs, used to count network namespaces.
     type: path
     default: /proc
 seealso:
@@ -55,9 +134,9 @@ seealso:
 EXAMPLES = r"""
 - name: Which nodes need a network change
   aligned.dra.network_plan:
-    rdma: {netns_mode: exclusive, modules: [ib_core, mlx5_ib]}
-    sriov:
-      pfs: [{pci_address: "0000:19:00.0", numvfs: 8}]
+    netns_mode: exclusive
+    modules: [ib_core, mlx5_ib]
+    pfs: [{pci_address: "0000:19:00.0", numvfs: 8}]
   register: network_plan
 
 - name: Roll only those
@@ -75,39 +154,30 @@ disruptive:
   returned: always
   type: bool
 rdma:
-  description: M(aligned.dra.rdma)'s check-mode result, without its diff; V(null) when O(rdma) is omitted.
+  description: M(aligned.dra.rdma)'s check-mode result, without its diff.
   returned: always
   type: dict
 sriov:
-  description: M(aligned.dra.sriov)'s check-mode result, without its diff; V(null) without PFs.
+  description: M(aligned.dra.sriov)'s check-mode result, without its diff; V(null) without O(pfs).
   returned: always
   type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import netconf, rdma_config, sriov
-
-# netns_mode: null leaves the mode alone (the rdma role's default), so no
-# choices here; the library refuses any other value, naming the field.
-RDMA_OPTIONS = {
-    "netns_mode": {"type": "str"},
-    "modules": {"type": "list", "elements": "str"},
-    "modprobe_dir": {"type": "path", "default": "/etc/modprobe.d"},
-    "modules_load_dir": {"type": "path", "default": "/etc/modules-load.d"},
-}
-SRIOV_OPTIONS = {
-    "pfs": {"type": "list", "elements": "dict", "default": [], "options": sriov.PF_ARGUMENT_SPEC},
-    "driver_state_dir": {"type": "path", "default": sriov.DEFAULT_STATE_DIR},
-    "vf_drivers": {"type": "list", "elements": "str", "default": []},
-}
+from ansible_collections.aligned.dra.plugins.module_utils import netconf, rdma_netlink, sriov
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "rdma": {"type": "dict", "options": RDMA_OPTIONS},
-            "sriov": {"type": "dict", "options": SRIOV_OPTIONS},
+            "netns_mode": {"type": "str", "choices": sorted(rdma_netlink.NETNS_MODES)},
+            "modules": {"type": "list", "elements": "str"},
+            "modprobe_dir": {"type": "path", "default": "/etc/modprobe.d"},
+            "modules_load_dir": {"type": "path", "default": "/etc/modules-load.d"},
+            "pfs": {"type": "list", "elements": "dict", "default": [], "options": sriov.PF_ARGUMENT_SPEC},
+            "driver_state_dir": {"type": "path", "default": sriov.DEFAULT_STATE_DIR},
+            "vf_drivers": {"type": "list", "elements": "str", "default": []},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "procfs_root": {"type": "path", "default": "/proc"},
         },
@@ -115,14 +185,15 @@ def main() -> None:
     )
     p = module.params
     roots = {"sysfs_root": p["sysfs_root"], "procfs_root": p["procfs_root"]}
-    rdma_state = dict(p["rdma"], **roots) if p["rdma"] is not None else None
-    sriov_state = None
-    if p["sriov"] is not None:
-        pfs = [{key: value for key, value in pf.items() if value is not None} for pf in p["sriov"]["pfs"]]
-        sriov_state = dict(p["sriov"], pfs=pfs, **roots)
+    rdma_state = dict(
+        roots, netns_mode=p["netns_mode"], modules=p["modules"],
+        modprobe_dir=p["modprobe_dir"], modules_load_dir=p["modules_load_dir"],
+    )
+    pfs = [{key: value for key, value in pf.items() if value is not None} for pf in p["pfs"]]
+    sriov_state = dict(roots, pfs=pfs, driver_state_dir=p["driver_state_dir"], vf_drivers=p["vf_drivers"])
     try:
         result = netconf.plan(rdma_state, sriov_state)
-    except (rdma_config.RdmaConfigError, sriov.SriovError, OSError) as exc:
+    except netconf.PlanError as exc:
         module.fail_json(msg=str(exc))
     diffs = []
     for part in ("rdma", "sriov"):

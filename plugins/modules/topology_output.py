@@ -53,7 +53,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 written:
-  description: The files written (in check mode, those that would be).
+  description: The directories (ending in C(/)) and files created or written (in check mode, those that would be).
   returned: always
   type: list
   elements: str

@@ -95,6 +95,8 @@ EXAMPLE_COUNTS = {
     "topology_snapshot": 80,
     "preflight": 60,
     "validate": 60,
+    "network_plan": 120,
+    "topology_output": 80,
 }
 # ALIGNED_DRA_FUZZ_SCALE=10 runs ten times as many (a deeper search, by hand).
 SCALE = float(os.environ.get("ALIGNED_DRA_FUZZ_SCALE", "1"))
@@ -117,6 +119,7 @@ PINNED = {
     "rdma": {"sysfs_root", "procfs_root", "modprobe_dir", "modules_load_dir"},
     "sriov": {"sysfs_root", "procfs_root", "driver_state_dir"},
     "topology_capture": {"sysfs_root", "procfs_root"},
+    "network_plan": {"sysfs_root", "procfs_root", "modprobe_dir", "modules_load_dir", "driver_state_dir"},
 }
 
 
@@ -266,6 +269,19 @@ def template_validate(root: Path) -> None:
     del root
 
 
+def template_network_plan(root: Path) -> None:
+    build_tree(load_layout(SRIOV_LAYOUT), root / "node")
+    params = root / "node/sys/module/ib_core/parameters"
+    params.mkdir(parents=True, exist_ok=True)
+    (params / "netns_mode").write_text("Y\n")
+    (root / "state").mkdir()
+    (root / "etc/modprobe.d").mkdir(parents=True)
+
+
+def template_topology_output(root: Path) -> None:
+    (root / "out").mkdir()
+
+
 def template_topology_capture(root: Path) -> None:
     build_tree(load_layout(FIXTURES / "layouts" / "vm-flat.yml"), root / "node")
 
@@ -320,7 +336,7 @@ def run_module(name: str, args: dict[str, Any], root: Path) -> tuple[dict[str, A
         stack.enter_context(mock.patch.dict(os.environ, {"KUBECONFIG": str(root / "no-kubeconfig"), "HOME": str(root)}))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(patch_module_args(args))
-        if name == "sriov":
+        if name in ("sriov", "network_plan"):
             kernel = FakeSriovKernel(os.path.join(str(root), "node", "sys"))
             stack.enter_context(mock.patch.object(sriov_lib, "SysfsWriter", lambda: kernel))
             stack.enter_context(mock.patch.object(sriov_lib.netlink_link, "Links", refuse))
@@ -768,6 +784,27 @@ def base_validate(draw, root: Path) -> dict[str, Any]:
 
 def base_topology_snapshot(draw, root: Path) -> dict[str, Any]:
     return {"src": str(root / "node.tar.gz"), "dest": draw(st.sampled_from(["cache/node", str(root / "tree")]))}
+
+
+def base_network_plan(draw, root: Path) -> dict[str, Any]:
+    """The rdma and sriov modules' bases on one node tree (the options have the same names)."""
+    rdma = base_rdma(draw, root)
+    args = {key: rdma[key] for key in ("netns_mode", "modules") if key in rdma}
+    args["modprobe_dir"] = str(root / "etc/modprobe.d")
+    args["modules_load_dir"] = str(root / "etc/modules-load.d")
+    if draw(st.booleans()):
+        sriov = base_sriov(draw, root)
+        args.update({key: sriov[key] for key in ("pfs", "driver_state_dir", "vf_drivers") if key in sriov})
+    args.update(sysfs_root=str(root / "node/sys"), procfs_root=str(root / "node/proc"))
+    return args
+
+
+def base_topology_output(draw, root: Path) -> dict[str, Any]:
+    nodes = {"n1": {"site": "lab", "topology": copy.deepcopy(TOPOLOGY)}}
+    if draw(st.booleans()):
+        nodes["n2.example"] = {"site": draw(st.sampled_from(["lab", "west-2"])), "topology": copy.deepcopy(TOPOLOGY)}
+    return {"output_dir": draw(st.sampled_from([str(root / "out"), "out/new"])), "nodes": nodes,
+            "sites": draw(st.sampled_from([[], ["lab"], ["lab", "empty"]]))}
 
 
 BASES = {name: globals()["base_" + name] for name in EXAMPLE_COUNTS}
@@ -1432,6 +1469,40 @@ def semantic_topology_snapshot(draw, args: dict[str, Any], root: Path, broken: B
         # The scratch directory itself and emptydir's parent are not trees this module made.
         args[key] = draw(st.sampled_from(["afile", "afile/sub", str(root), "."]))
     broken.add((key,))
+
+
+def semantic_network_plan(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    """The rdma and sriov modules' own semantic garbage (the same option names)."""
+    if draw(st.booleans()):
+        semantic_sriov(draw, args, root, broken)
+        args.pop("settle_timeout", None)
+    else:
+        semantic_rdma(draw, args, root, broken)
+        if args.get("sysfs_root") == str(root / "sys"):
+            args["sysfs_root"] = str(root / "node/sys")
+
+
+def semantic_topology_output(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    what = draw(st.sampled_from(["site", "node", "topology", "sites", "output_dir"]))
+    nodes = args.get("nodes")
+    if not isinstance(nodes, dict) or not all(isinstance(v, dict) for v in nodes.values()) or not nodes:
+        args["nodes"] = nodes = {"n1": {"site": "lab", "topology": {}}}
+    name = sorted(nodes)[0]
+    if what == "site":
+        nodes[name]["site"] = draw(st.sampled_from(["../up", ".hidden", "a/b", "", "sp ace"]))
+        broken.add(("nodes", name, "site"))
+    elif what == "node":
+        nodes[draw(st.sampled_from(["../x", ".dot", "a/b"]))] = {"site": "lab", "topology": {}}
+        broken.add(("nodes",))
+    elif what == "topology":
+        nodes[name]["topology"] = draw(st.sampled_from([[], "x", None, 5]))
+        broken.add(("nodes", name))
+    elif what == "sites":
+        args["sites"] = ["lab", draw(st.sampled_from(["../up", "a/b", ""]))]
+        broken.add(("sites",))
+    else:
+        args["output_dir"] = draw(st.sampled_from([str(root / "afile"), str(root / "afile" / "sub"), str(root / "binary.bin")]))
+        broken.add(("output_dir",))
 
 
 SEMANTIC = {name: globals()["semantic_" + name] for name in EXAMPLE_COUNTS}
