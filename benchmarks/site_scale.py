@@ -47,8 +47,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "inventories" / "demo"
 CALLBACKS = Path(__file__).resolve().parent / "callbacks"
-FIXTURES = ("dgx-h100", "mi300x", "sriov-8x64", "hyperv-ndv4", "vm-flat", "pci-domain-5digit",
-            "hwloc-32intel64-8ve", "hwloc-32em64t-mic", "hwloc-fakepcilocalities", "ghw-nvidia-p100")
+FIXTURES = (
+    "dgx-h100",
+    "mi300x",
+    "sriov-8x64",
+    "hyperv-ndv4",
+    "vm-flat",
+    "pci-domain-5digit",
+    "hwloc-32intel64-8ve",
+    "hwloc-32em64t-mic",
+    "hwloc-fakepcilocalities",
+    "ghw-nvidia-p100",
+)
 
 FLOOR_PLAYBOOK = """---
 # Ansible's floor: one module round trip and one file check per node.
@@ -78,7 +88,8 @@ def write_fleet(project: Path, nodes: int, sites: int, sysfs: Path) -> Path:
     for site in range(sites):
         group = f"site_{site:02d}"
         (group_vars / f"{group}.yml").write_text(
-            site_vars.replace("aligned_dra_site: ai-west", f"aligned_dra_site: site-{site:02d}"), encoding="utf-8")
+            site_vars.replace("aligned_dra_site: ai-west", f"aligned_dra_site: site-{site:02d}"), encoding="utf-8"
+        )
         lines += [f"    {group}:", "      hosts:"]
         for index in range(site, nodes, sites):
             lines.append(f"        node-{index:04d}: {{aligned_dra_fixture: {FIXTURES[index % len(FIXTURES)]}}}")
@@ -120,8 +131,9 @@ def run_playbook(args: list[str], env: dict[str, str], log: Path) -> dict:
     peak = [0]
     start = time.monotonic()
     with open(log, "w", encoding="utf-8") as out:
-        process = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=log.parent)
+        process = subprocess.Popen(
+            args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=log.parent
+        )
         done = threading.Event()
 
         def sample() -> None:
@@ -159,25 +171,33 @@ def rounds_per_node(run: dict, nodes: int) -> float:
 
 def print_results(results: list[dict]) -> None:
     base = results[0]
-    print(f"{'nodes':>6} {'floor s':>8} {'site s':>8} {'ratio':>6} {'re-run s':>9} {'ratio':>6} "
-          f"{'growth':>7} {'floor gr':>8} {'vs floor':>8} {'peak MiB':>9} {'rounds/node':>11}")
+    print(
+        f"{'nodes':>6} {'floor s':>8} {'site s':>8} {'ratio':>6} {'re-run s':>9} {'ratio':>6} "
+        f"{'growth':>7} {'floor gr':>8} {'vs floor':>8} {'peak MiB':>9} {'rounds/node':>11}"
+    )
     for result in results:
         floor, site, rerun = result["floor"]["seconds"], result["site"]["seconds"], result["rerun"]["seconds"]
         growth = site / base["site"]["seconds"]
         floor_growth = floor / base["floor"]["seconds"]
         peak = max(result[run]["peak_pss_mib"] for run in ("floor", "site", "rerun"))
-        print(f"{result['nodes']:>6} {floor:>8.1f} {site:>8.1f} {site / floor:>6.2f} {rerun:>9.1f} "
-              f"{rerun / floor:>6.2f} {growth:>7.2f} {floor_growth:>8.2f} {growth / floor_growth:>8.2f} "
-              f"{peak:>9.0f} {rounds_per_node(result['site'], result['nodes']):>11.1f}")
-    print("growth: site.yml seconds over those of the smallest N; vs floor: that growth over the floor's (1.0 = linear)")
+        print(
+            f"{result['nodes']:>6} {floor:>8.1f} {site:>8.1f} {site / floor:>6.2f} {rerun:>9.1f} "
+            f"{rerun / floor:>6.2f} {growth:>7.2f} {floor_growth:>8.2f} {growth / floor_growth:>8.2f} "
+            f"{peak:>9.0f} {rounds_per_node(result['site'], result['nodes']):>11.1f}"
+        )
+    print(
+        "growth: site.yml seconds over those of the smallest N; vs floor: that growth over the floor's (1.0 = linear)"
+    )
     for result in results:
         print(f"\nPlays of site.yml at {result['nodes']} nodes (first run / converged re-run):")
         reruns = {play["play"]: play for play in result["rerun"]["plays"]}
         for play in result["site"]["plays"]:
             again = reruns.get(play["play"], {"seconds": 0.0, "results": {}})
             first_rounds = sum(play["results"].values()) / result["nodes"]
-            print(f"  {play['seconds']:>7.1f} s {again['seconds']:>7.1f} s  {first_rounds:>5.1f} rounds/node  "
-                  f"{play['play'][:80]}")
+            print(
+                f"  {play['seconds']:>7.1f} s {again['seconds']:>7.1f} s  {first_rounds:>5.1f} rounds/node  "
+                f"{play['play'][:80]}"
+            )
 
 
 def main() -> int:
@@ -191,16 +211,21 @@ def main() -> int:
 
     cache = REPO / ".cache"
     sysfs = cache / "sysfs"
-    subprocess.run([sys.executable, str(REPO / "tests" / "fixtures" / "materialize.py"), str(sysfs), *FIXTURES],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(REPO / "tests" / "fixtures" / "materialize.py"), str(sysfs), *FIXTURES],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = dict(os.environ)
-    env.update({
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_COLLECTIONS_PATH": str(cache / "collections"),
-        "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
-        "ANSIBLE_CALLBACKS_ENABLED": "aligned_dra_play_times",
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-    })
+    env.update(
+        {
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(cache / "collections"),
+            "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
+            "ANSIBLE_CALLBACKS_ENABLED": "aligned_dra_play_times",
+            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        }
+    )
     workdir = Path(tempfile.mkdtemp(prefix="aligned-dra-scale-"))
     results = []
     try:
@@ -212,8 +237,10 @@ def main() -> int:
             print(f"projects and logs kept in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(f"site.yml on {options.sites} site(s), forks {options.forks}, {os.cpu_count()} CPUs; "
-          f"baseline: ping + stat per node on the same inventory")
+    print(
+        f"site.yml on {options.sites} site(s), forks {options.forks}, {os.cpu_count()} CPUs; "
+        f"baseline: ping + stat per node on the same inventory"
+    )
     print_results(results)
     if options.json:
         options.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -55,5 +55,9 @@ class ActionModule(ActionBase):
             return result
         result.update(changed=bool(written), written=written, nodes=len(entries))
         if written and self._task.diff:
-            result["diff"] = {"before": "", "after": "".join(path + "\n" for path in written), "after_header": "files written"}
+            result["diff"] = {
+                "before": "",
+                "after": "".join(path + "\n" for path in written),
+                "after_header": "files written",
+            }
         return result

@@ -186,8 +186,11 @@ def main() -> None:
     p = module.params
     roots = {"sysfs_root": p["sysfs_root"], "procfs_root": p["procfs_root"]}
     rdma_state = dict(
-        roots, netns_mode=p["netns_mode"], modules=p["modules"],
-        modprobe_dir=p["modprobe_dir"], modules_load_dir=p["modules_load_dir"],
+        roots,
+        netns_mode=p["netns_mode"],
+        modules=p["modules"],
+        modprobe_dir=p["modprobe_dir"],
+        modules_load_dir=p["modules_load_dir"],
     )
     pfs = [{key: value for key, value in pf.items() if value is not None} for pf in p["pfs"]]
     sriov_state = dict(roots, pfs=pfs, driver_state_dir=p["driver_state_dir"], vf_drivers=p["vf_drivers"])

@@ -160,7 +160,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aligned.dra.plugins.module_utils import sriov
 
 
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec={

@@ -68,7 +68,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aligned.dra.plugins.module_utils import json_file
 
 
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -88,7 +87,11 @@ def main() -> None:
         module.fail_json(msg=str(exc))
     result = {"changed": bool(written), "written": written, "nodes": len(nodes)}
     if written and module._diff:
-        result["diff"] = {"before": "", "after": "".join(path + "\n" for path in written), "after_header": "files written"}
+        result["diff"] = {
+            "before": "",
+            "after": "".join(path + "\n" for path in written),
+            "after_header": "files written",
+        }
     module.exit_json(**result)
 
 

@@ -153,12 +153,16 @@ def test_only_nodes_with_a_change_roll_each_drained_alone(nodes, tmp_path):
 
         converged = playbook(inv)
         assert converged.returncode == 0, converged.output
-        assert re.search(r"PLAY \[Configure RDMA and SR-IOV on every GPU/RDMA node\] \** skipping: no hosts matched",
-                         converged.output), converged.output
+        assert re.search(
+            r"PLAY \[Configure RDMA and SR-IOV on every GPU/RDMA node\] \** skipping: no hosts matched",
+            converged.output,
+        ), converged.output
         assert recap(converged, "n1")["changed"] == 0 and recap(converged, "n2")["changed"] == 0
 
         data = yaml.safe_load(inv.read_text())
-        data["aligned_dra_nodes"]["hosts"]["n2"]["aligned_dra_sriov_pfs"] = [{"pci_address": "0000:01:00.0", "numvfs": 5}]
+        data["aligned_dra_nodes"]["hosts"]["n2"]["aligned_dra_sriov_pfs"] = [
+            {"pci_address": "0000:01:00.0", "numvfs": 5}
+        ]
         inv.write_text(yaml.safe_dump(data))
         del api.requests[:]
         one = playbook(inv)
@@ -168,7 +172,9 @@ def test_only_nodes_with_a_change_roll_each_drained_alone(nodes, tmp_path):
         assert "[n2" in rolled and "[n1" not in rolled
         assert "TASK [aligned.dra.sriov : Cordon and drain the node]" in rolled
         # n2 was cordoned (and its pods evicted), then uncordoned; n1 was never written to.
-        written = [(method, path) for method, path, _type in api.requests if method in ("PATCH", "POST", "PUT", "DELETE")]
+        written = [
+            (method, path) for method, path, _type in api.requests if method in ("PATCH", "POST", "PUT", "DELETE")
+        ]
         assert any(path.startswith("/api/v1/nodes/n2") for _method, path in written), written
         assert not any("/nodes/n1" in path for _method, path in written), written
         assert not api.get("nodes", "n2").get("spec", {}).get("unschedulable")

@@ -803,8 +803,11 @@ def base_topology_output(draw, root: Path) -> dict[str, Any]:
     nodes = {"n1": {"site": "lab", "topology": copy.deepcopy(TOPOLOGY)}}
     if draw(st.booleans()):
         nodes["n2.example"] = {"site": draw(st.sampled_from(["lab", "west-2"])), "topology": copy.deepcopy(TOPOLOGY)}
-    return {"output_dir": draw(st.sampled_from([str(root / "out"), "out/new"])), "nodes": nodes,
-            "sites": draw(st.sampled_from([[], ["lab"], ["lab", "empty"]]))}
+    return {
+        "output_dir": draw(st.sampled_from([str(root / "out"), "out/new"])),
+        "nodes": nodes,
+        "sites": draw(st.sampled_from([[], ["lab"], ["lab", "empty"]])),
+    }
 
 
 BASES = {name: globals()["base_" + name] for name in EXAMPLE_COUNTS}
@@ -1501,7 +1504,9 @@ def semantic_topology_output(draw, args: dict[str, Any], root: Path, broken: Bro
         args["sites"] = ["lab", draw(st.sampled_from(["../up", "a/b", ""]))]
         broken.add(("sites",))
     else:
-        args["output_dir"] = draw(st.sampled_from([str(root / "afile"), str(root / "afile" / "sub"), str(root / "binary.bin")]))
+        args["output_dir"] = draw(
+            st.sampled_from([str(root / "afile"), str(root / "afile" / "sub"), str(root / "binary.bin")])
+        )
         broken.add(("output_dir",))
 
 
