@@ -165,6 +165,18 @@ def measure(nodes: int, sites: int, forks: int, workdir: Path, env: dict[str, st
     return result
 
 
+def merged_plays(run: dict) -> list[dict]:
+    """One entry per play: a serial play reports one play start per batch (``batches``)."""
+    merged: dict[str, dict] = {}
+    for play in run["plays"]:
+        entry = merged.setdefault(play["play"], {"play": play["play"], "seconds": 0.0, "batches": 0, "results": {}})
+        entry["seconds"] += play["seconds"]
+        entry["batches"] += 1
+        for outcome, count in play["results"].items():
+            entry["results"][outcome] = entry["results"].get(outcome, 0) + count
+    return list(merged.values())
+
+
 def rounds_per_node(run: dict, nodes: int) -> float:
     return sum(sum(play["results"].values()) for play in run["plays"]) / nodes
 
@@ -189,14 +201,18 @@ def print_results(results: list[dict]) -> None:
         "growth: site.yml seconds over those of the smallest N; vs floor: that growth over the floor's (1.0 = linear)"
     )
     for result in results:
-        print(f"\nPlays of site.yml at {result['nodes']} nodes (first run / converged re-run):")
-        reruns = {play["play"]: play for play in result["rerun"]["plays"]}
-        for play in result["site"]["plays"]:
-            again = reruns.get(play["play"], {"seconds": 0.0, "results": {}})
-            first_rounds = sum(play["results"].values()) / result["nodes"]
+        nodes = result["nodes"]
+        print(
+            f"\nPlays of site.yml at {nodes} nodes: seconds (first run / converged re-run), batches, "
+            f"worker rounds per node (first run)"
+        )
+        reruns = {play["play"]: play for play in merged_plays(result["rerun"])}
+        for play in merged_plays(result["site"]):
+            again = reruns.get(play["play"], {"seconds": 0.0, "batches": 0})
+            first_rounds = sum(play["results"].values()) / nodes
             print(
-                f"  {play['seconds']:>7.1f} s {again['seconds']:>7.1f} s  {first_rounds:>5.1f} rounds/node  "
-                f"{play['play'][:80]}"
+                f"  {play['seconds']:>7.1f} {again['seconds']:>7.1f} s  {play['batches']:>4d} {again['batches']:>4d}  "
+                f"{first_rounds:>5.1f}  {play['play'][:80]}"
             )
 
 
