@@ -150,6 +150,9 @@ def test_only_nodes_with_a_change_roll_each_drained_alone(nodes, tmp_path):
         first = playbook(inv)
         assert first.returncode == 0, first.output
         assert numvfs(nodes["n1"]) == 3 and numvfs(nodes["n2"]) == 3
+        # both rolled, one batch each, in inventory order (not in the order their plans finished)
+        batches = first.output.split("PLAY [Configure RDMA and SR-IOV on every GPU/RDMA node]")[1:]
+        assert len(batches) == 2 and "[n1" in batches[0] and "[n2" not in batches[0]
 
         converged = playbook(inv)
         assert converged.returncode == 0, converged.output
