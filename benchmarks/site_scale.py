@@ -26,7 +26,8 @@ floor's growth; a converged re-run at 200 nodes <= 3x the floor; controller
 memory at 1,000 nodes <= 1 GB.
 
 Run: ``.venv/bin/python benchmarks/site_scale.py`` (N = 50 and 200),
-``--nodes 1000`` on request, ``--sites 4``, ``--forks 20``, ``--json FILE``.
+``--nodes 1000`` on request, ``--sites 4``, ``--forks 20``, ``--json FILE``,
+``--runs site`` (one site.yml run only: the memory figure at 1,000 nodes).
 Needs the bootstrap (``scripts/bootstrap.sh``): the virtual environment and
 the collections under ``.cache/collections``.
 """
@@ -153,15 +154,23 @@ def run_playbook(args: list[str], env: dict[str, str], log: Path) -> dict:
     return {"seconds": round(seconds, 2), "peak_pss_mib": round(peak[0] / 1024, 1), "plays": plays}
 
 
-def measure(nodes: int, sites: int, forks: int, workdir: Path, env: dict[str, str], sysfs: Path) -> dict:
+RUNS = ("floor", "site", "rerun")
+
+
+def measure(
+    nodes: int, sites: int, forks: int, workdir: Path, env: dict[str, str], sysfs: Path, runs: tuple[str, ...] = RUNS
+) -> dict:
     project = workdir / f"n{nodes}"
     inventory = write_fleet(project, nodes, sites, sysfs)
     (project / "floor.yml").write_text(FLOOR_PLAYBOOK, encoding="utf-8")
     playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "--forks", str(forks)]
-    result = {"nodes": nodes, "sites": sites, "forks": forks}
-    result["floor"] = run_playbook(playbook + [str(project / "floor.yml")], env, project / "floor.log")
-    result["site"] = run_playbook(playbook + ["aligned.dra.site"], env, project / "site.log")
-    result["rerun"] = run_playbook(playbook + ["aligned.dra.site"], env, project / "rerun.log")
+    result: dict = {"nodes": nodes, "sites": sites, "forks": forks}
+    if "floor" in runs:
+        result["floor"] = run_playbook(playbook + [str(project / "floor.yml")], env, project / "floor.log")
+    if "site" in runs or "rerun" in runs:
+        result["site"] = run_playbook(playbook + ["aligned.dra.site"], env, project / "site.log")
+    if "rerun" in runs:
+        result["rerun"] = run_playbook(playbook + ["aligned.dra.site"], env, project / "rerun.log")
     return result
 
 
@@ -181,7 +190,22 @@ def rounds_per_node(run: dict, nodes: int) -> float:
     return sum(sum(play["results"].values()) for play in run["plays"]) / nodes
 
 
+def print_partial(results: list[dict]) -> None:
+    """Runs left out with --runs: what was measured, without ratios."""
+    for result in results:
+        for run in RUNS:
+            if run in result:
+                rounds = rounds_per_node(result[run], result["nodes"])
+                print(
+                    f"{result['nodes']:>6} nodes  {run:<6} {result[run]['seconds']:>8.1f} s  "
+                    f"peak {result[run]['peak_pss_mib']:>7.0f} MiB  {rounds:>5.1f} rounds/node"
+                )
+
+
 def print_results(results: list[dict]) -> None:
+    if any(run not in result for result in results for run in RUNS):
+        print_partial(results)
+        return
     base = results[0]
     print(
         f"{'nodes':>6} {'floor s':>8} {'site s':>8} {'ratio':>6} {'re-run s':>9} {'ratio':>6} "
@@ -221,6 +245,11 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[50, 200], help="fleet sizes (default 50 200)")
     parser.add_argument("--sites", type=int, default=1, help="sites the nodes are spread over (default 1)")
     parser.add_argument("--forks", type=int, default=10, help="ansible forks (default 10, the project's ansible.cfg)")
+    parser.add_argument(
+        "--runs",
+        default=",".join(RUNS),
+        help="which runs: floor, site, rerun (default all three; e.g. 'site' for memory at 1,000 nodes)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the generated projects and logs")
     options = parser.parse_args()
@@ -247,7 +276,11 @@ def main() -> int:
     try:
         for nodes in sorted(options.nodes):
             print(f"measuring {nodes} nodes ...", file=sys.stderr, flush=True)
-            results.append(measure(nodes, options.sites, options.forks, workdir, env, sysfs))
+            runs = tuple(run for run in options.runs.split(",") if run)
+            unknown = set(runs) - set(RUNS)
+            if unknown:
+                parser.error(f"--runs: unknown {sorted(unknown)}; choose from {', '.join(RUNS)}")
+            results.append(measure(nodes, options.sites, options.forks, workdir, env, sysfs, runs))
     finally:
         if options.keep:
             print(f"projects and logs kept in {workdir}", file=sys.stderr)
