@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -106,24 +107,47 @@ def topology_node_accounting(
     return result
 
 
-def topology_site_index(summaries: Mapping[str, Any]) -> dict[str, Any]:
-    """Index of sites: counts and where each site's files are (relative paths)."""
-    return {
-        "sites": [
-            {
-                "site": site,
-                "nodes": summary["nodes"],
-                "gpus": summary["gpus"],
-                "nics": summary["nics"],
-                "warnings": len(summary["warnings"]),
-                "summary": f"{site}/summary.json",
-                "summary_markdown": f"{site}/summary.md",
-                "node_files": [f"{site}/nodes/{node}.json" for node in summary["per_node"]],
-                **({"node_counts": summary["node_counts"]} if "node_counts" in summary else {}),
-            }
-            for site, summary in sorted(summaries.items())
-        ]
+def topology_site_index(summaries: Mapping[str, Any], output_dir: str | None = None) -> dict[str, Any]:
+    """Index of sites: counts and where each site's files are (relative paths).
+
+    With ``output_dir``, the sites of the ``index.json`` already there that
+    this run did not summarise (a run limited to other sites, ``--limit``)
+    stay listed as they were, as long as their ``summary.json`` is still there.
+    """
+    entries = {
+        site: {
+            "site": site,
+            "nodes": summary["nodes"],
+            "gpus": summary["gpus"],
+            "nics": summary["nics"],
+            "warnings": len(summary["warnings"]),
+            "summary": f"{site}/summary.json",
+            "summary_markdown": f"{site}/summary.md",
+            "node_files": [f"{site}/nodes/{node}.json" for node in summary["per_node"]],
+            **({"node_counts": summary["node_counts"]} if "node_counts" in summary else {}),
+        }
+        for site, summary in summaries.items()
     }
+    for entry in _earlier_index(output_dir) if output_dir else []:
+        site = entry.get("site") if isinstance(entry, Mapping) else None
+        if (
+            isinstance(site, str)
+            and site not in entries
+            and "/" not in site
+            and os.path.isfile(os.path.join(output_dir, site, "summary.json"))
+        ):
+            entries[site] = dict(entry)
+    return {"sites": [entries[site] for site in sorted(entries)]}
+
+
+def _earlier_index(output_dir: str) -> list[Any]:
+    """The sites of ``<output_dir>/index.json``; none when it is missing or not an index."""
+    try:
+        with open(os.path.join(output_dir, "index.json"), encoding="utf-8") as handle:
+            sites = json.load(handle).get("sites")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return sites if isinstance(sites, list) else []
 
 
 class FilterModule:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -65,6 +67,28 @@ def test_index_and_markdown():
     assert markdown.startswith("# Site east\n")
     assert "| a1 | 1 | 2 | 1 | 0 | 0000:01:00.0: 0000:90:00.0 (PIX); 0000:02:00.0: 0000:90:00.0 (SYS) |" in markdown
     assert "- a1: gpu 0000:02:00.0 has no NIC closer than SYS" in markdown
+
+
+def test_index_keeps_the_sites_of_a_run_limited_to_others(tmp_path):
+    """--limit east, then --limit west: index.json lists both, as long as east's summary is there."""
+    summaries = topology_site_summaries(HOSTVARS, ["a1", "a2", "b1"])
+    east_only = topology_site_index({"east": summaries["east"]}, str(tmp_path))
+    (tmp_path / "index.json").write_text(json.dumps(east_only))
+    (tmp_path / "east").mkdir()
+    (tmp_path / "east" / "summary.json").write_text("{}")
+    both = topology_site_index({"west": summaries["west"]}, str(tmp_path))
+    assert [s["site"] for s in both["sites"]] == ["east", "west"]
+    assert both["sites"][0] == east_only["sites"][0]
+    # a site summarised now replaces its earlier entry
+    again = topology_site_index({"east": {**summaries["east"], "warnings": []}}, str(tmp_path))
+    assert [s["site"] for s in again["sites"]] == ["east"] and again["sites"][0]["warnings"] == 0
+    # a site whose directory is gone, a damaged entry or a damaged index.json: not kept
+    (tmp_path / "east" / "summary.json").unlink()
+    assert [s["site"] for s in topology_site_index({"west": summaries["west"]}, str(tmp_path))["sites"]] == ["west"]
+    (tmp_path / "index.json").write_text('{"sites": [5, {"site": "../up"}, {"site": 7}]}')
+    assert [s["site"] for s in topology_site_index({"west": summaries["west"]}, str(tmp_path))["sites"]] == ["west"]
+    (tmp_path / "index.json").write_text("not json")
+    assert [s["site"] for s in topology_site_index({}, str(tmp_path))["sites"]] == []
 
 
 def test_failed_and_unreachable_nodes_are_accounted_for_and_left_out(tmp_path):
