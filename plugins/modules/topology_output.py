@@ -16,6 +16,8 @@ description:
   - The topology role runs it once per play on the controller (its action plugin reads each
     node's C(aligned_dra_topology) and C(aligned_dra_site) from C(hostvars)), so the output
     costs no worker round per node. As a module it takes the facts in O(nodes).
+requirements:
+  - Python >= 3.9 where it runs; through its action plugin, the controller's Python (nothing beyond ansible-core)
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
