@@ -97,14 +97,11 @@ def plan(rdma_state: dict[str, Any] | None, sriov_state: dict[str, Any] | None) 
     """
     rdma = _planned(run_rdma, rdma_state) if rdma_state is not None else None
     sriov = _planned(run_sriov, sriov_state) if sriov_state and sriov_state.get("pfs") else None
-    rdma_disruptive = bool(rdma) and (
-        rdma["reboot_required"] or any(action.startswith("rdma system set netns") for action in rdma["actions"])
-    )
     return {
         "rdma": rdma,
         "sriov": sriov,
         "pending": bool(rdma and (rdma["changed"] or rdma["reboot_required"])) or bool(sriov and sriov["changed"]),
-        "disruptive": rdma_disruptive or bool(sriov and sriov["disruptive"]),
+        "disruptive": bool(rdma and rdma["disruptive"]) or bool(sriov and sriov["disruptive"]),
     }
 
 

@@ -238,4 +238,8 @@ def apply(
                         raise RdmaConfigError(f"netns_mode: the kernel reports {now} after setting {mode}")
                     result["netns_mode"]["runtime"] = now
     result["diff"] = {"before": before, "after": after}
+    # Moving RDMA devices between namespaces, now or at the next boot: pods lose them, drain first.
+    result["disruptive"] = result["reboot_required"] or any(
+        action.startswith("rdma system set netns") for action in result["actions"]
+    )
     return result

@@ -104,6 +104,12 @@ actions:
   type: list
   elements: str
   sample: ["write /etc/modprobe.d/aligned-dra-rdma.conf", "rdma system set netns exclusive"]
+disruptive:
+  description:
+    - Whether the change moves RDMA devices between network namespaces (the mode changes now or needs a
+      reboot): pods lose their RDMA devices, so the node is drained first.
+  returned: always
+  type: bool
 live:
   description: Whether the module worked on the running kernel (C(sysfs_root) is V(/sys)).
   returned: always

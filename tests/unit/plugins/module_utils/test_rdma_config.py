@@ -88,7 +88,7 @@ def test_switch_at_run_time_then_nothing_to_do(dirs, tmp_path):
 def test_kernel_refusal_means_reboot(dirs, tmp_path):
     kernel = KernelRdma("shared", other_namespaces=True)
     result = run(kernel, dirs, netns_mode="exclusive")
-    assert result["changed"] and result["reboot_required"]
+    assert result["changed"] and result["reboot_required"] and result["disruptive"]
     assert "EBUSY" in result["reasons"][0]
     assert kernel.mode == "shared"
     # The persistent half is in place for the next boot.
@@ -104,6 +104,7 @@ def test_check_mode_changes_nothing(dirs, tmp_path):
     assert not (tmp_path / "modprobe.d").exists() and not (tmp_path / "modules-load.d").exists()
     assert result["loaded"] == []
     assert "rdma system set netns exclusive" in result["actions"]
+    assert result["disruptive"]
 
 
 def test_modules_loaded_after_options_and_persisted(dirs, tmp_path, monkeypatch):
@@ -124,6 +125,8 @@ def test_modules_loaded_after_options_and_persisted(dirs, tmp_path, monkeypatch)
     # ib_core is not loaded (in this fake): the mode applies when it loads.
     assert result["netns_mode"]["runtime"] is None
     assert not result["reboot_required"]
+    # modules and files only, no namespace move: nothing to drain for
+    assert not result["disruptive"]
 
 
 def test_failed_modprobe_names_the_field(dirs, monkeypatch):
