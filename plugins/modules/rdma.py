@@ -107,7 +107,7 @@ actions:
 disruptive:
   description:
     - Whether the change moves RDMA devices between network namespaces (the mode changes now or needs a
-      reboot): pods lose their RDMA devices, so the node is drained first.
+      reboot). Pods lose their RDMA devices, so the node is drained first.
   returned: always
   type: bool
 live:
