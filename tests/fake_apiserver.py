@@ -34,6 +34,14 @@ Interface
         api.requests                                  # every request: (method, path, content_type)
         api.fail_next("PATCH", r"/status$", code=500) # fault injection for the next matching request
 
+Kueue (v0.19.2) as a cluster with its CRDs installed serves it:
+``/apis/kueue.x-k8s.io/v1beta2/{clusterqueues, cohorts, resourceflavors,
+workloadpriorityclasses}`` and namespaced ``localqueues``, each validated
+against the openAPIV3Schema of Kueue's own CRD (``tests/fixtures/kueue-v0.19.2``),
+strict: fields a schema does not declare are refused. The CRDs' CEL rules and
+Kueue's webhook are not run here (``kueue.validate_objects`` is tested against
+them).
+
 A patch whose ``metadata.uid`` differs from the stored object's answers 409
 (``Precondition failed: UID in precondition``), as on the real server.
 
@@ -143,6 +151,11 @@ GATE_DEFAULTS: dict[str, dict[str, bool]] = {
 }
 
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Kueue's CustomResourceDefinitions, copied unmodified from Kueue v0.19.2 (see tests/fixtures/kueue-v0.19.2).
+KUEUE_CRDS = Path(__file__).resolve().parent / "fixtures" / "kueue-v0.19.2"
+
+
 class Resource:
     """One served resource type; ``subresources`` names the ones besides ``status`` (``eviction``)."""
 
@@ -215,8 +228,22 @@ RESOURCES = {
             status=False,
         ),
         Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, status=False),
+        # Kueue's CRDs (v0.19.2, served version v1beta2), as a cluster with Kueue installed serves them.
+        Resource(KUEUE_GROUP, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False, status=True),
+        Resource(KUEUE_GROUP, "v1beta2", "cohorts", "Cohort", namespaced=False, status=True),
+        Resource(KUEUE_GROUP, "v1beta2", "localqueues", "LocalQueue", namespaced=True, status=True),
+        Resource(KUEUE_GROUP, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False, status=False),
+        Resource(
+            KUEUE_GROUP, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False, status=False
+        ),
     )
 }
+
+
+def _group_version(group: str) -> str:
+    """The one version the fake serves of an API group (v1, Kueue's v1beta2)."""
+    return next((r.version for r in RESOURCES.values() if r.group == group), "v1")
+
 
 # What the token controller writes into a kubernetes.io/service-account-token Secret.
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake CA of the fake API server\n-----END CERTIFICATE-----\n")
@@ -532,6 +559,43 @@ def validate_resource_claim_status(obj: dict[str, Any], errors: list[str]) -> No
 
 _VALIDATORS: dict[tuple[str, str, str], Any] = {}
 _VALIDATORS_LOCK = threading.Lock()
+
+
+def _closed(schema: Any) -> Any:
+    """An OpenAPI schema of a CRD where objects with ``properties`` refuse other fields (strict field validation)."""
+    if isinstance(schema, list):
+        return [_closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: _closed(value) for key, value in schema.items()}
+    if "properties" in schema and "additionalProperties" not in schema:
+        if not schema.get("x-kubernetes-preserve-unknown-fields"):
+            closed["additionalProperties"] = False
+    return closed
+
+
+def crd_schema_error(obj: dict[str, Any]) -> Any:
+    """The first error of a Kueue object against the openAPIV3Schema of its CRD (strict), or None."""
+    kind = obj.get("kind", "")
+    key = ("crd", obj.get("apiVersion", ""), kind)
+    with _VALIDATORS_LOCK:
+        validator = _VALIDATORS.get(key)
+        if validator is None:
+            version = obj.get("apiVersion", "").split("/")[-1]
+            for path in sorted(KUEUE_CRDS.glob("kueue.x-k8s.io_*.yaml")):
+                crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+                if crd["spec"]["names"]["kind"] != kind:
+                    continue
+                for served in crd["spec"]["versions"]:
+                    if served["name"] == version and served.get("served"):
+                        schema = _closed(served["schema"]["openAPIV3Schema"])
+                        # metadata is the server's ObjectMeta, checked by _validate_metadata
+                        schema["properties"]["metadata"] = {"type": "object"}
+                        validator = jsonschema.validators.Draft202012Validator(schema)
+            if validator is None:
+                raise ApiError(404, f"no CRD serves {kind} {obj.get('apiVersion')}", "NotFound")
+            _VALIDATORS[key] = validator
+    return jsonschema.exceptions.best_match(validator.iter_errors(obj))
 
 
 def schema_error(obj: dict[str, Any], minor: str) -> Any:
@@ -934,10 +998,14 @@ class FakeApiServer:
                 f"the body's apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')} does not match "
                 f"{resource.api_version}/{resource.kind}",
             )
-        error = schema_error(obj, self.minor)
+        if resource.group == KUEUE_GROUP:
+            error = crd_schema_error(obj)
+        else:
+            error = schema_error(obj, self.minor)
         if error is not None:
             where = ".".join(str(p) for p in error.path) or "(root)"
-            raise ApiError(422, f"{resource.kind} {where}: {error.message} (schema {self.minor}, strict)")
+            schema = "Kueue v0.19.2 CRD" if resource.group == KUEUE_GROUP else f"schema {self.minor}"
+            raise ApiError(422, f"{resource.kind} {where}: {error.message} ({schema}, strict)")
         errors: list[str] = []
         _validate_metadata(obj, resource, errors)
         if resource.kind == "ResourceSlice":
@@ -1466,7 +1534,7 @@ class FakeApiServer:
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
             group, rest = parts[1], parts[3:]
-            if parts[2] != "v1":
+            if parts[2] != _group_version(group):
                 raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
         else:
             raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
@@ -1512,7 +1580,7 @@ class FakeApiServer:
         for group in groups:
             if path == f"/apis/{group}":
                 return {"kind": "APIGroup", "apiVersion": "v1", **self._group(group)}
-        for group_version in ["v1"] + [f"{g}/v1" for g in groups]:
+        for group_version in ["v1"] + [f"{g}/{_group_version(g)}" for g in groups]:
             prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
             if path == prefix:
                 return {
@@ -1525,7 +1593,7 @@ class FakeApiServer:
 
     @staticmethod
     def _group(group: str) -> dict[str, Any]:
-        version = {"groupVersion": f"{group}/v1", "version": "v1"}
+        version = {"groupVersion": f"{group}/{_group_version(group)}", "version": _group_version(group)}
         return {"name": group, "versions": [version], "preferredVersion": version}
 
     @staticmethod

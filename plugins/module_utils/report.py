@@ -1014,7 +1014,53 @@ def teams_html(teams: Mapping[str, Any]) -> Any:
         }
         for t in teams["teams"]
     ]
-    return _render("teams.html.j2", capacity=capacity, teams=rows)
+    return _render("teams.html.j2", capacity=capacity, teams=rows, **_kueue_rows(teams.get("kueue")))
+
+
+def _amounts(values: Mapping[str, Any] | None, missing: str = "-") -> str:
+    """``{class: amount}`` as ``class amount, ...``; a null amount (no limit, unknown) as ``missing``."""
+    if not values:
+        return "-"
+    return ", ".join(f"{cls} {missing if v is None else v}" for cls, v in sorted(values.items()))
+
+
+def _kueue_rows(queues: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The Kueue engine's rows of the teams section: queues per team and the what-if outcome."""
+    if not queues:
+        return {"engine": "resourcequota", "queues": [], "what_if": None, "notes": []}
+    rows = [
+        {
+            "name": str(t["name"]),
+            "queue": f"{t['cluster_queue']} / {t['local_queue']}",
+            "cohort": str(t["cohort"]),
+            "flavor": str(t["flavor"]),
+            "nominal": _amounts(t.get("nominal")),
+            "borrowable": _amounts(t.get("borrowable"), "no limit"),
+            "lendable": _amounts(t.get("lendable")),
+            "idle": _amounts(t["idle"], "unknown") if "idle" in t else "unknown (no utilization)",
+        }
+        for t in queues.get("teams") or []
+    ]
+    what_if = None
+    outcome = queues.get("what_if")
+    if outcome:
+        what_if = {
+            "teams": [
+                {
+                    "name": str(name),
+                    "nominal": _amounts(t.get("by_nominal")),
+                    "borrowing": _amounts(t.get("by_borrowing")),
+                    "pending": _amounts(t.get("pending")),
+                    "preempted": ", ".join(f"{p['name']} ({p['reason']})" for p in t.get("preempted") or []) or "-",
+                }
+                for name, t in sorted((outcome.get("teams") or {}).items())
+            ],
+            "over": [
+                f"{cls}: {row['admitted']} admitted, {row['capacity']} on the site"
+                for cls, row in sorted((outcome.get("over_capacity") or {}).items())
+            ],
+        }
+    return {"engine": "kueue", "queues": rows, "what_if": what_if, "notes": [str(n) for n in queues.get("notes") or []]}
 
 
 def _percent(value: float | None) -> str:
@@ -1308,6 +1354,17 @@ def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
         for key in ("class", "capacity", "guaranteed", "opportunistic", "status", "teams"):
             if not isinstance(row, dict) or key not in row:
                 raise ReportError(f"{source}: capacity[{index}] has no '{key}'")
+    queues = teams.get("kueue")
+    if queues is not None:
+        if not isinstance(queues, dict) or not isinstance(queues.get("teams"), list):
+            raise ReportError(f"{source}: 'kueue' must be an object with a 'teams' list")
+        for index, row in enumerate(queues["teams"]):
+            for key in ("name", "cluster_queue", "local_queue", "cohort", "flavor", "nominal", "lendable"):
+                if not isinstance(row, dict) or key not in row:
+                    raise ReportError(f"{source}: kueue.teams[{index}] has no '{key}'")
+        outcome = queues.get("what_if")
+        if outcome is not None and not isinstance((outcome or {}).get("teams"), dict):
+            raise ReportError(f"{source}: kueue.what_if must be an object with 'teams'")
     return teams
 
 

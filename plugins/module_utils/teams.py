@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import re
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, kueue
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 TEAM_LABEL = "aligned.dev/team"
 TIER_LABEL = "aligned.dev/tier"
 PRIORITY_ANNOTATION = "aligned.dev/priority-class"
+QUEUE_ANNOTATION = "aligned.dev/kueue-queue-name"
 USAGE_ANNOTATION = "aligned.dev/usage"
 QUOTA_NAME = "aligned-dra-devices"
 MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
@@ -65,8 +66,24 @@ DEFAULT_TIERS: dict[str, dict[str, Any]] = {
     },
 }
 TIER_KEYS = ("name", "value", "preemption_policy", "guaranteed", "description")
-TEAM_KEYS = ("name", "namespaces", "labels", "tier", "templates", "quotas", "admin_access")
-SETTINGS_KEYS = ("tiers", "teams", "oversubscription", "extended_resources")
+TEAM_KEYS = (
+    "name",
+    "namespaces",
+    "labels",
+    "tier",
+    "templates",
+    "quotas",
+    "admin_access",
+    "borrowing_limit",
+    "lending_limit",
+    "department",
+    "node_group",
+)
+SETTINGS_KEYS = ("tiers", "teams", "oversubscription", "extended_resources", "engine", "kueue")
+ENGINES = ("resourcequota", "kueue", "both")
+KUEUE_KEYS = ("cohort", "node_groups", "resource_names", "what_if")
+NODE_GROUP_KEYS = ("node_labels",)
+WHAT_IF_KEYS = ("team", "name", "class", "devices", "tier", "running")
 MAX_PRIORITY = 1000000000  # user-defined PriorityClasses stay at or below one billion
 
 
@@ -194,6 +211,12 @@ def settings(
             raise TeamsError(f"aligned_dra_teams.oversubscription.{key} must be a number >= 1 (got {factor!r})")
         factors[cls] = float(factor)
 
+    engine = raw.get("engine", "resourcequota")
+    if engine not in ENGINES:
+        raise TeamsError(f"aligned_dra_teams.engine must be one of {', '.join(ENGINES)} (got {engine!r})")
+    kueue = _kueue_settings(raw.get("kueue"), engine, classes, keys)
+    node_groups = kueue["node_groups"]
+
     teams_raw = raw.get("teams") or []
     if not isinstance(teams_raw, list):
         raise TeamsError("aligned_dra_teams.teams must be a list")
@@ -240,17 +263,26 @@ def settings(
                     f"{where}.templates: {template!r} is not rendered for this site "
                     f"(rendered: {', '.join(sorted(templates))})"
                 )
-        quotas: dict[str, int] = {}
-        raw_quotas = team.get("quotas") or {}
-        if not isinstance(raw_quotas, dict):
-            raise TeamsError(f"{where}.quotas must map DeviceClasses to device counts")
-        for key, count in raw_quotas.items():
-            cls = _resolve_class(f"{where}.quotas", key, classes, keys)
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise TeamsError(f"{where}.quotas.{key} must be a non-negative integer (got {count!r})")
-            if cls in quotas:
-                raise TeamsError(f"{where}.quotas: {key!r} names {cls} a second time")
-            quotas[cls] = count
+        quotas = _amounts(f"{where}.quotas", team.get("quotas"), classes, keys, engine)
+        limits = {
+            option: _amounts(f"{where}.{option}", team.get(option), classes, keys, engine)
+            for option in ("borrowing_limit", "lending_limit")
+        }
+        for option, amounts in limits.items():
+            if amounts and engine == "resourcequota":
+                raise TeamsError(f"{where}.{option} needs engine kueue or both (a ResourceQuota cannot lend or borrow)")
+            for cls in amounts:
+                if cls not in quotas:
+                    raise TeamsError(f"{where}.{option}: {cls} has no quota in {where}.quotas")
+        department = team.get("department")
+        if department is not None and not dra.is_dns_label(department):
+            raise TeamsError(f"{where}.department {department!r} is not a DNS label")
+        node_group = team.get("node_group")
+        if node_group is not None and node_group not in node_groups:
+            raise TeamsError(
+                f"{where}.node_group {node_group!r} is not one of aligned_dra_teams.kueue.node_groups "
+                f"({', '.join(sorted(node_groups)) or 'none set'})"
+            )
         teams.append(
             {
                 "name": name,
@@ -260,9 +292,106 @@ def settings(
                 "templates": list(wanted),
                 "quotas": quotas,
                 "admin_access": admin,
+                "borrowing_limit": limits["borrowing_limit"],
+                "lending_limit": limits["lending_limit"],
+                "department": department,
+                "node_group": node_group,
             }
         )
-    return {"tiers": tiers, "teams": teams, "extended_resources": extended, "oversubscription": factors}
+    return {
+        "tiers": tiers,
+        "teams": teams,
+        "extended_resources": extended,
+        "oversubscription": factors,
+        "engine": engine,
+        "kueue": kueue,
+    }
+
+
+def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str], engine: str) -> dict[str, int | str]:
+    """``{DeviceClass: devices}``; a quantity string (GPU memory) only where Kueue counts it."""
+    amounts: dict[str, int | str] = {}
+    if raw is None:
+        return amounts
+    if not isinstance(raw, dict):
+        raise TeamsError(f"{where} must map DeviceClasses to device counts")
+    for key, count in raw.items():
+        cls = _resolve_class(where, key, classes, keys)
+        if isinstance(count, str):
+            # consumable capacity: Kueue counts the memory a claim requests, a ResourceQuota only devices
+            if engine != "kueue":
+                raise TeamsError(
+                    f"{where}.{key}: {count!r} is an amount of capacity, which only engine kueue counts "
+                    f"(a ResourceQuota counts devices); give a device count or set engine: kueue"
+                )
+            try:
+                if dra_cel.parse_quantity(count) < 0:
+                    raise ValueError("negative")
+            except ValueError:
+                raise TeamsError(f"{where}.{key}: {count!r} is not a non-negative Kubernetes quantity") from None
+        elif isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise TeamsError(f"{where}.{key} must be a non-negative integer (got {count!r})")
+        if cls in amounts:
+            raise TeamsError(f"{where}: {key!r} names {cls} a second time")
+        amounts[cls] = count
+    return amounts
+
+
+def _kueue_settings(raw: Any, engine: str, classes: dict[str, Any], keys: dict[str, str]) -> dict[str, Any]:
+    """``aligned_dra_teams.kueue``: the cohort, node groups, resource names and the what-if workloads."""
+    if raw is None:
+        raw = {}
+    _check_keys("aligned_dra_teams.kueue", raw, KUEUE_KEYS)
+    if raw and engine == "resourcequota":
+        raise TeamsError("aligned_dra_teams.kueue is set but engine is resourcequota; set engine: kueue or both")
+    cohort = raw.get("cohort")
+    if cohort is not None and not dra.is_dns_label(cohort):
+        raise TeamsError(f"aligned_dra_teams.kueue.cohort {cohort!r} is not a DNS label")
+    node_groups: dict[str, dict[str, Any]] = {}
+    raw_groups = raw.get("node_groups") or {}
+    if not isinstance(raw_groups, dict):
+        raise TeamsError("aligned_dra_teams.kueue.node_groups must map node group names to settings")
+    for name, options in raw_groups.items():
+        where = f"aligned_dra_teams.kueue.node_groups.{name}"
+        if not dra.is_dns_subdomain(name):
+            raise TeamsError(f"{where}: {name!r} is not a DNS subdomain (it names a ResourceFlavor)")
+        options = options or {}
+        _check_keys(where, options, NODE_GROUP_KEYS)
+        labels = options.get("node_labels") or {}
+        if not isinstance(labels, dict):
+            raise TeamsError(f"{where}.node_labels must map label names to strings")
+        for label, value in labels.items():
+            if not is_label_name(label):
+                raise TeamsError(f"{where}.node_labels: {label!r} is not a valid label name")
+            if not is_label_value(value):
+                raise TeamsError(f"{where}.node_labels.{label}: {value!r} is not a valid label value (quote numbers)")
+        node_groups[name] = {"node_labels": dict(labels)}
+    raw_names = raw.get("resource_names") or {}
+    if not isinstance(raw_names, dict):
+        raise TeamsError("aligned_dra_teams.kueue.resource_names must map DeviceClasses to resource names")
+    names: dict[str, str] = {}
+    for key, name in raw_names.items():
+        cls = _resolve_class("aligned_dra_teams.kueue.resource_names", key, classes, keys)
+        if cls in names:
+            # Kueue maps a DeviceClass to exactly one logical resource
+            raise TeamsError(f"aligned_dra_teams.kueue.resource_names: {key!r} names {cls} a second time")
+        if not isinstance(name, str) or not is_label_name(name):
+            raise TeamsError(f"aligned_dra_teams.kueue.resource_names.{key}: {name!r} is not a resource name")
+        names[cls] = name
+    raw_what_if = raw.get("what_if") or []
+    if not isinstance(raw_what_if, list) or not all(isinstance(w, dict) for w in raw_what_if):
+        raise TeamsError("aligned_dra_teams.kueue.what_if must be a list of workloads (mappings)")
+    what_if = []
+    for index, workload in enumerate(raw_what_if):
+        where = f"aligned_dra_teams.kueue.what_if[{index}]"
+        _check_keys(where, workload, WHAT_IF_KEYS)
+        workload = dict(workload)
+        if "class" in workload:  # a class key (gpu) or the DeviceClass name
+            workload["class"] = _resolve_class(f"{where}.class", workload["class"], classes, keys)
+        if not isinstance(workload.get("running", False), bool):
+            raise TeamsError(f"{where}.running must be true or false")
+        what_if.append(workload)
+    return {"cohort": cohort, "node_groups": node_groups, "resource_names": names, "what_if": what_if}
 
 
 # -- objects -----------------------------------------------------------------------------------
@@ -340,7 +469,7 @@ def team_objects(conf: dict[str, Any], site: str, objects: list[dict[str, Any]])
             if team["admin_access"]:
                 ns_labels[ADMIN_ACCESS_LABEL] = "true"
             out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": ns_labels}})
-            if team["quotas"]:
+            if team["quotas"] and conf.get("engine", "resourcequota") != "kueue":
                 hard = {}
                 for cls, count in sorted(team["quotas"].items()):
                     hard[quota_resource(cls)] = str(count)
@@ -386,6 +515,8 @@ def capacity_check(conf: dict[str, Any], plan: dict[str, Any] | None) -> tuple[l
     for team in conf["teams"]:
         guaranteed = conf["tiers"][team["tier"]]["guaranteed"]
         for cls, count in team["quotas"].items():
+            if isinstance(count, str):
+                continue  # an amount of capacity (Kueue): checked by kueue.render, not in devices
             total = count * len(team["namespaces"])
             row = rows.setdefault(
                 cls,
@@ -430,8 +561,14 @@ def render(
     feature_gates: dict[str, bool] | None = None,
     plan: dict[str, Any] | None = None,
     class_keys: dict[str, str] | None = None,
+    in_use: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor"}``.
+    """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue"}``.
+
+    With engine ``kueue`` or ``both``, ``kueue`` holds what :func:`kueue.render`
+    returns besides its objects (the manager configuration, the queues per
+    team); ``in_use`` (devices per team and class in use now) adds what each
+    team has idle and could lend.
 
     ``problems`` holds the capacity problems; invalid objects raise nothing here,
     :func:`validate_all` checks them.
@@ -442,6 +579,14 @@ def render(
         raise TeamsError(f"admin_access needs the DRAAdminAccess feature gate, which is off on Kubernetes {minor}")
     objects = priority_classes(conf, site) + team_objects(conf, site, claim_objects)
     rows, problems = capacity_check(conf, plan)
+    queues = None
+    if conf["engine"] != "resourcequota":
+        queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use)
+        # engine both: a class over its limit is reported once, by the ResourceQuota side
+        flagged = {p.split(":", 1)[0] for p in problems}
+        problems = problems + [p for p in queues["problems"] if p.split(":", 1)[0] not in flagged]
+        _queue_guidance(objects, queues["objects"])
+        objects += queues["objects"]
     summary = [
         {
             "name": t["name"],
@@ -462,12 +607,36 @@ def render(
         "teams": summary,
         "tiers": conf["tiers"],
         "minor": minor,
+        "engine": conf["engine"],
+        "kueue": None if queues is None else {k: v for k, v in queues.items() if k not in ("objects", "problems")},
     }
 
 
+def _queue_guidance(objects: list[dict[str, Any]], queue_objects: list[dict[str, Any]]) -> None:
+    """Template copies say which LocalQueue their namespace's workloads name.
+
+    Kueue reads ``kueue.x-k8s.io/queue-name`` from the workload (Job, JobSet,
+    pod), never from a claim or its template, so the copy carries it as an
+    annotation for people and tools to read, not as a label Kueue would act on.
+    """
+    queues = {o["metadata"]["namespace"]: o["metadata"]["name"] for o in queue_objects if o["kind"] == "LocalQueue"}
+    for obj in objects:
+        namespace = obj["metadata"].get("namespace")
+        if obj["kind"] != "ResourceClaimTemplate" or namespace not in queues:
+            continue
+        annotations = obj["metadata"].setdefault("annotations", {})
+        annotations[QUEUE_ANNOTATION] = queues[namespace]
+        annotations[USAGE_ANNOTATION] += f"; workloads set the label {kueue.QUEUE_LABEL}: {queues[namespace]}"
+
+
 def validate_all(objects: list[dict[str, Any]], minor: str, feature_gates: dict[str, bool] | None = None) -> list[str]:
-    """Schema (strict, per minor), gates and DRA limits of every object; empty when all may be applied."""
-    return claims.validate_all(objects, minor, feature_gates)
+    """Schema (strict, per minor), gates and DRA limits of every object; empty when all may be applied.
+
+    Kueue's objects are checked against Kueue's own CRD schemas (:func:`kueue.validate_objects`).
+    """
+    queues = [o for o in objects if str(o.get("apiVersion", "")).startswith(kueue.API_GROUP + "/")]
+    others = [o for o in objects if not str(o.get("apiVersion", "")).startswith(kueue.API_GROUP + "/")]
+    return claims.validate_all(others, minor, feature_gates) + (kueue.validate_objects(queues) if queues else [])
 
 
 def file_name(obj: dict[str, Any]) -> str:
@@ -478,6 +647,11 @@ def file_name(obj: dict[str, Any]) -> str:
         "PriorityClass": "priorityclass",
         "ResourceClaimTemplate": "claimtemplate",
         "ResourceClaim": "claim",
+        "WorkloadPriorityClass": "kueue-priorityclass",
+        "Cohort": "kueue-cohort",
+        "ResourceFlavor": "kueue-flavor",
+        "ClusterQueue": "kueue-clusterqueue",
+        "LocalQueue": "kueue-localqueue",
     }.get(obj["kind"], obj["kind"].lower())
     namespace = obj["metadata"].get("namespace")
     return f"{kind}-{namespace + '-' if namespace else ''}{obj['metadata']['name']}.yaml"

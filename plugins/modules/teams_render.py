@@ -64,6 +64,13 @@ options:
       - The site's C(plan.json) from M(aligned.dra.plan); its C(classes) give the capacity per class.
       - When it does not exist the capacity is unknown and the quotas are not compared.
     type: path
+  utilization_file:
+    description:
+      - The site's C(utilization.json) from M(aligned.dra.utilization) of this run; its C(teams) give the
+        devices each team holds now.
+      - With engine C(kueue) or C(both), each team's queue row then says what it has idle and could lend.
+      - When it does not exist the idle devices are unknown.
+    type: path
   dest:
     description: Where to write the teams summary (C(<site>/teams.json)); omitted, nothing is written.
     type: path
@@ -120,6 +127,18 @@ minor:
   description: The Kubernetes minor rendered for.
   returned: success
   type: str
+engine:
+  description: The quota engine of the site - C(resourcequota), C(kueue) or C(both).
+  returned: success
+  type: str
+kueue:
+  description:
+    - With engine C(kueue) or C(both) - C(configuration) (the Kueue manager Configuration fragment with
+      the feature gates and C(deviceClassMappings)), C(teams) (per team its ClusterQueue, cohort, and
+      nominal, borrowable, lendable and idle devices per class) and C(what_if) (the outcome of the
+      site's what-if workloads); null with engine C(resourcequota).
+  returned: success
+  type: dict
 """
 
 import json
@@ -127,7 +146,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, inputs, teams
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, inputs, kueue, teams
 from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
@@ -147,6 +166,24 @@ def _plan(module):
     return plan
 
 
+def _in_use(module):
+    """Devices per team and class in use now, from this run's utilization.json; None when unknown."""
+    path = module.params["utilization_file"]
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            used = json.load(handle)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg=f"utilization_file: cannot read {path}: {exc}")
+    rows = used.get("teams") if isinstance(used, dict) else None
+    if not isinstance(rows, dict) or not all(
+        isinstance(row, dict) and isinstance(row.get("devices"), dict) for row in rows.values()
+    ):
+        module.fail_json(msg=f"utilization_file: {path}: teams must map team names to rows with devices per class")
+    return {team: dict(row["devices"]) for team, row in rows.items()}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -156,6 +193,7 @@ def main():
             "claims_settings": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
             "plan_file": {"type": "path"},
+            "utilization_file": {"type": "path"},
             "dest": {"type": "path"},
         },
         supports_check_mode=True,
@@ -175,9 +213,10 @@ def main():
             params["feature_gates"],
             plan,
             class_keys,
+            _in_use(module),
         )
         problems = teams.validate_all(result["objects"], result["minor"], params["feature_gates"])
-    except (teams.TeamsError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
+    except (teams.TeamsError, kueue.KueueError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=str(exc))
     if problems:
         module.fail_json(msg="rendered team objects are not valid: " + " | ".join(problems), problems=problems)
@@ -194,6 +233,8 @@ def main():
         "tiers": result["tiers"],
         "teams": result["teams"],
         "capacity": result["capacity"],
+        "engine": result["engine"],
+        "kueue": result["kueue"],
     }
     changed = False
     diff = {}
@@ -210,6 +251,8 @@ def main():
         "capacity": result["capacity"],
         "teams": result["teams"],
         "minor": result["minor"],
+        "engine": result["engine"],
+        "kueue": result["kueue"],
     }
     if module._diff and diff:
         response["diff"] = diff

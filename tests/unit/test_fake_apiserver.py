@@ -710,3 +710,38 @@ def test_rbac_admission_policies_and_priority_classes(api):
     }
     code, answer = post(api, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy)
     assert code == 422 and "mesage" in answer["message"]
+
+
+def test_kueue_objects_are_checked_against_kueue_crds(api):
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "team"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["aligned.dev/aligned-gpu"],
+                    "flavors": [{"name": "f", "resources": [{"name": "aligned.dev/aligned-gpu", "nominalQuota": 4}]}],
+                }
+            ]
+        },
+    }
+    code, _answer = post(api, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", queue)
+    assert code == 201 and api.get("clusterqueues", "team") is not None
+    bad = json.loads(json.dumps(queue))
+    bad["metadata"]["name"] = "bad"
+    bad["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["bogus"] = 1
+    code, answer = post(api, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", bad)
+    assert code == 422 and "bogus" in answer["message"] and "Kueue v0.19.2 CRD" in answer["message"]
+    assert api.get("clusterqueues", "bad") is None
+    # only the served version is routed; discovery names it
+    code, _answer = post(api, "/apis/kueue.x-k8s.io/v1/clusterqueues", queue)
+    assert code == 404
+    client = api.api_client()
+    try:
+        groups = {
+            g.name: g.preferred_version.version for g in kubernetes.client.ApisApi(client).get_api_versions().groups
+        }
+        assert groups["kueue.x-k8s.io"] == "v1beta2" and groups["resource.k8s.io"] == "v1"
+    finally:
+        client.close()

@@ -30,6 +30,18 @@ TEAMS = {
 }  # fmt: skip
 
 
+# Engine kueue: the recorded site's team namespaces, each with a GPU quota of 3.
+KUEUE = {
+    "engine": "kueue",
+    "teams": [
+        {"name": "llm", "namespaces": ["llm-train"], "tier": "production", "templates": ["gpu-only"],
+         "quotas": {"gpu": 3}, "lending_limit": {"gpu": 2}},
+        {"name": "vision", "tier": "research", "templates": ["gpu-only"], "quotas": {"gpu": 3},
+         "borrowing_limit": {"gpu": 1}},
+    ],
+}  # fmt: skip
+
+
 def setup(
     tmp_path: Path,
     teams: dict,
@@ -107,6 +119,55 @@ def test_a_removed_team_loses_its_files_and_utilization_reads_files(tmp_path):
     assert "west: aligned-gpu: 5 of 6 allocated, 1 idle" in result.stdout
 
 
+def test_kueue_engine_writes_queues_the_manager_configuration_and_idle_devices(tmp_path):
+    files = {
+        "aligned_dra_utilization_source": "files",
+        "aligned_dra_utilization_slice_files": [str(RECORDED / "slices.yaml")],
+        "aligned_dra_utilization_claim_files": [str(RECORDED / "claims.yaml")],
+    }
+    # as in site.yml: the utilization stage first, so the teams stage knows what each team holds now
+    inventory, play = setup(tmp_path, KUEUE, plays=("utilization.yml", "teams.yml"), **files)
+    result = run_playbook(inventory, play)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = tmp_path / "out" / "west"
+    names = sorted(p.name for p in (out / "teams").iterdir())
+    assert "kueue-clusterqueue-llm.yaml" in names and "kueue-localqueue-vision-vision.yaml" in names
+    assert not [n for n in names if n.startswith("quota-")]  # engine kueue: no ResourceQuotas
+    kustomization = yaml.safe_load((out / "teams" / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == [n for n in names if n != "kustomization.yaml"]
+    configuration = yaml.safe_load((out / "kueue-configuration.yaml").read_text())
+    assert configuration["featureGates"]["KueueDRAIntegration"] is True
+    assert configuration["resources"]["deviceClassMappings"] == [
+        {"name": "aligned.dev/aligned-gpu", "deviceClassNames": ["aligned-gpu"]}
+    ]
+    used = json.loads((out / "utilization.json").read_text())["teams"]
+    rows = {t["name"]: t for t in json.loads((out / "teams.json").read_text())["kueue"]["teams"]}
+    # llm holds 2 GPUs of its 3 (recorded claims in llm-train): 1 idle, within its lending limit of 2;
+    # vision holds 4, above its 3 (the recorded cluster had no queues): nothing idle
+    assert used["llm"]["devices"]["aligned-gpu"] == 2 and used["vision"]["devices"]["aligned-gpu"] == 4
+    assert rows["llm"]["idle"] == {"aligned-gpu": 1} and rows["vision"]["idle"] == {"aligned-gpu": 0}
+    assert rows["vision"]["borrowable"] == {"aligned-gpu": 1} and rows["llm"]["lendable"] == {"aligned-gpu": 2}
+    again = run_playbook(inventory, play)
+    assert again.returncode == 0 and recap(again.stdout)["changed"] == 0, again.stdout
+    # back to ResourceQuotas: the queues and the configuration fragment go
+    plain = {"teams": [{k: v for k, v in t.items() if not k.endswith("_limit")} for t in KUEUE["teams"]]}
+    inventory, play = setup(tmp_path, plain, plays=("teams.yml",))
+    assert run_playbook(inventory, play).returncode == 0
+    names = sorted(p.name for p in (out / "teams").iterdir())
+    assert not [n for n in names if n.startswith("kueue-")] and "quota-llm-train-aligned-dra-devices.yaml" in names
+    assert not (out / "kueue-configuration.yaml").exists()
+
+
+def test_a_kueue_setting_kueue_cannot_count_is_refused_before_anything_is_written(tmp_path):
+    refused = {"engine": "kueue", "teams": [{"name": "mon", "admin_access": True, "quotas": {"gpu": 1}}]}
+    inventory, play = setup(tmp_path, refused, plays=("teams.yml",))
+    result = run_playbook(inventory, play)
+    assert result.returncode != 0
+    assert "aligned_dra_teams.teams[mon]" in result.stdout and "admin" in result.stdout
+    assert not (tmp_path / "out" / "west" / "teams").exists()
+    assert not (tmp_path / "out" / "west" / "kueue-configuration.yaml").exists()
+
+
 # -- apply to the strict fake API server ---------------------------------------
 
 
@@ -116,11 +177,11 @@ def api():
         yield server
 
 
-def run_apply(tmp_path: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess:
+def run_apply(tmp_path: Path, kubeconfig: Path, *args: str, teams: dict | None = None) -> subprocess.CompletedProcess:
     """playbooks/teams.yml alone on one node, applying to the fake API server."""
     inventory, play = setup(
         tmp_path,
-        TEAMS,
+        teams or TEAMS,
         hosts=("n1",),
         plays=("teams.yml",),
         aligned_dra_teams_apply=True,
@@ -129,18 +190,32 @@ def run_apply(tmp_path: Path, kubeconfig: Path, *args: str) -> subprocess.Comple
     return run_playbook(inventory, play, *args)
 
 
+PLURALS = {"Namespace": "namespaces", "ResourceQuota": "resourcequotas", "PriorityClass": "priorityclasses",
+           "ResourceClaimTemplate": "resourceclaimtemplates", "ClusterQueue": "clusterqueues", "Cohort": "cohorts",
+           "LocalQueue": "localqueues", "ResourceFlavor": "resourceflavors",
+           "WorkloadPriorityClass": "workloadpriorityclasses"}  # fmt: skip
+
+
 @pytest.mark.slow
-def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_path):
+@pytest.mark.parametrize(
+    ("teams", "kinds"),
+    [
+        (TEAMS, {"Namespace", "ResourceQuota", "PriorityClass", "ResourceClaimTemplate"}),
+        # engine both: the ResourceQuotas and Kueue's objects, which the server checks against Kueue's CRDs
+        (dict(KUEUE, engine="both"), set(PLURALS)),
+    ],
+    ids=["resourcequota", "both"],
+)
+def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_path, teams, kinds):
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    first = run_apply(tmp_path, kubeconfig)
+    first = run_apply(tmp_path, kubeconfig, teams=teams)
     assert first.returncode == 0, first.stdout + first.stderr
     assert api.rejections == []
     written = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "out" / "west" / "teams").glob("*.yaml"))]
     objects = [o for o in written if o.get("kind") != "Kustomization"]
     assert len(objects) >= 6
-    plurals = {"Namespace": "namespaces", "ResourceQuota": "resourcequotas", "PriorityClass": "priorityclasses",
-               "ResourceClaimTemplate": "resourceclaimtemplates"}  # fmt: skip
-    assert {o["kind"] for o in objects} <= set(plurals)
+    plurals = PLURALS
+    assert {o["kind"] for o in objects} == kinds
     for obj in objects:
         meta = obj["metadata"]
         stored = api.get(plurals[obj["kind"]], meta["name"], meta.get("namespace", ""))
@@ -148,10 +223,10 @@ def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_p
         for key in set(obj) - {"metadata", "status"}:
             assert stored[key] == obj[key], (obj["kind"], meta["name"], key)
         assert (stored["metadata"].get("labels") or {}).items() >= (meta.get("labels") or {}).items()
-    assert {n["metadata"]["name"] for n in api.list("namespaces")} >= {"train-a", "train-b"}
-    quotas = {q["metadata"]["namespace"] for q in api.list("resourcequotas")}
-    assert {"train-a", "train-b"} <= quotas
-    second = run_apply(tmp_path, kubeconfig)
+    namespaces = {ns for t in teams["teams"] for ns in t.get("namespaces") or [t["name"]]}
+    assert {n["metadata"]["name"] for n in api.list("namespaces")} >= namespaces
+    assert {q["metadata"]["namespace"] for q in api.list("resourcequotas")} == namespaces
+    second = run_apply(tmp_path, kubeconfig, teams=teams)
     assert second.returncode == 0, second.stdout + second.stderr
     assert recap(second.stdout) == {"changed": 0, "failed": 0}
 

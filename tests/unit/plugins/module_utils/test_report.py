@@ -475,6 +475,55 @@ def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_pat
         report.build_reports(str(tmp_path))
 
 
+def test_site_page_shows_kueue_queues_idle_devices_and_the_what_if_outcome(tmp_path):
+    from ansible_collections.aligned.dra.plugins.module_utils import claims, teams
+
+    objects = claims.render({}, "east", "1.36")["objects"]
+    raw = {
+        "engine": "kueue",
+        "teams": [
+            {"name": "vision", "tier": "production", "templates": ["gpu-only"], "quotas": {"gpu": 4}},
+            {
+                "name": "llm",
+                "tier": "research",
+                "templates": ["gpu-only"],
+                "quotas": {"gpu": 4},
+                "lending_limit": {"gpu": 2},
+            },  # fmt: skip
+        ],
+        "kueue": {
+            "what_if": [
+                {"team": "vision", "name": "sweep", "class": "gpu", "devices": 6},
+                {"team": "vision", "name": "extra", "class": "gpu", "devices": 1},
+            ]
+        },
+    }
+    rendered = teams.render(
+        raw, "east", objects, "1.36", class_keys=claims.settings({})["classes"], in_use={"vision": {"aligned-gpu": 1}}
+    )
+    summary = {
+        "schema_version": 1,
+        "teams": rendered["teams"],
+        "capacity": rendered["capacity"],
+        "engine": rendered["engine"],
+        "kueue": rendered["kueue"],
+    }
+    summary = json.loads(json.dumps(summary))
+    page = report.site_report("east", identical_site("vm-flat", 1), teams=summary)["html"]
+    # vision: nominal 4, 1 in use: 3 idle; llm holds nothing, lends at most 2
+    assert re.search(r'data-queue="vision">.*?<td>aligned-gpu 4</td><td>aligned-gpu no limit</td>'
+                     r'<td>aligned-gpu 4</td><td>aligned-gpu 3</td>', page)  # fmt: skip
+    assert re.search(r'data-queue="llm">.*?<td>aligned-gpu 2</td><td>aligned-gpu 2</td></tr>', page)
+    # sweep (6): 4 by vision's quota + 2 borrowed (llm lends at most 2); extra (1) finds nothing left: pending
+    assert re.search(r'data-what-if="vision"><td>vision</td><td>aligned-gpu 4</td><td>aligned-gpu 2</td>'
+                     r'<td>aligned-gpu 1</td>', page)  # fmt: skip
+    # a damaged kueue part of teams.json is refused by name
+    write_site(tmp_path, "east", identical_site("vm-flat", 1))
+    (tmp_path / "east" / "teams.json").write_text(json.dumps(dict(summary, kueue={"teams": [{"name": "x"}]})))
+    with pytest.raises(report.ReportError, match=r"kueue.teams\[0\] has no 'cluster_queue'"):
+        report.build_reports(str(tmp_path))
+
+
 # ---------------------------------------------------------------- templates
 
 

@@ -212,3 +212,148 @@ def test_file_names_and_namespace_map():
     assert "quota-vision-a-aligned-dra-devices.yaml" in names and "priorityclass-aligned-research.yaml" in names
     assert len(names) == len(set(names))
     assert teams.teams_by_namespace(TWO_TEAMS) == {"vision-a": "vision", "vision-b": "vision", "mon": "mon"}
+
+
+# -- engines: ResourceQuota, Kueue, both ----------------------------------------------------------
+
+KUEUE_TEAMS = {
+    "engine": "kueue",
+    "teams": [
+        {
+            "name": "vision",
+            "namespaces": ["vision-a", "vision-b"],
+            "tier": "production",
+            "templates": ["gpu-only"],
+            "quotas": {"gpu": 4},
+            "borrowing_limit": {"gpu": 2},
+            "lending_limit": {"gpu": 6},
+        },
+        {"name": "llm", "tier": "research", "templates": ["gpu-only"], "quotas": {"gpu": 8}},
+    ],
+}
+
+
+def test_engine_kueue_renders_queues_instead_of_resource_quotas():
+    result = render(KUEUE_TEAMS)
+    kinds = by_kind(result)
+    assert "ResourceQuota" not in kinds
+    assert sorted(q["metadata"]["name"] for q in kinds["ClusterQueue"]) == ["llm", "vision"]
+    assert sorted(q["metadata"]["namespace"] for q in kinds["LocalQueue"]) == ["llm", "vision-a", "vision-b"]
+    assert result["engine"] == "kueue"
+    assert result["kueue"]["configuration"]["featureGates"]["KueueDRAIntegration"] is True
+    vision = next(t for t in result["kueue"]["teams"] if t["name"] == "vision")
+    # quota 4 per namespace x 2 namespaces; lends at most 6 of those 8
+    assert vision["nominal"] == {"aligned-gpu": 8}
+    assert vision["borrowable"] == {"aligned-gpu": 2}
+    assert vision["lendable"] == {"aligned-gpu": 6}
+    # Kueue's objects are checked against Kueue's schemas, the others against Kubernetes'
+    assert teams.validate_all(result["objects"], "1.36") == []
+    broken = [dict(o, spec=dict(o["spec"], bogus=1)) if o["kind"] == "ClusterQueue" else o for o in result["objects"]]
+    assert any("bogus" in p for p in teams.validate_all(broken, "1.36"))
+
+
+def test_template_copies_name_the_local_queue_for_kueue_workloads():
+    result = render(KUEUE_TEAMS)
+    copies = [o for o in by_kind(result)["ResourceClaimTemplate"] if o["metadata"]["namespace"] == "vision-b"]
+    assert copies
+    for copy_ in copies:
+        annotations = copy_["metadata"]["annotations"]
+        assert annotations[teams.QUEUE_ANNOTATION] == "vision"
+        assert "kueue.x-k8s.io/queue-name: vision" in annotations[teams.USAGE_ANNOTATION]
+        assert "kueue.x-k8s.io/queue-name" not in (copy_["metadata"].get("labels") or {})
+    # without Kueue the copies say nothing about queues
+    plain = render(
+        dict(
+            KUEUE_TEAMS,
+            engine="resourcequota",
+            teams=[dict(t, borrowing_limit=None, lending_limit=None) for t in KUEUE_TEAMS["teams"]],
+        )
+    )
+    assert all(
+        teams.QUEUE_ANNOTATION not in o["metadata"]["annotations"] for o in by_kind(plain)["ResourceClaimTemplate"]
+    )
+
+
+def test_engine_both_renders_quotas_and_queues_and_reports_an_over_limit_class_once():
+    raw = dict(KUEUE_TEAMS, engine="both")
+    kinds = by_kind(render(raw))
+    assert len(kinds["ResourceQuota"]) == 3 and len(kinds["ClusterQueue"]) == 2
+    # 8 (vision) + 8 (llm) guaranteed GPUs on a site of 10: both engines see it, one problem is reported
+    result = render(raw, plan={"classes": {"aligned-gpu": {"devices": 10}}})
+    assert len([p for p in result["problems"] if p.startswith("DeviceClass aligned-gpu:")]) == 1
+
+
+def test_idle_devices_come_from_what_each_team_holds_now():
+    result = render(KUEUE_TEAMS, in_use={"vision": {"aligned-gpu": 5}, "llm": {"aligned-gpu": 8}})
+    idle = {t["name"]: t["idle"] for t in result["kueue"]["teams"]}
+    # vision: nominal 8, 5 in use -> 3 idle (within its lending limit of 6); llm: all 8 in use
+    assert idle == {"vision": {"aligned-gpu": 3}, "llm": {"aligned-gpu": 0}}
+
+
+def test_what_if_workloads_may_name_the_class_key():
+    raw = dict(KUEUE_TEAMS, kueue={"what_if": [{"team": "vision", "name": "sweep", "class": "gpu", "devices": 10}]})
+    outcome = render(raw)["kueue"]["what_if"]["teams"]["vision"]
+    # 8 by its own quota, 2 borrowed from llm's idle 8 (borrowing limit 2)
+    assert outcome["by_nominal"] == {"aligned-gpu": 8}
+    assert outcome["by_borrowing"] == {"aligned-gpu": 2}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"engine": "slurm"}, "aligned_dra_teams.engine must be one of resourcequota, kueue, both"),
+        (
+            {"engine": "resourcequota", "kueue": {"cohort": "x"}},
+            "aligned_dra_teams.kueue is set but engine is resourcequota",
+        ),
+        ({"kueue": {"cohort": "Bad_Cohort"}}, "aligned_dra_teams.kueue.cohort"),
+        ({"kueue": {"bogus": 1}}, "aligned_dra_teams.kueue: unknown key 'bogus'"),
+        ({"kueue": {"node_groups": {"h100": {"labels": {}}}}}, "aligned_dra_teams.kueue.node_groups.h100: unknown key"),
+        ({"kueue": {"node_groups": {"h100": {"node_labels": {"a": 5}}}}}, "node_groups.h100.node_labels.a"),
+        (
+            {"kueue": {"resource_names": {"tpu": "x/y"}}},
+            "aligned_dra_teams.kueue.resource_names: 'tpu' is not a DeviceClass",
+        ),
+        ({"kueue": {"resource_names": {"gpu": "a b"}}}, "aligned_dra_teams.kueue.resource_names.gpu"),
+        ({"kueue": {"resource_names": {"gpu": "x/a", "aligned-gpu": "x/b"}}}, "names aligned-gpu a second time"),
+        (
+            {"kueue": {"what_if": [{"team": "vision", "bogus": 1}]}},
+            "aligned_dra_teams.kueue.what_if[0]: unknown key 'bogus'",
+        ),
+        ({"kueue": {"what_if": [{"team": "vision", "class": "tpu"}]}}, "aligned_dra_teams.kueue.what_if[0].class"),
+        ({"kueue": {"what_if": [{"team": "vision", "running": "yes"}]}}, "what_if[0].running must be true or false"),
+        (
+            {"kueue": {"what_if": [{"team": "ghost", "class": "gpu"}]}},
+            "aligned_dra_teams.kueue.what_if[0].team 'ghost'",
+        ),
+        ({"kueue": {"what_if": "x"}}, "aligned_dra_teams.kueue.what_if must be a list"),
+    ],
+)
+def test_bad_engine_settings_name_the_setting(change, message):
+    with pytest.raises(ValueError) as info:
+        render(dict(KUEUE_TEAMS, **change))
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("team", "engine", "message"),
+    [
+        ({"borrowing_limit": {"gpu": 2}}, "resourcequota", "teams[t].borrowing_limit needs engine kueue or both"),
+        ({"lending_limit": {"nic": 1}}, "kueue", "teams[t].lending_limit: aligned-nic has no quota"),
+        ({"borrowing_limit": {"gpu": -1}}, "kueue", "teams[t].borrowing_limit.gpu must be a non-negative integer"),
+        ({"quotas": {"gpu": "80Gi"}}, "resourcequota", "only engine kueue counts"),
+        ({"quotas": {"gpu": "80Gi"}}, "both", "only engine kueue counts"),
+        ({"quotas": {"gpu": "lots"}}, "kueue", "teams[t].quotas.gpu: 'lots' is not a non-negative Kubernetes quantity"),
+        ({"department": "Research Org"}, "kueue", "teams[t].department 'Research Org' is not a DNS label"),
+        (
+            {"node_group": "h100"},
+            "kueue",
+            "teams[t].node_group 'h100' is not one of aligned_dra_teams.kueue.node_groups (none set)",
+        ),
+    ],
+)
+def test_bad_team_engine_settings_name_the_team(team, engine, message):
+    raw = {"engine": engine, "teams": [dict({"name": "t", "quotas": {"gpu": 2}}, **team)]}
+    with pytest.raises(ValueError) as info:
+        render(raw)
+    assert message in str(info.value)

@@ -723,6 +723,8 @@ def base_teams_render(draw, root: Path) -> dict[str, Any]:
         args["plan_file"] = str(root / "plan.json")
     if draw(st.booleans()):
         args["dest"] = str(root / "out" / "teams.json")
+    if draw(st.booleans()):
+        args["settings"]["engine"] = draw(st.sampled_from(["resourcequota", "kueue", "both"]))
     return args
 
 
@@ -1120,8 +1122,13 @@ def settings_garbage(draw, args: dict[str, Any], key: str, broken: Broken, choic
 
 
 def semantic_teams_render(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
-    what = draw(st.sampled_from(["teams", "teams", "teams", "claims", "plan_file", "dest", "version"]))
-    if what == "claims":
+    what = draw(
+        st.sampled_from(["teams", "teams", "teams", "claims", "plan_file", "utilization_file", "dest", "version"])
+    )
+    if what == "utilization_file":
+        args["utilization_file"] = str(root / draw(st.sampled_from(BAD_PLAN_FILES)))
+        broken.add(("utilization_file",))
+    elif what == "claims":
         claims_settings_garbage(draw, args, "claims_settings", broken)
     elif what == "version":
         args["kubernetes_version"] = draw(st.sampled_from(BAD_VERSIONS))
@@ -1163,6 +1170,19 @@ TEAMS_SETTINGS_GARBAGE = [
     ("oversubscription", 3),
     ("extended_resources", {"gpu": "no slash"}),
     ("extended_resources", "x"),
+    ("engine", "slurm"),
+    ("engine", 5),
+    ("kueue", "x"),
+    ("kueue", {"cohort": "Bad Cohort"}),
+    ("kueue", {"node_groups": 5}),
+    ("kueue", {"node_groups": {"h100": {"node_labels": "x"}}}),
+    ("kueue", {"resource_names": {"gpu": "not a name"}}),
+    ("kueue", {"what_if": [{"team": "ghost", "class": "gpu"}]}),
+    ("kueue", {"what_if": "x"}),
+    ("teams", [{"name": "a", "borrowing_limit": {"gpu": -1}}]),
+    ("teams", [{"name": "a", "lending_limit": {"gpu": "lots"}}]),
+    ("teams", [{"name": "a", "department": "Bad Dept"}]),
+    ("teams", [{"name": "a", "node_group": "nowhere"}]),
     ("bogus_key", 1),
 ]
 

@@ -77,3 +77,28 @@ def test_plan_file_and_dest_errors_name_the_option(capsys, tmp_path):
 def test_a_bad_kubernetes_version_names_the_option(capsys):
     result = run(capsys, {"site": "s", "kubernetes_version": "latest"})
     assert result["failed"] and result["msg"] == "kubernetes_version: 'latest' is not of the form 1.N"
+
+
+def test_kueue_engine_reads_this_runs_utilization_for_idle_devices(capsys, tmp_path):
+    settings = dict(SETTINGS, engine="kueue")
+    used = tmp_path / "utilization.json"
+    used.write_text(json.dumps({"teams": {"a": {"claims": 1, "devices": {"aligned-gpu": 1}}}}))
+    dest = tmp_path / "teams.json"
+    args = {"site": "s", "kubernetes_version": "1.36", "settings": settings, "utilization_file": str(used),
+            "dest": str(dest)}  # fmt: skip
+    result = run(capsys, args)
+    assert result["engine"] == "kueue" and "ResourceQuota" not in {f["object"]["kind"] for f in result["files"]}
+    # quota 3, 1 in use: 2 idle that the team could lend
+    assert result["kueue"]["teams"][0]["idle"] == {"aligned-gpu": 2}
+    summary = json.loads(dest.read_text())
+    assert summary["engine"] == "kueue" and summary["kueue"]["teams"][0]["idle"] == {"aligned-gpu": 2}
+    assert summary["kueue"]["configuration"]["kind"] == "Configuration"
+    # no utilization file: idle unknown, nothing else changes
+    result = run(capsys, dict(args, utilization_file=str(tmp_path / "none.json"), dest=None))
+    assert "idle" not in result["kueue"]["teams"][0]
+    used.write_text('{"teams": {"a": {"devices": 5}}}')
+    result = run(capsys, args)
+    assert result["failed"] and result["msg"].startswith("utilization_file: ") and "devices per class" in result["msg"]
+    used.write_text("{not json")
+    result = run(capsys, args)
+    assert result["failed"] and result["msg"].startswith(f"utilization_file: cannot read {used}")
