@@ -357,3 +357,43 @@ def test_bad_team_engine_settings_name_the_team(team, engine, message):
     with pytest.raises(ValueError) as info:
         render(raw)
     assert message in str(info.value)
+
+
+def test_the_kueue_example_of_the_docs_renders_as_documented():
+    from pathlib import Path
+
+    import yaml
+
+    text = (Path(__file__).resolve().parents[4] / "docs" / "teams.md").read_text(encoding="utf-8")
+    block = text.split("```yaml\naligned_dra_teams:\n  engine: kueue\n", 1)[1].split("```", 1)[0]
+    raw = yaml.safe_load("aligned_dra_teams:\n  engine: kueue\n" + block)["aligned_dra_teams"]
+    result = render(raw)
+    kinds = by_kind(result)
+    queue = kinds["ClusterQueue"][0]["spec"]
+    assert kinds["ClusterQueue"][0]["metadata"]["name"] == "llm-training"
+    assert queue["cohortName"] == "ai-west-research-org"
+    assert {c["metadata"]["name"]: (c.get("spec") or {}).get("parentName") for c in kinds["Cohort"]} == {
+        "ai-west": None,
+        "ai-west-research-org": "ai-west",
+    }
+    assert sorted(f["metadata"]["name"] for f in kinds["ResourceFlavor"]) == ["s-a100", "s-h100"]
+    own = queue["resourceGroups"][0]["flavors"][0]
+    assert own["name"] == "s-h100"
+    assert own["resources"] == [{"name": "example.com/gpu", "nominalQuota": 16, "borrowingLimit": 8, "lendingLimit": 4}]
+    assert teams.validate_all(result["objects"], "1.36") == []
+
+
+def test_the_what_if_example_of_the_docs_preempts_the_borrower():
+    from pathlib import Path
+
+    import yaml
+
+    text = (Path(__file__).resolve().parents[4] / "docs" / "teams.md").read_text(encoding="utf-8")
+    block = text.split("### What if", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    raw = yaml.safe_load(block)["aligned_dra_teams"]
+    outcome = render(raw)["kueue"]["what_if"]
+    # sweep ran on 4 + 2 borrowed; pretrain needs llm-training's 4 and only 2 are free: the borrower is
+    # preempted (reclaimWithinCohort Any) and cannot come back (llm-training now lends nothing)
+    assert outcome["teams"]["llm-training"]["by_nominal"] == {"aligned-gpu": 4}
+    assert outcome["teams"]["vision"]["pending"] == {"aligned-gpu": 6}
+    assert [(p["name"], p["by"]) for p in outcome["preemptions"]] == [("sweep", "llm-training/pretrain")]
