@@ -229,8 +229,8 @@ def capacity_classes(claim_objects: list[dict[str, Any]]) -> dict[str, dict[str,
     """``{DeviceClass: {"capacity": name, "templates": [...]}}`` for classes a rendered template requests capacity of.
 
     Only ``exactly`` requests count (Kueue charges capacity for those only); the
-    capacity is the first key of ``capacity.requests`` (the fractional GPU
-    template asks for ``memory``).
+    capacity is ``memory`` where the template requests it (the fractional GPU
+    template does), else the first key of ``capacity.requests``.
     """
     found: dict[str, dict[str, Any]] = {}
     for obj in claim_objects:
@@ -241,7 +241,8 @@ def capacity_classes(claim_objects: list[dict[str, Any]]) -> dict[str, dict[str,
             wanted = (exact.get("capacity") or {}).get("requests") or {}
             if not wanted or not exact.get("deviceClassName"):
                 continue
-            entry = found.setdefault(exact["deviceClassName"], {"capacity": sorted(wanted)[0], "templates": []})
+            name = "memory" if "memory" in wanted else sorted(wanted)[0]
+            entry = found.setdefault(exact["deviceClassName"], {"capacity": name, "templates": []})
             if obj["metadata"]["name"] not in entry["templates"]:
                 entry["templates"].append(obj["metadata"]["name"])
     return found
@@ -304,9 +305,10 @@ def resource_name_problem(name: Any) -> str | None:
     prefix, sep, part = name.rpartition("/")
     if sep and not dra.is_dns_subdomain(prefix):
         return "the prefix before / must be a DNS subdomain"
-    if len(part) > 63 or not _QUALIFIED_PART_RE.fullmatch(part):
-        return "the name must be at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric"
-    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io") or prefix.endswith("k8s.io"):
+    if not dra.is_dns_label(part):
+        # Kueue's Configuration: an optional DNS subdomain prefix, then a DNS label
+        return "the name after the prefix must be a DNS label (at most 63 lower-case letters, digits and '-')"
+    if prefix in ("kubernetes.io", "k8s.io") or prefix.endswith((".kubernetes.io", ".k8s.io")):
         return "the kubernetes.io and k8s.io prefixes are reserved for Kubernetes' own resources"
     if not sep and (name in NATIVE_RESOURCES or name.startswith(("hugepages-", "requests."))):
         return "is a resource of the pods themselves, which Kueue counts from their requests"
@@ -376,6 +378,7 @@ def _mappings(
     shared = shared_claims(claim_objects)
     overrides = dict((conf.get("kueue") or {}).get("resource_names") or {})
     units: dict[str, set[str]] = {}
+    first_set: dict[tuple[str, str], str] = {}  # (class, unit) -> the setting that first used it
     for team in conf["teams"]:
         where = f"aligned_dra_teams.teams[{team['name']}]"
         for option in ("quotas", "borrowing_limit", "lending_limit"):
@@ -394,18 +397,18 @@ def _mappings(
                 if option != "quotas" and cls not in (team.get("quotas") or {}):
                     raise KueueError(f"{where}.{option}.{cls}: the team has no quota on {cls}")
                 kinds = units.setdefault(cls, set())
-                if isinstance(value, str):
-                    kinds.add(UNIT_CAPACITY)
-                elif value != 0:
-                    kinds.add(UNIT_DEVICES)
+                unit = UNIT_CAPACITY if isinstance(value, str) else UNIT_DEVICES if value != 0 else None
+                if unit:
+                    kinds.add(unit)
+                    first_set.setdefault((cls, unit), f"{where}.{option}.{cls}")
     mappings: dict[str, dict[str, Any]] = {}
     for cls in sorted(units):
         kinds = units[cls]
         where = _where_amount(conf, cls)
         if kinds == {UNIT_DEVICES, UNIT_CAPACITY}:
             raise KueueError(
-                f"{where}: DeviceClass {cls} has quotas or limits both as device counts and as capacity "
-                "amounts; Kueue counts a class in one unit, give all of them one way"
+                f"{first_set[(cls, UNIT_CAPACITY)]}: a capacity amount, while {first_set[(cls, UNIT_DEVICES)]} "
+                f"is a device count; Kueue counts DeviceClass {cls} in one unit, give all of them one way"
             )
         unit = UNIT_CAPACITY if kinds == {UNIT_CAPACITY} else UNIT_DEVICES
         entry: dict[str, Any] = {"unit": unit, "capacity": None, "driver": None}
@@ -437,7 +440,13 @@ def _mappings(
             if not driver:
                 raise KueueError(f"{where}: the driver of DeviceClass {cls} cannot be read from its selectors")
             entry.update(capacity=by_capacity[cls]["capacity"], driver=driver)
-        elif cls in by_capacity:
+        if cls in shared:
+            notes.append(
+                f"{cls}: this minor renders the fractional GPU as the shared ResourceClaim "
+                f"{', '.join(shared[cls])}, which Kueue cannot account; pods that use it are not counted against "
+                "any queue (teams must not list it; engine both keeps a ResourceQuota on the namespace)"
+            )
+        if unit != UNIT_CAPACITY and cls in by_capacity:
             notes.append(
                 f"{cls}: counted in devices, so Kueue charges each claim of {', '.join(by_capacity[cls]['templates'])} "
                 "a whole device; give the quotas as capacity amounts (engine kueue) to count GPU memory"
@@ -953,8 +962,10 @@ def _cel_problems(schema: dict[str, Any], value: Any, path: str) -> list[str]:
             continue  # transition rules only apply to updates
         try:
             env, program = _rule(expression)
-            result = program.eval(env.Activation({"self": value}))
-            ok = result.value() is True
+            result = program.eval(env.Activation({"self": value})).value()
+            if not isinstance(result, bool):  # an error value (e.g. an int64 overflow), not a verdict
+                raise ValueError(f"the rule gave {result!r}, not true or false")
+            ok = result
         except Exception as exc:  # a rule that cannot run here is reported, not skipped
             problems.append(f"{path}: CEL rule {expression!r} could not be evaluated: {exc}")
             continue
@@ -1454,7 +1465,8 @@ def what_if(
     Returns ``{"teams": {team: {"by_nominal", "by_borrowing", "pending" ({class:
     amount}), "admitted", "pending_workloads" (names), "preempted" ([{"name",
     "class", "devices", "by", "reason"}])}}, "preemptions" (all, in order),
-    "over_capacity": {class: {"capacity", "admitted", "over"}}}``.
+    "over_capacity": {class or class@flavor: {"capacity", "admitted", "over"}}}``: only classes (in devices)
+    where more was admitted than the hardware has.
     """
     rendered = _model_input(rendered_or_conf)
     objects = rendered["objects"]
@@ -1524,9 +1536,16 @@ def what_if(
             continue
         queue = queues[workload["queue"]]
         frs = [(f, workload["resource"]) for f in queue.flavors]
-        fr = next((fr for fr in frs if model.fits(queue.name, fr, workload["amount"])), frs[0] if frs else None)
-        if fr is None:
+        if not frs:
             raise KueueError(f"{field}: team {workload['team']} has no queue for {workload['class']}")
+        fr = next((fr for fr in frs if model.fits(queue.name, fr, workload["amount"])), None)
+        if fr is None:
+            # Kueue never has this state: a running workload was admitted within the queues' limits
+            raise KueueError(
+                f"{field}[{workload['index']}]: running workload {workload['name']} of team {workload['team']} "
+                f"does not fit its queue's nominal quota and borrowing limit, nor what the cohort lends, "
+                "with the running workloads before it; it cannot be running under these queues"
+            )
         model.admit(workload, fr)
 
     events: list[dict[str, Any]] = []
@@ -1602,7 +1621,8 @@ def what_if(
 
     over: dict[str, dict[str, Any]] = {}
     for cls, have in (capacity or {}).items():
-        if cls not in mappings or have is None:
+        # the capacity is in devices: a class counted in GPU memory cannot be compared with it
+        if cls not in mappings or have is None or mappings[cls]["unit"] != UNIT_DEVICES:
             continue
         unit = mappings[cls]["unit"]
         per_flavor = have if isinstance(have, dict) else {None: have}
@@ -1612,6 +1632,8 @@ def what_if(
                 Fraction(0),
             )
             limit = amount(devices)
+            if admitted <= limit:
+                continue  # only what the hardware cannot hold
             key = cls if flavor is None else f"{cls}@{flavor}"
             over[key] = {
                 "capacity": _out(limit, unit),

@@ -1359,12 +1359,27 @@ def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
         if not isinstance(queues, dict) or not isinstance(queues.get("teams"), list):
             raise ReportError(f"{source}: 'kueue' must be an object with a 'teams' list")
         for index, row in enumerate(queues["teams"]):
-            for key in ("name", "cluster_queue", "local_queue", "cohort", "flavor", "nominal", "lendable"):
+            for key in (
+                "name",
+                "cluster_queue",
+                "local_queue",
+                "cohort",
+                "flavor",
+                "tier",
+                "nominal",
+                "borrowable",
+                "lendable",
+            ):
                 if not isinstance(row, dict) or key not in row:
                     raise ReportError(f"{source}: kueue.teams[{index}] has no '{key}'")
         outcome = queues.get("what_if")
-        if outcome is not None and not isinstance((outcome or {}).get("teams"), dict):
-            raise ReportError(f"{source}: kueue.what_if must be an object with 'teams'")
+        if outcome is not None:
+            if not isinstance(outcome, dict) or not isinstance(outcome.get("teams"), dict):
+                raise ReportError(f"{source}: kueue.what_if must be an object with 'teams'")
+            for name, row in outcome["teams"].items():
+                for key in ("by_nominal", "by_borrowing", "pending", "preempted"):
+                    if not isinstance(row, dict) or key not in row:
+                        raise ReportError(f"{source}: kueue.what_if.teams.{name} has no '{key}'")
     return teams
 
 

@@ -85,6 +85,7 @@ KUEUE_KEYS = ("cohort", "node_groups", "resource_names", "what_if")
 NODE_GROUP_KEYS = ("node_labels",)
 WHAT_IF_KEYS = ("team", "name", "class", "devices", "tier", "running")
 MAX_PRIORITY = 1000000000  # user-defined PriorityClasses stay at or below one billion
+MAX_AMOUNT = 2**63 - 1  # quotas are int64 quantities in the API
 
 
 _LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -214,7 +215,7 @@ def settings(
     engine = raw.get("engine", "resourcequota")
     if engine not in ENGINES:
         raise TeamsError(f"aligned_dra_teams.engine must be one of {', '.join(ENGINES)} (got {engine!r})")
-    kueue = _kueue_settings(raw.get("kueue"), engine, classes, keys)
+    kueue = _kueue_settings(raw.get("kueue"), engine, classes, keys, tiers)
     node_groups = kueue["node_groups"]
 
     teams_raw = raw.get("teams") or []
@@ -278,7 +279,7 @@ def settings(
         if department is not None and not dra.is_dns_label(department):
             raise TeamsError(f"{where}.department {department!r} is not a DNS label")
         node_group = team.get("node_group")
-        if node_group is not None and node_group not in node_groups:
+        if node_group is not None and (not isinstance(node_group, str) or node_group not in node_groups):
             raise TeamsError(
                 f"{where}.node_group {node_group!r} is not one of aligned_dra_teams.kueue.node_groups "
                 f"({', '.join(sorted(node_groups)) or 'none set'})"
@@ -298,6 +299,16 @@ def settings(
                 "node_group": node_group,
             }
         )
+    if engine == "kueue":
+        for team in teams:
+            for cls in sorted(set(team["quotas"]) & set(extended)):
+                # Pods asking for the extended resource get claims Kueue counts only with its alpha
+                # KueueDRAIntegrationExtendedResource gate; without a ResourceQuota they would be uncapped.
+                raise TeamsError(
+                    f"aligned_dra_teams.teams[{team['name']}].quotas: {cls} has the extended resource name "
+                    f"{extended[cls]!r}, whose requests Kueue does not count by default; use engine both, so "
+                    "that a ResourceQuota caps them, or leave the extended resource out"
+                )
     return {
         "tiers": tiers,
         "teams": teams,
@@ -325,11 +336,20 @@ def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str]
                     f"(a ResourceQuota counts devices); give a device count or set engine: kueue"
                 )
             try:
-                if dra_cel.parse_quantity(count) < 0:
+                value = dra_cel.parse_quantity(count)
+                if value < 0:
                     raise ValueError("negative")
             except ValueError:
                 raise TeamsError(f"{where}.{key}: {count!r} is not a non-negative Kubernetes quantity") from None
-        elif isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            if count.strip().isdigit():
+                # "16" is a quoted device count, which as capacity would be 16 bytes of GPU memory
+                raise TeamsError(
+                    f"{where}.{key}: {count!r} has no unit; give a device count as a number (16) "
+                    "or GPU memory with its unit (80Gi)"
+                )
+            if value > MAX_AMOUNT:
+                raise TeamsError(f"{where}.{key}: {count!r} is larger than Kubernetes quantities go")
+        elif isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_AMOUNT:
             raise TeamsError(f"{where}.{key} must be a non-negative integer (got {count!r})")
         if cls in amounts:
             raise TeamsError(f"{where}: {key!r} names {cls} a second time")
@@ -337,7 +357,9 @@ def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str]
     return amounts
 
 
-def _kueue_settings(raw: Any, engine: str, classes: dict[str, Any], keys: dict[str, str]) -> dict[str, Any]:
+def _kueue_settings(
+    raw: Any, engine: str, classes: dict[str, Any], keys: dict[str, str], tiers: dict[str, Any]
+) -> dict[str, Any]:
     """``aligned_dra_teams.kueue``: the cohort, node groups, resource names and the what-if workloads."""
     if raw is None:
         raw = {}
@@ -348,7 +370,7 @@ def _kueue_settings(raw: Any, engine: str, classes: dict[str, Any], keys: dict[s
     if cohort is not None and not dra.is_dns_label(cohort):
         raise TeamsError(f"aligned_dra_teams.kueue.cohort {cohort!r} is not a DNS label")
     node_groups: dict[str, dict[str, Any]] = {}
-    raw_groups = raw.get("node_groups") or {}
+    raw_groups = {} if raw.get("node_groups") is None else raw["node_groups"]
     if not isinstance(raw_groups, dict):
         raise TeamsError("aligned_dra_teams.kueue.node_groups must map node group names to settings")
     for name, options in raw_groups.items():
@@ -366,7 +388,7 @@ def _kueue_settings(raw: Any, engine: str, classes: dict[str, Any], keys: dict[s
             if not is_label_value(value):
                 raise TeamsError(f"{where}.node_labels.{label}: {value!r} is not a valid label value (quote numbers)")
         node_groups[name] = {"node_labels": dict(labels)}
-    raw_names = raw.get("resource_names") or {}
+    raw_names = {} if raw.get("resource_names") is None else raw["resource_names"]
     if not isinstance(raw_names, dict):
         raise TeamsError("aligned_dra_teams.kueue.resource_names must map DeviceClasses to resource names")
     names: dict[str, str] = {}
@@ -378,7 +400,7 @@ def _kueue_settings(raw: Any, engine: str, classes: dict[str, Any], keys: dict[s
         if not isinstance(name, str) or not is_label_name(name):
             raise TeamsError(f"aligned_dra_teams.kueue.resource_names.{key}: {name!r} is not a resource name")
         names[cls] = name
-    raw_what_if = raw.get("what_if") or []
+    raw_what_if = [] if raw.get("what_if") is None else raw["what_if"]
     if not isinstance(raw_what_if, list) or not all(isinstance(w, dict) for w in raw_what_if):
         raise TeamsError("aligned_dra_teams.kueue.what_if must be a list of workloads (mappings)")
     what_if = []
@@ -386,8 +408,16 @@ def _kueue_settings(raw: Any, engine: str, classes: dict[str, Any], keys: dict[s
         where = f"aligned_dra_teams.kueue.what_if[{index}]"
         _check_keys(where, workload, WHAT_IF_KEYS)
         workload = dict(workload)
-        if "class" in workload:  # a class key (gpu) or the DeviceClass name
-            workload["class"] = _resolve_class(f"{where}.class", workload["class"], classes, keys)
+        for key in ("team", "name", "class"):
+            if not isinstance(workload.get(key), str) or not workload[key]:
+                raise TeamsError(f"{where}.{key} must be a name (got {workload.get(key)!r})")
+        if "tier" in workload and (not isinstance(workload["tier"], str) or workload["tier"] not in tiers):
+            raise TeamsError(f"{where}.tier {workload['tier']!r} is not one of {', '.join(sorted(tiers))}")
+        devices = workload.get("devices", 1)
+        if isinstance(devices, bool) or not isinstance(devices, (int, str)):
+            raise TeamsError(f"{where}.devices must be a device count or a capacity amount (got {devices!r})")
+        # a class key (gpu) or the DeviceClass name
+        workload["class"] = _resolve_class(f"{where}.class", workload["class"], classes, keys)
         if not isinstance(workload.get("running", False), bool):
             raise TeamsError(f"{where}.running must be true or false")
         what_if.append(workload)

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, sriov, teams
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, kueue, sriov, teams
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -442,7 +442,7 @@ def check_site(
         team_settings = setting(first, "aligned_dra_teams", {}) or {}
         try:
             teams.render(team_settings, site, rendered["objects"], version, gates, None, class_keys)
-        except (teams.TeamsError, dra.DeviceModelError, dra_cel.CelError) as exc:
+        except (teams.TeamsError, kueue.KueueError, dra.DeviceModelError, dra_cel.CelError) as exc:
             problems.extend(site_problem(exc, "aligned_dra_teams"))
     return problems
 

@@ -135,8 +135,10 @@ kueue:
   description:
     - With engine C(kueue) or C(both) - C(configuration) (the Kueue manager Configuration fragment with
       the feature gates and C(deviceClassMappings)), C(teams) (per team its ClusterQueue, cohort, and
-      nominal, borrowable, lendable and idle devices per class) and C(what_if) (the outcome of the
-      site's what-if workloads); null with engine C(resourcequota).
+      nominal, borrowable, lendable and idle devices per class), C(mappings) (per DeviceClass its
+      logical resource and unit, devices or capacity), C(capacity) (the cohort's nominal quotas
+      against the plan's devices), C(notes) (what works differently than with ResourceQuotas) and
+      C(what_if) (the outcome of the site's what-if workloads); null with engine C(resourcequota).
   returned: success
   type: dict
 """
@@ -178,9 +180,14 @@ def _in_use(module):
         module.fail_json(msg=f"utilization_file: cannot read {path}: {exc}")
     rows = used.get("teams") if isinstance(used, dict) else None
     if not isinstance(rows, dict) or not all(
-        isinstance(row, dict) and isinstance(row.get("devices"), dict) for row in rows.values()
+        isinstance(row, dict)
+        and isinstance(row.get("devices"), dict)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in row["devices"].values())
+        for row in rows.values()
     ):
-        module.fail_json(msg=f"utilization_file: {path}: teams must map team names to rows with devices per class")
+        module.fail_json(
+            msg=f"utilization_file: {path}: teams must map team names to rows with device counts per class"
+        )
     return {team: dict(row["devices"]) for team, row in rows.items()}
 
 

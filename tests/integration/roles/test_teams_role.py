@@ -149,6 +149,12 @@ def test_kueue_engine_writes_queues_the_manager_configuration_and_idle_devices(t
     assert rows["vision"]["borrowable"] == {"aligned-gpu": 1} and rows["llm"]["lendable"] == {"aligned-gpu": 2}
     again = run_playbook(inventory, play)
     assert again.returncode == 0 and recap(again.stdout)["changed"] == 0, again.stdout
+    # without a utilization source the old utilization.json says nothing about now: no idle figures
+    inventory, play = setup(tmp_path, KUEUE, plays=("teams.yml",))
+    assert run_playbook(inventory, play).returncode == 0
+    assert (out / "utilization.json").exists()
+    rows = json.loads((out / "teams.json").read_text())["kueue"]["teams"]
+    assert all("idle" not in row for row in rows)
     # back to ResourceQuotas: the queues and the configuration fragment go
     plain = {"teams": [{k: v for k, v in t.items() if not k.endswith("_limit")} for t in KUEUE["teams"]]}
     inventory, play = setup(tmp_path, plain, plays=("teams.yml",))

@@ -349,8 +349,9 @@ def test_mixed_units_on_one_class_are_refused():
     mixed = [CAPACITY_TEAMS[0], {"name": "nlp", "tier": "research", "quotas": {"gpu": 2}}]
     with pytest.raises(kueue.KueueError) as err:
         render(mixed)
-    assert "aligned_dra_teams.teams[vision].quotas.aligned-gpu" in str(err.value)
-    assert "device counts and as capacity" in str(err.value)
+    # both settings are named: the one that gives capacity and the one that gives devices
+    assert "aligned_dra_teams.teams[vision].quotas.aligned-gpu: a capacity amount" in str(err.value)
+    assert "aligned_dra_teams.teams[nlp].quotas.aligned-gpu is a device count" in str(err.value)
 
 
 def test_capacity_with_an_extended_resource_name_is_refused():
@@ -680,7 +681,26 @@ def test_what_if_borrows_idle_quota():
     a = out["teams"]["a"]
     assert (a["by_nominal"][GPU], a["by_borrowing"][GPU], a["pending"][GPU]) == (4, 2, 0)
     assert a["admitted"] == ["a1", "a2", "a3"] and out["preemptions"] == []
-    assert out["over_capacity"] == {GPU: {"capacity": 8, "admitted": 6, "over": 0}}
+    # 6 admitted of 8 GPUs: nothing over the hardware
+    assert out["over_capacity"] == {}
+    # with 5 GPUs on the site the quotas (4 + 4) promise more than there is: 6 admitted, 1 over
+    out = kueue.what_if(two_teams(), {GPU: 5}, [w("a", "a1", 2), w("a", "a2", 2), w("a", "a3", 2)])
+    assert out["over_capacity"] == {GPU: {"capacity": 5, "admitted": 6, "over": 1}}
+
+
+def test_what_if_refuses_a_running_workload_no_queue_could_have_admitted():
+    # a: nominal 4, b lends 4: at most 8 can run for a; a running workload of 9 is not a state Kueue has
+    with pytest.raises(kueue.KueueError) as err:
+        kueue.what_if(two_teams(), {GPU: 8}, [w("a", "big", 9, running=True)])
+    assert "what_if[0]: running workload big of team a does not fit" in str(err.value)
+
+
+def test_what_if_over_capacity_leaves_out_classes_counted_in_memory():
+    rendered = render(CAPACITY_TEAMS[:1])
+    cls = next(iter(rendered["mappings"]))
+    assert rendered["mappings"][cls]["unit"] == kueue.UNIT_CAPACITY
+    out = kueue.what_if(rendered, {cls: 1}, [{"team": "vision", "name": "m", "class": cls, "devices": "20Gi"}])
+    assert out["over_capacity"] == {}
 
 
 def test_what_if_reclaims_lent_quota():
@@ -820,3 +840,14 @@ def test_quantities():
     assert kueue.quantity_text(kueue.amount("160Gi") * 2) == "320Gi"
     assert kueue.quantity_text(kueue.amount("1500m")) == "1500m"
     assert kueue.quantity_text(kueue.amount(3)) == "3"
+
+
+def test_a_site_with_the_shared_fractional_claim_says_kueue_cannot_account_it():
+    # 1.35 renders the fractional GPU as one shared ResourceClaim: device-count quotas still work, with a note
+    objects = claims.render({}, "s", "1.35")["objects"]
+    rendered = render([{"name": "vision", "tier": "production", "quotas": {"gpu": 2}}], objects=objects, minor="1.35")
+    assert any("shared ResourceClaim" in note and "cannot account" in note for note in rendered["notes"])
+    # a 1.36 site renders a template instead: no such note
+    assert not any(
+        "shared ResourceClaim" in note for note in render([{"name": "vision", "quotas": {"gpu": 2}}])["notes"]
+    )

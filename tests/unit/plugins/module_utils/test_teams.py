@@ -298,6 +298,12 @@ def test_what_if_workloads_may_name_the_class_key():
     assert outcome["by_borrowing"] == {"aligned-gpu": 2}
 
 
+W = {"team": "vision", "name": "w", "class": "gpu", "devices": 1}
+
+
+W = {"team": "vision", "name": "w", "class": "gpu", "devices": 1}
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -320,19 +326,32 @@ def test_what_if_workloads_may_name_the_class_key():
             {"kueue": {"what_if": [{"team": "vision", "bogus": 1}]}},
             "aligned_dra_teams.kueue.what_if[0]: unknown key 'bogus'",
         ),
-        ({"kueue": {"what_if": [{"team": "vision", "class": "tpu"}]}}, "aligned_dra_teams.kueue.what_if[0].class"),
-        ({"kueue": {"what_if": [{"team": "vision", "running": "yes"}]}}, "what_if[0].running must be true or false"),
-        (
-            {"kueue": {"what_if": [{"team": "ghost", "class": "gpu"}]}},
-            "aligned_dra_teams.kueue.what_if[0].team 'ghost'",
-        ),
+        ({"kueue": {"what_if": [dict(W, **{"class": "tpu"})]}}, "aligned_dra_teams.kueue.what_if[0].class"),
+        ({"kueue": {"what_if": [dict(W, **{"class": ["gpu"]})]}}, "what_if[0].class must be a name (got ['gpu'])"),
+        ({"kueue": {"what_if": [dict(W, team={"a": 1})]}}, "what_if[0].team must be a name"),
+        ({"kueue": {"what_if": [dict(W, name=None)]}}, "what_if[0].name must be a name (got None)"),
+        ({"kueue": {"what_if": [dict(W, tier=["a"])]}}, "what_if[0].tier ['a'] is not one of"),
+        ({"kueue": {"what_if": [dict(W, devices=[1])]}}, "what_if[0].devices must be a device count"),
+        ({"kueue": {"what_if": [dict(W, running="yes")]}}, "what_if[0].running must be true or false"),
+        ({"kueue": {"what_if": [dict(W, team="ghost")]}}, "aligned_dra_teams.kueue.what_if[0].team 'ghost'"),
         ({"kueue": {"what_if": "x"}}, "aligned_dra_teams.kueue.what_if must be a list"),
+        ({"kueue": {"what_if": {}}}, "aligned_dra_teams.kueue.what_if must be a list"),
+        ({"kueue": {"node_groups": ""}}, "aligned_dra_teams.kueue.node_groups must map"),
     ],
 )
 def test_bad_engine_settings_name_the_setting(change, message):
     with pytest.raises(ValueError) as info:
         render(dict(KUEUE_TEAMS, **change))
     assert message in str(info.value)
+
+
+def test_engine_kueue_refuses_a_quota_class_with_an_extended_resource_name_and_both_takes_it():
+    raw = dict(KUEUE_TEAMS, extended_resources={"gpu": "example.com/gpu"})
+    with pytest.raises(teams.TeamsError) as err:
+        render(raw)
+    assert "aligned_dra_teams.teams[vision].quotas: aligned-gpu has the extended resource name" in str(err.value)
+    quotas = by_kind(render(dict(raw, engine="both")))["ResourceQuota"]
+    assert all(q["spec"]["hard"]["requests.example.com/gpu"] for q in quotas)
 
 
 @pytest.mark.parametrize(
@@ -344,6 +363,9 @@ def test_bad_engine_settings_name_the_setting(change, message):
         ({"quotas": {"gpu": "80Gi"}}, "resourcequota", "only engine kueue counts"),
         ({"quotas": {"gpu": "80Gi"}}, "both", "only engine kueue counts"),
         ({"quotas": {"gpu": "lots"}}, "kueue", "teams[t].quotas.gpu: 'lots' is not a non-negative Kubernetes quantity"),
+        ({"quotas": {"gpu": "16"}}, "kueue", "teams[t].quotas.gpu: '16' has no unit; give a device count as a number"),
+        ({"quotas": {"gpu": 2**64}}, "kueue", "teams[t].quotas.gpu must be a non-negative integer"),
+        ({"quotas": {"gpu": "100Ei"}}, "kueue", "teams[t].quotas.gpu: '100Ei' is larger than Kubernetes quantities go"),
         ({"department": "Research Org"}, "kueue", "teams[t].department 'Research Org' is not a DNS label"),
         (
             {"node_group": "h100"},

@@ -196,6 +196,13 @@ def test_team_quota_on_a_class_the_site_does_not_render():
     assert run({"a": {"aligned_dra_teams": teams}}, ["claims"])[0] == []
 
 
+def test_a_team_setting_kueue_cannot_count_is_a_problem_of_the_teams_variable():
+    teams = {"engine": "kueue", "teams": [{"name": "mon", "admin_access": True, "quotas": {"gpu": 1}}]}
+    problems = run({"a": {"aligned_dra_site": "lab", "aligned_dra_teams": teams}}, ["teams"])[0]
+    assert [(p.host, p.variable) for p in problems] == [("a", "aligned_dra_teams")]
+    assert "aligned_dra_teams.teams[mon]" in problems[0].reason and "admin" in problems[0].reason
+
+
 def test_a_site_setting_shared_by_the_site_is_said_once_with_the_host_count():
     teams = {"teams": [{"name": "ml", "quotas": {"aligned-tpu": 4}}]}
     hosts = {name: {"aligned_dra_site": "lab", "aligned_dra_teams": teams} for name in ("a", "b", "c")}

@@ -1183,6 +1183,13 @@ TEAMS_SETTINGS_GARBAGE = [
     ("teams", [{"name": "a", "lending_limit": {"gpu": "lots"}}]),
     ("teams", [{"name": "a", "department": "Bad Dept"}]),
     ("teams", [{"name": "a", "node_group": "nowhere"}]),
+    ("teams", [{"name": "a", "node_group": []}]),
+    ("teams", [{"name": "a", "quotas": {"gpu": "16"}}]),
+    ("kueue", {"what_if": [{"team": ["a"], "name": "w", "class": "gpu"}]}),
+    ("kueue", {"what_if": [{"team": "a", "name": "w", "class": {"x": 1}}]}),
+    ("kueue", {"what_if": [{"team": "a", "name": "w", "class": "gpu", "tier": ["x"]}]}),
+    ("kueue", {"what_if": {}}),
+    ("kueue", {"node_groups": ""}),
     ("bogus_key", 1),
 ]
 

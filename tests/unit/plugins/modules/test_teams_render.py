@@ -98,7 +98,14 @@ def test_kueue_engine_reads_this_runs_utilization_for_idle_devices(capsys, tmp_p
     assert "idle" not in result["kueue"]["teams"][0]
     used.write_text('{"teams": {"a": {"devices": 5}}}')
     result = run(capsys, args)
-    assert result["failed"] and result["msg"].startswith("utilization_file: ") and "devices per class" in result["msg"]
+    assert (
+        result["failed"]
+        and result["msg"].startswith("utilization_file: ")
+        and "device counts per class" in result["msg"]
+    )
+    used.write_text(json.dumps({"teams": {"a": {"devices": {"aligned-gpu": -5}}}}))
+    result = run(capsys, args)
+    assert result["failed"] and "device counts per class" in result["msg"]
     used.write_text("{not json")
     result = run(capsys, args)
     assert result["failed"] and result["msg"].startswith(f"utilization_file: cannot read {used}")
