@@ -109,6 +109,19 @@ class TeamsError(ValueError):
     """Team settings that cannot be rendered; the message names the setting."""
 
 
+def _label_map(where: str, raw: Any) -> dict[str, str]:
+    """Labels (namespace or node labels) from settings, each name and value checked."""
+    labels = raw or {}
+    if not isinstance(labels, dict):
+        raise TeamsError(f"{where} must map label names to strings")
+    for label, value in labels.items():
+        if not is_label_name(label):
+            raise TeamsError(f"{where}: {label!r} is not a valid label name")
+        if not is_label_value(value):
+            raise TeamsError(f"{where}.{label}: {value!r} is not a valid label value (quote numbers)")
+    return dict(labels)
+
+
 def _check_keys(where: str, value: Any, known: tuple[str, ...]) -> None:
     if not isinstance(value, dict):
         raise TeamsError(f"{where} must be a mapping")
@@ -244,14 +257,7 @@ def settings(
         tier = team.get("tier", "research")
         if tier not in tiers:
             raise TeamsError(f"{where}.tier {tier!r} is not one of {', '.join(sorted(tiers))}")
-        labels = team.get("labels") or {}
-        if not isinstance(labels, dict):
-            raise TeamsError(f"{where}.labels must map label names to strings")
-        for label, value in labels.items():
-            if not is_label_name(label):
-                raise TeamsError(f"{where}.labels: {label!r} is not a valid label name")
-            if not is_label_value(value):
-                raise TeamsError(f"{where}.labels.{label}: {value!r} is not a valid label value (quote numbers)")
+        labels = _label_map(f"{where}.labels", team.get("labels"))
         if ADMIN_ACCESS_LABEL in labels:
             raise TeamsError(f"{where}.labels: set admin_access: true instead of the {ADMIN_ACCESS_LABEL} label")
         admin = team.get("admin_access", False)
@@ -379,15 +385,7 @@ def _kueue_settings(
             raise TeamsError(f"{where}: {name!r} is not a DNS subdomain (it names a ResourceFlavor)")
         options = options or {}
         _check_keys(where, options, NODE_GROUP_KEYS)
-        labels = options.get("node_labels") or {}
-        if not isinstance(labels, dict):
-            raise TeamsError(f"{where}.node_labels must map label names to strings")
-        for label, value in labels.items():
-            if not is_label_name(label):
-                raise TeamsError(f"{where}.node_labels: {label!r} is not a valid label name")
-            if not is_label_value(value):
-                raise TeamsError(f"{where}.node_labels.{label}: {value!r} is not a valid label value (quote numbers)")
-        node_groups[name] = {"node_labels": dict(labels)}
+        node_groups[name] = {"node_labels": _label_map(f"{where}.node_labels", options.get("node_labels"))}
     raw_names = {} if raw.get("resource_names") is None else raw["resource_names"]
     if not isinstance(raw_names, dict):
         raise TeamsError("aligned_dra_teams.kueue.resource_names must map DeviceClasses to resource names")

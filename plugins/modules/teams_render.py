@@ -153,31 +153,34 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelErro
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
 
-def _plan(module):
-    path = module.params["plan_file"]
+def _read_json(module, option):
+    """``(True, content)`` of the JSON file that option names; ``(False, None)`` when not given or absent."""
+    path = module.params[option]
     if not path or not os.path.exists(path):
-        return None
+        return False, None
     try:
         with open(path, encoding="utf-8") as handle:
-            plan = json.load(handle)
-        inputs.check_plan(plan, "plan_file")
-    except inputs.InputError as exc:
-        module.fail_json(msg=str(exc))
+            return True, json.load(handle)
     except (OSError, ValueError) as exc:
-        module.fail_json(msg=f"plan_file: cannot read {path}: {exc}")
+        module.fail_json(msg=f"{option}: cannot read {path}: {exc}")
+
+
+def _plan(module):
+    found, plan = _read_json(module, "plan_file")
+    if found:
+        try:
+            inputs.check_plan(plan, "plan_file")
+        except inputs.InputError as exc:
+            module.fail_json(msg=str(exc))
     return plan
 
 
 def _in_use(module):
     """Devices per team and class in use now, from this run's utilization.json; None when unknown."""
-    path = module.params["utilization_file"]
-    if not path or not os.path.exists(path):
+    found, used = _read_json(module, "utilization_file")
+    if not found:
         return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            used = json.load(handle)
-    except (OSError, ValueError) as exc:
-        module.fail_json(msg=f"utilization_file: cannot read {path}: {exc}")
+    path = module.params["utilization_file"]
     rows = used.get("teams") if isinstance(used, dict) else None
     if not isinstance(rows, dict) or not all(
         isinstance(row, dict)

@@ -109,3 +109,10 @@ def test_kueue_engine_reads_this_runs_utilization_for_idle_devices(capsys, tmp_p
     used.write_text("{not json")
     result = run(capsys, args)
     assert result["failed"] and result["msg"].startswith(f"utilization_file: cannot read {used}")
+
+
+@pytest.mark.parametrize("option", ["plan_file", "utilization_file"])
+def test_a_file_holding_null_is_refused_not_taken_for_absent(capsys, tmp_path, option):
+    (tmp_path / "null.json").write_text("null")
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", option: str(tmp_path / "null.json")})
+    assert result["failed"] and result["msg"].startswith(option)
