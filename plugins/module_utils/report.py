@@ -1298,6 +1298,16 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+_QUEUE_KEYS = ("name", "cluster_queue", "local_queue", "cohort", "flavor", "tier", "nominal", "borrowable", "lendable")
+
+
+def _require_keys(row: Any, keys: Iterable[str], where: str) -> None:
+    """``row`` is an object holding every key of ``keys``; else a ReportError that names ``where``."""
+    for key in keys:
+        if not isinstance(row, dict) or key not in row:
+            raise ReportError(f"{where} has no '{key}'")
+
+
 def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
     """Check the fields of the planner's output that the report reads."""
     if not isinstance(plan, dict):
@@ -1313,9 +1323,9 @@ def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
         where = f"{source}: templates[{index}]"
         if not isinstance(template, dict):
             raise ReportError(f"{where} must be an object")
-        for key in ("name", "required", "fits_total", "worst_level", "satisfiable", "errors", "nodes"):
-            if key not in template:
-                raise ReportError(f"{where} has no '{key}'")
+        _require_keys(
+            template, ("name", "required", "fits_total", "worst_level", "satisfiable", "errors", "nodes"), where
+        )
         if template["worst_level"] is not None and template["worst_level"] not in LEVEL_RANK:
             raise ReportError(f"{where}.worst_level {template['worst_level']!r} is not one of {list(LEVELS)}")
         if not isinstance(template["nodes"], dict) or not isinstance(template["errors"], list):
@@ -1351,35 +1361,21 @@ def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
         if not isinstance(teams.get(key), list):
             raise ReportError(f"{source}: '{key}' must be a list")
     for index, row in enumerate(teams["capacity"]):
-        for key in ("class", "capacity", "guaranteed", "opportunistic", "status", "teams"):
-            if not isinstance(row, dict) or key not in row:
-                raise ReportError(f"{source}: capacity[{index}] has no '{key}'")
+        keys = ("class", "capacity", "guaranteed", "opportunistic", "status", "teams")
+        _require_keys(row, keys, f"{source}: capacity[{index}]")
     queues = teams.get("kueue")
     if queues is not None:
         if not isinstance(queues, dict) or not isinstance(queues.get("teams"), list):
             raise ReportError(f"{source}: 'kueue' must be an object with a 'teams' list")
         for index, row in enumerate(queues["teams"]):
-            for key in (
-                "name",
-                "cluster_queue",
-                "local_queue",
-                "cohort",
-                "flavor",
-                "tier",
-                "nominal",
-                "borrowable",
-                "lendable",
-            ):
-                if not isinstance(row, dict) or key not in row:
-                    raise ReportError(f"{source}: kueue.teams[{index}] has no '{key}'")
+            _require_keys(row, _QUEUE_KEYS, f"{source}: kueue.teams[{index}]")
         outcome = queues.get("what_if")
         if outcome is not None:
             if not isinstance(outcome, dict) or not isinstance(outcome.get("teams"), dict):
                 raise ReportError(f"{source}: kueue.what_if must be an object with 'teams'")
             for name, row in outcome["teams"].items():
-                for key in ("by_nominal", "by_borrowing", "pending", "preempted"):
-                    if not isinstance(row, dict) or key not in row:
-                        raise ReportError(f"{source}: kueue.what_if.teams.{name} has no '{key}'")
+                keys = ("by_nominal", "by_borrowing", "pending", "preempted")
+                _require_keys(row, keys, f"{source}: kueue.what_if.teams.{name}")
     return teams
 
 

@@ -610,9 +610,8 @@ def render(
     queues = None
     if conf["engine"] != "resourcequota":
         queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use)
-        # engine both: a class over its limit is reported once, by the ResourceQuota side
-        flagged = {p.split(":", 1)[0] for p in problems}
-        problems = problems + [p for p in queues["problems"] if p.split(":", 1)[0] not in flagged]
+        # queues["problems"] is the same check on the same numbers (guaranteed quota x namespaces against
+        # the plan's devices; classes counted in memory are unknown to both): capacity_check reports it once
         _queue_guidance(objects, queues["objects"])
         objects += queues["objects"]
     summary = [

@@ -281,6 +281,9 @@ def test_engine_both_renders_quotas_and_queues_and_reports_an_over_limit_class_o
     # 8 (vision) + 8 (llm) guaranteed GPUs on a site of 10: both engines see it, one problem is reported
     result = render(raw, plan={"classes": {"aligned-gpu": {"devices": 10}}})
     assert len([p for p in result["problems"] if p.startswith("DeviceClass aligned-gpu:")]) == 1
+    # engine kueue alone: the same check, the same one problem
+    result = render(KUEUE_TEAMS, plan={"classes": {"aligned-gpu": {"devices": 10}}})
+    assert len([p for p in result["problems"] if p.startswith("DeviceClass aligned-gpu:")]) == 1
 
 
 def test_idle_devices_come_from_what_each_team_holds_now():
