@@ -4,8 +4,9 @@
 """Action of ``aligned.dra.topology_output``: the play's node files, written in the controller process.
 
 Each host's ``aligned_dra_topology`` and ``aligned_dra_site`` are read once
-from ``hostvars``; the files are written by :mod:`module_utils.json_file`,
-which the module uses too. Run once per play (``run_once``): one call writes
+from ``hostvars``; the fact's whole topology is read from the run's store one
+node at a time (:mod:`module_utils.topology_fact`), and the files are written
+by :mod:`module_utils.json_file`, which the module uses too. Run once per play (``run_once``): one call writes
 every node's file, instead of one worker round per node.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aligned.dra.plugins.module_utils import json_file
+from ansible_collections.aligned.dra.plugins.module_utils import json_file, topology_fact
 
 
 class ActionModule(ActionBase):
@@ -49,8 +50,10 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=problem)
             return result
         try:
-            written = json_file.write_node_files(args["output_dir"], entries, sorted(set(sites)), self._task.check_mode)
-        except json_file.JsonFileError as exc:
+            written = json_file.write_node_files(
+                args["output_dir"], entries, sorted(set(sites)), self._task.check_mode, topology_fact.full_topology
+            )
+        except (json_file.JsonFileError, topology_fact.TopologyFactError) as exc:
             result.update(failed=True, msg=str(exc))
             return result
         result.update(changed=bool(written), written=written, nodes=len(entries))

@@ -13,12 +13,14 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.aligned.dra.plugins.module_utils import topology_fact
 from ansible_collections.aligned.dra.plugins.module_utils.topology import (
     LEVELS,
     node_accounting,
     node_counts_line,
-    site_summary,
+    node_summary,
     site_summary_markdown,
+    site_summary_of,
 )
 
 
@@ -46,11 +48,18 @@ def topology_site_summaries(
         if host in failed:
             continue
         facts = hostvars[host]
-        topology = facts.get("aligned_dra_topology")
-        if topology is None:
+        fact = facts.get("aligned_dra_topology")
+        if fact is None:
             raise AnsibleFilterError(f"{host}: no aligned_dra_topology fact; was the probe skipped?")
-        sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = topology
-    summaries = {site: site_summary(site, nodes, warn_levels) for site, nodes in sorted(sites.items())}
+        # one whole topology at a time: each node is summarised as it is read
+        try:
+            topology = topology_fact.full_topology(host, fact)
+        except topology_fact.TopologyFactError as exc:
+            raise AnsibleFilterError(str(exc)) from None
+        sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = node_summary(
+            topology, warn_levels
+        )
+    summaries = {site: site_summary_of(site, nodes) for site, nodes in sorted(sites.items())}
     for site, entry in accounting.items():
         summaries[site]["nodes_failed"] = entry["nodes_failed"]
         summaries[site]["node_counts"] = entry["node_counts"]

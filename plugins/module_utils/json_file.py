@@ -14,6 +14,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -80,7 +81,11 @@ def read_json_dir(directory: str) -> dict[str, Any]:
 
 
 def write_node_files(
-    output_dir: str, nodes: dict[str, tuple[str, Any]], sites: list[str], check_mode: bool
+    output_dir: str,
+    nodes: dict[str, tuple[str, Any]],
+    sites: list[str],
+    check_mode: bool,
+    load: Callable[[str, Any], Any] | None = None,
 ) -> list[str]:
     """Write each node's facts to ``<output_dir>/<site>/nodes/<node>.json``.
 
@@ -104,6 +109,8 @@ def write_node_files(
                 raise JsonFileError(f"output_dir: cannot create {directory}: {reason}") from None
     for node in sorted(nodes):
         site, facts = nodes[node]
+        if load is not None:
+            facts = load(node, facts)
         dest = os.path.join(output_dir, site, "nodes", node + ".json")
         changed, _diff = write_json_file(dest, facts, check_mode, field="output_dir")
         if changed:

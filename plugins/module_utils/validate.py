@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, kueue, sriov, teams
+from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, kueue, sriov, teams, topology_fact
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ PLAYBOOK_SPEC: dict[str, dict[str, Any]] = {
 # known, so never "unknown", but nothing to validate.
 RUNTIME_NAMES = frozenset(
     """
-    aligned_dra_nodes aligned_dra_topology aligned_dra_topology_probe aligned_dra_site_summaries
+    aligned_dra_nodes aligned_dra_topology aligned_dra_site_summaries
     aligned_dra_preflight_done aligned_dra_validate_done aligned_dra_report
     aligned_dra_capture_abs_dir aligned_dra_capture_current aligned_dra_capture_file aligned_dra_capture_path
     aligned_dra_capture_result aligned_dra_capture_scratch
@@ -317,12 +317,20 @@ def check_host_settings(
 
 
 def check_sriov(host: str, pfs: Any, topology: Mapping[str, Any] | None) -> list[Problem]:
-    """Each SR-IOV entry against the node's probed devices: the PF exists, the VFs fit."""
+    """Each SR-IOV entry against the node's probed devices: the PF exists, the VFs fit.
+
+    ``topology`` is the node's ``aligned_dra_topology`` fact: the whole
+    topology, or the probe's slim fact whose file holds it.
+    """
     variable = "aligned_dra_sriov_pfs"
     try:
         wanted = sriov.validate(pfs)
     except sriov.SriovError as exc:
         return [Problem(host, variable, show(pfs), str(exc))]
+    try:
+        topology = topology_fact.full_topology(host, topology)
+    except topology_fact.TopologyFactError as exc:
+        return [Problem(host, "aligned_dra_topology", "(the probe's fact)", str(exc))]
     if not topology:
         return []
     problems = []
@@ -348,6 +356,10 @@ def check_driver(
             reason = None  # a bad minor is reported once per site
         if reason:
             return [Problem(host, variable, show(options), reason)]
+    try:
+        topology = topology_fact.full_topology(host, topology)
+    except topology_fact.TopologyFactError as exc:
+        return [Problem(host, "aligned_dra_topology", "(the probe's fact)", str(exc))]
     try:
         devices = dra.devices_from_topology(dict(topology or {"devices": []}), options)
         slices = dra.resource_slices(host, devices)

@@ -57,8 +57,19 @@ options:
   topology_dir:
     description:
       - Directory of C(<node>.json) topology files, as the C(topology) role writes them.
-      - Used when O(topologies) is not given; with O(slices) or O(slice_files) it only adds the GPU-NIC levels.
+      - Every C(*.json) of it is a node of the site, so a node taken out of the inventory must have
+        its file removed; O(topology_files) names the nodes instead.
+      - Used when neither O(topologies) nor O(topology_files) is given; with O(slices) or
+        O(slice_files) it only adds the GPU-NIC levels.
     type: path
+  topology_files:
+    description:
+      - Per node of the site, the JSON file of its topology, such as the file the probe's fact
+        C(aligned_dra_topology.file) names, or C(<output>/<site>/nodes/<node>.json).
+      - Only these nodes are planned on, and each file is read and turned into the node's devices
+        one node at a time, so the plan of a site of thousands of nodes never holds every topology
+        at once. The claims role plans this way.
+    type: dict
   slices:
     description: ResourceSlices to plan on instead of the devices computed from topologies.
     type: list
@@ -147,6 +158,8 @@ unsatisfied:
   elements: str
 """
 
+import json
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils import dra, inputs
@@ -159,6 +172,16 @@ from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
 )
 
 
+def _read_topology(node, path):
+    """One node's topology from its file; an unreadable file names the option, the node and the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, TypeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise inputs.InputError(f"topology_files.{node}: cannot read {path}: {reason}") from None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -168,6 +191,7 @@ def main():
             "required": {"type": "list", "elements": "str", "default": []},
             "topologies": {"type": "dict"},
             "topology_dir": {"type": "path"},
+            "topology_files": {"type": "dict"},
             "slices": {"type": "list", "elements": "dict"},
             "slice_files": {"type": "list", "elements": "path"},
             "device_options": {"type": "dict", "default": {}},
@@ -176,15 +200,20 @@ def main():
             "nodes_failed": {"type": "dict", "default": {}},
             "node_counts": {"type": "dict"},
         },
-        mutually_exclusive=[("slices", "slice_files")],
+        mutually_exclusive=[("slices", "slice_files"), ("topologies", "topology_files")],
         supports_check_mode=True,
     )
     params = module.params
     objects = params["objects"]
     slices = params["slices"]
     topologies = params["topologies"]
+    files = params["topology_files"]
     topology_field = "topologies" if topologies is not None else "topology_dir"
-    if topologies is None:
+    if files is not None:
+        topology_field = "topology_files"
+        # read one node at a time, below: here only which nodes they are
+        topologies = {str(name): None for name in files if name not in params["nodes_failed"]}
+    elif topologies is None:
         try:
             topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
         except ValueError as exc:
@@ -197,7 +226,12 @@ def main():
         module.fail_json(msg=str(exc))
     try:
         inputs.check_objects(objects, "objects")
-        inputs.check_topologies(topologies, topology_field)
+        if files is None:
+            inputs.check_topologies(topologies, topology_field)
+        elif slices is not None or params["slice_files"]:
+            # slices: the topologies only add the levels; all of them are read here
+            topologies = {node: _read_topology(node, files[node]) for node in sorted(topologies)}
+            inputs.check_topologies(topologies, topology_field)
         if params["slice_files"]:
             slices = []
             for path in params["slice_files"]:
@@ -220,8 +254,19 @@ def main():
             nodes = planner.nodes_from_slices(slices, topologies)
         else:
             if not topologies:
-                module.fail_json(msg="topologies, topology_dir, slices or slice_files must give the site's devices")
-            nodes = planner.nodes_from_topologies(topologies, params["device_options"])
+                module.fail_json(
+                    msg="topologies, topology_files, topology_dir, slices or slice_files must give the site's devices"
+                )
+            if files is None:
+                nodes = planner.nodes_from_topologies(topologies, params["device_options"])
+            else:
+                nodes = {}
+                for node in sorted(topologies):
+                    one = {node: _read_topology(node, files[node])}
+                    inputs.check_topologies(one, topology_field)
+                    nodes.update(planner.nodes_from_topologies(one, params["device_options"]))
+    except inputs.InputError as exc:
+        module.fail_json(msg=str(exc))
     except (planner.PlanError, dra.DeviceModelError) as exc:
         message = str(exc)
         source = ("slice_files" if params["slice_files"] else "slices") if slices is not None else topology_field

@@ -50,6 +50,17 @@ options:
       - When omitted, the usual locations (C(/usr/share/hwdata/pci.ids), C(/usr/share/misc/pci.ids))
         are tried; names stay V(null) when none exists.
     type: path
+  fact:
+    description:
+      - Keep the node's topology in this run's store on the controller and set the fact
+        C(aligned_dra_topology) to its counts, warnings and the store file (C(schema_version),
+        C(hostname), C(counts), C(warnings), C(file)); RV(topology) is then not returned.
+      - The topology role probes this way, so a large site's topologies never pile up in the
+        controller's memory. The file lives as long as the C(ansible-playbook) run; the role writes
+        each node's topology to C(<output>/<site>/nodes/<node>.json).
+      - Handled by the module's action plugin on the controller.
+    type: bool
+    default: false
 notes:
   - Devices whose sysfs path does not start with C(/sys/devices/pci), whose PCI domain has more
     than four hex digits (Intel VMD) or that sit on Hyper-V's VMBUS get a C(pcie_root) of V(null),
@@ -76,12 +87,16 @@ EXAMPLES = r"""
     sysfs_root: /srv/snapshots/node17/sys
     procfs_root: /srv/snapshots/node17/proc
   register: snapshot
+
+- name: Probe, and keep only a slim fact (aligned_dra_topology) with the topology's file
+  aligned.dra.topology_info:
+    fact: true
 """
 
 RETURN = r"""
 topology:
   description: The node's topology.
-  returned: always
+  returned: unless O(fact) is true
   type: dict
   contains:
     schema_version:
@@ -151,6 +166,8 @@ def main() -> None:
             "sysfs_root": {"type": "path", "default": "/sys"},
             "procfs_root": {"type": "path", "default": "/proc"},
             "pci_ids_path": {"type": "path"},
+            # taken by the action plugin on the controller; never reaches the node
+            "fact": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )

@@ -14,8 +14,9 @@ description:
     directory of every site in O(sites). A file whose content is unchanged is left alone; each
     file is replaced atomically.
   - The topology role runs it once per play on the controller (its action plugin reads each
-    node's C(aligned_dra_topology) and C(aligned_dra_site) from C(hostvars)), so the output
-    costs no worker round per node. As a module it takes the facts in O(nodes).
+    node's C(aligned_dra_topology) and C(aligned_dra_site) from C(hostvars), and the whole
+    topology from the file the probe's fact names, one node at a time), so the output costs no
+    worker round per node. As a module it takes the topologies in O(nodes).
 requirements:
   - Python >= 3.9 where it runs; through its action plugin, the controller's Python (nothing beyond ansible-core)
 author:

@@ -84,7 +84,7 @@ _PARTS = {
     "netdevs": ("NETDEV_TYPES",),
     "prober": ("probe", "_Probe"),
     "levels": ("compute_links", "pair_level"),
-    "summary": ("node_summary", "site_summary", "site_summary_markdown"),
+    "summary": ("node_summary", "site_summary", "site_summary_markdown", "site_summary_of"),
     "accounting": ("NODE_STATES", "node_accounting", "node_counts_line"),
 }
 _PART_OF = {name: part for part, names in _PARTS.items() for name in names}

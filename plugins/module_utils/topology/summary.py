@@ -70,7 +70,14 @@ def site_summary(
     device_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Summary of a site from its nodes' topologies (keyed by inventory name)."""
-    per_node = {name: node_summary(topology, warn_levels, device_options) for name, topology in sorted(nodes.items())}
+    return site_summary_of(
+        site, {name: node_summary(topology, warn_levels, device_options) for name, topology in nodes.items()}
+    )
+
+
+def site_summary_of(site: str, node_summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Summary of a site from its nodes' :func:`node_summary` (keyed by inventory name)."""
+    per_node = {name: node_summaries[name] for name in sorted(node_summaries)}
     histogram: dict[str, int] = {}
     for summary in per_node.values():
         for level, count in summary["level_histogram"].items():
