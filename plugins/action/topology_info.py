@@ -36,9 +36,7 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": f"fact: {exc}"}
         result = super().run(tmp, task_vars)
         result.update(
-            self._execute_module(
-                module_name="aligned.dra.topology_info", module_args=module_args, task_vars=task_vars
-            )
+            self._execute_module(module_name="aligned.dra.topology_info", module_args=module_args, task_vars=task_vars)
         )
         if not as_fact or result.get("failed") or not isinstance(result.get("topology"), dict):
             return result

@@ -56,9 +56,7 @@ def topology_site_summaries(
             topology = topology_fact.full_topology(host, fact)
         except topology_fact.TopologyFactError as exc:
             raise AnsibleFilterError(str(exc)) from None
-        sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = node_summary(
-            topology, warn_levels
-        )
+        sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = node_summary(topology, warn_levels)
     summaries = {site: site_summary_of(site, nodes) for site, nodes in sorted(sites.items())}
     for site, entry in accounting.items():
         summaries[site]["nodes_failed"] = entry["nodes_failed"]

@@ -31,7 +31,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, kueue, sriov, teams, topology_fact
+from ansible_collections.aligned.dra.plugins.module_utils import (
+    claims,
+    dra,
+    dra_cel,
+    kueue,
+    sriov,
+    teams,
+    topology_fact,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

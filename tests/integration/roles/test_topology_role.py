@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -118,3 +119,67 @@ def test_a_missing_tree_fails_with_the_option_named(tmp_path, trees):
     result = playbook(inventory, "--limit", "vm1")
     assert result.returncode != 0
     assert "sysfs_root:" in result.stdout and "is not a directory" in result.stdout
+
+
+def test_the_fact_is_slim_the_whole_topology_lives_for_the_run_and_no_fact_cache_keeps_it(tmp_path, trees):
+    """The probe's fact holds counts and a file of the run's store; the node file holds the topology.
+
+    With a persistent fact cache (jsonfile), the fact is not cached: a later
+    run would otherwise find a fact whose file the earlier run took with it.
+    """
+    output = tmp_path / "out"
+    inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
+    seen = tmp_path / "seen.json"
+    play = tmp_path / "probe_and_look.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {"ansible.builtin.import_playbook": str(PLAYBOOKS / "probe.yml")},
+                {
+                    "name": "Look at the fact and its file while the run lasts",
+                    "hosts": "aligned_dra_nodes",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Record every node's fact and whether its file is there",
+                            "ansible.builtin.copy": {
+                                "dest": str(seen),
+                                "content": "{{ dict(ansible_play_hosts | zip(ansible_play_hosts"
+                                " | map('extract', hostvars, 'aligned_dra_topology')"
+                                " | map('combine', {'present': true}))) | to_json }}",
+                            },
+                            "run_once": True,
+                            "delegate_to": "localhost",
+                        },
+                        {
+                            "name": "The file is there while the run lasts",
+                            "ansible.builtin.assert": {"that": ["aligned_dra_topology.file is file"]},
+                        },
+                    ],
+                },
+            ]
+        )
+    )
+    cache = tmp_path / "facts"
+    env = {
+        **os.environ,
+        "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(cache),
+    }
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(play)], capture_output=True, text=True, check=False, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    facts = json.loads(seen.read_text())
+    assert sorted(facts) == ["dgx1", "ve1", "vm1"]
+    for host, fact in facts.items():
+        assert sorted(fact) == ["counts", "file", "hostname", "present", "schema_version", "warnings"], host
+        node_file = output / ("east" if host == "ve1" else "west") / "nodes" / f"{host}.json"
+        whole = json.loads(node_file.read_text())
+        assert fact["counts"] == whole["counts"] and whole["devices"], host
+        # the store went with the run
+        assert not os.path.exists(fact["file"]), host
+    assert facts["ve1"]["counts"]["accelerator"] == 8
+    # jsonfile keeps one file per host, its facts as a JSON string: none holds the fact
+    cached = {path.name: path.read_text() for path in cache.iterdir()} if cache.exists() else {}
+    assert not [name for name, text in cached.items() if "aligned_dra_topology" in text], cached

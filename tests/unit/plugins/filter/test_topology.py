@@ -13,6 +13,7 @@ from ansible_collections.aligned.dra.plugins.filter.topology import (
     topology_site_index,
     topology_site_summaries,
 )
+from ansible_collections.aligned.dra.plugins.module_utils import topology_fact
 
 
 def node(gpus: dict[str, str | None], nics: int = 1, vfs: int = 0, warnings=()):
@@ -49,6 +50,19 @@ def test_warn_levels_widen_the_warnings():
 
 def test_only_play_hosts_are_summarised():
     assert list(topology_site_summaries(HOSTVARS, ["b1"])) == ["west"]
+
+
+def test_the_probes_slim_facts_summarise_like_whole_topologies(tmp_path):
+    slim = {}
+    for host, facts in HOSTVARS.items():
+        path = str(tmp_path / f"{host}.json")
+        topology_fact.keep(path, facts["aligned_dra_topology"])
+        slim[host] = dict(facts, aligned_dra_topology=topology_fact.fact_of(facts["aligned_dra_topology"], path))
+    hosts = ["a1", "a2", "b1"]
+    assert topology_site_summaries(slim, hosts) == topology_site_summaries(HOSTVARS, hosts)
+    (tmp_path / "a2.json").unlink()
+    with pytest.raises(AnsibleFilterError, match=r"a2: the topology of aligned_dra_topology.file cannot be read"):
+        topology_site_summaries(slim, hosts)
 
 
 def test_bad_input_is_named():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import validate
+from ansible_collections.aligned.dra.plugins.module_utils import topology_fact, validate
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY
 
 REPO = Path(__file__).resolve().parents[4]
@@ -232,6 +232,25 @@ def test_sriov_vf_count_above_the_probed_total():
     ]
     fits = [{"netdev": "ens1f0", "numvfs": 8}]
     assert run({"a": {"aligned_dra_sriov_pfs": fits, "aligned_dra_topology": SRIOV_TOPOLOGY}}, ["network"])[0] == []
+
+
+def test_the_device_checks_read_the_topology_behind_the_probes_slim_fact(tmp_path):
+    """The probe's fact names the file of the whole topology: the SR-IOV and driver checks read it."""
+    path = tmp_path / "a.json"
+    topology_fact.keep(str(path), SRIOV_TOPOLOGY)
+    fact = topology_fact.fact_of(SRIOV_TOPOLOGY, str(path))
+    pfs = [{"netdev": "ens1f0", "numvfs": 16}]
+    problems = run({"a": {"aligned_dra_sriov_pfs": pfs, "aligned_dra_topology": fact}}, ["network"])[0]
+    assert reasons(problems) == [
+        "a aligned_dra_sriov_pfs[0] pfs[0].numvfs: 16 is above sriov_totalvfs 8 of 0000:01:00.0"
+    ]
+    assert run({"a": {"aligned_dra_topology": fact}}, ["driver"])[0] == []
+    # the file went with an earlier run (a fact cache kept the fact): said, on the fact
+    path.unlink()
+    for stages, extra in ((["network"], {"aligned_dra_sriov_pfs": pfs}), (["driver"], {})):
+        (problem,) = run({"a": {"aligned_dra_topology": fact, **extra}}, stages)[0]
+        assert problem.variable == "aligned_dra_topology"
+        assert "the file lives as long as the run that probed the node" in problem.reason
 
 
 def test_sriov_names_a_nic_the_node_does_not_have_or_without_sriov():

@@ -562,6 +562,8 @@ EXCLUSIVE_FILLERS = {
     "plan": {
         "slices": [lambda root: copy.deepcopy(SLICES)],
         "slice_files": [lambda root: [str(root / "slices.json")]],
+        "topologies": [lambda root: {"n1": copy.deepcopy(TOPOLOGY)}],
+        "topology_files": [lambda root: {"n1": str(root / "nodes" / "n1.json")}],
     },
     "utilization": {
         "slices": [lambda root: yaml.safe_load((UTILIZATION_SET / "slices.yaml").read_text())["items"]],
@@ -689,9 +691,11 @@ def base_claims_render(draw, root: Path) -> dict[str, Any]:
 
 def base_plan(draw, root: Path) -> dict[str, Any]:
     args: dict[str, Any] = {"site": "s", "objects": copy.deepcopy(OBJECTS)}
-    source = draw(st.sampled_from(["topologies", "topology_dir", "slice_files", "slices"]))
+    source = draw(st.sampled_from(["topologies", "topology_files", "topology_dir", "slice_files", "slices"]))
     if source == "topologies":
         args["topologies"] = {"n1": copy.deepcopy(TOPOLOGY)}
+    elif source == "topology_files":
+        args["topology_files"] = {"n1": str(root / "nodes" / "n1.json")}
     elif source == "topology_dir":
         args["topology_dir"] = str(root / "nodes")
     elif source == "slice_files":

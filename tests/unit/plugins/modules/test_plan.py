@@ -77,7 +77,7 @@ def test_a_broken_node_file_in_topology_dir_fails_on_the_option(tmp_path, capsys
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({}, "topologies, topology_dir, slices or slice_files"),
+        ({}, "topologies, topology_files, topology_dir, slices or slice_files"),
         ({"topology_dir": "/nonexistent"}, "topology_dir: /nonexistent is not a directory"),
         ({"topologies": {"n1": TOPOLOGY}, "required": ["ghost"]}, "required templates that are not given: ghost"),
         ({"topologies": {"n1": TOPOLOGY}, "device_options": {"bogus": 1}}, "unknown key 'bogus'"),
@@ -167,3 +167,50 @@ def test_a_failed_nodes_file_is_never_planned_on_and_the_plan_lists_it(tmp_path,
     assert from_facts["plan"]["node_counts"]["unreachable"] == 2
     bad = run(capsys, dict(args, nodes_failed={"old": {"state": "gone"}}))
     assert bad["failed"] is True and bad["msg"].startswith("nodes_failed.old: needs 'state'")
+
+
+def test_topology_files_plan_only_the_named_nodes_like_the_topologies_do(tmp_path, capsys):
+    (tmp_path / "n1.json").write_text(json.dumps(TOPOLOGY))
+    # a node taken out of the inventory: its file is still in the directory, but not named
+    (tmp_path / "gone.json").write_text(json.dumps(TOPOLOGY))
+    from_files = run(capsys, {"site": "s", "objects": objects(), "topology_files": {"n1": str(tmp_path / "n1.json")}})
+    from_facts = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY}})
+    assert from_files["plan"] == from_facts["plan"]
+    from_dir = run(capsys, {"site": "s", "objects": objects(), "topology_dir": str(tmp_path)})
+    assert from_dir["plan"]["node_counts"]["ok"] == 2 and from_files["plan"]["node_counts"]["ok"] == 1
+
+
+def test_topology_files_with_slices_add_the_levels(tmp_path, capsys):
+    (tmp_path / "n1.json").write_text(json.dumps(TOPOLOGY))
+    slices = dra.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
+    with_files = run(capsys, {"site": "s", "objects": objects(), "slices": slices,
+                              "topology_files": {"n1": str(tmp_path / "n1.json")}})  # fmt: skip
+    with_facts = run(capsys, {"site": "s", "objects": objects(), "slices": slices, "topologies": {"n1": TOPOLOGY}})
+    assert with_files["plan"]["templates"] == with_facts["plan"]["templates"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "topology_files.n1: cannot read {path}: No such file or directory"),
+        ("{half a file", "topology_files.n1: cannot read {path}: "),
+        ("[]", "topology_files.n1: must be a mapping"),
+        ('{"devices": [{"kind": "gpu"}]}', "topology_files.n1.devices[0].pci_address: must be a string"),
+    ],
+)
+def test_a_bad_topology_file_fails_naming_the_node_and_the_file(tmp_path, capsys, content, message):
+    path = tmp_path / "n1.json"
+    if content is not None:
+        path.write_text(content)
+    result = run(capsys, {"site": "s", "objects": objects(), "topology_files": {"n1": str(path)}})
+    assert result["failed"] is True
+    assert result["msg"].startswith(message.format(path=path)), result["msg"]
+
+
+def test_a_failed_node_named_in_topology_files_is_not_read(tmp_path, capsys):
+    (tmp_path / "n1.json").write_text(json.dumps(TOPOLOGY))
+    failed = {"n2": {"state": "failed", "stage": "probe", "task": "Probe", "error": "boom"}}
+    result = run(capsys, {"site": "s", "objects": objects(), "nodes_failed": failed,
+                          "topology_files": {"n1": str(tmp_path / "n1.json"), "n2": str(tmp_path / "absent.json")}})  # fmt: skip
+    assert "failed" not in result, result.get("msg")
+    assert result["plan"]["node_counts"] == {"ok": 1, "failed": 1, "unreachable": 0}
