@@ -913,6 +913,17 @@ def plan(
             gc.enable()
 
 
+def plan_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The plan without each template's per-node entries (``templates[].nodes``), which grow with the site.
+
+    Everything else (counts, levels, reasons, errors, accounting) is kept; the
+    whole plan is what ``dest`` holds.
+    """
+    summary = dict(result)
+    summary["templates"] = [{k: v for k, v in entry.items() if k != "nodes"} for entry in result["templates"]]
+    return summary
+
+
 def _plan(site, nodes, classes, templates, required, kubernetes_version, driver, step_limit, shape_cache):
     required_set = set(required or [])
     compiler = Compiler(classes)

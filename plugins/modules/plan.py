@@ -85,6 +85,15 @@ options:
   dest:
     description: Write the plan as JSON to this file (only when its content changes).
     type: path
+  return_plan:
+    description:
+      - V(full) returns the whole plan as RV(plan).
+      - V(summary) returns it without each template's per-node entries (C(templates[].nodes)), which grow
+        with the site (tens of MiB at a thousand nodes); O(dest) still gets the whole plan, so it is
+        required. The claims role returns the summary.
+    type: str
+    choices: [full, summary]
+    default: full
   fail_on_unsatisfied:
     description: Fail when a template listed in O(required) cannot be satisfied.
     type: bool
@@ -140,6 +149,14 @@ EXAMPLES = r"""
     topologies:
       future-node: "{{ lookup('ansible.builtin.file', 'fixtures/future-node.json') | from_json }}"
     fail_on_unsatisfied: false
+
+- name: A site of thousands of nodes - the whole plan in plan.json, only its summary returned
+  aligned.dra.plan:
+    site: ai-west
+    objects: "{{ rendered.objects }}"
+    topology_dir: output/ai-west/nodes
+    dest: output/ai-west/plan.json
+    return_plan: summary
 """
 
 RETURN = r"""
@@ -149,6 +166,7 @@ plan:
     - C(templates[]) has C(name), C(required), C(fits_total), C(worst_level), C(aligned_level),
       C(satisfiable), C(errors) and C(nodes) (per node C(fits), C(worst_level), C(allocations), C(reason)).
     - C(nodes_failed) and C(node_counts) say which of the site's nodes were left out of the plan, and why.
+    - With O(return_plan=summary), C(templates[]) has no C(nodes); O(dest) has them.
   returned: always
   type: dict
 unsatisfied:
@@ -199,8 +217,11 @@ def main():
             "fail_on_unsatisfied": {"type": "bool", "default": True},
             "nodes_failed": {"type": "dict", "default": {}},
             "node_counts": {"type": "dict"},
+            "return_plan": {"type": "str", "choices": ["full", "summary"], "default": "full"},
         },
         mutually_exclusive=[("slices", "slice_files"), ("topologies", "topology_files")],
+        # the per-node entries would be nowhere
+        required_if=[("return_plan", "summary", ("dest",))],
         supports_check_mode=True,
     )
     params = module.params
@@ -294,7 +315,8 @@ def main():
             module.fail_json(msg=str(exc))
 
     unsatisfied = result["required_unsatisfied"]
-    response = {"changed": changed, "plan": result, "unsatisfied": unsatisfied}
+    returned = planner.plan_summary(result) if params["return_plan"] == "summary" else result
+    response = {"changed": changed, "plan": returned, "unsatisfied": unsatisfied}
     if module._diff and diff:
         response["diff"] = diff
     if unsatisfied and params["fail_on_unsatisfied"]:

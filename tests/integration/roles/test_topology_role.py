@@ -130,6 +130,7 @@ def test_the_fact_is_slim_the_whole_topology_lives_for_the_run_and_no_fact_cache
     output = tmp_path / "out"
     inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
     seen = tmp_path / "seen.json"
+    gpus_seen = tmp_path / "gpus_seen.json"
     play = tmp_path / "probe_and_look.yml"
     play.write_text(
         yaml.safe_dump(
@@ -140,6 +141,25 @@ def test_the_fact_is_slim_the_whole_topology_lives_for_the_run_and_no_fact_cache
                     "hosts": "aligned_dra_nodes",
                     "gather_facts": False,
                     "tasks": [
+                        {
+                            # the expression docs/topology.md gives for a play of one's own
+                            "name": "The GPUs of this node's probe",
+                            "ansible.builtin.set_fact": {
+                                "gpus_read_from_the_file": "{{ (lookup('ansible.builtin.file',"
+                                " aligned_dra_topology.file) | from_json).devices"
+                                " | selectattr('kind', 'eq', 'gpu') | map(attribute='pci_address') | list }}"
+                            },
+                        },
+                        {
+                            "name": "Record what each node read",
+                            "ansible.builtin.copy": {
+                                "dest": str(gpus_seen),
+                                "content": "{{ dict(ansible_play_hosts | zip(ansible_play_hosts"
+                                " | map('extract', hostvars, 'gpus_read_from_the_file'))) | to_json }}",
+                            },
+                            "run_once": True,
+                            "delegate_to": "localhost",
+                        },
                         {
                             "name": "Record every node's fact and whether its file is there",
                             "ansible.builtin.copy": {
@@ -180,6 +200,11 @@ def test_the_fact_is_slim_the_whole_topology_lives_for_the_run_and_no_fact_cache
         # the store went with the run
         assert not os.path.exists(fact["file"]), host
     assert facts["ve1"]["counts"]["accelerator"] == 8
+    gpus = json.loads(gpus_seen.read_text())
+    for host, site in (("dgx1", "west"), ("vm1", "west"), ("ve1", "east")):
+        whole = json.loads((output / site / "nodes" / f"{host}.json").read_text())
+        assert gpus[host] == [d["pci_address"] for d in whole["devices"] if d["kind"] == "gpu"], host
+    assert len(gpus["dgx1"]) == 8 and len(gpus["vm1"]) == 2 and gpus["ve1"] == []
     # jsonfile keeps one file per host, its facts as a JSON string: none holds the fact
     cached = {path.name: path.read_text() for path in cache.iterdir()} if cache.exists() else {}
     assert not [name for name, text in cached.items() if "aligned_dra_topology" in text], cached

@@ -214,3 +214,29 @@ def test_a_failed_node_named_in_topology_files_is_not_read(tmp_path, capsys):
                           "topology_files": {"n1": str(tmp_path / "n1.json"), "n2": str(tmp_path / "absent.json")}})  # fmt: skip
     assert "failed" not in result, result.get("msg")
     assert result["plan"]["node_counts"] == {"ok": 1, "failed": 1, "unreachable": 0}
+
+
+def test_return_plan_summary_returns_all_but_the_per_node_entries_which_dest_keeps(tmp_path, capsys):
+    dest = tmp_path / "plan.json"
+    args = {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY, "n2": TOPOLOGY},
+            "required": ["gpu-nic-pair-2"], "dest": str(dest)}  # fmt: skip
+    full = run(capsys, args)
+    summary = run(capsys, dict(args, return_plan="summary"))
+    whole = json.loads(dest.read_text())
+    assert full["plan"] == whole and summary["changed"] is False
+    assert all(entry["nodes"].keys() == {"n1", "n2"} for entry in whole["templates"])
+    assert [sorted(entry) for entry in summary["plan"]["templates"]] == [
+        sorted(set(entry) - {"nodes"}) for entry in whole["templates"]
+    ]
+    assert {k: v for k, v in summary["plan"].items() if k != "templates"} == {
+        k: v for k, v in whole.items() if k != "templates"
+    }
+    # the failure still says why, from the summary
+    assert summary["failed"] is True and "gpu-nic-pair-2: no node can allocate" in summary["msg"]
+    assert summary["unsatisfied"] == ["gpu-nic-pair-2"]
+
+
+def test_return_plan_summary_needs_dest(capsys):
+    result = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY}, "return_plan": "summary"})
+    assert result["failed"] is True
+    assert "return_plan is summary" in result["msg"] and "dest" in result["msg"]
