@@ -285,6 +285,9 @@ def published_kind(driver: str, attributes: Mapping[str, Any]) -> str | None:
 def probed_node(topology: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What the join needs of one node's probe: ``{"devices": {address: device}, "links", "addresses"}``.
 
+    Each device keeps only the keys :func:`join_device` reads (``kind``,
+    ``pcie_root``, ``numa_node``, ``numa_node_inferred``, ``physfn``).
+
     ``addresses`` are the node's PCI functions, ``None`` for a topology reduced
     to its ``links`` (which name accelerators and NICs, not every function a
     device may be published by). ``None`` without a probe (or an empty one).
@@ -295,7 +298,14 @@ def probed_node(topology: Mapping[str, Any] | None) -> dict[str, Any] | None:
     for device in topology.get("devices") or []:
         address = normalize_pci_address(device.get("pci_address"))
         if address:
-            devices[address] = device
+            # only what join_device reads: a site's plan keeps this for every node at once
+            devices[address] = {
+                "kind": device.get("kind"),
+                "pcie_root": device.get("pcie_root"),
+                "numa_node": device.get("numa_node"),
+                "numa_node_inferred": {"node": _probed_numa(device)} if device.get("numa_node_inferred") else None,
+                "physfn": device.get("physfn"),
+            }
     links = topology.get("links") or {}
     if not devices and not links:
         return None

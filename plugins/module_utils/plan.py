@@ -94,15 +94,36 @@ def node_accounting(
     return {"nodes_failed": {name: dict(nodes_failed[name]) for name in sorted(nodes_failed)}, "node_counts": counts}
 
 
+def _shared_value(value: Any, shared: dict[tuple, Any]) -> Any:
+    """One object for equal scalar attribute values (``{"string": "nvidia"}``); the planner only reads them."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((kind, raw),) = value.items()
+        if isinstance(raw, (str, int, bool)):
+            return shared.setdefault((kind, type(raw), raw), value)
+    return value
+
+
 def nodes_from_topologies(
-    topologies: dict[str, dict[str, Any]], device_options: dict[str, Any] | None = None, driver: str = dra.DRIVER_NAME
+    topologies: dict[str, dict[str, Any]],
+    device_options: dict[str, Any] | None = None,
+    driver: str = dra.DRIVER_NAME,
+    shared: dict[tuple, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Planner nodes from probed topologies, with the devices the driver would publish."""
+    """Planner nodes from probed topologies, with the devices the driver would publish.
+
+    ``shared``: a table kept between calls (a site's nodes converted one at a
+    time) so that attribute values the nodes repeat (model, vendor, driver,
+    NUMA node...) are held once; without it, within this call.
+    """
+    shared = {} if shared is None else shared
     nodes = {}
     for node, topology in sorted(topologies.items()):
         devices = []
         for device in dra.devices_from_topology(topology, device_options):
             entry = dict(device)
+            entry["attributes"] = {
+                name: _shared_value(value, shared) for name, value in (device.get("attributes") or {}).items()
+            }
             entry["driver"] = driver
             entry["pool"] = node
             devices.append(entry)

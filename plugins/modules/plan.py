@@ -282,10 +282,11 @@ def main():
                 nodes = planner.nodes_from_topologies(topologies, params["device_options"])
             else:
                 nodes = {}
+                shared = {}  # attribute values the site's nodes repeat, held once
                 for node in sorted(topologies):
                     one = {node: _read_topology(node, files[node])}
                     inputs.check_topologies(one, topology_field)
-                    nodes.update(planner.nodes_from_topologies(one, params["device_options"]))
+                    nodes.update(planner.nodes_from_topologies(one, params["device_options"], shared=shared))
     except inputs.InputError as exc:
         module.fail_json(msg=str(exc))
     except (planner.PlanError, dra.DeviceModelError) as exc:

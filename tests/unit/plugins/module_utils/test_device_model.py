@@ -398,3 +398,24 @@ def test_utilization_reads_other_drivers_pairs_through_the_join(dgx):
         False,
         "bound",
     )
+
+
+def test_probed_node_keeps_only_what_the_join_reads_and_joins_the_same(dgx):
+    probed = device_model.probed_node(dgx)
+    assert {key for device in probed["devices"].values() for key in device} == {
+        "kind", "pcie_root", "numa_node", "numa_node_inferred", "physfn"
+    }  # fmt: skip
+    whole = {"devices": {d["pci_address"]: d for d in dgx["devices"]}}
+    driver, device = GPUS["nvidia"]
+    attributes = device_model.flat_attributes(device, driver)
+    joined = device_model.join_device(driver, attributes, probed, "gpu-0")
+    assert (joined["address"], joined["kind"], joined["numa"]) == ("0000:1a:00.0", "gpu", frozenset({0}))
+    assert joined == device_model.join_device(driver, attributes, {**probed, **whole}, "gpu-0")
+    # a NUMA node the probe inferred (the kernel said -1) still joins
+    inferred = {**dgx, "devices": [
+        {**d, "numa_node": None, "numa_node_inferred": {"node": 1, "from": "pcie_root"}}
+        if d["pci_address"] == "0000:1a:00.0" else d
+        for d in dgx["devices"]
+    ]}  # fmt: skip
+    slim = device_model.join_device(driver, attributes, device_model.probed_node(inferred), "gpu-0")
+    assert slim["numa"] == frozenset({1})

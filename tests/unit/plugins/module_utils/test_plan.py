@@ -542,3 +542,21 @@ def test_includes_selects_on_list_and_scalar_attributes():
     request = exactly("cpu", "cpu", count=2, selectors=[{"cel": {"expression": on_one}}])
     node = plan_devices(devices, [template("t", [request])])["t"]
     assert node["allocations"][0]["devices"] == {"cpu": [f"{CPU_DRIVER}/cpu-0", f"{CPU_DRIVER}/cpu-1"]}
+
+
+def test_nodes_converted_one_at_a_time_share_equal_attribute_values_and_plan_the_same():
+    topologies = {"a": DGX_LIKE, "b": NICS_ON_SOCKET_1, "c": DGX_LIKE}
+    shared: dict = {}
+    one_by_one: dict = {}
+    for name in sorted(topologies):
+        one_by_one.update(planner.nodes_from_topologies({name: topologies[name]}, shared=shared))
+    at_once = planner.nodes_from_topologies(topologies)
+    assert one_by_one == at_once
+    first, third = one_by_one["a"]["devices"][0]["attributes"], one_by_one["c"]["devices"][0]["attributes"]
+    assert first[ROOT] is third[ROOT]  # one object for the value both nodes have
+    unshared = planner.nodes_from_topologies({"c": DGX_LIKE})["c"]["devices"][0]["attributes"]
+    assert unshared[ROOT] == first[ROOT] and unshared[ROOT] is not first[ROOT]
+    # a value equal in Python but not in kind stays apart (True == 1)
+    assert planner._shared_value({"bool": True}, shared) is not planner._shared_value({"bool": 1}, shared)
+    templates = [pairs(1), pairs(2)]
+    assert planner.plan("s", one_by_one, CLASSES, templates) == planner.plan("s", at_once, CLASSES, templates)
