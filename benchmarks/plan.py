@@ -40,8 +40,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra_cel  # noqa: E402
-from ansible_collections.aligned.dra.plugins.module_utils import plan as planner  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel  # noqa: E402
 
 TARGET_SECONDS = 5.0
 SIZES = (100, 250, 500, 1000)

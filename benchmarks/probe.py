@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
+sys.path.insert(0, str(REPO / "plugins" / "module_utils" / "node"))
 sys.path.insert(0, str(REPO / "tests" / "fixtures"))
 
 import topology  # noqa: E402
@@ -150,7 +150,7 @@ def main() -> int:
     parser.add_argument("--cache", default=str(REPO / ".cache" / "sysfs"), help="where trees are materialised")
     args = parser.parse_args()
 
-    lib = str(REPO / "plugins" / "module_utils")
+    lib = str(REPO / "plugins" / "module_utils" / "node")
     print(
         f"{'tree':26} {'devices':>7} {'floor':>8} {'in-process':>11} {'/floor':>7} "
         f"{'process':>9} {'lstopo':>9} {'process/lstopo':>15}"

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
-from ansible_collections.aligned.dra.plugins.module_utils import report  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report  # noqa: E402
 from ansible_collections.aligned.dra.tests.browser import Browser, find_chromium  # noqa: E402
 from ansible_collections.aligned.dra.tests.report_sites import identical_site  # noqa: E402
 

@@ -3,9 +3,9 @@
 
 The wheel holds ``aligned_dra_driver/`` (the .proto files and the committed
 generated code included) and, as ``aligned_dra_driver/_collection/``, the
-collection's ``plugins/module_utils/topology/`` package, ``dra.py``,
-``dra_cel.py`` and ``device_model.py`` read from the checkout at build time:
-one source file each, never a second copy in git.
+collection's ``plugins/module_utils/node/topology/`` and ``plugins/module_utils/dra/``
+packages (with the ``__init__.py`` of ``node/``), read from the checkout at build
+time: one source file each, never a second copy in git.
 
     .venv/bin/pip wheel --no-deps -w dist driver/
 """
@@ -23,8 +23,9 @@ import tomllib
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "aligned_dra_driver"
-# Files, and packages (directories: every .py file in them).
-SHARED = ("topology", "dra.py", "dra_cel.py", "device_model.py")
+# Packages (directories: every .py file in them), relative to module_utils; the
+# __init__.py of every package above one is carried too.
+SHARED = ("node/topology", "dra")
 # The collection imports its libraries by their collection path
 # (``from ansible_collections.aligned.dra.plugins.module_utils[.x] import``);
 # inside the wheel they are siblings in ``_collection``.
@@ -50,29 +51,29 @@ def _files() -> list[tuple[str, bytes]]:
             b'"""The aligned.dra collection\'s shared libraries, copied in when the wheel was built."""\n',
         )
     )
+    sources: list[Path] = []
     for name in SHARED:
-        source = SHARED_DIR / name
-        if source.is_dir():
-            sources = sorted(source.glob("*.py"))
-        elif source.is_file():
-            sources = [source]
-        else:
-            sources = []
-        if not sources:
-            raise FileNotFoundError(f"{source} is missing: the driver is built from a collection checkout")
-        for path in sources:
-            relative = path.relative_to(SHARED_DIR)
-            files.append(
-                (f"{PACKAGE}/_collection/{relative.as_posix()}", vendored(path.read_bytes(), len(relative.parts) - 1))
-            )
+        package = SHARED_DIR / name
+        found = sorted(package.glob("*.py")) if package.is_dir() else []
+        if not found:
+            raise FileNotFoundError(f"{package} is missing: the driver is built from a collection checkout")
+        for parent in Path(name).parents:
+            if parent != Path(".") and SHARED_DIR / parent / "__init__.py" not in sources:
+                sources.append(SHARED_DIR / parent / "__init__.py")
+        sources += found
+    for path in sources:
+        relative = path.relative_to(SHARED_DIR)
+        files.append(
+            (f"{PACKAGE}/_collection/{relative.as_posix()}", vendored(path.read_bytes(), len(relative.parts) - 1))
+        )
     return files
 
 
 def vendored(source: bytes, depth: int = 0) -> bytes:
     """A shared library as the wheel holds it: collection imports become relative ones.
 
-    ``depth`` is how many packages below ``_collection`` the file is (1 in
-    ``topology/``): its relative imports climb that much higher.
+    ``depth`` is how many packages below ``_collection`` the file is (2 in
+    ``node/topology/``): its relative imports climb that much higher.
     """
     dots = b"." * (depth + 1)
     return COLLECTION_IMPORT.sub(lambda match: match[1] + b"from " + dots + match[2][1:] + b" import ", source)

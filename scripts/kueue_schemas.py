@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 # SPDX-License-Identifier: Apache-2.0
-"""Generate plugins/module_utils/kueue_schemas.py from Kueue's CustomResourceDefinitions.
+"""Generate plugins/module_utils/controller/teams/kueue_schemas.py from Kueue's CustomResourceDefinitions.
 
 Usage::
 
@@ -10,7 +10,7 @@ Reads the five CRDs the teams stage renders objects of (ClusterQueue, Cohort,
 LocalQueue, ResourceFlavor, WorkloadPriorityClass) and writes, per kind, the
 ``openAPIV3Schema`` of the storage version (v1beta2) as a compact JSON string,
 with the schema ``description`` texts left out (they do not validate anything).
-tests/unit/plugins/module_utils/test_kueue.py regenerates the module from
+tests/unit/plugins/module_utils/controller/teams/test_kueue.py regenerates the module from
 tests/fixtures/kueue-v0.19.2 and compares it with the committed one.
 """
 
@@ -123,7 +123,11 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     root = Path(__file__).resolve().parent.parent
-    target = Path(argv[2]) if len(argv) == 3 else root / "plugins" / "module_utils" / "kueue_schemas.py"
+    target = (
+        Path(argv[2])
+        if len(argv) == 3
+        else root / "plugins" / "module_utils" / "controller" / "teams" / "kueue_schemas.py"
+    )
     target.write_text(render(Path(argv[1])), encoding="utf-8")
     return 0
 

@@ -72,7 +72,7 @@ def _library(name: str) -> Any:
 
 
 def _topology() -> Any:
-    return _library("topology")
+    return _library("node.topology")
 
 
 def _read(path: str) -> str | None:
@@ -167,7 +167,7 @@ class FakeSriovKernel:
         autoprobe = (_read(os.path.join(pf_dir, "sriov_drivers_autoprobe")) or "1") == "1"
         driver = self._driver(pf_dir) if autoprobe else None
         if driver is not None:
-            driver = _library("sriov").VF_DRIVERS.get(driver, driver)
+            driver = _library("node.network.sriov").VF_DRIVERS.get(driver, driver)
         vendor = _read(os.path.join(pf_dir, "vendor")) or "0x0000"
         vf_device = "0x" + (_read(os.path.join(pf_dir, "sriov_vf_device")) or "0000")
         pci_class = _read(os.path.join(pf_dir, "class")) or "0x020000"
@@ -295,7 +295,7 @@ class FakeLinks:
     def _numvfs(self, ifname: str) -> int:
         path = os.path.join(self.kernel.sys, "class", "net", ifname)
         if not os.path.lexists(path):
-            from ansible_collections.aligned.dra.plugins.module_utils.netlink_link import LinkError
+            from ansible_collections.aligned.dra.plugins.module_utils.node.network.netlink_link import LinkError
 
             raise LinkError(f"no network interface named {ifname!r}", errno.ENODEV)
         device = os.path.realpath(os.path.join(path, "..", ".."))
@@ -335,7 +335,7 @@ class FakeLinks:
         self.mtu[ifname] = mtu
 
     def set_vf(self, ifname: str, vf: int, props: dict[str, Any], current: dict[str, Any] | None = None) -> None:
-        from ansible_collections.aligned.dra.plugins.module_utils.netlink_link import LinkError
+        from ansible_collections.aligned.dra.plugins.module_utils.node.network.netlink_link import LinkError
 
         if vf >= self._numvfs(ifname):
             raise LinkError(f"set VF {vf} of {ifname}: Invalid argument (errno 22)", errno.EINVAL)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 
 PAIR_NODE_TOPOLOGY: dict[str, Any] = {
     "devices": [

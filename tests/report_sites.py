@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
 REPO = Path(__file__).resolve().parent.parent

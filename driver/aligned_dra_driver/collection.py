@@ -2,8 +2,8 @@
 """The collection's shared libraries: the topology probe and the DRA device model.
 
 There is one source of each in the collection: the package
-``plugins/module_utils/topology/`` and ``plugins/module_utils/dra.py`` (with
-``dra_cel.py`` for ``--selector`` and ``device_model.py``). The driver's wheel
+``plugins/module_utils/node/topology/`` and ``plugins/module_utils/dra/`` (``model``, with
+``cel`` for ``--selector`` and ``device_model``). The driver's wheel
 carries them as the subpackage ``aligned_dra_driver._collection``, copied there
 by the build backend (``driver/build_backend.py``) when the wheel is built; in
 a checkout of the collection the driver imports them through
@@ -17,9 +17,11 @@ from __future__ import annotations
 from types import ModuleType
 
 try:  # an installed wheel
-    from aligned_dra_driver._collection import dra, topology
+    from aligned_dra_driver._collection.dra import model as dra
+    from aligned_dra_driver._collection.node import topology
 except ImportError:  # the collection checkout (tests, development)
-    from ansible_collections.aligned.dra.plugins.module_utils import dra, topology
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+    from ansible_collections.aligned.dra.plugins.module_utils.node import topology
 
 __all__ = ["dra", "dra_cel", "topology"]
 
@@ -27,9 +29,9 @@ __all__ = ["dra", "dra_cel", "topology"]
 def dra_cel() -> ModuleType:
     """The CEL library of the collection (needs cel-expr-python: ``pip install aligned-dra-driver[cel]``)."""
     try:
-        from aligned_dra_driver._collection import dra_cel as module
+        from aligned_dra_driver._collection.dra import cel as module
     except ImportError:
-        from ansible_collections.aligned.dra.plugins.module_utils import dra_cel as module
+        from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as module
     if module.CEL_IMPORT_ERROR is not None:
         raise ImportError(f"--selector needs cel-expr-python: {module.CEL_IMPORT_ERROR}")
     return module

@@ -18,7 +18,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aligned.dra.plugins.module_utils.report import ReportError, load_templates
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.pages import ReportError, load_templates
 
 
 class ActionModule(ActionBase):

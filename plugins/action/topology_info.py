@@ -18,7 +18,7 @@ from typing import Any
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aligned.dra.plugins.module_utils import topology_fact
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 from ansible_collections.aligned.dra.plugins.plugin_utils import topology_store
 
 FACT_NAME = "aligned_dra_topology"

@@ -16,7 +16,8 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aligned.dra.plugins.module_utils import json_file, topology_fact
+from ansible_collections.aligned.dra.plugins.module_utils import json_file
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 
 
 class ActionModule(ActionBase):

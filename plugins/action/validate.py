@@ -14,7 +14,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aligned.dra.plugins.module_utils import validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
 from ansible_collections.aligned.dra.plugins.plugin_utils.inventory import node_hosts
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aligned.dra.plugins.module_utils import driver_deploy
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 
 
 def driver_objects(settings: dict[str, Any]) -> list[dict[str, Any]]:

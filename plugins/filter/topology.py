@@ -13,15 +13,17 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aligned.dra.plugins.module_utils import topology_fact
-from ansible_collections.aligned.dra.plugins.module_utils.topology import (
-    LEVELS,
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.accounting import (
     node_accounting,
     node_counts_line,
+)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import (
     node_summary,
     site_summary_markdown,
     site_summary_of,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVELS
 
 
 def topology_site_summaries(

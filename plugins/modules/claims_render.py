@@ -108,8 +108,9 @@ files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra
-from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 
 
 def main():

@@ -165,7 +165,7 @@ sriov:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import netconf, rdma_netlink, sriov
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import netconf, rdma_netlink, sriov
 
 
 def main() -> None:

@@ -180,9 +180,10 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra, inputs
-from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
     JsonFileError,
     read_json_dir,

@@ -96,7 +96,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import preflight
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import preflight
 
 
 def main():

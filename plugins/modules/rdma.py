@@ -118,7 +118,7 @@ live:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import rdma_config, rdma_netlink
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import rdma_config, rdma_netlink
 
 
 def modprobe(module: AnsibleModule, name: str) -> tuple[int, str]:

@@ -135,8 +135,8 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.dra import DeviceModelError
-from ansible_collections.aligned.dra.plugins.module_utils.report import ReportError, build_reports
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.pages import ReportError, build_reports
+from ansible_collections.aligned.dra.plugins.module_utils.dra.model import DeviceModelError
 
 
 def _read(path: str) -> bytes | None:

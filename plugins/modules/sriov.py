@@ -157,7 +157,7 @@ disruptive:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import sriov
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov
 
 
 def main() -> None:

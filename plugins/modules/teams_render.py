@@ -148,8 +148,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, inputs, kueue, teams
-from ansible_collections.aligned.dra.plugins.module_utils.dra_cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
 

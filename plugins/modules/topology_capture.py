@@ -125,7 +125,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.capture import CaptureError, capture_archive
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots.capture import CaptureError, capture_archive
 
 
 def _current(dest: str) -> bytes | None:

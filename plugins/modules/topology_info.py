@@ -156,8 +156,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.topology.pci import find_pci_ids
-from ansible_collections.aligned.dra.plugins.module_utils.topology.prober import probe
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.pci import find_pci_ids
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
 
 
 def main() -> None:

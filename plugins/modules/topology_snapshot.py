@@ -84,7 +84,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.snapshot import (
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots.archive import (
     STAMP,
     SnapshotError,
     check_archive,

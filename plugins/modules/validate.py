@@ -96,7 +96,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
 
 
 def main():

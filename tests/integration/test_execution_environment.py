@@ -91,7 +91,8 @@ def test_dependency_lists_install_into_a_clean_python(installed, tmp_path):
         names = [m.name for m in pkgutil.iter_modules(modules.__path__)]
         for name in names:
             importlib.import_module("ansible_collections.aligned.dra.plugins.modules." + name)
-        from ansible_collections.aligned.dra.plugins.module_utils import claims, dra_cel
+        from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+        from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
         assert dra_cel.CEL_IMPORT_ERROR is None, dra_cel.CEL_IMPORT_ERROR
         cls = {{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {{"name": "x"}}, "spec": {{}}}}
         assert claims.validate(cls, "1.36") == [], claims.validate(cls, "1.36")

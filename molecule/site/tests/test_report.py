@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils import device_model
+from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 
 EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))
 OUTPUT = EPHEMERAL / "output"

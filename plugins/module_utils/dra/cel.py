@@ -42,7 +42,7 @@ import functools
 import re
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra
-from ansible_collections.aligned.dra.plugins.module_utils import topology as topology_lib
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.node import topology as topology_lib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import fnmatch
 import re
 
 # The part itself, not the package: AnsiballZ ships only the topology parts a module imports.
-from ansible_collections.aligned.dra.plugins.module_utils.topology.parsers import parse_cpulist
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.parsers import parse_cpulist
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

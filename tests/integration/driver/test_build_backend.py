@@ -34,15 +34,20 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         shared = REPO / "plugins" / "module_utils"
-        package = sorted(p.relative_to(shared).as_posix() for p in (shared / "topology").glob("*.py"))
-        assert {"topology/__init__.py", "topology/prober.py", "topology/summary.py"} <= set(package)
+        package = sorted(
+            p.relative_to(shared).as_posix()
+            for p in [*(shared / "node" / "topology").glob("*.py"), *(shared / "dra").glob("*.py")]
+        )
+        assert {"node/topology/__init__.py", "node/topology/prober.py", "dra/model.py", "dra/cel.py"} <= set(package)
+        assert "dra/device_model.py" in set(package)
         vendored_package = sorted(
             name.removeprefix("aligned_dra_driver/_collection/")
             for name in names
-            if name.startswith("aligned_dra_driver/_collection/topology/")
+            if name.startswith("aligned_dra_driver/_collection/") and name.endswith(".py")
         )
-        assert vendored_package == package  # every file of the package, nothing else
-        for name in [*package, "dra.py", "dra_cel.py", "device_model.py"]:
+        # every file of both packages and the node package's __init__, nothing else (no controller side)
+        assert vendored_package == sorted([*package, "__init__.py", "node/__init__.py"])
+        for name in [*package, "node/__init__.py"]:
             vendored = archive.read(f"aligned_dra_driver/_collection/{name}")
             source = (shared / name).read_bytes()
             # the one change: collection imports become relative ones, one level up per package
@@ -75,7 +80,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
             "-c",
             "import aligned_dra_driver.collection as c, aligned_dra_driver.server; "
             "print(c.topology.__name__, c.dra.DRIVER_NAME, c.dra_cel().__name__, "
-            "c.topology.probe.__module__, c.topology.site_summary.__module__)",
+            "c.topology.probe.__module__, c.topology.compute_links.__module__)",
         ],
         capture_output=True,
         text=True,
@@ -85,12 +90,11 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
     )
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split() == [
-        "aligned_dra_driver._collection.topology",
+        "aligned_dra_driver._collection.node.topology",
         "dra.aligned.dev",
-        "aligned_dra_driver._collection.dra_cel",
-        "aligned_dra_driver._collection.topology.prober",
-        # the summaries import the device model from the package's parent
-        "aligned_dra_driver._collection.topology.summary",
+        "aligned_dra_driver._collection.dra.cel",
+        "aligned_dra_driver._collection.node.topology.prober",
+        "aligned_dra_driver._collection.node.topology.levels",
     ]
     version = subprocess.run(
         [sys.executable, "-m", "aligned_dra_driver", "--version"], capture_output=True, text=True, env=env, check=False

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils import snapshot, topology
+from ansible_collections.aligned.dra.plugins.module_utils.node import topology
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import archive as snapshot
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap
 

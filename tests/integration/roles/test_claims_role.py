@@ -231,8 +231,8 @@ def test_what_if_needs_one_source_of_nodes(tmp_path, trees):
 
 
 def test_plan_on_the_resource_slices_of_every_driver_in_the_cluster(tmp_path, trees):
-    from ansible_collections.aligned.dra.plugins.module_utils import dra
-    from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+    from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 
     root = trees["dgx-h100"]
     topology = probe(str(root / "sys"), str(root / "proc"))

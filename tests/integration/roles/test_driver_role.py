@@ -79,7 +79,9 @@ def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_
     out = tmp_path / "output" / "lab" / "driver"
     # An earlier release's Containerfile (it built from a checkout) is replaced by the build context.
     out.mkdir(parents=True)
-    (out / "Containerfile").write_text("COPY plugins/module_utils/topology.py plugins/module_utils/dra.py /src/\n")
+    (out / "Containerfile").write_text(
+        "COPY plugins/module_utils/topology.py plugins/module_utils/dra/model.py /src/\n"
+    )
     first = playbook(inv)
     assert first.returncode == 0, first.output
     assert sorted(p.name for p in out.iterdir()) == ["daemonset.yaml", "image"]

@@ -19,7 +19,7 @@ import html5lib
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils import report
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
 from ansible_collections.aligned.dra.tests.browser import Browser, find_chromium
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
 from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for, topology_of, write_site

@@ -18,7 +18,8 @@ from __future__ import annotations
 import copy
 import re
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

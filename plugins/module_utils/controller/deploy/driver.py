@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 DEFAULT_NAMESPACE = "aligned-dra"
 DEFAULT_NAME = "aligned-dra-driver"

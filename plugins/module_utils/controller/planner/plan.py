@@ -45,8 +45,10 @@ from __future__ import annotations
 import gc
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, dra_cel
-from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVELS
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVELS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, dra_cel
-from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, LEVELS
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, LEVELS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -24,15 +24,15 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ansible_collections.aligned.dra.plugins.module_utils.device_model import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import InputError, check_topologies
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
+from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import (
     accelerator_labels,
     family_counts_text,
     node_devices,
     plural,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.inputs import InputError, check_topologies
-from ansible_collections.aligned.dra.plugins.module_utils.topology import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
-from ansible_collections.aligned.dra.plugins.module_utils.topology.summary import site_summary
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -646,8 +646,9 @@ def default_template_dir() -> str:
     """``roles/report/templates/report`` of the collection this file belongs to."""
     import os
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(os.path.dirname(os.path.dirname(here)), "roles", "report", "templates", "report")
+    # plugins/module_utils/controller/report/ -> the collection's root
+    root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), *[os.pardir] * 4))
+    return os.path.join(root, "roles", "report", "templates", "report")
 
 
 def load_templates(directory: str | None = None) -> dict[str, str]:

@@ -31,15 +31,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.aligned.dra.plugins.module_utils import (
-    claims,
-    dra,
-    dra_cel,
-    kueue,
-    sriov,
-    teams,
-    topology_fact,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +45,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 PREFIX = "aligned_dra_"
-COLLECTION_ROOT = Path(__file__).resolve().parents[2]
+# plugins/module_utils/controller/site/validate.py -> the collection's root
+COLLECTION_ROOT = Path(__file__).resolve().parents[4]
 
 # The stages a playbook may run, and the roles whose settings each one reads.
 STAGE_ROLES = {

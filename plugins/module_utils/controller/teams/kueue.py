@@ -120,7 +120,9 @@ import functools
 import re
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra, dra_cel, kueue_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

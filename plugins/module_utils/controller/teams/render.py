@@ -27,7 +27,10 @@ from __future__ import annotations
 import copy
 import re
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, dra_cel, kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

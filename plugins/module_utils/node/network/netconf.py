@@ -5,7 +5,7 @@ The ``rdma`` and ``sriov`` roles write the desired state as JSON
 (``/etc/aligned-dra/rdma.json``, ``/etc/aligned-dra/sriov.json``) and install
 systemd oneshot units that run, before the kubelet::
 
-    python3 -m ansible_collections.aligned.dra.plugins.module_utils.netconf sriov /etc/aligned-dra/sriov.json
+    python3 -m ansible_collections.aligned.dra.plugins.module_utils.node.network.netconf sriov /etc/aligned-dra/sriov.json
 
 with ``PYTHONPATH`` pointing at the copy of this collection's ``module_utils``
 on the node. It calls the same :func:`sriov.apply` / :func:`rdma_config.apply`
@@ -46,7 +46,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def run_rdma(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    from ansible_collections.aligned.dra.plugins.module_utils import rdma_config
+    from ansible_collections.aligned.dra.plugins.module_utils.node.network import rdma_config
 
     return rdma_config.apply(
         {"netns_mode": state.get("netns_mode"), "modules": state.get("modules")},
@@ -59,7 +59,7 @@ def run_rdma(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
 
 
 def run_sriov(state: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    from ansible_collections.aligned.dra.plugins.module_utils import sriov
+    from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov
 
     return sriov.apply(
         state.get("pfs") or [],
@@ -77,7 +77,7 @@ class PlanError(Exception):
 
 
 def _planned(run: Any, state: dict[str, Any]) -> dict[str, Any]:
-    from ansible_collections.aligned.dra.plugins.module_utils import rdma_config, sriov
+    from ansible_collections.aligned.dra.plugins.module_utils.node.network import rdma_config, sriov
 
     try:
         return run(state, check_mode=True)

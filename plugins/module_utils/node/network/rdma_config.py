@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ansible_collections.aligned.dra.plugins.module_utils import kmod, rdma_netlink
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import kmod, rdma_netlink
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

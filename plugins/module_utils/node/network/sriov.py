@@ -34,8 +34,8 @@ import os
 import re
 import time
 
-from ansible_collections.aligned.dra.plugins.module_utils import netlink_link
-from ansible_collections.aligned.dra.plugins.module_utils.topology.prober import probe
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import netlink_link
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

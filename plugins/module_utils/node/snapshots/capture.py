@@ -27,8 +27,8 @@ import posixpath
 import re
 import stat
 
-from ansible_collections.aligned.dra.plugins.module_utils.snapshot import write_archive
-from ansible_collections.aligned.dra.plugins.module_utils.topology.reads import PROBE_READS
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots.archive import write_archive
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.reads import PROBE_READS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

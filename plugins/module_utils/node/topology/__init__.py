@@ -20,14 +20,15 @@ device kinds, levels); its parts:
 - ``pci``: addresses, :func:`classify`, pci.ids names;
 - ``prober``: :func:`probe`, assembling its parts per device kind
   (``numa``, ``pci_walk``, ``netdevs``, ``rdma``, ``gpus``) and the GPU x NIC
-  ``levels``;
-- ``summary``: node and site summaries (controller-side, uses the device model);
-- ``accounting``: which of a site's nodes failed, and how.
+  ``levels``.
+
+Node and site summaries and the accounting of failed nodes are controller
+side: ``controller/topology/``.
 
 Every name of every part can be used from the package (``topology.probe``,
-``from ...module_utils.topology import site_summary``); the part is imported on
+``from ...module_utils.node.topology import compute_links``); the part is imported on
 first use. Code that runs on nodes imports from the part instead
-(``from ...module_utils.topology.prober import probe``): Ansible's module_utils
+(``from ...module_utils.node.topology.prober import probe``): Ansible's module_utils
 finder follows import statements, and ships to a node only the parts a
 module's imports name. Inside the package, parts import each other relatively,
 so the package needs nothing but the standard library and is vendored as it is
@@ -84,8 +85,6 @@ _PARTS = {
     "netdevs": ("NETDEV_TYPES",),
     "prober": ("probe", "_Probe"),
     "levels": ("compute_links", "pair_level"),
-    "summary": ("node_summary", "site_summary", "site_summary_markdown", "site_summary_of"),
-    "accounting": ("NODE_STATES", "node_accounting", "node_counts_line"),
 }
 _PART_OF = {name: part for part, names in _PARTS.items() for name in names}
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 # topology_capture module): the capture copies exactly this, so a probe of the
 # copy returns what a probe of the node returns. Directory names are relative
 # to the sysfs root (``procfs_files`` to the procfs root); ``*`` stands for
-# one path component. tests/unit/plugins/module_utils/test_capture.py traces
+# one path component. tests/unit/plugins/module_utils/node/snapshots/test_capture.py traces
 # every path the probe touches and fails when one is not captured: a new read
 # in the probe needs a new entry here.
 PROBE_READS: dict[str, Any] = {

@@ -13,7 +13,7 @@ from ansible_collections.aligned.dra.plugins.filter.topology import (
     topology_site_index,
     topology_site_summaries,
 )
-from ansible_collections.aligned.dra.plugins.module_utils import topology_fact
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 
 
 def node(gpus: dict[str, str | None], nics: int = 1, vfs: int = 0, warnings=()):

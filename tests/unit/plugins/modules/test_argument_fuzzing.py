@@ -68,7 +68,7 @@ from ansible.module_utils.testing import patch_module_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.plugins.module_utils import sriov as sriov_lib
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov as sriov_lib
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects
@@ -287,7 +287,7 @@ def template_topology_capture(root: Path) -> None:
 
 
 def template_topology_snapshot(root: Path) -> None:
-    from ansible_collections.aligned.dra.plugins.module_utils.snapshot import write_archive
+    from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots.archive import write_archive
 
     (root / "node.tar.gz").write_bytes(
         write_archive(
@@ -1568,7 +1568,7 @@ def templates(tmp_path_factory):
 
 
 def _slices() -> list[dict[str, Any]]:
-    from ansible_collections.aligned.dra.plugins.module_utils import dra
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
     return dra.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
 

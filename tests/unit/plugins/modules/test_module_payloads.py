@@ -50,7 +50,7 @@ print(json.dumps(payloads))
 
 # The topology package's parts that probing needs.
 PROBE = [
-    f"topology/{part}.py"
+    f"node/topology/{part}.py"
     for part in (
         "__init__",
         "gpus",
@@ -65,8 +65,12 @@ PROBE = [
         "sysfs",
     )
 ]
-# What every user of the package gets: the package, which defines the vocabulary (kinds, levels).
-PACKAGE = ["topology/__init__.py"]
+# What every user of the package gets: the package, which defines the vocabulary (kinds, levels),
+# and the __init__ of the node side above it.
+PACKAGE = ["node/__init__.py", "node/topology/__init__.py"]
+NODE = ["node/__init__.py"]
+# The shared device model: the package and its model.
+MODEL = ["dra/__init__.py", "dra/model.py"]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +78,7 @@ def payloads() -> dict[str, list[str]]:
     args = []
     for path in sorted((REPO / "plugins" / "modules").glob("*.py")):
         args += ["modules", str(path)]
-    args += ["module_utils", str(REPO / "plugins" / "module_utils" / "netconf.py")]
+    args += ["module_utils", str(REPO / "plugins" / "module_utils" / "node" / "network" / "netconf.py")]
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".cache" / "collections"))
     found = subprocess.run(
         [sys.executable, "-c", FINDER, *args], capture_output=True, text=True, env=env, check=False, cwd=REPO
@@ -84,33 +88,46 @@ def payloads() -> dict[str, list[str]]:
 
 
 def topology_files(files: list[str]) -> list[str]:
-    return [name for name in files if name.startswith("topology/")]
+    return [name for name in files if name.startswith("node/topology/")]
+
+
+def sides(files: list[str]) -> set[str]:
+    """The top-level packages a payload takes files from: node, dra, controller (or a loose module)."""
+    return {name.split("/")[0] for name in files}
 
 
 @pytest.mark.parametrize("module", ["topology_info", "sriov", "validate"])
 def test_probing_modules_carry_the_probe_and_no_summaries(payloads, module):
     assert topology_files(payloads[module]) == PROBE
-    assert "device_model.py" not in payloads[module]
+    assert "dra/device_model.py" not in payloads[module]
 
 
 def test_topology_info_carries_nothing_but_the_probe(payloads):
-    assert payloads["topology_info"] == PROBE
+    assert payloads["topology_info"] == sorted([*NODE, *PROBE])
 
 
 def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
-    assert payloads["topology_capture"] == sorted(["capture.py", "snapshot.py", *PACKAGE, "topology/reads.py"])
+    assert payloads["topology_capture"] == sorted(
+        [
+            *PACKAGE,
+            "node/snapshots/__init__.py",
+            "node/snapshots/capture.py",
+            "node/snapshots/archive.py",
+            "node/topology/reads.py",
+        ]
+    )
 
 
 @pytest.mark.parametrize("module", ["plan", "utilization"])
 def test_planning_modules_carry_the_vocabulary_and_the_cpu_list_parser_only(payloads, module):
     # dra reads a device's local CPU list (list-typed numaNode) with the probe's parser.
-    assert topology_files(payloads[module]) == sorted([*PACKAGE, "topology/parsers.py"])
-    assert "device_model.py" in payloads[module]
+    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py"])
+    assert "dra/device_model.py" in payloads[module]
 
 
 def test_site_report_carries_the_summaries(payloads):
-    assert topology_files(payloads["site_report"]) == sorted([*PACKAGE, "topology/parsers.py", "topology/summary.py"])
-    assert {"device_model.py", "dra.py"} <= set(payloads["site_report"])
+    assert topology_files(payloads["site_report"]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py"])
+    assert {"controller/topology/summary.py", "dra/device_model.py", *MODEL} <= set(payloads["site_report"])
 
 
 @pytest.mark.parametrize("module", ["topology_snapshot", "rdma", "preflight"])
@@ -121,8 +138,8 @@ def test_modules_that_do_not_probe_carry_no_topology(payloads, module):
 @pytest.mark.parametrize("module", ["claims_render", "teams_render"])
 def test_rendering_modules_carry_the_device_models_cpu_list_parser_only(payloads, module):
     # through dra, which reads a device's local CPU list (list-typed numaNode) with the probe's parser
-    assert topology_files(payloads[module]) == sorted([*PACKAGE, "topology/parsers.py"])
-    assert "topology/prober.py" not in payloads[module]
+    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py"])
+    assert "node/topology/prober.py" not in payloads[module]
 
 
 @pytest.mark.parametrize("role", ["sriov", "rdma"])
@@ -130,4 +147,15 @@ def test_boot_time_units_get_every_file_their_code_imports(payloads, role):
     """The network roles copy the library for their boot-time unit (netconf) by a list of files."""
     tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "persist.yml").read_text())
     (install,) = [task for task in tasks if task["name"] == "Install the network library"]
-    assert sorted(install["loop"]) == sorted([*payloads["netconf"], "netconf.py"])
+    assert sorted(install["loop"]) == sorted([*payloads["netconf"], "node/network/netconf.py"])
+
+
+@pytest.mark.parametrize("module", ["topology_info", "topology_capture", "sriov", "rdma", "network_plan"])
+def test_node_side_modules_carry_nothing_of_the_controller_side(payloads, module):
+    assert sides(payloads[module]) <= {"node"}
+
+
+@pytest.mark.parametrize("module", ["plan", "utilization", "claims_render", "teams_render", "site_report"])
+def test_controller_modules_carry_the_shared_model_and_no_node_network_code(payloads, module):
+    assert set(MODEL) <= set(payloads[module])
+    assert not [name for name in payloads[module] if name.startswith(("node/network/", "node/snapshots/"))]

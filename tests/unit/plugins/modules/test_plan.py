@@ -9,7 +9,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.modules import plan
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects as objects

@@ -9,7 +9,8 @@ import os
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.aligned.dra.plugins.module_utils import snapshot, topology
+from ansible_collections.aligned.dra.plugins.module_utils.node import topology
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import archive as snapshot
 from ansible_collections.aligned.dra.plugins.modules import topology_capture
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 

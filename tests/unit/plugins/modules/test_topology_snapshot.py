@@ -10,7 +10,7 @@ import tarfile
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.aligned.dra.plugins.module_utils import snapshot
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import archive as snapshot
 from ansible_collections.aligned.dra.plugins.modules import topology_snapshot
 
 ENTRIES = {

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims as claims_lib
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims_lib
 from ansible_collections.aligned.dra.plugins.modules import utilization
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 
 GPU = {
     "name": "gpu-0000-1a-00-0",

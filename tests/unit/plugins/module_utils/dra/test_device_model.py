@@ -15,8 +15,11 @@ import re
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import device_model, dra, plan, report
-from ansible_collections.aligned.dra.plugins.module_utils.topology import LEVEL_RANK, probe
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
+from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import FIXTURES as FIXTURES_DIR
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
 from ansible_collections.aligned.dra.tests.report_sites import topology_of
@@ -164,7 +167,10 @@ def test_published_kinds_is_the_decision_devices_from_topology_takes(options):
 
 
 def test_summary_markdown_says_what_the_planner_sees_with_plurals():
-    from ansible_collections.aligned.dra.plugins.module_utils.topology import site_summary, site_summary_markdown
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import (
+        site_summary,
+        site_summary_markdown,
+    )
 
     text = site_summary_markdown(site_summary("s", {"a": topology_of("hwloc-32intel64-8ve")}))
     assert "1 node, 8 GPUs/accelerators, 4 physical NICs, 0 VFs." in text
@@ -376,7 +382,7 @@ def test_worst_and_best_of_exact_levels_and_bounds():
 
 
 def test_utilization_reads_other_drivers_pairs_through_the_join(dgx):
-    from ansible_collections.aligned.dra.plugins.module_utils import utilization
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
 
     gpu_driver, gpu = GPUS["nvidia-v25.8"]
     nic_driver, nic = dranet_nic(*NIC_PLACES[0])

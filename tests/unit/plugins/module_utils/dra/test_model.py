@@ -12,8 +12,8 @@ import copy
 import kubernetes_validate
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import dra
-from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "topologies"
+FIXTURES = Path(__file__).resolve().parents[5] / "fixtures" / "topologies"
 
 
 @pytest.fixture(scope="module")

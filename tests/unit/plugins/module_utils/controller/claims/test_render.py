@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Rendering per minor: golden files, official schemas, gates, validation, settings errors.
 
-Golden files (YAML documents) live in tests/unit/plugins/module_utils/golden/; after an intended
+Golden files (YAML documents) live in tests/unit/plugins/module_utils/controller/claims/golden/; after an intended
 change, regenerate them with ``ALIGNED_DRA_REGEN_GOLDEN=1`` and review the diff.
 """
 
@@ -15,7 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 GOLDEN = Path(__file__).parent / "golden"
 ALL_DRIVERS = {
@@ -269,7 +270,7 @@ def test_tolerations_go_into_every_request_where_the_gate_is_on(minor, gates):
             assert spec["tolerations"] == UNHEALTHY_OK
     assert claims.validate_all(rendered["objects"], minor, gates) == []
     # and the planner honours them: a device tainted rdma-port-down is tolerated by these requests
-    from ansible_collections.aligned.dra.plugins.module_utils import plan
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan
 
     compiled = plan.Compiler([o for o in rendered["objects"] if o["kind"] == "DeviceClass"])
     requests, _constraints = compiled.template(next(o for o in claims_ if o["metadata"]["name"] == "nic-only"))

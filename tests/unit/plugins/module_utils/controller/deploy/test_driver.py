@@ -6,7 +6,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import driver_deploy as dd
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as dd
 
 MINORS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
 DS = {"mode": "daemonset", "image": "registry.example/aligned-dra-driver:0.1.0", "exclude": ["eno*"]}
@@ -121,7 +121,7 @@ def test_both_stop_timeouts_leave_the_driver_its_stop_bound():
 
     pod = dd.daemonset(DS)["spec"]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] == dd.TERMINATION_GRACE_SECONDS > STOP_BOUND
-    unit = Path(__file__).resolve().parents[4] / "roles" / "driver" / "templates" / "aligned-dra-driver.service.j2"
+    unit = Path(__file__).resolve().parents[6] / "roles" / "driver" / "templates" / "aligned-dra-driver.service.j2"
     (line,) = [x for x in unit.read_text().splitlines() if x.startswith("TimeoutStopSec=")]
     assert int(line.split("=")[1].rstrip("s")) == dd.TERMINATION_GRACE_SECONDS
 

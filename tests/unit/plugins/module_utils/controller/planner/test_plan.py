@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
 KIND = 'device.attributes["dra.aligned.dev"].kind'

@@ -19,7 +19,7 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 
 DOMAIN = "dra.aligned.dev"
 ROOT = "resource.kubernetes.io/pcieRoot"
@@ -235,7 +235,7 @@ def topologies(draw):
 @given(topologies(), st.integers(1, 3))
 def test_pair_templates_on_random_topologies_match_the_hand_count(topology, pairs):
     """``gpu-nic-pair-N`` fits floor(sum over roots of min(GPUs, NICs) / N) claims, all PIX."""
-    from ansible_collections.aligned.dra.plugins.module_utils import claims
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 
     rendered = claims.render({"templates": {"pairs": {"counts": [pairs]}}}, "s", "1.36")
     classes = [o for o in rendered["objects"] if o["kind"] == "DeviceClass"]

@@ -10,10 +10,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims as claims_lib
-from ansible_collections.aligned.dra.plugins.module_utils import utilization as util
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims_lib
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
 
-SET = Path(__file__).resolve().parents[3] / "fixtures" / "utilization" / "ai-lab"
+SET = Path(__file__).resolve().parents[5] / "fixtures" / "utilization" / "ai-lab"
 TEAMS = {"llm-train": "llm-training", "vision": "vision-research", "observability": "observability"}
 
 

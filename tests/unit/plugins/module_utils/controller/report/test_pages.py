@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import report
-from ansible_collections.aligned.dra.plugins.module_utils.topology import site_summary
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
 from ansible_collections.aligned.dra.tests.report_sites import (
     identical_site,
     plan_for,
@@ -292,8 +292,8 @@ def test_plan_node_groups_are_ordered_by_claims_then_level():
 
 
 def test_plan_section_shows_tainted_devices_and_why():
-    from ansible_collections.aligned.dra.plugins.module_utils import claims
-    from ansible_collections.aligned.dra.plugins.module_utils import plan as planner
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 
     nodes = identical_site("dgx-h100", 2)
     planned = planner.nodes_from_topologies(nodes)
@@ -416,7 +416,9 @@ def _teams_and_utilization():
 
     import yaml
 
-    from ansible_collections.aligned.dra.plugins.module_utils import claims, teams, utilization
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 
     objects = claims.render({"drivers": ["dra.aligned.dev", "gpu.nvidia.com", "dra.net"]}, "east", "1.36")["objects"]
     raw = {
@@ -429,7 +431,7 @@ def _teams_and_utilization():
     plan = {"classes": {"aligned-gpu": {"devices": 6}, "aligned-nic": {"devices": 4}}}
     rendered = teams.render(raw, "east", objects, "1.36", plan=plan, class_keys=claims.settings({})["classes"])
     summary = {"schema_version": 1, "teams": rendered["teams"], "capacity": rendered["capacity"]}
-    recorded = Path(__file__).resolve().parents[3] / "fixtures" / "utilization" / "ai-lab"
+    recorded = Path(__file__).resolve().parents[5] / "fixtures" / "utilization" / "ai-lab"
     used = utilization.utilization(
         yaml.safe_load((recorded / "slices.yaml").read_text())["items"],
         yaml.safe_load((recorded / "claims.yaml").read_text())["items"],
@@ -476,7 +478,8 @@ def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_pat
 
 
 def test_site_page_shows_kueue_queues_idle_devices_and_the_what_if_outcome(tmp_path):
-    from ansible_collections.aligned.dra.plugins.module_utils import claims, teams
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 
     objects = claims.render({}, "east", "1.36")["objects"]
     raw = {

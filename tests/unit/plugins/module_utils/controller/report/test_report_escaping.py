@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import report
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
 from ansible_collections.aligned.dra.tests.report_sites import plan_for, topology_of
 
 EVIL = '"><img src=x onerror=alert(1)><script src="https://evil.example/x.js"></script><b x=\''

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import inputs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
 
 SLICE = {
     "kind": "ResourceSlice",

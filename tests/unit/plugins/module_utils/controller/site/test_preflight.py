@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils import preflight
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import preflight
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[6]
 
 
 def lookup_from(settings: dict[str, dict]):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""module_utils/validate.py: argument specs, unknown names, the checks across hosts and stages, the message."""
+"""module_utils/controller/site/validate.py: argument specs, unknown names, the checks across hosts and stages, the message."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import topology_fact, validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[6]
 NAME = re.compile(r"\baligned_dra_[a-z0-9_]*[a-z0-9]\b")
 
 SRIOV_TOPOLOGY = {

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, kueue, kueue_schemas, teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue, kueue_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[6]
 FIXTURES = REPO / "tests" / "fixtures" / "kueue-v0.19.2"
 CLASS_KEYS = claims.settings({})["classes"]
 KUEUE_TEAM_KEYS = ("quotas", "borrowing_limit", "lending_limit", "department", "node_group")
@@ -648,7 +650,9 @@ def test_embedded_schemas_match_the_crds():
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     generated = generator.render(FIXTURES)
-    committed = (REPO / "plugins" / "module_utils" / "kueue_schemas.py").read_text(encoding="utf-8")
+    committed = (REPO / "plugins" / "module_utils" / "controller" / "teams" / "kueue_schemas.py").read_text(
+        encoding="utf-8"
+    )
     assert generated == committed, "run: .venv/bin/python scripts/kueue_schemas.py tests/fixtures/kueue-v0.19.2"
     assert set(kueue_schemas.SCOPES) == {
         "ClusterQueue",

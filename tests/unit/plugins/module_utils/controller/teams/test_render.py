@@ -6,7 +6,9 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import claims, dra, teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 CLASS_KEYS = claims.settings({})["classes"]
 
@@ -389,7 +391,7 @@ def test_the_kueue_example_of_the_docs_renders_as_documented():
 
     import yaml
 
-    text = (Path(__file__).resolve().parents[4] / "docs" / "teams.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[6] / "docs" / "teams.md").read_text(encoding="utf-8")
     block = text.split("```yaml\naligned_dra_teams:\n  engine: kueue\n", 1)[1].split("```", 1)[0]
     raw = yaml.safe_load("aligned_dra_teams:\n  engine: kueue\n" + block)["aligned_dra_teams"]
     result = render(raw)
@@ -413,7 +415,7 @@ def test_the_what_if_example_of_the_docs_preempts_the_borrower():
 
     import yaml
 
-    text = (Path(__file__).resolve().parents[4] / "docs" / "teams.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[6] / "docs" / "teams.md").read_text(encoding="utf-8")
     block = text.split("### What if", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     raw = yaml.safe_load(block)["aligned_dra_teams"]
     outcome = render(raw)["kueue"]["what_if"]

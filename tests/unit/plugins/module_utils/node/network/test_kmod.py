@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import kmod
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import kmod
 
 
 def test_options_content_is_sorted_and_canonical():

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import netconf
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import netconf
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
-LAYOUT = Path(__file__).resolve().parents[3] / "fixtures" / "network" / "sriov-lab.yml"
+LAYOUT = Path(__file__).resolve().parents[5] / "fixtures" / "network" / "sriov-lab.yml"
 
 
 @pytest.fixture
@@ -98,7 +98,13 @@ def test_runs_as_python_m(tmp_path, repo_root):
     path = tmp_path / "rdma.json"
     path.write_text(json.dumps({"sysfs_root": str(tmp_path)}))
     proc = subprocess.run(
-        [sys.executable, "-m", "ansible_collections.aligned.dra.plugins.module_utils.netconf", "rdma", str(path)],
+        [
+            sys.executable,
+            "-m",
+            "ansible_collections.aligned.dra.plugins.module_utils.node.network.netconf",
+            "rdma",
+            str(path),
+        ],
         capture_output=True,
         text=True,
         check=False,

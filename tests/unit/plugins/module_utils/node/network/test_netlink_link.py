@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import netlink_link as nl
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import netlink_link as nl
 
 
 @pytest.fixture

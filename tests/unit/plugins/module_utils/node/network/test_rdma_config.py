@@ -14,7 +14,7 @@ import errno
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import rdma_config, rdma_netlink
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import rdma_config, rdma_netlink
 
 
 class KernelRdma:

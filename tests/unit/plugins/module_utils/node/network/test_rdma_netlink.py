@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import rdma_netlink as rn
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import rdma_netlink as rn
 
 
 def test_numbers_match_the_uapi_header():

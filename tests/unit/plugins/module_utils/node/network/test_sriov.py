@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import sriov
-from ansible_collections.aligned.dra.plugins.module_utils.topology import probe
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeLinks, FakeSriovKernel
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
-LAYOUT = Path(__file__).resolve().parents[3] / "fixtures" / "network" / "sriov-lab.yml"
+LAYOUT = Path(__file__).resolve().parents[5] / "fixtures" / "network" / "sriov-lab.yml"
 CX0, CX1, E810, I210 = "0000:01:00.0", "0000:01:00.1", "0000:81:00.0", "0000:02:00.0"
 
 
@@ -354,7 +354,7 @@ class FakeDevlink:
     def set_eswitch_mode(self, address, mode):
         numvfs = int(open(self.kernel.pf_dir(address) + "/sriov_numvfs").read())
         if numvfs:
-            from ansible_collections.aligned.dra.plugins.module_utils.netlink_link import LinkError
+            from ansible_collections.aligned.dra.plugins.module_utils.node.network.netlink_link import LinkError
 
             raise LinkError("Device or resource busy", errno.EBUSY)
         self.sets.append(mode)
@@ -406,7 +406,7 @@ def pf_veth(node):
 
 @pytest.mark.netns
 def test_pf_mtu_through_real_netlink(node, pf_veth):
-    from ansible_collections.aligned.dra.plugins.module_utils.netlink_link import Links
+    from ansible_collections.aligned.dra.plugins.module_utils.node.network.netlink_link import Links
 
     def apply(pfs):
         return sriov.apply(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import snapshot
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import archive as snapshot
 
 ENTRIES = {
     "sys/devices/pci0000:00/0000:00:03.0/vendor": ("file", b"0x8086\n"),

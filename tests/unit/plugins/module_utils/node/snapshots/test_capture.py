@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import capture, snapshot, topology
-from ansible_collections.aligned.dra.plugins.module_utils.topology import sysfs as topology_sysfs
+from ansible_collections.aligned.dra.plugins.module_utils.node import topology
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import archive as snapshot
+from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import capture
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import sysfs as topology_sysfs
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
 ROUND_TRIP = [

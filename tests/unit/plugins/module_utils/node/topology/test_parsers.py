@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils import topology as t
+from ansible_collections.aligned.dra.plugins.module_utils.node import topology as t
 
 
 @pytest.mark.parametrize(

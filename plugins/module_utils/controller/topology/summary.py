@@ -7,9 +7,8 @@ with the probe.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils import device_model
-
-from . import GPU_KINDS, LEVELS, NIC_KINDS
+from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVELS, NIC_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

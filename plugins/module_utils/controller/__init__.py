@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Controller side: per-site work that runs once, on the controller (Python >= 3.12 in practice;
+it still parses as Python 3.9 because ansible-test compiles every module_utils file for every
+node Python).
+
+- ``site``: inputs and their checks before anything changes (validation, preflight, the slim
+  topology fact, shapes of free-form inputs);
+- ``deploy``: how the bundled driver is installed (cluster objects, DaemonSet, host mode);
+- ``claims``: DeviceClasses and ResourceClaimTemplates per Kubernetes minor;
+- ``planner``: the allocation planner (simulated allocation on the site's devices) and measured
+  utilization;
+- ``teams``: namespaces, quotas, priority tiers, and Kueue (objects, checks, what-if);
+- ``report``: the HTML site report (data, SVG pictures, pages).
+
+It imports ``dra`` and ``node.topology``; nothing on the node side imports it.
+"""

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The DRA device model, shared by the bundled driver and the controller side.
+
+- ``model``: which devices a node publishes and with which attributes, ResourceSlices and the
+  limits the API server enforces, quantities and names;
+- ``cel``: CEL device selectors with Kubernetes' functions and error semantics (cel-expr-python);
+- ``device_model``: one model of a node's devices joined with the probe, for the planner, the site
+  summaries and the report.
+
+The driver's wheel vendors this package as it is (``driver/build_backend.py``). It imports only
+``node.topology`` (the parsers and vocabulary), never the controller side.
+"""
