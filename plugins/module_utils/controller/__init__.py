@@ -3,8 +3,9 @@
 it still parses as Python 3.9 because ansible-test compiles every module_utils file for every
 node Python).
 
-- ``site``: inputs and their checks before anything changes (validation, preflight, the slim
-  topology fact, shapes of free-form inputs);
+- ``site``: inputs and their checks before anything changes (validation, preflight, shapes of
+  free-form inputs);
+- ``topology``: the slim node fact and its store, node and site summaries, failed-node accounting;
 - ``deploy``: how the bundled driver is installed (cluster objects, DaemonSet, host mode);
 - ``claims``: DeviceClasses and ResourceClaimTemplates per Kubernetes minor;
 - ``planner``: the allocation planner (simulated allocation on the site's devices) and measured
@@ -12,5 +13,6 @@ node Python).
 - ``teams``: namespaces, quotas, priority tiers, and Kueue (objects, checks, what-if);
 - ``report``: the HTML site report (data, SVG pictures, pages).
 
-It imports ``dra`` and ``node.topology``; nothing on the node side imports it.
+It imports ``dra``, the topology vocabulary of ``node.topology`` and, for the validation of SR-IOV
+settings, ``node.network.sriov``; nothing on the node side or in ``dra`` imports it.
 """

@@ -1,4 +1,4 @@
 # SPDX-License-Identifier: Apache-2.0
 """The run's inputs and their checks, before anything changes: the validation stage, the
-controller preflight, the slim topology fact and its store, and the shapes of free-form inputs.
+controller preflight, and the shapes of free-form inputs.
 """
