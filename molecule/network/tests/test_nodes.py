@@ -52,6 +52,14 @@ def test_boot_units_installed_enabled_and_working(host):
         assert '"changed": false' in journal.stdout
 
 
+def test_the_earlier_flat_boot_library_is_gone(host):
+    """prepare.yml left copies of the flat layout, as an upgraded node has them; the roles remove them."""
+    library = "/usr/local/lib/aligned-dra/ansible_collections/aligned/dra/plugins/module_utils"
+    for name in ("sriov.py", "netconf.py", "topology"):
+        assert not host.file(f"{library}/{name}").exists, name
+    assert host.file(f"{library}/node/network/netconf.py").is_file
+
+
 def test_boot_unit_recreates_vfs_after_a_reset(host):
     """As after a reboot: VFs gone, the unit puts them back."""
     if name(host) != "net-node2":
