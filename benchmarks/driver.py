@@ -45,8 +45,9 @@ sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections"), str(
 
 from aligned_dra_driver import publisher  # noqa: E402
 from aligned_dra_driver.collection import dra, topology  # noqa: E402
-from aligned_dra_driver.driver import Driver, Options  # noqa: E402
+from aligned_dra_driver.driver import Driver  # noqa: E402
 from aligned_dra_driver.fsutil import atomic_write  # noqa: E402
+from aligned_dra_driver.inventory import Options  # noqa: E402
 
 from ansible_collections.aligned.dra.tests import driver_harness as h  # noqa: E402
 

@@ -85,3 +85,21 @@ def ansible_env() -> dict[str, str]:
 def node_image() -> str:
     """The offline podman node image (systemd as PID 1, python3)."""
     return NODE_IMAGE
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    """``layouts(name)``: the probe's topology of a fixture tree (real snapshot or layout), built once per module."""
+    from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
+    from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+
+    out = tmp_path_factory.mktemp("layouts")
+    cache: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in cache:
+            root = materialize(name, out)
+            cache[name] = probe(str(root / "sys"), str(root / "proc"))
+        return cache[name]
+
+    return get

@@ -162,6 +162,21 @@ class NodeTree:
                 make_char_device(path)
         return tree
 
+    def options(self, **extra: Any) -> dict[str, Any]:
+        """The driver's ``Options`` for this node, in process (the unit tests' driver)."""
+        values: dict[str, Any] = {
+            "node_name": NODE,
+            "sysfs_root": str(self.sys),
+            "procfs_root": str(self.proc),
+            "dev_root": str(self.dev),
+            "cdi_dir": str(self.cdi),
+            "state_dir": str(self.state),
+            "vendor_cdi_dirs": [str(self.vendor_cdi)],
+            "device_options": {"exclude": ["eno*"]},
+        }
+        values.update(extra)
+        return values
+
 
 def make_char_device(path: Path) -> None:
     """A character device with /dev/null's numbers (root), else a plain file stand-in."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,27 @@ from ansible_collections.aligned.dra.tests.fixtures.materialize import materiali
 REPO = Path(__file__).resolve().parent.parent
 TREES = REPO / ".cache" / "sysfs"
 
+# The fixtures the demo's nodes are made of (their pictures and matrices are tested one by one).
+DEMO_FIXTURES = ("dgx-h100", "mi300x", "sriov-8x64", "hyperv-ndv4", "vm-flat", "pci-domain-5digit")
+
 _CACHE: dict[str, dict[str, Any]] = {}
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes (the page must parse as HTML)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def parse(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = Elements()
+    parser.feed(html)
+    return parser.tags
 
 
 def topology_of(fixture: str) -> dict[str, Any]:

@@ -141,8 +141,9 @@ def _hook_path(given: str | None) -> str:
 
 def build(args: argparse.Namespace) -> dict[str, Any]:
     """Objects of a running driver, before anything is started."""
-    from .driver import Driver, Options
+    from .driver import Driver
     from .health import HealthMonitor
+    from .inventory import Options
     from .kube import Kube, load_client
     from .metrics import Metrics
     from .publisher import Publisher
@@ -189,7 +190,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     except dra.DeviceModelError as exc:
         usage_error(f"aligned-dra-driver: {exc}")
     if args.selector:
-        from .driver import compile_selectors
+        from .inventory import compile_selectors
 
         try:
             compile_selectors(args.selector)

@@ -3,7 +3,7 @@
 
 There is one source of each in the collection: the package
 ``plugins/module_utils/node/topology/`` and ``plugins/module_utils/dra/`` (``model``, with
-``cel`` for ``--selector`` and ``device_model``). The driver's wheel
+``slices`` for the ResourceSlices, ``cel`` for ``--selector`` and ``device_model``). The driver's wheel
 carries them as the subpackage ``aligned_dra_driver._collection``, copied there
 by the build backend (``driver/build_backend.py``) when the wheel is built; in
 a checkout of the collection the driver imports them through
@@ -18,12 +18,14 @@ from types import ModuleType
 
 try:  # an installed wheel
     from aligned_dra_driver._collection.dra import model as dra
+    from aligned_dra_driver._collection.dra import slices as dra_slices
     from aligned_dra_driver._collection.node import topology
 except ImportError:  # the collection checkout (tests, development)
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
     from ansible_collections.aligned.dra.plugins.module_utils.node import topology
 
-__all__ = ["dra", "dra_cel", "topology"]
+__all__ = ["dra", "dra_cel", "dra_slices", "topology"]
 
 
 def dra_cel() -> ModuleType:

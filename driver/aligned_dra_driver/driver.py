@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The driver's state: the node's devices, Prepare, Unprepare, and the start-up restore.
+"""The driver's state: Prepare, Unprepare, and the start-up restore.
 
 Prepare follows the kubelet plugin contract: fetch the ResourceClaim, check
 its UID and allocation, use only the results of this driver, apply class then
@@ -14,6 +14,11 @@ checkpoint is written under a short state lock: a call writes the committed
 claims plus its own, and memory changes only after the write succeeded.
 Claim status writes go to a background queue (:mod:`aligned_dra_driver.status`)
 and are never part of an answer.
+
+The node's devices come from :mod:`aligned_dra_driver.inventory`, the CDI
+container edits of each prepared device from
+:mod:`aligned_dra_driver.container_edits`, the per-claim locks from
+:mod:`aligned_dra_driver.claim_locks`.
 """
 
 from __future__ import annotations
@@ -22,150 +27,27 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import cdi, config
 from .checkpoint import Checkpoint
-from .collection import dra, topology
-from .netdev import netdevs_of, restore_name
-from .sharing import SharingError, gpu_sharing_edits
+from .claim_locks import ClaimLocks
+from .collection import dra
+from .container_edits import PrepareError, gpu_edits, nic_edits
+from .inventory import Inventory, Options, scan
+from .netdev import restore_name
+from .sharing import SharingError
 from .validation import claim_ref_problem, is_dns_label, is_uid, show
 
 LOG = logging.getLogger(__name__)
 
 GPU_KINDS = ("gpu", "accelerator")
-CALL_BUDGET = 25.0  # seconds; kubelet's own timeout per call is 45 s
 MAX_RESULTS = dra.LIMITS["allocation_max_devices"]  # AllocationResultsMaxSize
-NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
-
-
-class PrepareError(RuntimeError):
-    """This claim cannot be prepared; the message goes into the claim's answer."""
 
 
 def _request_name_ok(request: str) -> bool:
     """A result's request: ``name`` or ``name/subrequest`` (firstAvailable), each a DNS label; or empty."""
     return request == "" or all(is_dns_label(part) for part in request.split("/", 1))
-
-
-@dataclass
-class Options:
-    node_name: str
-    driver_name: str = dra.DRIVER_NAME
-    sysfs_root: str = "/sys"
-    procfs_root: str = "/proc"
-    dev_root: str = "/dev"
-    cdi_dir: str = "/var/run/cdi"
-    state_dir: str = "/var/lib/aligned-dra"
-    vendor_cdi_dirs: list[str] = field(default_factory=lambda: ["/etc/cdi", "/var/run/cdi"])
-    netdev_hook: str = "/usr/local/bin/aligned-dra-netdev-hook"  # CDI wants an absolute hook path
-    device_options: dict[str, Any] = field(default_factory=dict)
-    match: list[tuple[str, bool, str]] = field(default_factory=list)  # (attribute, equal?, glob)
-    selectors: list[str] = field(default_factory=list)  # CEL, as in a DeviceClass
-    fractional_gpus: bool = False
-    mps_root: str = "/run/aligned-dra/mps"
-    durable_checkpoint: bool = True
-    # kubelet gives a call 45 s: every claim of a call is answered within this budget (API requests
-    # are cut to what is left of it), the checkpoint write after it; the rest get an error, kubelet retries
-    call_budget: float = CALL_BUDGET
-
-
-@dataclass
-class Inventory:
-    """What the node has now: published devices and the topology entries behind them."""
-
-    devices: list[dict[str, Any]]
-    by_name: dict[str, dict[str, Any]]  # device name -> topology device
-    rdma: dict[str, dict[str, Any]]  # rdma device name -> topology rdma entry
-    rdma_exclusive: bool
-
-
-def _attribute_value(device: dict[str, Any], name: str) -> str | None:
-    value = (device.get("attributes") or {}).get(name)
-    if not value:
-        return None
-    ((_kind, raw),) = value.items()
-    return str(raw).lower() if isinstance(raw, bool) else str(raw)
-
-
-def matches(device: dict[str, Any], rules: list[tuple[str, bool, str]]) -> bool:
-    """Whether a published device passes every ``attribute=glob`` / ``attribute!=glob`` rule."""
-    import fnmatch
-
-    for attribute, equal, pattern in rules:
-        value = _attribute_value(device, attribute)
-        hit = value is not None and fnmatch.fnmatchcase(value, pattern)
-        if hit != equal:
-            return False
-    return True
-
-
-_SELECTORS: dict[str, Any] = {}
-
-
-def compile_selectors(expressions: list[str]) -> list[Any]:
-    """Compiled CEL selectors (kept per expression); raises ValueError naming a bad one."""
-    from .collection import dra_cel
-
-    cel = dra_cel()
-    compiled = []
-    for expression in expressions:
-        if expression not in _SELECTORS:
-            try:
-                _SELECTORS[expression] = cel.Selector(expression)
-            except cel.CelError as exc:
-                raise ValueError(f"--selector {expression!r}: {exc}") from exc
-        compiled.append(_SELECTORS[expression])
-    return compiled
-
-
-def selected(device: dict[str, Any], expressions: list[str], driver: str) -> bool:
-    """Whether every CEL selector is true for the device; an evaluation error counts as false."""
-    from .collection import dra_cel
-
-    cel = dra_cel()
-    view = cel.cel_device(device, driver, (driver, dra.STANDARD_DOMAIN))
-    for selector in compile_selectors(expressions):
-        ok, error = selector.evaluate(view)
-        if error:
-            LOG.warning("device %s left out: selector %r: %s", device["name"], selector.expression, error)
-        if not ok:
-            return False
-    return True
-
-
-def read_rdma_netns_mode(sysfs_root: str) -> bool:
-    """True when the RDMA subsystem is in exclusive network-namespace mode (ib_core netns_mode=0)."""
-    try:
-        with open(os.path.join(sysfs_root, "module", "ib_core", "parameters", "netns_mode")) as handle:
-            return handle.read().strip() in ("0", "N", "exclusive")
-    except OSError:
-        return False
-
-
-def scan(opts: Options) -> Inventory:
-    """Probe the node with the topology library and build the published devices (dra module)."""
-    topo = topology.probe(opts.sysfs_root, opts.procfs_root)
-    devices = dra.devices_from_topology(topo, opts.device_options)
-    if opts.match:
-        devices = [d for d in devices if matches(d, opts.match)]
-    if opts.selectors:
-        devices = [d for d in devices if selected(d, opts.selectors, opts.driver_name)]
-    if opts.fractional_gpus:
-        from .sharing import make_shareable
-
-        devices = [make_shareable(d) if _attribute_value(d, "dra.aligned.dev/kind") == "gpu" else d for d in devices]
-    candidates: dict[str, dict[str, Any]] = {}
-    for device in topo.get("devices") or []:
-        for kind in dra.NAME_PREFIX:
-            try:
-                candidates[dra.device_name(kind, device["pci_address"])] = device
-            except dra.DeviceModelError:
-                continue
-    by_name = {d["name"]: candidates[d["name"]] for d in devices if d["name"] in candidates}
-    rdma = {entry["name"]: entry for entry in topo.get("rdma_devices") or [] if entry.get("name")}
-    return Inventory(devices, by_name, rdma, read_rdma_netns_mode(opts.sysfs_root))
 
 
 def _unique_sorted(claims: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
@@ -177,39 +59,6 @@ def _unique_sorted(claims: list[tuple[str, str, str]]) -> list[tuple[str, str, s
     for namespace, uid, name in claims:
         unique.setdefault(uid, (namespace, uid, name))
     return [unique[uid] for uid in sorted(unique, key=str)]
-
-
-class ClaimLocks:
-    """One lock per claim UID, made on demand and forgotten when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, list[Any]] = {}  # uid -> [lock, users]
-
-    def acquire(self, uid: str, timeout: float) -> bool:
-        with self._guard:
-            slot = self._locks.setdefault(uid, [threading.Lock(), 0])
-            slot[1] += 1
-        if slot[0].acquire(timeout=max(timeout, 0.0)):
-            return True
-        self._forget(uid, slot)
-        return False
-
-    def release(self, uid: str) -> None:
-        with self._guard:
-            slot = self._locks[uid]
-        slot[0].release()
-        self._forget(uid, slot)
-
-    def _forget(self, uid: str, slot: list[Any]) -> None:
-        with self._guard:
-            slot[1] -= 1
-            if slot[1] == 0:
-                del self._locks[uid]
-
-    def __len__(self) -> int:
-        with self._guard:
-            return len(self._locks)
 
 
 class Driver:
@@ -540,14 +389,14 @@ class Driver:
             if share_id:
                 entry_status["shareID"] = share_id
             if kind in GPU_KINDS:
-                edits = self._gpu_edits(topo, uid, result, cfg, claim)
+                edits = gpu_edits(self.opts, topo, uid, result, cfg, claim)
                 if "ALIGNED_DRA_GPU_SHARING=MPS" in edits["env"]:
                     record["mps"] = True
                 vendor = self.vendor.lookup((topo.get("gpu") or {}).get("uuid"), topo["pci_address"])
                 if vendor:
                     ids.append(vendor)
             else:
-                edits, netdev, network = self._nic_edits(topo, cfg, inventory)
+                edits, netdev, network = nic_edits(self.opts, topo, cfg, inventory)
                 if netdev:
                     record["netdev"] = netdev
                     previous = interface_names.get(netdev["interface_name"])
@@ -569,115 +418,6 @@ class Driver:
             raise PrepareError(f"the CDI spec would be invalid: {problem}")
         entry = {"namespace": namespace, "name": name, "devices": answer, "cdi_spec": spec}
         return entry, status
-
-    def _dev(self, *parts: str) -> str:
-        return os.path.join(self.opts.dev_root, *parts)
-
-    def _node(self, container_path: str, required: bool = True) -> dict[str, str] | None:
-        relative = os.path.relpath(container_path, "/dev")
-        host = self._dev(relative)
-        if not os.path.exists(host):
-            if required:
-                raise PrepareError(f"device node {host} does not exist")
-            return None
-        return {"path": container_path, "hostPath": host}
-
-    def _gpu_edits(
-        self, topo: dict[str, Any], uid: str, result: dict[str, Any], cfg: dict[str, Any], claim: dict[str, Any]
-    ) -> dict[str, Any]:
-        gpu = topo.get("gpu") or {}
-        nodes: list[dict[str, str]] = []
-        vendor = topo.get("vendor_id")
-        if vendor == "0x10de":
-            if isinstance(gpu.get("minor"), int):
-                nodes.append(self._node(f"/dev/nvidia{gpu['minor']}"))  # type: ignore[arg-type]
-            nodes.extend(n for n in (self._node(f"/dev/{c}", required=False) for c in NVIDIA_CONTROL_NODES) if n)
-        else:
-            if gpu.get("render_node"):
-                nodes.append(self._node(f"/dev/dri/{gpu['render_node']}"))  # type: ignore[arg-type]
-            if gpu.get("card"):
-                card = self._node(f"/dev/dri/{gpu['card']}", required=False)
-                if card:
-                    nodes.append(card)
-            if vendor == "0x1002":
-                kfd = self._node("/dev/kfd", required=False)
-                if kfd:
-                    nodes.append(kfd)
-        if not nodes:
-            raise PrepareError(f"no device node found for GPU {topo['pci_address']}")
-        key = topo["pci_address"].replace(":", "_").replace(".", "_").upper()
-        env = [f"ALIGNED_DRA_GPU_{key}={gpu.get('uuid') or topo['pci_address']}"]
-        if vendor == "0x10de" and gpu.get("uuid"):
-            env.append(f"NVIDIA_VISIBLE_DEVICES={gpu['uuid']}")
-        edits: dict[str, Any] = {"deviceNodes": nodes, "env": env}
-        sharing = gpu_sharing_edits(self.opts, topo, uid, result, cfg, claim)
-        if sharing:
-            edits["env"].extend(sharing.get("env", []))
-            if sharing.get("mounts"):
-                edits["mounts"] = sharing["mounts"]
-        return edits
-
-    def _nic_edits(
-        self, topo: dict[str, Any], cfg: dict[str, Any], inventory: Inventory
-    ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
-        bdf = topo["pci_address"]
-        key = bdf.replace(":", "_").replace(".", "_").upper()
-        edits: dict[str, Any] = {"env": []}
-        nodes: list[dict[str, str]] = []
-        rdma_names = topo.get("rdma_devices") or []
-        if rdma_names:
-            cm = self._node("/dev/infiniband/rdma_cm", required=False)
-            if cm:
-                nodes.append(cm)
-            for rdma_name in rdma_names:
-                for char in (inventory.rdma.get(rdma_name) or {}).get("char_devices") or []:
-                    nodes.append(self._node(f"/dev/infiniband/{char}"))  # type: ignore[arg-type]
-            edits["env"].append(f"ALIGNED_DRA_RDMA_{key}={rdma_names[0]}")
-        if nodes:
-            edits["deviceNodes"] = nodes
-        netdevs = topo.get("netdevs") or []
-        netdev_record = None
-        network: dict[str, Any] | None = None
-        if netdevs and cfg.get("moveToPod", True):
-            original = dict(netdevs[0])
-            # the name now, not the last scan's: a NIC renamed since (back from a pod) must not be
-            # recorded under a passing name
-            now = netdevs_of(self.opts.sysfs_root, bdf)
-            if now:
-                original["name"] = now[0]
-            name = cfg.get("interfaceName") or original["name"]
-            args = [
-                "aligned-dra-netdev-hook",
-                "--pci-address",
-                bdf,
-                "--sysfs-root",
-                self.opts.sysfs_root,
-                "--name",
-                name,
-            ]
-            if cfg.get("mtu"):
-                args += ["--mtu", str(cfg["mtu"])]
-            for address in cfg.get("addresses", []):
-                args += ["--address", address]
-            for route in cfg.get("routes", []):
-                args += ["--route", route["destination"] + ("," + route["gateway"] if route.get("gateway") else "")]
-            if inventory.rdma_exclusive and rdma_names:
-                args += ["--rdma-device", rdma_names[0]]
-            edits["hooks"] = [{"hookName": "createRuntime", "path": self.opts.netdev_hook, "args": args, "timeout": 30}]
-            edits["env"].append(f"ALIGNED_DRA_NIC_{key}={name}")
-            netdev_record = {
-                "original_name": original["name"],
-                "original_mtu": original.get("mtu"),
-                "interface_name": name,
-            }
-            network = {"interfaceName": name}
-            if cfg.get("addresses"):
-                network["ips"] = list(cfg["addresses"])
-            if original.get("address"):
-                network["hardwareAddress"] = original["address"]
-        elif netdevs:
-            edits["env"].append(f"ALIGNED_DRA_NIC_{key}={netdevs[0]['name']}")
-        return edits, netdev_record, network
 
     def _stop_orphan_mps(self) -> None:
         """Stop MPS daemons that no checkpointed claim uses (left by a claim that failed, or a crash)."""

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Publishing the node's ResourceSlices (one pool named after the node).
 
-The slices are the dra module's :func:`resource_slices` with the Node as
+The slices are :func:`dra.slices.resource_slices` with the Node as
 controlling owner. A publication compares what the API server has with what
 the node has now; when they differ, every slice of the pool moves to a new
 generation (one above the highest seen), created or replaced, and slices that
@@ -15,7 +15,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from .collection import dra
+from .collection import dra_slices
 from .kube import ApiError
 
 LOG = logging.getLogger(__name__)
@@ -23,13 +23,13 @@ LOG = logging.getLogger(__name__)
 
 def slice_limit(devices: list[dict[str, Any]]) -> int:
     """Devices per slice: 64 once a device uses taints, counters or list-typed attributes, else 128."""
-    return dra.slice_device_limit(devices)
+    return dra_slices.slice_device_limit(devices)
 
 
 def build_slices(
     node: str, driver: str, devices: list[dict[str, Any]], generation: int, node_uid: str | None
 ) -> list[dict[str, Any]]:
-    slices = dra.resource_slices(node, devices, driver, generation, slice_limit(devices))
+    slices = dra_slices.resource_slices(node, devices, driver, generation, slice_limit(devices))
     if node_uid:
         owner = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}]
         for item in slices:

@@ -201,6 +201,115 @@ def _read_topology(node, path):
         raise inputs.InputError(f"topology_files.{node}: cannot read {path}: {reason}") from None
 
 
+def _topology_source(module, params):
+    """``(topologies, topology_files, option)``: the site's topologies without its failed nodes (from
+    ``topology_files``, only which nodes: they are read one at a time), and the option that gave them."""
+    topologies = params["topologies"]
+    files = params["topology_files"]
+    topology_field = "topologies" if topologies is not None else "topology_dir"
+    if files is not None:
+        topology_field = "topology_files"
+        # read one node at a time, below: here only which nodes they are
+        topologies = {str(name): None for name in files if name not in params["nodes_failed"]}
+    elif topologies is None:
+        try:
+            topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
+        except ValueError as exc:
+            module.fail_json(msg=f"topology_dir: {exc}")
+    # a failed node is never planned on, whatever facts or file (of an earlier run) it has
+    topologies = {name: t for name, t in topologies.items() if name not in params["nodes_failed"]}
+    return topologies, files, topology_field
+
+
+def _checked_inputs(module, params, topologies, files, topology_field):
+    """``(topologies, slices)`` once the objects, topologies and slices are checked; slice files are read here."""
+    slices = params["slices"]
+    try:
+        inputs.check_objects(params["objects"], "objects")
+        if files is None:
+            inputs.check_topologies(topologies, topology_field)
+        elif slices is not None or params["slice_files"]:
+            # slices: the topologies only add the levels; all of them are read here
+            topologies = {node: _read_topology(node, files[node]) for node in sorted(topologies)}
+            inputs.check_topologies(topologies, topology_field)
+        if params["slice_files"]:
+            slices = []
+            for path in params["slice_files"]:
+                slices.extend(inputs.load_documents(path, "slice_files"))
+        if slices is not None:
+            inputs.check_slices(slices, "slice_files" if params["slice_files"] else "slices")
+    except inputs.InputError as exc:
+        module.fail_json(msg=str(exc))
+    return topologies, slices
+
+
+def _compiled_objects(module, objects):
+    """``(classes, templates)`` of the objects, which compile on their own first so that their errors name the option."""
+    classes = [o for o in objects if o.get("kind") == "DeviceClass"]
+    templates = [o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
+    try:
+        compiler = planner.Compiler(classes)
+        for template in templates:
+            compiler.template(template)
+    except (planner.PlanError, CelError) as exc:
+        module.fail_json(msg=f"objects: {exc}")
+    return classes, templates
+
+
+def _planner_nodes(module, params, slices, topologies, files, topology_field):
+    """The planner's nodes, from the slices or else the topologies (topology files read one node at a time)."""
+    try:
+        if slices is not None:
+            return planner.nodes_from_slices(slices, topologies)
+        if not topologies:
+            module.fail_json(
+                msg="topologies, topology_files, topology_dir, slices or slice_files must give the site's devices"
+            )
+        if files is None:
+            return planner.nodes_from_topologies(topologies, params["device_options"])
+        nodes = {}
+        shared = {}  # attribute values the site's nodes repeat, held once
+        for node in sorted(topologies):
+            one = {node: _read_topology(node, files[node])}
+            inputs.check_topologies(one, topology_field)
+            nodes.update(planner.nodes_from_topologies(one, params["device_options"], shared=shared))
+        return nodes
+    except inputs.InputError as exc:
+        module.fail_json(msg=str(exc))
+    except (planner.PlanError, dra.DeviceModelError) as exc:
+        message = str(exc)
+        source = ("slice_files" if params["slice_files"] else "slices") if slices is not None else topology_field
+        module.fail_json(msg=message if message.startswith("device_options") else f"{source}: {message}")
+
+
+def _respond(module, params, result):
+    """Writes the plan to ``dest``, and exits with it (or its summary), failing on unsatisfied required templates."""
+    changed = False
+    diff = {}
+    dest = params["dest"]
+    if dest:
+        try:
+            changed, diff = write_json_file(dest, result, module.check_mode)
+        except JsonFileError as exc:
+            module.fail_json(msg=str(exc))
+
+    unsatisfied = result["required_unsatisfied"]
+    returned = planner.plan_summary(result) if params["return_plan"] == "summary" else result
+    response = {"changed": changed, "plan": returned, "unsatisfied": unsatisfied}
+    if module._diff and diff:
+        response["diff"] = diff
+    if unsatisfied and params["fail_on_unsatisfied"]:
+        reasons = []
+        for entry in result["templates"]:
+            if entry["name"] in unsatisfied:
+                reasons.append(f"{entry['name']}: {entry.get('reason', 'unsatisfiable')}")
+        module.fail_json(
+            msg="required templates cannot be satisfied on site " + params["site"] + ": " + "; ".join(reasons),
+            **response,
+        )
+    module.exit_json(**response)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -226,74 +335,14 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    objects = params["objects"]
-    slices = params["slices"]
-    topologies = params["topologies"]
-    files = params["topology_files"]
-    topology_field = "topologies" if topologies is not None else "topology_dir"
-    if files is not None:
-        topology_field = "topology_files"
-        # read one node at a time, below: here only which nodes they are
-        topologies = {str(name): None for name in files if name not in params["nodes_failed"]}
-    elif topologies is None:
-        try:
-            topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
-        except ValueError as exc:
-            module.fail_json(msg=f"topology_dir: {exc}")
-    # a failed node is never planned on, whatever facts or file (of an earlier run) it has
-    topologies = {name: t for name, t in topologies.items() if name not in params["nodes_failed"]}
+    topologies, files, topology_field = _topology_source(module, params)
     try:
         accounted = planner.node_accounting(sorted(topologies), params["nodes_failed"], params["node_counts"])
     except planner.PlanError as exc:
         module.fail_json(msg=str(exc))
-    try:
-        inputs.check_objects(objects, "objects")
-        if files is None:
-            inputs.check_topologies(topologies, topology_field)
-        elif slices is not None or params["slice_files"]:
-            # slices: the topologies only add the levels; all of them are read here
-            topologies = {node: _read_topology(node, files[node]) for node in sorted(topologies)}
-            inputs.check_topologies(topologies, topology_field)
-        if params["slice_files"]:
-            slices = []
-            for path in params["slice_files"]:
-                slices.extend(inputs.load_documents(path, "slice_files"))
-        if slices is not None:
-            inputs.check_slices(slices, "slice_files" if params["slice_files"] else "slices")
-    except inputs.InputError as exc:
-        module.fail_json(msg=str(exc))
-    classes = [o for o in objects if o.get("kind") == "DeviceClass"]
-    templates = [o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
-    try:
-        # The objects compile on their own first, so that their errors name the option.
-        compiler = planner.Compiler(classes)
-        for template in templates:
-            compiler.template(template)
-    except (planner.PlanError, CelError) as exc:
-        module.fail_json(msg=f"objects: {exc}")
-    try:
-        if slices is not None:
-            nodes = planner.nodes_from_slices(slices, topologies)
-        else:
-            if not topologies:
-                module.fail_json(
-                    msg="topologies, topology_files, topology_dir, slices or slice_files must give the site's devices"
-                )
-            if files is None:
-                nodes = planner.nodes_from_topologies(topologies, params["device_options"])
-            else:
-                nodes = {}
-                shared = {}  # attribute values the site's nodes repeat, held once
-                for node in sorted(topologies):
-                    one = {node: _read_topology(node, files[node])}
-                    inputs.check_topologies(one, topology_field)
-                    nodes.update(planner.nodes_from_topologies(one, params["device_options"], shared=shared))
-    except inputs.InputError as exc:
-        module.fail_json(msg=str(exc))
-    except (planner.PlanError, dra.DeviceModelError) as exc:
-        message = str(exc)
-        source = ("slice_files" if params["slice_files"] else "slices") if slices is not None else topology_field
-        module.fail_json(msg=message if message.startswith("device_options") else f"{source}: {message}")
+    topologies, slices = _checked_inputs(module, params, topologies, files, topology_field)
+    classes, templates = _compiled_objects(module, params["objects"])
+    nodes = _planner_nodes(module, params, slices, topologies, files, topology_field)
     try:
         result = planner.plan(
             params["site"],
@@ -307,30 +356,7 @@ def main():
         module.fail_json(msg=str(exc))
 
     result.update(accounted)
-    changed = False
-    diff = {}
-    dest = params["dest"]
-    if dest:
-        try:
-            changed, diff = write_json_file(dest, result, module.check_mode)
-        except JsonFileError as exc:
-            module.fail_json(msg=str(exc))
-
-    unsatisfied = result["required_unsatisfied"]
-    returned = planner.plan_summary(result) if params["return_plan"] == "summary" else result
-    response = {"changed": changed, "plan": returned, "unsatisfied": unsatisfied}
-    if module._diff and diff:
-        response["diff"] = diff
-    if unsatisfied and params["fail_on_unsatisfied"]:
-        reasons = []
-        for entry in result["templates"]:
-            if entry["name"] in unsatisfied:
-                reasons.append(f"{entry['name']}: {entry.get('reason', 'unsatisfiable')}")
-        module.fail_json(
-            msg="required templates cannot be satisfied on site " + params["site"] + ": " + "; ".join(reasons),
-            **response,
-        )
-    module.exit_json(**response)
+    _respond(module, params, result)
 
 
 if __name__ == "__main__":

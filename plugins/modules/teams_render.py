@@ -150,8 +150,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
@@ -230,7 +231,7 @@ def main():
             _in_use(module),
         )
         problems = teams.validate_all(result["objects"], result["minor"], params["feature_gates"])
-    except (teams.TeamsError, kueue.KueueError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
+    except (teams_settings.TeamsError, kueue_api.KueueError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=str(exc))
     if problems:
         module.fail_json(msg="rendered team objects are not valid: " + " | ".join(problems), problems=problems)

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The DRA device model, shared by the bundled driver and the controller side.
 
-- ``model``: which devices a node publishes and with which attributes, ResourceSlices and the
-  limits the API server enforces, quantities and names;
+- ``model``: which devices a node publishes and with which attributes, the limits the API server
+  enforces, and names;
+- ``slices``: the devices cut into ResourceSlices, read back per node, and checked against the limits;
+- ``gates``: the Kubernetes minors and which DRA fields (feature gates) each serves;
 - ``cel``: CEL device selectors with Kubernetes' functions and error semantics (cel-expr-python);
 - ``device_model``: one model of a node's devices joined with the probe, for the planner, the site
   summaries and the report.

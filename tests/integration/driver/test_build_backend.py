@@ -39,7 +39,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
             for p in [*(shared / "node" / "topology").glob("*.py"), *(shared / "dra").glob("*.py")]
         )
         assert {"node/topology/__init__.py", "node/topology/prober.py", "dra/model.py", "dra/cel.py"} <= set(package)
-        assert "dra/device_model.py" in set(package)
+        assert {"dra/device_model.py", "dra/slices.py", "dra/gates.py"} <= set(package)
         vendored_package = sorted(
             name.removeprefix("aligned_dra_driver/_collection/")
             for name in names
@@ -80,7 +80,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
             "-c",
             "import aligned_dra_driver.collection as c, aligned_dra_driver.server; "
             "print(c.topology.__name__, c.dra.DRIVER_NAME, c.dra_cel().__name__, "
-            "c.topology.probe.__module__, c.topology.compute_links.__module__)",
+            "c.topology.probe.__module__, c.topology.compute_links.__module__, c.dra_slices.__name__)",
         ],
         capture_output=True,
         text=True,
@@ -95,6 +95,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         "aligned_dra_driver._collection.dra.cel",
         "aligned_dra_driver._collection.node.topology.prober",
         "aligned_dra_driver._collection.node.topology.levels",
+        "aligned_dra_driver._collection.dra.slices",
     ]
     version = subprocess.run(
         [sys.executable, "-m", "aligned_dra_driver", "--version"], capture_output=True, text=True, env=env, check=False

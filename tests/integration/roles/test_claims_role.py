@@ -232,6 +232,7 @@ def test_what_if_needs_one_source_of_nodes(tmp_path, trees):
 
 def test_plan_on_the_resource_slices_of_every_driver_in_the_cluster(tmp_path, trees):
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
     from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 
     root = trees["dgx-h100"]
@@ -252,7 +253,9 @@ def test_plan_on_the_resource_slices_of_every_driver_in_the_cluster(tmp_path, tr
     with FakeApiServer(minor="1.36") as api:
         for node in ("dgx1", "vm1"):
             api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-        for item in dra.resource_slices("dgx1", nics) + dra.resource_slices("dgx1", nvidia, driver="gpu.nvidia.com"):
+        for item in dra_slices.resource_slices("dgx1", nics) + dra_slices.resource_slices(
+            "dgx1", nvidia, driver="gpu.nvidia.com"
+        ):
             api.create(item)
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         inventory, play = setup(

@@ -19,6 +19,7 @@ import copy
 import re
 
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
@@ -404,7 +405,7 @@ def check_tolerations(tolerations: Any, minor: str, gates: dict[str, bool]) -> l
         return []
     if not isinstance(tolerations, list):
         raise ClaimsError(f"{where} must be a list of tolerations")
-    if not dra.gate_enabled("DRADeviceTaints", minor, gates):
+    if not dra_gates.gate_enabled("DRADeviceTaints", minor, gates):
         raise ClaimsError(
             f"{where}: device taint tolerations need feature gate DRADeviceTaints, which is off on Kubernetes "
             f"{minor}; turn it on in aligned_dra_feature_gates (alpha before 1.36) or remove the tolerations"
@@ -467,7 +468,7 @@ def _check_extended_resources(
             raise ClaimsError(
                 f"{where}: class {key!r} is not rendered, its driver is not in aligned_dra_claims.drivers"
             )
-        disabled = dra.fields_disabled(classes[key], minor, gates)
+        disabled = dra_gates.fields_disabled(classes[key], minor, gates)
         if disabled:
             # An API server with the gate off drops the field silently: pods asking for the name would stay Pending.
             raise ClaimsError(
@@ -489,10 +490,10 @@ def render(
     ``tolerations`` (DeviceTolerations) go into every request of every template.
     """
     conf = settings(raw_settings)
-    minor = dra.minor_of(kubernetes_version)
+    minor = dra_gates.minor_of(kubernetes_version)
     gates = dict(feature_gates or {})
     for gate in gates:
-        if gate not in dra.FEATURE_GATES:
+        if gate not in dra_gates.FEATURE_GATES:
             raise ClaimsError(f"aligned_dra_feature_gates: unknown gate {gate!r}")
     tolerations = check_tolerations(tolerations, minor, gates)
     classes = device_classes(conf, site)
@@ -516,7 +517,7 @@ def render(
         if name in names:
             raise ClaimsError(f"aligned_dra_claims.templates: two templates are named {name!r}")
         names.add(name)
-        disabled = dra.fields_disabled(template, minor, gates)
+        disabled = dra_gates.fields_disabled(template, minor, gates)
         if not disabled:
             objects.append(template)
             continue
@@ -613,12 +614,12 @@ def validate(obj: dict[str, Any], minor: str, feature_gates: dict[str, bool] | N
     label = f"{obj.get('kind')} {(obj.get('metadata') or {}).get('name')}"
     problems = []
     try:
-        kubernetes_validate.validate(obj, f"{dra.minor_of(minor)}.0", strict=True)
+        kubernetes_validate.validate(obj, f"{dra_gates.minor_of(minor)}.0", strict=True)
     except kubernetes_validate.ValidationError as exc:
         problems.append(f"schema: {exc.message} at {'.'.join(str(p) for p in exc.path)}")
     except Exception as exc:  # InvalidSchemaError and friends carry a message too
         problems.append(f"schema: {exc}")
-    problems += dra.fields_disabled(obj, minor, feature_gates)
+    problems += dra_gates.fields_disabled(obj, minor, feature_gates)
     problems += limit_problems(obj)
     for where, selectors in _selectors_of(obj):
         for index, selector in enumerate(selectors):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 DEFAULT_NAMESPACE = "aligned-dra"
@@ -314,7 +315,7 @@ def driver_args(settings: dict[str, Any]) -> list[str]:
         if settings.get("kubernetes_version"):
             _gates(settings.get("feature_gates"))
             try:
-                problem = dra.list_attributes_problem(
+                problem = dra_gates.list_attributes_problem(
                     str(settings["kubernetes_version"]), settings.get("feature_gates")
                 )
             except dra.DeviceModelError as exc:
@@ -341,7 +342,7 @@ def device_taints(kubernetes_version: Any, feature_gates: Any = None) -> bool:
     is told instead of finding out.
     """
     try:
-        return dra.gate_enabled("DRADeviceTaints", str(kubernetes_version), _gates(feature_gates))
+        return dra_gates.gate_enabled("DRADeviceTaints", str(kubernetes_version), _gates(feature_gates))
     except dra.DeviceModelError as exc:
         raise DeployError(str(exc)) from exc
 

@@ -32,6 +32,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner imp
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, LEVELS
 
 TYPE_CHECKING = False
@@ -76,7 +77,7 @@ class _Inventory:
 
     def __init__(self, slices: list[dict[str, Any]], topologies: dict[str, dict[str, Any]]) -> None:
         self.devices: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.by_node = dra.devices_from_slices(slices)
+        self.by_node = dra_slices.devices_from_slices(slices)
         for node, devices in self.by_node.items():
             probed = device_model.probed_node(topologies.get(node))
             for device in devices:
@@ -160,25 +161,67 @@ def utilization(
     topologies = topologies or {}
     inventory = _Inventory(slices, topologies)
     devices = inventory.devices
+    class_names = _assign_classes(inventory, classes) if classes else []
+    allocated, claim_rows, tally = _read_claims(claims, devices, teams, topologies)
+    per_node, per_class, shared = _device_rows(devices, allocated, class_names)
+    per_team = _team_rows(claim_rows)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "site": site,
+        "totals": _finish(
+            {
+                "published": len(devices),
+                "allocated": sum(1 for k in devices if k in allocated),
+                "idle": 0,
+            }
+        ),
+        "claims": {
+            "allocated": len(claim_rows),
+            "pending": tally["pending"],
+            "admin_access_results": tally["admin_access_results"],
+            "results_outside_slices": tally["results_outside_slices"],
+        },
+        "nodes": dict(sorted(per_node.items())),
+        "classes": dict(sorted(per_class.items())),
+        "teams": dict(sorted(per_team.items())),
+        "shared": shared,
+        "alignment": _alignment(claim_rows, plan),
+        "allocations": claim_rows,
+    }
 
-    # class membership of published devices
+
+def _assign_classes(inventory: _Inventory, classes: list[dict[str, Any]]) -> list[str]:
+    """Adds to each published device the DeviceClasses that select it; the class names, in order."""
+    devices = inventory.devices
     class_names: list[str] = []
-    if classes:
-        members = planner.class_members(
-            {n: {"devices": d, "links": {}, "shared_counters": {}} for n, d in inventory.by_node.items()}, classes
-        )
-        labels = {(info["node"], info["label"]): key for key, info in devices.items()}
-        for class_name, per_node in members.items():
-            class_names.append(class_name)
-            for node, found in per_node.items():
-                for label in found:
-                    devices[labels[(node, label)]]["classes"].append(class_name)
+    members = planner.class_members(
+        {n: {"devices": d, "links": {}, "shared_counters": {}} for n, d in inventory.by_node.items()}, classes
+    )
+    labels = {(info["node"], info["label"]): key for key, info in devices.items()}
+    for class_name, per_node in members.items():
+        class_names.append(class_name)
+        for node, found in per_node.items():
+            for label in found:
+                devices[labels[(node, label)]]["classes"].append(class_name)
+    return class_names
 
-    allocated: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # device -> [{claim, consumers, consumed}]
+
+def _read_claims(
+    claims: list[dict[str, Any]],
+    devices: dict[tuple[str, str, str], dict[str, Any]],
+    teams: dict[str, str],
+    topologies: dict[str, dict[str, Any]],
+) -> tuple[dict[tuple[str, str, str], list[dict[str, Any]]], list[dict[str, Any]], dict[str, int]]:
+    """``(allocated, claim rows, tally)`` of the claims' allocations.
+
+    ``allocated``: device -> ``[{claim, consumers, consumed}]``; a claim row per
+    claim that holds a published device; ``tally``: the claims not yet
+    allocated, the adminAccess results, and the results on devices no slice
+    publishes.
+    """
+    allocated: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     claim_rows = []
-    admin_results = 0
-    pending = 0
-    other_pools = 0
+    tally = {"pending": 0, "admin_access_results": 0, "results_outside_slices": 0}
     for claim in claims:
         meta = claim.get("metadata") or {}
         name, namespace = meta.get("name"), meta.get("namespace") or "default"
@@ -187,62 +230,78 @@ def utilization(
         status = claim.get("status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         if not results:
-            pending += 1
+            tally["pending"] += 1
             continue
         consumers = len(status.get("reservedFor") or [])
-        request_class = _request_classes(claim)
-        team = teams.get(namespace, UNASSIGNED)
-        held = []
-        for result in results:
-            key = (result.get("driver") or "", result.get("pool") or "", result.get("device") or "")
-            if key not in devices:
-                other_pools += 1  # a device no slice publishes (a pool being replaced): not counted
-                continue
-            if result.get("adminAccess"):
-                admin_results += 1
-                continue
-            request = result.get("request") or ""
-            class_name = request_class.get(request) or request_class.get(request.split("/")[0])
-            consumed = {k: _quantity(v) for k, v in (result.get("consumedCapacity") or {}).items()}
-            allocated.setdefault(key, []).append({"claim": f"{namespace}/{name}", "consumers": consumers,
-                                                  "consumed": consumed})  # fmt: skip
-            held.append((key, class_name))
-        if not held:
-            continue
-        held_devices = [devices[key] for key, _class in held]
-        nodes = sorted({d["node"] for d in held_devices})
-        gpus = [d for d in held_devices if d["join"]["role"] == "accelerator"]
-        nics = [d for d in held_devices if d["join"]["role"] == "nic"]
-        entry: dict[str, Any] = {
-            "claim": f"{namespace}/{name}",
-            "namespace": namespace,
-            "team": team,
-            "node": nodes[0] if len(nodes) == 1 else None,
-            "devices": {},
-            "consumers": consumers,
-        }
-        for key, class_name in held:
-            entry["devices"].setdefault(class_name or devices[key]["driver"], []).append(devices[key]["label"])
-        if gpus and nics:
-            links = (topologies.get(gpus[0]["node"]) or {}).get("links") or {}
-            pairs = []
-            best_per_gpu = []
-            for gpu in gpus:
-                row = [_pair_level(gpu, nic, links) for nic in nics]
-                pairs += row
-                best_per_gpu.append(device_model.best_level((p["level"], p["exact"]) for p in row))
-            entry["worst_level"], entry["worst_level_exact"] = device_model.worst_level(
-                (p["level"], p["exact"]) for p in pairs
-            )
-            entry["aligned_level"], entry["aligned_level_exact"] = device_model.worst_level(best_per_gpu)
-            entry["level_source"] = "+".join(sorted({p["source"] for p in pairs}))
-            entry["pairs"] = pairs
-        claim_rows.append(entry)
+        held = _held_devices(f"{namespace}/{name}", claim, results, consumers, devices, allocated, tally)
+        if held:
+            team = teams.get(namespace, UNASSIGNED)
+            claim_rows.append(_claim_row(f"{namespace}/{name}", namespace, team, consumers, held, devices, topologies))
+    return allocated, claim_rows, tally
 
-    # rows per node, class and team
+
+def _held_devices(claim_name, claim, results, consumers, devices, allocated, tally) -> list[tuple[tuple, str | None]]:
+    """``[(device key, DeviceClass)]`` a claim's results hold, each recorded in ``allocated``."""
+    request_class = _request_classes(claim)
+    held = []
+    for result in results:
+        key = (result.get("driver") or "", result.get("pool") or "", result.get("device") or "")
+        if key not in devices:
+            tally["results_outside_slices"] += 1  # a device no slice publishes (a pool being replaced): not counted
+            continue
+        if result.get("adminAccess"):
+            tally["admin_access_results"] += 1
+            continue
+        request = result.get("request") or ""
+        class_name = request_class.get(request) or request_class.get(request.split("/")[0])
+        consumed = {k: _quantity(v) for k, v in (result.get("consumedCapacity") or {}).items()}
+        allocated.setdefault(key, []).append({"claim": claim_name, "consumers": consumers, "consumed": consumed})
+        held.append((key, class_name))
+    return held
+
+
+def _claim_row(claim_name, namespace, team, consumers, held, devices, topologies) -> dict[str, Any]:
+    """One claim's row: its node, devices by class, and the GPU-NIC levels of its pairs."""
+    held_devices = [devices[key] for key, _class in held]
+    nodes = sorted({d["node"] for d in held_devices})
+    gpus = [d for d in held_devices if d["join"]["role"] == "accelerator"]
+    nics = [d for d in held_devices if d["join"]["role"] == "nic"]
+    entry: dict[str, Any] = {
+        "claim": claim_name,
+        "namespace": namespace,
+        "team": team,
+        "node": nodes[0] if len(nodes) == 1 else None,
+        "devices": {},
+        "consumers": consumers,
+    }
+    for key, class_name in held:
+        entry["devices"].setdefault(class_name or devices[key]["driver"], []).append(devices[key]["label"])
+    if gpus and nics:
+        links = (topologies.get(gpus[0]["node"]) or {}).get("links") or {}
+        pairs = []
+        best_per_gpu = []
+        for gpu in gpus:
+            row = [_pair_level(gpu, nic, links) for nic in nics]
+            pairs += row
+            best_per_gpu.append(device_model.best_level((p["level"], p["exact"]) for p in row))
+        entry["worst_level"], entry["worst_level_exact"] = device_model.worst_level(
+            (p["level"], p["exact"]) for p in pairs
+        )
+        entry["aligned_level"], entry["aligned_level_exact"] = device_model.worst_level(best_per_gpu)
+        entry["level_source"] = "+".join(sorted({p["source"] for p in pairs}))
+        entry["pairs"] = pairs
+    return entry
+
+
+def _device_rows(
+    devices: dict[tuple[str, str, str], dict[str, Any]],
+    allocated: dict[tuple[str, str, str], list[dict[str, Any]]],
+    class_names: list[str],
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """``(per node, per class, shared devices)``: published, allocated and idle devices counted per node
+    (and per class on each node) and per class; the devices several claims or consumers share."""
     per_node: dict[str, dict[str, Any]] = {}
     per_class: dict[str, dict[str, Any]] = {c: _count_row() for c in class_names}
-    per_team: dict[str, dict[str, Any]] = {}
     shared = []
     for key, info in sorted(devices.items(), key=lambda kv: (kv[1]["node"], kv[0])):
         row = per_node.setdefault(info["node"], dict(_count_row(), classes={}))
@@ -256,26 +315,37 @@ def utilization(
                 target["published"] += 1
                 target["allocated"] += 1 if holders else 0
         if len(holders) > 1 or (holders and holders[0]["consumers"] > 1):
-            item: dict[str, Any] = {
-                "node": info["node"],
-                "device": info["label"],
-                "kind": info["kind"],
-                "claims": len(holders),
-                "consumers": sum(h["consumers"] for h in holders),
-                "capacity": {},
-            }
-            for cap, total in sorted(info["capacity"].items()):
-                used = sum((h["consumed"].get(cap) or 0) for h in holders)
-                if used:
-                    item["capacity"][cap] = {"total": str(total), "consumed": str(used),
-                                             "share": round(float(used / total), 3) if total else None}  # fmt: skip
-            shared.append(item)
+            shared.append(_shared_device(info, holders))
     for row in per_node.values():
         _finish(row)
         for sub in row["classes"].values():
             _finish(sub)
     for row in per_class.values():
         _finish(row)
+    return per_node, per_class, shared
+
+
+def _shared_device(info: dict[str, Any], holders: list[dict[str, Any]]) -> dict[str, Any]:
+    """A device that several claims or consumers share, with the share of its capacity they consume."""
+    item: dict[str, Any] = {
+        "node": info["node"],
+        "device": info["label"],
+        "kind": info["kind"],
+        "claims": len(holders),
+        "consumers": sum(h["consumers"] for h in holders),
+        "capacity": {},
+    }
+    for cap, total in sorted(info["capacity"].items()):
+        used = sum((h["consumed"].get(cap) or 0) for h in holders)
+        if used:
+            item["capacity"][cap] = {"total": str(total), "consumed": str(used),
+                                     "share": round(float(used / total), 3) if total else None}  # fmt: skip
+    return item
+
+
+def _team_rows(claim_rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per team: its claims, namespaces, devices per class, and the aligned levels its claims got."""
+    per_team: dict[str, dict[str, Any]] = {}
     for entry in claim_rows:
         team = per_team.setdefault(
             entry["team"], {"claims": 0, "namespaces": set(), "devices": {}, "levels": {}, "bounds": {}}
@@ -289,7 +359,11 @@ def utilization(
             counts[entry["aligned_level"]] = counts.get(entry["aligned_level"], 0) + 1
     for team in per_team.values():
         team["namespaces"] = sorted(team["namespaces"])
+    return per_team
 
+
+def _alignment(claim_rows: list[dict[str, Any]], plan: dict[str, Any] | None) -> dict[str, Any]:
+    """The report's ``alignment``: the aligned levels claims got, and the claims below what the plan promised."""
     with_pairs = [e for e in claim_rows if "aligned_level" in e]
     exact = [e for e in with_pairs if e["aligned_level_exact"]]
     bounded = [e for e in with_pairs if not e["aligned_level_exact"]]
@@ -309,33 +383,11 @@ def utilization(
     maybe_below = [e["claim"] for e in worse if not e["aligned_level_exact"]]
     sources = sorted({e["level_source"] for e in with_pairs})
     return {
-        "schema_version": SCHEMA_VERSION,
-        "site": site,
-        "totals": _finish(
-            {
-                "published": len(devices),
-                "allocated": sum(1 for k in devices if k in allocated),
-                "idle": 0,
-            }
-        ),
-        "claims": {
-            "allocated": len(claim_rows),
-            "pending": pending,
-            "admin_access_results": admin_results,
-            "results_outside_slices": other_pools,
-        },  # fmt: skip
-        "nodes": dict(sorted(per_node.items())),
-        "classes": dict(sorted(per_class.items())),
-        "teams": dict(sorted(per_team.items())),
-        "shared": shared,
-        "alignment": {
-            "claims_with_gpus_and_nics": len(with_pairs),
-            "levels": histogram,
-            "bounds": bounds,
-            "level_source": sources,
-            "promised_level": promised,
-            "below_promise": below,
-            "maybe_below_promise": maybe_below,
-        },
-        "allocations": claim_rows,
+        "claims_with_gpus_and_nics": len(with_pairs),
+        "levels": histogram,
+        "bounds": bounds,
+        "level_source": sources,
+        "promised_level": promised,
+        "below_promise": below,
+        "maybe_below_promise": maybe_below,
     }

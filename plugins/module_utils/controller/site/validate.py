@@ -10,7 +10,7 @@ a name the collection does not know fails with the closest known name. Then
 the checks across hosts and stages, made once per site with the functions the
 stages use themselves: one Kubernetes minor per site, the site's claim
 settings render (:func:`claims.render`), team quotas and templates name
-rendered classes (:func:`teams.settings`), SR-IOV entries select PFs the
+rendered classes (:func:`teams_settings.settings`), SR-IOV entries select PFs the
 node's probe found with enough VFs (:func:`sriov.check_pf`), and the devices
 the driver publishes need no feature gate that the minor leaves off.
 
@@ -32,11 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov
 
 TYPE_CHECKING = False
@@ -358,7 +361,7 @@ def check_driver(
     # Refused whatever the node's devices: validation may run before the probe.
     if isinstance(options, dict) and options.get("list_attributes") is True:
         try:
-            reason = dra.list_attributes_problem(minor, dict(gates))
+            reason = dra_gates.list_attributes_problem(minor, dict(gates))
         except dra.DeviceModelError:
             reason = None  # a bad minor is reported once per site
         if reason:
@@ -369,8 +372,8 @@ def check_driver(
         return [Problem(host, "aligned_dra_topology", "(the probe's fact)", str(exc))]
     try:
         devices = dra.devices_from_topology(dict(topology or {"devices": []}), options)
-        slices = dra.resource_slices(host, devices)
-        reasons = [message for item in slices for message in dra.fields_disabled(item, minor, dict(gates))]
+        slices = dra_slices.resource_slices(host, devices)
+        reasons = [message for item in slices for message in dra_gates.fields_disabled(item, minor, dict(gates))]
     except dra.DeviceModelError as exc:
         reasons = [str(exc)]
     except (KeyError, TypeError) as exc:
@@ -394,7 +397,7 @@ def _site_value(name: str, value: Any) -> str:
     """What two hosts of a site must agree on: the minor of the version (unset is the default), else the value."""
     if name == "aligned_dra_kubernetes_version":
         try:
-            return dra.minor_of(DEFAULT_MINOR if value is None else value)
+            return dra_gates.minor_of(DEFAULT_MINOR if value is None else value)
         except dra.DeviceModelError:
             return _key(value)
     return _key(value)
@@ -426,7 +429,7 @@ def check_site(
     version = setting(first, "aligned_dra_kubernetes_version", None) or DEFAULT_MINOR
     gates = setting(first, "aligned_dra_feature_gates", {}) or {}
     try:
-        minor = dra.minor_of(version)
+        minor = dra_gates.minor_of(version)
     except dra.DeviceModelError as exc:
         return [*problems, Problem(first, "aligned_dra_kubernetes_version", show(version), str(exc))]
     if "driver" in stages:
@@ -461,7 +464,7 @@ def check_site(
         team_settings = setting(first, "aligned_dra_teams", {}) or {}
         try:
             teams.render(team_settings, site, rendered["objects"], version, gates, None, class_keys)
-        except (teams.TeamsError, kueue.KueueError, dra.DeviceModelError, dra_cel.CelError) as exc:
+        except (teams_settings.TeamsError, kueue_api.KueueError, dra.DeviceModelError, dra_cel.CelError) as exc:
             problems.extend(site_problem(exc, "aligned_dra_teams"))
     return problems
 

@@ -137,9 +137,29 @@ def apply(
     }
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
-    files: list[tuple[kmod.FileChange, str]] = []
+    _write_settings(result, before, after, mode, modules, modprobe_dir, modules_load_dir, check_mode)
+    _load_modules(result, before, after, modules, sysfs_root, live, check_mode, modprobe)
+    _set_runtime_mode(result, before, after, mode, sysfs_root, procfs_root, live, check_mode, system_factory)
+    result["diff"] = {"before": before, "after": after}
+    # Moving RDMA devices between namespaces, now or at the next boot: pods lose them, drain first.
+    result["disruptive"] = result["reboot_required"] or any(
+        action.startswith("rdma system set netns") for action in result["actions"]
+    )
+    return result
 
-    # -- persistent settings ---------------------------------------------------
+
+def _write_settings(
+    result: dict[str, Any],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    mode: str | None,
+    modules: list[str] | None,
+    modprobe_dir: str,
+    modules_load_dir: str,
+    check_mode: bool,
+) -> None:
+    """Step 1: the persistent settings, the modprobe options file and the modules-load list."""
+    files: list[tuple[kmod.FileChange, str]] = []
     if mode is not None:
         content = kmod.modprobe_options_content({"ib_core": {"netns_mode": rdma_netlink.NETNS_MODES[mode]}})
         change = _file_change("modprobe_dir", modprobe_dir, OPTIONS_FILE, content)
@@ -165,7 +185,18 @@ def apply(
                 except OSError as exc:
                     raise RdmaConfigError(f"{field}: cannot write {change.path}: {exc.strerror or exc}") from exc
 
-    # -- modules now -------------------------------------------------------------
+
+def _load_modules(
+    result: dict[str, Any],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    modules: list[str] | None,
+    sysfs_root: str,
+    live: bool,
+    check_mode: bool,
+    modprobe: Callable[[str], tuple[int, str]],
+) -> None:
+    """Step 2: the missing modules loaded now (on a captured tree only checked)."""
     loaded_before = {}
     not_loaded = []
     for name in modules or []:
@@ -191,55 +222,69 @@ def apply(
         before["modules_loaded"] = loaded_before
         after["modules_loaded"] = {name: True if live else loaded_before[name] for name in modules}
 
-    # -- netns mode now ----------------------------------------------------------
+
+def _set_runtime_mode(
+    result: dict[str, Any],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    mode: str | None,
+    sysfs_root: str,
+    procfs_root: str,
+    live: bool,
+    check_mode: bool,
+    system_factory: Callable[[], Any],
+) -> None:
+    """Step 3: the netns mode now; where it cannot change at run time, ``reboot_required`` and why."""
     current, source = _read_runtime_mode(live, sysfs_root, system_factory)
     result["netns_mode"] = {"runtime": current, "source": source, "desired": mode}
-    if mode is not None:
-        before["netns_mode"] = current
-        after["netns_mode"] = mode if current is not None else None
-        if current is None:
-            result["reasons"].append("ib_core is not loaded: the mode applies when it loads")
-        elif current != mode:
-            result["changed"] = True
-            if not live:
+    if mode is None:
+        return
+    before["netns_mode"] = current
+    after["netns_mode"] = mode if current is not None else None
+    if current is None:
+        result["reasons"].append("ib_core is not loaded: the mode applies when it loads")
+    elif current != mode:
+        result["changed"] = True
+        if not live:
+            result["reboot_required"] = True
+            result["reasons"].append(
+                f"the RDMA netns mode is {current} in {sysfs_root}, a captured tree that is not changed at "
+                f"run time; {mode} takes effect when ib_core is next loaded (reboot)"
+            )
+            after["netns_mode"] = current
+        elif check_mode:
+            result["actions"].append(f"rdma system set netns {mode}")
+            spaces = count_network_namespaces(procfs_root)
+            if spaces > 1:
                 result["reboot_required"] = True
                 result["reasons"].append(
-                    f"the RDMA netns mode is {current} in {sysfs_root}, a captured tree that is not changed at "
-                    f"run time; {mode} takes effect when ib_core is next loaded (reboot)"
+                    f"{spaces} network namespaces exist; the kernel changes the RDMA netns mode at run time "
+                    "only when the initial namespace is the only one, so a reboot will be needed"
                 )
-                after["netns_mode"] = current
-            elif check_mode:
-                result["actions"].append(f"rdma system set netns {mode}")
-                spaces = count_network_namespaces(procfs_root)
-                if spaces > 1:
-                    result["reboot_required"] = True
-                    result["reasons"].append(
-                        f"{spaces} network namespaces exist; the kernel changes the RDMA netns mode at run time "
-                        "only when the initial namespace is the only one, so a reboot will be needed"
-                    )
-            else:
-                result["actions"].append(f"rdma system set netns {mode}")
-                try:
-                    with system_factory() as system:
-                        system.set_netns_mode(mode)
-                        now = system.get()["netns_mode"]
-                except rdma_netlink.RdmaNetlinkError as exc:
-                    if exc.errno != errno.EBUSY:
-                        raise RdmaConfigError(f"netns_mode: setting {mode} failed: {exc}") from exc
-                    result["reboot_required"] = True
-                    result["reasons"].append(
-                        f"the kernel refused to change the RDMA netns mode from {current} to {mode} at run time "
-                        "(EBUSY: network namespaces other than the initial one exist); the persistent setting "
-                        "takes effect at the next boot"
-                    )
-                    after["netns_mode"] = current
-                else:
-                    if now != mode:
-                        raise RdmaConfigError(f"netns_mode: the kernel reports {now} after setting {mode}")
-                    result["netns_mode"]["runtime"] = now
-    result["diff"] = {"before": before, "after": after}
-    # Moving RDMA devices between namespaces, now or at the next boot: pods lose them, drain first.
-    result["disruptive"] = result["reboot_required"] or any(
-        action.startswith("rdma system set netns") for action in result["actions"]
-    )
-    return result
+        else:
+            result["actions"].append(f"rdma system set netns {mode}")
+            _set_mode_through_netlink(result, after, current, mode, system_factory)
+
+
+def _set_mode_through_netlink(
+    result: dict[str, Any], after: dict[str, Any], current: str, mode: str, system_factory: Callable[[], Any]
+) -> None:
+    """Sets the mode through NETLINK_RDMA; EBUSY (other network namespaces exist) means a reboot."""
+    try:
+        with system_factory() as system:
+            system.set_netns_mode(mode)
+            now = system.get()["netns_mode"]
+    except rdma_netlink.RdmaNetlinkError as exc:
+        if exc.errno != errno.EBUSY:
+            raise RdmaConfigError(f"netns_mode: setting {mode} failed: {exc}") from exc
+        result["reboot_required"] = True
+        result["reasons"].append(
+            f"the kernel refused to change the RDMA netns mode from {current} to {mode} at run time "
+            "(EBUSY: network namespaces other than the initial one exist); the persistent setting "
+            "takes effect at the next boot"
+        )
+        after["netns_mode"] = current
+    else:
+        if now != mode:
+            raise RdmaConfigError(f"netns_mode: the kernel reports {now} after setting {mode}")
+        result["netns_mode"]["runtime"] = now

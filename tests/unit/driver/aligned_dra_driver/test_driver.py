@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Driver state in-process: attribute filters, the call budget, failing writes, odd allocations, concurrency."""
+"""Driver state in-process: the call budget, failing writes, odd allocations, concurrency."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 from aligned_dra_driver import driver as drv
+from aligned_dra_driver.inventory import Options
 
 from ansible_collections.aligned.dra.tests import driver_harness as h
 
@@ -70,29 +71,12 @@ def node():
 
 
 def make(node, **extra):
-    opts = drv.Options(
-        node_name=h.NODE,
-        sysfs_root=str(node.sys),
-        procfs_root=str(node.proc),
-        dev_root=str(node.dev),
-        cdi_dir=str(node.cdi),
-        state_dir=str(node.state),
-        vendor_cdi_dirs=[str(node.vendor_cdi)],
-        device_options={"exclude": ["eno*"]},
-        **extra,
-    )
+    opts = Options(**node.options(**extra))
     kube = ClaimsInMemory()
     driver = drv.Driver(opts, kube, status_queue=StatusRecorder(kube))
     driver.restore()
     driver.rescan()
     return driver, kube
-
-
-def test_match_rules_filter_published_devices(node):
-    driver, _kube = make(node, match=[("dra.aligned.dev/kind", True, "gpu")])
-    assert [d["name"] for d in driver.inventory.devices] == [h.GPU]
-    driver, _kube = make(node, match=[("dra.aligned.dev/rdmaDevice", False, "mlx5_*")])
-    assert [d["name"] for d in driver.inventory.devices] == [h.GPU]
 
 
 def test_claims_past_the_call_budget_are_answered_with_an_error(node):
@@ -225,22 +209,6 @@ def test_a_malformed_claim_fails_only_itself(node):
     answers = driver.prepare([bad, good])
     assert "status.allocation.devices is not an object" in answers[bad[1]]["error"]
     assert "error" not in answers[good[1]]
-
-
-def test_cel_selectors_filter_published_devices(node):
-    driver, _kube = make(node, selectors=['device.attributes["dra.aligned.dev"].kind == "nic"'])
-    assert [d["name"] for d in driver.inventory.devices] == [h.NIC]
-    both = [
-        'device.attributes["resource.kubernetes.io"].pcieRoot == "pci0000:17"',
-        'device.capacity["dra.aligned.dev"].memory.compareTo(quantity("40Gi")) > 0',
-    ]
-    driver, _kube = make(node, selectors=both)
-    assert [d["name"] for d in driver.inventory.devices] == [h.GPU]  # the NIC has no memory: an error, left out
-
-
-def test_a_selector_that_does_not_compile_is_named():
-    with pytest.raises(ValueError, match="does not compile"):
-        drv.compile_selectors(["device.attributes["])
 
 
 def test_start_stops_mps_daemons_no_claim_uses(node, tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from aligned_dra_driver import health, pcihealth
-from aligned_dra_driver.driver import Inventory
+from aligned_dra_driver.inventory import Inventory
 
 BDF = "0000:19:00.0"
 NAME = "nic-0000-19-00-0"

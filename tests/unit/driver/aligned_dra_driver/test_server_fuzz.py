@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from aligned_dra_driver import driver as drv
 from aligned_dra_driver import server
+from aligned_dra_driver.inventory import Options
 from aligned_dra_driver.kube import ApiError
 from aligned_dra_driver.proto import (
     dra_v1_pb2,
@@ -97,17 +98,7 @@ def world():
     shm = Path(tempfile.mkdtemp(prefix="adf", dir="/dev/shm")) if os.path.isdir("/dev/shm") else root / "shm"
     node.cdi, node.state = shm / "cdi", shm / "state"
     node.cdi.mkdir(parents=True)
-    opts = drv.Options(
-        node_name=h.NODE,
-        sysfs_root=str(node.sys),
-        procfs_root=str(node.proc),
-        dev_root=str(node.dev),
-        cdi_dir=str(node.cdi),
-        state_dir=str(node.state),
-        vendor_cdi_dirs=[str(node.vendor_cdi)],
-        device_options={"exclude": ["eno*"]},
-        durable_checkpoint=False,
-    )
+    opts = Options(**node.options(durable_checkpoint=False))
     kube = ClaimStore()
     kube.claims[("default", "gpu")] = stored("gpu", GOOD["gpu"], [{"request": "gpu", "device": h.GPU}])
     kube.claims[("default", "nic")] = stored(

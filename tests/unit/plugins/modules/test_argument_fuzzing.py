@@ -1569,8 +1569,9 @@ def templates(tmp_path_factory):
 
 def _slices() -> list[dict[str, Any]]:
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 
-    return dra.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
+    return dra_slices.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
 
 
 SLICES.extend(_slices())

@@ -10,6 +10,7 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.modules import plan
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects as objects
@@ -58,7 +59,7 @@ def test_plan_from_slice_files_and_topology_dir(tmp_path, capsys):
     nodes = tmp_path / "nodes"
     nodes.mkdir()
     (nodes / "n1.json").write_text(json.dumps(TOPOLOGY))
-    slices = dra.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
+    slices = dra_slices.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
     slice_file = tmp_path / "slices.yaml"
     slice_file.write_text(yaml.safe_dump_all(slices))
     from_files = run(capsys, {"site": "s", "objects": objects(), "slice_files": [str(slice_file)],
@@ -182,7 +183,7 @@ def test_topology_files_plan_only_the_named_nodes_like_the_topologies_do(tmp_pat
 
 def test_topology_files_with_slices_add_the_levels(tmp_path, capsys):
     (tmp_path / "n1.json").write_text(json.dumps(TOPOLOGY))
-    slices = dra.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
+    slices = dra_slices.resource_slices("n1", dra.devices_from_topology(TOPOLOGY))
     with_files = run(capsys, {"site": "s", "objects": objects(), "slices": slices,
                               "topology_files": {"n1": str(tmp_path / "n1.json")}})  # fmt: skip
     with_facts = run(capsys, {"site": "s", "objects": objects(), "slices": slices, "topologies": {"n1": TOPOLOGY}})

@@ -4,7 +4,7 @@
 On every fixture tree (the snapshots and synthetic layouts that tests and the
 demo inventory use), the report's counts and alignment score are compared with
 what the planner itself sees: its nodes (``plan.nodes_from_topologies``) and
-its level of a pair (``plan._Node.levels``), worked out here independently of
+its level of a pair (``allocator.NodeDevices.levels``), worked out here independently of
 :mod:`device_model`.
 """
 
@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import allocator, plan
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -32,7 +32,7 @@ KIND = dra.DRIVER_NAME + "/kind"
 def planner_view(topology: dict) -> dict:
     """Accelerators, physical NICs and each accelerator's best level, as the planner has them."""
     nodes = plan.nodes_from_topologies({"n": topology})
-    node = plan._Node("n", nodes["n"], {dra.DRIVER_NAME})
+    node = allocator.NodeDevices("n", nodes["n"], {dra.DRIVER_NAME})
     accelerators = [d for d in node.devices if d.attributes.get(KIND) in ("gpu", "accelerator")]
     nics = [d for d in node.devices if d.attributes.get(KIND) == "nic"]
     best = {}
@@ -269,7 +269,7 @@ def planned_pair(topology: dict | None, gpu: tuple[str, dict], nic: tuple[str, d
     """The planner's view of an allocation holding one published GPU and one published NIC."""
     slices = [slice_of(gpu[0], [gpu[1]]), slice_of(nic[0], [nic[1]])]
     nodes = plan.nodes_from_slices(slices, {"dgx": topology} if topology else None)
-    node = plan._Node("dgx", nodes["dgx"], set())
+    node = allocator.NodeDevices("dgx", nodes["dgx"], set())
     return node.assess(node.devices)
 
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The DRA device model: devices from probed topologies, slices, limits, gates.
+"""The DRA device model: devices from probed topologies, their attributes and names.
 
 Expected names and attributes are written from the fixture layouts in
 tests/fixtures/layouts/ (which function sits where), not copied from output.
@@ -7,28 +7,13 @@ tests/fixtures/layouts/ (which function sits where), not copied from output.
 
 from __future__ import annotations
 
-import copy
-
 import kubernetes_validate
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
-from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-
-
-@pytest.fixture(scope="module")
-def layouts(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dra-layouts")
-    cache: dict[str, dict] = {}
-
-    def get(name: str) -> dict:
-        if name not in cache:
-            root = materialize(name, out)
-            cache[name] = probe(str(root / "sys"), str(root / "proc"))
-        return cache[name]
-
-    return get
 
 
 def by_name(devices: list[dict]) -> dict[str, dict]:
@@ -164,9 +149,9 @@ def test_five_digit_domain_has_no_standard_pci_attributes():
 def test_every_device_is_valid_for_every_minor(layouts):
     for layout in ("dgx-h100", "mi300x", "hyperv-ndv4", "vm-flat", "pci-domain-5digit"):
         devices = dra.devices_from_topology(layouts(layout), {"plain_nics": True})
-        for item in dra.resource_slices("node-1", devices):
-            assert dra.validate_slice(item) == []
-            for minor in dra.SUPPORTED_MINORS:
+        for item in dra_slices.resource_slices("node-1", devices):
+            assert dra_slices.validate_slice(item) == []
+            for minor in dra_gates.SUPPORTED_MINORS:
                 kubernetes_validate.validate(item, minor + ".0", strict=True)
 
 
@@ -191,74 +176,7 @@ def test_gpu_memory_from_model():
     assert dra.gpu_memory_gib(None) is None
 
 
-# -- ResourceSlices --------------------------------------------------------------
-
-
-def test_slices_split_at_the_limit(layouts):
-    devices = dra.devices_from_topology(layouts("sriov-8x64"))
-    assert len(devices) == 528
-    slices = dra.resource_slices("sriov-gpu-01", devices, generation=3)
-    assert [len(s["spec"]["devices"]) for s in slices] == [128, 128, 128, 128, 16]
-    for index, item in enumerate(slices):
-        spec = item["spec"]
-        assert spec["pool"] == {"name": "sriov-gpu-01", "generation": 3, "resourceSliceCount": 5}
-        assert spec["nodeName"] == "sriov-gpu-01"
-        assert spec["driver"] == dra.DRIVER_NAME
-        assert item["metadata"]["name"] == f"sriov-gpu-01-dra-aligned-dev-{index}"
-    assert [d for s in slices for d in s["spec"]["devices"]] == devices
-
-
-def test_empty_node_gets_one_empty_slice():
-    (item,) = dra.resource_slices("n1", [])
-    assert item["spec"]["devices"] == [] and item["spec"]["pool"]["resourceSliceCount"] == 1
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"node_name": "Bad_Node"}, "node_name"),
-        ({"driver": "UPPER.dev"}, "driver"),
-        ({"generation": -1}, "generation"),
-        ({"max_devices": 129}, "max_devices"),
-    ],
-)
-def test_bad_slice_arguments(kwargs, message):
-    args = {"node_name": "n1", "devices": []}
-    args.update(kwargs)
-    with pytest.raises(dra.DeviceModelError, match=message):
-        dra.resource_slices(**args)
-
-
-def test_devices_from_slices_keeps_the_newest_generation():
-    old = dra.resource_slices("n1", [{"name": "a", "attributes": {}, "capacity": {}}], generation=1)
-    new = dra.resource_slices("n1", [{"name": "b", "attributes": {}, "capacity": {}}], generation=2)
-    other = dra.resource_slices("n2", [{"name": "c", "attributes": {}}], driver="gpu.nvidia.com")
-    grouped = dra.devices_from_slices(old + new + other)
-    assert [d["name"] for d in grouped["n1"]] == ["b"]
-    assert grouped["n2"] == [{"name": "c", "attributes": {}, "driver": "gpu.nvidia.com", "pool": "n2"}]
-
-
-# -- validation ---------------------------------------------------------------------
-
-
-def test_validate_device_finds_each_problem():
-    good = {"name": "gpu-0", "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}}, "capacity": {}}
-    assert dra.validate_device(good) == []
-    bad_name = dict(good, name="GPU_0")
-    assert "not a DNS label" in dra.validate_device(bad_name)[0]
-    too_many = copy.deepcopy(good)
-    too_many["attributes"] = {f"a{i}": {"int": i} for i in range(30)}
-    too_many["capacity"] = {f"c{i}": {"value": "1"} for i in range(3)}
-    assert "33 attributes and capacities, limit 32" in dra.validate_device(too_many)[0]
-    long_value = copy.deepcopy(good)
-    long_value["attributes"]["dra.aligned.dev/model"] = {"string": "x" * 65}
-    assert "at most 64" in dra.validate_device(long_value)[0]
-    two_types = copy.deepcopy(good)
-    two_types["attributes"]["x"] = {"string": "a", "int": 1}
-    assert "exactly one" in dra.validate_device(two_types)[0]
-    bad_key = copy.deepcopy(good)
-    bad_key["attributes"]["dra.aligned.dev/9lives"] = {"int": 9}
-    assert "not a qualified name" in dra.validate_device(bad_key)[0]
+# -- names ---------------------------------------------------------------------------
 
 
 def test_qualified_names():
@@ -268,59 +186,6 @@ def test_qualified_names():
     assert not dra.is_qualified_name("dra.aligned.dev/" + "x" * 33)
     assert dra.split_qualified_name("kind") == (dra.DRIVER_NAME, "kind")
     assert dra.split_qualified_name("gpu.nvidia.com/uuid") == ("gpu.nvidia.com", "uuid")
-
-
-def test_slice_with_too_many_devices_is_refused():
-    devices = [{"name": f"d{i}", "attributes": {}, "capacity": {}} for i in range(129)]
-    item = {"metadata": {"name": "s"}, "spec": {"devices": devices}}
-    assert "129 devices, limit 128" in dra.validate_slice(item)[0]
-    item["spec"]["devices"] = devices[:2] + [devices[0]]
-    assert "appears twice" in dra.validate_slice(item)[0]
-
-
-# -- gates ------------------------------------------------------------------------
-
-
-def test_minor_parsing():
-    assert dra.minor_of("v1.36.2") == "1.36"
-    assert dra.minor_of("1.34") == "1.34"
-    with pytest.raises(dra.DeviceModelError, match="supported minors"):
-        dra.minor_of("1.33")
-    with pytest.raises(dra.DeviceModelError, match="form 1.N"):
-        dra.minor_of("latest")
-
-
-def test_gates_follow_minor_and_overrides():
-    assert dra.gate_enabled("DRAConsumableCapacity", "1.36")
-    assert not dra.gate_enabled("DRAConsumableCapacity", "1.35")
-    assert dra.gate_enabled("DRAConsumableCapacity", "1.35", {"DRAConsumableCapacity": True})
-    assert not dra.gate_enabled("DRAPrioritizedList", "1.37", {"DRAPrioritizedList": False})
-    with pytest.raises(dra.DeviceModelError, match="unknown feature gate"):
-        dra.gate_enabled("NoSuchGate", "1.36")
-
-
-def test_gated_fields_are_found_in_templates():
-    template = {
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {"name": "a", "exactly": {"deviceClassName": "c"}},
-                        {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "c"}]},
-                        {"name": "c", "exactly": {"deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}},
-                    ],
-                    "constraints": [{"distinctAttribute": "dra.aligned.dev/uuid"}],
-                }
-            }
-        }
-    }
-    found = dra.gated_fields(template)
-    assert ("spec.spec.devices.requests[1].firstAvailable", "DRAPrioritizedList") in found
-    assert ("spec.spec.devices.requests[2].exactly.capacity", "DRAConsumableCapacity") in found
-    assert ("spec.spec.devices.constraints[0].distinctAttribute", "DRAConsumableCapacity") in found
-    assert len(found) == 3
-    assert len(dra.fields_disabled(template, "1.35")) == 2
-    assert dra.fields_disabled(template, "1.36") == []
 
 
 @pytest.mark.parametrize(
@@ -398,7 +263,7 @@ def test_numa_node_is_a_list_where_a_device_is_local_to_several_nodes(snc2):
         "gpu-0000-30-00-0": {"ints": [0, 1]},  # node 2 is local by CPUs but at SLIT 21, not 12
         "gpu-0000-40-00-0": {"int": 2},
     }
-    assert all(dra.validate_device(d) == [] for d in devices)
+    assert all(dra_slices.validate_device(d) == [] for d in devices)
 
 
 @pytest.mark.parametrize(
@@ -417,61 +282,17 @@ def test_local_numa_nodes(snc2, local_cpulist, expected):
 
 def test_list_attributes_need_the_gate_of_the_minor(snc2):
     devices = dra.devices_from_topology(snc2, {"list_attributes": True})
-    (item,) = dra.resource_slices("node-1", devices)
+    (item,) = dra_slices.resource_slices("node-1", devices)
     # alpha in 1.36 and 1.37: off unless the site turns it on
-    assert dra.fields_disabled(item, "1.36") == [
+    assert dra_gates.fields_disabled(item, "1.36") == [
         f"spec.devices[{i}].attributes[{dra.ATTR_NUMA_NODE}].ints needs feature gate DRAListTypeAttributes, "
         "which is off on Kubernetes 1.36"
         for i in (0, 2)
     ]
-    assert len(dra.fields_disabled(item, "1.37")) == 2
-    assert dra.fields_disabled(item, "1.36", {"DRAListTypeAttributes": True}) == []
-    scalar = dra.resource_slices("node-1", dra.devices_from_topology(snc2))[0]
-    assert dra.fields_disabled(scalar, "1.36") == []
-
-
-def test_includes_in_a_selector_needs_the_gate():
-    cls = {
-        "kind": "DeviceClass",
-        "spec": {
-            "selectors": [{"cel": {"expression": 'device.attributes["resource.kubernetes.io"].numaNode.includes(0)'}}]
-        },
-    }
-    assert dra.fields_disabled(cls, "1.36") == [
-        "spec.selectors[0].cel.expression calls includes(), which needs feature gate DRAListTypeAttributes, "
-        "off on Kubernetes 1.36"
-    ]
-    assert dra.fields_disabled(cls, "1.36", {"DRAListTypeAttributes": True}) == []
-
-
-@pytest.mark.parametrize(
-    ("value", "problem"),
-    [
-        ({"ints": []}, "non-empty list"),
-        ({"ints": [0, "1"]}, "must hold integers"),
-        ({"bools": [True, 1]}, "must hold booleans"),
-        ({"strings": ["x" * 65]}, "at most 64 characters"),
-        ({"ints": list(range(48))}, "49 attribute values"),  # plus the device's scalar
-        ({"floats": [1.0]}, "exactly one of"),
-    ],
-)
-def test_list_values_are_validated(value, problem):
-    device = {"name": "cpu-0", "attributes": {"socket": {"int": 0}, "numa": value}}
-    assert any(problem in message for message in dra.validate_device(device)), dra.validate_device(device)
-
-
-def test_list_values_within_the_limits_are_valid():
-    device = {"name": "cpu-0", "attributes": {"socket": {"int": 0}, "numa": {"ints": list(range(47))}}}
-    assert dra.validate_device(device) == []
-
-
-def test_slices_with_list_attributes_hold_at_most_64_devices():
-    devices = [{"name": f"cpu-{i}", "attributes": {"numa": {"ints": [0, 1]}}} for i in range(65)]
-    slices = dra.resource_slices("node-1", devices)
-    assert [len(s["spec"]["devices"]) for s in slices] == [64, 1]
-    too_big = copy.deepcopy(slices[0])
-    too_big["spec"]["devices"] = devices
-    assert any("65 devices, limit 64" in p for p in dra.validate_slice(too_big))
+    assert len(dra_gates.fields_disabled(item, "1.37")) == 2
+    assert dra_gates.fields_disabled(item, "1.36", {"DRAListTypeAttributes": True}) == []
+    scalar = dra_slices.resource_slices("node-1", dra.devices_from_topology(snc2))[0]
+    assert dra_gates.fields_disabled(scalar, "1.36") == []
 
 
 def test_attribute_value_sets():

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -25,7 +26,7 @@ ALL_DRIVERS = {
 }
 
 
-@pytest.mark.parametrize("minor", dra.SUPPORTED_MINORS)
+@pytest.mark.parametrize("minor", dra_gates.SUPPORTED_MINORS)
 def test_golden_rendering_per_minor(minor):
     rendered = claims.render(ALL_DRIVERS, "site-a", minor)
     text = yaml.safe_dump_all(rendered["objects"] + [{"left_out": rendered["skipped"]}], sort_keys=True)
@@ -35,7 +36,7 @@ def test_golden_rendering_per_minor(minor):
     assert text == path.read_text()
 
 
-@pytest.mark.parametrize("minor", dra.SUPPORTED_MINORS)
+@pytest.mark.parametrize("minor", dra_gates.SUPPORTED_MINORS)
 def test_everything_rendered_is_valid_for_its_minor(minor):
     for gates in ({}, {"DRAConsumableCapacity": True}):
         rendered = claims.render(ALL_DRIVERS, "site-a", minor, gates)

@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The allocation planner on hand-built and probed topologies, with hand-computed expectations."""
+"""The allocation planner on hand-built and probed topologies, with hand-computed expectations.
+
+The allocator's rules on hand-written devices (capacity, counters, taints, list-typed
+attributes) and the allocator driven directly are in ``test_allocator.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,37 +12,10 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+from ansible_collections.aligned.dra.tests.plan_inputs import CLASSES, KIND, device_class, exactly, template
 
-KIND = 'device.attributes["dra.aligned.dev"].kind'
 ROOT = "resource.kubernetes.io/pcieRoot"
 NUMA = "resource.kubernetes.io/numaNode"
-
-
-def device_class(name: str, expression: str) -> dict:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-            "spec": {"selectors": [{"cel": {"expression": expression}}]}}  # fmt: skip
-
-
-CLASSES = [
-    device_class("gpu", f'device.driver == "dra.aligned.dev" && {KIND} == "gpu"'),
-    device_class("nic", f'device.driver == "dra.aligned.dev" && {KIND} == "nic"'),
-    device_class("vf", f'device.driver == "dra.aligned.dev" && {KIND} == "vf"'),
-]
-
-
-def template(name: str, requests: list, constraints: list | None = None) -> dict:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": requests, "constraints": constraints or []}}},
-    }
-
-
-def exactly(name: str, cls: str, count: int = 1, **extra) -> dict:
-    spec = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": count}
-    spec.update(extra)
-    return {"name": name, "exactly": spec}
 
 
 def pairs(n: int) -> dict:
@@ -189,53 +166,6 @@ def test_cel_error_aborts_and_is_reported():
     assert "uuid" in error["expression"] and "uuid" in error["message"]
 
 
-def test_capacity_requests_and_shared_devices():
-    gpu = {
-        "name": "gpu-0",
-        "driver": "dra.aligned.dev",
-        "pool": "n1",
-        "allowMultipleAllocations": True,
-        "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
-        "capacity": {"memory": {"value": "80Gi"}},
-    }
-    nodes = {"n1": {"devices": [gpu], "links": {}}}
-    slice_20 = template("slice", [exactly("gpu", "gpu", capacity={"requests": {"memory": "20Gi"}})])
-    too_big = template("too-big", [exactly("gpu", "gpu", capacity={"requests": {"memory": "81Gi"}})])
-    result = {t["name"]: t for t in planner.plan("s", nodes, CLASSES, [slice_20, too_big])["templates"]}
-    assert result["slice"]["fits_total"] == 4
-    assert result["too-big"]["fits_total"] == 0
-    # without allowMultipleAllocations the device is taken whole
-    gpu["allowMultipleAllocations"] = False
-    result = {t["name"]: t for t in planner.plan("s", nodes, CLASSES, [slice_20])["templates"]}
-    assert result["slice"]["fits_total"] == 1
-
-
-def test_shared_counters_limit_partitions():
-    slices = [
-        {
-            "spec": {
-                "driver": "gpu.example.com",
-                "nodeName": "n1",
-                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}],
-                "devices": [
-                    {
-                        "name": f"part-{i}",
-                        "attributes": {"kind": {"string": "part"}},
-                        "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "20Gi"}}}],
-                    }
-                    for i in range(3)
-                ],
-            }
-        }
-    ]
-    classes = [device_class("part", 'device.driver == "gpu.example.com"')]
-    result = planner.plan("s", planner.nodes_from_slices(slices), classes, [template("p", [exactly("x", "part")])])
-    node = result["templates"][0]["nodes"]["n1"]
-    assert node["fits"] == 2
-    assert node["allocations"][0]["devices"] == {"x": ["gpu.example.com/part-0"]}
-
-
 def test_what_if_on_another_layout(tmp_path):
     """The same templates on a probed node that is not part of the site."""
     root = materialize("dgx-h100", tmp_path)
@@ -327,38 +257,6 @@ def test_admin_access_uses_devices_in_use_and_takes_nothing():
     assert result["gpu"]["nodes"]["n1"]["fits"] == 8
 
 
-def test_device_taints_need_a_toleration():
-    devices = [
-        {
-            "name": f"gpu-{i}",
-            "driver": "dra.aligned.dev",
-            "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
-            "taints": [{"key": "maintenance", "value": "yes", "effect": effect}] if effect else [],
-        }
-        for i, effect in enumerate(["NoSchedule", "NoExecute", "None", None])
-    ]
-    nodes = {"n1": {"devices": devices, "links": {}}}
-    plain = template("plain", [exactly("gpu", "gpu")])
-    tolerant = template("tolerant", [exactly("gpu", "gpu", tolerations=[{"key": "maintenance", "operator": "Exists"}])])
-    equal_wrong = template(
-        "wrong-value",
-        [exactly("gpu", "gpu", tolerations=[{"key": "maintenance", "operator": "Equal", "value": "no"}])],
-    )
-    only_no_schedule = template(
-        "no-schedule-only",
-        [exactly("gpu", "gpu", tolerations=[{"key": "maintenance", "value": "yes", "effect": "NoSchedule"}])],
-    )
-    result = {
-        t["name"]: t
-        for t in planner.plan("s", nodes, CLASSES, [plain, tolerant, equal_wrong, only_no_schedule])["templates"]
-    }
-    # an effect of None only informs; the two blocking taints need tolerating
-    assert result["plain"]["fits_total"] == 2
-    assert result["tolerant"]["fits_total"] == 4
-    assert result["wrong-value"]["fits_total"] == 2
-    assert result["no-schedule-only"]["fits_total"] == 3
-
-
 def test_the_plan_lists_the_tainted_devices_of_its_input():
     unhealthy = {
         "key": "dra.aligned.dev/unhealthy",
@@ -437,111 +335,6 @@ def test_node_accounting_lists_the_left_out_nodes_and_counts():
 def test_node_accounting_names_bad_input(planned, failed, counts, message):
     with pytest.raises(planner.PlanError, match=message):
         planner.node_accounting(planned, failed, counts)
-
-
-# -- list-typed attributes (DRAListTypeAttributes, KEP-5491) ----------------------------------------
-
-CPU_DRIVER = "cpu.example.com"
-LIST_CLASSES = CLASSES + [device_class("cpu", f'device.driver == "{CPU_DRIVER}"')]
-
-
-def numa_device(name: str, driver: str, value: dict, kind: str | None = None) -> dict:
-    attributes = {NUMA: value}
-    if kind:
-        attributes["dra.aligned.dev/kind"] = {"string": kind}
-    return {"name": name, "driver": driver, "pool": "n1", "attributes": attributes}
-
-
-def plan_devices(devices: list, templates: list) -> dict:
-    nodes = {"n1": {"devices": devices, "links": {}, "shared_counters": {}}}
-    result = planner.plan("test", nodes, LIST_CLASSES, templates)
-    return {t["name"]: t["nodes"]["n1"] for t in result["templates"]}
-
-
-def test_match_attribute_is_a_non_empty_intersection_with_scalars_as_one_element_sets():
-    devices = [
-        numa_device("gpu-a", "dra.aligned.dev", {"int": 1}, "gpu"),
-        numa_device("gpu-b", "dra.aligned.dev", {"int": 3}, "gpu"),
-        numa_device("cpu-0", CPU_DRIVER, {"ints": [0, 1]}),
-        numa_device("cpu-1", CPU_DRIVER, {"ints": [2, 3]}),
-    ]
-    pair = template("pair", [exactly("gpu", "gpu"), exactly("cpu", "cpu")], [{"matchAttribute": NUMA}])
-    node = plan_devices(devices, [pair])["pair"]
-    # {1} meets {0, 1}; {3} meets {2, 3}; {1} and {2, 3} do not meet
-    assert node["fits"] == 2
-    assert [a["devices"] for a in node["allocations"]] == [
-        {"gpu": ["gpu-a"], "cpu": [f"{CPU_DRIVER}/cpu-0"]},
-        {"gpu": ["gpu-b"], "cpu": [f"{CPU_DRIVER}/cpu-1"]},
-    ]
-
-
-def test_match_attribute_needs_one_value_common_to_all_devices_not_just_to_each_pair():
-    gpu = numa_device("gpu-a", "dra.aligned.dev", {"ints": [0, 1]}, "gpu")
-    nic = numa_device("nic-a", "dra.aligned.dev", {"ints": [1, 2]}, "nic")
-    triple = template(
-        "triple", [exactly("gpu", "gpu"), exactly("nic", "nic"), exactly("cpu", "cpu")], [{"matchAttribute": NUMA}]
-    )
-    # every pair overlaps, but {0,1} & {1,2} & {2} is empty
-    assert plan_devices([gpu, nic, numa_device("cpu-2", CPU_DRIVER, {"int": 2})], [triple])["triple"]["fits"] == 0
-    # {0,1} & {1,2} & {1, 5} = {1}
-    assert plan_devices([gpu, nic, numa_device("cpu-1", CPU_DRIVER, {"ints": [1, 5]})], [triple])["triple"]["fits"] == 1
-
-
-def test_match_attribute_backtracks_to_the_intersection_before_a_device():
-    # gpu-a narrows {0,1,2} & {0,1} to {0,1}; nic-x ({1}) fails with cpu-0 ({0}) and is taken back,
-    # the search must then see {0,1} again and accept nic-y ({0})
-    devices = [
-        numa_device("cpu-0", CPU_DRIVER, {"ints": [0, 1, 2]}),
-        numa_device("gpu-a", "dra.aligned.dev", {"ints": [0, 1]}, "gpu"),
-        numa_device("nic-x", "dra.aligned.dev", {"int": 1}, "nic"),
-        numa_device("nic-y", "dra.aligned.dev", {"int": 0}, "nic"),
-        numa_device("vf-0", "dra.aligned.dev", {"int": 0}, "vf"),
-    ]
-    quad = template(
-        "quad",
-        [exactly("cpu", "cpu"), exactly("gpu", "gpu"), exactly("nic", "nic"), exactly("vf", "vf")],
-        [{"matchAttribute": NUMA}],
-    )
-    node = plan_devices(devices, [quad])["quad"]
-    assert node["fits"] == 1
-    assert node["allocations"][0]["devices"]["nic"] == ["nic-y"]
-
-
-def test_distinct_attribute_needs_pairwise_disjoint_sets():
-    devices = [numa_device(f"cpu-{v}", CPU_DRIVER, value) for v, value in
-               (("a", {"ints": [0, 1]}), ("b", {"ints": [1, 2]}), ("c", {"int": 3}), ("d", {"ints": [4]}))]  # fmt: skip
-    two = template("two", [exactly("x", "cpu"), exactly("y", "cpu")], [{"distinctAttribute": NUMA}])
-    node = plan_devices(devices, [two])["two"]
-    # a and b share 1, so the first claim takes a and c, the second b and d
-    assert node["fits"] == 2
-    assert [a["devices"] for a in node["allocations"]] == [
-        {"x": [f"{CPU_DRIVER}/cpu-a"], "y": [f"{CPU_DRIVER}/cpu-c"]},
-        {"x": [f"{CPU_DRIVER}/cpu-b"], "y": [f"{CPU_DRIVER}/cpu-d"]},
-    ]
-
-
-def test_values_of_different_types_never_match():
-    devices = [
-        numa_device("gpu-a", "dra.aligned.dev", {"int": 1}, "gpu"),
-        numa_device("cpu-bool", CPU_DRIVER, {"bools": [True]}),
-        numa_device("cpu-str", CPU_DRIVER, {"strings": ["1"]}),
-    ]
-    pair = template("pair", [exactly("gpu", "gpu"), exactly("cpu", "cpu")], [{"matchAttribute": NUMA}])
-    assert plan_devices(devices, [pair])["pair"]["fits"] == 0
-    devices.append(numa_device("cpu-int", CPU_DRIVER, {"ints": [7, 1]}))
-    assert plan_devices(devices, [pair])["pair"]["allocations"][0]["devices"]["cpu"] == [f"{CPU_DRIVER}/cpu-int"]
-
-
-def test_includes_selects_on_list_and_scalar_attributes():
-    devices = [
-        numa_device("cpu-0", CPU_DRIVER, {"ints": [0, 1]}),
-        numa_device("cpu-1", CPU_DRIVER, {"int": 1}),
-        numa_device("cpu-2", CPU_DRIVER, {"ints": [2, 3]}),
-    ]
-    on_one = 'device.attributes["resource.kubernetes.io"].numaNode.includes(1)'
-    request = exactly("cpu", "cpu", count=2, selectors=[{"cel": {"expression": on_one}}])
-    node = plan_devices(devices, [template("t", [request])])["t"]
-    assert node["allocations"][0]["devices"] == {"cpu": [f"{CPU_DRIVER}/cpu-0", f"{CPU_DRIVER}/cpu-1"]}
 
 
 def test_nodes_converted_one_at_a_time_share_equal_attribute_values_and_plan_the_same():

@@ -1,229 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Site report: layout fingerprints, the level matrix, the SVG and the pages."""
+"""Site report: the pages, their plan, teams and utilization sections, and the files they are built from."""
 
 from __future__ import annotations
 
 import json
 import re
-from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
 from ansible_collections.aligned.dra.tests.report_sites import (
+    DEMO_FIXTURES,
     identical_site,
+    parse,
     plan_for,
     topology_of,
-    with_identity,
     write_site,
 )
 
-DEMO_FIXTURES = ("dgx-h100", "mi300x", "sriov-8x64", "hyperv-ndv4", "vm-flat", "pci-domain-5digit")
-
-
-class Elements(HTMLParser):
-    """Every start tag with its attributes (the page must parse as HTML)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-
-def parse(html: str) -> list[tuple[str, dict[str, str | None]]]:
-    parser = Elements()
-    parser.feed(html)
-    return parser.tags
-
-
-# ---------------------------------------------------------------- fingerprints
-
-
-def test_identifiers_do_not_change_the_fingerprint():
-    base = topology_of("dgx-h100")
-    other = with_identity(base, 42)
-    assert other["hostname"] != base["hostname"]
-    assert other["rdma_devices"][0]["node_guid"] != base["rdma_devices"][0]["node_guid"]
-    assert report.layout_fingerprint(base) == report.layout_fingerprint(other)
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        pytest.param(lambda t: t["devices"].pop(), id="a device less"),
-        pytest.param(lambda t: _gpu(t).update(numa_node=1 - _gpu(t)["numa_node"]), id="GPU on another NUMA node"),
-        pytest.param(lambda t: _gpu(t).update(pcie_root=None), id="GPU without pcieRoot"),
-        pytest.param(lambda t: _first_link(t, "SYS"), id="a level"),
-        pytest.param(lambda t: t["numa_nodes"][0].update(cpulist="0-3"), id="CPUs of a NUMA node"),
-        pytest.param(lambda t: _gpu(t)["gpu"].update(model="NVIDIA H200"), id="GPU model"),
-    ],
-)
-def test_layout_changes_change_the_fingerprint(change):
-    base = topology_of("dgx-h100")
-    other = topology_of("dgx-h100")
-    change(other)
-    assert report.layout_fingerprint(base) != report.layout_fingerprint(other)
-
-
-def test_sriov_vf_count_is_part_of_the_layout():
-    base = topology_of("sriov-8x64")
-    other = topology_of("sriov-8x64")
-    pf = next(d for d in other["devices"] if d.get("sriov"))
-    pf["sriov"]["numvfs"] = 8
-    assert report.layout_fingerprint(base) != report.layout_fingerprint(other)
-
-
-def _gpu(topology):
-    return next(d for d in topology["devices"] if d["kind"] == "gpu")
-
-
-def _first_link(topology, level):
-    gpu = next(iter(topology["links"]))
-    nic = next(iter(topology["links"][gpu]))
-    topology["links"][gpu][nic] = level if topology["links"][gpu][nic] != level else "PIX"
-
-
-def test_identical_machines_share_one_layout_and_others_do_not():
-    nodes = identical_site("dgx-h100", 5)
-    nodes["odd-one"] = topology_of("mi300x")
-    groups = report.group_layouts(nodes)
-    assert [g["hosts"] for g in groups] == [[f"gpu-{i:04d}" for i in range(1, 6)], ["odd-one"]]
-    assert groups[0]["fingerprint"] == report.layout_fingerprint(nodes["gpu-0003"])
-
-
-# ---------------------------------------------------------------- matrix
-
-
-@pytest.mark.parametrize("fixture", DEMO_FIXTURES)
-def test_matrix_cells_are_the_probe_links(fixture):
-    topology = topology_of(fixture)
-    matrix = report.level_matrix(report.layout_model(topology))
-    columns = {c["pci_address"] for c in matrix["nics"]}
-    assert [g["pci_address"] for g in matrix["gpus"]] == sorted(topology["links"])
-    for gpu, row in topology["links"].items():
-        for nic, level in row.items():
-            device = next(d for d in topology["devices"] if d["pci_address"] == nic)
-            column = nic if nic in columns else device["physfn"]
-            assert matrix["cells"][gpu][column] == level, (gpu, nic)
-
-
-def test_vfs_are_collapsed_into_their_pf_column():
-    topology = topology_of("sriov-8x64")
-    matrix = report.level_matrix(report.layout_model(topology))
-    assert len(matrix["nics"]) == 8
-    assert all(c["collapsed_vfs"] == 64 and c["numvfs"] == 64 for c in matrix["nics"])
-    assert [c["label"] for c in matrix["nics"]] == [f"NIC{i}" for i in range(8)]
-
-
-def test_a_vf_with_its_own_level_gets_its_own_column():
-    topology = topology_of("sriov-8x64")
-    gpu = sorted(topology["links"])[0]
-    vf = next(d for d in topology["devices"] if d.get("physfn"))
-    topology["links"][gpu][vf["pci_address"]] = "SYS"
-    matrix = report.level_matrix(report.layout_model(topology))
-    own = [c for c in matrix["nics"] if c["pci_address"] == vf["pci_address"]]
-    assert own and own[0]["vf"] and own[0]["physfn"] == vf["physfn"]
-    assert matrix["cells"][gpu][vf["pci_address"]] == "SYS"
-    pf_column = next(c for c in matrix["nics"] if c["pci_address"] == vf["physfn"])
-    assert pf_column["collapsed_vfs"] == 63
-
-
-def test_a_vf_without_its_pf_is_a_column():
-    topology = topology_of("vm-flat")
-    nic = next(d for d in topology["devices"] if d["kind"] == "nic")
-    nic["physfn"] = "0000:99:00.0"  # the PF stays on the hypervisor
-    matrix = report.level_matrix(report.layout_model(topology))
-    assert nic["pci_address"] in [c["pci_address"] for c in matrix["nics"] if c["vf"]]
-
-
-# ---------------------------------------------------------------- picture
-
-
-@pytest.mark.parametrize("fixture", DEMO_FIXTURES)
-def test_picture_draws_every_gpu_and_physical_nic_once(fixture):
-    topology = topology_of(fixture)
-    model = report.layout_model(topology)
-    svg = report.node_svg(model)
-    tags = parse(svg)
-    drawn = [a["data-bdf"] for t, a in tags if t == "g" and "dev" in (a.get("class") or "").split()]
-    shown = [a["data-bdf"] for t, a in tags if t == "g" and {"gpu", "nic"} & set((a.get("class") or "").split())]
-    plain = {a["data-bdf"] for t, a in tags if t == "g" and "plain" in (a.get("class") or "").split()}
-    # NICs the planner does not pair with (no RDMA device) are drawn, marked plain.
-    assert plain == {d["pci_address"] for d in topology["devices"] if d["kind"] == "nic" and not d.get("physfn")}
-    expected = sorted(
-        d["pci_address"]
-        for d in topology["devices"]
-        if d["kind"] in ("gpu", "accelerator", "nic", "rdma") and not d.get("physfn")
-    )
-    assert sorted(shown) == expected
-    assert len(drawn) == len(set(drawn))
-    numa_bands = {a["data-numa"] for t, a in tags if t == "g" and a.get("class") == "numa"}
-    assert numa_bands >= {str(n["id"]) for n in topology["numa_nodes"]}
-
-
-def test_picture_highlights_the_nearest_nic_of_each_gpu():
-    topology = topology_of("dgx-h100")
-    svg = report.node_svg(report.layout_model(topology))
-    pairs = {
-        (a["data-gpu"], a["data-nic"], a["data-level"]) for t, a in parse(svg) if t == "path" and a.get("data-gpu")
-    }
-    expected = {(gpu, nic, e["level"]) for gpu, e in topology["nearest_nics"].items() for nic in e["nics"]}
-    assert pairs == expected
-
-
-def test_vfs_are_not_drawn_one_by_one():
-    topology = topology_of("sriov-8x64")
-    svg = report.node_svg(report.layout_model(topology))
-    assert svg.count("+64 VFs") == 8
-    vf = next(d["pci_address"] for d in topology["devices"] if d.get("physfn"))
-    assert f'data-bdf="{vf}"' not in svg
-
-
-def test_numa_colours_follow_the_device_numa_node():
-    svg = report.node_svg(report.layout_model(topology_of("mi300x")))
-    gpu_on_0 = re.search(r'data-bdf="0000:01:00.0"><rect [^>]*stroke="([^"]+)"', svg).group(1)
-    gpu_on_1 = re.search(r'data-bdf="0000:81:00.0"><rect [^>]*stroke="([^"]+)"', svg).group(1)
-    assert (gpu_on_0, gpu_on_1) == (report.NUMA_COLOURS[0], report.NUMA_COLOURS[1])
-
-
-def test_unknown_numa_gets_its_own_band():
-    topology = topology_of("vm-flat")
-    for device in topology["devices"]:
-        device["numa_node"] = None
-        device["numa_node_inferred"] = None
-    svg = report.node_svg(report.layout_model(topology))
-    assert 'data-numa="unknown"' in svg and "NUMA node unknown (-1)" in svg
-
-
-# ---------------------------------------------------------------- score and pages
-
-
-def test_alignment_score_buckets():
-    nodes = {"a": topology_of("dgx-h100"), "b": topology_of("mi300x"), "c": topology_of("hyperv-ndv4")}
-    score = report.alignment_score(site_summary("s", nodes))
-    assert score["gpus"] == 24
-    counts = {b["key"]: b["count"] for b in score["buckets"]}
-    assert counts == {"aligned": 8, "host": 16, "sys": 0, "none": 0}
-    assert sum(b["share"] for b in score["buckets"]) == pytest.approx(1.0)
-
-
-def test_alignment_score_counts_sys_and_gpus_without_nic():
-    # The score reads the probe's links, as the planner does: one GPU sees
-    # every NIC at SYS, another has no level to any NIC.
-    topology = topology_of("dgx-h100")
-    gpus = sorted(topology["links"])
-    topology["links"][gpus[0]] = {nic: "SYS" for nic in topology["links"][gpus[0]]}
-    topology["links"][gpus[1]] = {}
-    counts = {b["key"]: b["count"] for b in report.alignment_score(site_summary("s", {"a": topology}))["buckets"]}
-    assert counts == {"aligned": 6, "host": 0, "sys": 1, "none": 1}
+# ---------------------------------------------------------------- pages
 
 
 def test_site_page_is_self_contained_and_lists_every_node():
     nodes = {f"n-{f}": topology_of(f) for f in DEMO_FIXTURES}
-    page = report.site_report("demo", nodes)["html"]
+    page = pages.site_report("demo", nodes)["html"]
     tags = parse(page)
     assert not [t for t, _a in tags if t in ("script", "link", "img", "iframe", "object")]
     assert not re.search(r"url\(|@import|@font-face", page)
@@ -237,24 +38,24 @@ def test_site_page_is_self_contained_and_lists_every_node():
 
 def test_pages_are_deterministic():
     nodes = {"a": topology_of("dgx-h100"), "b": topology_of("vm-flat")}
-    assert report.site_report("x", nodes)["html"] == report.site_report("x", dict(reversed(nodes.items())))["html"]
+    assert pages.site_report("x", nodes)["html"] == pages.site_report("x", dict(reversed(nodes.items())))["html"]
 
 
 def test_names_are_escaped():
     nodes = {"<b>evil</b>": topology_of("vm-flat")}
-    page = report.site_report("s&p", nodes)["html"]
+    page = pages.site_report("s&p", nodes)["html"]
     assert "<b>evil</b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page and "s&amp;p" in page
 
 
 def test_warnings_are_listed_per_layout():
     nodes = {"vm": topology_of("hyperv-ndv4")}
-    page = report.site_report("s", nodes)["html"]
+    page = pages.site_report("s", nodes)["html"]
     assert "no resource.kubernetes.io/pcieRoot" in page
 
 
 def test_a_large_site_of_identical_machines_is_drawn_once_and_small():
     nodes = identical_site("dgx-h100", 500)
-    result = report.site_report("big", nodes)
+    result = pages.site_report("big", nodes)
     assert len(result["layouts"]) == 1 and len(result["layouts"][0]["hosts"]) == 500
     html = result["html"]
     assert html.count("<svg") == 1
@@ -267,8 +68,8 @@ def test_a_large_site_of_identical_machines_is_drawn_once_and_small():
 
 def test_plan_section_shows_capacity_worst_level_and_errors():
     nodes = identical_site("dgx-h100", 3)
-    plan = report.validate_plan(plan_for("s", nodes))
-    page = report.site_report("s", nodes, plan=plan)["html"]
+    plan = inputs.validate_plan(plan_for("s", nodes))
+    page = pages.site_report("s", nodes, plan=plan)["html"]
     tags = parse(page)
     rows = {a["data-template"] for t, a in tags if t == "tr" and a.get("data-template")}
     assert rows == {"gpu-nic-pair-1", "eight-gpus-one-root"}
@@ -285,7 +86,7 @@ def test_plan_node_groups_are_ordered_by_claims_then_level():
     per_node["gpu-0001"].update(worst_level="PXB")
     per_node["gpu-0002"].update(worst_level="PHB")
     per_node["gpu-0003"].update(worst_level="PIX")
-    html = report.plan_html(report.validate_plan(plan))
+    html = pages.plan_html(inputs.validate_plan(plan))
     assert [html.index(f">{lv}</b>: 1 node") for lv in ("PIX", "PXB", "PHB")] == sorted(
         html.index(f">{lv}</b>: 1 node") for lv in ("PIX", "PXB", "PHB")
     )
@@ -310,8 +111,8 @@ def test_plan_section_shows_tainted_devices_and_why():
     rendered = claims.render({}, "s", "1.36")["objects"]
     classes = [o for o in rendered if o["kind"] == "DeviceClass"]
     templates = [o for o in rendered if o["kind"] != "DeviceClass"]
-    plan = report.validate_plan(planner.plan("s", planned, classes, templates, kubernetes_version="1.36"))
-    html = report.plan_html(plan)
+    plan = inputs.validate_plan(planner.plan("s", planned, classes, templates, kubernetes_version="1.36"))
+    html = pages.plan_html(plan)
     rows = [a["data-device"] for t, a in parse(html) if t == "tr" and a.get("data-device")]
     assert rows == [gone["name"]]
     assert "<code>dra.aligned.dev/unhealthy=gone</code>" in html
@@ -319,8 +120,8 @@ def test_plan_section_shows_tainted_devices_and_why():
         "the PCI function is no longer on the node" in html and "NoExecute" in html and "2026-11-23T18:41:01Z" in html
     )
     # no taint in the input: no section
-    untainted = report.validate_plan(plan_for("s", nodes))
-    assert "Tainted devices" not in report.plan_html(untainted)
+    untainted = inputs.validate_plan(plan_for("s", nodes))
+    assert "Tainted devices" not in pages.plan_html(untainted)
 
 
 def test_a_bounded_plan_level_is_shown_as_a_bound():
@@ -330,28 +131,10 @@ def test_a_bounded_plan_level_is_shown_as_a_bound():
     template.update(worst_level="PHB", worst_level_exact=False)
     template["nodes"]["gpu-0001"].update(worst_level="PHB", worst_level_exact=False)
     template["nodes"]["gpu-0002"].update(worst_level="PHB", worst_level_exact=True)
-    html = report.plan_html(report.validate_plan(plan))
+    html = pages.plan_html(inputs.validate_plan(plan))
     assert re.search(r"<td><b [^>]*>≤ PHB</b></td>", html)
     assert re.search(r"worst level <b [^>]*>PHB</b>: 1 node \(gpu-0002\)", html)
     assert re.search(r"worst level <b [^>]*>≤ PHB</b>: 1 node \(gpu-0001\)", html)
-
-
-@pytest.mark.parametrize(
-    ("mutate", "message"),
-    [
-        (lambda p: p.update(tainted_devices=[{"node": "n1"}]), "'tainted_devices' must be a list of objects"),
-        (lambda p: p.update(schema_version=2), "schema_version 2 is not supported"),
-        (lambda p: p["templates"][0].pop("fits_total"), "templates[0] has no 'fits_total'"),
-        (lambda p: p["templates"][1].update(worst_level="FAR"), "worst_level 'FAR' is not one of"),
-        (lambda p: p.update(templates={}), "'templates' must be a list"),
-        (lambda p: p["templates"][0]["nodes"]["gpu-0001"].pop("fits"), "nodes.gpu-0001 needs 'fits'"),
-    ],
-)
-def test_bad_plans_are_refused_with_the_field(mutate, message):
-    plan = plan_for("s", identical_site("vm-flat", 1))
-    mutate(plan)
-    with pytest.raises(report.ReportError, match=re.escape(message)):
-        report.validate_plan(plan, "p.json")
 
 
 # ---------------------------------------------------------------- files
@@ -361,7 +144,7 @@ def test_build_reports_reads_what_the_topology_role_wrote(tmp_path):
     write_site(tmp_path, "east", identical_site("dgx-h100", 2))
     write_site(tmp_path, "west", {"vm": topology_of("vm-flat")})
     (tmp_path / "east" / "plan.json").write_text(json.dumps(plan_for("east", identical_site("dgx-h100", 2))))
-    built = report.build_reports(str(tmp_path))
+    built = pages.build_reports(str(tmp_path))
     assert sorted(built["files"]) == ["east/report.html", "index.html", "west/report.html"]
     assert built["sites"]["east"]["plan"] is True and built["sites"]["west"]["plan"] is False
     assert built["sites"]["east"]["score"] == {"aligned": 16, "host": 0, "sys": 0, "none": 0}
@@ -373,7 +156,7 @@ def test_build_reports_one_site_keeps_the_others_in_the_index(tmp_path):
     write_site(tmp_path, "east", {"a": topology_of("vm-flat")})
     write_site(tmp_path, "west", {"b": topology_of("vm-flat")})
     (tmp_path / "west" / "report.html").write_text("built earlier")
-    built = report.build_reports(str(tmp_path), sites=["east"])
+    built = pages.build_reports(str(tmp_path), sites=["east"])
     assert sorted(built["files"]) == ["east/report.html", "index.html"]
     assert 'href="west/report.html"' in built["files"]["index.html"]
 
@@ -396,16 +179,16 @@ def test_build_reports_one_site_keeps_the_others_in_the_index(tmp_path):
 )
 def test_build_reports_names_the_bad_file(tmp_path, setup, message):
     setup(tmp_path)
-    with pytest.raises(report.ReportError, match=re.escape(message)):
-        report.build_reports(str(tmp_path))
+    with pytest.raises(inputs.ReportError, match=re.escape(message)):
+        pages.build_reports(str(tmp_path))
 
 
 def test_build_reports_refuses_unknown_sites_and_levels(tmp_path):
     write_site(tmp_path, "s", {"a": topology_of("vm-flat")})
-    with pytest.raises(report.ReportError, match=r"sites \['nope'\] are not in"):
-        report.build_reports(str(tmp_path), sites=["nope"])
-    with pytest.raises(report.ReportError, match="unknown level"):
-        report.build_reports(str(tmp_path), warn_levels=["FAR"])
+    with pytest.raises(inputs.ReportError, match=r"sites \['nope'\] are not in"):
+        pages.build_reports(str(tmp_path), sites=["nope"])
+    with pytest.raises(inputs.ReportError, match="unknown level"):
+        pages.build_reports(str(tmp_path), warn_levels=["FAR"])
 
 
 # ---------------------------------------------------------------- teams and utilization
@@ -419,6 +202,7 @@ def _teams_and_utilization():
     from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
     from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
     from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 
     objects = claims.render({"drivers": ["dra.aligned.dev", "gpu.nvidia.com", "dra.net"]}, "east", "1.36")["objects"]
     raw = {
@@ -436,7 +220,7 @@ def _teams_and_utilization():
         yaml.safe_load((recorded / "slices.yaml").read_text())["items"],
         yaml.safe_load((recorded / "claims.yaml").read_text())["items"],
         [o for o in objects if o["kind"] == "DeviceClass"],
-        teams.teams_by_namespace(raw),
+        teams_settings.teams_by_namespace(raw),
         site="east",
     )
     return summary, json.loads(json.dumps(used))
@@ -444,7 +228,7 @@ def _teams_and_utilization():
 
 def test_site_page_shows_quotas_against_capacity_and_utilization():
     summary, used = _teams_and_utilization()
-    page = report.site_report("east", identical_site("vm-flat", 1), teams=summary, utilization=used)["html"]
+    page = pages.site_report("east", identical_site("vm-flat", 1), teams=summary, utilization=used)["html"]
     tags = parse(page)
     quota_rows = {a["data-class"] for t, a in tags if t == "tr" and "data-class" in a}
     assert {"aligned-gpu", "aligned-nic", "aligned-vf", "nvidia-gpu", "dranet-nic"} <= quota_rows
@@ -467,14 +251,14 @@ def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_pat
     write_site(tmp_path, "east", identical_site("vm-flat", 1))
     (tmp_path / "east" / "teams.json").write_text(json.dumps(summary))
     (tmp_path / "east" / "utilization.json").write_text(json.dumps(used))
-    page = report.build_reports(str(tmp_path))["files"]["east/report.html"]
+    page = pages.build_reports(str(tmp_path))["files"]["east/report.html"]
     assert "<h2>Teams and quotas</h2>" in page and "<h2>Utilization</h2>" in page
     (tmp_path / "east" / "utilization.json").write_text(json.dumps(dict(used, shared=None)))
-    with pytest.raises(report.ReportError, match="'shared' must be a list"):
-        report.build_reports(str(tmp_path))
+    with pytest.raises(inputs.ReportError, match="'shared' must be a list"):
+        pages.build_reports(str(tmp_path))
     (tmp_path / "east" / "teams.json").write_text(json.dumps({"schema_version": 2}))
-    with pytest.raises(report.ReportError, match="teams.json: expected a JSON object with schema_version 1"):
-        report.build_reports(str(tmp_path))
+    with pytest.raises(inputs.ReportError, match="teams.json: expected a JSON object with schema_version 1"):
+        pages.build_reports(str(tmp_path))
 
 
 def test_site_page_shows_kueue_queues_idle_devices_and_the_what_if_outcome(tmp_path):
@@ -512,7 +296,7 @@ def test_site_page_shows_kueue_queues_idle_devices_and_the_what_if_outcome(tmp_p
         "kueue": rendered["kueue"],
     }
     summary = json.loads(json.dumps(summary))
-    page = report.site_report("east", identical_site("vm-flat", 1), teams=summary)["html"]
+    page = pages.site_report("east", identical_site("vm-flat", 1), teams=summary)["html"]
     # vision: nominal 4, 1 in use: 3 idle; llm holds nothing, lends at most 2
     assert re.search(r'data-queue="vision">.*?<td>aligned-gpu 4</td><td>aligned-gpu no limit</td>'
                      r'<td>aligned-gpu 4</td><td>aligned-gpu 3</td>', page)  # fmt: skip
@@ -523,18 +307,21 @@ def test_site_page_shows_kueue_queues_idle_devices_and_the_what_if_outcome(tmp_p
     # a damaged kueue part of teams.json is refused by name
     write_site(tmp_path, "east", identical_site("vm-flat", 1))
     (tmp_path / "east" / "teams.json").write_text(json.dumps(dict(summary, kueue={"teams": [{"name": "x"}]})))
-    with pytest.raises(report.ReportError, match=r"kueue.teams\[0\] has no 'cluster_queue'"):
-        report.build_reports(str(tmp_path))
+    with pytest.raises(inputs.ReportError, match=r"kueue.teams\[0\] has no 'cluster_queue'"):
+        pages.build_reports(str(tmp_path))
 
 
 # ---------------------------------------------------------------- templates
 
 
-def test_report_py_writes_no_html_tags():
-    """Markup lives in the Jinja2 templates; report.py computes data and geometry only."""
-    source = (report.__file__ and open(report.__file__, encoding="utf-8").read()) or ""
-    code = re.sub(r'"""(?:.|\n)*?"""', "", source)  # docstrings may name files like <output_dir>
-    assert not re.findall(r"</?[a-zA-Z][a-zA-Z0-9]*[\s>/]", code)
+def test_report_package_writes_no_html_tags():
+    """Markup lives in the Jinja2 templates; the report's modules compute data and geometry only."""
+    modules = sorted(Path(pages.__file__).parent.glob("*.py"))
+    assert {"pages.py", "data.py", "svg.py", "layouts.py", "inputs.py"} <= {m.name for m in modules}
+    for module in modules:
+        source = module.read_text(encoding="utf-8")
+        code = re.sub(r'"""(?:.|\n)*?"""', "", source)  # docstrings may name files like <output_dir>
+        assert not re.findall(r"</?[a-zA-Z][a-zA-Z0-9]*[\s>/]", code), module.name
 
 
 def test_templates_escape_names_and_models():
@@ -542,38 +329,14 @@ def test_templates_escape_names_and_models():
     for device in topology["devices"]:
         if device.get("gpu"):
             device["gpu"]["model"] = "<script>alert(1)</script> & Co"
-    page = report.site_report("R&D <lab>", {"<script>x</script>": topology})["html"]
+    page = pages.site_report("R&D <lab>", {"<script>x</script>": topology})["html"]
     assert "<script" not in page
     assert "&lt;script&gt;x&lt;/script&gt;" in page and "R&amp;D &lt;lab&gt;" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; Co" in page
 
 
-def test_long_labels_are_cut_to_their_box_with_the_full_text_in_a_title():
-    topology = topology_of("dgx-h100")
-    long_model = "NVIDIA H100 80GB HBM3 Extremely Long Model Name For Testing WWWWMMMM"
-    for device in topology["devices"]:
-        if device.get("gpu"):
-            device["gpu"]["model"] = long_model
-    page = report.site_report("s", {"a": topology})["html"]
-    assert f"<title>{long_model}</title>" in page
-    sizes = {"band": 13.0, "sub": 10.0, "vfs": 10.0}
-    found = re.findall(r'(?: class="(\w+)")? data-width="(\d+)">(?:<title>[^<]*</title>)?([^<]*)</text>', page)
-    assert len(found) > 50
-    for cls, width, text in found:
-        assert report.text_width(text, sizes.get(cls, 11.0)) <= int(width) + 1, text
-
-
-@pytest.mark.parametrize(
-    "text", ["WWWWWWWWWWWWWWWWWWWW", "iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii", "0000:1a:00.0 mlx5_0 x"]
-)
-def test_fit_text_keeps_the_bound(text):
-    fitted = report.fit_text(text, 60, 11)
-    assert report.text_width(fitted["text"], 11) <= 60
-    assert fitted["full"] in ("", text)
-
-
 def test_plurals_on_a_one_node_page():
-    page = report.site_report("one", {"solo": topology_of("pci-domain-5digit")})["html"]
+    page = pages.site_report("one", {"solo": topology_of("pci-domain-5digit")})["html"]
     text = re.sub(r"<[^>]+>", "", page)
     assert "1 node " in text and "1 GPU " in text and "1 RDMA NIC " in text
     assert not re.search(r"\b1 (nodes|GPUs|RDMA NICs|layouts|warnings|NUMA nodes)\b", text)
@@ -591,11 +354,11 @@ def test_failed_nodes_from_summary_json_are_listed_with_stage_error_and_stale_fa
         }
     }
     summary_file = {"nodes_failed": failed, "node_counts": {"ok": 1, "failed": 0, "unreachable": 1}}
-    result = report.site_report("s", {"a": topology_of("vm-flat")}, summary_file=summary_file)
+    result = pages.site_report("s", {"a": topology_of("vm-flat")}, summary_file=summary_file)
     page = result["html"]
     assert 'data-failed-host="gpu-9"' in page and "ssh: &lt;timeout&gt; &amp; gone" in page
     assert "nodes/gpu-9.json, 2 hours old, not used" in page
     assert 'data-ok="1" data-failed="0" data-unreachable="1"' in page
     # Old files without the keys: no section, counts from the nodes drawn.
-    old = report.site_report("s", {"a": topology_of("vm-flat")}, summary_file={"site": "s"})["html"]
+    old = pages.site_report("s", {"a": topology_of("vm-flat")}, summary_file={"site": "s"})["html"]
     assert "data-failed-host" not in old and 'data-ok="1" data-failed="0" data-unreachable="0"' in old

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
 from ansible_collections.aligned.dra.tests.report_sites import plan_for, topology_of
 
 EVIL = '"><img src=x onerror=alert(1)><script src="https://evil.example/x.js"></script><b x=\''
@@ -66,10 +66,10 @@ def assert_inert(page: str, reference: str) -> None:
 
 
 def test_hostile_node_name_site_and_sysfs_strings_are_escaped():
-    plain = report.site_report("site", {"node-a": topology_of("dgx-h100")})["html"]
-    page = report.site_report("site", {"node-a": hostile_node()})["html"]
+    plain = pages.site_report("site", {"node-a": topology_of("dgx-h100")})["html"]
+    page = pages.site_report("site", {"node-a": hostile_node()})["html"]
     assert_inert(page, plain)
-    hostile_name = report.site_report(EVIL, {EVIL: topology_of("dgx-h100")})["html"]
+    hostile_name = pages.site_report(EVIL, {EVIL: topology_of("dgx-h100")})["html"]
     assert "<script" not in hostile_name and "<img" not in hostile_name
     # Everything but the node name and site: the same elements as the plain page.
     assert {t for t, _a in tags_of(hostile_name)} == {t for t, _a in tags_of(plain)}
@@ -77,7 +77,7 @@ def test_hostile_node_name_site_and_sysfs_strings_are_escaped():
 
 def test_hostile_plan_strings_are_escaped():
     nodes = {"node-a": topology_of("dgx-h100")}
-    plain = report.site_report("s", nodes, plan=report.validate_plan(plan_for("s", nodes)))["html"]
+    plain = pages.site_report("s", nodes, plan=inputs.validate_plan(plan_for("s", nodes)))["html"]
     plan = plan_for("s", nodes)
     for template in plan["templates"]:
         template["name"] = EVIL
@@ -87,7 +87,7 @@ def test_hostile_plan_strings_are_escaped():
         template["nodes"] = {EVIL: {"fits": 0, "worst_level": None}}
     plan["kubernetes_version"] = EVIL
     plan["driver"] = EVIL
-    page = report.site_report("s", nodes, plan=report.validate_plan(plan))["html"]
+    page = pages.site_report("s", nodes, plan=inputs.validate_plan(plan))["html"]
     assert "<script" not in page and "<img" not in page
     assert {t for t, _a in tags_of(page)} <= {t for t, _a in tags_of(plain)}
 
@@ -111,5 +111,5 @@ def test_plan_counts_and_flags_that_are_not_numbers_or_booleans_are_refused(path
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value
-    with pytest.raises(report.ReportError, match=message):
-        report.validate_plan(plan)
+    with pytest.raises(inputs.ReportError, match=message):
+        inputs.validate_plan(plan)

@@ -17,22 +17,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.node import topology as topology_module
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
-from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree
-
-
-@pytest.fixture(scope="module")
-def layouts(tmp_path_factory):
-    out = tmp_path_factory.mktemp("layouts")
-    cache: dict[str, dict] = {}
-
-    def get(name: str) -> dict:
-        if name not in cache:
-            root = materialize(name, out)
-            cache[name] = probe(str(root / "sys"), str(root / "proc"))
-        return cache[name]
-
-    return get
 
 
 def run(root: Path) -> dict:

@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The files the report reads besides the topologies: plan, teams and utilization.
+
+Each is checked for the fields the pages read, and refused with a
+:class:`ReportError` that names the file and the field.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, LEVELS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+PLAN_SCHEMA_VERSION = 1
+
+
+class ReportError(ValueError):
+    """Input the report cannot use (names the file or field)."""
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_QUEUE_KEYS = ("name", "cluster_queue", "local_queue", "cohort", "flavor", "tier", "nominal", "borrowable", "lendable")
+
+
+def _require_keys(row: Any, keys: Iterable[str], where: str) -> None:
+    """``row`` is an object holding every key of ``keys``; else a ReportError that names ``where``."""
+    for key in keys:
+        if not isinstance(row, dict) or key not in row:
+            raise ReportError(f"{where} has no '{key}'")
+
+
+def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
+    """Check the fields of the planner's output that the report reads."""
+    if not isinstance(plan, dict):
+        raise ReportError(f"{source}: expected a JSON object, got {type(plan).__name__}")
+    if plan.get("schema_version") != PLAN_SCHEMA_VERSION:
+        raise ReportError(
+            f"{source}: schema_version {plan.get('schema_version')!r} is not supported (expected {PLAN_SCHEMA_VERSION})"
+        )
+    templates = plan.get("templates")
+    if not isinstance(templates, list):
+        raise ReportError(f"{source}: 'templates' must be a list")
+    for index, template in enumerate(templates):
+        where = f"{source}: templates[{index}]"
+        if not isinstance(template, dict):
+            raise ReportError(f"{where} must be an object")
+        _require_keys(
+            template, ("name", "required", "fits_total", "worst_level", "satisfiable", "errors", "nodes"), where
+        )
+        if template["worst_level"] is not None and template["worst_level"] not in LEVEL_RANK:
+            raise ReportError(f"{where}.worst_level {template['worst_level']!r} is not one of {list(LEVELS)}")
+        if not isinstance(template["nodes"], dict) or not isinstance(template["errors"], list):
+            raise ReportError(f"{where}: 'nodes' must be an object and 'errors' a list")
+        # Counts and flags go into the page as they are: only numbers and booleans are accepted.
+        if not _count(template["fits_total"]):
+            raise ReportError(f"{where}.fits_total {template['fits_total']!r} is not a count")
+        for key in ("required", "satisfiable"):
+            if not isinstance(template[key], bool):
+                raise ReportError(f"{where}.{key} {template[key]!r} is not a boolean")
+        for node, entry in template["nodes"].items():
+            if not isinstance(entry, dict) or "fits" not in entry or "worst_level" not in entry:
+                raise ReportError(f"{where}.nodes.{node} needs 'fits' and 'worst_level'")
+            if not _count(entry["fits"]):
+                raise ReportError(f"{where}.nodes.{node}.fits {entry['fits']!r} is not a count")
+            if entry["worst_level"] is not None and entry["worst_level"] not in LEVEL_RANK:
+                raise ReportError(
+                    f"{where}.nodes.{node}.worst_level {entry['worst_level']!r} is not one of {list(LEVELS)}"
+                )
+    tainted = plan.get("tainted_devices", [])
+    if not isinstance(tainted, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("node"), str) and isinstance(t.get("device"), str) for t in tainted
+    ):
+        raise ReportError(f"{source}: 'tainted_devices' must be a list of objects with 'node' and 'device'")
+    return plan
+
+
+def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
+    """Check the fields of the teams summary (``aligned.dra.teams_render``) that the report reads."""
+    if not isinstance(teams, dict) or teams.get("schema_version") != 1:
+        raise ReportError(f"{source}: expected a JSON object with schema_version 1")
+    for key in ("teams", "capacity"):
+        if not isinstance(teams.get(key), list):
+            raise ReportError(f"{source}: '{key}' must be a list")
+    for index, row in enumerate(teams["capacity"]):
+        keys = ("class", "capacity", "guaranteed", "opportunistic", "status", "teams")
+        _require_keys(row, keys, f"{source}: capacity[{index}]")
+    queues = teams.get("kueue")
+    if queues is not None:
+        if not isinstance(queues, dict) or not isinstance(queues.get("teams"), list):
+            raise ReportError(f"{source}: 'kueue' must be an object with a 'teams' list")
+        for index, row in enumerate(queues["teams"]):
+            _require_keys(row, _QUEUE_KEYS, f"{source}: kueue.teams[{index}]")
+        outcome = queues.get("what_if")
+        if outcome is not None:
+            if not isinstance(outcome, dict) or not isinstance(outcome.get("teams"), dict):
+                raise ReportError(f"{source}: kueue.what_if must be an object with 'teams'")
+            for name, row in outcome["teams"].items():
+                keys = ("by_nominal", "by_borrowing", "pending", "preempted")
+                _require_keys(row, keys, f"{source}: kueue.what_if.teams.{name}")
+    return teams
+
+
+def validate_utilization(used: Any, source: str = "utilization.json") -> dict[str, Any]:
+    """Check the fields of the utilization result (``aligned.dra.utilization``) that the report reads."""
+    if not isinstance(used, dict) or used.get("schema_version") != 1:
+        raise ReportError(f"{source}: expected a JSON object with schema_version 1")
+    for key in ("totals", "claims", "nodes", "classes", "teams", "alignment"):
+        if not isinstance(used.get(key), dict):
+            raise ReportError(f"{source}: '{key}' must be an object")
+    if not isinstance(used.get("shared"), list):
+        raise ReportError(f"{source}: 'shared' must be a list")
+    return used

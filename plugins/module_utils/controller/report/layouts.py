@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Layouts of a site's nodes and the GPU x NIC level matrix of each layout.
+
+A layout is the part of a topology that the report draws, without per-node
+identifiers: nodes whose hardware is laid out the same way share one. Levels
+are never recomputed here: the matrix comes from the probe's ``links``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import accelerator_labels
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+# Device fields that describe how a machine is built. Everything else (MACs,
+# GUIDs, UUIDs, link state, memory size, hostname, sysfs path) differs between
+# identical machines and stays out of the layout.
+_DEVICE_LAYOUT_KEYS = (
+    "pci_address",
+    "kind",
+    "class_id",
+    "vendor_id",
+    "device_id",
+    "subsystem_vendor_id",
+    "subsystem_device_id",
+    "vendor_name",
+    "device_name",
+    "driver",
+    "numa_node",
+    "numa_node_inferred",
+    "local_cpulist",
+    "pcie_root",
+    "host_bridge",
+    "switches",
+    "physfn",
+)
+
+
+# --------------------------------------------------------------------------
+# Layouts: what is drawn, and its fingerprint
+# --------------------------------------------------------------------------
+
+
+def layout_model(topology: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a topology that the report draws, without per-node identifiers.
+
+    Two nodes with the same layout model get the same picture and matrix. The
+    renderer draws from this model only, so sharing a drawing between nodes is
+    correct by construction.
+    """
+    devices = []
+    for device in sorted(topology.get("devices", []), key=lambda d: d["pci_address"]):
+        entry = {key: device.get(key) for key in _DEVICE_LAYOUT_KEYS}
+        entry["netdevs"] = sorted(n.get("name") or "" for n in device.get("netdevs") or [])
+        entry["rdma_devices"] = sorted(device.get("rdma_devices") or [])
+        sriov = device.get("sriov")
+        entry["sriov"] = {"numvfs": sriov.get("numvfs"), "totalvfs": sriov.get("totalvfs")} if sriov else None
+        gpu = device.get("gpu") or {}
+        entry["gpu_model"] = gpu.get("model")
+        entry["gpu_minor"] = gpu.get("minor")
+        devices.append(entry)
+    switches = [
+        {
+            "upstream_port": s.get("upstream_port"),
+            "parent": s.get("parent"),
+            "vendor_id": s.get("vendor_id"),
+            "device_id": s.get("device_id"),
+        }
+        for s in sorted(topology.get("switches", []), key=lambda s: s.get("upstream_port") or "")
+    ]
+    numa_nodes = [
+        {"id": n.get("id"), "cpulist": n.get("cpulist"), "distances": n.get("distances")}
+        for n in sorted(topology.get("numa_nodes", []), key=lambda n: n.get("id", 0))
+    ]
+    return {
+        "numa_nodes": numa_nodes,
+        "devices": devices,
+        "switches": switches,
+        "links": topology.get("links", {}),
+        "nearest_nics": topology.get("nearest_nics", {}),
+    }
+
+
+def layout_fingerprint(topology: Mapping[str, Any]) -> str:
+    """sha256 of :func:`layout_model`: equal for machines built the same way."""
+    canonical = json.dumps(layout_model(topology), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def group_layouts(nodes: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Group nodes by layout fingerprint.
+
+    Returns ``[{"fingerprint", "hosts", "model"}]`` ordered by first host name;
+    the model is taken from the first host (all hosts of a group share it).
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for host in sorted(nodes):
+        model = layout_model(nodes[host])
+        canonical = json.dumps(model, sort_keys=True, separators=(",", ":"))
+        fingerprint = hashlib.sha256(canonical.encode()).hexdigest()
+        group = groups.get(fingerprint)
+        if group is None:
+            groups[fingerprint] = {"fingerprint": fingerprint, "hosts": [host], "model": model}
+        else:
+            group["hosts"].append(host)
+    return sorted(groups.values(), key=lambda g: g["hosts"][0])
+
+
+# --------------------------------------------------------------------------
+# Matrix: GPU rows x NIC columns, VFs collapsed into their PF's column
+# --------------------------------------------------------------------------
+
+
+def effective_numa(device: Mapping[str, Any]) -> tuple[int | None, bool]:
+    """``(NUMA node, inferred)`` of a device: its own node, else the one inferred by the probe."""
+    if device.get("numa_node") is not None:
+        return device["numa_node"], False
+    inferred = device.get("numa_node_inferred")
+    if inferred:
+        return inferred.get("node"), True
+    return None, False
+
+
+def level_matrix(model: Mapping[str, Any], rdma_nics: Iterable[str] | None = None) -> dict[str, Any]:
+    """GPU x NIC matrix of a layout model, in ``nvidia-smi topo -m`` order.
+
+    A VF shares its PF's column when it has the PF's level towards every GPU
+    (the probe gives it the PF's link); otherwise, or when its PF is not on the
+    node (a VM with a passed-through VF), it gets a column of its own.
+    Rows are labelled by accelerator family and model (``GPU0``, ``VE0``,
+    ``ACC0``: :func:`device_model.accelerator_labels`). ``rdma_nics`` are the
+    physical NICs the planner pairs accelerators with
+    (:func:`device_model.node_devices`); each row's ``nearest`` is its best
+    level to one of them. Default: every NIC that owns an RDMA device.
+    Returns ``{"gpus": [...], "nics": [...], "cells": {gpu: {column nic: level}}}``.
+    """
+    devices = {d["pci_address"]: d for d in model["devices"]}
+    links = model["links"]
+    gpus = [d for d in model["devices"] if d["kind"] in GPU_KINDS]
+    nics = [d for d in model["devices"] if d["kind"] in NIC_KINDS]
+    gpu_bdfs = [g["pci_address"] for g in gpus]
+
+    def same_as_pf(vf: Mapping[str, Any]) -> bool:
+        pf = vf.get("physfn")
+        if pf not in devices or devices[pf]["kind"] not in NIC_KINDS:
+            return False
+        return all(links.get(g, {}).get(vf["pci_address"]) == links.get(g, {}).get(pf) for g in gpu_bdfs)
+
+    columns: list[dict[str, Any]] = []
+    by_bdf: dict[str, dict[str, Any]] = {}
+    collapsed: list[Mapping[str, Any]] = []
+    for nic in nics:
+        if nic.get("physfn") and same_as_pf(nic):
+            collapsed.append(nic)
+            continue
+        column = {
+            "pci_address": nic["pci_address"],
+            "kind": nic["kind"],
+            "vf": bool(nic.get("physfn")),
+            "physfn": nic.get("physfn"),
+            "rdma_devices": nic.get("rdma_devices") or [],
+            "netdevs": nic.get("netdevs") or [],
+            "numa": effective_numa(nic),
+            "local_cpulist": nic.get("local_cpulist"),
+            "numvfs": (nic.get("sriov") or {}).get("numvfs") or 0,
+            "collapsed_vfs": 0,
+        }
+        columns.append(column)
+        by_bdf[nic["pci_address"]] = column
+    for vf in collapsed:
+        by_bdf[vf["physfn"]]["collapsed_vfs"] += 1
+    if rdma_nics is None:
+        rdma_nics = [n["pci_address"] for n in nics if n.get("rdma_devices") and not n.get("physfn")]
+    paired = set(rdma_nics)
+    for index, column in enumerate(columns):
+        column["label"] = f"NIC{index}"
+        column["rdma_nic"] = column["pci_address"] in paired
+    labels = accelerator_labels(gpus)
+    rows = []
+    cells: dict[str, dict[str, str | None]] = {}
+    for gpu in gpus:
+        bdf = gpu["pci_address"]
+        ranked = sorted(
+            (LEVEL_RANK[lv], nic) for nic, lv in links.get(bdf, {}).items() if nic in paired and lv in LEVEL_RANK
+        )
+        nearest = {"level": None, "nics": []}
+        if ranked:
+            nearest = {"level": LEVELS[ranked[0][0]], "nics": sorted(n for r, n in ranked if r == ranked[0][0])}
+        rows.append(
+            {
+                "pci_address": bdf,
+                "label": labels[bdf]["label"],
+                "family": labels[bdf]["family"],
+                "kind": gpu["kind"],
+                "model": labels[bdf]["model"],
+                "minor": gpu.get("gpu_minor"),
+                "numa": effective_numa(gpu),
+                "local_cpulist": gpu.get("local_cpulist"),
+                "nearest": nearest,
+            }
+        )
+        cells[bdf] = {c["pci_address"]: links.get(bdf, {}).get(c["pci_address"]) for c in columns}
+    return {"gpus": rows, "nics": columns, "cells": cells}

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Kueue's API as the kueue modules use it: names, labels, feature gates, limits and amounts.
+
+Kueue v0.19.2, API ``kueue.x-k8s.io/v1beta2``. Also :class:`KueueError`, raised
+for team settings Kueue cannot serve, and amounts: a device count (int) or a
+capacity (Kubernetes quantity string) as an exact number (:func:`amount`) and
+back as objects and rows show it (:func:`amount_out`); and the names Kueue takes
+for resources (:func:`resource_name_problem`).
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+API_GROUP = "kueue.x-k8s.io"
+API_VERSION = API_GROUP + "/v1beta2"
+CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
+KUEUE_VERSION = kueue_schemas.KUEUE_VERSION
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+TEAM_LABEL = "aligned.dev/team"
+TIER_LABEL = "aligned.dev/tier"
+SITE_LABEL = "aligned.dev/site"
+MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
+RESOURCE_PREFIX = "aligned.dev/"
+GATE_DRA = "KueueDRAIntegration"
+GATE_CAPACITY = "KueueDRAIntegrationConsumableCapacity"
+GATE_QUOTA_CHECK = "QuotaCheckStrategy"
+KNOWN_GATES = (
+    GATE_DRA,
+    GATE_CAPACITY,
+    GATE_QUOTA_CHECK,
+    "KueueDRAIntegrationExtendedResource",
+    "KueueDRAIntegrationPartitionableDevices",
+    "KueueDRARejectWorkloadsWhenDRADisabled",
+)
+MAX_MAPPINGS = 16  # deviceClassMappings
+MAX_CLASSES_PER_MAPPING = 8
+MAX_NODE_LABELS = 8  # ResourceFlavor.spec.nodeLabels
+INT32 = (-(2**31), 2**31 - 1)
+NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "storage", "pods")
+UNIT_DEVICES = "devices"
+UNIT_CAPACITY = "capacity"
+
+
+class KueueError(ValueError):
+    """Team settings Kueue cannot serve; the message names the setting."""
+
+
+# -- amounts ------------------------------------------------------------------------------
+
+
+def amount(value: Any) -> Fraction:
+    """A device count (int) or capacity (Kubernetes quantity string) as an exact number."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not an amount")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, str):
+        return dra_cel.parse_quantity(value)
+    raise ValueError(f"{value!r} is not an amount (an integer or a Kubernetes quantity string)")
+
+
+_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def quantity_text(value: Fraction) -> str:
+    """The shortest exact quantity string of ``value`` (binary suffixes first: memory)."""
+    if value.denominator == 1:
+        number = value.numerator
+        if number == 0:
+            return "0"
+        for suffix, factor in _BINARY_SUFFIXES:
+            if number % factor == 0:
+                return f"{number // factor}{suffix}"
+        return str(number)
+    milli = value * 1000
+    if milli.denominator == 1:
+        return f"{milli.numerator}m"
+    raise ValueError(f"{value} has no exact quantity string")
+
+
+def amount_out(value: Fraction | None, unit: str) -> int | str | None:
+    """An amount as it appears in objects and rows: an int (devices) or a quantity string (capacity)."""
+    if value is None:
+        return None
+    if unit == UNIT_DEVICES and value.denominator == 1:
+        return int(value)
+    return quantity_text(value)
+
+
+# -- names ---------------------------------------------------------------------------------
+
+
+def resource_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a deviceClassMappings name (Kueue: a label key), or None."""
+    if not isinstance(name, str) or not name:
+        return "must be a non-empty string"
+    if len(name) > 253:
+        return "must be at most 253 characters"
+    prefix, sep, part = name.rpartition("/")
+    if sep and not dra.is_dns_subdomain(prefix):
+        return "the prefix before / must be a DNS subdomain"
+    if not dra.is_dns_label(part):
+        # Kueue's Configuration: an optional DNS subdomain prefix, then a DNS label
+        return "the name after the prefix must be a DNS label (at most 63 lower-case letters, digits and '-')"
+    if prefix in ("kubernetes.io", "k8s.io") or prefix.endswith((".kubernetes.io", ".k8s.io")):
+        return "the kubernetes.io and k8s.io prefixes are reserved for Kubernetes' own resources"
+    if not sep and (name in NATIVE_RESOURCES or name.startswith(("hugepages-", "requests."))):
+        return "is a resource of the pods themselves, which Kueue counts from their requests"
+    return None

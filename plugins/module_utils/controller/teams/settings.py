@@ -1,0 +1,490 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Team settings of a site: ``aligned_dra_teams`` read and checked against its rendered claim objects.
+
+:func:`settings` checks the tiers (laid over :data:`DEFAULT_TIERS`), the
+extended resource names and oversubscription factors per DeviceClass, the
+engine and its ``kueue`` settings, and every team (namespaces, labels, tier,
+templates, quotas, borrowing and lending limits), and returns the checked
+settings that :mod:`render` and :mod:`kueue` turn into objects.
+:func:`teams_by_namespace` reads only the namespaces of each team. A setting
+that cannot be used raises :class:`TeamsError`, whose message names it.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+DEFAULT_TIERS: dict[str, dict[str, Any]] = {
+    "production": {
+        "name": "aligned-production",
+        "value": 100000,
+        "preemption_policy": "PreemptLowerPriority",
+        "guaranteed": True,
+        "description": "Production jobs: guaranteed quota, preempt lower tiers.",
+    },
+    "research": {
+        "name": "aligned-research",
+        "value": 10000,
+        "preemption_policy": "PreemptLowerPriority",
+        "guaranteed": True,
+        "description": "Research jobs: guaranteed quota, preempt opportunistic jobs.",
+    },
+    "opportunistic": {
+        "name": "aligned-opportunistic",
+        "value": 100,
+        "preemption_policy": "Never",
+        "guaranteed": False,
+        "description": "Opportunistic jobs: idle devices only, preempted by every other tier, never preempt.",
+    },
+}
+TIER_KEYS = ("name", "value", "preemption_policy", "guaranteed", "description")
+TEAM_KEYS = (
+    "name",
+    "namespaces",
+    "labels",
+    "tier",
+    "templates",
+    "quotas",
+    "admin_access",
+    "borrowing_limit",
+    "lending_limit",
+    "department",
+    "node_group",
+)
+SETTINGS_KEYS = ("tiers", "teams", "oversubscription", "extended_resources", "engine", "kueue")
+ENGINES = ("resourcequota", "kueue", "both")
+KUEUE_KEYS = ("cohort", "node_groups", "resource_names", "what_if")
+NODE_GROUP_KEYS = ("node_labels",)
+WHAT_IF_KEYS = ("team", "name", "class", "devices", "tier", "running")
+MAX_PRIORITY = 1000000000  # user-defined PriorityClasses stay at or below one billion
+MAX_AMOUNT = 2**63 - 1  # quotas are int64 quantities in the API
+
+
+_LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def is_label_name(value: object) -> bool:
+    """A Kubernetes qualified name (label key, resource name): ``[prefix/]name``."""
+    if not isinstance(value, str):
+        return False
+    prefix, sep, name = value.rpartition("/")
+    if sep and not dra.is_dns_subdomain(prefix):
+        return False
+    return bool(_LABEL_NAME_RE.match(name))
+
+
+def is_label_value(value: object) -> bool:
+    return isinstance(value, str) and (value == "" or bool(_LABEL_NAME_RE.match(value)))
+
+
+class TeamsError(ValueError):
+    """Team settings that cannot be rendered; the message names the setting."""
+
+
+def _label_map(where: str, raw: Any) -> dict[str, str]:
+    """Labels (namespace or node labels) from settings, each name and value checked."""
+    labels = raw or {}
+    if not isinstance(labels, dict):
+        raise TeamsError(f"{where} must map label names to strings")
+    for label, value in labels.items():
+        if not is_label_name(label):
+            raise TeamsError(f"{where}: {label!r} is not a valid label name")
+        if not is_label_value(value):
+            raise TeamsError(f"{where}.{label}: {value!r} is not a valid label value (quote numbers)")
+    return dict(labels)
+
+
+def _check_keys(where: str, value: Any, known: tuple[str, ...]) -> None:
+    if not isinstance(value, dict):
+        raise TeamsError(f"{where} must be a mapping")
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise TeamsError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+
+
+def class_names(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{name: DeviceClass}`` of the rendered claim objects."""
+    return {o["metadata"]["name"]: o for o in objects if o.get("kind") == "DeviceClass"}
+
+
+def _resolve_class(where: str, key: str, classes: dict[str, Any], keys: dict[str, str]) -> str:
+    """A class key (``gpu``) or DeviceClass name (``aligned-gpu``) to the DeviceClass name."""
+    name = keys.get(key, key)
+    if name not in classes:
+        raise TeamsError(
+            f"{where}: {key!r} is not a DeviceClass of this site (classes: {', '.join(sorted(classes)) or 'none'})"
+        )
+    return name
+
+
+def settings(
+    raw: dict[str, Any] | None, objects: list[dict[str, Any]], class_keys: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The site's team settings, checked against its rendered claim objects.
+
+    ``class_keys`` maps the claims catalogue's class keys (``gpu``) to names
+    (``aligned-gpu``), so quotas may use either.
+    """
+    raw = raw or {}
+    _check_keys("aligned_dra_teams", raw, SETTINGS_KEYS)
+    classes = class_names(objects)
+    keys = {k: v for k, v in (class_keys or {}).items() if v in classes}
+    templates = {o["metadata"]["name"] for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")}
+
+    tiers = _tiers(raw.get("tiers") or {})
+    extended = _extended_resources(raw.get("extended_resources") or {}, classes, keys)
+    factors = _oversubscription(raw.get("oversubscription") or {}, classes, keys)
+
+    engine = raw.get("engine", "resourcequota")
+    if engine not in ENGINES:
+        raise TeamsError(f"aligned_dra_teams.engine must be one of {', '.join(ENGINES)} (got {engine!r})")
+    kueue = _kueue_settings(raw.get("kueue"), engine, classes, keys, tiers)
+    site = {
+        "tiers": tiers,
+        "templates": templates,
+        "classes": classes,
+        "keys": keys,
+        "engine": engine,
+        "node_groups": kueue["node_groups"],
+    }
+    teams = _teams(raw.get("teams") or [], site)
+    if engine == "kueue":
+        _check_kueue_extended_resources(teams, extended)
+    return {
+        "tiers": tiers,
+        "teams": teams,
+        "extended_resources": extended,
+        "oversubscription": factors,
+        "engine": engine,
+        "kueue": kueue,
+    }
+
+
+def _tiers(raw_tiers: Any) -> dict[str, dict[str, Any]]:
+    """``aligned_dra_teams.tiers`` laid over :data:`DEFAULT_TIERS` (null removes one), each tier checked."""
+    tiers = copy.deepcopy(DEFAULT_TIERS)
+    if not isinstance(raw_tiers, dict):
+        raise TeamsError("aligned_dra_teams.tiers must be a mapping")
+    for tier, options in raw_tiers.items():
+        where = f"aligned_dra_teams.tiers.{tier}"
+        if options is None:  # null removes a default tier
+            tiers.pop(tier, None)
+            continue
+        _check_keys(where, options, TIER_KEYS)
+        base = tiers.get(tier) or {
+            "name": f"aligned-{tier}",
+            "value": 1000,
+            "preemption_policy": "PreemptLowerPriority",
+            "guaranteed": True,
+            "description": f"Tier {tier}.",
+        }
+        base.update(options)
+        tiers[tier] = base
+    pc_names = set()
+    for tier, options in tiers.items():
+        where = f"aligned_dra_teams.tiers.{tier}"
+        if not dra.is_dns_subdomain(options["name"]) or str(options["name"]).startswith("system-"):
+            raise TeamsError(f"{where}.name {options['name']!r} must be a DNS subdomain not starting with system-")
+        if options["name"] in pc_names:
+            raise TeamsError(f"{where}.name {options['name']!r} is used by two tiers")
+        pc_names.add(options["name"])
+        value = options["value"]
+        if isinstance(value, bool) or not isinstance(value, int) or not -MAX_PRIORITY <= value <= MAX_PRIORITY:
+            raise TeamsError(f"{where}.value must be an integer in -{MAX_PRIORITY}..{MAX_PRIORITY}")
+        if options["preemption_policy"] not in ("PreemptLowerPriority", "Never"):
+            raise TeamsError(f"{where}.preemption_policy must be PreemptLowerPriority or Never")
+        if not isinstance(options["guaranteed"], bool):
+            raise TeamsError(f"{where}.guaranteed must be true or false")
+    return tiers
+
+
+def _extended_resources(raw: Any, classes: dict[str, Any], keys: dict[str, str]) -> dict[str, str]:
+    """``{DeviceClass: extended resource name}``: the site's names, and those the classes declare themselves."""
+    extended: dict[str, str] = {}
+    if not isinstance(raw, dict):
+        raise TeamsError("aligned_dra_teams.extended_resources must map DeviceClasses to resource names")
+    for key, name in raw.items():
+        cls = _resolve_class("aligned_dra_teams.extended_resources", key, classes, keys)
+        problem = claims.extended_resource_name_problem(name)
+        if problem:
+            raise TeamsError(
+                f"aligned_dra_teams.extended_resources.{key}: {name!r} is not a domain/name resource: {problem}"
+            )
+        declared = (classes[cls].get("spec") or {}).get("extendedResourceName")
+        if declared and declared != name:
+            # Pods ask for the class's own name; a quota on another name would not count them.
+            raise TeamsError(
+                f"aligned_dra_teams.extended_resources.{key}: {name!r} differs from the extendedResourceName "
+                f"{declared!r} of DeviceClass {cls} (aligned_dra_claims.extended_resources); leave it out or use that name"
+            )
+        extended[cls] = name
+    for cls, obj in classes.items():  # a class that declares one itself
+        declared = (obj.get("spec") or {}).get("extendedResourceName")
+        if declared and cls not in extended:
+            extended[cls] = declared
+    return extended
+
+
+def _oversubscription(raw: Any, classes: dict[str, Any], keys: dict[str, str]) -> dict[str, float]:
+    """``{DeviceClass: factor}`` by which guaranteed quotas may exceed the class's capacity."""
+    factors: dict[str, float] = {}
+    if not isinstance(raw, dict):
+        raise TeamsError("aligned_dra_teams.oversubscription must map DeviceClasses to factors")
+    for key, factor in raw.items():
+        cls = _resolve_class("aligned_dra_teams.oversubscription", key, classes, keys)
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
+            raise TeamsError(f"aligned_dra_teams.oversubscription.{key} must be a number >= 1 (got {factor!r})")
+        factors[cls] = float(factor)
+    return factors
+
+
+def _teams(teams_raw: Any, site: dict[str, Any]) -> list[dict[str, Any]]:
+    """``aligned_dra_teams.teams``, each team checked against the site (tiers, templates, classes, engine)."""
+    if not isinstance(teams_raw, list):
+        raise TeamsError("aligned_dra_teams.teams must be a list")
+    teams: list[dict[str, Any]] = []
+    seen_teams: set[str] = set()
+    seen_ns: dict[str, str] = {}
+    for index, team in enumerate(teams_raw):
+        name, where, namespaces = _team_name_and_namespaces(index, team, seen_teams, seen_ns)
+        tier, labels, admin, wanted = _team_tier_and_access(where, team, site["tiers"], site["templates"])
+        quotas, limits = _team_amounts(where, team, site["classes"], site["keys"], site["engine"])
+        department = team.get("department")
+        if department is not None and not dra.is_dns_label(department):
+            raise TeamsError(f"{where}.department {department!r} is not a DNS label")
+        node_group = team.get("node_group")
+        node_groups = site["node_groups"]
+        if node_group is not None and (not isinstance(node_group, str) or node_group not in node_groups):
+            raise TeamsError(
+                f"{where}.node_group {node_group!r} is not one of aligned_dra_teams.kueue.node_groups "
+                f"({', '.join(sorted(node_groups)) or 'none set'})"
+            )
+        teams.append(
+            {
+                "name": name,
+                "namespaces": list(namespaces),
+                "labels": dict(labels),
+                "tier": tier,
+                "templates": list(wanted),
+                "quotas": quotas,
+                "admin_access": admin,
+                "borrowing_limit": limits["borrowing_limit"],
+                "lending_limit": limits["lending_limit"],
+                "department": department,
+                "node_group": node_group,
+            }
+        )
+    return teams
+
+
+def _team_name_and_namespaces(
+    index: int, team: Any, seen_teams: set[str], seen_ns: dict[str, str]
+) -> tuple[str, str, list[str]]:
+    """The team's name, where its settings are (``aligned_dra_teams.teams[name]``) and its namespaces.
+
+    ``seen_teams`` and ``seen_ns`` (namespace: team) collect the teams before it, whose names and
+    namespaces it may not take again.
+    """
+    where = f"aligned_dra_teams.teams[{index}]"
+    _check_keys(where, team, TEAM_KEYS)
+    name = team.get("name")
+    if not dra.is_dns_label(name):
+        raise TeamsError(f"{where}.name {name!r} is not a DNS label")
+    where = f"aligned_dra_teams.teams[{name}]"
+    if name in seen_teams:
+        raise TeamsError(f"{where}: two teams are named {name!r}")
+    seen_teams.add(name)
+    namespaces = team.get("namespaces") or [name]
+    if not isinstance(namespaces, list):
+        raise TeamsError(f"{where}.namespaces must be a list")
+    for ns in namespaces:
+        if not dra.is_dns_label(ns) or str(ns).startswith("kube-"):
+            raise TeamsError(f"{where}.namespaces: {ns!r} is not a DNS label outside kube-*")
+        if ns in seen_ns:
+            raise TeamsError(f"{where}.namespaces: {ns!r} already belongs to team {seen_ns[ns]!r}")
+        seen_ns[ns] = name
+    return name, where, namespaces
+
+
+def _team_tier_and_access(
+    where: str, team: dict[str, Any], tiers: dict[str, Any], templates: set[str]
+) -> tuple[str, dict[str, str], bool, list[str]]:
+    """The team's tier, namespace labels, admin access and the rendered templates it may use."""
+    tier = team.get("tier", "research")
+    if tier not in tiers:
+        raise TeamsError(f"{where}.tier {tier!r} is not one of {', '.join(sorted(tiers))}")
+    labels = _label_map(f"{where}.labels", team.get("labels"))
+    if ADMIN_ACCESS_LABEL in labels:
+        raise TeamsError(f"{where}.labels: set admin_access: true instead of the {ADMIN_ACCESS_LABEL} label")
+    admin = team.get("admin_access", False)
+    if not isinstance(admin, bool):
+        raise TeamsError(f"{where}.admin_access must be true or false")
+    wanted = team.get("templates") or []
+    for template in wanted:
+        if template not in templates:
+            raise TeamsError(
+                f"{where}.templates: {template!r} is not rendered for this site "
+                f"(rendered: {', '.join(sorted(templates))})"
+            )
+    return tier, labels, admin, wanted
+
+
+def _team_amounts(
+    where: str, team: dict[str, Any], classes: dict[str, Any], keys: dict[str, str], engine: str
+) -> tuple[dict[str, int | str], dict[str, dict[str, int | str]]]:
+    """The team's quotas, and its borrowing and lending limits (Kueue only, on classes it has a quota for)."""
+    quotas = _amounts(f"{where}.quotas", team.get("quotas"), classes, keys, engine)
+    limits = {
+        option: _amounts(f"{where}.{option}", team.get(option), classes, keys, engine)
+        for option in ("borrowing_limit", "lending_limit")
+    }
+    for option, amounts in limits.items():
+        if amounts and engine == "resourcequota":
+            raise TeamsError(f"{where}.{option} needs engine kueue or both (a ResourceQuota cannot lend or borrow)")
+        for cls in amounts:
+            if cls not in quotas:
+                raise TeamsError(f"{where}.{option}: {cls} has no quota in {where}.quotas")
+    return quotas, limits
+
+
+def _check_kueue_extended_resources(teams: list[dict[str, Any]], extended: dict[str, str]) -> None:
+    """Engine kueue alone: no quota on a class with an extended resource name (Kueue does not count those)."""
+    for team in teams:
+        for cls in sorted(set(team["quotas"]) & set(extended)):
+            # Pods asking for the extended resource get claims Kueue counts only with its alpha
+            # KueueDRAIntegrationExtendedResource gate; without a ResourceQuota they would be uncapped.
+            raise TeamsError(
+                f"aligned_dra_teams.teams[{team['name']}].quotas: {cls} has the extended resource name "
+                f"{extended[cls]!r}, whose requests Kueue does not count by default; use engine both, so "
+                "that a ResourceQuota caps them, or leave the extended resource out"
+            )
+
+
+def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str], engine: str) -> dict[str, int | str]:
+    """``{DeviceClass: devices}``; a quantity string (GPU memory) only where Kueue counts it."""
+    amounts: dict[str, int | str] = {}
+    if raw is None:
+        return amounts
+    if not isinstance(raw, dict):
+        raise TeamsError(f"{where} must map DeviceClasses to device counts")
+    for key, count in raw.items():
+        cls = _resolve_class(where, key, classes, keys)
+        if isinstance(count, str):
+            # consumable capacity: Kueue counts the memory a claim requests, a ResourceQuota only devices
+            if engine != "kueue":
+                raise TeamsError(
+                    f"{where}.{key}: {count!r} is an amount of capacity, which only engine kueue counts "
+                    f"(a ResourceQuota counts devices); give a device count or set engine: kueue"
+                )
+            try:
+                value = dra_cel.parse_quantity(count)
+                if value < 0:
+                    raise ValueError("negative")
+            except ValueError:
+                raise TeamsError(f"{where}.{key}: {count!r} is not a non-negative Kubernetes quantity") from None
+            if count.strip().isdigit():
+                # "16" is a quoted device count, which as capacity would be 16 bytes of GPU memory
+                raise TeamsError(
+                    f"{where}.{key}: {count!r} has no unit; give a device count as a number (16) "
+                    "or GPU memory with its unit (80Gi)"
+                )
+            if value > MAX_AMOUNT:
+                raise TeamsError(f"{where}.{key}: {count!r} is larger than Kubernetes quantities go")
+        elif isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_AMOUNT:
+            raise TeamsError(f"{where}.{key} must be a non-negative integer (got {count!r})")
+        if cls in amounts:
+            raise TeamsError(f"{where}: {key!r} names {cls} a second time")
+        amounts[cls] = count
+    return amounts
+
+
+def _kueue_settings(
+    raw: Any, engine: str, classes: dict[str, Any], keys: dict[str, str], tiers: dict[str, Any]
+) -> dict[str, Any]:
+    """``aligned_dra_teams.kueue``: the cohort, node groups, resource names and the what-if workloads."""
+    if raw is None:
+        raw = {}
+    _check_keys("aligned_dra_teams.kueue", raw, KUEUE_KEYS)
+    if raw and engine == "resourcequota":
+        raise TeamsError("aligned_dra_teams.kueue is set but engine is resourcequota; set engine: kueue or both")
+    cohort = raw.get("cohort")
+    if cohort is not None and not dra.is_dns_label(cohort):
+        raise TeamsError(f"aligned_dra_teams.kueue.cohort {cohort!r} is not a DNS label")
+    node_groups: dict[str, dict[str, Any]] = {}
+    raw_groups = {} if raw.get("node_groups") is None else raw["node_groups"]
+    if not isinstance(raw_groups, dict):
+        raise TeamsError("aligned_dra_teams.kueue.node_groups must map node group names to settings")
+    for name, options in raw_groups.items():
+        where = f"aligned_dra_teams.kueue.node_groups.{name}"
+        if not dra.is_dns_subdomain(name):
+            raise TeamsError(f"{where}: {name!r} is not a DNS subdomain (it names a ResourceFlavor)")
+        options = options or {}
+        _check_keys(where, options, NODE_GROUP_KEYS)
+        node_groups[name] = {"node_labels": _label_map(f"{where}.node_labels", options.get("node_labels"))}
+    raw_names = {} if raw.get("resource_names") is None else raw["resource_names"]
+    if not isinstance(raw_names, dict):
+        raise TeamsError("aligned_dra_teams.kueue.resource_names must map DeviceClasses to resource names")
+    names: dict[str, str] = {}
+    for key, name in raw_names.items():
+        cls = _resolve_class("aligned_dra_teams.kueue.resource_names", key, classes, keys)
+        if cls in names:
+            # Kueue maps a DeviceClass to exactly one logical resource
+            raise TeamsError(f"aligned_dra_teams.kueue.resource_names: {key!r} names {cls} a second time")
+        if not isinstance(name, str) or not is_label_name(name):
+            raise TeamsError(f"aligned_dra_teams.kueue.resource_names.{key}: {name!r} is not a resource name")
+        names[cls] = name
+    raw_what_if = [] if raw.get("what_if") is None else raw["what_if"]
+    if not isinstance(raw_what_if, list) or not all(isinstance(w, dict) for w in raw_what_if):
+        raise TeamsError("aligned_dra_teams.kueue.what_if must be a list of workloads (mappings)")
+    what_if = []
+    for index, workload in enumerate(raw_what_if):
+        where = f"aligned_dra_teams.kueue.what_if[{index}]"
+        _check_keys(where, workload, WHAT_IF_KEYS)
+        workload = dict(workload)
+        for key in ("team", "name", "class"):
+            if not isinstance(workload.get(key), str) or not workload[key]:
+                raise TeamsError(f"{where}.{key} must be a name (got {workload.get(key)!r})")
+        if "tier" in workload and (not isinstance(workload["tier"], str) or workload["tier"] not in tiers):
+            raise TeamsError(f"{where}.tier {workload['tier']!r} is not one of {', '.join(sorted(tiers))}")
+        devices = workload.get("devices", 1)
+        if isinstance(devices, bool) or not isinstance(devices, (int, str)):
+            raise TeamsError(f"{where}.devices must be a device count or a capacity amount (got {devices!r})")
+        # a class key (gpu) or the DeviceClass name
+        workload["class"] = _resolve_class(f"{where}.class", workload["class"], classes, keys)
+        if not isinstance(workload.get("running", False), bool):
+            raise TeamsError(f"{where}.running must be true or false")
+        what_if.append(workload)
+    return {"cohort": cohort, "node_groups": node_groups, "resource_names": names, "what_if": what_if}
+
+
+def teams_by_namespace(raw_or_conf: dict[str, Any] | None) -> dict[str, str]:
+    """``{namespace: team}`` from raw settings or checked ones (for utilization)."""
+    found = {}
+    if not isinstance(raw_or_conf or {}, dict):
+        raise TeamsError("aligned_dra_teams must be a mapping")
+    teams = (raw_or_conf or {}).get("teams") or []
+    if not isinstance(teams, list):
+        raise TeamsError("aligned_dra_teams.teams must be a list")
+    for index, team in enumerate(teams):
+        where = f"aligned_dra_teams.teams[{index}]"
+        if not isinstance(team, dict) or not isinstance(team.get("name"), str):
+            raise TeamsError(f"{where} must be a mapping with a name")
+        namespaces = team.get("namespaces") or [team["name"]]
+        if not isinstance(namespaces, list) or not all(isinstance(ns, str) for ns in namespaces):
+            raise TeamsError(f"{where}.namespaces must be a list of namespace names")
+        for ns in namespaces:
+            found[ns] = team["name"]
+    return found
