@@ -178,8 +178,18 @@ class Browser:
                 self.__exit__(None, None, None)
                 raise CDPError(f"chromium did not start; its output is in {self.log_path}")
             time.sleep(0.05)
-        self.port = int(active.read_text().split()[0])
-        return self
+        while True:  # the file may be written before the endpoint answers (or in parts): wait for an answer
+            try:
+                self.port = int(active.read_text().split()[0])
+                self.version()
+                return self
+            except (OSError, ValueError, IndexError) as exc:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.__exit__(None, None, None)
+                    raise CDPError(
+                        f"chromium's DevTools endpoint does not answer; its output is in {self.log_path}"
+                    ) from exc
+                time.sleep(0.05)
 
     def _json(self, path: str, method: str = "GET") -> Any:
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)

@@ -178,6 +178,18 @@ class NodeTree:
         return values
 
 
+def accepts(path: Path) -> bool:
+    """Whether a Unix socket takes a connection now (a listening server), without a request."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+    return True
+
+
 def make_char_device(path: Path) -> None:
     """A character device with /dev/null's numbers (root), else a plain file stand-in."""
     try:
@@ -326,14 +338,26 @@ class DriverProcess:
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until both gRPC servers answer: a socket file exists before its server listens."""
+        import grpc
+
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        waiting = [self.dra_socket, self.reg_socket]
+        while waiting and time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"driver exited with {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
-            if self.reg_socket.exists() and self.dra_socket.exists():
-                return
-            time.sleep(0.02)
-        raise TimeoutError(f"driver sockets did not appear:\n{self.log.read_text()[-4000:]}")
+            if accepts(waiting[0]):
+                waiting.pop(0)
+            else:
+                time.sleep(0.02)
+        for path in () if waiting else (self.dra_socket, self.reg_socket):
+            with grpc.insecure_channel(f"unix://{path}") as channel:  # the HTTP/2 handshake: the server answered
+                try:
+                    grpc.channel_ready_future(channel).result(timeout=max(deadline - time.monotonic(), 0.1))
+                except grpc.FutureTimeoutError:
+                    waiting.append(path)
+        if waiting:
+            raise TimeoutError(f"no answer on {waiting} within {timeout} s:\n{self.log.read_text()[-4000:]}")
 
     def stop(self) -> int:
         for channel in self._channels:

@@ -158,7 +158,7 @@ def start(
         if proc.poll() is not None:
             print((directory / "log").read_text()[-4000:], file=sys.stderr)
             return 1
-        if url_file.exists():
+        if url_file.exists() and _answers(url_file.read_text().strip()):  # an answer, not only the file
             print(f"started: {url_file.read_text().strip()} (pid {proc.pid})")
             return 0
         time.sleep(0.05)
@@ -182,7 +182,9 @@ def serve(directory: Path, minor: str, nodes: list[str], pods: list[str], daemon
     api.write_kubeconfig(tmp)
     tmp.rename(directory / "kubeconfig")
     (directory / "pid").write_text(str(os.getpid()))
-    (directory / "url").write_text(api.url)  # written last: start() waits for it
+    # written last and whole (a rename): start() takes it for an answer, as the server listens already
+    (directory / "url.tmp").write_text(api.url)
+    (directory / "url.tmp").rename(directory / "url")
     print(f"serving {api.url} (Kubernetes {minor})", flush=True)
     done.wait()
     api.stop()

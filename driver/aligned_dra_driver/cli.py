@@ -207,7 +207,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         timeout=args.api_timeout,
         connect_timeout=min(3.0, args.api_timeout),
     )
-    # --fractional-gpus=auto is decided at the first answer of the API server (Runner.sync): never block here
+    # --fractional-gpus=auto is decided at the first answer of the API server (Runner.publish): never block here
     status_queue = StatusQueue(kube, args.driver_name, args.node_name, metrics)
     driver = Driver(opts, kube, metrics, status_queue)
     publisher = Publisher(kube, args.node_name, args.driver_name)
@@ -248,7 +248,7 @@ def fractional_by_version(kube: Any) -> bool:
 
 
 class Runner:
-    """Start order: restore, scan, publish, serve; then rescan and republish until SIGTERM.
+    """Start order: restore, scan, serve, publish; then rescan and republish until SIGTERM.
 
     API trouble never ends the process: a failed publication is retried with capped
     exponential backoff plus jitter (at least ``Retry-After``), while the gRPC services
@@ -329,10 +329,13 @@ class Runner:
         else:
             LOG.error("the kubelet refused the registration: %s", error)
 
-    def sync(self, force: bool = False) -> None:
-        """Retry a pending CDI restore, rescan, and publish unless backing off from API errors."""
-        from .kube import ApiError
+    def sync(self) -> None:
+        """Scan, then publish unless the scan failed or the loop is backing off from API errors."""
+        if self.scan():
+            self.publish()
 
+    def scan(self) -> bool:
+        """Retry a pending CDI restore and rescan the node: local reads only, no API request."""
         if self.driver.restore_pending:
             try:
                 self.driver.retry_restore()
@@ -343,9 +346,15 @@ class Runner:
         except Exception as exc:  # a broken sysfs read must not stop the plugin
             LOG.error("topology scan failed: %s", exc)
             self.metrics.errors.labels(operation="scan").inc()
-            return
+            return False
+        self.monitor.update(self.driver.inventory)
+        return True
+
+    def publish(self) -> None:
+        """Publish the last scan's devices unless backing off from API errors."""
+        from .kube import ApiError
+
         inventory = self.driver.inventory
-        self.monitor.update(inventory)
         if time.monotonic() < self.retry_at:
             return
         try:
@@ -418,7 +427,9 @@ class Runner:
             self.metrics_server.start()
             LOG.info("metrics on port %d", self.metrics_server.port)
         self.status_queue.start()
-        self.sync(force=True)
+        # The kubelet is served from the scan on, before any API request: a node that boots into a slow or
+        # unreachable control plane still registers and unprepares; the publication follows in the loop.
+        self.scan()
         self.servers.start()
         from .uevents import UeventWatcher
 
@@ -428,13 +439,14 @@ class Runner:
         threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
+        self.publish()
         while not self.stopping.is_set():
             if self.wake.wait(self._wait_time()) and not self.stopping.is_set():
                 time.sleep(UEVENT_SETTLE)  # a burst (VFs being created) ends in one scan
             if self.stopping.is_set():
                 break
             self.wake.clear()
-            self.sync(force=False)
+            self.sync()
         return self.shutdown(watcher)
 
     def shutdown(self, watcher: Any) -> int:

@@ -238,10 +238,15 @@ class Servers:
     def start(self) -> None:
         for server, path in ((self.dra, self.dra_socket), (self.registration, self.registration_socket)):
             _prepare_socket(path)
-            if server.add_insecure_port("unix://" + path) == 0:
+            # gRPC binds (the file appears) before it listens: a connect in between is refused. Listen under a
+            # dot name, which the kubelet's plugin watcher skips, and rename: the socket at its path answers.
+            listening = os.path.join(os.path.dirname(path), "." + os.path.basename(path))
+            _prepare_socket(listening)
+            if server.add_insecure_port("unix://" + listening) == 0:
                 raise RuntimeError(f"cannot listen on {path}")
             server.start()
-            os.chmod(path, 0o660)
+            os.chmod(listening, 0o660)
+            os.rename(listening, path)
         self.running.set()
         LOG.info("serving %s and %s", self.dra_socket, self.registration_socket)
 

@@ -134,6 +134,33 @@ def test_start_with_the_api_refused_serves_checkpointed_claims_and_recovers(node
         assert process.stop() == 0
 
 
+def test_the_kubelet_is_served_while_the_first_publication_hangs(node, api, proxy):
+    """A node rebooting into a slow control plane: it registers and unprepares before any API answer.
+
+    Causal, not timed: the servers answer while every API request is held (none has failed or been
+    answered), and the log says it served before the first publication attempt ended.
+    """
+    kept = gpu_claim(api, "kept")
+    with spawn(node, api, proxy) as process:
+        assert process.prepare([kept]).claims[kept["uid"]].error == ""
+    delete_slices(api)
+    held = proxy.add("*", r".*", "hang")
+    process = spawn(node, api, proxy, "--api-timeout", "30").start()  # start() waits for both servers' answers
+    try:
+        assert process.register().name == h.DRIVER
+        assert process.unprepare([kept]).claims[kept["uid"]].error == ""
+        assert checkpointed(node) == {} and not spec_file(node, kept["uid"]).exists()
+        assert held.hits >= 1 and api.list("resourceslices") == []
+        log = process.log.read_text()
+        assert "serving " in log and "publishing ResourceSlices failed" not in log, log
+        proxy.clear()  # the API server answers: the publication goes on in the background
+        h.wait_until(lambda: api.list("resourceslices"), timeout=30, what="the first publication")
+        log = process.log.read_text()
+        assert log.index("serving ") < log.index("publishing ResourceSlices failed (1 in a row"), log
+    finally:
+        assert process.stop() == 0
+
+
 FAULTS = {
     "hang": dict(action="hang"),
     "reset": dict(action="reset"),
