@@ -868,7 +868,10 @@ class _Builder:
         header = 0x01 if is_bridge else 0x00
         if multifunction:
             header |= 0x80
+        # A VF's Vendor and Device ID read FFFFh (SR-IOV); of its Command register only Bus Master Enable
+        # applies (memory space is the PF's VF MSE, INTx does not exist). Status, revision and class answer.
         cfg_vendor, cfg_device = (0xFFFF, 0xFFFF) if physfn is not None else (vendor, device)
+        command = (0x0004 if physfn is not None else 0x0406) if driver else 0
         config = bytearray(64)
         struct.pack_into(
             "<HHHHBBBBBBBB",
@@ -876,7 +879,7 @@ class _Builder:
             0,
             cfg_vendor,
             cfg_device,
-            0x0406 if driver else 0,
+            command,
             0x0010,
             revision,
             pci_class & 0xFF,

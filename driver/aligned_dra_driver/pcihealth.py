@@ -3,11 +3,13 @@
 
 Two reads per published function and scan, both cheap and side-effect free:
 
-- ``config``: the first four bytes of the function's configuration space. A
-  function that no longer answers (a GPU that "fell off the bus", a link that
-  went away under a surprise removal the kernel has not finished) reads as all
-  ones: vendor ID 0xffff. A function that is runtime-suspended is not read,
-  since a config read would wake it.
+- ``config``: the function's 64-byte configuration header. A function that no
+  longer answers (a GPU that "fell off the bus", a link that went away under a
+  surprise removal the kernel has not finished) reads as all ones, the whole
+  header. Vendor and device ID alone do not tell: an SR-IOV VF's read 0xffff by
+  the specification (the kernel gives its IDs in ``vendor``/``device``), while
+  its command, status, revision and class registers answer. A function that
+  is runtime-suspended is not read, since a config read would wake it.
 - ``aer_dev_fatal``: the kernel's count of fatal uncorrectable AER errors the
   function reported (``TOTAL_ERR_FATAL``; kernels 4.19+, AER-capable
   functions only).
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-ALL_ONES = b"\xff\xff\xff\xff"
+HEADER_BYTES = 64  # the type 0/1 header: readable by anyone, and a gone function reads it all as ones
 
 
 def _function_dir(sysfs_root: str, pci_address: str) -> str:
@@ -35,7 +37,7 @@ def present(sysfs_root: str, pci_address: str) -> bool:
 
 
 def responds(sysfs_root: str, pci_address: str) -> bool | None:
-    """False when the function's vendor and device ID read as all ones; None when unknown."""
+    """False when the function's whole configuration header reads as all ones; None when unknown."""
     base = _function_dir(sysfs_root, pci_address)
     try:
         with open(os.path.join(base, "power", "runtime_status")) as handle:
@@ -45,12 +47,12 @@ def responds(sysfs_root: str, pci_address: str) -> bool | None:
         pass  # no runtime PM attributes: read the config space
     try:
         with open(os.path.join(base, "config"), "rb") as handle:
-            head = handle.read(4)
+            head = handle.read(HEADER_BYTES)
     except OSError:
         return None
-    if len(head) < 4:
+    if len(head) < HEADER_BYTES:
         return None
-    return head != ALL_ONES
+    return head.count(0xFF) != len(head)
 
 
 def aer_fatal_count(sysfs_root: str, pci_address: str) -> int | None:

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aligned_dra_driver import health, pcihealth
+from aligned_dra_driver import inventory as driver_inventory
 from aligned_dra_driver.inventory import Inventory
+
+from ansible_collections.aligned.dra.tests import sysfs_builder
 
 BDF = "0000:19:00.0"
 NAME = "nic-0000-19-00-0"
@@ -125,6 +129,12 @@ def test_a_config_space_of_all_ones_is_not_responding_unless_suspended(tmp_path)
     assert pcihealth.responds(str(tmp_path), BDF) is True
     (directory / "config").write_bytes(b"\xff" * 64)
     assert pcihealth.responds(str(tmp_path), BDF) is False
+    # a VF: vendor and device ID read FFFFh by the SR-IOV specification, the rest of its header answers
+    vf_header = b"\xff\xff\xff\xff\x04\x00\x10\x00" + bytes([0, 0, 0x80, 0x02]) + bytes(52)
+    (directory / "config").write_bytes(vf_header)
+    assert pcihealth.responds(str(tmp_path), BDF) is True
+    (directory / "config").write_bytes(b"\xff" * 8)  # a header cut short says nothing
+    assert pcihealth.responds(str(tmp_path), BDF) is None
     (directory / "power").mkdir()
     (directory / "power" / "runtime_status").write_text("suspended\n")
     assert pcihealth.responds(str(tmp_path), BDF) is None  # a read would wake it: not read
@@ -217,3 +227,46 @@ def test_a_device_still_on_the_bus_but_not_published_is_not_gone(tmp_path):
     assert (entry.cause, entry.healthy) == ("gone", False)
     (held,) = monitor.tainted_devices(inventory(None), "aligned.dev", in_use={NAME})
     assert held["taints"][0]["effect"] == "NoExecute"
+
+
+def dgx_with_vfs(root: Path, vfs_per_pf: int = 4) -> Path:
+    """The DGX H100 layout with ``vfs_per_pf`` VFs on each ConnectX-7 PF, built as the kernel shows it."""
+    spec = sysfs_builder.load_layout("dgx-h100")
+    sriov = {"totalvfs": 16, "numvfs": vfs_per_pf, "vf_device": 0x101E, "vf_driver": "mlx5_core"}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("vendor") == 0x15B3 and node.get("class") == 0x020700:
+                node["sriov"] = sriov
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(spec["hostbridges"])
+    sysfs_builder.build(spec, root)
+    return root / "sys"
+
+
+def test_a_healthy_sriov_node_has_no_tainted_device(tmp_path):
+    """VFs read FFFFh IDs on a healthy node: none of them is "not responding"; one whose header is gone is."""
+    sys_root = dgx_with_vfs(tmp_path)
+    opts = driver_inventory.Options(node_name="dgx", sysfs_root=str(sys_root), procfs_root=str(tmp_path / "proc"))
+    scanned = driver_inventory.scan(opts)
+    vfs = {d["name"]: t for d, t in ((d, scanned.by_name[d["name"]]) for d in scanned.devices) if t.get("physfn")}
+    assert len(vfs) == 8 * 4
+    vf_bdf = next(iter(vfs.values()))["pci_address"]
+    assert (sys_root / "bus/pci/devices" / vf_bdf / "config").read_bytes()[:4] == b"\xff" * 4  # as on hardware
+    monitor = health.HealthMonitor(sysfs_root=str(sys_root))
+    monitor.update(scanned)
+    tainted = [d["name"] for d in monitor.tainted_devices(scanned, "dra.aligned.dev") if d.get("taints")]
+    assert tainted == []
+
+    gone_name, gone = sorted(vfs.items())[5]
+    config = sys_root / "bus/pci/devices" / gone["pci_address"] / "config"
+    config.write_bytes(b"\xff" * len(config.read_bytes()))
+    monitor.update(scanned)
+    tainted = {d["name"]: d["taints"] for d in monitor.tainted_devices(scanned, "dra.aligned.dev") if d.get("taints")}
+    assert list(tainted) == [gone_name]
+    assert tainted[gone_name][0]["effect"] == "NoExecute" and tainted[gone_name][0]["value"] == "not-responding"
