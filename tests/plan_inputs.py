@@ -5,8 +5,9 @@ Also the builders of hand-written DeviceClasses (one per kind of the bundled
 driver) and ResourceClaimTemplates the planner's and allocator's tests share.
 
 One node with two GPUs and one RDMA NIC: the NIC shares a PCIe root (PIX) with
-the first GPU and sits on the other NUMA node (SYS) from the second. Never
-shipped.
+the first GPU and sits on the other NUMA node (SYS) from the second. And the
+ResourceSlices of AWS p5.48xlarge-like nodes as NVIDIA's GPU driver and DRANET
+publish them (GPUs with a PCIe root and no NUMA node). Never shipped.
 """
 
 from __future__ import annotations
@@ -65,3 +66,65 @@ def exactly(name: str, cls: str, count: int = 1, **extra) -> dict:
     spec = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": count}
     spec.update(extra)
     return {"name": name, "exactly": spec}
+
+
+# -- a site of AWS p5.48xlarge-like nodes, published by other drivers -----------------------------
+#
+# The PCI layout of aws-ofi-nccl's NCCL topology of p5.48xlarge (topology/p5.48xl-topo.xml): eight
+# PCIe switches below bridges 0000:00:00.0 ... 0000:07:00.0 (named pci0000:00 ... pci0000:07 here),
+# each with one H100 (0000:4f:00.0, 0000:60:00.0, ... 0000:c0:00.0) and the four EFA NICs on the next
+# four buses (0000:50:00.0 ... 0000:53:00.0 beside the first GPU). The file nests all eight switches
+# in one <cpu> element; the instance has two sockets, and the switches are split four per NUMA node
+# (switches 0-3 on node 0, 4-7 on node 1). NVIDIA's GPU driver publishes the GPUs with pciBusID and
+# pcieRoot and no numaNode; DRANET publishes the EFA NICs with both (the NUMA node only when
+# ``efa_numa`` is true).
+
+P5_GPU_BUSES = (0x4F, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0)
+P5_EFA_PER_SWITCH = 4
+
+
+def p5_root(switch: int) -> str:
+    return f"pci0000:{switch:02x}"
+
+
+def p5_slices(node: str, efa_numa: bool = True) -> list[dict[str, Any]]:
+    """The ResourceSlices of one p5-like node: 8 H100 (``gpu.nvidia.com``) and 32 EFA NICs (``dra.net``)."""
+    gpus, nics = [], []
+    for switch, bus in enumerate(P5_GPU_BUSES):
+        root, numa = p5_root(switch), switch // 4
+        gpus.append({"name": f"gpu-{switch}", "attributes": {
+            "type": {"string": "gpu"}, "uuid": {"string": f"GPU-{node}-{switch}"},
+            "productName": {"string": "NVIDIA H100 80GB HBM3"}, "architecture": {"string": "Hopper"},
+            "resource.kubernetes.io/pciBusID": {"string": f"0000:{bus:02x}:00.0"},
+            "resource.kubernetes.io/pcieRoot": {"string": root}}})  # fmt: skip
+        for nic_bus in range(bus + 1, bus + 1 + P5_EFA_PER_SWITCH):
+            bdf = f"0000:{nic_bus:02x}:00.0"
+            attributes = {"dra.net/pciAddress": {"string": bdf}, "dra.net/rdma": {"bool": True},
+                          "resource.kubernetes.io/pcieRoot": {"string": root}}  # fmt: skip
+            if efa_numa:
+                attributes["dra.net/numaNode"] = {"int": numa}
+            nics.append({"name": "pci-" + bdf.replace(":", "-").replace(".", "-"), "attributes": attributes})
+    return [p5_slice(node, "gpu.nvidia.com", gpus), p5_slice(node, "dra.net", nics)]
+
+
+def p5_slice(node: str, driver: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver.replace('.', '-')}"},
+        "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices},
+    }  # fmt: skip
+
+
+def p5_objects() -> list[dict[str, Any]]:
+    """The objects rendered for NVIDIA GPUs and DRANET NICs, and ``gpu-efa-unaligned``: two GPUs and two
+    NICs, no constraint (a fresh copy)."""
+    rendered = claims.render(
+        {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com", "nic_driver": "dra.net"},
+        "p5",
+        "1.36",
+    )["objects"]
+    return rendered + [
+        template("gpu-efa-unaligned", [exactly("gpu", "nvidia-gpu", count=2), exactly("efa", "dranet-nic", count=2)])
+    ]

@@ -165,6 +165,10 @@ plan:
     - The plan; see docs/claims.md for every key.
     - C(templates[]) has C(name), C(required), C(fits_total), C(worst_level), C(aligned_level),
       C(satisfiable), C(errors) and C(nodes) (per node C(fits), C(worst_level), C(allocations), C(reason)).
+    - A level is never better than what it summarises. C(null) with C(worst_level_exact=false) is unknown
+      (one GPU-NIC pair of unknown level, and no exact C(SYS)); C(null) with C(worst_level_exact=true) means
+      no allocation holds both a GPU and a NIC. C(templates[].worst_level_text) and C(aligned_level_text)
+      read the level (C(SYS)), a bound after a less-than-or-equal sign (U+2264), C(unknown) or C(none).
     - C(nodes_failed) and C(node_counts) say which of the site's nodes were left out of the plan, and why.
     - With O(return_plan=summary), C(templates[]) has no C(nodes); O(dest) has them.
   returned: always

@@ -191,9 +191,11 @@ NUMA_ATTRIBUTES = (dra.ATTR_NUMA_NODE, "dra.net/numaNode", "gpu.nvidia.com/numa"
 
 # Where a pair's level comes from: the probe's links (exact), the published or
 # probed PCIe roots and NUMA nodes (exact where they decide the level: other
-# roots on one NUMA node are NODE, other NUMA nodes SYS), an upper bound (one
-# root: PHB at worst; one NUMA node, roots unknown: NODE at worst), or nothing.
-LEVEL_SOURCES = ("topology", "attributes", "bound", "unknown")
+# roots on one NUMA node are NODE, other NUMA nodes SYS), the same with a NUMA
+# node inferred from another device on the same root (exact, and named: see
+# infer_root_numa), an upper bound (one root: PHB at worst; one NUMA node,
+# roots unknown: NODE at worst), or nothing.
+LEVEL_SOURCES = ("topology", "attributes", "inferred", "bound", "unknown")
 
 _ADDRESS_RE = re.compile(r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$")
 _ROOT_RE = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
@@ -358,14 +360,17 @@ def join_device(
     else the published ones; a set, for devices local to several),
     ``physfn`` the probed parent port of a VF, and ``reason`` why a published
     address could not be used (then no level is read for the device at all:
-    the probe and the cluster disagree about the node).
+    the probe and the cluster disagree about the node). ``numa_from`` stays
+    ``None`` here: :func:`infer_root_numa` sets it on the devices whose NUMA
+    node it takes from another device of the node.
     """
     name = label or "device"
     kind = published_kind(driver, attributes)
     address, via, raw = _published_address(attributes)
     roots = _roots([attributes.get(a) for a in ROOT_ATTRIBUTES])
     numa = _numas([attributes.get(a) for a in NUMA_ATTRIBUTES])
-    joined = {"address": None, "via": via, "kind": kind, "roots": roots, "numa": numa, "physfn": None, "reason": None}
+    joined = {"address": None, "via": via, "kind": kind, "roots": roots, "numa": numa, "physfn": None, "reason": None,
+              "numa_from": None}  # fmt: skip
     parent = normalize_pci_address(attributes.get(f"{dra.DRIVER_NAME}/sriovParent"))
     if via is not None and address is None:
         joined["reason"] = f"{name}: {via} {raw!r} is not a PCI address"
@@ -394,6 +399,42 @@ def join_device(
     return joined
 
 
+def infer_root_numa(joined: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """NUMA nodes of a node's devices that publish a PCIe root and no NUMA node, from the node's other devices.
+
+    ``joined``: ``(label, join)`` of every published device of one node, each
+    from :func:`join_device`. A PCIe root complex belongs to one NUMA node, so a
+    device on a root shares the NUMA node of any other device on that root
+    that has one (published, or the probe's). Donors are devices with one
+    root and one NUMA node of their own; a root whose donors disagree gives
+    nothing, and a device on several roots gets NUMA nodes only when every
+    one of its roots has them. The receivers' ``numa`` is set, and
+    ``numa_from`` names the donor (``"gpu-4: numaNode 1 from nic-x (same
+    pcieRoot pci0000:04)"``); devices whose join has a ``reason`` neither give
+    nor take.
+    """
+    joined = sorted(joined, key=lambda item: item[0])
+    donors: dict[str, dict[int, str]] = {}  # root: {NUMA node: first donor}
+    for label, join in joined:
+        if join.get("reason") or join.get("numa_from") or len(join["roots"]) != 1 or len(join["numa"]) != 1:
+            continue
+        (root,) = join["roots"]
+        (numa,) = join["numa"]
+        donors.setdefault(root, {}).setdefault(numa, label)
+    for label, join in joined:
+        if join.get("reason") or join["numa"] or not join["roots"]:
+            continue
+        found = [(root, donors.get(root) or {}) for root in sorted(join["roots"])]
+        if any(len(numas) != 1 for _root, numas in found):
+            continue  # a root without donors, or donors that disagree: nothing is inferred
+        notes = []
+        for root, numas in found:
+            ((numa, donor),) = numas.items()
+            notes.append(f"numaNode {numa} from {donor} (same pcieRoot {root})")
+        join["numa"] = frozenset(numa for _root, numas in found for numa in numas)
+        join["numa_from"] = f"{label}: " + "; ".join(notes)
+
+
 def joined_pair_level(
     accelerator: Mapping[str, Any], nic: Mapping[str, Any], links: Mapping[str, Mapping[str, str]]
 ) -> dict[str, Any]:
@@ -401,6 +442,9 @@ def joined_pair_level(
 
     Returns ``{"level", "exact", "source"}`` (and ``reason`` when unknown).
     ``level`` of a bound is its worst case: the pair is at that level or better.
+    Where a NUMA node that :func:`infer_root_numa` inferred decides the level,
+    the source is ``inferred`` (``bound`` for a bound) and ``inferred`` lists
+    the devices' ``numa_from``.
     """
     for side in (accelerator, nic):
         if side.get("reason"):
@@ -415,12 +459,15 @@ def joined_pair_level(
     if a_roots & b_roots:
         return {"level": "PHB", "exact": False, "source": "bound"}
     if a_numa and b_numa:
+        inferred = [side["numa_from"] for side in (accelerator, nic) if side.get("numa_from")]
+        decided = {"source": "inferred", "inferred": inferred} if inferred else {"source": "attributes"}
         if not a_numa & b_numa:
-            return {"level": "SYS", "exact": True, "source": "attributes"}
+            return {"level": "SYS", "exact": True, **decided}
         if a_roots and b_roots and len(a_numa) == len(b_numa) == 1:
             # other host bridges on one NUMA node: NODE by definition
-            return {"level": "NODE", "exact": True, "source": "attributes"}
-        return {"level": "NODE", "exact": False, "source": "bound"}
+            return {"level": "NODE", "exact": True, **decided}
+        bound = {"level": "NODE", "exact": False, "source": "bound"}
+        return dict(bound, inferred=inferred) if inferred else bound
     return {
         "level": None,
         "exact": False,
@@ -429,13 +476,38 @@ def joined_pair_level(
     }
 
 
+def _ranked(levels: Iterable[tuple[str | None, bool]]) -> tuple[list[tuple[int, bool]], bool]:
+    """``([(rank, exact)], any unknown)`` of ``(level, exact)`` pairs.
+
+    ``(None, False)`` is an unknown level; ``(None, True)`` is nothing to
+    summarise (an allocation without an accelerator-NIC pair, a node where no
+    claim fits) and is left out.
+    """
+    known, unknown = [], False
+    for level, exact in levels:
+        if level in topology_lib.LEVEL_RANK:
+            known.append((topology_lib.LEVEL_RANK[level], bool(exact)))
+        elif level is not None or not exact:
+            unknown = True
+    return known, unknown
+
+
 def worst_level(levels: Iterable[tuple[str | None, bool]]) -> tuple[str | None, bool]:
-    """``(level, exact)``: the worst of ``(level, exact)`` pairs, unknown ones left out.
+    """``(level, exact)``: the worst of ``(level, exact)`` pairs; never better than any of them.
 
     Exact when an exact level reaches the worst rank: a bound there only says
-    "this or better".
+    "this or better". One unknown level (``(None, False)``) makes the worst
+    unknown, ``(None, False)``, unless an exact SYS is among them: nothing is
+    worse than SYS, so the worst is SYS whatever the unknown ones are.
+    ``(None, True)`` entries are nothing to summarise and are left out; with
+    nothing else the result is ``(None, True)``.
     """
-    known = [(topology_lib.LEVEL_RANK[lv], exact) for lv, exact in levels if lv in topology_lib.LEVEL_RANK]
+    known, unknown = _ranked(levels)
+    sys_rank = len(topology_lib.LEVELS) - 1
+    if any(r == sys_rank and exact for r, exact in known):
+        return topology_lib.LEVELS[sys_rank], True
+    if unknown:
+        return None, False
     if not known:
         return None, True
     rank = max(r for r, _exact in known)
@@ -443,16 +515,20 @@ def worst_level(levels: Iterable[tuple[str | None, bool]]) -> tuple[str | None, 
 
 
 def best_level(levels: Iterable[tuple[str | None, bool]]) -> tuple[str | None, bool]:
-    """``(level, exact)``: the best of ``(level, exact)`` pairs, unknown ones left out.
+    """``(level, exact)``: the best of ``(level, exact)`` pairs, a claim that one at least this good exists.
 
-    Exact only when every pair is exact (any bound could be better than it
-    says), or the best is PIX and exact.
+    An unknown pair cannot make that claim false (the best is the known best
+    or better), so it is left out of the level; but it could be better than
+    the known best, so it makes the result a bound, as a bound does: exact
+    only when every pair is known and exact, or the best is PIX and exact.
+    Unknown, ``(None, False)``, when no pair is known; ``(None, True)`` with
+    nothing to summarise.
     """
-    known = [(topology_lib.LEVEL_RANK[lv], exact) for lv, exact in levels if lv in topology_lib.LEVEL_RANK]
+    known, unknown = _ranked(levels)
     if not known:
-        return None, True
+        return None, not unknown
     rank = min(r for r, _exact in known)
-    exact = all(e for _r, e in known) or (rank == 0 and any(e for r, e in known if r == 0))
+    exact = (not unknown and all(e for _r, e in known)) or (rank == 0 and any(e for r, e in known if r == 0))
     return topology_lib.LEVELS[rank], exact
 
 
@@ -461,3 +537,10 @@ def level_text(level: str | None, exact: bool = True) -> str:
     if level is None:
         return "unknown"
     return level if exact else f"\u2264 {level}"
+
+
+def summary_level_text(level: str | None, exact: bool) -> str:
+    """:func:`level_text` of a summary (:func:`worst_level`): ``none`` when there was nothing to summarise."""
+    if level is None and exact:
+        return "none"
+    return level_text(level, exact)

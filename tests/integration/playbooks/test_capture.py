@@ -103,9 +103,10 @@ def test_capture_fetches_identical_snapshots_and_what_if_plans_on_them(trees, tm
         "aligned_dra_what_if_cache_dir": str(tmp_path / "cache"),
         "aligned_dra_what_if_dest": str(dest),
     }
-    play(hosts, "what_if.yml", "-e", json.dumps(extra), env=env)
+    what_if = play(hosts, "what_if.yml", "-e", json.dumps(extra), env=env)
     plan = json.loads(dest.read_text())
     pair = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
+    assert f"gpu-nic-pair-1: {pair['fits_total']} claims fit, worst level {pair['worst_level_text']}" in what_if.stdout
     assert sorted(pair["nodes"]) == ["dgx1", "ve1"]
     assert pair["nodes"]["dgx1"]["fits"] == 8
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["dgx1", "ve1"]

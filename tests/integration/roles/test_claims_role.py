@@ -78,7 +78,9 @@ def test_render_plan_and_write_then_idempotent(tmp_path, trees):
     assert "claimtemplate-gpu-nic-pair-8.yaml" in kustomization["resources"]
     for name in kustomization["resources"]:
         assert (site / "claims" / name).is_file()
-    assert "gpu-nic-pair-1: 9 claims fit" in first.stdout
+    # the summary line says what plan.json says, in the words of the plan (never a level for an unknown)
+    assert f"gpu-nic-pair-1: 9 claims fit, worst level {pair1['worst_level_text']}" in first.stdout
+    assert pair1["worst_level_text"] == "PHB"
 
     second = run_playbook(inventory, play)
     assert second.returncode == 0, second.stdout + second.stderr

@@ -221,6 +221,8 @@ class NodeDevices:
         )
         probed = data.get("probed")
         self.devices = [Device(d, domains, i, probed) for i, d in enumerate(ordered)]
+        # a device with a pcieRoot and no numaNode: the NUMA node of the other devices on its root
+        device_model.infer_root_numa((d.label, d.join) for d in self.devices)
         self.links = data.get("links") or {}
         self.pair_levels: dict[tuple[int, int], dict[str, Any]] = {}
         self.shared = {k: dict(v) for k, v in (data.get("shared_counters") or {}).items()}
@@ -275,32 +277,43 @@ class NodeDevices:
         ``aligned_level``: the worst over its accelerators of each one's best
         level to a NIC of the allocation; ``*_exact``: false where the level is
         a bound (the pair is at that level or better); ``level_source``: the
-        sources of its pairs' levels (``topology``, ``attributes``, ``bound``,
-        ``unknown``), joined with ``+``. Pairs of unknown level are left out.
+        sources of its pairs' levels (``topology``, ``attributes``,
+        ``inferred``, ``bound``, ``unknown``), joined with ``+``;
+        ``numa_inferred`` (only where some): the NUMA nodes inferred from other
+        devices that decided a level. One pair of unknown level makes the worst
+        level unknown (``None``, exact false) unless another is exactly SYS;
+        an accelerator with no known pair makes the aligned level unknown
+        (:func:`device_model.worst_level`, :func:`device_model.best_level`).
+        Without an accelerator-NIC pair both are ``None`` with exact true.
         """
         accelerators = [d for d in devices if d.join["role"] == "accelerator"]
         nics = [d for d in devices if d.join["role"] == "nic"]
         worst_pairs = []
         best_per_accelerator = []
         sources = set()
+        inferred: set[str] = set()
         for accelerator in accelerators:
             row = []
             for nic in nics:
                 found = self.pair(accelerator, nic)
                 sources.add(found["source"])
+                inferred.update(found.get("inferred") or ())
                 row.append((found["level"], found["exact"]))
             worst_pairs.extend(row)
             if row:
                 best_per_accelerator.append(device_model.best_level(row))
         worst, worst_exact = device_model.worst_level(worst_pairs)
         aligned, aligned_exact = device_model.worst_level(best_per_accelerator)
-        return {
+        found = {
             "worst_level": worst,
             "worst_level_exact": worst_exact,
             "aligned_level": aligned,
             "aligned_level_exact": aligned_exact,
             "level_source": "+".join(s for s in device_model.LEVEL_SOURCES if s in sources) or None,
         }
+        if inferred:
+            found["numa_inferred"] = sorted(inferred)
+        return found
 
     def levels(self, devices: list[Device]) -> tuple[str | None, str | None]:
         """``(worst, aligned)`` of :meth:`assess`."""

@@ -337,12 +337,21 @@ def plan_node(
     return result
 
 
-def _summarise_levels(target: dict[str, Any], parts: list[dict[str, Any]]) -> None:
-    """``worst_level``/``aligned_level`` and their ``*_exact`` over allocations or node results."""
+def _summarise_levels(target: dict[str, Any], parts: list[dict[str, Any]], text: bool = False) -> None:
+    """``worst_level``/``aligned_level`` and their ``*_exact`` over allocations or node results.
+
+    Never better than a part: one unknown part (``None``, exact false) makes
+    the summary unknown unless another part is exactly SYS; parts with
+    nothing to summarise (``None``, exact true: no pair, no claim) are left
+    out (:func:`device_model.worst_level`). ``text`` adds ``*_text``
+    (``SYS``, ``≤ PHB``, ``unknown``, ``none``).
+    """
     for key in ("worst_level", "aligned_level"):
         level, exact = device_model.worst_level((p[key], p.get(key + "_exact", True)) for p in parts)
         target[key] = level
         target[key + "_exact"] = exact
+        if text:
+            target[key + "_text"] = device_model.summary_level_text(level, exact)
 
 
 class _Shapes:
@@ -514,7 +523,7 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
             # where it could be allocated, but only once on the whole site
             entry["nodes_possible"] = sorted(n for n, r in entry["nodes"].items() if r["fits"])
             entry["fits_total"] = min(entry["fits_total"], 1)
-        _summarise_levels(entry, list(entry["nodes"].values()))
+        _summarise_levels(entry, list(entry["nodes"].values()), text=True)
         entry["satisfiable"] = entry["fits_total"] > 0 and not entry["errors"]
         if not entry["satisfiable"]:
             entry["reason"] = (

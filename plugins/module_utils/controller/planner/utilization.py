@@ -16,8 +16,13 @@ ResourceClaims) and reports, per site, node, DeviceClass and team:
   its driver publishes (:func:`device_model.join_device`), and the level is the
   probe's ``links`` entry (``level_source`` ``topology``); else it is decided or
   bounded by the PCIe roots and NUMA nodes (``attributes``: other roots on one
-  NUMA node are NODE, other NUMA nodes SYS; ``bound``: one root is PHB at
-  worst, one NUMA node NODE at worst, reported with ``exact: false``).
+  NUMA node are NODE, other NUMA nodes SYS; ``inferred``: the same with the
+  NUMA node of a device that publishes none taken from another device on its
+  root, :func:`device_model.infer_root_numa`; ``bound``: one root is PHB at
+  worst, one NUMA node NODE at worst, reported with ``exact: false``). A
+  claim's worst and aligned levels are never better than its pairs: one
+  unknown pair makes them unknown (``None``, ``exact: false``) unless another
+  is exactly SYS.
 
 Device kinds: :func:`device_model.published_kind`. Classes: the DeviceClasses given
 (their selectors evaluated by the planner's CEL code), and the class each
@@ -104,6 +109,10 @@ class _Inventory:
                     "multi": bool(device.get("allowMultipleAllocations")),
                     "classes": [],
                 }
+            # a device with a pcieRoot and no numaNode: the NUMA node of the other devices on its root
+            device_model.infer_root_numa(
+                (info["label"], info["join"]) for info in self.devices.values() if info["node"] == node
+            )
 
 
 def _request_classes(claim: dict[str, Any]) -> dict[str, str]:
@@ -128,8 +137,8 @@ def _pair_level(gpu: dict[str, Any], nic: dict[str, Any], links: dict[str, dict[
 
 
 def _worst(levels) -> str | None:
-    known = [lv for lv in levels if lv is not None]
-    return max(known, key=LEVEL_RANK.__getitem__) if known else None
+    """The worst of ``(level, exact)`` pairs as a level name; ``None`` when one is unknown (and none is SYS)."""
+    return device_model.worst_level(levels)[0]
 
 
 def _count_row() -> dict[str, Any]:
@@ -357,6 +366,8 @@ def _team_rows(claim_rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if entry.get("aligned_level"):
             counts = team["levels"] if entry["aligned_level_exact"] else team.setdefault("bounds", {})
             counts[entry["aligned_level"]] = counts.get(entry["aligned_level"], 0) + 1
+        elif "aligned_level" in entry:
+            team["levels"]["unknown"] = team["levels"].get("unknown", 0) + 1
     for team in per_team.values():
         team["namespaces"] = sorted(team["namespaces"])
     return per_team
@@ -372,14 +383,18 @@ def _alignment(claim_rows: list[dict[str, Any]], plan: dict[str, Any] | None) ->
     bounds = {lv: n for lv in LEVELS if (n := sum(1 for e in bounded if e["aligned_level"] == lv))}
     promised = None
     if plan:
-        promised = _worst(t.get("aligned_level") for t in plan.get("templates") or [] if t.get("satisfiable"))
+        # a template of unknown level promises nothing that can be checked: then no promise at all
+        promised = _worst(
+            (t.get("aligned_level"), t.get("aligned_level_exact", True))
+            for t in plan.get("templates") or []
+            if t.get("satisfiable")
+        )
+    # an unknown level is SYS at worst (and never exact)
     worse = [
-        e
-        for e in with_pairs
-        if promised and e["aligned_level"] and LEVEL_RANK[e["aligned_level"]] > LEVEL_RANK[promised]
+        e for e in with_pairs if promised and LEVEL_RANK.get(e["aligned_level"], len(LEVELS) - 1) > LEVEL_RANK[promised]
     ]
     below = [e["claim"] for e in worse if e["aligned_level_exact"]]
-    # a bound worse than the promise says the claim may have got less, not that it did
+    # a bound worse than the promise, or an unknown level, says the claim may have got less, not that it did
     maybe_below = [e["claim"] for e in worse if not e["aligned_level_exact"]]
     sources = sorted({e["level_source"] for e in with_pairs})
     return {

@@ -192,6 +192,18 @@ def _level_order(level: str | None) -> int:
     return LEVEL_RANK.get(level, len(LEVELS)) if level is not None else len(LEVELS)
 
 
+# The level badge's name for a summary of unknown level (``None``, exact false: one of its pairs is
+# unknown); the badge reads ``None`` as "none", a summary of nothing (no pair, no claim).
+UNKNOWN_LEVEL = "unknown"
+
+
+def badge_level(level: str | None, exact: bool) -> tuple[str | None, bool]:
+    """``(level, exact)`` as the level badge shows them: ``unknown`` (never a level) for an unknown summary."""
+    if level is None and not exact:
+        return UNKNOWN_LEVEL, True
+    return level, exact
+
+
 # Why the bundled driver tainted a device: the value of its "DRIVER/unhealthy" taint (docs/driver.md).
 DRIVER_TAINT_CAUSES = {
     "gone": "the PCI function is no longer on the node",
@@ -230,20 +242,21 @@ def plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
             key = (entry["fits"], entry["worst_level"], entry.get("worst_level_exact", True))
             groups.setdefault(key, []).append(node)
         ordered = sorted(groups.items(), key=lambda kv: (-kv[0][0], _level_order(kv[0][1]), not kv[0][2]))
+        worst, worst_exact = badge_level(template["worst_level"], template.get("worst_level_exact", True))
         templates.append(
             {
                 "name": str(template["name"]),
                 "required": template["required"],
                 "ok": template["satisfiable"],
                 "fits_total": template["fits_total"],
-                "worst_level": template["worst_level"],
-                "worst_level_exact": template.get("worst_level_exact", True),
+                "worst_level": worst,
+                "worst_level_exact": worst_exact,
                 "errors_total": len(template["errors"]),
                 "groups": [
                     {
                         "fits": fits,
-                        "level": level,
-                        "exact": exact,
+                        "level": badge_level(level, exact)[0],
+                        "exact": badge_level(level, exact)[1],
                         "count": len(nodes),
                         "nodes": ", ".join(nodes[:8]),
                         "more": len(nodes) > 8,
@@ -382,7 +395,9 @@ def utilization_view(used: Mapping[str, Any]) -> dict[str, Any]:
             "name": str(name),
             "claims": t["claims"],
             "devices": ", ".join(f"{k} {v}" for k, v in sorted(t["devices"].items())),
-            "levels": _level_counts(t["levels"], t.get("bounds") or {}),
+            # claims of unknown level last, as "unknown" (never a level)
+            "levels": _level_counts(t["levels"], t.get("bounds") or {})
+            + ([(UNKNOWN_LEVEL, True, t["levels"]["unknown"])] if t["levels"].get("unknown") else []),
         }
         for name, t in used["teams"].items()
     ]

@@ -32,6 +32,7 @@ import hashlib
 import json
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data import (
+    UNKNOWN_LEVEL,
     alignment_score,
     failed_nodes,
     index_rows,
@@ -51,6 +52,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inpu
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import group_layouts
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import (
     LEVEL_COLOURS,
+    UNKNOWN_NUMA_COLOUR,
     node_picture,
     usage_chart,
 )
@@ -157,7 +159,7 @@ def _environment() -> Any:
         )
         env.globals.update(
             plural=plural,
-            level_colours=LEVEL_COLOURS,
+            level_colours={**LEVEL_COLOURS, UNKNOWN_LEVEL: UNKNOWN_NUMA_COLOUR},  # an unknown summary: grey
             level_meaning=LEVEL_MEANING,
             level_rank=LEVEL_RANK,
             percent=_percent,

@@ -373,12 +373,82 @@ def test_worst_and_best_of_exact_levels_and_bounds():
     assert device_model.worst_level([("PIX", True), ("PHB", False)]) == ("PHB", False)
     assert device_model.worst_level([("NODE", True), ("PHB", False)]) == ("NODE", True)
     assert device_model.worst_level([("NODE", True), ("NODE", False)]) == ("NODE", True)
-    assert device_model.worst_level([(None, False)]) == (None, True)
+    assert device_model.worst_level([]) == (None, True)  # nothing to summarise
+    assert device_model.worst_level([(None, True), ("PIX", True)]) == ("PIX", True)  # a part without pairs
     assert device_model.best_level([("PXB", True), ("PHB", False)]) == ("PXB", False)  # the bound may be better
     assert device_model.best_level([("PIX", True), ("PHB", False)]) == ("PIX", True)
     assert device_model.best_level([("NODE", True), ("SYS", True)]) == ("NODE", True)
     assert device_model.level_text("NODE", False) == "\u2264 NODE"
     assert device_model.level_text(None) == "unknown"
+
+
+def test_a_summary_is_never_better_than_an_unknown_part():
+    unknown = (None, False)
+    assert device_model.worst_level([unknown]) == unknown
+    assert device_model.worst_level([("PHB", False), unknown]) == unknown  # not "≤ PHB"
+    assert device_model.worst_level([("PIX", True), unknown, ("NODE", True)]) == unknown
+    assert device_model.worst_level([("PIX", True), ("BAD", True)]) == unknown  # no level is not "nothing"
+    # nothing is worse than SYS: an exact SYS decides the worst, whatever the unknown parts are
+    assert device_model.worst_level([unknown, ("SYS", True)]) == ("SYS", True)
+    assert device_model.worst_level([unknown, ("SYS", False)]) == unknown
+    # the best claims that a pair at least this good exists: an unknown pair cannot make that false, but it
+    # could be better, so the best is a bound (unless it is an exact PIX, which nothing beats)
+    assert device_model.best_level([("NODE", True), unknown]) == ("NODE", False)
+    assert device_model.best_level([("PIX", True), unknown]) == ("PIX", True)
+    assert device_model.best_level([unknown, unknown]) == unknown
+    assert device_model.best_level([]) == (None, True)
+    # an accelerator without any known pair makes the aligned level (the worst of the bests) unknown
+    rows = [[("PHB", False), ("NODE", True)], [unknown, unknown]]
+    assert device_model.worst_level(device_model.best_level(row) for row in rows) == unknown
+    texts = [device_model.summary_level_text(*lv) for lv in [("SYS", True), ("PHB", False), unknown, (None, True)]]
+    assert texts == ["SYS", "\u2264 PHB", "unknown", "none"]
+
+
+def planned(topology: dict | None, devices: list[tuple[str, dict]]) -> dict:
+    """The planner's view of an allocation holding every given device (published by their drivers)."""
+    slices = [slice_of(driver, [device]) for driver, device in devices]
+    nodes = plan.nodes_from_slices(slices, {"dgx": topology} if topology else None)
+    node = allocator.NodeDevices("dgx", nodes["dgx"], set())
+    return node.assess(node.devices)
+
+
+@pytest.mark.parametrize("probe", ["none", "links only"])
+def test_a_root_without_a_numa_node_takes_it_from_another_device_on_that_root(dgx, probe):
+    topology = {"links": dgx["links"]} if probe == "links only" else None  # neither knows the root's NUMA node
+    far = dranet_nic(*NIC_PLACES[2])  # pci0000:95, NUMA node 1
+    near = dranet_nic(*NIC_PLACES[0])  # the GPU's root pci0000:15, NUMA node 0
+    alone = planned(topology, [gaudi(), far])
+    assert (alone["worst_level"], alone["worst_level_exact"], alone["level_source"]) == (None, False, "unknown")
+    found = planned(topology, [gaudi(), far, near])
+    # the far pair is SYS (exact: one root complex is on one NUMA node); the near one PHB at worst
+    assert (found["worst_level"], found["worst_level_exact"]) == ("SYS", True)
+    assert found["level_source"] == "inferred+bound"
+    assert found["numa_inferred"] == [
+        "gaudi.intel.com/0000-1a-00-0-0x1020: numaNode 0 from dra.net/pci-0000-1d-00-0 (same pcieRoot pci0000:15)"
+    ]
+    assert LEVEL_RANK[dgx["links"][GPU_BDF][NIC_PLACES[2][0]]] == LEVEL_RANK["SYS"]  # as the probe says
+
+
+def test_no_numa_node_is_inferred_from_donors_that_disagree_or_for_a_root_without_one():
+    def join(roots, numa=()):
+        return {"roots": frozenset(roots), "numa": frozenset(numa), "reason": None, "numa_from": None}
+
+    joins = {
+        "gpu": join({"pci0000:15"}),
+        "a": join({"pci0000:15"}, {0}),
+        "b": join({"pci0000:15"}, {1}),  # disagrees with a: the root gives nothing
+        "gpu-2": join({"pci0000:26", "pci0000:37"}),  # one of its roots has no donor
+        "c": join({"pci0000:26"}, {0}),
+        "gpu-3": join({"pci0000:48", "pci0000:26"}),
+        "d": join({"pci0000:48"}, {1}),
+        "bad": {**join({"pci0000:26"}), "reason": "bad: no PCI function"},
+    }
+    device_model.infer_root_numa(joins.items())
+    assert [joins[n]["numa"] for n in ("gpu", "gpu-2", "bad")] == [frozenset()] * 3
+    assert joins["gpu-3"]["numa"] == frozenset({0, 1})
+    assert joins["gpu-3"]["numa_from"] == (
+        "gpu-3: numaNode 0 from c (same pcieRoot pci0000:26); numaNode 1 from d (same pcieRoot pci0000:48)"
+    )
 
 
 def test_utilization_reads_other_drivers_pairs_through_the_join(dgx):

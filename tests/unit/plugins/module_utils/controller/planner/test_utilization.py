@@ -196,3 +196,41 @@ def test_results_of_unpublished_devices_are_counted_apart():
     assert report["claims"]["results_outside_slices"] == 1 and report["totals"]["allocated"] == 0
     with pytest.raises(util.UtilizationError, match="no metadata.name"):
         util.utilization([], [{"metadata": {}}])
+
+
+def p5_claim(name: str, node: str, gpu: str, nic: str) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "llm-train"},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": gpu},
+            {"request": "efa", "driver": "dra.net", "pool": node, "device": nic}]}}},
+    }  # fmt: skip
+
+
+def test_p5_claims_get_the_gpus_numa_node_from_its_root_and_unknown_ones_may_be_below_the_promise():
+    from ansible_collections.aligned.dra.tests.plan_inputs import p5_slices
+
+    # gpu-4 (switch 4, NUMA node 1) with an EFA NIC of switch 1 (NUMA node 0); the second node's NICs
+    # publish no NUMA node, so nothing tells where gpu-4 is
+    slices = p5_slices("p5-0001") + p5_slices("p5-0002", efa_numa=False)
+    claims = [
+        p5_claim(n, node, "gpu-4", "pci-0000-61-00-0") for n, node in (("cross", "p5-0001"), ("blind", "p5-0002"))
+    ]
+    plan = {"templates": [{"name": "t", "satisfiable": True, "aligned_level": "PHB", "aligned_level_exact": False}]}
+    report = util.utilization(slices, claims, teams=TEAMS, plan=plan)
+    by_claim = {a["claim"]: a for a in report["allocations"]}
+    cross, blind = by_claim["llm-train/cross"], by_claim["llm-train/blind"]
+    assert (cross["aligned_level"], cross["aligned_level_exact"], cross["level_source"]) == ("SYS", True, "inferred")
+    assert cross["pairs"][0]["inferred"] == [
+        "gpu.nvidia.com/gpu-4: numaNode 1 from dra.net/pci-0000-91-00-0 (same pcieRoot pci0000:04)"
+    ]
+    assert (blind["worst_level"], blind["worst_level_exact"], blind["level_source"]) == (None, False, "unknown")
+    assert (blind["aligned_level"], blind["aligned_level_exact"]) == (None, False)
+    assert report["teams"]["llm-training"]["levels"] == {"SYS": 1, "unknown": 1}
+    alignment = report["alignment"]
+    assert (alignment["levels"]["SYS"], alignment["levels"]["unknown"], alignment["promised_level"]) == (1, 1, "PHB")
+    # the SYS claim got less than promised; the unknown one may have
+    assert (alignment["below_promise"], alignment["maybe_below_promise"]) == (["llm-train/cross"], ["llm-train/blind"])
+    # a satisfiable template of unknown level promises nothing that can be checked
+    plan["templates"].append({"name": "u", "satisfiable": True, "aligned_level": None, "aligned_level_exact": False})
+    assert util.utilization(slices, claims, plan=plan)["alignment"]["promised_level"] is None

@@ -28,3 +28,17 @@ def test_alignment_score_counts_sys_and_gpus_without_nic():
     topology["links"][gpus[1]] = {}
     counts = {b["key"]: b["count"] for b in data.alignment_score(site_summary("s", {"a": topology}))["buckets"]}
     assert counts == {"aligned": 6, "host": 0, "sys": 1, "none": 1}
+
+
+def test_an_unknown_level_is_shown_as_unknown_and_nothing_as_none():
+    assert data.badge_level(None, False) == ("unknown", True)
+    assert data.badge_level(None, True) == (None, True)  # the badge reads None as "none": nothing measured
+    assert data.badge_level("PHB", False) == ("PHB", False)
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
+    from ansible_collections.aligned.dra.tests.plan_inputs import p5_slices
+
+    claim = {"metadata": {"name": "blind", "namespace": "ns"}, "status": {"allocation": {"devices": {"results": [
+        {"request": "g", "driver": "gpu.nvidia.com", "pool": "p5", "device": "gpu-4"},
+        {"request": "n", "driver": "dra.net", "pool": "p5", "device": "pci-0000-61-00-0"}]}}}}  # fmt: skip
+    used = utilization.utilization(p5_slices("p5", efa_numa=False), [claim], teams={"ns": "team"})
+    assert data.utilization_view(used)["teams"][0]["levels"] == [("unknown", True, 1)]

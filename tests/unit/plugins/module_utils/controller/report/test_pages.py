@@ -137,6 +137,40 @@ def test_a_bounded_plan_level_is_shown_as_a_bound():
     assert re.search(r"worst level <b [^>]*>≤ PHB</b>: 1 node \(gpu-0001\)", html)
 
 
+def test_an_unknown_plan_level_is_shown_as_unknown_never_as_a_level():
+    # p5-like nodes whose EFA NICs publish no numaNode: one PHB bound and unknown pairs in every allocation
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+    from ansible_collections.aligned.dra.tests.plan_inputs import p5_objects, p5_slices
+
+    objects = p5_objects()
+    classes = [o for o in objects if o["kind"] == "DeviceClass"]
+    templates = [o for o in objects if o["metadata"]["name"] in ("gpu-efa-unaligned", "gpu-only")]
+    slices = p5_slices("p5-0001", efa_numa=False) + p5_slices("p5-0002", efa_numa=False)
+    plan = inputs.validate_plan(planner.plan("p5", planner.nodes_from_slices(slices), classes, templates))
+    html = pages.plan_html(plan)
+    rows = {a["data-template"]: i for i, (t, a) in enumerate(parse(html)) if t == "tr" and a.get("data-template")}
+    assert set(rows) == {"gpu-efa-unaligned", "gpu-only"}
+    unaligned = html.split('<tr data-template="gpu-efa-unaligned">')[1].split("</tr>")[0]
+    assert re.search(r"<td><b [^>]*>unknown</b></td>", unaligned) and "PHB" not in unaligned
+    assert re.search(r"worst level <b [^>]*>unknown</b>: 2 nodes \(p5-0001, p5-0002\)", html)
+    assert "PHB" not in html and "≤" not in html
+    # a template without accelerator-NIC pairs has no level: "none"
+    gpu_only = html.split('<tr data-template="gpu-only">')[1].split("</tr>")[0]
+    assert '<span class="muted">none</span>' in gpu_only
+
+
+def test_a_team_whose_claims_have_unknown_levels_shows_unknown():
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
+    from ansible_collections.aligned.dra.tests.plan_inputs import p5_slices
+
+    claim = {"metadata": {"name": "blind", "namespace": "ns"}, "status": {"allocation": {"devices": {"results": [
+        {"request": "g", "driver": "gpu.nvidia.com", "pool": "p5", "device": "gpu-4"},
+        {"request": "n", "driver": "dra.net", "pool": "p5", "device": "pci-0000-61-00-0"}]}}}}  # fmt: skip
+    used = utilization.utilization(p5_slices("p5", efa_numa=False), [claim], teams={"ns": "team"})
+    html = pages.utilization_html(inputs.validate_utilization(used))
+    assert re.search(r'<tr data-team="team">.*<td><b [^>]*>unknown</b> 1</td></tr>', html)
+
+
 # ---------------------------------------------------------------- files
 
 
