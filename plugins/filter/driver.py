@@ -1,10 +1,12 @@
 # Copyright: aligned.dra contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Filters the driver role uses to build its cluster objects, node kubeconfigs and wheel platforms."""
+"""Filters the driver role uses to build its cluster objects, node kubeconfigs and wheel platforms, and to
+check its image's platform."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -44,6 +46,19 @@ def driver_wheel_platforms(machine: str, libc: str, libc_version: str) -> list[s
         raise AnsibleFilterError(f"driver_wheel_platforms: {exc}") from exc
 
 
+def driver_image_problems(settings: dict[str, Any]) -> list[str]:
+    """``<variable> = <value>: <reason>`` for each rule of the driver image's platform the settings break.
+
+    The validation stage asks the same function (driver_deploy.image_platform_problems).
+    """
+    settings = dict(settings)
+    try:
+        found = driver_deploy.image_platform_problems(settings)
+    except driver_deploy.DeployError as exc:
+        raise AnsibleFilterError(f"driver_image_problems: {exc}") from exc
+    return [f"{variable} = {json.dumps(settings[variable], default=str)}: {reason}" for variable, reason in found]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -51,4 +66,5 @@ class FilterModule:
             "driver_args": driver_args,
             "driver_kubeconfig": driver_kubeconfig,
             "driver_wheel_platforms": driver_wheel_platforms,
+            "driver_image_problems": driver_image_problems,
         }

@@ -2,7 +2,8 @@
 """playbooks/validate.yml: one bad value on the last host of a site stops site.yml in the
 validation stage, with a message that names host, variable, value and reason, before any
 node or output file changed; an unknown aligned_dra_* name fails with the closest known
-name, and aligned_dra_allowed_extra_vars lets it through."""
+name, and aligned_dra_allowed_extra_vars lets it through. The demo inventory with a driver
+image Python its base image does not have stops there too, the message naming only that rule."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load
 
 pytestmark = pytest.mark.slow
 
-LAYOUT = Path(__file__).resolve().parents[2] / "fixtures" / "network" / "sriov-lab.yml"
+REPO = Path(__file__).resolve().parents[3]
+DEMO = REPO / "inventories" / "demo"
+LAYOUT = REPO / "tests" / "fixtures" / "network" / "sriov-lab.yml"
 HOSTS = ("gpu-01", "gpu-02", "gpu-03")
 
 
@@ -101,3 +104,33 @@ def test_unknown_extra_var_fails_with_the_closest_name_unless_allowed(site):
     assert allowed.returncode == 0, text
     assert "unknown variable" not in text
     assert not (site / "output").exists()
+
+
+def test_demo_with_a_driver_image_python_the_base_image_lacks_stops_in_validation(tmp_path):
+    """The demo's DaemonSet mode with aligned_dra_driver_image_python "3.11" and the default base image
+    (python:3.12-slim): refused by the validation stage, before the probe writes any output file."""
+    output = tmp_path / "output"
+    result = run_playbook(
+        DEMO,
+        PLAYBOOKS / "site.yml",
+        "-e",
+        f"aligned_dra_output_dir={output}",
+        "-e",
+        "aligned_dra_driver_image_python=3.11",
+    )
+    text = result.stdout + result.stderr
+    assert result.returncode != 0, text
+    assert "Validate | Every host's settings, across hosts and stages" in text
+    reason = (
+        'aligned_dra_driver_image_python = "3.11": the base image docker.io/library/python:3.12-slim '
+        "(aligned_dra_driver_base_image) is Python 3.12: set '3.12', or a python:3.11 base image"
+    )
+    # one line per site (the extra var reaches every host), and nothing about the rules that hold
+    assert "aligned.dra validation: 2 problems in the inventory; nothing was changed." in text
+    assert f"6 hosts (dgx-h100-01, mi300x-01, ndv4-01 and 3 more): {reason}" in text
+    assert f"4 hosts (mic-node01, p100-vm01, r910-node01 and 1 more): {reason}" in text
+    assert "glibc" not in text and "3.10 or newer" not in text
+    # no later play ran, and no output file was written
+    assert "PLAY [Write the nodes' facts" not in text and "PLAY [DRA driver" not in text
+    written = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file())
+    assert written == [], f"{len(written)} output file(s) written: {written}"

@@ -173,8 +173,8 @@ def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, wheelhouse):
         ({"aligned_dra_driver_image_machine": "riscv64"}, "aligned_dra_driver_image_machine"),
         (
             {"aligned_dra_driver_base_image": "registry.local/library/python:3.13-slim-bookworm"},
-            "the base image registry.local/library/python:3.13-slim-bookworm is Python 3.13, "
-            "so aligned_dra_driver_image_python must say so (got '3.12')",
+            "the base image registry.local/library/python:3.13-slim-bookworm (aligned_dra_driver_base_image) "
+            "is Python 3.13: set '3.13', or a python:3.12 base image",
         ),
     ],
 )
@@ -183,6 +183,27 @@ def test_bad_inventory_is_refused_before_anything_is_written(tmp_path, settings,
     proc = playbook(inv)
     assert proc.returncode != 0
     assert message in proc.output, proc.output
+    assert not (tmp_path / "output").exists()
+
+
+def test_the_roles_own_image_check_names_only_the_broken_rule(tmp_path):
+    """Without the validation stage (the role used on its own), the role's preflight refuses the same
+    settings with the same rule (aligned.dra.driver_image_problems), before anything is written."""
+    inv = inventory(
+        tmp_path,
+        {"node-a": {}},
+        aligned_dra_driver_mode="daemonset",
+        aligned_dra_driver_image=IMAGE,
+        aligned_dra_driver_image_python="3.11",
+    )
+    proc = playbook(inv, "--skip-tags", "validate")
+    assert proc.returncode != 0
+    assert "Validate | Every host" not in proc.output
+    assert (
+        'node-a: aligned_dra_driver_image_python = "3.11": the base image docker.io/library/python:3.12-slim '
+        "(aligned_dra_driver_base_image) is Python 3.12: set '3.12', or a python:3.11 base image"
+    ) in proc.output, proc.output
+    assert "glibc" not in proc.output and "3.10 or newer" not in proc.output
     assert not (tmp_path / "output").exists()
 
 

@@ -25,7 +25,9 @@ Credentials (docs/driver-install.md):
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 from typing import Any
 
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -44,6 +46,8 @@ LABELS = {"app.kubernetes.io/name": "aligned-dra-driver", "app.kubernetes.io/par
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+# plugins/module_utils/controller/deploy/driver.py -> the collection's root -> the bundled driver's package
+DRIVER_PYPROJECT = Path(__file__).resolve().parents[4] / "driver" / "pyproject.toml"
 
 
 class DeployError(ValueError):
@@ -484,3 +488,86 @@ def wheel_platforms(machine: str, libc: str, libc_version: str) -> list[str]:
         raise DeployError(f"glibc {libc_version!r}: manylinux wheels need glibc 2.17 or newer")
     minor = int(match.group(1))
     return [f"manylinux_2_{m}_{arch}" for m in range(minor, 16, -1)] + [f"manylinux2014_{arch}", "any"]
+
+
+# -- the driver image's platform (DaemonSet mode) --------------------------------------------------
+# The image's build context carries wheels for one Python, machine and glibc: a wrong setting would
+# only show in `podman build`. The validation stage (validate.check_driver_image) and the driver
+# role's preflight (the aligned.dra.driver_image_problems filter) both ask image_platform_problems,
+# so the rule is written once; each broken rule is named, the ones that hold are not.
+
+# The settings the rule reads, as the inventory names them; the caller gives every one.
+IMAGE_SETTINGS = (
+    "aligned_dra_driver_mode",
+    "aligned_dra_driver_state",
+    "aligned_dra_driver_image_context",
+    "aligned_dra_driver_base_image",
+    "aligned_dra_driver_image_python",
+    "aligned_dra_driver_image_glibc",
+)
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+
+
+@functools.cache
+def _requires_python_minor(path: str) -> int:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DeployError(f"{path}: cannot read the driver's requires-python: {exc}") from None
+    match = re.search(r'requires-python\s*=\s*">=3\.([0-9]+)"', text)
+    if not match:
+        raise DeployError(f'{path}: no requires-python = ">=3.N"')
+    return int(match.group(1))
+
+
+def requires_python_minor(pyproject: str | Path = DRIVER_PYPROJECT) -> int:
+    """The oldest CPython 3 minor the bundled driver supports (its ``requires-python``)."""
+    return _requires_python_minor(str(pyproject))
+
+
+def image_platform_problems(
+    settings: dict[str, Any], pyproject: str | Path = DRIVER_PYPROJECT
+) -> list[tuple[str, str]]:
+    """``(variable, reason)`` for every rule of the driver image's platform that ``settings`` break.
+
+    ``settings`` maps each name of :data:`IMAGE_SETTINGS` to its value. Empty
+    when every rule holds, or when this run builds no image context
+    (host mode, ``state: absent``, ``image_context: false``).
+    """
+    missing = [name for name in IMAGE_SETTINGS if name not in settings]
+    if missing:
+        raise DeployError(f"the driver image's platform needs {', '.join(missing)}")
+    context = settings["aligned_dra_driver_image_context"]
+    if (
+        str(settings["aligned_dra_driver_mode"]) != "daemonset"
+        or str(settings["aligned_dra_driver_state"]) != "present"
+        or not (context is True or str(context).lower() in _TRUE)
+    ):
+        return []
+    # a YAML number (3.10) is a float: it reads as 3.1, as Ansible's `| string` does
+    python = str(settings["aligned_dra_driver_image_python"])
+    glibc = str(settings["aligned_dra_driver_image_glibc"])
+    base_image = str(settings["aligned_dra_driver_base_image"])
+    minimum = requires_python_minor(pyproject)
+    problems = []
+    match = re.match(r"^3\.([0-9]+)$", python)
+    if not match or int(match.group(1)) < minimum:
+        problems.append(
+            (
+                "aligned_dra_driver_image_python",
+                f"must be a CPython version 3.{minimum} or newer written as a string such as '3.12' (got '{python}')",
+            )
+        )
+    match = re.match(r"^2\.([0-9]+)$", glibc)
+    if not match or int(match.group(1)) < 17:
+        problems.append(("aligned_dra_driver_image_glibc", f"must be 2.17 or newer, e.g. '2.36' (got '{glibc}')"))
+    base = re.search(r"(?:^|/)python:(3\.[0-9]+)", base_image)
+    if base and base.group(1) != python:
+        problems.append(
+            (
+                "aligned_dra_driver_image_python",
+                f"the base image {base_image} (aligned_dra_driver_base_image) is Python {base.group(1)}: "
+                f"set '{base.group(1)}', or a python:{python} base image",
+            )
+        )
+    return problems

@@ -11,8 +11,10 @@ the checks across hosts and stages, made once per site with the functions the
 stages use themselves: one Kubernetes minor per site, the site's claim
 settings render (:func:`claims.render`), team quotas and templates name
 rendered classes (:func:`teams_settings.settings`), SR-IOV entries select PFs the
-node's probe found with enough VFs (:func:`sriov.check_pf`), and the devices
-the driver publishes need no feature gate that the minor leaves off.
+node's probe found with enough VFs (:func:`sriov.check_pf`), the devices
+the driver publishes need no feature gate that the minor leaves off, and the
+driver image's Python and glibc can be built (:func:`driver_deploy.image_platform_problems`,
+which the driver role's preflight asks too).
 
 Every problem is a :class:`Problem` (host, variable, value, reason);
 :func:`report` says them all in one message, the same problem on many hosts
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
@@ -139,7 +142,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_what_if_plan aligned_dra_what_if_probes aligned_dra_what_if_rendered aligned_dra_what_if_unpacked
     aligned_dra_claims_sites aligned_dra_teams_sites aligned_dra_utilization_sites aligned_dra_network_plan
     aligned_dra_checks_done aligned_dra_driver_sites aligned_dra_driver_node_changes aligned_dra_driver_rehearsal
-    aligned_dra_driver_unit_template
+    aligned_dra_driver_unit_template aligned_dra_node_counts_later
     aligned_dra_network_roll aligned_dra_network_persist_only aligned_dra_network_converged
     aligned_dra_driver_roll aligned_dra_driver_site_only
     """.split()
@@ -381,6 +384,22 @@ def check_driver(
     return [Problem(host, variable, show(options), reason) for reason in reasons]
 
 
+def check_driver_image(host: str, settings: Mapping[str, Any], root: str = str(COLLECTION_ROOT)) -> list[Problem]:
+    """The driver image's Python, glibc and base image (DaemonSet mode): the rule the driver role asks too.
+
+    ``settings`` are the host's; a setting it leaves unset has the driver
+    role's default (its argument spec).
+    """
+    spec = role_specs(root).get("driver", {})
+    values = {name: settings.get(name, spec.get(name, {}).get("default")) for name in driver_deploy.IMAGE_SETTINGS}
+    pyproject = Path(root, "driver", "pyproject.toml")
+    try:
+        found = driver_deploy.image_platform_problems(values, pyproject)
+    except driver_deploy.DeployError as exc:
+        found = [("aligned_dra_driver_image_python", str(exc))]
+    return [Problem(host, variable, show(values[variable]), reason) for variable, reason in found]
+
+
 # -- checks per site ---------------------------------------------------------------------------
 
 
@@ -514,6 +533,8 @@ def validate(
         flagged = {problem.variable for problem in found}
         if "network" in stages and values.get("aligned_dra_sriov_pfs") and "aligned_dra_sriov_pfs" not in flagged:
             problems.extend(check_sriov(host, values["aligned_dra_sriov_pfs"], values.get("aligned_dra_topology")))
+        if "driver" in stages and not flagged.intersection(driver_deploy.IMAGE_SETTINGS):
+            problems.extend(check_driver_image(host, values, root))
     for site, members in sorted(by_site.items()):
         problems.extend(check_site(site, sorted(members), lambda h, n, d: read[h].get(n, d), stages))
     return sorted(set(problems)), sites

@@ -425,3 +425,45 @@ def test_list_attributes_need_the_gate_where_the_minor_is_known():
         {"list_attributes": True, "kubernetes_version": "1.36", "feature_gates": {"DRAListTypeAttributes": True}}
     )
     assert "--list-attributes" in args
+
+
+IMAGE = {
+    "aligned_dra_driver_mode": "daemonset",
+    "aligned_dra_driver_state": "present",
+    "aligned_dra_driver_image_context": True,
+    "aligned_dra_driver_base_image": "docker.io/library/python:3.12-slim",
+    "aligned_dra_driver_image_python": "3.12",
+    "aligned_dra_driver_image_glibc": "2.36",
+}
+
+
+def test_the_image_python_minimum_is_the_driver_packages_requires_python(tmp_path):
+    assert dd.requires_python_minor() == 10  # driver/pyproject.toml: requires-python = ">=3.10"
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nrequires-python = ">=3.11"\n')
+    assert dd.requires_python_minor(pyproject) == 11
+    assert dd.image_platform_problems(dict(IMAGE, aligned_dra_driver_image_python="3.10"), pyproject) == [
+        ("aligned_dra_driver_image_python", "must be a CPython version 3.11 or newer written as a string such as "
+         "'3.12' (got '3.10')"),
+        ("aligned_dra_driver_image_python", "the base image docker.io/library/python:3.12-slim "
+         "(aligned_dra_driver_base_image) is Python 3.12: set '3.12', or a python:3.10 base image"),
+    ]  # fmt: skip
+    # read once per file (cached): another file without the field
+    unpinned = tmp_path / "unpinned.toml"
+    unpinned.write_text("[project]\n")
+    with pytest.raises(dd.DeployError, match="requires-python"):
+        dd.requires_python_minor(unpinned)
+
+
+def test_image_platform_problems_name_only_the_broken_rules():
+    assert dd.image_platform_problems(IMAGE) == []
+    assert dd.image_platform_problems(dict(IMAGE, aligned_dra_driver_image_glibc="2.5")) == [
+        ("aligned_dra_driver_image_glibc", "must be 2.17 or newer, e.g. '2.36' (got '2.5')")
+    ]
+    assert dd.image_platform_problems(dict(IMAGE, aligned_dra_driver_image_python="3.11")) == [
+        ("aligned_dra_driver_image_python", "the base image docker.io/library/python:3.12-slim "
+         "(aligned_dra_driver_base_image) is Python 3.12: set '3.12', or a python:3.11 base image"),
+    ]  # fmt: skip
+    # every setting is needed, whichever rules apply
+    with pytest.raises(dd.DeployError, match="aligned_dra_driver_image_glibc"):
+        dd.image_platform_problems({k: v for k, v in IMAGE.items() if k != "aligned_dra_driver_image_glibc"})

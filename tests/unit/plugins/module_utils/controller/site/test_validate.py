@@ -302,6 +302,74 @@ def test_list_attributes_without_the_gate_are_refused_before_any_probe():
     assert validate.check_driver("a", {"list_attributes": True}, None, "1.36", {"DRAListTypeAttributes": True}) == []
 
 
+# The demo's driver settings (inventories/demo/group_vars/all.yml): DaemonSet mode, the default base image (Python 3.12).
+DEMO_DRIVER = {
+    "aligned_dra_site": "ai-west",
+    "aligned_dra_driver_mode": "daemonset",
+    "aligned_dra_driver_image": "localhost/aligned-dra-driver:0.1.0",
+}
+
+
+def test_driver_image_python_the_base_image_does_not_have_is_refused_naming_only_that_rule():
+    hosts = {name: dict(DEMO_DRIVER, aligned_dra_driver_image_python="3.11") for name in ("n1", "n2")}
+    problems, sites = run(hosts, ["driver"])
+    reason = (
+        "the base image docker.io/library/python:3.12-slim (aligned_dra_driver_base_image) is Python 3.12: "
+        "set '3.12', or a python:3.11 base image"
+    )
+    assert [(p.host, p.variable, p.value, p.reason) for p in problems] == [
+        (host, "aligned_dra_driver_image_python", '"3.11"', reason) for host in ("n1", "n2")
+    ]
+    message = validate.report(problems, sites)
+    assert message.splitlines() == [
+        "aligned.dra validation: 1 problem in the inventory; nothing was changed.",
+        f'- site ai-west, 2 hosts (n1, n2): aligned_dra_driver_image_python = "3.11": {reason}',
+    ]
+    # the rules that hold are not said
+    assert "glibc" not in message and "3.10 or newer" not in message
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, []),
+        # the two agree: any CPython the driver supports
+        ({"aligned_dra_driver_base_image": "python:3.13-slim", "aligned_dra_driver_image_python": "3.13"}, []),
+        # not a python:3.X image: the setting is taken as said
+        ({"aligned_dra_driver_base_image": "registry.local/ubi9:9.4", "aligned_dra_driver_image_python": "3.11"}, []),
+        ({"aligned_dra_driver_image_glibc": "2.5"}, [("aligned_dra_driver_image_glibc", "2.17 or newer")]),
+        (
+            {"aligned_dra_driver_base_image": "python:3.9-slim", "aligned_dra_driver_image_python": "3.9"},
+            [("aligned_dra_driver_image_python", "CPython version 3.10 or newer")],
+        ),
+        # a YAML number: 3.10 reads as 3.1, older than the driver needs and not the base image's 3.12
+        (
+            {"aligned_dra_driver_image_python": 3.1},
+            [
+                ("aligned_dra_driver_image_python", "CPython version 3.10 or newer written as a string"),
+                ("aligned_dra_driver_image_python", "is Python 3.12"),
+            ],
+        ),
+        # nothing is built here: the image's platform is not checked
+        ({"aligned_dra_driver_mode": "host", "aligned_dra_driver_image_python": "3.1"}, []),
+        ({"aligned_dra_driver_image_context": False, "aligned_dra_driver_image_python": "3.1"}, []),
+        ({"aligned_dra_driver_state": "absent", "aligned_dra_driver_image_python": "3.1"}, []),
+    ],
+)
+def test_driver_image_platform_rules(settings, expected):
+    problems = run({"a": {**DEMO_DRIVER, **settings}}, ["driver"])[0]
+    found = sorted((p.variable, p.reason) for p in problems)
+    assert len(found) == len(expected), found
+    for (variable, reason), (want_variable, want_text) in zip(found, sorted(expected), strict=True):
+        assert variable == want_variable and want_text in reason, found
+
+
+def test_driver_image_platform_is_checked_only_for_the_driver_stage():
+    hosts = {"a": dict(DEMO_DRIVER, aligned_dra_driver_image_python="3.11")}
+    assert run(hosts, ["probe", "claims", "report"])[0] == []
+    assert [p.variable for p in run(hosts)[0]] == ["aligned_dra_driver_image_python"]
+
+
 def test_a_value_that_cannot_be_templated_is_a_problem():
     def setting(host, name, default):
         raise ValueError("'nope' is undefined")

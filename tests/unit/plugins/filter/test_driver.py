@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The driver role's filters: the image platform check says only the broken rules, as the validation stage does."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aligned.dra.plugins.filter.driver import FilterModule, driver_image_problems
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
+
+IMAGE = {
+    "aligned_dra_driver_mode": "daemonset",
+    "aligned_dra_driver_state": "present",
+    "aligned_dra_driver_image_context": True,
+    "aligned_dra_driver_base_image": "docker.io/library/python:3.12-slim",
+    "aligned_dra_driver_image_python": "3.12",
+    "aligned_dra_driver_image_glibc": "2.36",
+}
+
+
+def test_driver_image_problems_is_registered():
+    assert FilterModule().filters()["driver_image_problems"] is driver_image_problems
+
+
+def test_driver_image_problems_say_what_the_validation_stage_says():
+    assert driver_image_problems(IMAGE) == []
+    settings = dict(IMAGE, aligned_dra_driver_image_python="3.11", aligned_dra_driver_image_glibc="2.5")
+    lines = driver_image_problems(settings)
+    host = {"n1": {k: v for k, v in settings.items() if k != "aligned_dra_driver_state"}}
+    problems = validate.validate(["n1"], lambda h: list(host[h]), lambda h, n, d: host[h].get(n, d), ["driver"])[0]
+    # the same rules, the same words: one code path
+    assert sorted(lines) == sorted(p.line().split(": ", 1)[1] for p in problems)
+    # the base image's Python and the glibc are wrong; the Python's minimum holds and is not said
+    assert [line.split(" = ")[0] for line in sorted(lines)] == [
+        "aligned_dra_driver_image_glibc",
+        "aligned_dra_driver_image_python",
+    ]
+    assert not any("or newer written as a string" in line for line in lines)
+
+
+def test_driver_image_problems_needs_every_setting():
+    with pytest.raises(AnsibleFilterError, match="aligned_dra_driver_base_image"):
+        driver_image_problems({k: v for k, v in IMAGE.items() if k != "aligned_dra_driver_base_image"})
