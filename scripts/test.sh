@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run).
 #
-#   scripts/test.sh                       every stage, in order
+#   scripts/test.sh                       the full suite: every stage, in order
+#   scripts/test.sh quick                 the quick tier: ruff and the unit tests
+#                                         (tests/unit), for the edit-test loop
 #   scripts/test.sh pytest                one stage (or several: ruff pytest)
 #   scripts/test.sh pytest -- -k topo     extra arguments for that one stage
 #                                         (for molecule: scenario names)
-#   scripts/test.sh --list                list the stages
+#   scripts/test.sh --list                list the stages (of the full suite, or
+#                                         of the tier and stages named with it)
 #
-# Stages: ruff, changelog, sanity (ansible-test), lint (ansible-lint), pytest,
-# molecule. It prepares the machine first (scripts/bootstrap.sh), stops at the
-# first failing stage with a non-zero exit, and always ends with a summary of
-# the stages and their durations. Needs no terminal and no stdin (CI=true).
+# Stages of the full suite: ruff, changelog, sanity (ansible-test), lint
+# (ansible-lint), pytest (tests/unit and tests/integration), molecule. The
+# stage unit (tests/unit only, run as the pytest stage runs them) is named
+# only, by itself or through quick; it is not part of the full suite. It
+# prepares the machine first (scripts/bootstrap.sh), stops at the first failing
+# stage with a non-zero exit, and always ends with a summary of the stages and
+# their durations. Needs no terminal and no stdin (CI=true).
 set -euo pipefail
 
+# The full suite (no arguments, .ci/run), in order.
 STAGES=(ruff changelog sanity lint pytest molecule)
+# Stages outside the full suite, run only when named.
+EXTRA_STAGES=(unit)
+# Tiers: a name for several stages.
+QUICK=(ruff unit)
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
@@ -24,26 +35,25 @@ usage() {
 # ---------------------------------------------------------------------------
 selected=()
 extra=()
+list=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -h | --help)
             usage
             exit 0
             ;;
-        --list)
-            printf '%s\n' "${STAGES[@]}"
-            exit 0
-            ;;
+        --list) list=1 ;;
         --)
             shift
             extra=("$@")
             break
             ;;
+        quick) selected+=("${QUICK[@]}") ;;
         ansible-lint) selected+=(lint) ;; # the tool's name works too
         ansible-test) selected+=(sanity) ;;
         *)
-            if [[ " ${STAGES[*]} " != *" $1 "* ]]; then
-                echo "test.sh: unknown stage '$1' (stages: ${STAGES[*]})" >&2
+            if [[ " ${STAGES[*]} ${EXTRA_STAGES[*]} " != *" $1 "* ]]; then
+                echo "test.sh: unknown stage '$1' (stages: ${STAGES[*]} ${EXTRA_STAGES[*]}; tier: quick)" >&2
                 exit 2
             fi
             selected+=("$1")
@@ -52,6 +62,10 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 [[ ${#selected[@]} -gt 0 ]] || selected=("${STAGES[@]}")
+if [[ $list -eq 1 ]]; then
+    printf '%s\n' "${selected[@]}"
+    exit 0
+fi
 if [[ ${#extra[@]} -gt 0 && ${#selected[@]} -ne 1 ]]; then
     echo "test.sh: arguments after -- need exactly one stage" >&2
     exit 2
@@ -116,11 +130,19 @@ stage_lint() {
     ansible-lint "${extra[@]}" || return 1
 }
 
-stage_pytest() {
-    local files rc=0
-    files="$(find tests/unit tests/integration -name 'test_*.py' -o -name '*_test.py' 2>/dev/null | wc -l)"
+# pytest_parallel NAME DIR... [-- ARGS...]: the pytest run of the pytest and
+# unit stages, on the test files under the DIRs.
+pytest_parallel() {
+    local name="$1" files rc=0 dirs=()
+    shift
+    while [[ $# -gt 0 && "$1" != "--" ]]; do
+        dirs+=("$1")
+        shift
+    done
+    [[ $# -gt 0 ]] && shift
+    files="$(find "${dirs[@]}" -name 'test_*.py' -o -name '*_test.py' 2>/dev/null | wc -l)"
     if [[ "$files" -eq 0 ]]; then
-        echo "pytest: no test files under tests/unit or tests/integration yet"
+        echo "$name: no test files under ${dirs[*]} yet"
         return "$SKIPPED"
     fi
     materialize_fixtures || return 1
@@ -128,12 +150,26 @@ stage_pytest() {
     # one worker per core keeps both cores busy. loadfile keeps a file's tests,
     # and so its module- and session-scoped fixtures (built images, wheels,
     # installed collections), on one worker.
-    pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --durations=25 \
-        "${extra[@]}" || rc=$?
+    pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --durations=25 "$@" || rc=$?
     if [[ $rc -eq 5 ]]; then
-        echo "pytest: exit 5, no tests collected although $files test file(s) exist" >&2
+        echo "$name: exit 5, no tests collected although $files test file(s) exist" >&2
     fi
     [[ $rc -eq 0 ]] || return 1
+}
+
+stage_pytest() {
+    # no paths: pytest.ini's testpaths, tests/unit and tests/integration
+    pytest_parallel pytest tests/unit tests/integration -- "${extra[@]}"
+}
+
+stage_unit() {
+    # The quick tier's tests: tests/unit only, as the pytest stage runs them.
+    # Arguments after -- go to pytest; a path among them replaces tests/unit.
+    local arg paths=(tests/unit)
+    for arg in "${extra[@]}"; do
+        [[ -e "${arg%%::*}" ]] && paths=()
+    done
+    pytest_parallel unit tests/unit -- "${paths[@]}" "${extra[@]}"
 }
 
 stage_molecule() {
