@@ -334,7 +334,11 @@ class DriverProcess:
                 cwd=str(self.node.root),
             )
         if wait:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except BaseException:
+                self.kill9()  # never leave a driver behind a failed start
+                raise
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:

@@ -145,8 +145,9 @@ def test_the_kubelet_is_served_while_the_first_publication_hangs(node, api, prox
         assert process.prepare([kept]).claims[kept["uid"]].error == ""
     delete_slices(api)
     held = proxy.add("*", r".*", "hang")
-    process = spawn(node, api, proxy, "--api-timeout", "30").start()  # start() waits for both servers' answers
+    process = spawn(node, api, proxy, "--api-timeout", "30")
     try:
+        process.start()  # waits for both servers' answers
         assert process.register().name == h.DRIVER
         assert process.unprepare([kept]).claims[kept["uid"]].error == ""
         assert checkpointed(node) == {} and not spec_file(node, kept["uid"]).exists()
