@@ -104,10 +104,11 @@ def p5_slices(node: str, efa_numa: bool = True) -> list[dict[str, Any]]:
             if efa_numa:
                 attributes["dra.net/numaNode"] = {"int": numa}
             nics.append({"name": "pci-" + bdf.replace(":", "-").replace(".", "-"), "attributes": attributes})
-    return [p5_slice(node, "gpu.nvidia.com", gpus), p5_slice(node, "dra.net", nics)]
+    return [resource_slice(node, "gpu.nvidia.com", gpus), resource_slice(node, "dra.net", nics)]
 
 
-def p5_slice(node: str, driver: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+def resource_slice(node: str, driver: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ResourceSlice of ``driver`` holding the node's whole pool."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

@@ -22,6 +22,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dr
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import FIXTURES as FIXTURES_DIR
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
+from ansible_collections.aligned.dra.tests.plan_inputs import resource_slice
 from ansible_collections.aligned.dra.tests.report_sites import topology_of
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
@@ -190,13 +191,7 @@ GPU_ROOT = "pci0000:15"
 
 
 def slice_of(driver: str, devices: list[dict], node: str = "dgx") -> dict:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{driver}"},
-        "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                 "devices": devices},
-    }  # fmt: skip
+    return resource_slice(node, driver, devices)
 
 
 def s(value: str) -> dict:
