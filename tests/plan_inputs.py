@@ -87,8 +87,11 @@ def p5_root(switch: int) -> str:
     return f"pci0000:{switch:02x}"
 
 
-def p5_slices(node: str, efa_numa: bool = True) -> list[dict[str, Any]]:
-    """The ResourceSlices of one p5-like node: 8 H100 (``gpu.nvidia.com``) and 32 EFA NICs (``dra.net``)."""
+def p5_slices(node: str, efa_numa: bool = True, gpu_numa: bool = False) -> list[dict[str, Any]]:
+    """The ResourceSlices of one p5-like node: 8 H100 (``gpu.nvidia.com``) and 32 EFA NICs (``dra.net``).
+
+    ``gpu_numa``: the GPUs publish their NUMA node too (``numa``), as a node whose driver says it.
+    """
     gpus, nics = [], []
     for switch, bus in enumerate(P5_GPU_BUSES):
         root, numa = p5_root(switch), switch // 4
@@ -97,6 +100,8 @@ def p5_slices(node: str, efa_numa: bool = True) -> list[dict[str, Any]]:
             "productName": {"string": "NVIDIA H100 80GB HBM3"}, "architecture": {"string": "Hopper"},
             "resource.kubernetes.io/pciBusID": {"string": f"0000:{bus:02x}:00.0"},
             "resource.kubernetes.io/pcieRoot": {"string": root}}})  # fmt: skip
+        if gpu_numa:
+            gpus[-1]["attributes"]["numa"] = {"int": numa}
         for nic_bus in range(bus + 1, bus + 1 + P5_EFA_PER_SWITCH):
             bdf = f"0000:{nic_bus:02x}:00.0"
             attributes = {"dra.net/pciAddress": {"string": bdf}, "dra.net/rdma": {"bool": True},

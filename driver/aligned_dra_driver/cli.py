@@ -248,7 +248,7 @@ def fractional_by_version(kube: Any) -> bool:
 
 
 class Runner:
-    """Start order: restore, scan, serve, publish; then rescan and republish until SIGTERM.
+    """Start order: restore, scan, serve, then publish in a thread of its own: rescan and republish until SIGTERM.
 
     API trouble never ends the process: a failed publication is retried with capped
     exponential backoff plus jitter (at least ``Retry-After``), while the gRPC services
@@ -428,8 +428,8 @@ class Runner:
             LOG.info("metrics on port %d", self.metrics_server.port)
         self.status_queue.start()
         # The kubelet is served from the scan on, before any API request: a node that boots into a slow or
-        # unreachable control plane still registers and unprepares; the publication follows in the loop.
-        self.scan()
+        # unreachable control plane still registers and unprepares; the publications run in their own thread.
+        scanned = self.scan()
         self.servers.start()
         from .uevents import UeventWatcher
 
@@ -439,7 +439,16 @@ class Runner:
         threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
-        self.publish()
+        # A publication waiting on the API server never holds the stop: the main thread only waits for it.
+        threading.Thread(target=self.publish_loop, args=(scanned,), name="publish", daemon=True).start()
+        while not self.stopping.wait(1.0):
+            pass
+        return self.shutdown(watcher)
+
+    def publish_loop(self, scanned: bool) -> None:
+        """Publish the first scan (a failed one publishes nothing), then rescan and republish until stopped."""
+        if scanned:
+            self.publish()
         while not self.stopping.is_set():
             if self.wake.wait(self._wait_time()) and not self.stopping.is_set():
                 time.sleep(UEVENT_SETTLE)  # a burst (VFs being created) ends in one scan
@@ -447,7 +456,6 @@ class Runner:
                 break
             self.wake.clear()
             self.sync()
-        return self.shutdown(watcher)
 
     def shutdown(self, watcher: Any) -> int:
         """Stop within STOP_BOUND seconds, whatever the API server does.

@@ -389,7 +389,15 @@ class _Shapes:
                     tuple(d.read(r) for r in self.reads),
                     tuple(d.attributes.get(a) for a in self.attributes),
                     d.bdf,
-                    (d.join["role"], d.join["physfn"], d.join["reason"], d.join["roots"], d.join["numa"]),
+                    # numa_from: a NUMA node inferred or published reads alike, but is said apart
+                    (
+                        d.join["role"],
+                        d.join["physfn"],
+                        d.join["reason"],
+                        d.join["roots"],
+                        d.join["numa"],
+                        d.join.get("numa_from"),
+                    ),
                     tuple(sorted(d.capacity.items())),
                     d.multi,
                     tuple((c, tuple(sorted(n.items()))) for c, n in d.counters),

@@ -85,6 +85,7 @@ class _Inventory:
         self.by_node = dra_slices.devices_from_slices(slices)
         for node, devices in self.by_node.items():
             probed = device_model.probed_node(topologies.get(node))
+            joined = []  # this node's (label, join): the NUMA inference reads one node, not the site
             for device in devices:
                 driver = device["driver"]
                 attributes = device_model.flat_attributes(device, driver)
@@ -99,20 +100,20 @@ class _Inventory:
                     amount = _quantity((value or {}).get("value"))
                     if amount is not None:
                         capacity[ident if domain == driver else f"{domain}/{ident}"] = amount
+                join = device_model.join_device(driver, attributes, probed, label)
+                joined.append((label, join))
                 self.devices[(driver, device["pool"], device["name"])] = {
                     "node": node,
                     "driver": driver,
                     "label": label,
                     "kind": device_kind(driver, attributes),
-                    "join": device_model.join_device(driver, attributes, probed, label),
+                    "join": join,
                     "capacity": capacity,
                     "multi": bool(device.get("allowMultipleAllocations")),
                     "classes": [],
                 }
             # a device with a pcieRoot and no numaNode: the NUMA node of the other devices on its root
-            device_model.infer_root_numa(
-                (info["label"], info["join"]) for info in self.devices.values() if info["node"] == node
-            )
+            device_model.infer_root_numa(joined)
 
 
 def _request_classes(claim: dict[str, Any]) -> dict[str, str]:

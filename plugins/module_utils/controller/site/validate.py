@@ -142,7 +142,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_what_if_plan aligned_dra_what_if_probes aligned_dra_what_if_rendered aligned_dra_what_if_unpacked
     aligned_dra_claims_sites aligned_dra_teams_sites aligned_dra_utilization_sites aligned_dra_network_plan
     aligned_dra_checks_done aligned_dra_driver_sites aligned_dra_driver_node_changes aligned_dra_driver_rehearsal
-    aligned_dra_driver_unit_template aligned_dra_node_counts_later
+    aligned_dra_driver_unit_template aligned_dra_node_counts_later aligned_dra_driver_readyz
     aligned_dra_network_roll aligned_dra_network_persist_only aligned_dra_network_converged
     aligned_dra_driver_roll aligned_dra_driver_site_only
     """.split()

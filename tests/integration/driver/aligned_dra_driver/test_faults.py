@@ -162,6 +162,24 @@ def test_the_kubelet_is_served_while_the_first_publication_hangs(node, api, prox
         assert process.stop() == 0
 
 
+def test_sigterm_while_the_first_publication_hangs_exits_within_the_bound(node, api, proxy):
+    """The publications have a thread of their own: a hung one never holds the stop."""
+    held = proxy.add("*", r".*", "hang")
+    process = spawn(node, api, proxy, "--api-timeout", "30")
+    try:
+        process.start()
+        h.wait_until(lambda: held.hits >= 1, what="the first API request, held")
+        started = time.monotonic()
+        process.proc.send_signal(signal.SIGTERM)
+        code = process.proc.wait(timeout=STOP_TIMEOUT)
+        took = time.monotonic() - started
+        process.proc = None
+        assert code == 0 and took < STOP_BOUND, (code, took)
+        assert "publishing ResourceSlices failed" not in process.log.read_text()  # it was still waiting
+    finally:
+        process.stop()
+
+
 FAULTS = {
     "hang": dict(action="hang"),
     "reset": dict(action="reset"),

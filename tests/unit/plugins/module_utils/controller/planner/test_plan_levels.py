@@ -93,3 +93,23 @@ def test_a_template_without_pairs_has_no_level_and_says_none_not_unknown():
     template = result["templates"][0]
     assert template["fits_total"] == 8
     assert levels(template) == (None, True) and template["worst_level_text"] == "none"
+
+
+def test_nodes_alike_but_for_where_the_gpus_numa_node_comes_from_are_planned_apart():
+    """The shape cache keys on where a NUMA node came from: an inferred one is never copied as published."""
+    slices = p5_slices("p5-0001") + p5_slices("p5-0002", gpu_numa=True)
+    objects = p5_objects()
+    classes = [o for o in objects if o["kind"] == "DeviceClass"]
+    templates = [o for o in objects if o["metadata"]["name"] == "gpu-efa-unaligned"]
+    cached, uncached = (
+        planner.plan("p5", planner.nodes_from_slices(slices), classes, templates, driver="gpu.nvidia.com",
+                     shape_cache=cache)
+        for cache in (True, False)
+    )  # fmt: skip
+    assert cached == uncached
+    (template,) = cached["templates"]
+    inferred, published = (template["nodes"][n]["allocations"] for n in NODES)
+    assert [a["level_source"] for a in inferred] == ["inferred+bound"] + ["inferred"] * 3
+    assert [a["level_source"] for a in published] == ["attributes+bound"] + ["attributes"] * 3
+    assert all("numa_inferred" not in a for a in published)
+    assert [levels(a) for a in inferred] == [levels(a) for a in published]  # the same levels, said apart

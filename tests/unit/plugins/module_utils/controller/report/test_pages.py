@@ -169,6 +169,11 @@ def test_a_team_whose_claims_have_unknown_levels_shows_unknown():
     used = utilization.utilization(p5_slices("p5", efa_numa=False), [claim], teams={"ns": "team"})
     html = pages.utilization_html(inputs.validate_utilization(used))
     assert re.search(r'<tr data-team="team">.*<td><b [^>]*>unknown</b> 1</td></tr>', html)
+    # against a promise: a claim of unknown level may have got less, so no "every claim got it"
+    used["alignment"].update(promised_level="PHB", below_promise=[], maybe_below_promise=["ns/blind"])
+    html = pages.utilization_html(inputs.validate_utilization(used))
+    assert "every measured claim got it" not in html and "no claim is known to have got less" in html
+    assert re.search(r'class="muted maybe-below">1 claim whose level is unknown or a bound worse', html)
 
 
 # ---------------------------------------------------------------- files
