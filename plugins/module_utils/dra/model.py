@@ -33,6 +33,10 @@ STANDARD_DOMAIN = "resource.kubernetes.io"
 ATTR_PCIE_ROOT = STANDARD_DOMAIN + "/pcieRoot"
 ATTR_PCI_BUS_ID = STANDARD_DOMAIN + "/pciBusID"
 ATTR_NUMA_NODE = STANDARD_DOMAIN + "/numaNode"
+# The driver's rail attribute (its domain + "/rail"): an RDMA NIC's or VF's rail
+# under the site's rule (node/topology/rails.py); absent without a rule.
+RAIL_ATTRIBUTE = "rail"
+ATTR_RAIL = DRIVER_NAME + "/" + RAIL_ATTRIBUTE
 
 # -- resource.k8s.io/v1 limits (k8s.io/api/resource/v1 types.go) -------------
 
@@ -225,14 +229,18 @@ def _published_kind(device: dict[str, Any], opts: dict[str, Any], by_bdf: dict[s
     return "nic" if opts["plain_nics"] else None
 
 
-def devices_from_topology(topology: dict[str, Any], options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def devices_from_topology(
+    topology: dict[str, Any], options: dict[str, Any] | None = None, rails: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
     """The ``resource.k8s.io/v1`` Device dicts a node publishes, sorted by name.
 
     ``topology`` is the output of the topology library's ``probe()``.
     ``options`` (see :data:`DEFAULT_OPTIONS`) select the kinds and keep
     management NICs out. Every device carries the standard
     ``resource.kubernetes.io/`` attributes that apply and the driver's own
-    attributes; see docs/devices.md for the table.
+    attributes; see docs/devices.md for the table. ``rails`` (PCI address ->
+    rail, from ``node/topology/rails.assign``) gives NICs and VFs the
+    ``<domain>/rail`` attribute.
     """
     opts = _options(options)
     domain = opts["domain"]
@@ -246,7 +254,7 @@ def devices_from_topology(topology: dict[str, Any], options: dict[str, Any] | No
 
     numa_nodes = (topology.get("numa_nodes") or []) if opts["list_attributes"] else []
     published = [
-        _device(device, kind, domain, by_bdf, rdma_ports, gpu_order, numa_nodes)
+        _device(device, kind, domain, by_bdf, rdma_ports, gpu_order, numa_nodes, rails or {})
         for device, kind in _published(devices, opts)
     ]
     published.sort(key=lambda d: d["name"])
@@ -341,6 +349,7 @@ def _device(
     rdma_ports: dict[str, list[dict[str, Any]]],
     gpu_order: dict[str, int],
     numa_nodes: list[dict[str, Any]],
+    rails: dict[str, int],
 ) -> dict[str, Any]:
     """One Device dict; ``numa_nodes`` (the probe's) is given only when list attributes are published."""
     bdf = device["pci_address"]
@@ -410,6 +419,7 @@ def _device(
             put(own + "linkSpeed", speed)
             capacity["bandwidth"] = {"value": f"{speed}G"}
         put(own + "linkType", _link_type(device, rdma_ports))
+        put(own + RAIL_ATTRIBUTE, rails.get(bdf))
         sriov = device.get("sriov") or {}
         if kind == "vf":
             put(own + "sriovRole", "vf")

@@ -20,7 +20,9 @@ device kinds, levels); its parts:
 - ``pci``: addresses, :func:`classify`, pci.ids names;
 - ``prober``: :func:`probe`, assembling its parts per device kind
   (``numa``, ``pci_walk``, ``netdevs``, ``rdma``, ``gpus``) and the GPU x NIC
-  ``levels``.
+  ``levels``;
+- ``rails``: :func:`assign`, the rail of each RDMA NIC under a site's rule;
+- ``addresses``: :func:`ipv4_addresses`, read on a live node (the ``subnet`` rule).
 
 Node and site summaries and the accounting of failed nodes are controller
 side: ``controller/topology/``.
@@ -85,6 +87,8 @@ _PARTS = {
     "netdevs": ("NETDEV_TYPES",),
     "prober": ("probe", "_Probe"),
     "levels": ("compute_links", "pair_level"),
+    "rails": ("RULES", "RailRuleError", "assign", "check_rule", "describe", "rail_nics"),
+    "addresses": ("ipv4_addresses",),
 }
 _PART_OF = {name: part for part, names in _PARTS.items() for name in names}
 
