@@ -87,7 +87,16 @@ _PARTS = {
     "netdevs": ("NETDEV_TYPES",),
     "prober": ("probe", "_Probe"),
     "levels": ("compute_links", "pair_level"),
-    "rails": ("RULES", "RailRuleError", "assign", "check_rule", "describe", "rail_nics"),
+    "rails": (
+        "RAILS_FILE_VERSION",
+        "RULES",
+        "RailRuleError",
+        "assign",
+        "check_rule",
+        "describe",
+        "rail_nics",
+        "rule_for_node",
+    ),
     "addresses": ("ipv4_addresses",),
 }
 _PART_OF = {name: part for part, names in _PARTS.items() for name in names}

@@ -43,6 +43,8 @@ RULE_KEYS = {
 }
 COMMON_KEYS = frozenset(("by", "count", "exclude"))
 MAX_RAILS = 64
+# The driver's --rails-file: {"version": 1, "rules": [rule...], "nodes": {node name: index}}
+RAILS_FILE_VERSION = 1
 _BDF_RE = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$")
 
 
@@ -306,3 +308,21 @@ def _with_vfs(topology: dict[str, Any], entries: list[dict[str, Any]]) -> dict[s
         if parent in rails and device.get("pci_address"):
             rails[device["pci_address"]] = rails[parent]
     return rails
+
+
+def rule_for_node(document: dict[str, Any], node_name: str) -> dict[str, Any] | None:
+    """The checked rule a ``--rails-file`` document gives a node, or ``None``; ValueError on a bad document."""
+    if not isinstance(document, dict) or document.get("version") != RAILS_FILE_VERSION:
+        raise ValueError(f"rails file: version {RAILS_FILE_VERSION} expected")
+    rules, nodes = document.get("rules"), document.get("nodes")
+    if not isinstance(rules, list) or not isinstance(nodes, dict):
+        raise ValueError("rails file: 'rules' (a list) and 'nodes' (a mapping) expected")
+    index = nodes.get(node_name)
+    if index is None:
+        return None
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(rules):
+        raise ValueError(f"rails file: nodes[{node_name}] = {index!r} is not an index into rules")
+    try:
+        return check_rule(rules[index])
+    except RailRuleError as exc:
+        raise ValueError(f"rails file: rules[{index}]: {exc}") from exc
