@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The site's rails on the controller: every host's rule against its probe, and the driver's rails file."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+
+
+def _nic(address: str, name: str, vfs: tuple[str, ...] = ()) -> list[dict]:
+    pf = {"pci_address": address, "kind": "rdma", "netdevs": [{"name": name}], "rdma_devices": ["mlx5_x"]}
+    return [pf] + [{"pci_address": vf, "kind": "rdma", "physfn": address, "netdevs": []} for vf in vfs]
+
+
+def _topology(*nics: list[dict]) -> dict:
+    return {"devices": [device for nic in nics for device in nic]}
+
+
+TWO_RAILS = _topology(_nic("0000:1d:00.0", "nic0", ("0000:1d:00.2",)), _nic("0000:2e:00.0", "nic1"))
+
+
+def test_every_host_with_a_rule_and_a_probe_gets_its_rails_vfs_included():
+    found = fabric.site_rails(
+        {
+            "a": {"rule": {"by": "netdev_name", "pattern": r"^nic(\d+)$", "count": 2}, "topology": TWO_RAILS},
+            "b": {"rule": None, "topology": TWO_RAILS},
+        }
+    )
+    assert found["problems"] == []
+    assert list(found["hosts"]) == ["a"]
+    assert found["hosts"]["a"]["rails"] == {"0000:1d:00.0": 0, "0000:1d:00.2": 0, "0000:2e:00.0": 1}
+    assert found["hosts"]["a"]["node_name"] == "a"
+
+
+def test_a_host_without_a_probe_has_unknown_rails_not_none():
+    found = fabric.site_rails({"a": {"rule": {"by": "pci_order"}, "topology": None}})
+    assert found == {"hosts": {}, "problems": []}
+
+
+def test_problems_name_the_host_the_nic_and_the_rule():
+    found = fabric.site_rails(
+        {
+            "a": {"rule": {"by": "map", "map": {"0000:1d:00.0": 0, "0000:2e:00.0": 0}}, "topology": TWO_RAILS},
+            "b": {"rule": {"by": "pci_order", "count": 3}, "topology": TWO_RAILS},
+            "c": {"rule": {"by": "netdev_name", "pattern": "nic"}, "topology": TWO_RAILS},
+        }
+    )
+    assert found["problems"] == [
+        "c: aligned_dra_rails.pattern: 'nic' has no group; its first group is the rail (e.g. '^nic(\\d+)$')",
+        "a: rail 0 given to 2 NICs: 0000:1d:00.0 (nic0) and 0000:2e:00.0 (nic1) (rule by map)",
+        "b: rails 2 of count 3: no RDMA NIC is on them (rule by pci_order)",
+    ]
+
+
+def test_per_node_map_uses_the_kubernetes_node_name():
+    rule = {"by": "map", "map": {"0000:1d:00.0": 0}, "nodes": {"k8s-a": {"0000:1d:00.0": 1, "0000:2e:00.0": 0}}}
+    found = fabric.site_rails({"a": {"rule": rule, "node_name": "k8s-a", "topology": TWO_RAILS}})
+    assert found["hosts"]["a"]["rails"]["0000:1d:00.0"] == 1
+    assert found["hosts"]["a"]["rails"]["0000:2e:00.0"] == 0
+
+
+def test_rails_file_shares_one_rule_between_nodes_and_round_trips():
+    rule = {"by": "pci_order", "count": 2, "exclude": ["eno*"]}
+    other = {"by": "netdev_name", "pattern": r"^nic(\d+)$"}
+    document = fabric.rails_file({"a": rule, "b": dict(rule), "c": other, "d": None}, {"a": "node-a"})
+    assert document["version"] == node_rails.RAILS_FILE_VERSION
+    assert document["nodes"] == {"b": 0, "c": 1, "node-a": 0}
+    assert len(document["rules"]) == 2
+    assert node_rails.rule_for_node(document, "node-a") == node_rails.check_rule(rule)
+    assert node_rails.rule_for_node(document, "c") == node_rails.check_rule(other)
+    assert node_rails.rule_for_node(document, "d") is None
+
+
+def test_rails_file_refuses_a_bad_rule_naming_the_host():
+    with pytest.raises(node_rails.RailRuleError, match=r"^b: aligned_dra_rails.by: one of"):
+        fabric.rails_file({"a": {"by": "pci_order"}, "b": {"by": "cabling"}})
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"version": 2, "rules": [], "nodes": {}}, "version 1 expected"),
+        ({"version": 1, "rules": {}, "nodes": {}}, "'rules' .a list."),
+        ({"version": 1, "rules": [], "nodes": {"n": 0}}, r"nodes\[n\] = 0 is not an index"),
+        ({"version": 1, "rules": [{"by": "x"}], "nodes": {"n": 0}}, r"rules\[0\]: aligned_dra_rails.by"),
+        ([], "version 1 expected"),
+    ],
+)
+def test_a_damaged_rails_file_is_refused_with_the_reason(document, message):
+    with pytest.raises(ValueError, match=message):
+        node_rails.rule_for_node(document, "n")
