@@ -134,3 +134,47 @@ def p5_objects() -> list[dict[str, Any]]:
     return rendered + [
         template("gpu-efa-unaligned", [exactly("gpu", "nvidia-gpu", count=2), exactly("efa", "dranet-nic", count=2)])
     ]
+
+
+# -- rails ------------------------------------------------------------------------------------------
+#
+# Small nodes for the rail templates: each GPU and RDMA NIC given as (PCI address, PCIe root, NUMA
+# node); the levels follow from them (same root PIX, same NUMA node NODE, else SYS). NIC i has the
+# interface nic<i>, so the rule ``by: netdev_name, pattern: '^nic(\d+)$'`` puts it on rail i.
+
+
+def rail_node(gpus: list[tuple[str, str, int]], nics: list[tuple[str, str, int]]) -> dict[str, Any]:
+    """A topology of GPUs and RDMA NICs (``nic<i>`` for NIC i), levels by hand from the roots and NUMA nodes."""
+    devices = [
+        {"pci_address": bdf, "kind": "gpu", "pcie_root": root, "numa_node": numa, "vendor_id": "0x10de"}
+        for bdf, root, numa in gpus
+    ] + [
+        {"pci_address": bdf, "kind": "rdma", "pcie_root": root, "numa_node": numa, "rdma_devices": [f"mlx5_{i}"],
+         "netdevs": [{"name": f"nic{i}"}]}
+        for i, (bdf, root, numa) in enumerate(nics)
+    ]  # fmt: skip
+    links = {
+        g: {n: ("PIX" if g_root == n_root else "NODE" if g_numa == n_numa else "SYS") for n, n_root, n_numa in nics}
+        for g, g_root, g_numa in gpus
+    }
+    return {"devices": devices, "links": links}
+
+
+def aligned_node(pairs: int, numa_split: int | None = None) -> dict[str, Any]:
+    """``pairs`` GPU+NIC pairs, pair i on root ``pci0000:<i>0`` (GPU ``0000:<i>1:00.0``, NIC ``0000:<i>2:00.0``);
+    pairs from ``numa_split`` on are on NUMA node 1."""
+    split = pairs if numa_split is None else numa_split
+    gpus = [(f"0000:{i + 1}1:00.0", f"pci0000:{i + 1}0", int(i >= split)) for i in range(pairs)]
+    nics = [(f"0000:{i + 1}2:00.0", f"pci0000:{i + 1}0", int(i >= split)) for i in range(pairs)]
+    return rail_node(gpus, nics)
+
+
+NIC_NAME_RULE = {"by": "netdev_name", "pattern": r"^nic(\d+)$"}
+
+
+def rail_objects(rules: dict[str, Any], settings: dict[str, Any] | None = None, minor: str = "1.36") -> list[dict]:
+    """The objects of site ``s`` with the rail templates the rules declare (pairs of 1 and 2 kept, a fresh copy)."""
+    base = {"templates": {"pairs": {"counts": [1, 2]}, "pairs_fallback": {"enabled": False}}}
+    for key, value in (settings or {}).items():
+        base[key] = value if key != "templates" else {**base["templates"], **value}
+    return claims.render(base, "s", minor, rail_rules=rules)["objects"]

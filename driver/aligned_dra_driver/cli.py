@@ -113,6 +113,11 @@ def parser() -> argparse.ArgumentParser:
         default=600.0,
         help="seconds a device stays unhealthy (aer-fatal) after its aer_dev_fatal count grew",
     )
+    p.add_argument(
+        "--rails-file",
+        help="the site's rails file (the driver role writes it): publish dra.aligned.dev/rail on RDMA NICs and VFs; "
+        "read again at every scan when it changed (docs/driver.md)",
+    )
     p.add_argument("--rescan-interval", type=float, default=10.0, help="seconds between topology scans")
     p.add_argument(
         "--api-timeout",
@@ -163,6 +168,10 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         usage_error("aligned-dra-driver: --aer-hold must not be negative")
     if not 0.1 <= args.api_timeout <= 30:
         usage_error("aligned-dra-driver: --api-timeout must lie in 0.1..30 seconds (Prepare's budget is 25 s)")
+    # A rails file that is missing or broken is not a usage error: it is read again at every scan (a
+    # ConfigMap volume fills in later) and only the rail attribute waits for it, never the kubelet
+    if args.rails_file is not None and not args.rails_file.strip():
+        usage_error("aligned-dra-driver: --rails-file is empty (leave the option out for no rails)")
     device_options = {
         "exclude": args.exclude,
         "plain_nics": args.plain_nics,
@@ -197,6 +206,10 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         except (ImportError, ValueError) as exc:
             usage_error(f"aligned-dra-driver: {exc}")
     metrics = Metrics()
+    if args.rails_file is not None:
+        from .rails import Rails
+
+        opts.rails = Rails(os.path.abspath(args.rails_file), args.node_name, opts.state_dir, metrics)
     try:  # local files only (kubeconfig, in-cluster token and CA): no request is made here
         api_client = load_client(args.kubeconfig)
     except Exception as exc:
@@ -210,6 +223,11 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     # --fractional-gpus=auto is decided at the first answer of the API server (Runner.publish): never block here
     status_queue = StatusQueue(kube, args.driver_name, args.node_name, metrics)
     driver = Driver(opts, kube, metrics, status_queue)
+    if opts.rails is not None:
+        from .rails import held_addresses, returning_addresses
+
+        opts.rails.held = lambda: held_addresses(driver.checkpoint)
+        opts.rails.away = lambda: returning_addresses(driver.checkpoint)
     publisher = Publisher(kube, args.node_name, args.driver_name)
     monitor = HealthMonitor(
         timeout=max(60.0, 3 * args.rescan_interval), sysfs_root=opts.sysfs_root, aer_hold=args.aer_hold

@@ -2,12 +2,14 @@
 """The collection's shared libraries: the topology probe and the DRA device model.
 
 There is one source of each in the collection: the package
-``plugins/module_utils/node/topology/`` and ``plugins/module_utils/dra/`` (``model``, with
-``slices`` for the ResourceSlices, ``cel`` for ``--selector`` and ``device_model``). The driver's wheel
-carries them as the subpackage ``aligned_dra_driver._collection``, copied there
-by the build backend (``driver/build_backend.py``) when the wheel is built; in
-a checkout of the collection the driver imports them through
-``ansible_collections`` instead. Nothing else in the driver reads the sysfs
+``plugins/module_utils/node/topology/`` (with ``rails`` and ``addresses``
+for ``--rails-file``) and ``plugins/module_utils/dra/`` (``model``, with
+``slices`` for the ResourceSlices, ``cel`` for ``--selector`` and
+``device_model``). The driver's wheel carries them as the subpackage
+``aligned_dra_driver._collection``, copied there by the build backend
+(``driver/build_backend.py``) when the wheel is built; in a checkout of
+the collection the driver imports them through ``ansible_collections``
+instead. Nothing else in the driver reads the sysfs
 topology; ``pcihealth`` reads only the health signals of functions already
 probed (config space, AER counters, carrier).
 """
@@ -20,12 +22,16 @@ try:  # an installed wheel
     from aligned_dra_driver._collection.dra import model as dra
     from aligned_dra_driver._collection.dra import slices as dra_slices
     from aligned_dra_driver._collection.node import topology
+    from aligned_dra_driver._collection.node.topology import addresses as topology_addresses
+    from aligned_dra_driver._collection.node.topology import rails as topology_rails
 except ImportError:  # the collection checkout (tests, development)
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
     from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
     from ansible_collections.aligned.dra.plugins.module_utils.node import topology
+    from ansible_collections.aligned.dra.plugins.module_utils.node.topology import addresses as topology_addresses
+    from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as topology_rails
 
-__all__ = ["dra", "dra_cel", "dra_slices", "topology"]
+__all__ = ["dra", "dra_cel", "dra_slices", "topology", "topology_addresses", "topology_rails"]
 
 
 def dra_cel() -> ModuleType:

@@ -4,6 +4,8 @@
 :func:`scan` probes the node with the topology library, builds the published
 devices (the dra module), keeps those that pass the ``--match`` rules and the
 CEL ``--selector`` expressions, and remembers the topology entry behind each.
+With ``--rails-file`` the RDMA NICs and VFs carry their rail
+(:mod:`aligned_dra_driver.rails`, evaluated at every scan).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Options:
     # kubelet gives a call 45 s: every claim of a call is answered within this budget (API requests
     # are cut to what is left of it), the checkpoint write after it; the rest get an error, kubelet retries
     call_budget: float = CALL_BUDGET
+    rails: Any = None  # rails.Rails with --rails-file: every scan publishes the NICs' rails
 
 
 @dataclass
@@ -118,7 +121,8 @@ def read_rdma_netns_mode(sysfs_root: str) -> bool:
 def scan(opts: Options) -> Inventory:
     """Probe the node with the topology library and build the published devices (dra module)."""
     topo = topology.probe(opts.sysfs_root, opts.procfs_root)
-    devices = dra.devices_from_topology(topo, opts.device_options)
+    rails = opts.rails.evaluate(topo) if opts.rails is not None else None
+    devices = dra.devices_from_topology(topo, opts.device_options, rails=rails)
     if opts.match:
         devices = [d for d in devices if matches(d, opts.match)]
     if opts.selectors:

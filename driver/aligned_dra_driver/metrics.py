@@ -87,6 +87,21 @@ class Metrics:
             ["cause", "effect"],
             registry=self.registry,
         )
+        # --rails-file (rails.py): said here, never in /healthz: a rule's problem is the site's to fix in the
+        # inventory, and a driver reported unready for it would hold the install and gain nothing
+        self.rails_file_error = Gauge(
+            "aligned_dra_rails_file_error",
+            "Whether --rails-file cannot be read or used: 1 (no rail is published; the log says why), else 0",
+            registry=self.registry,
+        )
+        self.rail_problems = Gauge(
+            "aligned_dra_rail_problems",
+            "Problems of the site's rail rule on this node at the last scan (logged); the NICs it places keep their rail",
+            registry=self.registry,
+        )
+        self.rail_nics = Gauge(
+            "aligned_dra_rail_nics", "RDMA NICs (PFs) on a rail at the last scan", registry=self.registry
+        )
         self._last_publish_wall: float | None = None
 
     def watch_health(self, monitor: Any, driver: str) -> None:

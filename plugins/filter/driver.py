@@ -1,17 +1,26 @@
 # Copyright: aligned.dra contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Filters the driver role uses to build its cluster objects, node kubeconfigs and wheel platforms, and to
-check its image's platform."""
+"""Filters the driver role uses to build its cluster objects, node kubeconfigs, wheel platforms and each
+site's rails file, and to check its image's platform."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+
+# DaemonSet mode: the site's rails file as a ConfigMap, mounted as a directory (never with subPath, which
+# the kubelet does not update) so a changed file reaches the running driver without a new pod
+RAILS_CONFIGMAP_SUFFIX = "-rails"
+RAILS_KEY = "rails.json"
+RAILS_MOUNT = "/etc/aligned-dra/rails"
 
 
 def driver_objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,6 +68,53 @@ def driver_image_problems(settings: dict[str, Any]) -> list[str]:
     return [f"{variable} = {json.dumps(settings[variable], default=str)}: {reason}" for variable, reason in found]
 
 
+def driver_rails_files(sites: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each site's rails file (controller/fabric/rails.rails_file), for the sites where a host sets a rule.
+
+    ``sites`` maps site -> inventory host -> ``{"rule": aligned_dra_rails, "node_name": ...}``.
+    """
+    files = {}
+    for site, hosts in dict(sites).items():
+        if not isinstance(hosts, dict):
+            raise AnsibleFilterError(f"driver_rails_files: site {site!r}: expected host -> {{rule, node_name}}")
+        rules = {host: (values or {}).get("rule") for host, values in hosts.items()}
+        names = {host: (values or {}).get("node_name") or host for host, values in hosts.items()}
+        try:
+            document = fabric_rails.rails_file(rules, names)
+        except node_rails.RailRuleError as exc:
+            raise AnsibleFilterError(f"driver_rails_files: site {site}: {exc}") from exc
+        if document["nodes"]:
+            files[site] = document
+    return files
+
+
+def driver_rails_objects(objects: list[dict[str, Any]], document: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The objects with the site's rails file for the DaemonSet: a ConfigMap before it, mounted, ``--rails-file``.
+
+    Without a rails file, or without a DaemonSet (host mode copies the file to the node), unchanged.
+    """
+    out = [copy.deepcopy(item) for item in objects]
+    position = next((i for i, item in enumerate(out) if item.get("kind") == "DaemonSet"), None)
+    if not document or position is None:
+        return out
+    daemonset = out[position]
+    meta = daemonset["metadata"]
+    name = meta["name"] + RAILS_CONFIGMAP_SUFFIX
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": meta["namespace"], "labels": dict(meta.get("labels") or {})},
+        "data": {RAILS_KEY: json.dumps(document, indent=1, sort_keys=True) + "\n"},
+    }
+    pod = daemonset["spec"]["template"]["spec"]
+    pod.setdefault("volumes", []).append({"name": "rails", "configMap": {"name": name}})
+    container = pod["containers"][0]
+    container.setdefault("volumeMounts", []).append({"name": "rails", "mountPath": RAILS_MOUNT, "readOnly": True})
+    container.setdefault("args", []).append(f"--rails-file={RAILS_MOUNT}/{RAILS_KEY}")
+    out.insert(position, configmap)
+    return out
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -67,4 +123,6 @@ class FilterModule:
             "driver_kubeconfig": driver_kubeconfig,
             "driver_wheel_platforms": driver_wheel_platforms,
             "driver_image_problems": driver_image_problems,
+            "driver_rails_files": driver_rails_files,
+            "driver_rails_objects": driver_rails_objects,
         }

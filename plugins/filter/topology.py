@@ -18,6 +18,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.ac
     node_accounting,
     node_counts_line,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import (
     node_summary,
     site_summary_markdown,
@@ -33,6 +34,10 @@ def topology_site_summaries(
     accounting: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Group ``hosts`` by ``aligned_dra_site`` and summarise each site.
+
+    Each host's ``aligned_dra_rails`` is read against its probe, with its
+    Kubernetes node name (``aligned_dra_driver_node_name``, default the host):
+    ``per_node.<host>.rails`` and the site's ``rails``.
 
     With ``accounting`` (what ``topology_node_accounting`` returns), the nodes
     it lists as failed are left out whatever facts they have, every site of it
@@ -58,7 +63,9 @@ def topology_site_summaries(
             topology = topology_fact.full_topology(host, fact)
         except topology_fact.TopologyFactError as exc:
             raise AnsibleFilterError(str(exc)) from None
-        sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = node_summary(topology, warn_levels)
+        sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = node_summary(
+            topology, warn_levels, rails=facts.get("aligned_dra_rails"), node_name=kubernetes_node_name(host, facts)
+        )
     summaries = {site: site_summary_of(site, nodes) for site, nodes in sorted(sites.items())}
     for site, entry in accounting.items():
         summaries[site]["nodes_failed"] = entry["nodes_failed"]

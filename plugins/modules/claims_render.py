@@ -13,7 +13,8 @@ description:
   - Turns a site's claim settings into C(resource.k8s.io/v1) DeviceClasses (for the collection's
     driver and for C(gpu.nvidia.com), C(dra.net) and C(dra.cpu) where the site runs them) and a catalogue
     of ResourceClaimTemplates (aligned GPU+NIC pairs, the same with C(firstAvailable) fallback,
-    fractional GPU, GPU+NIC+CPUs on one NUMA node, NIC only, GPU only, VF only).
+    fractional GPU, GPU+NIC+CPUs on one NUMA node, NIC only, GPU only, VF only, and where the site
+    declares rails, GPU+NIC pairs pinned to rails for multi-node jobs).
   - A template that needs a feature gate which is off on the target minor, and which the site does
     not declare on, is left out and named in RV(left_out) with the reason; nothing gated is emitted
     silently. A fractional GPU without consumable capacity becomes a shared ResourceClaim.
@@ -61,6 +62,15 @@ options:
     type: list
     elements: dict
     default: []
+  rail_rules:
+    description:
+      - The site's rails - per host, its C(aligned_dra_rails) rule (see docs/devices.md). With at least one rule,
+        the rail templates of C(templates.rails) are rendered for the rails the rules declare (C(count), the
+        C(subnet) rule's subnets, the C(map) rule's rails); see docs/claims.md.
+      - Only for NICs of the collection's driver, which publishes C(dra.aligned.dev/rail); with another
+        C(nic_driver) they are left out, and RV(left_out) says why.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -75,6 +85,17 @@ EXAMPLES = r"""
       templates:
         pairs: {counts: [1, 2]}
       required: [gpu-nic-pair-1]
+  register: rendered
+
+- name: Render with the rail templates of a site of eight rails (nic0 ... nic7)
+  aligned.dra.claims_render:
+    site: ai-west
+    kubernetes_version: "1.36"
+    settings:
+      templates:
+        rails: {counts: [1, 8]}
+    rail_rules:
+      gpu-a01: {by: netdev_name, pattern: '^nic(\d+)$', count: 8}
   register: rendered
 """
 
@@ -99,6 +120,12 @@ minor:
   returned: success
   type: str
   sample: "1.36"
+rails:
+  description: The rails the site's rules declare, V(null) when no host has a rule.
+  returned: success
+  type: list
+  elements: int
+  sample: [0, 1, 2, 3, 4, 5, 6, 7]
 files:
   description: C({file name, object}) for the GitOps output directory, in a stable order.
   returned: success
@@ -121,6 +148,7 @@ def main():
             "feature_gates": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
             "tolerations": {"type": "list", "elements": "dict", "default": []},
+            "rail_rules": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -132,6 +160,7 @@ def main():
             params["kubernetes_version"],
             params["feature_gates"],
             tolerations=params["tolerations"],
+            rail_rules=params["rail_rules"],
         )
         problems = claims.validate_all(rendered["objects"], rendered["minor"], params["feature_gates"])
     except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
@@ -147,6 +176,7 @@ def main():
         left_out=rendered["skipped"],
         required=rendered["required"],
         minor=rendered["minor"],
+        rails=rendered["rails"],
     )
 
 

@@ -82,6 +82,33 @@ options:
     description: Options of the device model (which kinds are published, C(exclude) patterns); see docs/devices.md.
     type: dict
     default: {}
+  rail_rules:
+    description:
+      - The site's rails - per planned node (inventory host), its C(aligned_dra_rails) rule (see docs/devices.md).
+      - Planning on topologies, the NICs get C(dra.aligned.dev/rail) under the rule, as the driver publishes it;
+        planning on slices, the rule gives the rail of other drivers' NICs joined to the probe, and a rail the
+        bundled driver publishes that the rule disagrees with is named in the plan's C(warnings) (the published one is
+        planned).
+      - The rule's problems on a node (a missing rail of C(count), a rail on two NICs) are warnings here; the
+        validation stage refuses them.
+    type: dict
+    default: {}
+  rail_rule:
+    description:
+      - One C(aligned_dra_rails) rule for every planned node that O(rail_rules) does not name (C(what_if.yml)
+        plans a site's rule on other nodes this way).
+    type: dict
+  rail_node_names:
+    description: Per planned node, its Kubernetes node name where it differs (the C(map) rule's C(nodes) are keyed by it).
+    type: dict
+    default: {}
+  rail_addresses:
+    description:
+      - Per planned node, its interfaces' IPv4 addresses (interface to a list of C(a.b.c.d/len)), which the
+        C(subnet) rule reads. Default, the topology's C(netdev_addresses), which the probe reads on the live
+        node; without addresses a C(subnet) rule places no NIC (their rails stay unknown, and a warning says why).
+    type: dict
+    default: {}
   dest:
     description: Write the plan as JSON to this file (only when its content changes).
     type: path
@@ -165,6 +192,9 @@ plan:
     - The plan; see docs/claims.md for every key.
     - C(templates[]) has C(name), C(required), C(fits_total), C(worst_level), C(aligned_level),
       C(satisfiable), C(errors) and C(nodes) (per node C(fits), C(worst_level), C(allocations), C(reason)).
+    - Each allocation has C(rails), the rail of each of its NICs (V(null) where unknown), and each template and
+      node C(fits_per_rail), per rail of the site the claims that fit with a NIC on it (keys are the rails as
+      strings). C(rails) lists the site's rails, C(warnings) the rail problems of the plan's input.
     - A level is never better than what it summarises. C(null) with C(worst_level_exact=false) is unknown
       (one GPU-NIC pair of unknown level, and no exact C(SYS)); C(null) with C(worst_level_exact=true) means
       no allocation holds both a GPU and a NIC. C(templates[].worst_level_text) and C(aligned_level_text)
@@ -185,6 +215,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
@@ -260,23 +291,51 @@ def _compiled_objects(module, objects):
     return classes, templates
 
 
-def _planner_nodes(module, params, slices, topologies, files, topology_field):
-    """The planner's nodes, from the slices or else the topologies (topology files read one node at a time)."""
+def _check_required(module, required, templates):
+    """Refuse required templates that ``objects`` does not hold, naming both options, before any node is read."""
+    given = {(t.get("metadata") or {}).get("name") for t in templates}
+    missing = sorted(set(required) - given)
+    if missing:
+        module.fail_json(
+            msg=f"required: required templates that are not given: {', '.join(missing)} (not among the templates of objects)"
+        )
+
+
+def _rails_of(params, rules, topologies, problems):
+    """``{node: {PCI address: rail}}`` of the nodes with a rule and a topology; their problems added to ``problems``."""
+    found = {}
+    for node, topology in topologies.items():
+        rails, node_problems = plan_rails.node_rails(
+            node, topology, rules.get(node), params["rail_node_names"].get(node), params["rail_addresses"].get(node)
+        )
+        if rails:
+            found[node] = rails
+        problems.extend(f"rails: {problem}" for problem in node_problems)
+    return found
+
+
+def _planner_nodes(module, params, slices, topologies, files, topology_field, rules, problems):
+    """The planner's nodes, from the slices or else the topologies (topology files read one node at a time).
+
+    ``rules``: each node's rail rule; the rail problems found go into ``problems``.
+    """
     try:
         if slices is not None:
-            return planner.nodes_from_slices(slices, topologies)
+            return planner.nodes_from_slices(slices, topologies, _rails_of(params, rules, topologies or {}, problems))
         if not topologies:
             module.fail_json(
                 msg="topologies, topology_files, topology_dir, slices or slice_files must give the site's devices"
             )
         if files is None:
-            return planner.nodes_from_topologies(topologies, params["device_options"])
+            rails = _rails_of(params, rules, topologies, problems)
+            return planner.nodes_from_topologies(topologies, params["device_options"], rails=rails)
         nodes = {}
         shared = {}  # attribute values the site's nodes repeat, held once
         for node in sorted(topologies):
             one = {node: _read_topology(node, files[node])}
             inputs.check_topologies(one, topology_field)
-            nodes.update(planner.nodes_from_topologies(one, params["device_options"], shared=shared))
+            rails = _rails_of(params, rules, one, problems)
+            nodes.update(planner.nodes_from_topologies(one, params["device_options"], shared=shared, rails=rails))
         return nodes
     except inputs.InputError as exc:
         module.fail_json(msg=str(exc))
@@ -332,6 +391,10 @@ def main():
             "nodes_failed": {"type": "dict", "default": {}},
             "node_counts": {"type": "dict"},
             "return_plan": {"type": "str", "choices": ["full", "summary"], "default": "full"},
+            "rail_rules": {"type": "dict", "default": {}},
+            "rail_rule": {"type": "dict"},
+            "rail_node_names": {"type": "dict", "default": {}},
+            "rail_addresses": {"type": "dict", "default": {}},
         },
         mutually_exclusive=[("slices", "slice_files"), ("topologies", "topology_files")],
         # the per-node entries would be nowhere
@@ -346,7 +409,13 @@ def main():
         module.fail_json(msg=str(exc))
     topologies, slices = _checked_inputs(module, params, topologies, files, topology_field)
     classes, templates = _compiled_objects(module, params["objects"])
-    nodes = _planner_nodes(module, params, slices, topologies, files, topology_field)
+    _check_required(module, params["required"], templates)
+    try:
+        rules = plan_rails.node_rules(topologies, params["rail_rules"], params["rail_rule"])
+    except planner.PlanError as exc:
+        module.fail_json(msg=str(exc))
+    problems = []
+    nodes = _planner_nodes(module, params, slices, topologies, files, topology_field, rules, problems)
     try:
         result = planner.plan(
             params["site"],
@@ -355,6 +424,7 @@ def main():
             templates,
             required=params["required"],
             kubernetes_version=params["kubernetes_version"],
+            warnings=problems,
         )
     except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=str(exc))

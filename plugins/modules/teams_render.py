@@ -55,6 +55,12 @@ options:
     description: The site's claim settings (C(aligned_dra_claims)), which give its DeviceClasses and templates.
     type: dict
     default: {}
+  rail_rules:
+    description:
+      - Each host's rail rule (host to C(aligned_dra_rails)), as M(aligned.dra.claims_render) takes it, so a
+        team can name the rail templates (C(gpu-nic-rail-<r>)) the site renders.
+    type: dict
+    default: {}
   settings:
     description: The site's team settings (C(aligned_dra_teams)); see docs/teams.md for every key.
     type: dict
@@ -206,6 +212,7 @@ def main():
             "kubernetes_version": {"type": "str", "required": True},
             "feature_gates": {"type": "dict", "default": {}},
             "claims_settings": {"type": "dict", "default": {}},
+            "rail_rules": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
             "plan_file": {"type": "path"},
             "utilization_file": {"type": "path"},
@@ -217,7 +224,11 @@ def main():
     plan = _plan(module)
     try:
         rendered_claims = claims.render(
-            params["claims_settings"], params["site"], params["kubernetes_version"], params["feature_gates"]
+            params["claims_settings"],
+            params["site"],
+            params["kubernetes_version"],
+            params["feature_gates"],
+            rail_rules=params["rail_rules"],
         )
         class_keys = claims.settings(params["claims_settings"])["classes"]
         result = teams.render(

@@ -20,6 +20,9 @@ description:
     allocation planner share, so that facts, published ResourceSlices and plans agree.
   - Missing files, unreadable files and dangling symlinks never fail the probe; they leave a
     field V(null) and add an entry to RV(topology.warnings).
+  - On the live node (O(sysfs_root) is C(/sys)) it also reads the IPv4 address of each RDMA NIC
+    physical function's interface (RV(topology.netdev_addresses)), which the C(subnet) rule of
+    C(aligned_dra_rails) needs; sysfs has no addresses, so a captured tree leaves them unknown.
 requirements:
   - Python >= 3.9 on the node, standard library only
 author:
@@ -146,6 +149,15 @@ topology:
     counts:
       description: Number of devices per kind, plus C(vfs).
       type: dict
+    netdev_addresses:
+      description:
+        - The IPv4 addresses (with their prefix length) of the interfaces of the node's RDMA NIC
+          physical functions, read in the module's network namespace; an interface without an IPv4
+          address has an empty list. Only the primary address of each interface is read.
+        - V(null) when O(sysfs_root) is not C(/sys), a captured tree, whose addresses are unknown (not absent).
+        - The C(subnet) rule of C(aligned_dra_rails) places NICs on rails by these addresses (docs/devices.md).
+      type: dict
+      sample: {"ibp29s0": ["192.168.128.5/21"], "ibp46s0": []}
     warnings:
       description: What could not be read or looks wrong.
       type: list
@@ -156,8 +168,24 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.addresses import ipv4_addresses
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.pci import find_pci_ids
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import rail_nics
+
+LIVE_SYSFS = "/sys"
+
+
+def netdev_addresses(topology: dict, sysfs_root: str) -> dict | None:
+    """IPv4 addresses of the RDMA NIC PFs' interfaces on the live node; ``None`` (unknown) for a captured tree.
+
+    A captured tree's interfaces are not this machine's: reading addresses by
+    their names here would give whatever this machine has under those names.
+    """
+    if os.path.realpath(sysfs_root) != LIVE_SYSFS:
+        return None
+    names = sorted({n["name"] for d in rail_nics(topology) for n in d.get("netdevs") or [] if n.get("name")})
+    return ipv4_addresses(names)
 
 
 def main() -> None:
@@ -181,6 +209,7 @@ def main() -> None:
     elif not os.access(pci_ids, os.R_OK) or not os.path.isfile(pci_ids):
         module.fail_json(msg=f"pci_ids_path: {pci_ids} is not a readable file")
     topology = probe(params["sysfs_root"], params["procfs_root"], pci_ids)
+    topology["netdev_addresses"] = netdev_addresses(topology, params["sysfs_root"])
     module.exit_json(changed=False, topology=topology)
 
 

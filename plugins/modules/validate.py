@@ -16,7 +16,9 @@ description:
   - Then the checks across hosts and stages, once per site, with the stages' own code - one Kubernetes
     minor per site, the site's claim settings render, team quotas and templates name classes the site
     renders, SR-IOV entries select PFs the node's probe found and ask for no more VFs than the PF has,
-    and the devices the driver publishes need no feature gate the minor leaves off.
+    the devices the driver publishes need no feature gate the minor leaves off, and each node's rails
+    rule (C(aligned_dra_rails)) is well formed and, where this run probed the node, gives it every rail
+    of C(count), no rail to two NICs, and matches the node's RDMA NICs (each problem names the NIC and the rule).
   - All problems are reported together in one message that names host, variable, value and reason;
     the same problem on many hosts is said once per site with the host count.
   - The validation play of C(aligned.dra.site) and of every stage playbook runs it once, on the

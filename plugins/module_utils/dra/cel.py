@@ -408,6 +408,7 @@ KNOWN_ATTRIBUTES = {
         "sriovParent": "string",
         "sriovNumVFs": "int",
         "numaNodeInferred": "bool",
+        dra.RAIL_ATTRIBUTE: "int",
     },
 }
 KNOWN_CAPACITIES = {dra.DRIVER_NAME: {"memory", "bandwidth"}}

@@ -435,6 +435,45 @@ def infer_root_numa(joined: Iterable[tuple[str, dict[str, Any]]]) -> None:
         join["numa_from"] = f"{label}: " + "; ".join(notes)
 
 
+def device_rail(
+    driver: str, attributes: Mapping[str, Any], join: Mapping[str, Any], rule_rails: Mapping[str, int] | None
+) -> tuple[int | None, str | None]:
+    """``(rail, note)`` of one published NIC or VF (``None`` for other devices, and where unknown).
+
+    ``attributes`` as :func:`flat_attributes` gives them, ``join`` from
+    :func:`join_device`; ``rule_rails`` is the node's PCI address -> rail
+    under the site's rule (``node/topology/rails.assign``, VFs included).
+    The bundled driver publishes ``dra.aligned.dev/rail``: that is what the
+    scheduler selects on, so it wins, and ``note`` says where the rule gives
+    another rail. Other drivers' NICs have the rail of the probed function
+    they are joined to (none without a join). A NIC of the bundled driver
+    that publishes no rail gets the rule's, with a note: the rail templates
+    cannot select it. Never a guess: without either, ``None``.
+    """
+    if join.get("role") != "nic":
+        return None, None
+    address = join.get("address")
+    ruled = (rule_rails or {}).get(address) if address else None
+    if driver != dra.DRIVER_NAME:
+        return ruled, None
+    published = attributes.get(dra.ATTR_RAIL)
+    if isinstance(published, bool) or not isinstance(published, int):
+        published = None
+    if published is None:
+        if ruled is None:
+            return None, None
+        return ruled, (
+            f"publishes no {dra.ATTR_RAIL}; the site's rule puts {address} on rail {ruled} "
+            "(rail templates cannot select it: does the driver have the site's rails file?)"
+        )
+    if ruled is not None and ruled != published:
+        return published, (
+            f"publishes {dra.ATTR_RAIL} {published}, the site's rule puts {address} on rail {ruled}; "
+            "the published rail is planned (the scheduler selects on it)"
+        )
+    return published, None
+
+
 def joined_pair_level(
     accelerator: Mapping[str, Any], nic: Mapping[str, Any], links: Mapping[str, Mapping[str, str]]
 ) -> dict[str, Any]:

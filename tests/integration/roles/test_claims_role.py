@@ -283,3 +283,48 @@ def test_plan_on_the_resource_slices_of_every_driver_in_the_cluster(tmp_path, tr
     assert node["worst_level"] == "PXB"  # levels from the probed topology, by PCI address
     pair2 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-2")
     assert pair2["fits_total"] == 1 and pair2["worst_level"] == "SYS"
+
+
+def test_rails_render_pinned_templates_and_the_plan_counts_claims_per_rail(tmp_path, trees):
+    claims = {
+        "templates": {"pairs": {"counts": [1]}, "pairs_fallback": {"enabled": False}, "rails": {"counts": [1, 8]}}
+    }
+    inventory, play = setup(tmp_path, trees, claims=claims)
+    data = yaml.safe_load(inventory.read_text())
+    hosts = data["aligned_dra_nodes"]["hosts"]
+    # the DGX's eight compute NICs in PCI order; the VM's one NIC is on rail 1, by its Kubernetes node name
+    hosts["dgx1"]["aligned_dra_rails"] = {"by": "pci_order", "count": 8, "exclude": ["eno*"]}
+    hosts["vm1"]["aligned_dra_rails"] = {
+        "by": "map",
+        "map": {"0000:00:03.0": 0},
+        "nodes": {"k8s-vm1": {"0000:00:03.0": 1}},
+    }
+    hosts["vm1"]["aligned_dra_driver_node_name"] = "k8s-vm1"
+    inventory.write_text(yaml.safe_dump(data))
+    result = run_playbook(inventory, play)
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = tmp_path / "out" / "west"
+    plan = json.loads((site / "plan.json").read_text())
+    templates = {t["name"]: t for t in plan["templates"]}
+    assert plan["rails"] == list(range(8)) and plan["warnings"] == []
+    assert [n for n in templates if "rail" in n] == [*(f"gpu-nic-rail-{r}" for r in range(8)), "gpu-nic-rails-8-0"]
+    rail_1 = templates["gpu-nic-rail-1"]
+    assert [a["rails"] for node in ("dgx1", "vm1") for a in rail_1["nodes"][node]["allocations"]] == [[1], [1]]
+    assert rail_1["fits_per_rail"] == {"0": 0, "1": 2, **{str(r): 0 for r in range(2, 8)}}
+    assert templates["gpu-nic-rail-0"]["nodes"]["vm1"]["fits"] == 0
+    assert templates["gpu-nic-rails-8-0"]["fits_total"] == 1
+    assert templates["gpu-nic-pair-1"]["nodes"]["vm1"]["allocations"][0]["rails"] == [1]
+    assert "west: gpu-nic-rail-1: 2 claims fit, worst level" in result.stdout
+    assert "per rail 0: 0, 1: 2, 2: 0" in " ".join(result.stdout.split())
+    kustomization = yaml.safe_load((site / "claims" / "kustomization.yaml").read_text())
+    assert "claimtemplate-gpu-nic-rails-8-0.yaml" in kustomization["resources"]
+
+    # what if: the site's rule (the first host's) read on a node it does not have
+    dest = tmp_path / "what-if.json"
+    extra = {"aligned_dra_what_if_site": "west", "aligned_dra_what_if_trees": {"dgx-next": str(trees["dgx-h100"])},
+             "aligned_dra_what_if_dest": str(dest)}  # fmt: skip
+    result = run_playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", json.dumps(extra))
+    assert result.returncode == 0, result.stdout + result.stderr
+    what_if = {t["name"]: t for t in json.loads(dest.read_text())["templates"]}
+    assert what_if["gpu-nic-rail-7"]["nodes"]["dgx-next"]["allocations"][0]["rails"] == [7]
+    assert "gpu-nic-rail-7: 1 claims fit" in result.stdout

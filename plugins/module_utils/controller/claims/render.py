@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import re
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -65,6 +66,8 @@ DEFAULTS: dict[str, Any] = {
         "nic_only": {"enabled": True, "name": "nic-only", "count": 1, "selectors": {}},
         "gpu_only": {"enabled": True, "name": "gpu-only", "count": 1, "selectors": {}},
         "vf_only": {"enabled": True, "name": "vf-only", "count": 1, "selectors": {}},
+        # rendered only where the site declares rails (aligned_dra_rails): see claims/rails.py
+        "rails": claim_rails.DEFAULTS,
     },
     "required": [],
 }
@@ -80,6 +83,7 @@ REQUEST_ROLES = {
     "nic_only": ("device",),
     "gpu_only": ("device",),
     "vf_only": ("device",),
+    "rails": claim_rails.REQUEST_ROLES,
 }
 
 
@@ -181,6 +185,10 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
         counts = merged["templates"][kind]["counts"]
         if not isinstance(counts, list) or not all(isinstance(n, int) and 1 <= n <= 8 for n in counts):
             raise ClaimsError(f"aligned_dra_claims.templates.{kind}.counts must be a list of integers 1..8")
+    try:
+        claim_rails.check_settings(merged["templates"]["rails"])
+    except claim_rails.RailSettingsError as exc:
+        raise ClaimsError(str(exc)) from None
     for name, value in merged["classes"].items():
         if not dra.is_dns_subdomain(value):
             raise ClaimsError(f"aligned_dra_claims.classes.{name}: {value!r} is not a DNS subdomain")
@@ -277,12 +285,31 @@ def _exactly(name: str, class_name: str, count: int = 1, **extra: Any) -> dict[s
     return {"name": name, "exactly": spec}
 
 
-def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every template the settings ask for, before the per-minor gate filter."""
-    name_of = {key: item["metadata"]["name"] for key, item in classes.items()}
+def _gpu_nic_classes(conf: dict[str, Any], classes: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """Names of the classes the templates take GPUs and NICs from (``gpu_driver``'s and ``nic_driver``'s)."""
     gpu_key = "gpu" if conf["gpu_driver"] == dra.DRIVER_NAME else "nvidia-gpu"
     nic_key = "nic" if conf["nic_driver"] == dra.DRIVER_NAME else "dranet-nic"
-    gpu, nic = name_of[gpu_key], name_of[nic_key]
+    return classes[gpu_key]["metadata"]["name"], classes[nic_key]["metadata"]["name"]
+
+
+def rail_templates(
+    conf: dict[str, Any], site: str, classes: dict[str, dict[str, Any]], rails: list[int] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """``(templates, left_out)`` pinned to the site's ``rails`` (none when it declares none; see claims/rails.py)."""
+    gpu, nic = _gpu_nic_classes(conf, classes)
+    found, left_out = claim_rails.templates(conf, rails, gpu, nic, _exactly)
+    out = []
+    for name, pinned, requests, constraints in found:
+        template = _template(conf, site, name, requests, constraints)
+        template["metadata"]["annotations"] = {claim_rails.RAILS_ANNOTATION: ",".join(str(r) for r in pinned)}
+        out.append(template)
+    return out, left_out
+
+
+def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every template the settings ask for but the rail templates, before the per-minor gate filter."""
+    name_of = {key: item["metadata"]["name"] for key, item in classes.items()}
+    gpu, nic = _gpu_nic_classes(conf, classes)
     root, numa = dra.ATTR_PCIE_ROOT, conf["numa_attribute"]
     wanted = conf["templates"]
     out = []
@@ -484,12 +511,20 @@ def render(
     kubernetes_version: str,
     feature_gates: dict[str, bool] | None = None,
     tolerations: list[dict[str, Any]] | None = None,
+    rail_rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Objects for one site and minor: ``{"objects", "skipped", "required", "minor"}``.
+    """Objects for one site and minor: ``{"objects", "skipped", "required", "minor", "rails"}``.
 
     ``tolerations`` (DeviceTolerations) go into every request of every template.
+    ``rail_rules`` (host -> ``aligned_dra_rails``) declare the site's rails
+    (``rails``: their numbers, ``None`` without a rule): the rail templates
+    are rendered for them.
     """
     conf = settings(raw_settings)
+    try:
+        rails, rail_notes = claim_rails.declared_rails(rail_rules)
+    except claim_rails.RailSettingsError as exc:
+        raise ClaimsError(str(exc)) from None
     minor = dra_gates.minor_of(kubernetes_version)
     gates = dict(feature_gates or {})
     for gate in gates:
@@ -509,8 +544,13 @@ def render(
                 f"{conf['numa_attribute']}: one matchAttribute cannot align CPUs with the GPU and NIC",
             }
         )
+    pinned, left_out = rail_templates(conf, site, classes, rails)
+    if conf["templates"]["rails"]["enabled"]:
+        single = conf["templates"]["rails"]["name"].format(rail="*")
+        skipped.extend({"name": single, "reason": note} for note in rail_notes)
+    skipped.extend(left_out)
     names = set()
-    for template in claim_templates(conf, site, classes):
+    for template in claim_templates(conf, site, classes) + pinned:
         if tolerations:
             template = _tolerating(template, tolerations)
         name = template["metadata"]["name"]
@@ -539,7 +579,7 @@ def render(
         if name not in rendered_templates:
             why = next((s["reason"] for s in skipped if s["name"] == name), "no template has this name")
             raise ClaimsError(f"aligned_dra_claims.required: {name!r} is not rendered for Kubernetes {minor}: {why}")
-    return {"objects": objects, "skipped": skipped, "required": required, "minor": minor}
+    return {"objects": objects, "skipped": skipped, "required": required, "minor": minor, "rails": rails}
 
 
 # -- validation --------------------------------------------------------------------------------

@@ -140,6 +140,7 @@ class Device:
         "taints",
         "index",
         "_sets",
+        "rail",
     )
 
     def __init__(
@@ -162,6 +163,7 @@ class Device:
         self.join = device_model.join_device(driver, self.attributes, probed, self.label)
         # the probed PCI function behind the device, whichever attribute named it
         self.bdf = self.join["address"]
+        self.rail: int | None = None  # a NIC's rail, set by NodeDevices (it knows the node's rule)
         self.capacity = {}
         for name, value in (device.get("capacity") or {}).items():
             domain, ident = dra.split_qualified_name(name, driver)
@@ -223,6 +225,14 @@ class NodeDevices:
         self.devices = [Device(d, domains, i, probed) for i, d in enumerate(ordered)]
         # a device with a pcieRoot and no numaNode: the NUMA node of the other devices on its root
         device_model.infer_root_numa((d.label, d.join) for d in self.devices)
+        # each NIC's rail: the published one, else the site's rule for the probed function
+        self.rail_notes: list[str] = []
+        rule_rails = data.get("rails") or {}
+        for device in self.devices:
+            device.rail, note = device_model.device_rail(device.driver, device.attributes, device.join, rule_rails)
+            if note:
+                self.rail_notes.append(f"{device.label} {note}")
+        self.rails = sorted({d.rail for d in self.devices if d.rail is not None})
         self.links = data.get("links") or {}
         self.pair_levels: dict[tuple[int, int], dict[str, Any]] = {}
         self.shared = {k: dict(v) for k, v in (data.get("shared_counters") or {}).items()}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import (
     ClaimAllocator,
     DeviceConstraint,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 MAX_CLAIMS_PER_NODE = 1024
 DEFAULT_STEP_LIMIT = 200000
+SUMMARY_WARNINGS = 20
 
 
 # -- inputs ---------------------------------------------------------------------------
@@ -96,18 +98,22 @@ def nodes_from_topologies(
     device_options: dict[str, Any] | None = None,
     driver: str = dra.DRIVER_NAME,
     shared: dict[tuple, Any] | None = None,
+    rails: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Planner nodes from probed topologies, with the devices the driver would publish.
 
     ``shared``: a table kept between calls (a site's nodes converted one at a
     time) so that attribute values the nodes repeat (model, vendor, driver,
-    NUMA node...) are held once; without it, within this call.
+    NUMA node...) are held once; without it, within this call. ``rails``:
+    node -> {PCI address: rail} under the site's rule (:func:`plan_rails.node_rails`),
+    published on the NICs as the driver does.
     """
     shared = {} if shared is None else shared
+    rails = rails or {}
     nodes = {}
     for node, topology in sorted(topologies.items()):
         devices = []
-        for device in dra.devices_from_topology(topology, device_options):
+        for device in dra.devices_from_topology(topology, device_options, rails.get(node)):
             entry = dict(device)
             entry["attributes"] = {
                 name: _shared_value(value, shared) for name, value in (device.get("attributes") or {}).items()
@@ -120,19 +126,25 @@ def nodes_from_topologies(
             "links": topology.get("links") or {},
             "probed": device_model.probed_node(topology),
             "shared_counters": {},
+            "rails": dict(rails.get(node) or {}),
         }
     return nodes
 
 
 def nodes_from_slices(
-    slices: list[dict[str, Any]], topologies: dict[str, dict[str, Any]] | None = None
+    slices: list[dict[str, Any]],
+    topologies: dict[str, dict[str, Any]] | None = None,
+    rails: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Planner nodes from ResourceSlices (any driver); ``topologies`` add the GPU-NIC levels.
 
     A published device is joined to its node's probe by any PCI address it
     publishes (:func:`device_model.join_device`); without one, its pair levels
-    are bounded from its PCIe root and NUMA node.
+    are bounded from its PCIe root and NUMA node. ``rails`` (node -> {PCI
+    address: rail} under the site's rule) give other drivers' joined NICs
+    their rail (:func:`device_model.device_rail`).
     """
+    rails = rails or {}
     grouped = dra_slices.devices_from_slices(slices)
     counters: dict[str, dict[str, dict[str, Fraction]]] = {}
     for item in slices:
@@ -148,6 +160,7 @@ def nodes_from_slices(
             "links": (topologies.get(node) or {}).get("links") or {},
             "probed": device_model.probed_node(topologies.get(node)),
             "shared_counters": counters.get(node, {}),
+            "rails": dict(rails.get(node) or {}),
         }
         for node, devices in sorted(grouped.items())
     }
@@ -286,6 +299,7 @@ def plan_node(
         "aligned_level": None,
         "aligned_level_exact": True,
         "allocations": [],
+        "fits_per_rail": plan_rails.fits_per_rail([], node.rails),
     }
     errors = []
     candidates = []
@@ -322,6 +336,7 @@ def plan_node(
             hold_devices(alternative, devices, used, consumed, counters_used)
             all_devices.extend(devices)
         allocation.update(node.assess(all_devices))
+        allocation["rails"] = plan_rails.allocation_rails(all_devices)
         result["allocations"].append(allocation)
         result["fits"] += 1
         if not all_devices:
@@ -332,6 +347,7 @@ def plan_node(
     if result["fits"] >= max_claims > 1:
         result["capped"] = f"stopped counting at {max_claims} claims"
     _summarise_levels(result, result["allocations"])
+    result["fits_per_rail"] = plan_rails.fits_per_rail(result["allocations"], node.rails)
     if result["fits"] == 0 and "search_limit" not in result:
         result["reason"] = why_unallocatable(requests, constraints, candidates)
     return result
@@ -389,6 +405,7 @@ class _Shapes:
                     tuple(d.read(r) for r in self.reads),
                     tuple(d.attributes.get(a) for a in self.attributes),
                     d.bdf,
+                    d.rail,  # from the node's rule too, which the attributes do not show
                     # numa_from: a NUMA node inferred or published reads alike, but is said apart
                     (
                         d.join["role"],
@@ -460,29 +477,40 @@ def plan(
     driver: str = dra.DRIVER_NAME,
     step_limit: int = DEFAULT_STEP_LIMIT,
     shape_cache: bool = True,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """The plan of a site: every template on every node (see docs/claims.md for the shape).
 
     ``shape_cache=False`` plans every node on its own even when it looks like
     one already planned (for measurements; the result is the same).
+    ``warnings`` (the site's rail problems) go into the plan's ``warnings``,
+    before those the planner finds (a published rail the rule disagrees with).
     """
     paused = gc.isenabled()
     gc.disable()  # the planner builds many small acyclic objects; collections would cost half the time
     try:
-        return _plan(site, nodes, classes, templates, required, kubernetes_version, driver, step_limit, shape_cache)
+        result = _plan(site, nodes, classes, templates, required, kubernetes_version, driver, step_limit, shape_cache)
     finally:
         if paused:
             gc.enable()
+    result["warnings"] = list(warnings or []) + result["warnings"]
+    return result
 
 
 def plan_summary(result: dict[str, Any]) -> dict[str, Any]:
     """The plan without each template's per-node entries (``templates[].nodes``), which grow with the site.
 
-    Everything else (counts, levels, reasons, errors, accounting) is kept; the
-    whole plan is what ``dest`` holds.
+    Everything else (counts, levels, reasons, errors, accounting) is kept, but
+    ``warnings`` past the first :data:`SUMMARY_WARNINGS`; the whole plan is
+    what ``dest`` holds.
     """
     summary = dict(result)
     summary["templates"] = [{k: v for k, v in entry.items() if k != "nodes"} for entry in result["templates"]]
+    warnings = result.get("warnings") or []
+    if len(warnings) > SUMMARY_WARNINGS:
+        # they can name every NIC of the site; the whole list is in dest
+        more = len(warnings) - SUMMARY_WARNINGS
+        summary["warnings"] = warnings[:SUMMARY_WARNINGS] + [f"... and {more} more (the whole plan has them)"]
     return summary
 
 
@@ -502,6 +530,7 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
         raise PlanError(f"required templates that are not given: {', '.join(sorted(unknown))}")
     domains = dra_cel.referenced_domains(compiler.selectors)
     prepared = [NodeDevices(name, data, domains) for name, data in sorted(nodes.items())]
+    site_rails = sorted({rail for node in prepared for rail in node.rails})
     shapes = _Shapes(compiler, compiled, shape_cache)
     report_templates = []
     for index, (name, (requests, constraints)) in enumerate(compiled):
@@ -531,6 +560,9 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
             # where it could be allocated, but only once on the whole site
             entry["nodes_possible"] = sorted(n for n, r in entry["nodes"].items() if r["fits"])
             entry["fits_total"] = min(entry["fits_total"], 1)
+        entry["fits_per_rail"] = plan_rails.site_fits_per_rail(
+            entry["nodes"].values(), site_rails, cap=1 if shared_claim else None
+        )
         _summarise_levels(entry, list(entry["nodes"].values()), text=True)
         entry["satisfiable"] = entry["fits_total"] > 0 and not entry["errors"]
         if not entry["satisfiable"]:
@@ -556,4 +588,6 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
         "templates": report_templates,
         "required_unsatisfied": failed,
         "tainted_devices": tainted_devices(nodes),
+        "rails": site_rails,
+        "warnings": [f"{node.name}: {note}" for node in prepared for note in node.rail_notes],
     }

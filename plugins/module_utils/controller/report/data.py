@@ -7,8 +7,13 @@ plan, teams and utilization sections, the failed nodes and the index of sites.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import level_matrix
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import (
+    RAIL_VARIES,
+    level_matrix,
+    rail_labels,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import node_picture, usage_chart
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import rails_in_short
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import family_counts_text, plural
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, LEVELS
 
@@ -97,6 +102,9 @@ def matrix_view(matrix: Mapping[str, Any]) -> dict[str, Any]:
         if c["collapsed_vfs"]:
             bits.append(plural(c["collapsed_vfs"], "VF") + " shown in this column (same level as the PF)")
         bits.append("RDMA NIC (the planner pairs it)" if c["rdma_nic"] else "not an RDMA NIC for the planner")
+        rail = c.get("rail")
+        if rail:
+            bits.append(rail["text"] + (f": {rail['why']}" if rail["why"] else ""))
         nics.append(
             {
                 "bdf": c["pci_address"],
@@ -105,11 +113,13 @@ def matrix_view(matrix: Mapping[str, Any]) -> dict[str, Any]:
                 "names": ", ".join(c["rdma_devices"] + c["netdevs"]) or "no netdev/RDMA device",
                 "bits": "; ".join(bits),
                 "collapsed_vfs": c["collapsed_vfs"],
+                "rail": rail["text"] if rail else "",
             }
         )
     return {
         "rows": rows,
         "nics": nics,
+        "rails": any(nic["rail"] for nic in nics),
         "inferred": any(row["numa"][1] for row in matrix["gpus"]),
     }
 
@@ -136,7 +146,8 @@ def layout_view(
 ) -> dict[str, Any]:
     model = group["model"]
     hosts = group["hosts"]
-    matrix = level_matrix(model, rdma_nics)
+    rails = rail_labels(hosts, {h: summary["per_node"][h].get("rails") for h in hosts})
+    matrix = level_matrix(model, rdma_nics, rails)
     first = summary["per_node"][hosts[0]]
     models = sorted({g["model"] for g in matrix["gpus"] if g["model"]})
     facts = [plural(len(hosts), "node"), plural(len(model["numa_nodes"]), "NUMA node")]
@@ -147,6 +158,12 @@ def layout_view(
     facts.append(plural(first["rdma_nics"], "RDMA NIC") + f" of {plural(first['nics'], 'physical NIC')}")
     if first["vfs"]:
         facts.append(plural(first["vfs"], "VF"))
+    if rails:
+        on = {label["rail"] for label in rails.values() if label["rail"] is not None}
+        varies = sum(1 for label in rails.values() if label["text"] == RAIL_VARIES)
+        facts.append(f"RDMA NICs on {plural(len(on), 'rail')}" if on else "no RDMA NIC on a rail on every node")
+        if varies:
+            facts.append(f"{plural(varies, 'NIC')} on a rail that differs between nodes")
     return {
         "index": index + 1,
         "fingerprint": group["fingerprint"],
@@ -177,6 +194,7 @@ def inventory_rows(summary: Mapping[str, Any], layout_of: Mapping[str, int]) -> 
                 "rdma_nics": node["rdma_nics"],
                 "vfs": node["vfs"],
                 "levels": ", ".join(parts) or "-",
+                "rails": rails_in_short(node.get("rails")),
                 "warnings": len(node["warnings"]),
             }
         )
@@ -275,10 +293,19 @@ def plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
                 ],
                 "more_errors": max(len(template["errors"]) - max_errors, 0),
                 "reason": str(template["reason"]) if not template["satisfiable"] and template.get("reason") else "",
+                "per_rail": _per_rail(template.get("fits_per_rail")),
             }
         )
     meta = ", ".join(f"{k} {plan[k]}" for k in ("kubernetes_version", "driver") if plan.get(k) not in (None, ""))
-    return {"meta": meta, "templates": templates, "tainted": _taint_rows(plan)}
+    rails = sorted({int(rail) for t in templates if t["per_rail"] is not None for rail in t["per_rail"]})
+    return {"meta": meta, "templates": templates, "tainted": _taint_rows(plan), "rails": [str(r) for r in rails]}
+
+
+def _per_rail(fits: Mapping[str, int] | None) -> dict[str, int] | None:
+    """A template's claims that fit per rail (plan.json ``fits_per_rail``), rails in numeric order; None: not given."""
+    if fits is None:
+        return None
+    return {str(rail): fits[rail] for rail in sorted(fits, key=int)}
 
 
 # --------------------------------------------------------------------------

@@ -63,6 +63,7 @@ def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
         for key in ("required", "satisfiable"):
             if not isinstance(template[key], bool):
                 raise ReportError(f"{where}.{key} {template[key]!r} is not a boolean")
+        _check_fits_per_rail(template.get("fits_per_rail"), f"{where}.fits_per_rail")
         for node, entry in template["nodes"].items():
             if not isinstance(entry, dict) or "fits" not in entry or "worst_level" not in entry:
                 raise ReportError(f"{where}.nodes.{node} needs 'fits' and 'worst_level'")
@@ -78,6 +79,52 @@ def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
     ):
         raise ReportError(f"{source}: 'tainted_devices' must be a list of objects with 'node' and 'device'")
     return plan
+
+
+def _check_fits_per_rail(fits: Any, where: str) -> None:
+    """``fits_per_rail`` (optional): rail number (a string of digits) -> claims that fit."""
+    if fits is None:
+        return
+    if not isinstance(fits, dict):
+        raise ReportError(f"{where} must be an object of rail -> claims that fit")
+    for rail, count in fits.items():
+        if not isinstance(rail, str) or not rail.isdigit():
+            raise ReportError(f"{where}: {rail!r} is not a rail number")
+        if not _count(count):
+            raise ReportError(f"{where}.{rail} {count!r} is not a count")
+
+
+def summary_rails(summary: Any, source: str = "summary.json") -> dict[str, dict[str, Any] | None]:
+    """Each node's rails in the topology role's ``summary.json`` (``per_node.<host>.rails``).
+
+    ``{host: rails or None}``; a summary written before rails existed gives
+    ``None`` for every node (no rule). Refused, naming the field, where a
+    node's rails are not what the report reads (``rule``, ``nics`` with
+    ``pci_address``, ``rail``, ``why``; ``problems``).
+    """
+    if not isinstance(summary, dict) or not isinstance(summary.get("per_node"), dict):
+        return {}
+    found: dict[str, dict[str, Any] | None] = {}
+    for host, node in summary["per_node"].items():
+        entry = node.get("rails") if isinstance(node, dict) else None
+        where = f"{source}: per_node.{host}.rails"
+        if entry is None:
+            found[str(host)] = None
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("nics"), list):
+            raise ReportError(f"{where} must be an object with a 'nics' list")
+        if entry.get("rule") is not None and not isinstance(entry["rule"], str):
+            raise ReportError(f"{where}.rule {entry['rule']!r} is not a text")
+        problems = entry.get("problems")
+        if problems is not None and not (isinstance(problems, list) and all(isinstance(p, str) for p in problems)):
+            raise ReportError(f"{where}.problems must be a list of texts")
+        for index, nic in enumerate(entry["nics"]):
+            _require_keys(nic, ("pci_address", "rail", "why"), f"{where}.nics[{index}]")
+            rail = nic["rail"]
+            if not isinstance(nic["pci_address"], str) or not (rail is None or _count(rail)):
+                raise ReportError(f"{where}.nics[{index}]: pci_address must be a text and rail a number or null")
+        found[str(host)] = entry
+    return found
 
 
 def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:

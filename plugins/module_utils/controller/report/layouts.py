@@ -4,6 +4,9 @@
 A layout is the part of a topology that the report draws, without per-node
 identifiers: nodes whose hardware is laid out the same way share one. Levels
 are never recomputed here: the matrix comes from the probe's ``links``.
+Rails are not part of a layout (a per-node map may give the same NIC of two
+such nodes different rails): :func:`rail_labels` labels a NIC with its rail
+only where every node of the layout agrees.
 """
 
 from __future__ import annotations
@@ -128,7 +131,72 @@ def effective_numa(device: Mapping[str, Any]) -> tuple[int | None, bool]:
     return None, False
 
 
-def level_matrix(model: Mapping[str, Any], rdma_nics: Iterable[str] | None = None) -> dict[str, Any]:
+# --------------------------------------------------------------------------
+# Rails: one label per NIC for every node of a layout
+# --------------------------------------------------------------------------
+
+RAIL_VARIES = "rail varies"
+NO_RAIL = "no rail"
+
+
+def _rail_of(entry: Mapping[str, Any] | None, address: str) -> tuple[int | None, str]:
+    if entry is None:
+        return None, "no rule on this node"
+    for nic in entry.get("nics") or []:
+        if nic.get("pci_address") == address:
+            return nic.get("rail"), str(nic.get("why") or "")
+    return None, "not an RDMA NIC of this node"
+
+
+def rail_labels(hosts: Iterable[str], rails_by_host: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
+    """``{PCI address: {"rail", "text", "why"}}`` for the RDMA NIC PFs of one layout's nodes.
+
+    ``rails_by_host`` maps a host to its rails in ``summary.json`` (``None``:
+    no rule). ``text`` is ``rail 3`` or ``no rail`` when every node of the
+    layout agrees, else ``rail varies`` (``rail`` is then ``None`` and ``why``
+    says which node has which). Empty when no node of the layout has a rule:
+    the pictures then show no rails at all.
+    """
+    hosts = list(hosts)
+    entries = {host: rails_by_host.get(host) for host in hosts}
+    if all(entry is None for entry in entries.values()):
+        return {}
+    addresses = sorted(
+        {nic["pci_address"] for entry in entries.values() if entry is not None for nic in entry.get("nics") or []}
+    )
+    labels: dict[str, Any] = {}
+    for address in addresses:
+        seen: dict[int | None, list[str]] = {}
+        reasons: set[str] = set()
+        for host in hosts:
+            rail, why = _rail_of(entries[host], address)
+            seen.setdefault(rail, []).append(host)
+            if rail is None:
+                reasons.add(why)
+        if len(seen) > 1:
+            parts = [
+                f"{'no rail' if rail is None else f'rail {rail}'} on {_hosts_text(who)}"
+                for rail, who in sorted(seen.items(), key=lambda item: -1 if item[0] is None else item[0])
+            ]
+            labels[address] = {"rail": None, "text": RAIL_VARIES, "why": "; ".join(parts)}
+        elif None in seen:
+            why = reasons.pop() if len(reasons) == 1 else "the reason differs between nodes"
+            labels[address] = {"rail": None, "text": NO_RAIL, "why": why}
+        else:
+            rail = next(iter(seen))
+            labels[address] = {"rail": rail, "text": f"rail {rail}", "why": ""}
+    return labels
+
+
+def _hosts_text(hosts: list[str]) -> str:
+    if len(hosts) <= 3:
+        return ", ".join(hosts)
+    return f"{len(hosts)} nodes ({hosts[0]} \u2026 {hosts[-1]})"
+
+
+def level_matrix(
+    model: Mapping[str, Any], rdma_nics: Iterable[str] | None = None, rails: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """GPU x NIC matrix of a layout model, in ``nvidia-smi topo -m`` order.
 
     A VF shares its PF's column when it has the PF's level towards every GPU
@@ -139,6 +207,8 @@ def level_matrix(model: Mapping[str, Any], rdma_nics: Iterable[str] | None = Non
     physical NICs the planner pairs accelerators with
     (:func:`device_model.node_devices`); each row's ``nearest`` is its best
     level to one of them. Default: every NIC that owns an RDMA device.
+    ``rails`` (:func:`rail_labels`) gives each column its ``rail`` label
+    (``None`` where it has none); a VF's column takes its PF's.
     Returns ``{"gpus": [...], "nics": [...], "cells": {gpu: {column nic: level}}}``.
     """
     devices = {d["pci_address"]: d for d in model["devices"]}
@@ -171,6 +241,7 @@ def level_matrix(model: Mapping[str, Any], rdma_nics: Iterable[str] | None = Non
             "local_cpulist": nic.get("local_cpulist"),
             "numvfs": (nic.get("sriov") or {}).get("numvfs") or 0,
             "collapsed_vfs": 0,
+            "rail": (rails or {}).get(nic.get("physfn") or nic["pci_address"]),
         }
         columns.append(column)
         by_bdf[nic["pci_address"]] = column

@@ -45,6 +45,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inputs import (
     ReportError,
+    summary_rails,
     validate_plan,
     validate_teams,
     validate_utilization,
@@ -57,6 +58,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg 
     usage_chart,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import InputError, check_topologies
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import rails as topology_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import (
     family_counts_text,
@@ -241,10 +243,20 @@ def site_report(
     """Build a site page. Returns ``{"html", "summary", "score", "layouts", "failed"}``.
 
     ``summary_file`` is the site's ``summary.json`` as the topology role wrote
-    it, read for the nodes that failed (``nodes_failed``, ``node_counts``).
+    it, read for the nodes that failed (``nodes_failed``, ``node_counts``) and
+    each node's rails (the topology role read ``aligned_dra_rails``, which
+    the report is not given, against the probe).
     """
     options = dict(device_options) if device_options else None
     summary = site_summary(site, dict(nodes), warn_levels, options)
+    rails = summary_rails(summary_file)
+    for host, node in summary["per_node"].items():
+        node["rails"] = rails.get(host)
+        # what the validation would refuse, as summary.json says it
+        found = [f"rails: {problem}" for problem in (node["rails"] or {}).get("problems") or []]
+        node["warnings"].extend(found)
+        summary["warnings"].extend(f"{host}: {warning}" for warning in found)
+    summary["rails"] = topology_rails.site_rails(node["rails"] for node in summary["per_node"].values())
     groups = group_layouts(nodes)
     layout_of = {host: index + 1 for index, group in enumerate(groups) for host in group["hosts"]}
     score = alignment_score(summary)
@@ -281,6 +293,7 @@ def site_report(
         utilization=utilization_html(utilization) if utilization is not None else None,
         failed=failed["rows"],
         inventory=inventory_rows(summary, layout_of),
+        rails=summary["rails"],
         layouts=layouts,
         layout_count=len(groups),
         node_count=summary["nodes"],
@@ -371,6 +384,7 @@ def build_reports(
         summary_file = _read_json(summary_path, f"site {site}: summary") if os.path.exists(summary_path) else None
         if summary_file is not None and not isinstance(summary_file, dict):
             raise ReportError(f"site {site}: summary {summary_path} is not a JSON object")
+        summary_rails(summary_file, summary_path)
         result = site_report(
             site, nodes, warn_levels, plan, device_options=device_options, summary_file=summary_file, **extra
         )

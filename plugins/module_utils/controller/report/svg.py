@@ -9,7 +9,11 @@ devices per class. Texts are cut to fit their boxes.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import effective_numa, level_matrix
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import (
+    RAIL_VARIES,
+    effective_numa,
+    level_matrix,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, NIC_KINDS
 
 TYPE_CHECKING = False
@@ -125,6 +129,7 @@ def _build_forest(model: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[i
             info.update(label=label, text=" ".join(names[:2]) or "no netdev/RDMA", rdma_nic=column["rdma_nic"])
             info["vfs"] = column["collapsed_vfs"]
             info["numvfs"] = column["numvfs"]
+            info["rail"] = column.get("rail")
         node.leaf = info
     forest: dict[int | None, list[_TreeNode]] = {}
     for key in sorted(roots):
@@ -341,6 +346,14 @@ def _node_shape(node: _TreeNode) -> dict[str, Any]:
         }
     kind = "gpu" if leaf.get("gpu") else "nic"
     numa_text = "NUMA ?" if leaf["numa"] is None else f"NUMA {leaf['numa']}{'*' if leaf['inferred'] else ''}"
+    rail = leaf.get("rail")
+    rail_full = ""
+    if rail:
+        # The NIC's rail where every node of the layout agrees (layouts.rail_labels), short
+        # enough to fit the box; the whole label and its reason are the text's title.
+        numa_full = numa_text
+        numa_text += f" \u00b7 {_rail_short(rail)}"
+        rail_full = f"{numa_full} \u00b7 {rail['text']}" + (f": {rail['why']}" if rail["why"] else "")
     rect["rx"] = 5
     vfs = leaf.get("numvfs") if kind == "nic" else leaf.get("vfs")
     texts = []
@@ -356,9 +369,19 @@ def _node_shape(node: _TreeNode) -> dict[str, Any]:
         text_label(x + w / 2, y + 43, leaf.get("text"), inner, _FONT["sub"], "sub"),
         text_label(x + w / 2, y + 54, numa_text, inner, _FONT["sub"], "sub"),
     ]
+    if rail_full and rail_full != texts[-1]["text"]:
+        texts[-1]["full"] = rail_full
     # A NIC the planner does not pair accelerators with (no RDMA device, or not published) is drawn dashed.
     cls = f"dev {kind}" + (" plain" if kind == "nic" and not leaf.get("rdma_nic") else "")
-    return {"cls": cls, "data": {"bdf": leaf["bdf"]}, "rect": rect, "stroke": colour, "texts": texts}
+    data = {"bdf": leaf["bdf"], **({"rail": rail["text"]} if rail else {})}
+    return {"cls": cls, "data": data, "rect": rect, "stroke": colour, "texts": texts}
+
+
+def _rail_short(rail: Mapping[str, Any]) -> str:
+    """``rail 3``; ``rail \u2013`` (on no rail); ``rail ?`` (the nodes of the layout disagree)."""
+    if rail["rail"] is not None:
+        return f"rail {rail['rail']}"
+    return "rail ?" if rail["text"] == RAIL_VARIES else "rail \u2013"
 
 
 def _pair_shapes(matrix: Mapping[str, Any], centres: Mapping[str, tuple[float, float, float]]) -> list[dict[str, Any]]:

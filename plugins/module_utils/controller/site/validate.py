@@ -35,6 +35,8 @@ from pathlib import Path
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
@@ -117,7 +119,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_capture_abs_dir aligned_dra_capture_current aligned_dra_capture_file aligned_dra_capture_path
     aligned_dra_capture_result aligned_dra_capture_scratch
     aligned_dra_claims_cluster_slices aligned_dra_claims_hosts aligned_dra_claims_plan aligned_dra_claims_rendered
-    aligned_dra_claims_site aligned_dra_claims_stale
+    aligned_dra_claims_site aligned_dra_claims_stale aligned_dra_claims_rail_rules aligned_dra_claims_rail_node_names
     aligned_dra_driver_cdi_specs aligned_dra_driver_checkpoint aligned_dra_driver_cluster
     aligned_dra_driver_cluster_entry aligned_dra_driver_collection_root aligned_dra_driver_config_left
     aligned_dra_driver_config_stat aligned_dra_driver_containerd_config aligned_dra_driver_deps_listing
@@ -144,7 +146,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_checks_done aligned_dra_driver_sites aligned_dra_driver_node_changes aligned_dra_driver_rehearsal
     aligned_dra_driver_unit_template aligned_dra_node_counts_later aligned_dra_driver_readyz
     aligned_dra_network_roll aligned_dra_network_persist_only aligned_dra_network_converged
-    aligned_dra_driver_roll aligned_dra_driver_site_only
+    aligned_dra_driver_roll aligned_dra_driver_site_only aligned_dra_driver_rails_document aligned_dra_driver_rails_files
     """.split()
 )
 
@@ -400,6 +402,15 @@ def check_driver_image(host: str, settings: Mapping[str, Any], root: str = str(C
     return [Problem(host, variable, show(values[variable]), reason) for variable, reason in found]
 
 
+def check_rails(host: str, settings: Mapping[str, Any]) -> list[Problem]:
+    """The host's ``aligned_dra_rails`` against its probe (its shape only without one)."""
+    problems = []
+    for variable, reason in validate_rails.rail_problems(host, settings):
+        value = show(settings.get(variable)) if variable == validate_rails.VARIABLE else "(the probe's fact)"
+        problems.append(Problem(host, variable, value, reason))
+    return problems
+
+
 # -- checks per site ---------------------------------------------------------------------------
 
 
@@ -474,8 +485,12 @@ def check_site(
         return [Problem(host, variable, shown, f"site {site}: {exc}") for host in holders]
 
     claim_settings = setting(first, "aligned_dra_claims", {}) or {}
+    # The rail templates a site's rules declare (a malformed rule is refused once, by the rails check).
+    rail_rules, _malformed = fabric_rails.check_rules(
+        {host: setting(host, "aligned_dra_rails", None) for host in hosts}
+    )
     try:
-        rendered = claims.render(claim_settings, site, version, gates)
+        rendered = claims.render(claim_settings, site, version, gates, rail_rules=rail_rules)
         class_keys = claims.settings(claim_settings)["classes"]
     except (claims.ClaimsError, dra.DeviceModelError, dra_cel.CelError) as exc:
         return [*problems, *site_problem(exc, "aligned_dra_claims")]
@@ -535,6 +550,9 @@ def validate(
             problems.extend(check_sriov(host, values["aligned_dra_sriov_pfs"], values.get("aligned_dra_topology")))
         if "driver" in stages and not flagged.intersection(driver_deploy.IMAGE_SETTINGS):
             problems.extend(check_driver_image(host, values, root))
+        # Every stage: the probe, the driver, the claims and the report all read the rails.
+        if validate_rails.VARIABLE not in flagged:
+            problems.extend(check_rails(host, values))
     for site, members in sorted(by_site.items()):
         problems.extend(check_site(site, sorted(members), lambda h, n, d: read[h].get(n, d), stages))
     return sorted(set(problems)), sites

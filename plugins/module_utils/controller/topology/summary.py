@@ -7,6 +7,7 @@ with the probe.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import rails as topology_rails
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVELS, NIC_KINDS
 
@@ -17,9 +18,13 @@ if TYPE_CHECKING:
 
 
 def node_summary(
-    topology: dict[str, Any], warn_levels: Iterable[str] = ("SYS",), device_options: dict[str, Any] | None = None
+    topology: dict[str, Any],
+    warn_levels: Iterable[str] = ("SYS",),
+    device_options: dict[str, Any] | None = None,
+    rails: Any = None,
+    node_name: str = "node",
 ) -> dict[str, Any]:
-    """Counts, best GPU<->NIC level per GPU and warnings of one node.
+    """Counts, best GPU<->NIC level per GPU, rails and warnings of one node.
 
     A GPU whose nearest physical NIC is at one of ``warn_levels``, or that has
     no NIC at all, adds a warning to the node's probe warnings.
@@ -29,6 +34,12 @@ def node_summary(
     ``rdma_nics`` and ``best_rdma_level_per_accelerator`` are the planner's
     view from :func:`device_model.node_devices` (what the driver publishes
     with ``device_options``): the report's counts and alignment score.
+
+    ``rails`` is the node's ``aligned_dra_rails`` (``None``: no rule) and
+    ``node_name`` its Kubernetes node name (a per-node map is keyed by it):
+    ``rails`` in the result gives each RDMA NIC's rail or why it is on none
+    (:func:`topology_rails.node_rails`); what the validation would refuse is
+    in the warnings too.
     """
     warn = set(warn_levels)
     model = device_model.node_devices(topology, device_options)
@@ -47,6 +58,9 @@ def node_summary(
         elif entry["level"] in warn:
             warnings.append(f"{gpu['kind']} {bdf} has no NIC closer than {entry['level']}")
     levels = [e["level"] for e in best.values()]
+    rails_entry = topology_rails.node_rails(topology, rails, node_name)
+    if rails_entry is not None:
+        warnings.extend(f"rails: {problem}" for problem in rails_entry["problems"])
     return {
         "hostname": topology.get("hostname"),
         "numa_nodes": len(topology.get("numa_nodes", [])),
@@ -59,6 +73,7 @@ def node_summary(
         "accelerators": {key: model["counts"][key] for key in ("gpu", "ve", "accelerator")},
         "rdma_nics": model["counts"]["rdma_nics"],
         "best_rdma_level_per_accelerator": model["nearest"],
+        "rails": rails_entry,
     }
 
 
@@ -92,6 +107,8 @@ def site_summary_of(site: str, node_summaries: dict[str, dict[str, Any]]) -> dic
         },
         "rdma_nics": sum(s["rdma_nics"] for s in per_node.values()),
         "level_histogram": {lv: histogram[lv] for lv in LEVELS if lv in histogram},
+        # older node summaries (no rails key) count as nodes without a rule
+        "rails": topology_rails.site_rails(s.get("rails") for s in per_node.values()),
         "per_node": per_node,
         "warnings": [f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]],
     }
@@ -124,6 +141,7 @@ def site_summary_markdown(summary: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {node['numa_nodes']} | {node['gpus']} | {node['nics']} | {node['vfs']} | {pairs or '-'} |"
         )
+    lines += _rails_markdown(summary)
     failed = summary.get("nodes_failed") or {}
     if "node_counts" in summary:
         counts = summary["node_counts"]
@@ -142,3 +160,32 @@ def site_summary_markdown(summary: dict[str, Any]) -> str:
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in summary["warnings"]] or ["none"]
     return "\n".join(lines) + "\n"
+
+
+def _rails_markdown(summary: dict[str, Any]) -> list[str]:
+    """The rails section of :func:`site_summary_markdown`: every RDMA NIC's rail, per node with a rule."""
+    site = summary.get("rails")
+    if not site:
+        return []
+    per_rail = ", ".join(f"rail {rail} {count}" for rail, count in site["per_rail"].items()) or "none"
+    lines = [
+        "",
+        "## Rails",
+        "",
+        f"{device_model.plural(site['nodes'], 'node')} with a rule (aligned_dra_rails); RDMA NICs per rail: "
+        f"{per_rail}; {site['on_no_rail']} on no rail.",
+        "",
+        "| node | rule | RDMA NIC: rail |",
+        "|---|---|---|",
+    ]
+    for name, node in summary["per_node"].items():
+        entry = node.get("rails")
+        if entry is None:
+            continue
+        nics = "; ".join(
+            f"{topology_rails.nic_label(nic)}: {topology_rails.nic_rail_text(nic)}" for nic in entry["nics"]
+        )
+        # a pattern may hold '|' (alternation), which would end the table's cell
+        cells = [name, entry["rule"] or "not readable", nics or "no RDMA NIC"]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return lines

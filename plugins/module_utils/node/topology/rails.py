@@ -96,9 +96,10 @@ def check_rule(rule: Any) -> dict[str, Any]:
     elif by == "subnet":
         out["subnets"] = _subnets(rule.get("subnets"), f"{where}.subnets")
     elif by == "map":
-        if rule.get("map") is None and rule.get("nodes") is None:
+        # empty is unset: a checked rule ({"map": {}, "nodes": {...}}) checks again as it is
+        if not rule.get("map") and not rule.get("nodes"):
             raise RailRuleError(f"{where}: by: map needs 'map' (every node) or 'nodes' (per node)")
-        out["map"] = _pci_map(rule["map"], f"{where}.map") if rule.get("map") is not None else {}
+        out["map"] = _pci_map(rule["map"], f"{where}.map") if rule.get("map") else {}
         nodes = rule.get("nodes")
         if nodes is not None and not isinstance(nodes, dict):
             raise RailRuleError(f"{where}.nodes: a mapping of node name to a PCI address -> rail mapping")

@@ -4,11 +4,15 @@
 podman 4.3 reads CDI specs only from /etc/cdi and /var/run/cdi, so podman runs
 in a private mount namespace where the driver's CDI directory is bind-mounted
 on /run/cdi; the host's directories are left alone. A veth stands in for the
-NIC: the fixture node lists it under the NIC's PCI address.
+NIC: the fixture node lists it under the NIC's PCI address. (The veth is
+destroyed with the container's namespace, so what comes back to the host at
+Unprepare is tested in test_pod_nic_rail.py, where the kernel's part is played
+by hand.)
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
@@ -55,6 +59,38 @@ def prepared(veth, node_image):
             assert answer.error == ""
             ids = [cdi_id for device in answer.devices for cdi_id in device.cdi_device_ids]
             yield node, ids, ref
+            assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
+    shutil.rmtree(root, ignore_errors=True)
+
+
+# the veth's own network on the host (its rail's), per test process: they share the machine's namespace
+RAIL = ipaddress.IPv4Network(f"{ipaddress.IPv4Address('100.64.0.0') + (os.getpid() % 1024) * 2048}/21")
+ROUTE = ipaddress.IPv4Network(f"{ipaddress.IPv4Address('100.96.0.0') + (os.getpid() % 1024) * 2048}/21")
+
+
+@pytest.fixture
+def prepared_on_its_rail(veth, node_image):
+    """A claim with no NicConfig addresses: the NIC's host addresses and routes go with it."""
+    from pyroute2 import IPRoute
+
+    gateway = str(RAIL.network_address + 1)
+    with IPRoute() as ipr:
+        index = ipr.link_lookup(ifname=HOST)[0]
+        ipr.link("set", index=ipr.link_lookup(ifname=PEER)[0], state="up")
+        ipr.link("set", index=index, state="up")
+        ipr.addr("add", index=index, address=str(RAIL.network_address + 5), prefixlen=21)
+        ipr.addr("add", index=index, address=str(RAIL.network_address + 6), prefixlen=21)
+        ipr.route("add", dst=str(ROUTE), gateway=gateway, oif=index)
+    root = h.short_tmp()
+    node = h.NodeTree.build(root, nic_name=HOST)
+    with FakeApiServer("1.35") as api:
+        api.create(h.node_object())
+        with h.DriverProcess(node, api) as driver:
+            claim = api.create(h.claim_object("rail", [{"request": "nic", "device": h.NIC}]))
+            ref = h.claim_ref(claim)
+            answer = driver.prepare([ref]).claims[ref["uid"]]
+            assert answer.error == ""
+            yield node, [cdi_id for device in answer.devices for cdi_id in device.cdi_device_ids]
             assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
     shutil.rmtree(root, ignore_errors=True)
 
@@ -110,5 +146,32 @@ def test_second_container_of_a_pod_finds_the_nic_in_place(prepared, node_image):
         for _container in range(2):
             done = podman(node, "run", "--rm", "--pod", pod, *device_args(ids), node_image, "ip", "-o", "addr")
             assert "inet 10.66.0.2/24" in done.stdout
+    finally:
+        podman(node, "pod", "rm", "-f", pod, check=False)
+
+
+def test_the_nic_keeps_its_host_addresses_and_routes_in_every_container_of_the_pod(prepared_on_its_rail, node_image):
+    node, ids = prepared_on_its_rail
+    pod = f"ald-{uuid.uuid4().hex[:8]}"
+    podman(node, "pod", "create", "--name", pod, "--network=none")
+    gateway = RAIL.network_address + 1
+    try:
+        for _container in range(2):  # the second one finds the NIC in place and adds nothing twice
+            done = podman(
+                node,
+                "run",
+                "--rm",
+                "--pod",
+                pod,
+                *device_args(ids),
+                node_image,
+                "sh",
+                "-c",
+                "ip -4 -o addr; ip -4 route",
+            )
+            lines = [line.split() for line in done.stdout.splitlines()]
+            addresses = [words[3] for words in lines if words[1:3] == [HOST, "inet"]]
+            assert addresses == [f"{RAIL.network_address + 5}/21", f"{RAIL.network_address + 6}/21"], done.stdout
+            assert done.stdout.count(f"{ROUTE} via {gateway} dev {HOST}") == 1, done.stdout
     finally:
         podman(node, "pod", "rm", "-f", pod, check=False)

@@ -156,3 +156,22 @@ def test_a_bad_failure_fact_is_named():
         topology_node_accounting(bad, ["x"], [], "probe")
     with pytest.raises(AnsibleFilterError, match="x: aligned_dra_node_failure must be a dict"):
         topology_node_accounting({"x": {"aligned_dra_node_failure": "oops"}}, ["x"], [], "probe")
+
+
+def test_each_hosts_rails_rule_is_read_against_its_probe_with_its_node_name():
+    rdma = node({"0000:01:00.0": "PIX"}, nics=2)
+    hostvars = {
+        "a1": {"aligned_dra_site": "east", "aligned_dra_topology": rdma, "aligned_dra_rails": {"by": "pci_order"}},
+        "a2": {
+            "aligned_dra_site": "east",
+            "aligned_dra_topology": rdma,
+            "aligned_dra_driver_node_name": "k8s-a2",
+            "aligned_dra_rails": {"by": "map", "nodes": {"k8s-a2": {"0000:91:00.0": 0}}},
+        },
+        "a3": {"aligned_dra_site": "east", "aligned_dra_topology": rdma},
+    }
+    east = topology_site_summaries(hostvars, ["a1", "a2", "a3"])["east"]
+    assert [n["rail"] for n in east["per_node"]["a1"]["rails"]["nics"]] == [0, 1]
+    assert [n["rail"] for n in east["per_node"]["a2"]["rails"]["nics"]] == [None, 0]
+    assert east["per_node"]["a3"]["rails"] is None
+    assert east["rails"] == {"nodes": 2, "per_rail": {"0": 2, "1": 1}, "on_no_rail": 1}

@@ -73,3 +73,20 @@ def test_tolerations_are_rendered_or_refused_by_the_minor(capsys):
     refused = run(capsys, {"site": "s", "kubernetes_version": "1.35", "tolerations": [toleration]})
     assert refused["failed"] is True
     assert "DRADeviceTaints, which is off on Kubernetes 1.35" in refused["msg"]
+
+
+def test_rail_rules_render_the_rail_templates_and_say_the_rails(capsys):
+    rules = {"gpu-a01": {"by": "netdev_name", "pattern": r"^nic(\d+)$", "count": 2}}
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "rail_rules": rules})
+    assert result["rails"] == [0, 1]
+    names = [f["name"] for f in result["files"]]
+    for name in ("gpu-nic-rail-0", "gpu-nic-rail-1", "gpu-nic-rails-2-0"):
+        assert f"claimtemplate-{name}.yaml" in names
+    assert [item["name"] for item in result["left_out"]] == ["gpu-nic-rails-4-*", "gpu-nic-rails-8-*"]
+    plain = run(capsys, {"site": "s", "kubernetes_version": "1.36"})
+    assert plain["rails"] is None and not [n for n in (f["name"] for f in plain["files"]) if "rail" in n]
+
+
+def test_a_malformed_rail_rule_names_the_host_and_the_field(capsys):
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "rail_rules": {"gpu-a01": {"by": "rows"}}})
+    assert result["failed"] is True and result["msg"].startswith("gpu-a01: aligned_dra_rails.by: one of pci_order")

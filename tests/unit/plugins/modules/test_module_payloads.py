@@ -96,14 +96,22 @@ def sides(files: list[str]) -> set[str]:
     return {name.split("/")[0] for name in files}
 
 
-@pytest.mark.parametrize("module", ["topology_info", "sriov", "validate"])
-def test_probing_modules_carry_the_probe_and_no_summaries(payloads, module):
-    assert topology_files(payloads[module]) == PROBE
+# The rails' rule reader: the validation, the summaries and the report read rails with it.
+RAILS = ["node/topology/rails.py"]
+# The live node's IPv4 addresses, which the rails' subnet rule needs.
+ADDRESSES = ["node/topology/addresses.py"]
+
+
+@pytest.mark.parametrize(
+    ("module", "extra"), [("topology_info", [*ADDRESSES, *RAILS]), ("sriov", []), ("validate", RAILS)]
+)
+def test_probing_modules_carry_the_probe_and_no_summaries(payloads, module, extra):
+    assert topology_files(payloads[module]) == sorted([*PROBE, *extra])
     assert "dra/device_model.py" not in payloads[module]
 
 
-def test_topology_info_carries_nothing_but_the_probe(payloads):
-    assert payloads["topology_info"] == sorted([*NODE, *PROBE])
+def test_topology_info_carries_nothing_but_the_probe_and_the_rails_addresses(payloads):
+    assert payloads["topology_info"] == sorted([*NODE, *PROBE, *ADDRESSES, *RAILS])
 
 
 def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
@@ -121,12 +129,14 @@ def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
 @pytest.mark.parametrize("module", ["plan", "utilization"])
 def test_planning_modules_carry_the_vocabulary_and_the_cpu_list_parser_only(payloads, module):
     # dra reads a device's local CPU list (list-typed numaNode) with the probe's parser.
-    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py"])
+    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS])
     assert "dra/device_model.py" in payloads[module]
 
 
 def test_site_report_carries_the_summaries(payloads):
-    assert topology_files(payloads["site_report"]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py"])
+    assert topology_files(payloads["site_report"]) == sorted(
+        ["node/topology/__init__.py", "node/topology/parsers.py", *RAILS]
+    )
     assert {"controller/topology/summary.py", "dra/device_model.py", *MODEL} <= set(payloads["site_report"])
 
 
@@ -138,7 +148,7 @@ def test_modules_that_do_not_probe_carry_no_topology(payloads, module):
 @pytest.mark.parametrize("module", ["claims_render", "teams_render"])
 def test_rendering_modules_carry_the_device_models_cpu_list_parser_only(payloads, module):
     # through dra, which reads a device's local CPU list (list-typed numaNode) with the probe's parser
-    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py"])
+    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS])
     assert "node/topology/prober.py" not in payloads[module]
 
 

@@ -9,11 +9,13 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.modules import plan
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects as objects
+from ansible_collections.aligned.dra.tests.plan_inputs import resource_slice
 
 
 def run(capsys, args: dict) -> dict:
@@ -241,3 +243,50 @@ def test_return_plan_summary_needs_dest(capsys):
     result = run(capsys, {"site": "s", "objects": objects(), "topologies": {"n1": TOPOLOGY}, "return_plan": "summary"})
     assert result["failed"] is True
     assert "return_plan is summary" in result["msg"] and "dest" in result["msg"]
+
+
+# -- rails ---------------------------------------------------------------------------------------------
+#
+# TOPOLOGY's one RDMA NIC (0000:11:00.0) shares GPU 0000:10:00.0's root; by PCI order it is rail 0.
+PCI_ORDER = {"by": "pci_order", "count": 1}
+
+
+def rail_args(**extra) -> dict:
+    rendered = claims.render({"templates": {"pairs": {"counts": [1]}}}, "s", "1.36", rail_rules={"n1": PCI_ORDER})
+    return {"site": "s", "objects": rendered["objects"], **extra}
+
+
+def test_rail_rules_give_the_allocations_their_rails_from_every_source_of_topologies(tmp_path, capsys):
+    (tmp_path / "n1.json").write_text(json.dumps(TOPOLOGY))
+    from_facts = run(capsys, rail_args(topologies={"n1": TOPOLOGY}, rail_rules={"n1": PCI_ORDER}))
+    template = next(t for t in from_facts["plan"]["templates"] if t["name"] == "gpu-nic-rail-0")
+    assert template["fits_total"] == 1 and template["fits_per_rail"] == {"0": 1}
+    assert template["nodes"]["n1"]["allocations"][0]["rails"] == [0]
+    assert from_facts["plan"]["rails"] == [0] and from_facts["plan"]["warnings"] == []
+    from_files = run(capsys, rail_args(topology_files={"n1": str(tmp_path / "n1.json")}, rail_rules={"n1": PCI_ORDER}))
+    one_rule = run(capsys, rail_args(topology_dir=str(tmp_path), rail_rule=PCI_ORDER))
+    assert from_files["plan"] == from_facts["plan"] == one_rule["plan"]
+    # without a rule, no rail: the rail template fits nothing, and no allocation's rail is known
+    without = run(capsys, rail_args(topologies={"n1": TOPOLOGY}))
+    pair = next(t for t in without["plan"]["templates"] if t["name"] == "gpu-nic-pair-1")
+    assert pair["nodes"]["n1"]["allocations"][0]["rails"] == [None] and pair["fits_per_rail"] == {}
+
+
+def test_rail_problems_are_warnings_and_other_drivers_nics_get_the_rules_rail(capsys):
+    slices = [resource_slice("n1", "dra.net", [{"name": "pci-0000-11-00-0", "attributes": {
+        "dra.net/pciAddress": {"string": "0000:11:00.0"}}}])]  # fmt: skip
+    settings = {"drivers": ["gpu.nvidia.com", "dra.net"], "nic_driver": "dra.net", "gpu_driver": "gpu.nvidia.com"}
+    rendered = claims.render(settings, "s", "1.36")
+    result = run(capsys, {"site": "s", "objects": rendered["objects"], "slices": slices, "topologies": {"n1": TOPOLOGY},
+                          "rail_rules": {"n1": {"by": "pci_order", "count": 2}}})  # fmt: skip
+    nic_only = next(t for t in result["plan"]["templates"] if t["name"] == "nic-only")
+    assert nic_only["nodes"]["n1"]["allocations"][0]["rails"] == [0] and nic_only["fits_per_rail"] == {"0": 1}
+    assert result["plan"]["warnings"] == ["rails: n1: rails 1 of count 2: no RDMA NIC is on them (rule by pci_order)"]
+
+
+def test_a_malformed_rail_rule_fails_naming_the_option_and_the_node(capsys):
+    result = run(capsys, rail_args(topologies={"n1": TOPOLOGY}, rail_rules={"n1": {"by": "subnet"}}))
+    assert result["failed"] is True
+    assert result["msg"].startswith("rail_rules.n1: aligned_dra_rails.subnets: a list of 1 to 64 IPv4 networks")
+    result = run(capsys, rail_args(topologies={"n1": TOPOLOGY}, rail_rule={"by": "pci_order", "pattern": "x"}))
+    assert result["failed"] is True and result["msg"].startswith("rail_rule: aligned_dra_rails: pattern not used")

@@ -99,3 +99,24 @@ def test_unknown_option_is_refused(tmp_path, capsys):
     result = run(capsys, {"sysfs": "/sys"})
     assert result["failed"] is True
     assert "sysfs" in result["msg"]
+
+
+def test_a_captured_tree_leaves_the_addresses_unknown(tmp_path, capsys):
+    root = make_tree(tmp_path)
+    result = run(capsys, {"sysfs_root": str(root / "sys"), "procfs_root": str(root / "proc")})
+    assert result["topology"]["netdev_addresses"] is None
+
+
+def test_the_live_node_gives_the_rdma_nics_interface_addresses(tmp_path):
+    # The RDMA NIC's interface is this machine's loopback: read for real, in this network namespace.
+    topology = {
+        "devices": [
+            {"pci_address": "0000:1d:00.0", "kind": "rdma", "netdevs": [{"name": "lo"}, {"name": "nosuch0"}]},
+            {"pci_address": "0000:1d:00.2", "kind": "rdma", "physfn": "0000:1d:00.0", "netdevs": [{"name": "vf0"}]},
+            {"pci_address": "0000:60:00.0", "kind": "nic", "netdevs": [{"name": "eth9"}]},
+        ]
+    }
+    assert topology_info.netdev_addresses(topology, "/sys") == {"lo": ["127.0.0.1/8"], "nosuch0": []}
+    (tmp_path / "sys").symlink_to("/sys")
+    assert topology_info.netdev_addresses(topology, str(tmp_path / "sys")) == {"lo": ["127.0.0.1/8"], "nosuch0": []}
+    assert topology_info.netdev_addresses(topology, str(tmp_path)) is None

@@ -91,3 +91,18 @@ def test_rails_file_refuses_a_bad_rule_naming_the_host():
 def test_a_damaged_rails_file_is_refused_with_the_reason(document, message):
     with pytest.raises(ValueError, match=message):
         node_rails.rule_for_node(document, "n")
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"by": "map", "nodes": {"n": {"0000:1d:00.0": 0}}},
+        {"by": "map", "map": {"0000:1d:00.0": 0}},
+        {"by": "subnet", "subnets": ["192.168.128.0/21"], "count": 1},
+        {"by": "netdev_name", "pattern": r"^nic(\d+)$", "exclude": ["eno*"]},
+    ],
+)
+def test_a_checked_rule_checks_again_as_it_is(rule):
+    checked = node_rails.check_rule(rule)
+    assert node_rails.check_rule(checked) == checked
+    assert node_rails.rule_for_node(fabric.rails_file({"n": rule}), "n") == checked

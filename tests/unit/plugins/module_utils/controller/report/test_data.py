@@ -42,3 +42,41 @@ def test_an_unknown_level_is_shown_as_unknown_and_nothing_as_none():
         {"request": "n", "driver": "dra.net", "pool": "p5", "device": "pci-0000-61-00-0"}]}}}}  # fmt: skip
     used = utilization.utilization(p5_slices("p5", efa_numa=False), [claim], teams={"ns": "team"})
     assert data.utilization_view(used)["teams"][0]["levels"] == [("unknown", True, 1)]
+
+
+def test_plan_view_gives_capacity_per_rail_in_rail_order_and_nothing_without_it():
+    from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for
+
+    plan = plan_for("s", identical_site("vm-flat", 2))
+    assert data.plan_view(plan)["rails"] == []
+    assert [t["per_rail"] for t in data.plan_view(plan)["templates"]] == [None, None]
+    plan["templates"][0]["fits_per_rail"] = {"10": 1, "2": 4, "0": 3}
+    plan["templates"][1]["fits_per_rail"] = {"1": 0}
+    view = data.plan_view(plan)
+    assert view["rails"] == ["0", "1", "2", "10"]
+    assert list(view["templates"][0]["per_rail"].items()) == [("0", 3), ("2", 4), ("10", 1)]
+
+
+def test_inventory_rows_and_layout_facts_show_the_rails():
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import group_layouts
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import node_summary
+
+    nodes = {"a": topology_of("dgx-h100"), "b": topology_of("dgx-h100")}
+    rule = {"by": "pci_order", "count": 8, "exclude": ["eno*"]}
+    summary = site_summary("s", nodes)
+    summary["per_node"]["a"]["rails"] = node_summary(nodes["a"], rails=rule)["rails"]
+    other = dict(rule, count=None, exclude=["eno*", "ibp208s0"])
+    summary["per_node"]["b"]["rails"] = node_summary(nodes["b"], rails=other)["rails"]
+    rows = {row["host"]: row["rails"] for row in data.inventory_rows(summary, {"a": 1, "b": 1})}
+    assert rows == {"a": "rails 0-7, 2 on no rail", "b": "rails 0-6, 3 on no rail"}
+    (group,) = group_layouts(nodes)
+    view = data.layout_view(0, group, summary, [])
+    assert view["facts"].endswith(" \u00b7 RDMA NICs on 7 rails \u00b7 1 NIC on a rail that differs between nodes")
+    nics = {nic["bdf"]: nic for nic in view["matrix"]["nics"]}
+    assert nics["0000:1d:00.0"]["rail"] == "rail 0"
+    assert nics["0000:d0:00.0"]["rail"] == "rail varies"
+    assert "rail varies: no rail on b; rail 7 on a" in nics["0000:d0:00.0"]["bits"]
+    assert nics["0000:5a:00.0"]["rail"] == "no rail"
+    assert "no rail: excluded by the rule" in nics["0000:5a:00.0"]["bits"]
+    assert view["matrix"]["rails"] is True
+    assert "RDMA NICs on" not in data.layout_view(0, group, site_summary("s", nodes), [])["facts"]

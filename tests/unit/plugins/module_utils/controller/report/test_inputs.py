@@ -27,3 +27,37 @@ def test_bad_plans_are_refused_with_the_field(mutate, message):
     mutate(plan)
     with pytest.raises(inputs.ReportError, match=re.escape(message)):
         inputs.validate_plan(plan, "p.json")
+
+
+@pytest.mark.parametrize(
+    ("fits", "message"),
+    [
+        ([1, 2], "templates[0].fits_per_rail must be an object"),
+        ({"r0": 1}, "templates[0].fits_per_rail: 'r0' is not a rail number"),
+        ({"0": -1}, "templates[0].fits_per_rail.0 -1 is not a count"),
+    ],
+)
+def test_bad_fits_per_rail_is_refused_and_absent_or_null_is_fine(fits, message):
+    plan = plan_for("s", identical_site("vm-flat", 1))
+    assert inputs.validate_plan(plan, "p.json") is plan
+    plan["templates"][0]["fits_per_rail"] = None
+    inputs.validate_plan(plan, "p.json")
+    plan["templates"][0]["fits_per_rail"] = fits
+    with pytest.raises(inputs.ReportError, match=re.escape(message)):
+        inputs.validate_plan(plan, "p.json")
+
+
+def test_summary_rails_are_read_per_node_and_a_bad_entry_is_refused():
+    nic = {"pci_address": "0000:1d:00.0", "netdevs": ["ib0"], "rail": 0, "why": "PCI order 0"}
+    summary = {"per_node": {"a": {"rails": {"rule": "by pci_order", "nics": [nic]}}, "b": {"rails": None}, "c": {}}}
+    assert inputs.summary_rails(summary) == {"a": summary["per_node"]["a"]["rails"], "b": None, "c": None}
+    assert inputs.summary_rails(None) == {} and inputs.summary_rails({"per_node": []}) == {}
+    for bad, message in (
+        ({"rule": "by map"}, "s.json: per_node.a.rails must be an object with a 'nics' list"),
+        ({"rule": 3, "nics": []}, "per_node.a.rails.rule 3 is not a text"),
+        ({"rule": None, "nics": [{"pci_address": "x"}]}, "per_node.a.rails.nics[0] has no 'rail'"),
+        ({"rule": None, "nics": [dict(nic, rail="0")]}, "pci_address must be a text and rail a number or null"),
+        ({"rule": None, "nics": [], "problems": [1]}, "per_node.a.rails.problems must be a list of texts"),
+    ):
+        with pytest.raises(inputs.ReportError, match=re.escape(message)):
+            inputs.summary_rails({"per_node": {"a": {"rails": bad}}}, "s.json")

@@ -106,3 +106,50 @@ def test_a_vf_without_its_pf_is_a_column():
     nic["physfn"] = "0000:99:00.0"  # the PF stays on the hypervisor
     matrix = layouts.level_matrix(layouts.layout_model(topology))
     assert nic["pci_address"] in [c["pci_address"] for c in matrix["nics"] if c["vf"]]
+
+
+# ---------------------------------------------------------------- rails
+
+
+def _rails(pairs: dict[str, int | None], why: str = "map entry") -> dict:
+    return {
+        "rule": "by map",
+        "nics": [
+            {"pci_address": a, "netdevs": [], "rail": r, "why": why if r is not None else "not in the map"}
+            for a, r in pairs.items()
+        ],
+    }
+
+
+def test_rail_labels_say_the_rail_only_where_every_node_of_the_layout_agrees():
+    by_host = {
+        "a": _rails({"0000:1d:00.0": 0, "0000:2e:00.0": 1, "0000:5a:00.0": None}),
+        "b": _rails({"0000:1d:00.0": 0, "0000:2e:00.0": 2, "0000:5a:00.0": None}),
+    }
+    labels = layouts.rail_labels(["a", "b"], by_host)
+    assert labels["0000:1d:00.0"] == {"rail": 0, "text": "rail 0", "why": ""}
+    assert labels["0000:2e:00.0"] == {"rail": None, "text": "rail varies", "why": "rail 1 on a; rail 2 on b"}
+    assert labels["0000:5a:00.0"] == {"rail": None, "text": "no rail", "why": "not in the map"}
+
+
+def test_rail_labels_a_node_without_a_rule_makes_the_rail_vary_and_none_gives_no_labels():
+    by_host = {"a": _rails({"0000:1d:00.0": 0}), "b": None}
+    assert layouts.rail_labels(["a", "b"], by_host)["0000:1d:00.0"]["why"] == "no rail on b; rail 0 on a"
+    assert layouts.rail_labels(["a", "b"], {"a": None}) == {}
+    many = {f"n{i}": _rails({"0000:1d:00.0": i % 2}) for i in range(8)}
+    assert layouts.rail_labels(sorted(many), many)["0000:1d:00.0"]["why"] == (
+        "rail 0 on 4 nodes (n0 \u2026 n6); rail 1 on 4 nodes (n1 \u2026 n7)"
+    )
+
+
+def test_the_matrix_columns_carry_the_rail_a_vf_column_its_pfs():
+    topology = topology_of("sriov-8x64")
+    gpu = sorted(topology["links"])[0]
+    vf = next(d for d in topology["devices"] if d.get("physfn"))
+    topology["links"][gpu][vf["pci_address"]] = "SYS"  # a column of its own
+    labels = {vf["physfn"]: {"rail": 5, "text": "rail 5", "why": ""}}
+    matrix = layouts.level_matrix(layouts.layout_model(topology), rails=labels)
+    columns = {c["pci_address"]: c["rail"] for c in matrix["nics"]}
+    assert columns[vf["physfn"]] == columns[vf["pci_address"]] == labels[vf["physfn"]]
+    assert sum(1 for rail in columns.values() if rail is None) == 7
+    assert all(c["rail"] is None for c in layouts.level_matrix(layouts.layout_model(topology))["nics"])

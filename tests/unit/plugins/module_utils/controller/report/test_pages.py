@@ -401,3 +401,94 @@ def test_failed_nodes_from_summary_json_are_listed_with_stage_error_and_stale_fa
     # Old files without the keys: no section, counts from the nodes drawn.
     old = pages.site_report("s", {"a": topology_of("vm-flat")}, summary_file={"site": "s"})["html"]
     assert "data-failed-host" not in old and 'data-ok="1" data-failed="0" data-unreachable="0"' in old
+
+
+# ---------------------------------------------------------------- rails
+
+
+def _summary_with_rails(nodes: dict, rules: dict) -> dict:
+    """summary.json as the topology role writes it for ``nodes`` under ``rules`` (host -> aligned_dra_rails)."""
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import (
+        node_summary,
+        site_summary_of,
+    )
+
+    per_node = {host: node_summary(t, rails=rules.get(host), node_name=host) for host, t in nodes.items()}
+    return json.loads(json.dumps(site_summary_of("s", per_node)))
+
+
+def test_site_page_labels_nics_with_their_rails_in_the_picture_matrix_and_inventory():
+    nodes = identical_site("dgx-h100", 2)
+    rule = {"by": "pci_order", "count": 8, "exclude": ["eno*"]}
+    html = pages.site_report("s", nodes, summary_file=_summary_with_rails(nodes, dict.fromkeys(nodes, rule)))["html"]
+    tags = parse(html)
+    header = {a["data-nic"]: a.get("data-rail") for t, a in tags if t == "th" and a.get("data-nic")}
+    assert header["0000:1d:00.0"] == "rail 0" and header["0000:d0:00.0"] == "rail 7"
+    assert header["0000:5a:00.0"] == "no rail"
+    drawn = {a["data-bdf"]: a.get("data-rail") for t, a in tags if t == "g" and a.get("data-bdf")}
+    assert drawn["0000:9d:00.0"] == "rail 4" and drawn["0000:5a:00.1"] == "no rail"
+    assert "NUMA 1 \u00b7 rail 4" in html
+    # on no rail: short in the box, the label and its reason in the text's title
+    assert "<title>NUMA 0 \u00b7 no rail: excluded by the rule</title>NUMA 0 \u00b7 rail \u2013</text>" in html
+    assert [a["data-rails"] for t, a in tags if t == "td" and a.get("data-rails")] == sorted(nodes)
+    assert ">rails 0-7, 2 on no rail</td>" in html
+    assert "RDMA NICs per rail: rail 0 2, rail 1 2," in html and "; 4 on no rail" in html
+
+
+def test_a_layout_whose_nodes_disagree_says_the_rail_varies():
+    nodes = identical_site("dgx-h100", 2)
+    first, second = sorted(nodes)
+    rules = {first: {"by": "pci_order", "exclude": ["eno*"]}, second: {"by": "map", "map": {"0000:1d:00.0": 5}}}
+    html = pages.site_report("s", nodes, summary_file=_summary_with_rails(nodes, rules))["html"]
+    header = {a["data-nic"]: a.get("data-rail") for t, a in parse(html) if t == "th" and a.get("data-nic")}
+    assert header["0000:1d:00.0"] == header["0000:2e:00.0"] == "rail varies"
+    assert header["0000:5a:00.0"] == "no rail"
+    assert f"rail varies: rail 0 on {first}; rail 5 on {second}" in html
+    assert (
+        f"<title>NUMA 0 \u00b7 rail varies: rail 0 on {first}; rail 5 on {second}</title>NUMA 0 \u00b7 rail ?" in html
+    )
+
+
+def test_a_site_without_rules_shows_no_rails():
+    nodes = {"a": topology_of("dgx-h100")}
+    html = pages.site_report("s", nodes, summary_file=_summary_with_rails(nodes, {}))["html"]
+    body = html.split("<body", 1)[1]  # the page's style sheet names the rail label's class
+    assert "rail" not in body.lower()
+    assert html == pages.site_report("s", nodes)["html"]
+
+
+def test_plan_section_shows_capacity_per_rail_when_the_plan_has_it():
+    nodes = identical_site("dgx-h100", 2)
+    plan = plan_for("s", nodes)
+    assert "Capacity per rail" not in pages.plan_html(plan)
+    plan["templates"][0]["fits_per_rail"] = {"1": 2, "0": 2}
+    html = pages.plan_html(plan)
+    assert "Capacity per rail" in html
+    cells = [(a["data-rail"]) for t, a in parse(html) if t == "td" and a.get("data-rail")]
+    assert cells == ["0", "1"]
+    assert '<td class="num" data-rail="0">2</td>' in html
+    plan["templates"][1]["fits_per_rail"] = {"3": 0}
+    html = pages.plan_html(plan)
+    assert '<td class="num" data-rail="3">-</td>' in html and '<td class="num" data-rail="3">0</td>' in html
+
+
+def test_build_reports_reads_the_rails_of_summary_json_and_refuses_bad_ones(tmp_path):
+    nodes = identical_site("mi300x", 2)
+    write_site(tmp_path, "s", nodes)
+    summary = _summary_with_rails(nodes, dict.fromkeys(nodes, {"by": "pci_order", "count": 8}))
+    (tmp_path / "s" / "summary.json").write_text(json.dumps(summary))
+    html = pages.build_reports(str(tmp_path))["files"]["s/report.html"]
+    assert 'data-rail="rail 7"' in html
+    summary["per_node"][sorted(nodes)[0]]["rails"] = {"rule": "by pci_order"}
+    (tmp_path / "s" / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(inputs.ReportError, match=r"summary\.json: per_node\.gpu-0001\.rails must be an object"):
+        pages.build_reports(str(tmp_path))
+
+
+def test_what_the_validation_would_refuse_is_a_warning_of_the_layout():
+    nodes = identical_site("dgx-h100", 2)
+    rule = {"by": "pci_order", "count": 9, "exclude": ["eno*"]}
+    result = pages.site_report("s", nodes, summary_file=_summary_with_rails(nodes, dict.fromkeys(nodes, rule)))
+    warning = "rails: rails 8 of count 9: no RDMA NIC is on them (rule by pci_order)"
+    assert f"<li>{warning} &mdash; all nodes of this layout</li>" in result["html"]
+    assert f"gpu-0001: {warning}" in result["summary"]["warnings"]

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Rails in the plan: which rail each allocated NIC is on, and how many claims fit per rail.
+
+A NIC's rail is what the bundled driver publishes (``dra.aligned.dev/rail``),
+or, for other drivers' NICs joined to the probe, what the site's rule gives
+the probed function (``device_model.device_rail``; the node's rule is read
+here, with the code the driver and the validation run:
+``controller/fabric/rails``). The plan gives each allocation ``rails`` (the
+rail of each of its NICs, ``None`` where unknown) and each node and template
+``fits_per_rail``: per rail of the site, the claims that fit with a NIC on it.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+
+def node_rules(
+    nodes: Iterable[str], rules: Mapping[str, Any] | None, rule: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``{node: rule}`` for the planned ``nodes``: ``rules`` per node, ``rule`` for the nodes it leaves out.
+
+    Every rule is checked first; a malformed one raises :class:`PlanError`
+    naming ``rail_rules.<node>`` (or ``rail_rule``) and the field.
+    """
+    rules = dict(rules or {})
+    if rule:
+        _checked({"rail_rule": rule}, "")
+    _checked(rules, "rail_rules.")
+    found = {}
+    for node in nodes:
+        given = rules.get(node, rule)
+        if given:
+            found[node] = given
+    return found
+
+
+def _checked(rules: Mapping[str, Any], prefix: str) -> None:
+    _checked_rules, problems = fabric_rails.check_rules(rules)
+    if problems:
+        raise PlanError("; ".join(prefix + problem for problem in problems))
+
+
+def node_rails(
+    node: str,
+    topology: Mapping[str, Any] | None,
+    rule: Mapping[str, Any] | None,
+    node_name: str | None = None,
+    addresses: Mapping[str, list[str]] | None = None,
+) -> tuple[dict[str, int], list[str]]:
+    """``({PCI address: rail}, problems)`` of one node under its rule (VFs included).
+
+    ``addresses`` (interface -> IPv4 addresses, for the ``subnet`` rule) default
+    to the topology's ``netdev_addresses``, read by the probe on the live node
+    (``None`` for a captured tree: the ``subnet`` rule then places no NIC). Problems
+    (a missing rail of ``count``, a rail on two NICs...) are the validation
+    stage's, prefixed with the node; the plan says them as warnings.
+    """
+    if not rule or not topology:
+        return {}, []
+    if addresses is None and isinstance(topology.get("netdev_addresses"), dict):
+        addresses = topology["netdev_addresses"]
+    host = {"rule": rule, "node_name": node_name or node, "topology": topology, "addresses": addresses}
+    found = fabric_rails.site_rails({node: host})
+    rails = (found["hosts"].get(node) or {}).get("rails") or {}
+    return dict(rails), list(found["problems"])
+
+
+def allocation_rails(devices: Iterable[Any]) -> list[int | None]:
+    """The rail of each NIC (and VF) of an allocation, in its order; ``None`` where unknown."""
+    return [d.rail for d in devices if d.join["role"] == "nic"]
+
+
+def fits_per_rail(allocations: Iterable[Mapping[str, Any]], rails: Iterable[int]) -> dict[str, int]:
+    """``{"<rail>": claims}``: per rail, the allocations with a NIC on it (a claim on two rails counts on both)."""
+    counts = {rail: 0 for rail in rails}
+    for allocation in allocations:
+        for rail in {r for r in allocation.get("rails") or () if r is not None}:
+            if rail in counts:
+                counts[rail] += 1
+    return {str(rail): counts[rail] for rail in sorted(counts)}
+
+
+def site_fits_per_rail(
+    results: Iterable[Mapping[str, Any]], rails: Iterable[int], cap: int | None = None
+) -> dict[str, int]:
+    """The sum of the nodes' ``fits_per_rail`` over the site's ``rails`` (at most ``cap`` each: a shared claim)."""
+    totals = {str(rail): 0 for rail in sorted(rails)}
+    for result in results:
+        for rail, count in (result.get("fits_per_rail") or {}).items():
+            if rail in totals:
+                totals[rail] += count
+    if cap is not None:
+        totals = {rail: min(count, cap) for rail, count in totals.items()}
+    return totals

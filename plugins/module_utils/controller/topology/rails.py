@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A node's rails as ``summary.json``, ``summary.md`` and the report show them.
+
+Each node's ``aligned_dra_rails`` is read against its probe by
+:func:`controller.fabric.rails.site_rails`, the code the validation stage and
+the driver's rails file use, so the summary shows the rails the validation
+checked and the driver publishes. A node without a rule has no rails
+(``None``): no NIC of it is on a rail, and nothing says otherwise.
+
+Controller-side; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rule_rails
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+# Where a host's Kubernetes node name is set: the name the driver publishes under, which
+# the driver's rails file, and so a per-node map (aligned_dra_rails.nodes), is keyed by.
+NODE_NAME_SETTINGS = ("aligned_dra_driver_node_name",)
+
+
+def kubernetes_node_name(host: str, settings: Mapping[str, Any]) -> str:
+    """The Kubernetes node name of ``host``: the first of :data:`NODE_NAME_SETTINGS` set, else the host."""
+    for name in NODE_NAME_SETTINGS:
+        value = settings.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return host
+
+
+def node_rails(topology: Mapping[str, Any], rule: Any, node_name: str) -> dict[str, Any] | None:
+    """The rails of one probed node under its ``aligned_dra_rails``; ``None`` without a rule.
+
+    Returns ``rule`` (the rule in a few words, ``None`` when it is malformed),
+    ``count``, ``nics`` (every RDMA NIC physical function: ``pci_address``,
+    ``netdevs``, ``rail`` or ``None``, ``why``) and ``problems`` (what the
+    validation refuses). The ``subnet`` rule reads the addresses the probe
+    read on the live node (``netdev_addresses``); a captured tree has none,
+    and its NICs are on no rail with that reason.
+    """
+    if rule is None or rule == {}:
+        return None
+    addresses = topology.get("netdev_addresses")
+    found = fabric_rails.site_rails(
+        {
+            node_name: {
+                "rule": rule,
+                "node_name": node_name,
+                # an empty probe is a node without NICs, not an unknown one
+                "topology": topology or {"devices": []},
+                "addresses": addresses if isinstance(addresses, dict) else None,
+            }
+        }
+    )
+    prefix = f"{node_name}: "
+    problems = [p[len(prefix) :] if p.startswith(prefix) else p for p in found["problems"]]
+    entry = found["hosts"].get(node_name)
+    if entry is None:
+        return {"rule": None, "count": None, "nics": [], "problems": problems}
+    return {
+        "rule": rule_rails.describe(entry["rule"]),
+        "count": entry["rule"]["count"],
+        "nics": [dict(nic) for nic in entry["nics"]],
+        "problems": problems,
+    }
+
+
+def site_rails(nodes: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """A site's rails from its nodes' :func:`node_rails`; ``None`` when no node has a rule.
+
+    ``nodes``: the nodes with a rule; ``per_rail``: RDMA NICs per rail (string
+    keys, numeric order); ``on_no_rail``: RDMA NICs of those nodes on no rail.
+    """
+    entries = [entry for entry in nodes if entry is not None]
+    if not entries:
+        return None
+    per_rail: dict[int, int] = {}
+    on_no_rail = 0
+    for entry in entries:
+        for nic in entry["nics"]:
+            if nic["rail"] is None:
+                on_no_rail += 1
+            else:
+                per_rail[nic["rail"]] = per_rail.get(nic["rail"], 0) + 1
+    return {
+        "nodes": len(entries),
+        "per_rail": {str(rail): per_rail[rail] for rail in sorted(per_rail)},
+        "on_no_rail": on_no_rail,
+    }
+
+
+def nic_rail_text(nic: Mapping[str, Any]) -> str:
+    """``rail 3``, or ``on no rail (excluded by the rule)``."""
+    return (
+        f"rail {nic['rail']}" if nic.get("rail") is not None else f"on no rail ({nic.get('why') or 'no reason given'})"
+    )
+
+
+def nic_label(nic: Mapping[str, Any]) -> str:
+    """``0000:1d:00.0 (ibp29s0)``: a NIC as the rails' messages name it."""
+    names = ", ".join(nic.get("netdevs") or [])
+    return f"{nic['pci_address']} ({names})" if names else str(nic["pci_address"])
+
+
+def rails_in_short(entry: Mapping[str, Any] | None) -> str:
+    """One node's rails in a few words: ``rails 0-7, 2 on no rail``; ``-`` without a rule."""
+    if entry is None:
+        return "-"
+    if entry["rule"] is None:
+        return "rule not readable"
+    rails = sorted(nic["rail"] for nic in entry["nics"] if nic["rail"] is not None)
+    parts = [_ranges(rails) if rails else "no NIC on a rail"]
+    off = sum(1 for nic in entry["nics"] if nic["rail"] is None)
+    if off:
+        parts.append(f"{off} on no rail")
+    return ", ".join(parts)
+
+
+def _ranges(rails: list[int]) -> str:
+    """``rails 0-7`` / ``rail 2`` / ``rails 0, 2-3`` (a rail given twice is listed once)."""
+    distinct = sorted(set(rails))
+    spans: list[list[int]] = []
+    for rail in distinct:
+        if spans and rail == spans[-1][1] + 1:
+            spans[-1][1] = rail
+        else:
+            spans.append([rail, rail])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    return f"rail {text}" if len(distinct) == 1 else f"rails {text}"

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: Apache-2.0
+"""controller/topology/rails.py: a node's rails as summary.json and the report show them."""
+
+from __future__ import annotations
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import rails
+
+
+def nic(address: str, name: str | None, vfs: tuple[str, ...] = ()) -> list[dict]:
+    pf = {"pci_address": address, "kind": "rdma", "netdevs": [{"name": name}] if name else [], "physfn": None}
+    return [pf, *({"pci_address": vf, "kind": "rdma", "physfn": address, "netdevs": []} for vf in vfs)]
+
+
+NODE = {
+    "devices": [
+        *nic("0000:1d:00.0", "nic0", ("0000:1d:00.2",)),
+        *nic("0000:2e:00.0", "nic1"),
+        *nic("0000:5a:00.0", "eno1np0"),
+    ]
+}
+
+
+def test_no_rule_no_rails():
+    assert rails.node_rails(NODE, None, "a") is None
+    assert rails.node_rails(NODE, {}, "a") is None
+
+
+def test_each_rdma_nic_gets_its_rail_or_why_it_has_none():
+    entry = rails.node_rails(NODE, {"by": "pci_order", "count": 2, "exclude": ["eno*"]}, "a")
+    assert entry == {
+        "rule": "by pci_order",
+        "count": 2,
+        "nics": [
+            {"pci_address": "0000:1d:00.0", "netdevs": ["nic0"], "rail": 0, "why": "PCI order 0"},
+            {"pci_address": "0000:2e:00.0", "netdevs": ["nic1"], "rail": 1, "why": "PCI order 1"},
+            {"pci_address": "0000:5a:00.0", "netdevs": ["eno1np0"], "rail": None, "why": "excluded by the rule"},
+        ],
+        "problems": [],
+    }
+
+
+def test_problems_lose_the_host_prefix_and_a_malformed_rule_is_said():
+    entry = rails.node_rails(NODE, {"by": "pci_order", "count": 4, "exclude": ["eno*"]}, "gpu-01")
+    assert entry["problems"] == ["rails 2, 3 of count 4: no RDMA NIC is on them (rule by pci_order)"]
+    bad = rails.node_rails(NODE, {"by": "cabling"}, "gpu-01")
+    assert bad["rule"] is None and bad["nics"] == []
+    assert bad["problems"] == ["aligned_dra_rails.by: one of pci_order, netdev_name, subnet, map (got 'cabling')"]
+
+
+def test_subnet_reads_the_probes_addresses_and_a_captured_tree_has_none():
+    rule = {"by": "subnet", "subnets": ["192.168.128.0/21", "192.168.136.0/21"]}
+    live = dict(NODE, netdev_addresses={"nic0": ["192.168.136.7/21"], "nic1": ["192.168.128.7/21"], "eno1np0": []})
+    assert [n["rail"] for n in rails.node_rails(live, rule, "a")["nics"]] == [1, 0, None]
+    captured = dict(NODE, netdev_addresses=None)
+    entry = rails.node_rails(captured, rule, "a")
+    assert {n["why"] for n in entry["nics"]} == {"addresses not read"}
+    assert entry["problems"] == [
+        "rule by subnet (2 subnets) needs the NICs' IPv4 addresses, and none were read on this node"
+    ]
+
+
+def test_per_node_map_uses_the_node_name():
+    rule = {"by": "map", "nodes": {"k8s-a": {"0000:2e:00.0": 0}}}
+    assert [n["rail"] for n in rails.node_rails(NODE, rule, "k8s-a")["nics"]] == [None, 0, None]
+    assert rails.kubernetes_node_name("a", {"aligned_dra_driver_node_name": "k8s-a"}) == "k8s-a"
+    assert rails.kubernetes_node_name("a", {"aligned_dra_driver_node_name": ""}) == "a"
+
+
+def test_an_empty_probe_is_a_node_without_nics():
+    entry = rails.node_rails({}, {"by": "pci_order"}, "a")
+    assert (entry["rule"], entry["nics"], entry["problems"]) == ("by pci_order", [], [])
+
+
+def test_site_rails_counts_nics_per_rail_and_on_no_rail():
+    one = rails.node_rails(NODE, {"by": "pci_order", "exclude": ["eno*"]}, "a")
+    two = rails.node_rails(NODE, {"by": "pci_order"}, "b")
+    assert rails.site_rails([one, two, None]) == {
+        "nodes": 2,
+        "per_rail": {"0": 2, "1": 2, "2": 1},
+        "on_no_rail": 1,
+    }
+    assert rails.site_rails([None, None]) is None
+
+
+def test_texts():
+    entry = rails.node_rails(NODE, {"by": "pci_order", "exclude": ["eno*"]}, "a")
+    assert rails.rails_in_short(entry) == "rails 0-1, 1 on no rail"
+    assert rails.rails_in_short(None) == "-"
+    assert rails.rails_in_short({"rule": None, "nics": []}) == "rule not readable"
+    gaps = {"rule": "by map", "nics": [{"rail": r} for r in (0, 2, 3, 5, 3)]}
+    assert rails.rails_in_short(gaps) == "rails 0, 2-3, 5"
+    assert rails.rails_in_short({"rule": "by map", "nics": [{"rail": 4}]}) == "rail 4"
+    assert rails.rails_in_short({"rule": "by map", "nics": [{"rail": None}]}) == "no NIC on a rail, 1 on no rail"
+    assert rails.nic_rail_text(entry["nics"][2]) == "on no rail (excluded by the rule)"
+    assert rails.nic_rail_text(entry["nics"][0]) == "rail 0"
+    assert rails.nic_label(entry["nics"][0]) == "0000:1d:00.0 (nic0)"
+    assert rails.nic_label({"pci_address": "0000:00:03.0", "netdevs": []}) == "0000:00:03.0"
