@@ -16,12 +16,24 @@ rename)::
              "pci_address": "0000:1d:00.0", "kind": "nic",
              "cdi_device_ids": ["aligned.dev/claim=<uid>-nic-0000-1d-00-0"],
              "share_id": null,
-             "netdev": {"original_name": "ens1f0", "interface_name": "net1", "original_mtu": 1500}}
+             "netdev": {"original_name": "ens1f0", "interface_name": "net1", "original_mtu": 1500,
+                        "original_up": true,
+                        "original_addresses": [{"address": "192.168.128.5/21", "broadcast": "192.168.135.255",
+                                                "metric": 0, "noprefixroute": false}],
+                        "original_routes": [{"destination": "10.200.0.0/16", "gateway": "192.168.128.1",
+                                             "metric": 0, "source": null, "scope": 0, "protocol": 4,
+                                             "table": 254, "onlink": false}]}}
           ],
           "cdi_spec": {...}                  # the claim's CDI spec, rewritten on start
         }
       }
     }
+
+``returning`` (only while there is one): ``{"<PCI address>": <netdev record>}``,
+the NICs whose claim was unprepared while their interface was not back in the
+host namespace yet (the kernel moves a NIC back when the pod's namespace is
+destroyed, which may come after Unprepare); the driver puts their name, MTU,
+state, addresses and routes back when they appear (every rescan, and at start).
 
 ``claims`` → ``devices`` → ``pci_address`` is the shape the ``sriov`` module
 reads to refuse destroying VFs in use (docs/network.md). A claim is in the
@@ -53,10 +65,13 @@ given the UIDs of this driver's claim specs now in the CDI directory
   ``claims`` not an object: refused;
 - ``driver`` or ``node`` missing or another one: refused (the state directory
   belongs to another driver or node);
+- ``returning`` not an object, a key that is no PCI address, a malformed
+  netdev record: refused, naming the field path (``returning["<bdf>"]``);
 - a claim entry with a malformed field (UID key, namespace, name, each device's
   pool, device, request names, PCI address, kind, CDI device IDs, share ID,
-  netdev, mps, the CDI spec's version, kind and device names): refused, naming
-  the field path (``claims["<uid>"].devices[0].pci_address``).
+  netdev (with the NIC's host state, addresses and routes where recorded),
+  mps, the CDI spec's version, kind and device names): refused, naming the
+  field path (``claims["<uid>"].devices[0].pci_address``).
 
 :meth:`Checkpoint.check_writable` refuses a state directory that cannot be
 written (read-only file system, permissions) before anything is prepared; a
@@ -80,6 +95,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from . import CDI_CLASS, CDI_KIND, CDI_VENDOR
+from . import netdev_addresses as layer3
 from .collection import dra
 from .fsutil import TMP_SUFFIX, atomic_write
 from .validation import is_bdf, is_dns_label, is_dns_subdomain, is_ifname, is_uid, show
@@ -186,6 +202,22 @@ def _check_netdev(value: object, where: str) -> None:
     mtu = _field(netdev, "original_mtu", where)
     if mtu is not None and (not _is_int(mtu) or not MIN_MTU <= mtu <= MAX_MTU):
         raise _Invalid(f"{where}.original_mtu", f"{show(mtu)} is not null or an MTU ({MIN_MTU} to {MAX_MTU})")
+    # the state, addresses and routes the NIC had on the host (entries of earlier releases have none)
+    if "original_up" in netdev and not isinstance(netdev["original_up"], bool):
+        raise _Invalid(f"{where}.original_up", f"{show(netdev['original_up'])} is not true or false")
+    for key, most, problem in (
+        ("original_addresses", layer3.MAX_HOST_ADDRESSES, layer3.address_problem),
+        ("original_routes", layer3.MAX_HOST_ROUTES, layer3.route_problem),
+    ):
+        if key not in netdev:
+            continue
+        records = _list(netdev[key], f"{where}.{key}")
+        if len(records) > most:
+            raise _Invalid(f"{where}.{key}", f"{len(records)} entries, at most {most}")
+        for index, record in enumerate(records):
+            bad = problem(record)
+            if bad:
+                raise _Invalid(f"{where}.{key}[{index}]", bad)
 
 
 def _check_device(value: object, where: str, node: str) -> None:
@@ -264,6 +296,8 @@ class Checkpoint:
         self.node = node
         self.durable = durable
         self.claims: dict[str, dict[str, Any]] = {}
+        # NICs unprepared while still in a pod's namespace: {PCI address: netdev record}, put back when they return
+        self.returning: dict[str, dict[str, Any]] = {}
 
     # -- messages --------------------------------------------------------------------
 
@@ -318,9 +352,11 @@ class Checkpoint:
                     f"no pod on this node uses those claims, {self._delete_specs()}"
                 )
             self.claims = {}
+            self.returning = {}
             return self.claims
         data = self._parse(raw, own)
         claims = self._check(data, own)
+        self.returning = self._check_returning(data.get("returning", {}), own)
         self.claims = claims
         return claims
 
@@ -417,6 +453,21 @@ class Checkpoint:
                 )
         return claims
 
+    def _check_returning(self, returning: Any, own: list[str]) -> dict[str, dict[str, Any]]:
+        """``returning``: ``{PCI address: netdev record}`` (absent in files of earlier releases)."""
+        try:
+            checked = _object(returning, "returning")
+            for bdf, record in checked.items():
+                if not is_bdf(bdf):
+                    raise _Invalid("returning", f"key {show(bdf)} is not a PCI address")
+                _check_netdev(record, f'returning["{bdf}"]')
+        except _Invalid as bad:
+            raise CheckpointError(
+                f"{self._where()}: {bad.field}: {bad.problem}; the file is damaged or was edited: fix that field, "
+                f"or {self._start_over(own)}"
+            ) from None
+        return dict(checked)
+
     # -- the state directory -----------------------------------------------------------
 
     def check_writable(self) -> None:
@@ -486,14 +537,22 @@ class Checkpoint:
 
     # -- writing ---------------------------------------------------------------------
 
-    def save(self, claims: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        """Write ``claims`` (default :attr:`claims`); :attr:`claims` is not changed. Raises OSError."""
-        data = {
+    def save(
+        self,
+        claims: Mapping[str, Mapping[str, Any]] | None = None,
+        returning: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Write ``claims`` and ``returning`` (default :attr:`claims`, :attr:`returning`); neither attribute is
+        changed. Raises OSError."""
+        data: dict[str, Any] = {
             "version": VERSION,
             "driver": self.driver,
             "node": self.node,
             "claims": dict(self.claims if claims is None else claims),
         }
+        returning = self.returning if returning is None else returning
+        if returning:  # only then: the file keeps the shape earlier releases and the sriov module read
+            data["returning"] = dict(returning)
         atomic_write(
             self.path,
             json.dumps(data, separators=(",", ":"), sort_keys=True).encode(),

@@ -4,7 +4,9 @@
 A GPU gets its device nodes (NVIDIA: ``nvidia<minor>`` and the control nodes;
 others: the DRI render node and card, AMD also ``kfd``) and its sharing
 settings; an RDMA NIC gets ``rdma_cm`` and its verbs nodes, and, when its
-network interface moves into the pod, the ``createRuntime`` hook that moves it.
+network interface moves into the pod, the ``createRuntime`` hook that moves it
+with the IPv4 addresses and routes it has on the host now (or those of the
+claim's ``NicConfig``), which the checkpoint keeps for Unprepare.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import netdev_addresses as layer3
 from .inventory import Inventory, Options
-from .netdev import netdevs_of
+from .netdev import netdevs_of, read_host
 from .sharing import gpu_sharing_edits
 
 NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -73,6 +76,48 @@ def gpu_edits(
     return edits
 
 
+def host_records(name: str) -> dict[str, Any] | None:
+    """The interface's state on the host now (:func:`~aligned_dra_driver.netdev.read_host`); PrepareError naming it."""
+    try:
+        records = read_host(name)
+    except Exception as exc:  # netlink errors carry their own type
+        raise PrepareError(f"reading the addresses and routes of {name}: {layer3.why(exc)}") from exc
+    if records is None:
+        return None
+    for key, most in (("addresses", layer3.MAX_HOST_ADDRESSES), ("routes", layer3.MAX_HOST_ROUTES)):
+        if len(records[key]) > most:
+            raise PrepareError(
+                f"{name} has {len(records[key])} IPv4 {key}; the driver keeps at most {most} to put back"
+            )
+    return records
+
+
+def hook_args(name: str, cfg: dict[str, Any], host: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """The hook's address and route arguments, and the pod's addresses (CIDR) for the claim's status.
+
+    The claim's ``NicConfig`` addresses and routes (``--address``, ``--route``) and the host's
+    that go with the NIC (``--host-address``, ``--host-route``, :func:`netdev_addresses.carried`).
+    """
+    args: list[str] = []
+    for address in cfg.get("addresses", []):
+        args += ["--address", address]
+    for route in cfg.get("routes", []):
+        args += ["--route", route["destination"] + ("," + route["gateway"] if route.get("gateway") else "")]
+    share = layer3.carried(host, cfg)
+    for key, most in (("addresses", layer3.MAX_POD_ADDRESSES), ("routes", layer3.MAX_POD_ROUTES)):
+        if len(share[key]) > most:
+            raise PrepareError(
+                f"{name} has {len(share[key])} IPv4 {key} to take into the pod, at most {most} go with a NIC: "
+                f"give the pod's {key} in the claim's NicConfig"
+            )
+    for record in share["addresses"]:
+        args += ["--host-address", layer3.address_arg(record)]
+    for record in share["routes"]:
+        args += ["--host-route", layer3.route_arg(record)]
+    ips = list(cfg["addresses"]) if "addresses" in cfg else [r["address"] for r in share["addresses"]]
+    return args, ips
+
+
 def nic_edits(
     opts: Options, topo: dict[str, Any], cfg: dict[str, Any], inventory: Inventory
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
@@ -103,6 +148,9 @@ def nic_edits(
         if now:
             original["name"] = now[0]
         name = cfg.get("interfaceName") or original["name"]
+        # its addresses and routes now, while it is on the host: the pod's share goes to the hook,
+        # all of them to the checkpoint (the kernel flushes them when the NIC leaves)
+        host = host_records(original["name"])
         args = [
             "aligned-dra-netdev-hook",
             "--pci-address",
@@ -114,10 +162,8 @@ def nic_edits(
         ]
         if cfg.get("mtu"):
             args += ["--mtu", str(cfg["mtu"])]
-        for address in cfg.get("addresses", []):
-            args += ["--address", address]
-        for route in cfg.get("routes", []):
-            args += ["--route", route["destination"] + ("," + route["gateway"] if route.get("gateway") else "")]
+        layer3_args, ips = hook_args(original["name"], cfg, host)
+        args += layer3_args
         if inventory.rdma_exclusive and rdma_names:
             args += ["--rdma-device", rdma_names[0]]
         edits["hooks"] = [{"hookName": "createRuntime", "path": opts.netdev_hook, "args": args, "timeout": 30}]
@@ -127,9 +173,13 @@ def nic_edits(
             "original_mtu": original.get("mtu"),
             "interface_name": name,
         }
+        if host is not None:
+            netdev_record.update(
+                original_up=host["up"], original_addresses=host["addresses"], original_routes=host["routes"]
+            )
         network = {"interfaceName": name}
-        if cfg.get("addresses"):
-            network["ips"] = list(cfg["addresses"])
+        if ips:
+            network["ips"] = ips
         if original.get("address"):
             network["hardwareAddress"] = original["address"]
     elif netdevs:

@@ -35,7 +35,7 @@ from .claim_locks import ClaimLocks
 from .collection import dra
 from .container_edits import PrepareError, gpu_edits, nic_edits
 from .inventory import Inventory, Options, scan
-from .netdev import restore_name
+from .netdev import netdevs_of, restore_name
 from .sharing import SharingError
 from .validation import claim_ref_problem, is_dns_label, is_uid, show
 
@@ -79,6 +79,8 @@ class Driver:
         self.inventory = Inventory([], {}, {}, False)
         # CDI specs that could not be written or removed on start: {uid: error}, retried by retry_restore
         self.restore_pending: dict[str, str] = {}
+        # serializes putting back the NICs of checkpoint.returning (the scan thread and Prepare)
+        self.returns_lock = threading.Lock()
         self.remove_unknown_specs = True  # off when the CDI directory could not be listed at start
 
     # -- start-up ------------------------------------------------------------------
@@ -161,11 +163,64 @@ class Driver:
         return {"rewritten": rewritten, "removed": removed, "pending": sorted(pending)}
 
     def rescan(self) -> bool:
-        """Probe again; True when the published devices changed."""
+        """Probe again; True when the published devices changed. NICs back from a pod get their state back."""
         inventory = scan(self.opts)
         changed = inventory.devices != self.inventory.devices
         self.inventory = inventory
+        if self.checkpoint.returning:
+            self.finish_returns()
         return changed
+
+    # -- NICs back from a pod ------------------------------------------------------------
+
+    def _restore_nic(self, pci_address: str, netdev: dict[str, Any]) -> str:
+        """Name, MTU, state, addresses and routes of a NIC back on the host (netdev.restore_name's outcome)."""
+        # entries written before the state and addresses were recorded have neither
+        return restore_name(
+            self.opts.sysfs_root,
+            pci_address,
+            netdev["original_name"],
+            netdev.get("original_mtu"),
+            up=netdev.get("original_up"),
+            records={
+                "addresses": netdev.get("original_addresses") or [],
+                "routes": netdev.get("original_routes") or [],
+            },
+        )
+
+    def _pci_present(self, pci_address: str) -> bool:
+        return os.path.isdir(os.path.join(self.opts.sysfs_root, "bus", "pci", "devices", pci_address))
+
+    def _in_a_pod(self, pci_address: str) -> bool:
+        """The PCI function is on the node, and none of its interfaces is in the host namespace (sysfs lists none)."""
+        return self._pci_present(pci_address) and not netdevs_of(self.opts.sysfs_root, pci_address)
+
+    def finish_returns(self) -> list[str]:
+        """Put back the NICs unprepared while still in a pod's namespace that are on the host now; their addresses.
+
+        The kernel moves a NIC back when the pod's namespace is destroyed, which may come after
+        Unprepare. One whose PCI function is gone is dropped; a failure is logged and retried.
+        """
+        done: list[str] = []
+        with self.returns_lock:
+            for pci_address, netdev in sorted(self.checkpoint.returning.items()):
+                if not self._pci_present(pci_address):
+                    LOG.warning("%s is no longer on this node: its host settings are dropped", pci_address)
+                    done.append(pci_address)
+                    continue
+                try:
+                    outcome = self._restore_nic(pci_address, netdev)
+                except Exception as exc:  # netlink errors carry their own type; retried on the next scan
+                    LOG.error("putting %s back on the host failed (retried): %s", pci_address, exc)
+                    continue
+                if outcome != "absent":
+                    LOG.info("%s is back on the host: %s, with its addresses and routes", pci_address, outcome)
+                    done.append(pci_address)
+            if done:
+                error = self._commit(returned=done)
+                if error:
+                    return []
+        return done
 
     # -- shared by Prepare and Unprepare -----------------------------------------------
 
@@ -247,8 +302,15 @@ class Driver:
                 self.claim_locks.release(uid)
         return answers
 
-    def _commit(self, add: dict[str, dict[str, Any]] | None = None, remove: list[str] | None = None) -> str | None:
-        """Write the committed claims with ``add`` and without ``remove``; memory follows only a good write.
+    def _commit(
+        self,
+        add: dict[str, dict[str, Any]] | None = None,
+        remove: list[str] | None = None,
+        returning: dict[str, dict[str, Any]] | None = None,
+        returned: list[str] | None = None,
+    ) -> str | None:
+        """Write the committed claims with ``add`` and without ``remove``, the NICs still to come back from a pod
+        with ``returning`` and without ``returned``; memory follows only a good write.
 
         Returns None, or the error (the checkpoint on disk and in memory are unchanged).
         """
@@ -257,14 +319,19 @@ class Driver:
             candidate.update(add or {})
             for uid in remove or []:
                 candidate.pop(uid, None)
+            coming = dict(self.checkpoint.returning)
+            coming.update(returning or {})
+            for pci_address in returned or []:
+                coming.pop(pci_address, None)
             try:
-                self.checkpoint.save(candidate)
+                self.checkpoint.save(candidate, coming)
             except OSError as exc:
                 LOG.error("writing the checkpoint %s failed: %s", self.checkpoint.path, exc)
                 if self.metrics is not None:
                     self.metrics.errors.labels(operation="checkpoint").inc()
                 return f"writing the checkpoint {self.checkpoint.path}: {exc}"
             self.checkpoint.claims = candidate  # replaced whole: readers without the lock see one version
+            self.checkpoint.returning = coming
             if self.metrics is not None:
                 self.metrics.prepared_claims.set(len(candidate))
         return None
@@ -396,6 +463,14 @@ class Driver:
                 if vendor:
                     ids.append(vendor)
             else:
+                if (
+                    topo["pci_address"] in self.checkpoint.returning
+                    and topo["pci_address"] not in self.finish_returns()
+                ):
+                    raise PrepareError(
+                        f"{device_name} has not come back to the host from its last pod yet (the kernel moves it "
+                        "back when that pod's network namespace is destroyed); the kubelet retries"
+                    )
                 edits, netdev, network = nic_edits(self.opts, topo, cfg, inventory)
                 if netdev:
                     record["netdev"] = netdev
@@ -455,6 +530,7 @@ class Driver:
         answers: dict[str, str] = {}
         removed: dict[str, dict[str, Any]] = {}
         requested: dict[str, tuple[str, str]] = {}
+        returning: dict[str, dict[str, Any]] = {}
         held: list[str] = []
         try:
             for namespace, uid, name in _unique_sorted(claims):
@@ -470,18 +546,18 @@ class Driver:
                     continue
                 held.append(uid)
                 entry = self.checkpoint.claims.get(uid)
+                coming: dict[str, dict[str, Any]] = {}
                 try:
                     cdi.remove_spec(self.opts.cdi_dir, uid)
                     for device in (entry or {}).get("devices", []):
                         netdev = device.get("netdev")
                         if netdev:
-                            outcome = restore_name(
-                                self.opts.sysfs_root,
-                                device["pci_address"],
-                                netdev["original_name"],
-                                netdev.get("original_mtu"),
-                            )
+                            outcome = self._restore_nic(device["pci_address"], netdev)
                             LOG.info("claim %s: %s %s", uid, device["pci_address"], outcome)
+                            if outcome == "absent" and self._in_a_pod(device["pci_address"]):
+                                # still in the pod's namespace (the kernel moves it back when that goes):
+                                # put back when it appears
+                                coming[device["pci_address"]] = netdev
                 except Exception as exc:  # netlink or file errors: keep the claim so that kubelet retries
                     if entry is not None:
                         self._ensure_spec(uid, entry)
@@ -493,8 +569,9 @@ class Driver:
                 if entry is not None:
                     removed[uid] = entry
                     requested[uid] = (namespace, name)
+                    returning.update(coming)
             if removed:
-                error = self._commit(remove=list(removed))
+                error = self._commit(remove=list(removed), returning=returning)
                 if error:
                     for uid, entry in removed.items():
                         self._ensure_spec(uid, entry)  # still prepared: its spec stays usable

@@ -8,6 +8,15 @@ never by a name that may have changed), moves it into ``/proc/<pid>/ns/net``,
 renames it, sets the MTU, adds addresses and routes, brings it up and, in RDMA
 exclusive mode, moves the RDMA device into the same namespace.
 
+Addresses and routes come from the claim's ``NicConfig`` (``--address``,
+``--route``: a route replaces the pod's route of the same destination and metric)
+and from the host (``--host-address``, ``--host-route``: what the NIC had there
+when the claim was prepared, see :mod:`aligned_dra_driver.netdev_addresses`; a
+route another interface of the pod holds is refused, never replaced). The kernel
+flushes a link's addresses and routes when it changes namespace, so the hook
+reads the host's right before the move, and every way back to the host (a step
+after the move failed) puts them back.
+
 It is idempotent: every container of a pod shares the sandbox's network
 namespace, so the second container's run finds the interface already there
 under its pod name and only makes sure MTU, addresses, routes and state are
@@ -29,6 +38,7 @@ import subprocess
 import sys
 from typing import Any
 
+from . import netdev_addresses as layer3
 from .config import MAX_ADDRESSES, MAX_ROUTES, interface_address, route_spec
 from .netdev import netdevs_of
 from .validation import is_bdf, is_ifname, is_rdma_name, show
@@ -80,6 +90,22 @@ def _route(text: str) -> tuple[Any, Any]:
         raise argparse.ArgumentTypeError(f"{show(text)} is not DESTINATION[,GATEWAY]: {exc}") from exc
 
 
+def _host_address(text: str) -> dict[str, Any]:
+    try:
+        return layer3.parse_address_arg(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{show(text)} is not CIDR[,brd=A][,metric=N][,noprefixroute]: {exc}") from exc
+
+
+def _host_route(text: str) -> dict[str, Any]:
+    try:
+        return layer3.parse_route_arg(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{show(text)} is not DEST[,GATEWAY][,metric=N][,src=A][,scope=N][,proto=N][,onlink]: {exc}"
+        ) from exc
+
+
 def _rdma(text: str) -> str:
     if not is_rdma_name(text):
         raise argparse.ArgumentTypeError(f"{show(text)} is not an RDMA device name")
@@ -109,6 +135,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mtu", type=_mtu)
     p.add_argument("--address", action="append", default=[], type=_address)
     p.add_argument("--route", action="append", default=[], type=_route)
+    p.add_argument("--host-address", action="append", default=[], type=_host_address, help="IPv4, from the host")
+    p.add_argument("--host-route", action="append", default=[], type=_host_route, help="IPv4, from the host")
     p.add_argument("--rdma-device", type=_rdma, help="move this RDMA device too (RDMA exclusive mode)")
     p.add_argument("--state-file", type=_file, help="read the OCI state from this file instead of standard input")
     return p
@@ -122,6 +150,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"at most {MAX_ADDRESSES} --address options")
     if len(args.route) > MAX_ROUTES:
         p.error(f"at most {MAX_ROUTES} --route options")
+    if len(args.host_address) > layer3.MAX_POD_ADDRESSES:
+        p.error(f"at most {layer3.MAX_POD_ADDRESSES} --host-address options")
+    if len(args.host_route) > layer3.MAX_POD_ROUTES:
+        p.error(f"at most {layer3.MAX_POD_ROUTES} --host-route options")
     return args
 
 
@@ -201,22 +233,36 @@ def _same_namespace(first: str, second: str) -> bool:
 
 
 def _configure(ipr: Any, index: int, args: argparse.Namespace, current_name: str) -> None:
+    """Name, MTU, addresses, state and routes in the pod; each present one is left (a second container).
+
+    The host's addresses and routes first (a NicConfig route may go through their network),
+    the claim's after; a failure names the interface and what the kernel refused.
+    """
     if current_name != args.name:
         ipr.link("set", index=index, state="down")
         ipr.link("set", index=index, ifname=args.name)
     if args.mtu:
         ipr.link("set", index=index, mtu=args.mtu)
+    layer3.add_addresses(ipr, index, args.name, args.host_address)
     present = {(a.get_attr("IFA_ADDRESS"), a["prefixlen"]) for a in ipr.get_addr(index=index)}
     for address in args.address:
         key = (str(address.ip), address.network.prefixlen)
         if key not in present:
-            ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
+            try:
+                ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
+            except Exception as exc:  # netlink errors carry their own type
+                raise HookError(f"{args.name}: adding address {address} failed: {layer3.why(exc)}") from exc
     ipr.link("set", index=index, state="up")
+    layer3.add_routes(ipr, index, args.name, args.host_route, in_pod=True)
     for destination, gateway in args.route:
         spec: dict[str, Any] = {"dst": str(destination), "oif": index}
         if gateway is not None:
             spec["gateway"] = str(gateway)
-        ipr.route("replace", **spec)
+        try:
+            ipr.route("replace", **spec)
+        except Exception as exc:  # netlink errors carry their own type
+            shown = f"{destination} via {gateway}" if gateway is not None else str(destination)
+            raise HookError(f"{args.name}: adding route {shown} failed: {layer3.why(exc)}") from exc
 
 
 # The hook runs as root with the environment the runtime gives it: the tools it runs come from these
@@ -289,9 +335,10 @@ def move_rdma(device: str, pid: int) -> str:
     return "moved"
 
 
-def _link_facts(ipr: Any, index: int) -> dict[str, Any]:
+def _link_facts(ipr: Any, index: int, records: bool = False) -> dict[str, Any]:
+    """The link's MTU limits, state and parent device; with ``records`` its IPv4 addresses and routes too."""
     (link,) = ipr.get_links(index)
-    return {
+    facts = {
         "mtu": link.get_attr("IFLA_MTU"),
         "min_mtu": link.get_attr("IFLA_MIN_MTU"),
         "max_mtu": link.get_attr("IFLA_MAX_MTU"),
@@ -299,6 +346,21 @@ def _link_facts(ipr: Any, index: int) -> dict[str, Any]:
         "parent_bus": link.get_attr("IFLA_PARENT_DEV_BUS_NAME"),
         "parent_dev": link.get_attr("IFLA_PARENT_DEV_NAME"),
     }
+    if records:
+        facts["records"] = layer3.read(ipr, index)
+    return facts
+
+
+def _put_back(ipr: Any, index: int, name: str, facts: dict[str, Any]) -> str:
+    """The host's addresses and routes back on the link (its routes need it up); what could not be, in words, or ''."""
+    records = facts.get("records") or {}
+    if not (records.get("addresses") or records.get("routes")):
+        return ""
+    try:
+        failed, left_out = layer3.put_back(ipr, index, name, records)
+    except Exception as exc:  # the dump itself failed: netlink errors carry their own type
+        return f"; putting back the addresses and routes of {name}: {layer3.why(exc)}"
+    return "".join(f"; {said}" for said in failed + left_out)
 
 
 def _check_mtu(args: argparse.Namespace, facts: dict[str, Any], name: str) -> None:
@@ -310,7 +372,8 @@ def _check_mtu(args: argparse.Namespace, facts: dict[str, Any], name: str) -> No
 
 
 def _move_back(netns: str, own_ns: str, name: str, original: str, facts: dict[str, Any]) -> str:
-    """Undo a move: the interface back where it was found (the hook's namespace), with its name, MTU and state."""
+    """Undo a move: the interface back where it was found (the hook's namespace), with its name, MTU, state,
+    addresses and routes."""
     with _netlink(netns) as inside:
         indexes = inside.link_lookup(ifname=name) or inside.link_lookup(ifname=original)
         if not indexes:
@@ -327,12 +390,19 @@ def _move_back(netns: str, own_ns: str, name: str, original: str, facts: dict[st
             inside.link("set", index=index, net_ns_fd=fd)
         finally:
             os.close(fd)
-    if facts.get("up"):
-        with _netlink() as host:
-            indexes = host.link_lookup(ifname=original)
-            if indexes:
+    left_out = ""
+    with _netlink() as host:
+        indexes = host.link_lookup(ifname=original)
+        if indexes:
+            if facts.get("up"):
                 host.link("set", index=indexes[0], state="up")
-    return f"{original} is back in the host namespace"
+            left_out = _put_back(host, indexes[0], original, facts)
+    if not left_out:
+        kept = facts.get("records") or {}
+        if kept.get("addresses") or kept.get("routes"):
+            return f"{original} is back in the host namespace with its addresses and routes"
+        return f"{original} is back in the host namespace"
+    return f"{original} is back in the host namespace{left_out}"
 
 
 def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
@@ -342,7 +412,9 @@ def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
     and is not the host's (PID 1's under ``--procfs-root``), the interface exists,
     the MTU is within the device's limits, and no other interface in the pod has
     the name. A netlink call that fails after the move is undone: the interface
-    goes back to the host with its original name, MTU and state.
+    goes back to the host with its original name, MTU, state, addresses and routes
+    (read right before the move, which flushes them); so does a move that fails
+    after the link was set down (which flushes its routes).
     """
     pid = state["pid"]
     netns = os.path.join(args.procfs_root, str(pid), "ns", "net")
@@ -363,7 +435,8 @@ def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
         for candidate in host_names:
             indexes = host.link_lookup(ifname=candidate)
             if indexes:
-                moving = (candidate, indexes[0], _link_facts(host, indexes[0]))
+                # its addresses and routes too: the move flushes them, a way back puts them back
+                moving = (candidate, indexes[0], _link_facts(host, indexes[0], records=True))
                 break
     with _netlink(netns) as inside:
         if moving is not None:
@@ -399,9 +472,12 @@ def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
                 host.link("set", index=index, state="down")
                 try:
                     host.link("set", index=index, net_ns_fd=fd)
-                except Exception:
-                    if facts["up"]:
+                except Exception as exc:
+                    if facts["up"]:  # down flushed its routes: they come back with the state
                         host.link("set", index=index, state="up")
+                        left_out = _put_back(host, index, name, facts)
+                        if left_out:
+                            raise HookError(f"moving {name} into the pod failed ({layer3.why(exc)}){left_out}") from exc
                     raise
             finally:
                 os.close(fd)
@@ -418,7 +494,8 @@ def run(args: argparse.Namespace, state: dict[str, Any]) -> str:
                 undone = _move_back(netns, own_ns, args.name, name, facts)
             except Exception as again:  # netlink errors carry their own type
                 undone = f"moving it back failed too: {type(again).__name__}: {again}"
-            raise HookError(f"configuring {name} in the pod failed ({type(exc).__name__}: {exc}); {undone}") from exc
+            said = str(exc) if isinstance(exc, (HookError, layer3.Layer3Error)) else f"{type(exc).__name__}: {exc}"
+            raise HookError(f"configuring {name} in the pod failed ({said}); {undone}") from exc
         return "moved"
     if args.rdma_device:
         move_rdma(args.rdma_device, pid)

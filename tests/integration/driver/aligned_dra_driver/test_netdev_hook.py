@@ -138,6 +138,36 @@ def test_moves_renames_and_configures_then_is_idempotent(veth, pod, node):
     assert links_in(pod)["net1"]["addresses"].count("10.77.0.2") == 1
 
 
+def test_the_hosts_addresses_and_routes_are_added_once_whatever_the_containers(veth, pod, node):
+    host = ["--host-address", "10.76.0.5/24,brd=10.76.0.255", "--host-address", "10.76.0.6/24"]
+    host += ["--host-route", "10.79.0.0/16,10.76.0.1,scope=0,proto=4"]
+    host += ["--host-route", "10.80.0.9/32,metric=10,scope=253,proto=3"]
+    for outcome in ("moved", "in-place", "in-place"):
+        done = run_hook(node, pod, *host, "--address", "10.77.0.2/24")
+        assert done.returncode == 0 and outcome in done.stderr, done.stderr
+        addresses = subprocess.run(
+            ["nsenter", f"--net=/proc/{pod}/ns/net", "ip", "-4", "-o", "addr", "show", "dev", "net1"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        # the kernel lists primary addresses first
+        assert [line.split()[3] for line in addresses.splitlines()] == ["10.76.0.5/24", "10.77.0.2/24", "10.76.0.6/24"]
+        assert "brd 10.76.0.255" in addresses.splitlines()[0] and "secondary" in addresses.splitlines()[2]
+        routes = subprocess.run(
+            ["nsenter", f"--net=/proc/{pod}/ns/net", "ip", "-4", "route", "show", "dev", "net1"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        assert sorted(line.replace(" linkdown", "").strip() for line in routes) == [  # the peer is down
+            "10.76.0.0/24 proto kernel scope link src 10.76.0.5",
+            "10.77.0.0/24 proto kernel scope link src 10.77.0.2",
+            "10.79.0.0/16 via 10.76.0.1 proto static",
+            "10.80.0.9 scope link metric 10",  # protocol boot, which ip does not show
+        ]
+
+
 @pytest.mark.parametrize(
     ("extra", "stdin", "needle"),
     [
@@ -213,6 +243,39 @@ def test_restore_name_puts_a_returned_nic_back(veth, node):
     assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "in-place"
     (net / HOST).rename(net.parent / "gone")
     assert restore_name(str(node.sys), h.NIC_BDF, HOST) == "absent"
+
+
+def test_restore_name_gives_a_nic_back_under_its_own_name_its_state_addresses_and_routes(veth, node):
+    """The kernel brings a NIC back from a pod down, with the pod's MTU and nothing else: in place, all comes back."""
+    from aligned_dra_driver import netdev_addresses as layer3
+    from aligned_dra_driver.netdev import restore_name
+    from pyroute2 import IPRoute
+
+    records = {
+        "addresses": [layer3.parse_address_arg("10.76.0.5/24,brd=10.76.0.255")],
+        "routes": [
+            {**layer3.parse_route_arg("10.79.0.0/16,10.76.0.1,scope=0,proto=4"), "table": 200 + os.getpid() % 1000},
+            layer3.parse_route_arg("10.81.0.0/16,10.99.0.1,scope=0,proto=4"),  # a gateway on no network of the NIC
+        ],
+    }
+    with IPRoute() as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname=HOST)[0], mtu=1400)  # the pod's, and down
+    with pytest.raises(layer3.Layer3Error) as refused:
+        restore_name(str(node.sys), h.NIC_BDF, HOST, mtu=1500, up=True, records=records)
+    assert str(refused.value) == (
+        f"{HOST}: adding route 10.81.0.0/16,10.99.0.1,scope=0,proto=4 failed: Network is unreachable (errno 101)"
+    )
+    assert host_link(HOST) == {"mtu": 1500, "up": True}  # and everything else is there
+    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", HOST], capture_output=True, text=True).stdout
+    assert "inet 10.76.0.5/24 brd 10.76.0.255" in shown
+    table = str(records["routes"][0]["table"])
+    shown = subprocess.run(["ip", "-4", "route", "show", "table", table], capture_output=True, text=True).stdout
+    assert f"10.79.0.0/16 via 10.76.0.1 dev {HOST} proto static" in shown
+    # the kubelet's retry adds nothing twice; without the refused route it succeeds
+    records["routes"].pop()
+    assert restore_name(str(node.sys), h.NIC_BDF, HOST, mtu=1500, up=True, records=records) == "in-place"
+    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", HOST], capture_output=True, text=True).stdout
+    assert shown.count("inet ") == 1
 
 
 RDMA_STAND_IN = """#!/bin/sh

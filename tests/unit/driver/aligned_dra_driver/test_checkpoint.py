@@ -23,6 +23,17 @@ UID = "0b0e7d5c-1f2a-4c3d-9e8f-0123456789ab"
 OTHER_UID = "5f1c2b3a-0000-4000-8000-00000000beef"
 SHARE = "9a8b7c6d-1111-4222-8333-444455556666"
 DELETE = object()  # mutate(): remove the key
+ADDRESS = {"address": "192.168.128.5/21", "broadcast": "192.168.135.255", "metric": 0, "noprefixroute": False}
+ROUTE = {
+    "destination": "192.168.136.0/21",
+    "gateway": "192.168.128.1",
+    "metric": 0,
+    "source": None,
+    "scope": 0,
+    "protocol": 4,
+    "table": 254,
+    "onlink": False,
+}
 
 
 def entry(uid: str = UID, node: str = NODE) -> dict[str, Any]:
@@ -39,7 +50,14 @@ def entry(uid: str = UID, node: str = NODE) -> dict[str, Any]:
                 "kind": "nic",
                 "cdi_device_ids": [f"aligned.dev/claim={uid}-nic-0000-1d-00-0"],
                 "share_id": None,
-                "netdev": {"original_name": "ens1f0", "interface_name": "net1", "original_mtu": 1500},
+                "netdev": {
+                    "original_name": "ens1f0",
+                    "interface_name": "net1",
+                    "original_mtu": 1500,
+                    "original_up": True,
+                    "original_addresses": [dict(ADDRESS)],
+                    "original_routes": [dict(ROUTE)],
+                },
             },
             {
                 "pool": node,
@@ -152,6 +170,39 @@ def test_a_load_returns_exactly_what_was_stored_unknown_keys_included(tmp_path):
     write(tmp_path, document(claims, written_by="0.2.0"))
     assert store(tmp_path).load([UID, OTHER_UID]) == claims
     assert store(tmp_path).load() == claims  # specs of ours are no condition for a good file
+
+
+def test_an_entry_of_an_earlier_release_without_the_nics_host_state_loads(tmp_path):
+    old = entry()
+    for key in ("original_up", "original_addresses", "original_routes"):
+        del old["devices"][0]["netdev"][key]
+    write(tmp_path, document({UID: old}))
+    assert store(tmp_path).load([UID]) == {UID: old}
+
+
+def test_the_nics_still_to_come_back_are_kept_and_the_file_has_no_key_without_them(tmp_path):
+    checkpoint = store(tmp_path)
+    checkpoint.save({UID: entry()})
+    assert "returning" not in json.loads((tmp_path / "checkpoint.json").read_text())  # the shape others read
+    netdev = entry()["devices"][0]["netdev"]
+    checkpoint.save({}, {"0000:1d:00.0": netdev})
+    again = store(tmp_path)
+    assert again.load() == {} and again.returning == {"0000:1d:00.0": netdev}
+
+
+@pytest.mark.parametrize(
+    ("returning", "needle"),
+    [
+        ([], "returning: a list, not an object"),
+        ({"eth0": {}}, "returning: key 'eth0' is not a PCI address"),
+        ({"0000:1d:00.0": {"original_name": "a/b"}}, "returning[\"0000:1d:00.0\"].original_name: 'a/b' is not"),
+        ({"0000:1d:00.0": {"original_name": "e", "interface_name": "n"}}, "original_mtu: missing"),
+    ],
+)
+def test_a_malformed_returning_is_refused_naming_it(tmp_path, returning, needle):
+    write(tmp_path, document({}, returning=returning))
+    message = refused(tmp_path)
+    assert needle in message and "mv " in message, message
 
 
 def test_an_empty_claims_object_loads(tmp_path):
@@ -359,6 +410,30 @@ FIELD_CASES = [
     (f"{NET}.original_mtu", True, ".devices[0].netdev.original_mtu", "True is not null or an MTU"),
     (f"{NET}.original_mtu", "1500", ".devices[0].netdev.original_mtu", "is not null or an MTU"),
     (f"{NET}.original_mtu", DELETE, ".devices[0].netdev.original_mtu", "missing"),
+    (f"{NET}.original_up", "yes", ".devices[0].netdev.original_up", "'yes' is not true or false"),
+    (f"{NET}.original_addresses", {}, ".devices[0].netdev.original_addresses", "an object, not a list"),
+    (f"{NET}.original_addresses", [ADDRESS] * 65, ".devices[0].netdev.original_addresses", "65 entries, at most 64"),
+    (f"{NET}.original_addresses.0", "10.0.0.1/24", ".devices[0].netdev.original_addresses[0]", "must be an object"),
+    (f"{NET}.original_addresses.0.address", "10.0.0.1", ".devices[0].netdev.original_addresses[0]", "prefix length"),
+    (f"{NET}.original_addresses.0.address", "fd00::1/64", ".devices[0].netdev.original_addresses[0]", "IPv4"),
+    (f"{NET}.original_addresses.0.broadcast", "x", ".devices[0].netdev.original_addresses[0]", "broadcast 'x' is not"),
+    (f"{NET}.original_addresses.0.metric", -1, ".devices[0].netdev.original_addresses[0]", "metric -1 is not"),
+    (f"{NET}.original_addresses.0.noprefixroute", 1, ".devices[0].netdev.original_addresses[0]", "true or false"),
+    (f"{NET}.original_addresses.0.label", "x", ".devices[0].netdev.original_addresses[0]", "exactly address"),
+    (f"{NET}.original_routes", None, ".devices[0].netdev.original_routes", "null, not a list"),
+    (f"{NET}.original_routes.0.destination", "10.0.0.1/33", ".devices[0].netdev.original_routes[0]", "destination"),
+    (
+        f"{NET}.original_routes.0.gateway",
+        "fd00::1",
+        ".devices[0].netdev.original_routes[0]",
+        "gateway 'fd00::1' is not",
+    ),
+    (f"{NET}.original_routes.0.source", 7, ".devices[0].netdev.original_routes[0]", "source 7 is not"),
+    (f"{NET}.original_routes.0.scope", 256, ".devices[0].netdev.original_routes[0]", "scope 256 is not"),
+    (f"{NET}.original_routes.0.protocol", True, ".devices[0].netdev.original_routes[0]", "protocol True is not"),
+    (f"{NET}.original_routes.0.table", 0, ".devices[0].netdev.original_routes[0]", "table 0 is not a routing"),
+    (f"{NET}.original_routes.0.onlink", "no", ".devices[0].netdev.original_routes[0]", "onlink must be"),
+    (f"{NET}.original_routes.0.metric", DELETE, ".devices[0].netdev.original_routes[0]", "exactly destination"),
     (SPEC, DELETE, ".cdi_spec", "missing"),
     (SPEC, [], ".cdi_spec", "a list, not an object"),
     (f"{SPEC}.cdiVersion", 5, ".cdi_spec.cdiVersion", "5 is not a string"),

@@ -91,7 +91,7 @@ def test_a_failing_checkpoint_write_prepares_nothing(node, monkeypatch):
     driver, kube = make(node)
     ref = kube.add(h.claim_object("c", [{"request": "gpu", "device": h.GPU}]))
 
-    def fail(claims=None) -> None:
+    def fail(claims=None, returning=None) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(driver.checkpoint, "save", fail)
@@ -233,7 +233,11 @@ def test_unprepare_clears_the_status_after_the_checkpoint(node, monkeypatch):
     assert all("error" not in a for a in driver.prepare([first, second]).values())
     saved = []
     real_save = driver.checkpoint.save
-    monkeypatch.setattr(driver.checkpoint, "save", lambda claims=None: (saved.append(set(claims)), real_save(claims)))
+    monkeypatch.setattr(
+        driver.checkpoint,
+        "save",
+        lambda claims=None, returning=None: (saved.append(set(claims)), real_save(claims, returning)),
+    )
     assert driver.unprepare([first]) == {first[1]: ""}
     assert driver.checkpoint.claims.keys() == {second[1]}
     assert driver.unprepare([second, first]) == {second[1]: "", first[1]: ""}
@@ -359,7 +363,7 @@ def test_a_full_state_disk_during_unprepare_keeps_the_claim_until_the_checkpoint
     content = spec.read_bytes()
     real_save = drv.Checkpoint.save
 
-    def full(self, claims=None):
+    def full(self, claims=None, returning=None):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(drv.Checkpoint, "save", full)

@@ -6,7 +6,8 @@ standard error) or 2 (a bad command line, argparse's message), never a
 traceback; and a run that does not succeed must leave every network namespace
 exactly as it found it. Real veths in namespaces would cost a namespace move
 per example, so the netlink layer is the strict fake below; the same refusals
-run on real veths in tests/integration/driver/aligned_dra_driver/test_netdev_hook.py.
+run on real veths in tests/integration/driver/aligned_dra_driver/test_netdev_hook.py, and the fake
+(tests/fake_netlink.py) is held to the kernel's answers in tests/unit/test_fake_netlink.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import contextlib
 import copy
 import errno
 import io
-import ipaddress
 import json
 import os
 import shutil
@@ -26,160 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.fake_netlink import FakeIPRoute, FakeKernel
 
 HOST_NIC = "aldnic0"  # the fixture NIC's name in the host (its sysfs entry)
 POD_PID, HOST_NET_PID, GONE_PID = 4242, 77, 999
 EXAMPLES = int(os.environ.get("ALIGNED_DRA_FUZZ_EXAMPLES", "10000"))
-
-
-class FakeNetlinkError(Exception):
-    """Raised like pyroute2's NetlinkError: (errno, message)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(code, message)
-        self.code = code
-
-
-class Msg(dict):
-    def __init__(self, attrs: dict, **fields) -> None:
-        super().__init__(**fields)
-        self.attrs = attrs
-
-    def get_attr(self, name):
-        return self.attrs.get(name)
-
-
-def _kernel_name_ok(name) -> bool:
-    """The kernel's dev_valid_name: 1..15 bytes, not . or .., no / : or white space."""
-    if not isinstance(name, str) or name in (".", ".."):
-        return False
-    raw = name.encode("utf-8", "surrogatepass")
-    return 0 < len(raw) < 16 and not any(c in name for c in "/:") and not any(c.isspace() for c in name)
-
-
-class FakeKernel:
-    """TEST FAKE: network namespaces with links, addresses and routes, as strict as the kernel where the hook
-    depends on it (tests only, never shipped).
-
-    A namespace is named by a file (``<procfs>/<pid>/ns/net``); an fd or path is mapped to it by inode, as
-    ``net_ns_fd`` works. Refused like the kernel: invalid or taken names (EINVAL, EEXIST), an MTU outside the
-    link's min/max (EINVAL), a duplicate address (EEXIST), a route whose gateway is on no connected network of
-    the link or of the other family (ENETUNREACH, EINVAL), a move onto a taken name (EEXIST). A move flushes the
-    link's addresses and routes and leaves it down. ``fail_at`` makes the n-th changing call fail with EBUSY,
-    standing in for the refusals a real NIC driver may add.
-    """
-
-    def __init__(self, files: dict[str, str]) -> None:
-        self.files = files  # namespace key -> file
-        self.state: dict[str, dict] = {key: {"links": {}, "routes": []} for key in files}
-        self.fail_at: int | None = None
-        self.changes = 0
-
-    def add_link(self, ns: str, index: int, name: str, mtu: int = 1500, max_mtu: int = 9000, up: bool = True):
-        self.state[ns]["links"][index] = {"name": name, "mtu": mtu, "min": 68, "max": max_mtu, "up": up, "addrs": []}
-
-    def key_of_inode(self, inode: int) -> str:
-        for key, path in self.files.items():
-            if os.stat(path).st_ino == inode:
-                return key
-        raise FakeNetlinkError(22, "not a network namespace")
-
-    def change(self) -> None:
-        self.changes += 1
-        if self.fail_at is not None and self.changes == self.fail_at:
-            raise FakeNetlinkError(16, "Device or resource busy")
-
-
-class FakeIPRoute:
-    """pyroute2.IPRoute's calls the hook makes, on a FakeKernel."""
-
-    def __init__(self, kernel: FakeKernel, netns: str | None = None) -> None:
-        self.kernel = kernel
-        self.ns = "host" if netns is None else kernel.key_of_inode(os.stat(netns).st_ino)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    @property
-    def links(self) -> dict:
-        return self.kernel.state[self.ns]["links"]
-
-    def _link(self, index: int) -> dict:
-        if index not in self.links:
-            raise FakeNetlinkError(19, "No such device")
-        return self.links[index]
-
-    def link_lookup(self, ifname):
-        return [i for i, link in self.links.items() if link["name"] == ifname]
-
-    def get_links(self, index):
-        link = self._link(index)
-        attrs = {"IFLA_IFNAME": link["name"], "IFLA_MTU": link["mtu"], "IFLA_MIN_MTU": link["min"]}
-        attrs["IFLA_MAX_MTU"] = link["max"]
-        if link.get("parent"):
-            attrs["IFLA_PARENT_DEV_BUS_NAME"], attrs["IFLA_PARENT_DEV_NAME"] = link["parent"]
-        return [Msg(attrs, index=index, flags=1 if link["up"] else 0)]
-
-    def get_addr(self, index):
-        return [Msg({"IFA_ADDRESS": a}, prefixlen=p) for a, p in self._link(index)["addrs"]]
-
-    def link(self, command, index, **kw):
-        assert command == "set"
-        link = self._link(index)
-        self.kernel.change()
-        if "ifname" in kw:
-            name = kw["ifname"]
-            if not _kernel_name_ok(name):
-                raise FakeNetlinkError(22, "Invalid argument")
-            if self.link_lookup(name) not in ([], [index]):
-                raise FakeNetlinkError(17, "File exists")
-            if link["up"]:
-                raise FakeNetlinkError(16, "Device or resource busy")  # a running device cannot be renamed
-            link["name"] = name
-        if "mtu" in kw:
-            if not isinstance(kw["mtu"], int) or not link["min"] <= kw["mtu"] <= link["max"]:
-                raise FakeNetlinkError(22, "Invalid argument")
-            link["mtu"] = kw["mtu"]
-        if "state" in kw:
-            link["up"] = kw["state"] == "up"
-        if "net_ns_fd" in kw:
-            target = self.kernel.key_of_inode(os.fstat(kw["net_ns_fd"]).st_ino)
-            other = self.kernel.state[target]["links"]
-            if any(item["name"] == link["name"] for item in other.values()):
-                raise FakeNetlinkError(17, "File exists")
-            del self.links[index]
-            self.kernel.state[self.ns]["routes"] = [r for r in self.kernel.state[self.ns]["routes"] if r[0] != index]
-            new_index = index if index not in other else max(other) + 1
-            other[new_index] = {**link, "up": False, "addrs": []}
-
-    def addr(self, command, index, address, prefixlen):
-        assert command == "add"
-        link = self._link(index)
-        self.kernel.change()
-        if (address, prefixlen) in link["addrs"]:
-            raise FakeNetlinkError(17, "File exists")
-        ipaddress.ip_interface(f"{address}/{prefixlen}")
-        link["addrs"].append((address, prefixlen))
-
-    def route(self, command, dst, oif, gateway=None):
-        assert command == "replace"
-        link = self._link(oif)
-        self.kernel.change()
-        network = ipaddress.ip_network(dst)
-        if not link["up"]:
-            raise FakeNetlinkError(100, "Network is down")
-        if gateway is not None:
-            gw = ipaddress.ip_address(gateway)
-            if gw.version != network.version:
-                raise FakeNetlinkError(22, "Invalid argument")
-            connected = [ipaddress.ip_interface(f"{a}/{p}").network for a, p in link["addrs"]]
-            if not any(gw in net for net in connected if net.version == gw.version):
-                raise FakeNetlinkError(101, "Network is unreachable")
-        routes = [r for r in self.kernel.state[self.ns]["routes"] if r[1] != dst]
-        self.kernel.state[self.ns]["routes"] = [*routes, (oif, dst, gateway)]
 
 
 @pytest.fixture(scope="module")
@@ -206,6 +57,16 @@ def fresh_kernel(procfs: str) -> FakeKernel:
     kernel.add_link("host", 7, HOST_NIC, max_mtu=9000)
     kernel.add_link("pod", 1, "lo", mtu=65536, max_mtu=65536)
     kernel.add_link("pod", 2, "eth0")  # what the CNI plugin made
+    # the NIC on its rail: two addresses (the second one secondary), the kernel's prefix route, a route of
+    # the rail through its gateway, a link route with a metric, one in a policy table; a refused run leaves
+    # all of it as it was (the move flushes it, and so does setting the link down)
+    host = FakeIPRoute(kernel)
+    host.addr("add", index=7, address="192.168.128.5", prefixlen=21, broadcast="192.168.135.255")
+    host.addr("add", index=7, address="192.168.128.6", prefixlen=21)
+    host.route("add", dst="10.200.0.0/16", oif=7, gateway="192.168.128.1")
+    host.route("add", dst="192.168.200.0/24", oif=7, priority=100, scope=253, proto=3)
+    host.route("add", dst="192.168.201.0/24", oif=7, table=100)
+    kernel.changes = 0
     return kernel
 
 
@@ -229,6 +90,30 @@ ROUTES = {  # route -> the address that makes its gateway reachable (None: none 
     "fd01::/64,fd00::1": "fd00::2/64",
 }
 GOOD_ROUTES = list(ROUTES)
+# what the driver passes from the host: the fixture NIC's own (see fresh_kernel), and others
+VALID_HOST_ADDRESSES = [
+    "192.168.128.5/21,brd=192.168.135.255",
+    "192.168.128.6/21",
+    "10.9.0.5/24,metric=100,noprefixroute",
+]
+BAD_HOST_ADDRESSES = [
+    "192.168.128.5",
+    "fd00::2/64",
+    "10.0.0.1/24,brd=x",
+    "10.0.0.1/24,noprefix",
+    "10.0.0.1/24,metric=-1",
+]
+BAD_HOST_ADDRESSES += ["10.0.0.1/24,metric=1,metric=1", "10.0.0.1/24,metric=4294967296", "10.0.0.1/33", "10.0.0.1/24,"]
+HOST_ROUTES = {  # route -> the host address that makes its gateway or source usable (None: none needed)
+    "10.200.0.0/16,192.168.128.1,scope=0,proto=4": "192.168.128.5/21,brd=192.168.135.255",
+    "192.168.200.0/24,metric=100,scope=253,proto=3": None,
+    "172.30.0.0/16,172.31.0.1,scope=0,proto=4,onlink": None,
+    "10.9.1.0/24,10.9.0.1,metric=100,src=10.9.0.5,scope=0,proto=16": "10.9.0.5/24,metric=100,noprefixroute",
+}
+GOOD_HOST_ROUTES = list(HOST_ROUTES)
+BAD_HOST_ROUTES = ["10.0.0.0/8,fd00::1", "10.0.0.0/8,metric=x", "10.0.0.0/8,scope=256", "10.0.0.0/8,bogus=1"]
+BAD_HOST_ROUTES += ["10.0.0.0/8,10.0.0.1,10.0.0.2", "fd01::/64,fd00::1", "10.200.0.0/16,10.99.0.1,proto=4", "/8"]
+BAD_HOST_ROUTES += ["10.0.0.0/8,src=10.99.0.9", "10.0.0.0/8,onlink=1", "10.0.0.0/8,proto=1,proto=2"]
 BAD_ROUTES = ["10.78.0.0/16,fd00::1", "nowhere", "10.0.0.0/8,", ",10.0.0.1", "10.78.0.0/16,10.99.0.1", "fe80::/64%1"]
 VALID_RDMA = [None, "mlx5_0"]
 BAD_RDMA = ["mlx5_0\n", "mlx5;rm", "x" * 65, ""]
@@ -278,6 +163,15 @@ def hook_inputs(draw):
         argv.extend(["--address", item])
     for item in route_list:
         argv.extend(["--route", item])
+    host_addresses = [pick(VALID_HOST_ADDRESSES, BAD_HOST_ADDRESSES) for _index in range(draw(_COUNTS[3]))]
+    host_routes = [pick(GOOD_HOST_ROUTES, BAD_HOST_ROUTES) for _index in range(draw(_COUNTS[2]))]
+    if valid:  # as the driver passes them: no address twice, each route's gateway or source with it
+        host_addresses = sorted(set(host_addresses) | {HOST_ROUTES[r] for r in host_routes if HOST_ROUTES[r]})
+        host_routes = sorted(set(host_routes))
+    for item in host_addresses:
+        argv.extend(["--host-address", item])
+    for item in host_routes:
+        argv.extend(["--host-route", item])
     pick(VALID_RDMA, BAD_RDMA, "--rdma-device")
     if draw(_COUNTS[9]) == 0:  # a stray argument somewhere
         argv.insert(draw(_COUNTS[len(argv)]), draw(noise))
@@ -296,6 +190,7 @@ def hook_inputs(draw):
         "valid": valid and state_ok and (not flags & 8 or name == "net1"),
         "name": name,
         "mtu": mtu,
+        "host_addresses": host_addresses,
         "fail_at": 1 + draw(_COUNTS[11]) if flags & 2 else None,
         "rdma_fails": bool(flags & 4),
         # the pod's second container: the NIC is in the pod already, named net1
@@ -362,6 +257,10 @@ def test_hook_refuses_malformed_input_without_a_traceback_or_a_partial_change(wo
     assert HOST_NIC not in {link["name"] for link in kernel.state["host"]["links"].values()}
     if case["mtu"]:
         assert pod[case["name"]]["mtu"] == int(case["mtu"])
+    pod_addresses = {(a["address"], a["prefixlen"]) for a in pod[case["name"]]["addrs"]}
+    for item in case["host_addresses"]:
+        address, prefixlen = item.split(",")[0].split("/")
+        assert (address, int(prefixlen)) in pod_addresses, (item, pod_addresses)
     assert moved_rdma == (["mlx5_0"] if "--rdma-device" in case["argv"] else [])
 
 
@@ -379,8 +278,46 @@ def test_valid_input_succeeds(world, monkeypatch):
     code, err, _before, kernel, moved_rdma = run_in_process(world, monkeypatch, case)
     assert code == 0, err
     (link,) = [v for v in kernel.state["pod"]["links"].values() if v["name"] == "net1"]
-    assert link["mtu"] == 9000 and ("10.77.0.2", 24) in link["addrs"] and moved_rdma == ["mlx5_0"]
-    assert len(kernel.state["pod"]["routes"]) == 2
+    addresses = {(a["address"], a["prefixlen"]) for a in link["addrs"]}
+    assert link["mtu"] == 9000 and ("10.77.0.2", 24) in addresses and moved_rdma == ["mlx5_0"]
+    assert {r["dst"] for r in kernel.state["pod"]["routes"] if r["proto"] != 2} == {"10.78.0.0/16", "fd01::/64"}
+
+
+def test_the_hosts_addresses_and_routes_go_with_the_nic_and_a_second_container_adds_none_twice(world, monkeypatch):
+    args = ["--host-address", "192.168.128.5/21,brd=192.168.135.255", "--host-address", "192.168.128.6/21"]
+    args += ["--host-route", "10.200.0.0/16,192.168.128.1,scope=0,proto=4"]
+    args += ["--host-route", "192.168.200.0/24,metric=100,scope=253,proto=3"]
+    code, err, before, kernel, _moved = run_in_process(world, monkeypatch, _case(*args))
+    assert code == 0 and "moved" in err, err
+    (nic,) = [v for v in kernel.state["pod"]["links"].values() if v["name"] == "net1"]
+    assert [(a["address"], a["prefixlen"], a["broadcast"], a["flags"] & 1) for a in nic["addrs"]] == [
+        ("192.168.128.5", 21, "192.168.135.255", 0),
+        ("192.168.128.6", 21, None, 1),  # secondary, as on the host
+    ]
+    host_nic = before["host"]["links"][7]
+    assert nic["addrs"] == host_nic["addrs"]
+    main = sorted((r for r in before["host"]["routes"] if r["table"] == 254), key=lambda r: r["dst"])
+    assert sorted(kernel.state["pod"]["routes"], key=lambda r: r["dst"]) == main
+    # the second container: the NIC in place, nothing added twice, nothing changed
+    pod_before = copy.deepcopy(kernel.state["pod"])
+    code, err, _before, kernel, _moved = run_in_process(world, monkeypatch, _case(*args), kernel)
+    assert code == 0 and "in-place" in err, err
+    assert kernel.state["pod"] == pod_before
+
+
+def test_a_host_route_another_pod_interface_holds_is_refused_and_the_nic_goes_back_whole(world, monkeypatch):
+    kernel = fresh_kernel(world["procfs"])
+    pod = FakeIPRoute(kernel, f"{world['procfs']}/{POD_PID}/ns/net")
+    pod.addr("add", index=2, address="10.244.1.7", prefixlen=24)
+    pod.route("add", dst="10.200.0.0/16", oif=2, gateway="10.244.1.1")  # the pod's network has it
+    kernel.changes = 0
+    args = ["--host-address", "192.168.128.5/21,brd=192.168.135.255", "--host-address", "192.168.128.6/21"]
+    args += ["--host-route", "10.200.0.0/16,192.168.128.1,scope=0,proto=4"]
+    code, err, before, kernel, _moved = run_in_process(world, monkeypatch, _case(*args), kernel)
+    assert code == 1, err
+    assert "net1: route 10.200.0.0/16,192.168.128.1,scope=0,proto=4 (table 254) is held by another interface" in err
+    assert "aldnic0 is back in the host namespace with its addresses and routes" in err, err
+    assert kernel.state == before
 
 
 @pytest.mark.parametrize("fail_at", range(1, 12))
