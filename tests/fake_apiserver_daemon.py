@@ -6,7 +6,7 @@ Tests only, never shipped. Molecule scenarios start it on the controller in
 network (podman ``--network host``) reach it on 127.0.0.1.
 
     python tests/fake_apiserver_daemon.py start DIR [--minor 1.35] [--node NAME ...]
-        [--pod NODE/NAMESPACE/NAME ...] [--daemonset NAMESPACE/NAME ...]
+        [--pod NODE/NAMESPACE/NAME ...] [--daemonset NAMESPACE/NAME ...] [--address IP]
     python tests/fake_apiserver_daemon.py stop DIR
 
 ``start`` returns once the server answers, leaving in DIR: ``kubeconfig``
@@ -23,17 +23,27 @@ from the start, with the workload a drain meets:
 Nothing runs the ReplicaSets and DaemonSets: an evicted pod is gone for good.
 Starting while a server from DIR still runs keeps that one (its objects are in
 memory only). ``stop`` ends it; nothing running is fine.
+
+``--address IP``: nodes with network namespaces of their own cannot reach the
+controller's loopback; the daemon then also listens on IP (an address of the
+controller they reach, such as their podman network's gateway) and passes
+every connection through to the server; ``url`` and ``kubeconfig`` name that
+address.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
+import socket
+import socketserver
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -120,6 +130,49 @@ def _split(spec: str, parts: int, usage: str) -> list[str]:
     return fields
 
 
+def _pass_through(source: socket.socket, sink: socket.socket) -> None:
+    """Copy one direction of a connection until its end; then end that direction for the other side too."""
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass  # either side went away: the other direction ends as well
+    finally:
+        try:
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+class _Relay(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def relay(address: str, target: tuple[str, int]) -> _Relay:
+    """A listener on ``address`` (any free port) that passes every connection through to ``target``.
+
+    The server binds the loopback only; a relay instead of a second server keeps
+    one store of objects whichever address a client uses.
+    """
+
+    class Connection(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            with socket.create_connection(target, timeout=10) as upstream:
+                upstream.settimeout(None)
+                back = threading.Thread(target=_pass_through, args=(upstream, self.request), daemon=True)
+                back.start()
+                _pass_through(self.request, upstream)
+                back.join()
+
+    server = _Relay((address, 0), Connection)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server
+
+
 def start(
     directory: Path,
     minor: str,
@@ -127,6 +180,7 @@ def start(
     timeout: float = 30.0,
     pods: list[str] | None = None,
     daemonsets: list[str] | None = None,
+    address: str | None = None,
 ) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     pid_file, url_file = directory / "pid", directory / "url"
@@ -146,6 +200,7 @@ def start(
                 minor,
                 *sum((["--node", n] for n in nodes), []),
                 *_workload_args(pods or [], daemonsets or []),
+                *(["--address", address] if address else []),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -167,11 +222,20 @@ def start(
     return 1
 
 
-def serve(directory: Path, minor: str, nodes: list[str], pods: list[str], daemonsets: list[str]) -> int:
+def serve(
+    directory: Path, minor: str, nodes: list[str], pods: list[str], daemonsets: list[str], address: str | None = None
+) -> int:
     sys.path.insert(0, str(HERE))
-    from fake_apiserver import FakeApiServer
+    from fake_apiserver import FakeApiServer, write_kubeconfig
 
     api = FakeApiServer(minor=minor).start()
+    url = api.url
+    passing = None
+    if address:
+        server = urllib.parse.urlsplit(api.url)
+        passing = relay(address, (server.hostname, server.port))
+        relay_host, relay_port = passing.server_address[:2]
+        url = f"http://{relay_host}:{relay_port}"
     for name in nodes:
         api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
     create_workload(api, nodes, pods, daemonsets)
@@ -179,14 +243,17 @@ def serve(directory: Path, minor: str, nodes: list[str], pods: list[str], daemon
     signal.signal(signal.SIGTERM, lambda *_args: done.set())
     signal.signal(signal.SIGINT, lambda *_args: done.set())
     tmp = directory / "kubeconfig.tmp"
-    api.write_kubeconfig(tmp)
+    write_kubeconfig(tmp, url)
     tmp.rename(directory / "kubeconfig")
     (directory / "pid").write_text(str(os.getpid()))
     # written last and whole (a rename): start() takes it for an answer, as the server listens already
-    (directory / "url.tmp").write_text(api.url)
+    (directory / "url.tmp").write_text(url)
     (directory / "url.tmp").rename(directory / "url")
-    print(f"serving {api.url} (Kubernetes {minor})", flush=True)
+    print(f"serving {url} (Kubernetes {minor})", flush=True)
     done.wait()
+    if passing is not None:
+        passing.shutdown()
+        passing.server_close()
     api.stop()
     for rejected in api.rejections:
         print("rejected:", *rejected, flush=True)
@@ -209,6 +276,13 @@ def stop(directory: Path, timeout: float = 15.0) -> int:
     return 0
 
 
+def _ipv4(text: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--address {text!r} is not an IPv4 address") from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["start", "stop", "serve"])
@@ -221,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--daemonset", action="append", default=[], help="NAMESPACE/NAME: a DaemonSet with a running pod on every node"
     )
+    parser.add_argument(
+        "--address", type=_ipv4, help="also listen on this IPv4 address (for nodes that cannot reach the loopback)"
+    )
     args = parser.parse_args(argv)
     directory = args.directory.resolve()
     for spec in args.pod:
@@ -228,9 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.daemonset:
         _split(spec, 2, "--daemonset NAMESPACE/NAME")
     if args.action == "start":
-        return start(directory, args.minor, args.node, pods=args.pod, daemonsets=args.daemonset)
+        return start(directory, args.minor, args.node, pods=args.pod, daemonsets=args.daemonset, address=args.address)
     if args.action == "serve":
-        return serve(directory, args.minor, args.node, args.pod, args.daemonset)
+        return serve(directory, args.minor, args.node, args.pod, args.daemonset, args.address)
     return stop(directory)
 
 
