@@ -20,21 +20,28 @@ exclusive mode, its RDMA device) moves into the pod's namespace, so the probe
 sees a PCI function without an interface, or a plain NIC. Read as it is, the
 ``pci_order`` rule would renumber the other NICs and ``netdev_name`` or
 ``subnet`` would lose it. So every scan records what the rules read of each
-NIC PF the driver sees (RDMA or not, interface names, IPv4 addresses when the
-rule is ``subnet``) in ``<state-dir>/rails-nics.json``, and a NIC PF that is
-still on the PCI bus but whose interface the driver cannot see is read as it
-was last seen; so is a NIC the kernel gave back from a pod under its pod
-name before the driver renamed it (the checkpoint's ``returning``). The file
-outlives a restart of the driver (and a reboot), so a
-driver started while a NIC is in a pod keeps the rails it had. A NIC held by
-a prepared claim that the driver never saw on the host (moved away while the
-driver ran without ``--rails-file``) cannot be read; that is a problem of the
-node, said like the rule's.
+NIC PF in the host's view (RDMA or not, interface names, none for an RDMA NIC
+without one such as InfiniBand without IPoIB, IPv4 addresses when the rule is
+``subnet``) in ``<state-dir>/rails-nics.json``, and a NIC PF that is still on
+the PCI bus but out of view (recorded as RDMA and not RDMA now, recorded with
+interfaces and without one now) is read as it was last seen; so is a NIC the
+kernel gave back from a pod under its pod name before the driver renamed it
+(the checkpoint's ``returning``). The record, its reader and that reading
+(``node/topology/rails``: ``read_record``, ``nics_in_view``,
+``with_last_seen``) are shared with the probe module, which reads this file
+on the live node, so the validation, the summaries and the planner read the
+NIC in the pod as the driver does. The file outlives a restart of the driver
+(and a reboot), so a driver started while a NIC is in a pod keeps the rails it
+had. A NIC held by a prepared claim that the driver has no record of and that
+has no interface on the host (handed out before the driver read the rails, or
+the record was lost) cannot be read as it was on the host (an RDMA NIC without
+an interface may have one in the pod): it is read as the host sees it now, is
+not recorded, and is a problem of the node, said like the rule's, until it is
+back.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -45,15 +52,14 @@ from typing import Any
 
 from .collection import topology_addresses, topology_rails
 from .fsutil import atomic_write
-from .validation import is_bdf, is_ifname, show
 
 LOG = logging.getLogger(__name__)
 
-FACTS_NAME = "rails-nics.json"
-FACTS_VERSION = 1
+# the record of what the rules read of each NIC (node/topology/rails: record_document, read_record)
+FACTS_NAME = topology_rails.RECORD_NAME
+FACTS_VERSION = topology_rails.RECORD_VERSION
 # a site's file is a few rules and one line per node; a ConfigMap holds at most 1 MiB
 MAX_FILE_BYTES = 4 * 1024 * 1024
-NIC_KINDS = ("rdma", "nic")
 
 
 def held_addresses(checkpoint: Any) -> set[str]:
@@ -69,48 +75,6 @@ def returning_addresses(checkpoint: Any) -> set[str]:
     and the driver renames it after the scan: until then it is not read as it is.
     """
     return set(getattr(checkpoint, "returning", None) or {})
-
-
-def _netdev_names(device: dict[str, Any]) -> list[str]:
-    return [n["name"] for n in device.get("netdevs") or [] if isinstance(n, dict) and n.get("name")]
-
-
-def _check_facts(document: Any, node: str) -> dict[str, dict[str, Any]]:
-    """The NICs of a facts file, or ValueError saying what is wrong with it."""
-    if not isinstance(document, dict) or document.get("version") != FACTS_VERSION:
-        raise ValueError(f"version {FACTS_VERSION} expected")
-    if document.get("node") != node:
-        raise ValueError(f"written for node {show(document.get('node'))}, not {node}")
-    nics = document.get("nics")
-    if not isinstance(nics, dict):
-        raise ValueError("'nics' is not an object")
-    out: dict[str, dict[str, Any]] = {}
-    for bdf, entry in nics.items():
-        where = f"nics[{show(bdf)}]"
-        if not is_bdf(bdf) or not isinstance(entry, dict):
-            raise ValueError(f"{where}: not a PCI address with an object")
-        names = entry.get("netdevs")
-        if not isinstance(entry.get("rdma"), bool) or not isinstance(names, list) or not all(map(is_ifname, names)):
-            raise ValueError(f"{where}: 'rdma' (true or false) and 'netdevs' (interface names) expected")
-        fact: dict[str, Any] = {"rdma": entry["rdma"], "netdevs": list(names)}
-        addresses = entry.get("addresses")
-        if addresses is not None:
-            if not isinstance(addresses, dict) or not all(
-                is_ifname(name) and isinstance(found, list) and all(_is_ipv4_interface(a) for a in found)
-                for name, found in addresses.items()
-            ):
-                raise ValueError(f"{where}.addresses: interface name -> IPv4 addresses with prefix expected")
-            fact["addresses"] = {name: list(found) for name, found in addresses.items()}
-        out[bdf] = fact
-    return out
-
-
-def _is_ipv4_interface(text: Any) -> bool:
-    try:
-        ipaddress.IPv4Interface(str(text))
-    except ValueError:
-        return False
-    return isinstance(text, str)
 
 
 class Rails:
@@ -200,11 +164,8 @@ class Rails:
             return self._facts
         facts: dict[str, dict[str, Any]] = {}
         try:
-            with open(self.facts_path, "rb") as handle:
-                facts = _check_facts(json.loads(handle.read(MAX_FILE_BYTES).decode("utf-8")), self.node_name)
-        except FileNotFoundError:
-            pass
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            facts = topology_rails.read_record(self.facts_path, self.node_name) or {}
+        except topology_rails.RailRecordError as exc:
             # only the NICs now out of the host's view need it: said, and written anew at this scan
             LOG.warning("%s is unusable (%s): NICs out of the host's view are read without it", self.facts_path, exc)
         self._facts = facts
@@ -214,7 +175,7 @@ class Rails:
     def _save_facts(self, facts: dict[str, dict[str, Any]]) -> None:
         if facts == self._facts_written:
             return
-        document = {"version": FACTS_VERSION, "node": self.node_name, "nics": facts}
+        document = topology_rails.record_document(self.node_name, facts)
         data = json.dumps(document, indent=1, sort_keys=True).encode()
         try:
             atomic_write(self.facts_path, data, mode=0o600, durable=self.durable)
@@ -233,47 +194,40 @@ class Rails:
     ) -> tuple[dict[str, Any], dict[str, list[str]] | None, list[str]]:
         """The topology the rule reads (NICs out of view as last seen), their addresses, and problems."""
         facts = self._load_facts()
-        devices = topology.get("devices") or []
-        pfs = {
-            d["pci_address"]: d
-            for d in devices
-            if d.get("kind") in NIC_KINDS and not d.get("physfn") and is_bdf(d.get("pci_address"))
-        }
         away = set(self.away())
-        seen = {bdf: _netdev_names(d) for bdf, d in pfs.items() if _netdev_names(d) and bdf not in away}
-        rdma = {bdf for bdf in seen if pfs[bdf]["kind"] == "rdma"}
-        read = self.read_addresses(sorted({n for bdf in rdma for n in seen[bdf]})) if subnet else {}
+        held = set(self.held())
+        seen = topology_rails.nics_in_view(topology, facts, away)
+        # A held RDMA NIC without an interface that the record does not have: an InfiniBand NIC
+        # without IPoIB, or one whose interface is in the pod. Not recorded until it is back.
+        unsure = {bdf for bdf, nic in seen.items() if bdf in held and bdf not in facts and not nic["netdevs"]}
+        for bdf in unsure:
+            del seen[bdf]
+        rdma = {bdf for bdf, nic in seen.items() if nic["rdma"]}
+        read = self.read_addresses(sorted({n for bdf in rdma for n in seen[bdf]["netdevs"]})) if subnet else {}
         fresh: dict[str, dict[str, Any]] = {}
-        for bdf, names in seen.items():
-            fact: dict[str, Any] = {"rdma": bdf in rdma, "netdevs": names}
-            if subnet and bdf in rdma:
+        for bdf, nic in seen.items():
+            names = nic["netdevs"]
+            fact: dict[str, Any] = {"rdma": nic["rdma"], "netdevs": names}
+            if subnet and nic["rdma"]:
                 fact["addresses"] = {n: list(read.get(n) or []) for n in names}
             elif facts.get(bdf, {}).get("netdevs") == names and "addresses" in facts[bdf]:
                 fact["addresses"] = facts[bdf]["addresses"]  # read under a subnet rule before: kept
             fresh[bdf] = fact
-        patched: dict[str, dict[str, Any]] = {}
         problems = []
-        held = set(self.held())
-        for bdf in sorted(set(pfs) - set(seen)):
-            fact = facts.get(bdf)
-            if fact is not None:
-                fresh[bdf] = fact  # kept while the function is on the bus
-                if fact["rdma"]:
-                    patched[bdf] = dict(pfs[bdf], kind="rdma", netdevs=[{"name": n} for n in fact["netdevs"]])
+        for bdf in sorted(set(topology_rails.nic_pfs(topology)) - set(seen)):
+            if bdf in facts:
+                fresh[bdf] = facts[bdf]  # kept while the function is on the bus
             elif bdf in held:
                 problems.append(
-                    f"{bdf}: held by a prepared claim and out of the host's view since before the driver read "
-                    "the rails (it ran without --rails-file): its rail is unknown until it comes back"
+                    f"{bdf}: held by a prepared claim, and {self.facts_path} has no record of it on the host (it "
+                    "was handed out before the driver read the rails, or the record was lost): read as the host "
+                    "sees it now, without an interface, until it is back on the host"
                 )
         self._facts = fresh
         self._save_facts(fresh)
-        view = dict(topology, devices=[patched.get(d.get("pci_address"), d) for d in devices]) if patched else topology
-        if not subnet:
-            return view, None, problems
-        addresses = dict(read)
-        for bdf in patched:
-            addresses.update(fresh[bdf].get("addresses") or {})
-        return view, addresses, problems
+        probe = dict(topology, netdev_addresses=read) if subnet else topology
+        view = topology_rails.with_last_seen(probe, facts, away)  # unsure: not in facts, so not patched
+        return view, (view["netdev_addresses"] if subnet else None), problems
 
     # -- every scan ------------------------------------------------------------------------
 

@@ -23,6 +23,10 @@ description:
   - On the live node (O(sysfs_root) is C(/sys)) it also reads the IPv4 address of each RDMA NIC
     physical function's interface (RV(topology.netdev_addresses)), which the C(subnet) rule of
     C(aligned_dra_rails) needs; sysfs has no addresses, so a captured tree leaves them unknown.
+  - On the live node it also reads the bundled driver's record of the NICs it last saw on the host
+    (O(rails_record)). A NIC physical function that a pod holds (its interface and, in exclusive RDMA
+    mode, its RDMA device moved into the pod) is returned as the driver last saw it, marked
+    C(out_of_view), so that the rails of the node's other NICs are read as the driver publishes them.
 requirements:
   - Python >= 3.9 on the node, standard library only
 author:
@@ -53,6 +57,21 @@ options:
       - When omitted, the usual locations (C(/usr/share/hwdata/pci.ids), C(/usr/share/misc/pci.ids))
         are tried; names stay V(null) when none exists.
     type: path
+  rails_record:
+    description:
+      - The bundled driver's record of what its rail rules read of each NIC physical function it saw
+        on the host (C(<state dir>/rails-nics.json), written by a driver started with C(--rails-file)).
+      - Read only on the live node (O(sysfs_root) is C(/sys)). Each NIC physical function that is on the
+        PCI bus but out of the host's view, and that the record has as an RDMA NIC, is returned as the
+        record has it (kind C(rdma), its interfaces, their recorded IPv4 addresses in
+        RV(topology.netdev_addresses)) with C(out_of_view) set to what the host sees now.
+      - A missing file (no driver, or one without C(--rails-file)) changes nothing. A file that cannot be
+        read or is not the driver's record adds an entry to RV(topology.warnings) and changes nothing;
+        it never fails the probe.
+      - Set it to the driver's state directory (C(aligned_dra_driver_state_dir)) plus C(/rails-nics.json)
+        where that is not the default.
+    type: path
+    default: /var/lib/aligned-dra/rails-nics.json
   fact:
     description:
       - Keep the node's topology in this run's store on the controller and set the fact
@@ -91,6 +110,10 @@ EXAMPLES = r"""
     procfs_root: /srv/snapshots/node17/proc
   register: snapshot
 
+- name: Probe a node whose driver keeps its state elsewhere
+  aligned.dra.topology_info:
+    rails_record: /srv/aligned-dra/state/rails-nics.json
+
 - name: Probe, and keep only a slim fact (aligned_dra_topology) with the topology's file
   aligned.dra.topology_info:
     fact: true
@@ -123,6 +146,10 @@ topology:
           ({node, rule}), C(local_cpulist), C(pcie_root), C(host_bridge), C(bridges) (root first),
           C(switches) (upstream ports, root first), C(link), C(netdevs), C(rdma_devices),
           C(sriov) ({totalvfs, numvfs, vfs}), C(physfn) and C(gpu) ({minor, uuid, model, card, render_node}).
+        - On the live node, a NIC physical function out of the host's view that the driver's record
+          (O(rails_record)) has as an RDMA NIC has C(kind) V(rdma), the recorded C(netdevs) (names only) and
+          C(out_of_view), a dict with the C(kind) and the interface names (C(netdevs)) the host sees now
+          (usually V(nic) and none while a pod holds it); no other device has C(out_of_view).
       type: list
       elements: dict
     bridges:
@@ -154,6 +181,8 @@ topology:
         - The IPv4 addresses (with their prefix length) of the interfaces of the node's RDMA NIC
           physical functions, read in the module's network namespace; an interface without an IPv4
           address has an empty list. Only the primary address of each interface is read.
+        - The interfaces of a NIC read as the driver's record has it (C(out_of_view)) have the addresses the
+          record has for them (read by the driver under a C(subnet) rule), else none.
         - V(null) when O(sysfs_root) is not C(/sys), a captured tree, whose addresses are unknown (not absent).
         - The C(subnet) rule of C(aligned_dra_rails) places NICs on rails by these addresses (docs/devices.md).
       type: dict
@@ -171,9 +200,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.addresses import ipv4_addresses
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.pci import find_pci_ids
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import rail_nics
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import (
+    DEFAULT_RECORD,
+    rail_nics,
+    with_record,
+)
 
 LIVE_SYSFS = "/sys"
+
+
+def is_live(sysfs_root: str) -> bool:
+    """Whether ``sysfs_root`` is this machine's sysfs: a captured tree's interfaces and NICs are not this machine's."""
+    return os.path.realpath(sysfs_root) == LIVE_SYSFS
 
 
 def netdev_addresses(topology: dict, sysfs_root: str) -> dict | None:
@@ -182,7 +220,7 @@ def netdev_addresses(topology: dict, sysfs_root: str) -> dict | None:
     A captured tree's interfaces are not this machine's: reading addresses by
     their names here would give whatever this machine has under those names.
     """
-    if os.path.realpath(sysfs_root) != LIVE_SYSFS:
+    if not is_live(sysfs_root):
         return None
     names = sorted({n["name"] for d in rail_nics(topology) for n in d.get("netdevs") or [] if n.get("name")})
     return ipv4_addresses(names)
@@ -194,6 +232,7 @@ def main() -> None:
             "sysfs_root": {"type": "path", "default": "/sys"},
             "procfs_root": {"type": "path", "default": "/proc"},
             "pci_ids_path": {"type": "path"},
+            "rails_record": {"type": "path", "default": DEFAULT_RECORD},
             # taken by the action plugin on the controller; never reaches the node
             "fact": {"type": "bool", "default": False},
         },
@@ -210,6 +249,9 @@ def main() -> None:
         module.fail_json(msg=f"pci_ids_path: {pci_ids} is not a readable file")
     topology = probe(params["sysfs_root"], params["procfs_root"], pci_ids)
     topology["netdev_addresses"] = netdev_addresses(topology, params["sysfs_root"])
+    if is_live(params["sysfs_root"]):
+        # after the addresses: a NIC read as last seen takes the addresses its record has
+        topology = with_record(topology, params["rails_record"])
     module.exit_json(changed=False, topology=topology)
 
 

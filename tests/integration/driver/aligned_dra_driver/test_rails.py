@@ -152,3 +152,40 @@ def test_a_nic_in_a_pod_changes_no_rail_on_rescan_or_restart(node, api, exclusiv
         assert api.rejections == []
     finally:
         process.stop()
+
+
+def test_an_infiniband_nic_without_ipoib_in_a_pod_changes_no_rail(node, api, tmp_path):
+    # nic A has an RDMA device and no interface on the host; exclusive mode moves the RDMA device into the pod
+    params = node.sys / "module" / "ib_core" / "parameters"
+    params.mkdir(parents=True)
+    (params / "netns_mode").write_text("0\n")
+    r.to_pod(node, r.NIC_A, "aldnic0")  # no interface, ever
+    path = node.root / "rails.json"
+    r.write_rails(path, {"by": "pci_order", "count": 2})
+    port = h.free_port()
+    process = start(node, api, path, port)
+    function = (node.sys / "bus" / "pci" / "devices" / r.NIC_A).resolve()
+    link = node.sys / "class" / "infiniband" / "mlx5_0"
+    try:
+        wait_rails(api, BEFORE, "the rails, nic A without an interface")
+        claim = api.create(h.claim_object("railib", [{"request": "nic", "device": r.DEV_A}]))
+        uid = claim["metadata"]["uid"]
+        assert process.prepare([h.claim_ref(claim)]).claims[uid].error == ""
+        shutil.move(str(function / "infiniband" / "mlx5_0"), str(tmp_path / "mlx5_0"))  # into the pod
+        link.unlink()
+        in_pod = {r.DEV_B: 1, r.DEV_VF: 0}  # nic B keeps rail 1: nic A is read as the driver recorded it
+        generation = wait_rails(api, in_pod, "the pool without the NIC in the pod")
+        process.stop()
+        process = start(node, api, path, port)
+        h.wait_until(lambda: h.http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200, what="the first publication")
+        assert pool(api) == (generation, pool(api)[1])
+        assert rails_of(pool(api)[1]) == in_pod
+        text = h.http_get(f"http://127.0.0.1:{port}/metrics")[1]
+        assert h.metric_value(text, "aligned_dra_rail_problems") == 0
+        shutil.move(str(tmp_path / "mlx5_0"), str(function / "infiniband" / "mlx5_0"))  # the pod is gone
+        link.symlink_to(function / "infiniband" / "mlx5_0")
+        assert process.unprepare([h.claim_ref(claim)]).claims[uid].error == ""
+        wait_rails(api, BEFORE, "the NIC back with its rail")
+        assert api.rejections == []
+    finally:
+        process.stop()

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from aligned_dra_driver import inventory
@@ -212,6 +213,63 @@ def test_a_nic_back_from_a_pod_under_its_pod_name_is_read_as_it_was_until_it_is_
     assert published(node, rails) == BEFORE
     rename(node, r.NIC_A, "aldnic0", "net1")
     assert published(node, rails)[r.DEV_A] is None  # what the check above would have read: it matters
+
+
+def move_rdma(node, bdf: str, rdma: str, where: Path) -> None:
+    """Only the RDMA device leaves (exclusive mode, a NIC without an interface) or comes back."""
+    function = (node.sys / "bus" / "pci" / "devices" / bdf).resolve()
+    link = node.sys / "class" / "infiniband" / rdma
+    if where.exists():  # back on the host
+        shutil.move(str(where), str(function / "infiniband" / rdma))
+        link.symlink_to(function / "infiniband" / rdma)
+    else:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(function / "infiniband" / rdma), str(where))
+        link.unlink()
+
+
+def test_an_rdma_nic_without_an_interface_in_a_pod_changes_no_rail(node, tmp_path):
+    # nic A is InfiniBand without IPoIB: an RDMA device and no interface on the host
+    r.to_pod(node, r.NIC_A, "aldnic0")
+    rails = make(node, dict(RULES["pci_order"], count=2))
+    assert published(node, rails) == BEFORE  # seen on the host before its claim
+    record = json.loads((node.state / FACTS_NAME).read_text())["nics"]
+    assert record[r.NIC_A] == {"rdma": True, "netdevs": []}
+    rails.held = lambda: {r.NIC_A}
+    move_rdma(node, r.NIC_A, "mlx5_0", tmp_path / "mlx5_0")  # exclusive mode: into the pod, a plain NIC now
+    in_pod = {r.DEV_B: 1, r.DEV_VF: 0}  # not nic B on rail 0: A is read as recorded
+    assert published(node, rails) == in_pod
+    assert (rails.rails, rails.problems) == ({r.NIC_A: 0, r.VF_A: 0, r.NIC_B: 1}, [])
+    again = make(node, held=[r.NIC_A])  # a restart while it is in the pod
+    assert published(node, again) == in_pod
+    move_rdma(node, r.NIC_A, "mlx5_0", tmp_path / "mlx5_0")
+    assert published(node, again) == BEFORE
+
+
+def test_a_nic_back_with_its_interface_before_its_rdma_device_keeps_the_rails(node, tmp_path):
+    rails = make(node, RULES["pci_order"])
+    assert published(node, rails) == BEFORE
+    move_rdma(node, r.NIC_A, "mlx5_0", tmp_path / "mlx5_0")  # a plain NIC with its interface, for a moment
+    published(node, rails)
+    assert rails.rails == {r.NIC_A: 0, r.VF_A: 0, r.NIC_B: 1}
+    record = json.loads((node.state / FACTS_NAME).read_text())["nics"]
+    assert record[r.NIC_A] == {"rdma": True, "netdevs": ["aldnic0"]}  # not recorded as a plain NIC
+
+
+def test_a_held_rdma_nic_without_an_interface_and_no_record_is_a_problem_and_not_recorded(node):
+    # shared mode: its interface may be in the pod, or it may have none (InfiniBand without IPoIB)
+    r.to_pod(node, r.NIC_A, "aldnic0")
+    rails = make(node, RULES["netdev_name"], held=[r.NIC_A])
+    published(node, rails)
+    assert rails.rails == {r.NIC_B: 1}
+    (problem,) = rails.problems
+    assert problem.startswith(f"{r.NIC_A}: held by a prepared claim, and {rails.facts_path} has no record of it")
+    assert "--rails-file" not in problem
+    assert r.NIC_A not in json.loads((node.state / FACTS_NAME).read_text())["nics"]
+    rails.held = frozenset  # its claim is gone: an RDMA NIC without an interface, recorded so
+    published(node, rails)
+    assert rails.problems == []
+    assert json.loads((node.state / FACTS_NAME).read_text())["nics"][r.NIC_A] == {"rdma": True, "netdevs": []}
 
 
 def test_a_held_nic_the_driver_never_saw_is_a_problem_named_by_its_address(node):

@@ -96,7 +96,8 @@ def sides(files: list[str]) -> set[str]:
     return {name.split("/")[0] for name in files}
 
 
-# The rails' rule reader: the validation, the summaries and the report read rails with it.
+# The rails' rule reader: the validation, the summaries and the report read rails with it; topology_info
+# reads the driver's record of the NICs out of the host's view with it too (no other file).
 RAILS = ["node/topology/rails.py"]
 # The live node's IPv4 addresses, which the rails' subnet rule needs.
 ADDRESSES = ["node/topology/addresses.py"]

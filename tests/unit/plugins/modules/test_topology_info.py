@@ -8,6 +8,7 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails
 from ansible_collections.aligned.dra.plugins.modules import topology_info
 
 
@@ -120,3 +121,70 @@ def test_the_live_node_gives_the_rdma_nics_interface_addresses(tmp_path):
     (tmp_path / "sys").symlink_to("/sys")
     assert topology_info.netdev_addresses(topology, str(tmp_path / "sys")) == {"lo": ["127.0.0.1/8"], "nosuch0": []}
     assert topology_info.netdev_addresses(topology, str(tmp_path)) is None
+
+
+# -- the driver's record of the NICs it saw on the host ----------------------------------------
+
+
+@pytest.fixture
+def rails_node(tmp_path, monkeypatch):
+    """Two RoCE NICs (driver_rails_node), probed as if the tree were this machine's /sys; nic A in a pod."""
+    from ansible_collections.aligned.dra.tests import driver_rails_node as r
+
+    tree = r.build(tmp_path / "node")
+    monkeypatch.setattr(topology_info, "LIVE_SYSFS", str(tree.sys.resolve()))
+    r.to_pod(tree, r.NIC_A, "aldnic0", "mlx5_0")  # exclusive mode: a plain NIC without an interface
+    return tree, r
+
+
+def probe_live(capsys, tree, record) -> dict:
+    args = {"sysfs_root": str(tree.sys), "procfs_root": str(tree.proc), "rails_record": str(record)}
+    return run(capsys, args)
+
+
+def test_the_drivers_record_reads_a_nic_in_a_pod_as_the_driver_saw_it(rails_node, tmp_path, capsys, monkeypatch):
+    tree, r = rails_node
+    record = tmp_path / "rails-nics.json"
+    nics = {
+        r.NIC_A: {"rdma": True, "netdevs": ["aldnic0"], "addresses": {"aldnic0": ["192.168.128.5/21"]}},
+        r.NIC_B: {"rdma": True, "netdevs": ["aldnic1"]},
+    }
+    record.write_text(json.dumps({"version": 1, "node": "node-a", "nics": nics}))
+    topology = probe_live(capsys, tree, record)["topology"]
+    devices = {d["pci_address"]: d for d in topology["devices"]}
+    assert devices[r.NIC_A]["kind"] == "rdma"
+    assert devices[r.NIC_A]["netdevs"] == [{"name": "aldnic0"}]
+    assert devices[r.NIC_A]["out_of_view"] == {"kind": "nic", "netdevs": []}
+    assert [bdf for bdf, d in devices.items() if "out_of_view" in d] == [r.NIC_A]
+    assert topology["netdev_addresses"]["aldnic0"] == ["192.168.128.5/21"]
+    rule = rails.check_rule({"by": "pci_order", "count": 2})
+    result = rails.assign(topology, rule)
+    assert (result["rails"], result["problems"]) == ({r.NIC_A: 0, r.VF_A: 0, r.NIC_B: 1}, [])
+    # a captured tree is not this machine's: the record is not read for it
+    monkeypatch.setattr(topology_info, "LIVE_SYSFS", "/sys")
+    captured = probe_live(capsys, tree, record)["topology"]
+    assert [d for d in captured["devices"] if d["pci_address"] == r.NIC_A][0]["kind"] == "nic"
+
+
+@pytest.mark.parametrize("content", ["{", json.dumps({"version": 7}), "directory"])
+def test_a_damaged_record_is_a_warning_and_the_nics_are_read_as_they_are(rails_node, tmp_path, capsys, content):
+    tree, r = rails_node
+    record = tmp_path / "rails-nics.json"
+    if content == "directory":
+        record.mkdir()
+    else:
+        record.write_text(content)
+    result = probe_live(capsys, tree, record)
+    assert not result.get("failed")
+    topology = result["topology"]
+    assert [d["kind"] for d in topology["devices"] if d["pci_address"] == r.NIC_A] == ["nic"]
+    (warning,) = [w for w in topology["warnings"] if "rails record" in w]
+    assert warning.startswith(f"rails record {record} ")
+    assert "read as the host sees them" in warning
+
+
+def test_no_record_is_no_warning(rails_node, tmp_path, capsys):
+    tree, r = rails_node
+    topology = probe_live(capsys, tree, tmp_path / "absent.json")["topology"]
+    assert not [w for w in topology["warnings"] if "rails record" in w]
+    assert rails.assign(topology, rails.check_rule({"by": "pci_order"}))["rails"] == {r.NIC_B: 0}

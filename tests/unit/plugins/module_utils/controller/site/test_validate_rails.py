@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate, validate_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails
 
 
 def nic(address: str, name: str, vfs: tuple[str, ...] = ()) -> list[dict]:
@@ -194,3 +195,49 @@ def test_a_team_and_the_required_list_may_name_the_rail_templates_the_rules_decl
     assert any("gpu-nic-rail-3" in line for line in lines({"a": host(None, **railed)}))
     no_required = dict(railed, aligned_dra_claims={"templates": {"rails": {"counts": [1]}}})
     assert any("gpu-nic-rail-0" in line for line in lines({"a": host(None, **no_required)}))
+
+
+# -- a NIC in a pod: the probe reads it as the driver's record has it ----------------------------
+
+IN_POD = "0000:2e:00.0"  # nic1, with its VF
+RECORD = {
+    f"0000:{bus}:00.0": {"rdma": True, "netdevs": [name], "addresses": {name: [f"192.168.{128 + 8 * rail}.9/21"]}}
+    for rail, (bus, name) in enumerate([("1d", "nic0"), ("2e", "nic1"), ("3f", "nic2"), ("50", "nic3")])
+}
+
+
+def held(exclusive: bool) -> dict:
+    """FOUR as the host sees it while a pod holds nic1: a plain NIC (exclusive RDMA mode) or no interface."""
+    devices = [
+        dict(d, kind="nic" if exclusive else "rdma", netdevs=[]) if d["pci_address"] == IN_POD else d
+        for d in FOUR["devices"]
+    ]
+    addresses = {n: list(a) for nic in RECORD.values() for n, a in nic["addresses"].items() if n != "nic1"}
+    return {"devices": devices, "netdev_addresses": dict(addresses, eno1np0=[])}
+
+
+RULES = {
+    "pci_order": GOOD,
+    "netdev_name": {"by": "netdev_name", "pattern": r"^nic(\d+)$", "count": 4},
+    "subnet": {"by": "subnet", "subnets": SUBNETS, "count": 4},
+}
+
+
+@pytest.mark.parametrize("exclusive", [True, False], ids=["rdma-exclusive", "rdma-shared"])
+@pytest.mark.parametrize("by", sorted(RULES))
+def test_a_site_whose_node_has_a_nic_in_a_pod_passes_with_the_drivers_record(tmp_path, by, exclusive):
+    probed = rails.with_last_seen(held(exclusive), RECORD)  # what topology_info returns on the live node
+    assert [d["pci_address"] for d in probed["devices"] if d.get("out_of_view")] == [IN_POD]
+    path = tmp_path / "a.json"
+    topology_fact.keep(str(path), probed)
+    assert lines({"a": host(RULES[by], topology_fact.fact_of(probed, str(path)))}) == []
+    # without a record (no driver, or it never saw the NIC) the node is read as the host sees it: refused,
+    # but for pci_order in shared mode, where the NIC is still an RDMA NIC of the host
+    found = lines({"a": host(RULES[by], held(exclusive))})
+    if (by, exclusive) == ("pci_order", False):
+        assert found == []
+    else:
+        missing = 3 if by == "pci_order" else 1  # pci_order renumbers the NICs after it
+        rule_text = rails.describe(rails.check_rule(RULES[by]))
+        (line,) = found
+        assert line.endswith(f": rails {missing} of count 4: no RDMA NIC is on them (rule {rule_text})")
