@@ -97,7 +97,10 @@ For the driver role's credentials and the teams role: ``/api/v1/namespaces``
 and the ``kubernetes.io/metadata.name`` label; deleting it deletes what is in
 it at once; objects in a namespace that does not exist are still accepted),
 namespaced ``serviceaccounts``, ``secrets`` (``stringData`` folded into
-``data``, ``data`` must be base64, ``type`` immutable) and
+``data``, ``data`` must be base64, ``type`` immutable), ``configmaps`` (the
+driver role's rails file in DaemonSet mode: keys of ``data`` and
+``binaryData`` are config keys and not in both, ``binaryData`` is base64, at
+most 1 MiB, nothing changes once ``immutable`` is true) and
 ``resourcequotas`` (no quota controller: status stays as written),
 ``/apis/rbac.authorization.k8s.io/v1/{clusterroles, clusterrolebindings}``
 (``roleRef`` immutable), ``/apis/admissionregistration.k8s.io/v1/
@@ -201,6 +204,8 @@ RESOURCES = {
         Resource("", "v1", "namespaces", "Namespace", namespaced=False, status=True),
         Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True, status=False),
         Resource("", "v1", "secrets", "Secret", namespaced=True, status=False),
+        # The driver role's rails file in DaemonSet mode.
+        Resource("", "v1", "configmaps", "ConfigMap", namespaced=True, status=False),
         Resource("", "v1", "resourcequotas", "ResourceQuota", namespaced=True, status=True),
         Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False, status=False),
         Resource(
@@ -514,6 +519,33 @@ def default_taint_times(obj: dict[str, Any]) -> None:
             except ValueError as exc:
                 raise ApiError(422, f"timeAdded: Invalid value {sent!r}: not an RFC 3339 time") from exc
             taint["timeAdded"] = parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+CONFIG_MAP_MAX_BYTES = 1024 * 1024
+
+
+def validate_config_map(obj: dict[str, Any], errors: list[str]) -> None:
+    """What the real server checks on a ConfigMap beyond its schema: keys, binaryData's base64, the size."""
+    data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
+    size = 0
+    for field, entries in (("data", data), ("binaryData", binary)):
+        for key, value in entries.items():
+            if len(key) > 253 or not CONFIG_MAP_KEY.fullmatch(key) or key in (".", ".."):
+                errors.append(f"{field}[{key}]: Invalid value: {key!r}: a valid config key must consist of "
+                              "alphanumeric characters, '-', '_' or '.'")  # fmt: skip
+            if field == "binaryData":
+                try:
+                    size += len(base64.b64decode(value, validate=True))
+                except (binascii.Error, ValueError):
+                    errors.append(f"binaryData[{key}]: Invalid value: illegal base64 data")
+            else:
+                size += len(str(value).encode())
+            size += len(key)
+    for key in sorted(set(data) & set(binary)):
+        errors.append(f"data[{key}]: Invalid value: {key!r}: duplicate of key present in binaryData")
+    if size > CONFIG_MAP_MAX_BYTES:
+        errors.append(f"[]: Too long: must have at most {CONFIG_MAP_MAX_BYTES} bytes")
 
 
 def validate_resource_claim_status(obj: dict[str, Any], errors: list[str]) -> None:
@@ -1040,6 +1072,8 @@ class FakeApiServer:
                     "metadata.annotations[kubernetes.io/service-account.name]: Required value: "
                     "a service-account-token Secret names its ServiceAccount"
                 )
+        elif resource.kind == "ConfigMap":
+            validate_config_map(obj, errors)
         elif resource.kind == "PriorityClass":
             name = obj["metadata"].get("name", "")
             if name.startswith("system-") and name not in ("system-cluster-critical", "system-node-critical"):
@@ -1117,6 +1151,14 @@ class FakeApiServer:
                     raise ApiError(
                         422,
                         f'{resource.kind} "{obj["metadata"]["name"]}" is invalid: {field}: Invalid value: field is immutable',
+                    )
+        if old is not None and resource.kind == "ConfigMap" and old.get("immutable"):
+            for field in ("data", "binaryData", "immutable"):
+                if old.get(field) != obj.get(field):
+                    raise ApiError(
+                        422,
+                        f'ConfigMap "{obj["metadata"]["name"]}" is invalid: {field}: Forbidden: '
+                        "field is immutable when `immutable` is set",
                     )
         if old is not None and resource.kind in ("DaemonSet", "ReplicaSet"):
             if (old.get("spec") or {}).get("selector") != (obj.get("spec") or {}).get("selector"):

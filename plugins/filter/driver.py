@@ -71,14 +71,18 @@ def driver_image_problems(settings: dict[str, Any]) -> list[str]:
 def driver_rails_files(sites: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each site's rails file (controller/fabric/rails.rails_file), for the sites where a host sets a rule.
 
-    ``sites`` maps site -> inventory host -> ``{"rule": aligned_dra_rails, "node_name": ...}``.
+    ``sites`` is what the ``rail_rules`` filter gives: site -> ``{"rules": {host:
+    aligned_dra_rails}, "node_names": {host: Kubernetes node name}}``.
     """
     files = {}
-    for site, hosts in dict(sites).items():
-        if not isinstance(hosts, dict):
-            raise AnsibleFilterError(f"driver_rails_files: site {site!r}: expected host -> {{rule, node_name}}")
-        rules = {host: (values or {}).get("rule") for host, values in hosts.items()}
-        names = {host: (values or {}).get("node_name") or host for host, values in hosts.items()}
+    for site, entry in dict(sites).items():
+        rules = entry.get("rules") if isinstance(entry, dict) else None
+        names = (entry.get("node_names") or {}) if isinstance(entry, dict) else None
+        if not isinstance(rules, dict) or not isinstance(names, dict):
+            raise AnsibleFilterError(
+                f"driver_rails_files: site {site!r}: expected {{rules: host -> rule, node_names: host -> name}} "
+                "(the rail_rules filter's)"
+            )
         try:
             document = fabric_rails.rails_file(rules, names)
         except node_rails.RailRuleError as exc:

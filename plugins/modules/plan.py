@@ -192,9 +192,11 @@ plan:
     - The plan; see docs/claims.md for every key.
     - C(templates[]) has C(name), C(required), C(fits_total), C(worst_level), C(aligned_level),
       C(satisfiable), C(errors) and C(nodes) (per node C(fits), C(worst_level), C(allocations), C(reason)).
-    - Each allocation has C(rails), the rail of each of its NICs (V(null) where unknown), and each template and
-      node C(fits_per_rail), per rail of the site the claims that fit with a NIC on it (keys are the rails as
-      strings). C(rails) lists the site's rails, C(warnings) the rail problems of the plan's input.
+    - Each allocation has C(rails), the rail of each of its NICs (V(null) where unknown). Templates pinned to
+      rails (annotation C(aligned.dev/rails)) and their nodes have C(fits_per_rail), per rail of the site the
+      claims that fit with a NIC on it (keys are the rails as strings); V(null) for other templates. C(rails)
+      lists the site's rails, C(warnings) the rail problems of the plan's input and the nodes whose rails are
+      unknown.
     - A level is never better than what it summarises. C(null) with C(worst_level_exact=false) is unknown
       (one GPU-NIC pair of unknown level, and no exact C(SYS)); C(null) with C(worst_level_exact=true) means
       no allocation holds both a GPU and a NIC. C(templates[].worst_level_text) and C(aligned_level_text)

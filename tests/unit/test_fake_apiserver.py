@@ -637,6 +637,40 @@ def test_secrets_fold_string_data_and_check_base64(api):
         client.close()
 
 
+def test_config_maps_are_served_checked_and_applied_like_a_real_server(api, core_api):
+    base = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rails", "namespace": "aligned-dra"}}
+    stored = api.create({**base, "data": {"rails.json": "{}\n"}})
+    assert "status" not in stored and stored["metadata"]["uid"]
+    # the dynamic client (kubernetes.core.k8s) finds it through discovery, and reads it back
+    assert core_api.read_namespaced_config_map("rails", "aligned-dra").data == {"rails.json": "{}\n"}
+    core_api.patch_namespaced_config_map("rails", "aligned-dra", {"data": {"rails.json": '{"version": 1}\n'}})
+    assert api.get("configmaps", "rails", "aligned-dra")["data"] == {"rails.json": '{"version": 1}\n'}
+    for body, message in (
+        (
+            {**base, "metadata": {"name": "k"}, "data": {"a/b": "x"}},
+            "data[a/b]: Invalid value: 'a/b': a valid config key",
+        ),
+        (
+            {**base, "metadata": {"name": "b"}, "binaryData": {"k": "%%"}},
+            "binaryData[k]: Invalid value: illegal base64",
+        ),
+        ({**base, "metadata": {"name": "d"}, "data": {"k": "x"}, "binaryData": {"k": "eA=="}}, "duplicate of key"),
+        ({**base, "metadata": {"name": "n"}, "data": {"k": 1}}, "ConfigMap data.k"),  # the schema: strings only
+        ({**base, "metadata": {"name": "s"}, "data": {"k": "x" * (1024 * 1024)}}, "must have at most 1048576 bytes"),
+    ):
+        code, answer = post(api, "/api/v1/namespaces/aligned-dra/configmaps", body)
+        assert code == 422 and message in answer["message"], answer
+    api.create(
+        {**base, "metadata": {"name": "frozen", "namespace": "aligned-dra"}, "data": {"k": "x"}, "immutable": True}
+    )
+    with pytest.raises(ApiException) as caught:
+        core_api.patch_namespaced_config_map("frozen", "aligned-dra", {"data": {"k": "y"}})
+    assert caught.value.status == 422 and "field is immutable when `immutable` is set" in caught.value.body
+    core_api.delete_namespaced_config_map("rails", "aligned-dra")
+    assert api.get("configmaps", "rails", "aligned-dra") is None
+    assert "configmaps" in [r["name"] for r in core_api.get_api_resources().to_dict()["resources"]]
+
+
 def test_the_token_controller_fills_service_account_token_secrets(api):
     secret = {
         "apiVersion": "v1",

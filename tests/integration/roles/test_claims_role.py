@@ -328,3 +328,26 @@ def test_rails_render_pinned_templates_and_the_plan_counts_claims_per_rail(tmp_p
     what_if = {t["name"]: t for t in json.loads(dest.read_text())["templates"]}
     assert what_if["gpu-nic-rail-7"]["nodes"]["dgx-next"]["allocations"][0]["rails"] == [7]
     assert "gpu-nic-rail-7: 1 claims fit" in result.stdout
+
+
+def test_a_limited_run_renders_the_rail_templates_of_the_whole_site(tmp_path, trees):
+    claims = {
+        "templates": {"pairs": {"counts": [1]}, "pairs_fallback": {"enabled": False}, "rails": {"counts": [1, 8]}}
+    }
+    inventory, play = setup(tmp_path, trees, claims=claims)
+    data = yaml.safe_load(inventory.read_text())
+    hosts = data["aligned_dra_nodes"]["hosts"]
+    hosts["dgx1"]["aligned_dra_rails"] = {"by": "pci_order", "count": 8, "exclude": ["eno*"]}
+    hosts["vm1"]["aligned_dra_rails"] = {"by": "map", "map": {"0000:00:03.0": 1}}
+    inventory.write_text(yaml.safe_dump(data))
+    # only vm1 is probed and planned; its own rule declares rail 1, the site's (dgx1's count) rails 0-7
+    result = run_playbook(inventory, play, "--limit", "vm1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = tmp_path / "out" / "west"
+    plan = json.loads((site / "plan.json").read_text())
+    assert plan["nodes"] == ["vm1"] and plan["rails"] == [1] and plan["warnings"] == []
+    templates = {t["name"]: t for t in plan["templates"]}
+    assert [n for n in templates if "rail" in n] == [*(f"gpu-nic-rail-{r}" for r in range(8)), "gpu-nic-rails-8-0"]
+    assert templates["gpu-nic-rail-1"]["fits_total"] == 1 and templates["gpu-nic-rail-7"]["fits_total"] == 0
+    written = {p.name for p in (site / "claims").iterdir()}
+    assert {"claimtemplate-gpu-nic-rail-7.yaml", "claimtemplate-gpu-nic-rails-8-0.yaml"} <= written

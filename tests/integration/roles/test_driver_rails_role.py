@@ -4,9 +4,13 @@
 DaemonSet mode through playbooks/driver.yml: the site's rails file written
 once, in a ConfigMap the DaemonSet mounts, ``--rails-file`` in its
 arguments; a changed rule changes the ConfigMap and not the pod template; no
-rule anywhere, none of it. Host mode: the unit's ``--rails-file`` (rendered
-from the role's template) and the node's copy of the file (the role's own
-tasks, in check mode with a diff, then for real).
+rule anywhere, none of it; a run with ``--limit`` still writes every node of
+the site; with a kubeconfig, the ConfigMap lands on the strict fake API server
+(tests/fake_apiserver.py) and is removed once the site has no rails. Host
+mode: the unit's ``--rails-file`` (rendered from the role's template), the
+node's copy of the file (the role's own tasks, in check mode with a diff,
+then for real), and ``state: absent`` removing it from the node and the
+controller.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.integration.roles.test_node_hardening import exec_start_argv, render
 from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook
 
@@ -29,7 +34,7 @@ PCI = {"by": "pci_order", "count": 2}
 NAMES = {"by": "netdev_name", "pattern": r"^nic(\d+)$"}
 
 
-def inventory(tmp_path: Path, rules: dict[str, dict | None]) -> Path:
+def inventory(tmp_path: Path, rules: dict[str, dict | None], **common) -> Path:
     hosts = {}
     for host, rule in rules.items():
         hosts[host] = {"aligned_dra_driver_node_name": f"{host}.example.com"}
@@ -46,6 +51,7 @@ def inventory(tmp_path: Path, rules: dict[str, dict | None]) -> Path:
                 "aligned_dra_driver_mode": "daemonset",
                 "aligned_dra_driver_image": IMAGE,
                 "aligned_dra_driver_image_context": False,
+                **common,
             },
         }
     }
@@ -92,6 +98,48 @@ def test_daemonset_mode_hands_the_site_file_to_the_driver_and_a_rule_change_roll
     rails, configmap, daemonset = written(tmp_path)
     assert (rails, configmap) == (None, None)
     assert not [a for a in daemonset["spec"]["template"]["spec"]["containers"][0]["args"] if "rails" in a]
+
+
+def test_a_limited_run_keeps_every_node_of_the_site_in_the_file(tmp_path):
+    # --limit node-b: the one ConfigMap every node's driver reads still holds node-a, or its driver would drop rail
+    rules = {"node-a": PCI, "node-b": NAMES, "node-c": None}
+    proc = driver_play(tmp_path, rules, "--limit", "node-b")
+    assert "node-a" not in proc.stdout.split("PLAY RECAP")[-1]  # node-a was not in the play
+    rails, configmap, _daemonset = written(tmp_path)
+    assert rails["nodes"] == {"node-a.example.com": 0, "node-b.example.com": 1}
+    assert node_rails.rule_for_node(rails, "node-a.example.com") == node_rails.check_rule(PCI)
+    assert json.loads(configmap["data"]["rails.json"]) == rails
+    # and the whole site's run writes the same file: nothing changes
+    assert recap(driver_play(tmp_path, rules).stdout)["changed"] == 0
+
+
+@pytest.fixture
+def api():
+    with FakeApiServer(minor="1.35") as server:
+        yield server
+
+
+def test_the_configmap_is_applied_and_removed_once_the_site_has_no_rails(api, tmp_path):
+    kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+    rules = {"node-a": PCI, "node-b": None}
+    inv = inventory(tmp_path, rules, aligned_dra_driver_kubeconfig=kubeconfig, aligned_dra_driver_preflight=False)
+    first = run_playbook(inv, PLAYBOOKS / "driver.yml", "--tags", "render,apply")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert api.rejections == []
+    stored = api.get("configmaps", "aligned-dra-driver-rails", "aligned-dra")
+    assert json.loads(stored["data"]["rails.json"])["nodes"] == {"node-a.example.com": 0}
+    mounted = api.get("daemonsets", "aligned-dra-driver", "aligned-dra")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "rails", "configMap": {"name": "aligned-dra-driver-rails"}} in mounted
+
+    inv = inventory(tmp_path, dict.fromkeys(rules), aligned_dra_driver_kubeconfig=kubeconfig,
+                    aligned_dra_driver_preflight=False)  # fmt: skip
+    second = run_playbook(inv, PLAYBOOKS / "driver.yml", "--tags", "render,apply")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert api.get("configmaps", "aligned-dra-driver-rails", "aligned-dra") is None
+    assert "TASK [aligned.dra.driver : Cluster | Remove the rails ConfigMap of a site without rails]" in second.stdout
+    # gone already: a third run changes nothing
+    third = run_playbook(inv, PLAYBOOKS / "driver.yml", "--tags", "render,apply")
+    assert third.returncode == 0 and recap(third.stdout)["changed"] == 0, third.stdout
 
 
 def test_check_mode_shows_the_rails_file_and_writes_nothing(tmp_path):
@@ -174,3 +222,42 @@ def test_the_node_gets_the_file_with_check_mode_and_diff_and_no_restart(tmp_path
     tasks = yaml.safe_load((REPO / "roles" / "driver" / "tasks" / "host.yml").read_text())
     for task in (t for t in tasks if "rails file" in t["name"]):
         assert task["notify"] == "aligned-dra driver node changed"
+
+
+@pytest.mark.slow
+def test_state_absent_removes_the_rails_file_from_the_node_and_the_controller(tmp_path):
+    root = tmp_path / "node"
+    for name in ("opt/venv", "etc", "state", "kubelet/plugins/dra.aligned.dev", "cdi", "mps"):
+        (root / name).mkdir(parents=True)
+    (root / "etc" / "kubeconfig").write_text("apiVersion: v1\n")
+    (root / "etc" / "rails.json").write_text('{"version": 1, "rules": [], "nodes": {}}\n')
+    (root / "etc" / "sriov.json").write_text("{}\n")  # the network role's: keeps the directory
+    (root / "state" / "checkpoint.json").write_text('{"version": 1, "claims": {}}\n')
+    review = tmp_path / "output" / "lab" / "driver" / "rails.json"
+    review.parent.mkdir(parents=True)
+    review.write_text("{}\n")
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "aligned_dra_output_dir": str(tmp_path / "output"),
+        "aligned_dra_site": "lab",
+        "aligned_dra_rails": PCI,  # the rule is still set: state absent removes the file all the same
+        "aligned_dra_driver_state": "absent",
+        "aligned_dra_driver_prefix": str(root / "opt"),
+        "aligned_dra_driver_config_dir": str(root / "etc"),
+        "aligned_dra_driver_state_dir": str(root / "state"),
+        "aligned_dra_driver_kubelet_dir": str(root / "kubelet"),
+        "aligned_dra_driver_cdi_dir": str(root / "cdi"),
+        "aligned_dra_driver_mps_root": str(root / "mps"),
+    }
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump({"aligned_dra_nodes": {"hosts": {"node-a": host}}}))
+    rehearsed = run_playbook(inv, PLAYBOOKS / "driver.yml", "--check")
+    assert rehearsed.returncode == 0, rehearsed.stdout + rehearsed.stderr
+    assert (root / "etc" / "rails.json").exists() and review.exists()
+    proc = run_playbook(inv, PLAYBOOKS / "driver.yml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in (root / "etc").iterdir()) == ["sriov.json"]
+    assert not review.exists()
+    again = run_playbook(inv, PLAYBOOKS / "driver.yml")
+    assert again.returncode == 0 and recap(again.stdout)["changed"] == 0, again.stdout

@@ -243,3 +243,21 @@ def test_check_mode_applies_nothing(api, tmp_path):
     proc = run_apply(tmp_path, kubeconfig, "--check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert api.list("namespaces") == [] and api.list("priorityclasses") == []
+
+
+def test_a_limited_run_knows_the_rail_templates_of_the_whole_site(tmp_path):
+    teams = {"teams": [{"name": "train", "namespaces": ["train-a"], "tier": "production",
+                        "templates": ["gpu-nic-rail-7"], "quotas": {"gpu": 1}}]}  # fmt: skip
+    inventory, play = setup(tmp_path, teams, plays=("teams.yml",))
+    data = yaml.safe_load(inventory.read_text())
+    # n1's own rule declares rail 0 only; n2's declares rails 0-7, so the site renders gpu-nic-rail-7
+    data["aligned_dra_nodes"]["hosts"] = {
+        "n1": {"aligned_dra_rails": {"by": "map", "map": {"0000:1d:00.0": 0}}},
+        "n2": {"aligned_dra_rails": {"by": "pci_order", "count": 8}},
+    }
+    inventory.write_text(yaml.safe_dump(data))
+    # the role's own reading of the site (the validation play's cross-host check is skipped here)
+    result = run_playbook(inventory, play, "--limit", "n1", "-e", "aligned_dra_validate_done=true")
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = sorted(p.name for p in (tmp_path / "out" / "west" / "teams").iterdir())
+    assert any("gpu-nic-rail-7" in name for name in written), written

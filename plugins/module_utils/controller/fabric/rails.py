@@ -7,6 +7,19 @@ probe with ``node/topology/rails.assign``, the same code the driver runs on
 the node, so the validation, ``summary.json``, the plan and the published
 ``dra.aligned.dev/rail`` cannot disagree.
 
+:func:`host_rails` reads one host's rule against its probe: the validation
+(``controller/site/validate_rails``), ``summary.json``
+(``controller/topology/rails``) and the plan (``controller/planner/rails``)
+all call it, so they apply one policy where rails cannot be known:
+
+- a host that was not probed: its rails are unknown, the rule is checked for
+  its shape only;
+- a ``subnet`` rule on a probe that read no addresses (a captured tree,
+  ``netdev_addresses: null``): the NICs the rule would place are on an
+  *unknown* rail (``rail: null``, ``unknown: true``, why ``addresses not
+  read``), never on none, and that is not a problem the validation refuses;
+  :data:`ADDRESSES_NOT_READ` says so in the same words everywhere.
+
 :func:`site_rails` gives every host's NICs and rails and every problem the
 validation refuses (naming host, NIC and rule); :func:`rails_file` is the one
 file the driver gets for the whole site (``--rails-file``): the distinct
@@ -26,6 +39,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 RAILS_FILE_VERSION = node_rails.RAILS_FILE_VERSION
+# node_rails.assign's reason for a NIC the subnet rule cannot place without addresses
+NOT_READ_WHY = "addresses not read"
+ADDRESSES_NOT_READ = (
+    "rails unknown: rule {rule} places NICs by their IPv4 addresses, and none were read on this node (a captured tree)"
+)
 
 
 def check_rules(rules: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -43,31 +61,85 @@ def check_rules(rules: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], li
     return checked, problems
 
 
+def nic_unknown(nic: Mapping[str, Any]) -> bool:
+    """Whether a NIC's rail is unknown (not none); also for a ``summary.json`` written before the flag."""
+    if nic.get("rail") is not None:
+        return False
+    return bool(nic.get("unknown")) or nic.get("why") == NOT_READ_WHY
+
+
+def host_rails(
+    host: str, rule: Any, node_name: str | None, topology: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """One host's rails under its ``aligned_dra_rails``; ``None`` without a rule (set to null or ``{}``).
+
+    ``node_name`` is the Kubernetes node name a per-node map is keyed by
+    (default ``host``); ``topology`` the probe result (``None``: not probed),
+    whose ``netdev_addresses`` the ``subnet`` rule reads.
+
+    Returns ``rule`` (checked, ``None`` when malformed), ``node_name``,
+    ``nics`` (every RDMA NIC PF: ``pci_address``, ``netdevs``, ``rail`` or
+    ``None``, ``why``, ``unknown``), ``rails`` (PCI address -> rail, VFs
+    included), ``problems`` (what the validation refuses, without the host
+    prefix) and ``unknown`` (why the rails are unknown, or ``None``): not
+    probed, or a ``subnet`` rule without addresses (:data:`ADDRESSES_NOT_READ`).
+    """
+    if rule is None or rule == {}:
+        return None
+    node_name = node_name or host
+    try:
+        checked = node_rails.check_rule(rule)
+    except node_rails.RailRuleError as exc:
+        return {"rule": None, "node_name": node_name, "nics": [], "rails": {}, "problems": [str(exc)], "unknown": None}
+    if topology is None:
+        unknown = "rails unknown: the node was not probed in this run"
+        return {"rule": checked, "node_name": node_name, "nics": [], "rails": {}, "problems": [], "unknown": unknown}
+    addresses = topology.get("netdev_addresses")
+    addresses = addresses if isinstance(addresses, dict) else None
+    result = node_rails.assign(dict(topology), checked, node_name, addresses)
+    nics = [dict(nic, unknown=False) for nic in result["nics"]]
+    problems = list(result["problems"])
+    unknown = None
+    if checked["by"] == "subnet" and addresses is None:
+        # assign said "needs the addresses" as its one problem; here that is unknown, not wrong
+        for nic in nics:
+            nic["unknown"] = nic["rail"] is None and nic["why"] == NOT_READ_WHY
+        if any(nic["unknown"] for nic in nics):
+            problems = []
+            unknown = ADDRESSES_NOT_READ.format(rule=node_rails.describe(checked))
+    return {
+        "rule": checked,
+        "node_name": node_name,
+        "nics": nics,
+        "rails": dict(result["rails"]),
+        "problems": problems,
+        "unknown": unknown,
+    }
+
+
 def site_rails(hosts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Every host's rails.
+    """Every host's rails (:func:`host_rails`).
 
     ``hosts`` maps inventory host to ``rule`` (``aligned_dra_rails`` as set,
-    or ``None``), ``node_name`` (the Kubernetes node name; default the host),
-    ``topology`` (the probe result, or ``None`` when the host was not probed)
-    and ``addresses`` (interface -> IPv4 addresses read on the node, or
-    ``None``).
+    or ``None``), ``node_name`` (the Kubernetes node name; default the host)
+    and ``topology`` (the probe result, or ``None`` when the host was not
+    probed; the ``subnet`` rule reads its ``netdev_addresses``).
 
-    Returns ``hosts`` (host -> ``rule``, ``node_name``, ``nics``, ``rails``
-    (PCI address -> rail, VFs included), ``problems``) for hosts with a rule
-    and a probe, and ``problems``: every host's, prefixed with the host name.
-    A host with a rule and no probe is left out: its rails are unknown, not none.
+    Returns ``hosts`` (host -> :func:`host_rails`) for hosts with a
+    well-formed rule and a probe, and ``problems``: every host's, prefixed
+    with the host name. A host with a rule and no probe is left out: its
+    rails are unknown, not none.
     """
-    checked, problems = check_rules({host: values.get("rule") for host, values in hosts.items()})
     found: dict[str, dict[str, Any]] = {}
-    for host, rule in checked.items():
+    problems = []
+    for host in sorted(hosts):
         values = hosts[host]
-        topology = values.get("topology")
-        if not topology:
+        entry = host_rails(host, values.get("rule"), values.get("node_name"), values.get("topology"))
+        if entry is None:
             continue
-        node_name = values.get("node_name") or host
-        result = node_rails.assign(topology, rule, node_name, values.get("addresses"))
-        found[host] = {"rule": rule, "node_name": node_name, **result}
-        problems.extend(f"{host}: {problem}" for problem in result["problems"])
+        problems.extend(f"{host}: {problem}" for problem in entry["problems"])
+        if entry["rule"] is not None and values.get("topology") is not None:
+            found[host] = entry
     return {"hosts": found, "problems": problems}
 
 

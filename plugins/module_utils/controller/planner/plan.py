@@ -290,8 +290,13 @@ def plan_node(
     constraints: list[DeviceConstraint],
     step_limit: int = DEFAULT_STEP_LIMIT,
     max_claims: int = MAX_CLAIMS_PER_NODE,
+    per_rail: bool = True,
 ) -> dict[str, Any]:
-    """Claims of one template that fit on one node at once."""
+    """Claims of one template that fit on one node at once.
+
+    ``per_rail``: give ``fits_per_rail`` (the template is pinned to rails:
+    :func:`plan_rails.pinned_to_rails`); else it is ``None``.
+    """
     result: dict[str, Any] = {
         "fits": 0,
         "worst_level": None,
@@ -299,7 +304,7 @@ def plan_node(
         "aligned_level": None,
         "aligned_level_exact": True,
         "allocations": [],
-        "fits_per_rail": plan_rails.fits_per_rail([], node.rails),
+        "fits_per_rail": plan_rails.fits_per_rail([], node.rails) if per_rail else None,
     }
     errors = []
     candidates = []
@@ -347,7 +352,8 @@ def plan_node(
     if result["fits"] >= max_claims > 1:
         result["capped"] = f"stopped counting at {max_claims} claims"
     _summarise_levels(result, result["allocations"])
-    result["fits_per_rail"] = plan_rails.fits_per_rail(result["allocations"], node.rails)
+    if per_rail:
+        result["fits_per_rail"] = plan_rails.fits_per_rail(result["allocations"], node.rails)
     if result["fits"] == 0 and "search_limit" not in result:
         result["reason"] = why_unallocatable(requests, constraints, candidates)
     return result
@@ -519,12 +525,15 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
     compiler = Compiler(classes)
     compiled = []
     kinds: dict[str, str] = {}
+    pinned: set[str] = set()
     for item in templates:
         name = (item.get("metadata") or {}).get("name")
         if not name:
             raise PlanError("a claim template has no metadata.name")
         compiled.append((name, compiler.template(item)))
         kinds[name] = item.get("kind") or "ResourceClaimTemplate"
+        if plan_rails.pinned_to_rails(item):
+            pinned.add(name)
     unknown = required_set - {entry[0] for entry in compiled}
     if unknown:
         raise PlanError(f"required templates that are not given: {', '.join(sorted(unknown))}")
@@ -550,7 +559,12 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
             if result is None:
                 # a ResourceClaim is one object that pods share: it is allocated once
                 result = plan_node(
-                    node, requests, constraints, step_limit, max_claims=1 if shared_claim else MAX_CLAIMS_PER_NODE
+                    node,
+                    requests,
+                    constraints,
+                    step_limit,
+                    max_claims=1 if shared_claim else MAX_CLAIMS_PER_NODE,
+                    per_rail=name in pinned,
                 )
                 shapes.put(index, node, result)
             entry["errors"].extend(result.pop("errors", []))
@@ -560,8 +574,12 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
             # where it could be allocated, but only once on the whole site
             entry["nodes_possible"] = sorted(n for n, r in entry["nodes"].items() if r["fits"])
             entry["fits_total"] = min(entry["fits_total"], 1)
-        entry["fits_per_rail"] = plan_rails.site_fits_per_rail(
-            entry["nodes"].values(), site_rails, cap=1 if shared_claim else None
+        # only where the template pins its rails: elsewhere the rails are the planner's picks, not the
+        # scheduler's, and a count per rail would promise what the scheduler may not give
+        entry["fits_per_rail"] = (
+            plan_rails.site_fits_per_rail(entry["nodes"].values(), site_rails, cap=1 if shared_claim else None)
+            if name in pinned
+            else None
         )
         _summarise_levels(entry, list(entry["nodes"].values()), text=True)
         entry["satisfiable"] = entry["fits_total"] > 0 and not entry["errors"]

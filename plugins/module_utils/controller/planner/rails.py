@@ -6,14 +6,19 @@ or, for other drivers' NICs joined to the probe, what the site's rule gives
 the probed function (``device_model.device_rail``; the node's rule is read
 here, with the code the driver and the validation run:
 ``controller/fabric/rails``). The plan gives each allocation ``rails`` (the
-rail of each of its NICs, ``None`` where unknown) and each node and template
-``fits_per_rail``: per rail of the site, the claims that fit with a NIC on it.
+rail of each of its NICs, ``None`` where unknown), and each node and template
+pinned to rails (:func:`pinned_to_rails`: the claims role's rail templates)
+``fits_per_rail``: per rail of the site, the claims that fit with a NIC on
+it. A template that does not pin its rails gets ``None``: its allocations'
+rails are the planner's picks, and the scheduler may pick NICs on other
+rails, so a count per rail would not be what a job can have.
 
 Runs on the controller; no Ansible imports.
 """
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims.rails import RAILS_ANNOTATION
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
 
@@ -56,22 +61,38 @@ def node_rails(
     node_name: str | None = None,
     addresses: Mapping[str, list[str]] | None = None,
 ) -> tuple[dict[str, int], list[str]]:
-    """``({PCI address: rail}, problems)`` of one node under its rule (VFs included).
+    """``({PCI address: rail}, warnings)`` of one node under its rule (VFs included).
 
-    ``addresses`` (interface -> IPv4 addresses, for the ``subnet`` rule) default
-    to the topology's ``netdev_addresses``, read by the probe on the live node
-    (``None`` for a captured tree: the ``subnet`` rule then places no NIC). Problems
-    (a missing rail of ``count``, a rail on two NICs...) are the validation
-    stage's, prefixed with the node; the plan says them as warnings.
+    Read by :func:`fabric_rails.host_rails`, as the validation and
+    ``summary.json`` read it. ``addresses`` (interface -> IPv4 addresses, for
+    the ``subnet`` rule) replace the topology's ``netdev_addresses``, read by
+    the probe on the live node. The warnings, each prefixed with the node,
+    are the validation stage's problems (a missing rail of ``count``, a rail
+    on two NICs...) and why the rails are unknown where they are (a
+    ``subnet`` rule on a captured tree: those NICs' rails in the plan are
+    ``None``, unknown).
     """
     if not rule or not topology:
         return {}, []
-    if addresses is None and isinstance(topology.get("netdev_addresses"), dict):
-        addresses = topology["netdev_addresses"]
-    host = {"rule": rule, "node_name": node_name or node, "topology": topology, "addresses": addresses}
-    found = fabric_rails.site_rails({node: host})
-    rails = (found["hosts"].get(node) or {}).get("rails") or {}
-    return dict(rails), list(found["problems"])
+    if addresses is not None:
+        topology = dict(topology, netdev_addresses=dict(addresses))
+    entry = fabric_rails.host_rails(node, rule, node_name or node, topology)
+    if entry is None:
+        return {}, []
+    notes = [*entry["problems"], *([entry["unknown"]] if entry["unknown"] else [])]
+    return dict(entry["rails"]), [f"{node}: {note}" for note in notes]
+
+
+def pinned_to_rails(template: Mapping[str, Any]) -> bool:
+    """Whether a claim template (or ResourceClaim) is pinned to rails: it carries ``aligned.dev/rails``.
+
+    The claims role puts the annotation on every rail template, whose requests
+    select each NIC by its rail, so every claim of it is on those rails
+    whichever NICs the scheduler picks.
+    """
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(RAILS_ANNOTATION) if isinstance(annotations, dict) else None
+    return isinstance(value, str) and bool(value.strip())
 
 
 def allocation_rails(devices: Iterable[Any]) -> list[int | None]:

@@ -8,6 +8,7 @@ plan, teams and utilization sections, the failed nodes and the index of sites.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import (
+    RAIL_UNKNOWN,
     RAIL_VARIES,
     level_matrix,
     rail_labels,
@@ -161,7 +162,14 @@ def layout_view(
     if rails:
         on = {label["rail"] for label in rails.values() if label["rail"] is not None}
         varies = sum(1 for label in rails.values() if label["text"] == RAIL_VARIES)
-        facts.append(f"RDMA NICs on {plural(len(on), 'rail')}" if on else "no RDMA NIC on a rail on every node")
+        unknown = sum(1 for label in rails.values() if label["text"] == RAIL_UNKNOWN)
+        if on:
+            facts.append(f"RDMA NICs on {plural(len(on), 'rail')}")
+        elif not unknown:
+            facts.append("no RDMA NIC on a rail on every node")
+        if unknown:
+            # not "no rail": the rule could not place them here (a subnet rule on a captured tree)
+            facts.append(f"{plural(unknown, 'NIC')} on an unknown rail")
         if varies:
             facts.append(f"{plural(varies, 'NIC')} on a rail that differs between nodes")
     return {

@@ -100,7 +100,8 @@ def summary_rails(summary: Any, source: str = "summary.json") -> dict[str, dict[
     ``{host: rails or None}``; a summary written before rails existed gives
     ``None`` for every node (no rule). Refused, naming the field, where a
     node's rails are not what the report reads (``rule``, ``nics`` with
-    ``pci_address``, ``rail``, ``why``; ``problems``).
+    ``pci_address``, ``rail``, ``why`` and, where written, ``unknown``;
+    ``problems``).
     """
     if not isinstance(summary, dict) or not isinstance(summary.get("per_node"), dict):
         return {}
@@ -123,6 +124,8 @@ def summary_rails(summary: Any, source: str = "summary.json") -> dict[str, dict[
             rail = nic["rail"]
             if not isinstance(nic["pci_address"], str) or not (rail is None or _count(rail)):
                 raise ReportError(f"{where}.nics[{index}]: pci_address must be a text and rail a number or null")
+            if not isinstance(nic.get("unknown", False), bool) or (nic.get("unknown") and rail is not None):
+                raise ReportError(f"{where}.nics[{index}].unknown must be true (with rail null) or false")
         found[str(host)] = entry
     return found
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import accelerator_labels
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
 
@@ -137,25 +138,36 @@ def effective_numa(device: Mapping[str, Any]) -> tuple[int | None, bool]:
 
 RAIL_VARIES = "rail varies"
 NO_RAIL = "no rail"
+RAIL_UNKNOWN = "rail unknown"
+# _rail_of's answer for a NIC whose rail is unknown (a subnet rule on a captured tree): never "no rail"
+_UNKNOWN = "unknown"
 
 
-def _rail_of(entry: Mapping[str, Any] | None, address: str) -> tuple[int | None, str]:
+def _rail_of(entry: Mapping[str, Any] | None, address: str) -> tuple[int | str | None, str]:
+    """``(rail, why)``: the rail, :data:`_UNKNOWN`, or ``None`` (on no rail)."""
     if entry is None:
         return None, "no rule on this node"
     for nic in entry.get("nics") or []:
         if nic.get("pci_address") == address:
-            return nic.get("rail"), str(nic.get("why") or "")
+            why = str(nic.get("why") or "")
+            return (_UNKNOWN, why) if fabric_rails.nic_unknown(nic) else (nic.get("rail"), why)
     return None, "not an RDMA NIC of this node"
+
+
+def _rail_words(rail: int | str | None) -> str:
+    return "no rail" if rail is None else RAIL_UNKNOWN if rail == _UNKNOWN else f"rail {rail}"
 
 
 def rail_labels(hosts: Iterable[str], rails_by_host: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
     """``{PCI address: {"rail", "text", "why"}}`` for the RDMA NIC PFs of one layout's nodes.
 
     ``rails_by_host`` maps a host to its rails in ``summary.json`` (``None``:
-    no rule). ``text`` is ``rail 3`` or ``no rail`` when every node of the
-    layout agrees, else ``rail varies`` (``rail`` is then ``None`` and ``why``
-    says which node has which). Empty when no node of the layout has a rule:
-    the pictures then show no rails at all.
+    no rule). ``text`` is ``rail 3``, ``no rail`` or ``rail unknown`` (the
+    rule cannot place the NIC here: a ``subnet`` rule on a captured tree;
+    never said as no rail) when every node of the layout agrees, else
+    ``rail varies`` (``rail`` is then ``None`` and ``why`` says which node
+    has which). Empty when no node of the layout has a rule: the pictures
+    then show no rails at all.
     """
     hosts = list(hosts)
     entries = {host: rails_by_host.get(host) for host in hosts}
@@ -165,23 +177,24 @@ def rail_labels(hosts: Iterable[str], rails_by_host: Mapping[str, Mapping[str, A
         {nic["pci_address"] for entry in entries.values() if entry is not None for nic in entry.get("nics") or []}
     )
     labels: dict[str, Any] = {}
+    order = {None: -2, _UNKNOWN: -1}
     for address in addresses:
-        seen: dict[int | None, list[str]] = {}
+        seen: dict[int | str | None, list[str]] = {}
         reasons: set[str] = set()
         for host in hosts:
             rail, why = _rail_of(entries[host], address)
             seen.setdefault(rail, []).append(host)
-            if rail is None:
+            if not isinstance(rail, int):
                 reasons.add(why)
         if len(seen) > 1:
             parts = [
-                f"{'no rail' if rail is None else f'rail {rail}'} on {_hosts_text(who)}"
-                for rail, who in sorted(seen.items(), key=lambda item: -1 if item[0] is None else item[0])
+                f"{_rail_words(rail)} on {_hosts_text(who)}"
+                for rail, who in sorted(seen.items(), key=lambda item: order.get(item[0], item[0]))  # type: ignore[arg-type]
             ]
             labels[address] = {"rail": None, "text": RAIL_VARIES, "why": "; ".join(parts)}
-        elif None in seen:
+        elif None in seen or _UNKNOWN in seen:
             why = reasons.pop() if len(reasons) == 1 else "the reason differs between nodes"
-            labels[address] = {"rail": None, "text": NO_RAIL, "why": why}
+            labels[address] = {"rail": None, "text": NO_RAIL if None in seen else RAIL_UNKNOWN, "why": why}
         else:
             rail = next(iter(seen))
             labels[address] = {"rail": rail, "text": f"rail {rail}", "why": ""}

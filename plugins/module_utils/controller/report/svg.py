@@ -10,6 +10,7 @@ devices per class. Texts are cut to fit their boxes.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import (
+    RAIL_UNKNOWN,
     RAIL_VARIES,
     effective_numa,
     level_matrix,
@@ -378,10 +379,10 @@ def _node_shape(node: _TreeNode) -> dict[str, Any]:
 
 
 def _rail_short(rail: Mapping[str, Any]) -> str:
-    """``rail 3``; ``rail \u2013`` (on no rail); ``rail ?`` (the nodes of the layout disagree)."""
+    """``rail 3``; ``rail \u2013`` (on no rail); ``rail ?`` (unknown, or the nodes of the layout disagree)."""
     if rail["rail"] is not None:
         return f"rail {rail['rail']}"
-    return "rail ?" if rail["text"] == RAIL_VARIES else "rail \u2013"
+    return "rail ?" if rail["text"] in (RAIL_VARIES, RAIL_UNKNOWN) else "rail \u2013"
 
 
 def _pair_shapes(matrix: Mapping[str, Any], centres: Mapping[str, tuple[float, float, float]]) -> list[dict[str, Any]]:

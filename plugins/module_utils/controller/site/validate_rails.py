@@ -1,17 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """The validation stage's rails check: each host's ``aligned_dra_rails`` against its probe.
 
-The rule is read by :func:`controller.fabric.rails.site_rails`, the code the
-driver's rails file and ``summary.json`` use, so the validation refuses
-exactly what the driver would publish wrong: a malformed rule, a node
-missing one of the ``count`` rails, a rail given to two NICs of a node, a
-rule that matches none of the node's RDMA NICs, a map entry that is not an
-RDMA NIC of the node. Each problem names the NIC and the rule; the
+The rule is read by :func:`controller.fabric.rails.host_rails`, the code
+``summary.json`` and the plan use (and the driver runs on the node), so the
+validation refuses exactly what the driver would publish wrong: a malformed
+rule, a node missing one of the ``count`` rails, a rail given to two NICs of
+a node, a rule that matches none of the node's RDMA NICs, a map entry that
+is not an RDMA NIC of the node. Each problem names the NIC and the rule; the
 validation adds the host.
 
-Without a probe of the host (stages that do not probe, and a ``subnet`` rule
-whose probe read no addresses: a captured tree) the rails are unknown, not
-wrong: the rule is checked for its shape only.
+Where the rails cannot be known, the rule is checked for its shape only and
+nothing else is refused (``host_rails``' one policy): a host this run did
+not probe, and a ``subnet`` rule whose probe read no addresses (a captured
+tree), whose NICs are on an unknown rail, not on none.
 
 Controller-side; no Ansible imports.
 """
@@ -45,21 +46,5 @@ def rail_problems(host: str, settings: Mapping[str, Any]) -> list[tuple[str, str
         topology = topology_fact.full_topology(host, settings.get(TOPOLOGY_FACT))
     except topology_fact.TopologyFactError as exc:
         return [(TOPOLOGY_FACT, str(exc))]
-    addresses = topology.get("netdev_addresses") if topology else None
-    if not isinstance(addresses, dict):
-        addresses = None
-        if isinstance(rule, dict) and rule.get("by") == "subnet":
-            # The probe could not read addresses (a captured tree): the node's rails are unknown.
-            topology = None
-    found = fabric_rails.site_rails(
-        {
-            host: {
-                "rule": rule,
-                "node_name": kubernetes_node_name(host, settings),
-                "topology": topology,
-                "addresses": addresses,
-            }
-        }
-    )
-    prefix = f"{host}: "
-    return [(VARIABLE, p[len(prefix) :] if p.startswith(prefix) else p) for p in found["problems"]]
+    entry = fabric_rails.host_rails(host, rule, kubernetes_node_name(host, settings), topology or None)
+    return [(VARIABLE, problem) for problem in (entry or {}).get("problems") or []]

@@ -2,10 +2,12 @@
 """A node's rails as ``summary.json``, ``summary.md`` and the report show them.
 
 Each node's ``aligned_dra_rails`` is read against its probe by
-:func:`controller.fabric.rails.site_rails`, the code the validation stage and
-the driver's rails file use, so the summary shows the rails the validation
-checked and the driver publishes. A node without a rule has no rails
-(``None``): no NIC of it is on a rail, and nothing says otherwise.
+:func:`controller.fabric.rails.host_rails`, the code the validation stage and
+the plan use, so the summary shows the rails the validation checked and the
+driver publishes. A node without a rule has no rails (``None``): no NIC of it
+is on a rail, and nothing says otherwise. A NIC whose rail cannot be known
+here (a ``subnet`` rule on a captured tree) is on an unknown rail, never shown
+as on none.
 
 Controller-side; no Ansible imports.
 """
@@ -39,35 +41,23 @@ def node_rails(topology: Mapping[str, Any], rule: Any, node_name: str) -> dict[s
 
     Returns ``rule`` (the rule in a few words, ``None`` when it is malformed),
     ``count``, ``nics`` (every RDMA NIC physical function: ``pci_address``,
-    ``netdevs``, ``rail`` or ``None``, ``why``) and ``problems`` (what the
-    validation refuses). The ``subnet`` rule reads the addresses the probe
-    read on the live node (``netdev_addresses``); a captured tree has none,
-    and its NICs are on no rail with that reason.
+    ``netdevs``, ``rail`` or ``None``, ``why``, ``unknown``) and ``problems``
+    (what the validation refuses). Read by :func:`fabric_rails.host_rails`:
+    a ``subnet`` rule on a probe without addresses (a captured tree) leaves
+    its NICs on an unknown rail (``rail: null``, ``unknown: true``, why
+    ``addresses not read``), which is no problem.
     """
-    if rule is None or rule == {}:
-        return None
-    addresses = topology.get("netdev_addresses")
-    found = fabric_rails.site_rails(
-        {
-            node_name: {
-                "rule": rule,
-                "node_name": node_name,
-                # an empty probe is a node without NICs, not an unknown one
-                "topology": topology or {"devices": []},
-                "addresses": addresses if isinstance(addresses, dict) else None,
-            }
-        }
-    )
-    prefix = f"{node_name}: "
-    problems = [p[len(prefix) :] if p.startswith(prefix) else p for p in found["problems"]]
-    entry = found["hosts"].get(node_name)
+    # an empty probe is a node without NICs, not an unknown one
+    entry = fabric_rails.host_rails(node_name, rule, node_name, topology or {"devices": []})
     if entry is None:
-        return {"rule": None, "count": None, "nics": [], "problems": problems}
+        return None
+    if entry["rule"] is None:
+        return {"rule": None, "count": None, "nics": [], "problems": entry["problems"]}
     return {
         "rule": rule_rails.describe(entry["rule"]),
         "count": entry["rule"]["count"],
         "nics": [dict(nic) for nic in entry["nics"]],
-        "problems": problems,
+        "problems": entry["problems"],
     }
 
 
@@ -75,31 +65,38 @@ def site_rails(nodes: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | No
     """A site's rails from its nodes' :func:`node_rails`; ``None`` when no node has a rule.
 
     ``nodes``: the nodes with a rule; ``per_rail``: RDMA NICs per rail (string
-    keys, numeric order); ``on_no_rail``: RDMA NICs of those nodes on no rail.
+    keys, numeric order); ``on_no_rail``: RDMA NICs of those nodes on no rail;
+    ``unknown``: those whose rail is unknown (:func:`fabric_rails.nic_unknown`),
+    never counted on no rail.
     """
     entries = [entry for entry in nodes if entry is not None]
     if not entries:
         return None
     per_rail: dict[int, int] = {}
     on_no_rail = 0
+    unknown = 0
     for entry in entries:
         for nic in entry["nics"]:
-            if nic["rail"] is None:
-                on_no_rail += 1
-            else:
+            if nic["rail"] is not None:
                 per_rail[nic["rail"]] = per_rail.get(nic["rail"], 0) + 1
+            elif fabric_rails.nic_unknown(nic):
+                unknown += 1
+            else:
+                on_no_rail += 1
     return {
         "nodes": len(entries),
         "per_rail": {str(rail): per_rail[rail] for rail in sorted(per_rail)},
         "on_no_rail": on_no_rail,
+        "unknown": unknown,
     }
 
 
 def nic_rail_text(nic: Mapping[str, Any]) -> str:
-    """``rail 3``, or ``on no rail (excluded by the rule)``."""
-    return (
-        f"rail {nic['rail']}" if nic.get("rail") is not None else f"on no rail ({nic.get('why') or 'no reason given'})"
-    )
+    """``rail 3``, ``rail unknown (addresses not read)`` or ``on no rail (excluded by the rule)``."""
+    why = nic.get("why") or "no reason given"
+    if nic.get("rail") is not None:
+        return f"rail {nic['rail']}"
+    return f"rail unknown ({why})" if fabric_rails.nic_unknown(nic) else f"on no rail ({why})"
 
 
 def nic_label(nic: Mapping[str, Any]) -> str:
@@ -109,14 +106,22 @@ def nic_label(nic: Mapping[str, Any]) -> str:
 
 
 def rails_in_short(entry: Mapping[str, Any] | None) -> str:
-    """One node's rails in a few words: ``rails 0-7, 2 on no rail``; ``-`` without a rule."""
+    """One node's rails in a few words: ``rails 0-7, 2 on no rail``, ``8 rails unknown``; ``-`` without a rule."""
     if entry is None:
         return "-"
     if entry["rule"] is None:
         return "rule not readable"
-    rails = sorted(nic["rail"] for nic in entry["nics"] if nic["rail"] is not None)
-    parts = [_ranges(rails) if rails else "no NIC on a rail"]
-    off = sum(1 for nic in entry["nics"] if nic["rail"] is None)
+    nics = entry["nics"]
+    rails = sorted(nic["rail"] for nic in nics if nic["rail"] is not None)
+    unknown = sum(1 for nic in nics if fabric_rails.nic_unknown(nic))
+    off = sum(1 for nic in nics if nic["rail"] is None) - unknown
+    parts = []
+    if rails:
+        parts.append(_ranges(rails))
+    elif not unknown:
+        parts.append("no NIC on a rail")
+    if unknown:
+        parts.append(f"{unknown} {'rail' if unknown == 1 else 'rails'} unknown")
     if off:
         parts.append(f"{off} on no rail")
     return ", ".join(parts)

@@ -173,7 +173,9 @@ def _rails_markdown(summary: dict[str, Any]) -> list[str]:
         "## Rails",
         "",
         f"{device_model.plural(site['nodes'], 'node')} with a rule (aligned_dra_rails); RDMA NICs per rail: "
-        f"{per_rail}; {site['on_no_rail']} on no rail.",
+        f"{per_rail}; {site['on_no_rail']} on no rail"
+        + (f"; {site['unknown']} on an unknown rail" if site.get("unknown") else "")
+        + ".",
         "",
         "| node | rule | RDMA NIC: rail |",
         "|---|---|---|",

@@ -26,14 +26,13 @@ REPO = Path(__file__).resolve().parents[4]
 DS = {"mode": "daemonset", "image": "registry.example/aligned-dra-driver:0.1.0"}
 PCI = {"by": "pci_order", "count": 8}
 NAMES = {"by": "netdev_name", "pattern": r"^nic(\d+)$"}
+# as the rail_rules filter gives them
 SITES = {
     "lab": {
-        "gpu-a": {"rule": PCI, "node_name": "gpu-a"},
-        "gpu-b": {"rule": PCI, "node_name": "gpu-b.example.com"},
-        "gpu-c": {"rule": NAMES, "node_name": None},
-        "cpu-d": {"rule": None, "node_name": "cpu-d"},
+        "rules": {"gpu-a": PCI, "gpu-b": PCI, "gpu-c": NAMES, "cpu-d": None},
+        "node_names": {"gpu-a": "gpu-a", "gpu-b": "gpu-b.example.com"},
     },
-    "west": {"w1": {"rule": {}, "node_name": "w1"}},
+    "west": {"rules": {"w1": {}}, "node_names": {"w1": "w1"}},
 }
 
 
@@ -56,9 +55,12 @@ def test_one_file_per_site_with_a_rule_keyed_by_node_name():
 
 
 def test_a_bad_rule_names_site_host_and_field():
-    sites = {"lab": {"gpu-a": {"rule": {"by": "pci_order", "count": 0}, "node_name": "gpu-a"}}}
+    sites = {"lab": {"rules": {"gpu-a": {"by": "pci_order", "count": 0}}, "node_names": {}}}
     with pytest.raises(AnsibleFilterError, match=r"site lab: gpu-a: aligned_dra_rails\.count"):
         driver_rails_files(sites)
+    # the shape of the host -> {rule, node_name} mapping before the rail_rules filter is refused, not misread
+    with pytest.raises(AnsibleFilterError, match=r"site 'lab': expected \{rules: host -> rule"):
+        driver_rails_files({"lab": {"gpu-a": {"rule": PCI, "node_name": "gpu-a"}}})
 
 
 def configmap_and_daemonset(objects):
@@ -91,7 +93,7 @@ def test_the_daemonset_mounts_the_site_file_from_a_configmap_applied_before_it()
 def test_a_changed_rule_changes_the_configmap_only_so_no_pod_rolls():
     first = driver_rails_objects(dd.objects(DS), driver_rails_files(SITES)["lab"])
     sites = copy.deepcopy(SITES)
-    sites["lab"]["gpu-c"]["rule"] = {"by": "map", "map": {"0000:1d:00.0": 0}}
+    sites["lab"]["rules"]["gpu-c"] = {"by": "map", "map": {"0000:1d:00.0": 0}}
     second = driver_rails_objects(dd.objects(DS), driver_rails_files(sites)["lab"])
     assert configmap_and_daemonset(first)[0] != configmap_and_daemonset(second)[0]
     assert configmap_and_daemonset(first)[1] == configmap_and_daemonset(second)[1]

@@ -174,4 +174,4 @@ def test_each_hosts_rails_rule_is_read_against_its_probe_with_its_node_name():
     assert [n["rail"] for n in east["per_node"]["a1"]["rails"]["nics"]] == [0, 1]
     assert [n["rail"] for n in east["per_node"]["a2"]["rails"]["nics"]] == [None, 0]
     assert east["per_node"]["a3"]["rails"] is None
-    assert east["rails"] == {"nodes": 2, "per_rail": {"0": 2, "1": 1}, "on_no_rail": 1}
+    assert east["rails"] == {"nodes": 2, "per_rail": {"0": 2, "1": 1}, "on_no_rail": 1, "unknown": 0}

@@ -37,6 +37,9 @@ def test_every_host_with_a_rule_and_a_probe_gets_its_rails_vfs_included():
 def test_a_host_without_a_probe_has_unknown_rails_not_none():
     found = fabric.site_rails({"a": {"rule": {"by": "pci_order"}, "topology": None}})
     assert found == {"hosts": {}, "problems": []}
+    # not probed, the rule is still checked for its shape
+    found = fabric.site_rails({"a": {"rule": {"by": "pci_order", "count": 0}, "topology": None}})
+    assert found["problems"] == ["a: aligned_dra_rails.count: an integer from 1 to 64 (got 0)"]
 
 
 def test_problems_name_the_host_the_nic_and_the_rule():
@@ -48,10 +51,52 @@ def test_problems_name_the_host_the_nic_and_the_rule():
         }
     )
     assert found["problems"] == [
-        "c: aligned_dra_rails.pattern: 'nic' has no group; its first group is the rail (e.g. '^nic(\\d+)$')",
         "a: rail 0 given to 2 NICs: 0000:1d:00.0 (nic0) and 0000:2e:00.0 (nic1) (rule by map)",
         "b: rails 2 of count 3: no RDMA NIC is on them (rule by pci_order)",
+        "c: aligned_dra_rails.pattern: 'nic' has no group; its first group is the rail (e.g. '^nic(\\d+)$')",
     ]
+    assert sorted(found["hosts"]) == ["a", "b"]  # c's rule is malformed: no rails to give
+
+
+SUBNETS = {"by": "subnet", "subnets": ["192.168.128.0/21", "192.168.136.0/21"], "exclude": ["nic1"]}
+
+
+def test_a_subnet_rule_without_addresses_gives_unknown_rails_and_no_problem():
+    # a captured tree (netdev_addresses null): the rule cannot place nic0; nic1 is excluded, so on no rail
+    entry = fabric.host_rails("a", dict(SUBNETS, count=2), "k8s-a", dict(TWO_RAILS, netdev_addresses=None))
+    assert [(n["rail"], n["unknown"], n["why"]) for n in entry["nics"]] == [
+        (None, True, "addresses not read"),
+        (None, False, "excluded by the rule"),
+    ]
+    assert entry["rails"] == {} and entry["problems"] == []  # count 2 is not "missing": it is unknown
+    assert entry["unknown"] == (
+        "rails unknown: rule by subnet (2 subnets) places NICs by their IPv4 addresses, "
+        "and none were read on this node (a captured tree)"
+    )
+    assert entry["node_name"] == "k8s-a"
+    # the same rule with the addresses read: known rails, and what is wrong is a problem again
+    live = dict(TWO_RAILS, netdev_addresses={"nic0": ["192.168.136.4/21"]})
+    entry = fabric.host_rails("a", dict(SUBNETS, count=2), None, live)
+    assert [(n["rail"], n["unknown"]) for n in entry["nics"]] == [(1, False), (None, False)]
+    assert entry["unknown"] is None and entry["rails"] == {"0000:1d:00.0": 1, "0000:1d:00.2": 1}
+    assert entry["problems"] == ["rails 0 of count 2: no RDMA NIC is on them (rule by subnet (2 subnets))"]
+
+
+def test_host_rails_without_a_rule_a_probe_or_a_good_rule():
+    assert fabric.host_rails("a", None, None, TWO_RAILS) is None
+    assert fabric.host_rails("a", {}, None, TWO_RAILS) is None
+    not_probed = fabric.host_rails("a", {"by": "pci_order"}, None, None)
+    assert (not_probed["nics"], not_probed["problems"]) == ([], [])
+    assert not_probed["unknown"] == "rails unknown: the node was not probed in this run"
+    bad = fabric.host_rails("a", {"by": "cabling"}, None, None)
+    assert bad["rule"] is None and bad["problems"][0].startswith("aligned_dra_rails.by: one of")
+
+
+def test_a_nic_is_unknown_by_its_flag_or_in_an_older_summary_by_its_reason():
+    assert fabric.nic_unknown({"rail": None, "why": "x", "unknown": True})
+    assert fabric.nic_unknown({"rail": None, "why": "addresses not read"})  # written before the flag
+    assert not fabric.nic_unknown({"rail": None, "why": "excluded by the rule", "unknown": False})
+    assert not fabric.nic_unknown({"rail": 2, "why": "map entry", "unknown": False})
 
 
 def test_per_node_map_uses_the_kubernetes_node_name():

@@ -53,26 +53,49 @@ SITE_RULES = {"n1": dict(NIC_NAME_RULE, count=4), "n2": dict(NIC_NAME_RULE, coun
 def test_fits_per_rail_of_a_small_site_worked_by_hand():
     plan = plan_site(SITE, SITE_RULES)
     assert plan["_plan"]["rails"] == [0, 1, 2, 3] and plan["_plan"]["warnings"] == []
-    # one pair per claim: each node's pairs, one claim per rail
+    # one pair per claim: each node's pairs, one claim per rail; not pinned, so no count per rail (the
+    # rails are the planner's picks, the scheduler may pick others)
     pair = plan["gpu-nic-pair-1"]
     assert node_rails_of(pair, "n1") == [[0], [1], [2], [3]] and node_rails_of(pair, "n2") == [[0], [1]]
-    assert pair["fits_per_rail"] == {"0": 2, "1": 2, "2": 1, "3": 1}
-    assert pair["nodes"]["n2"]["fits_per_rail"] == {"0": 1, "1": 1}
-    # two pairs per claim: rails 0+1 and 2+3 on n1, 0+1 on n2; a claim counts on each of its rails
+    assert pair["fits_per_rail"] is None and pair["nodes"]["n2"]["fits_per_rail"] is None
     two = plan["gpu-nic-pair-2"]
-    assert node_rails_of(two, "n1") == [[0, 1], [2, 3]] and two["fits_per_rail"] == {"0": 2, "1": 2, "2": 1, "3": 1}
-    # pinned: one NIC per rail and node, so one claim per node that has the rail
+    assert node_rails_of(two, "n1") == [[0, 1], [2, 3]] and two["fits_per_rail"] is None
+    # pinned: one NIC per rail and node, so one claim per node that has the rail; a claim counts on each rail
     assert plan["gpu-nic-rail-1"]["fits_per_rail"] == {"0": 0, "1": 2, "2": 0, "3": 0}
     assert plan["gpu-nic-rail-3"]["fits_per_rail"] == {"0": 0, "1": 0, "2": 0, "3": 1}
     assert plan["gpu-nic-rails-2-0"]["fits_per_rail"] == {"0": 2, "1": 2, "2": 0, "3": 0}
     assert plan["gpu-nic-rails-2-2"]["fits_per_rail"] == {"0": 0, "1": 0, "2": 1, "3": 1}
     assert plan["gpu-nic-rails-4-0"]["fits_per_rail"] == {"0": 1, "1": 1, "2": 1, "3": 1}
+    assert plan["gpu-nic-rail-1"]["nodes"]["n2"]["fits_per_rail"] == {"0": 0, "1": 1}
     assert [plan[f"gpu-nic-rail-{r}"]["fits_total"] for r in range(4)] == [2, 2, 1, 1]
     assert [plan[name]["fits_total"] for name in ("gpu-nic-pair-1", "gpu-nic-pair-2")] == [6, 3]
     assert [plan[f"gpu-nic-rails-{k}"]["fits_total"] for k in ("2-0", "2-2", "4-0")] == [2, 1, 1]
     assert plan["gpu-nic-rail-3"]["nodes"]["n2"]["fits"] == 0
     assert plan["gpu-nic-rails-4-0"]["nodes"]["n1"]["allocations"][0]["worst_level"] == "NODE"
     assert plan["gpu-nic-rails-4-0"]["nodes"]["n1"]["allocations"][0]["aligned_level"] == "PIX"
+
+
+def test_a_template_not_pinned_to_a_rail_gets_no_count_per_rail():
+    # one GPU, NICs on rails 0 and 1: the planner's one pair takes rail 0, but the scheduler may
+    # take rail 1, so "0: 1, 1: 0" would be wrong; the pinned templates say what each rail holds
+    one_gpu = rail_node(
+        [("0000:11:00.0", "pci0000:10", 0)], [("0000:12:00.0", "pci0000:10", 0), ("0000:22:00.0", "pci0000:20", 0)]
+    )
+    plan = plan_site({"n": one_gpu}, {"n": dict(NIC_NAME_RULE, count=2)})
+    pair = plan["gpu-nic-pair-1"]
+    assert pair["fits_total"] == 1 and node_rails_of(pair, "n") == [[0]]
+    assert pair["fits_per_rail"] is None and pair["nodes"]["n"]["fits_per_rail"] is None
+    assert plan["gpu-nic-rail-0"]["fits_per_rail"] == {"0": 1, "1": 0}
+    assert plan["gpu-nic-rail-1"]["fits_per_rail"] == {"0": 0, "1": 1}
+    pinned = [t["name"] for t in plan["_plan"]["templates"] if t["fits_per_rail"] is not None]
+    assert pinned == ["gpu-nic-rail-0", "gpu-nic-rail-1", "gpu-nic-rails-2-0"]
+
+
+def test_a_template_is_pinned_by_the_rails_annotation():
+    assert plan_rails.pinned_to_rails({"metadata": {"annotations": {"aligned.dev/rails": "2,3"}}})
+    assert not plan_rails.pinned_to_rails({"metadata": {"annotations": {"aligned.dev/rails": " "}}})
+    assert not plan_rails.pinned_to_rails({"metadata": {"name": "gpu-nic-pair-1"}})
+    assert not plan_rails.pinned_to_rails({})
 
 
 def test_the_plan_is_the_same_planned_node_by_node():
@@ -135,7 +158,7 @@ def test_k_rails_need_k_distinct_rails_each_pair_on_one_root():
     assert plan["gpu-nic-rails-2-0"]["fits_total"] == 0
     assert any("rail 0 given to 2 NICs" in w for w in plan["_plan"]["warnings"])
     assert plan["gpu-nic-pair-2"]["fits_total"] == 1 and node_rails_of(plan["gpu-nic-pair-2"], "n") == [[0, 0]]
-    assert plan["gpu-nic-pair-2"]["fits_per_rail"] == {"0": 1}
+    assert plan["gpu-nic-pair-2"]["fits_per_rail"] is None  # not pinned
     # rails 0 and 1, but the rail-1 NIC shares no root with a GPU
     unaligned = rail_node(
         [("0000:11:00.0", "pci0000:10", 0), ("0000:21:00.0", "pci0000:20", 0)],
@@ -153,7 +176,8 @@ def test_k_rails_need_k_distinct_rails_each_pair_on_one_root():
 def test_without_a_rule_no_rail_is_known_and_none_is_guessed():
     plan = plan_site({"n": aligned_node(2)}, {}, rail_objects({"other": dict(NIC_NAME_RULE, count=1)}))
     pair = plan["gpu-nic-pair-1"]
-    assert node_rails_of(pair, "n") == [[None], [None]] and pair["fits_per_rail"] == {}
+    assert node_rails_of(pair, "n") == [[None], [None]] and pair["fits_per_rail"] is None
+    assert plan["gpu-nic-rail-0"]["fits_per_rail"] == {}  # pinned, on a site without rails
     assert plan["_plan"]["rails"] == [] and plan["gpu-nic-rail-0"]["fits_total"] == 0
     # a NIC without a rail is no match for a rail template, not an error that aborts every allocation
     assert plan["gpu-nic-rail-0"]["errors"] == []
@@ -206,7 +230,7 @@ def test_other_drivers_nics_get_their_rails_from_the_rule():
         (["dra.net/pci-0000-22-00-0"], [1]),
         (["dra.net/pci-stray"], [None]),  # not a function of the probed node: its rail is unknown
     ]
-    assert nic_only["fits_per_rail"] == {"0": 1, "1": 1}
+    assert nic_only["fits_per_rail"] is None  # not pinned to a rail
     assert node_rails_of(plan["gpu-nic-pair-1"], "n") == [[0], [1]]
     assert not [n for n in plan if n.startswith("gpu-nic-rail")]  # DRANET publishes no rail to select on
 
@@ -279,10 +303,17 @@ def test_the_subnet_rule_reads_the_addresses_the_probe_read():
         {"0000:12:00.0": 1, "0000:22:00.0": 0},
         [],
     )
-    # a captured tree has no addresses: no rail, and the plan says why
-    rails, problems = plan_rails.node_rails("n", dict(topology, netdev_addresses=None), rule)
-    assert rails == {} and problems == [f"n: rule {node_rails.describe(node_rails.check_rule(rule))} needs the NICs' "
-                                        "IPv4 addresses, and none were read on this node"]  # fmt: skip
+    # a captured tree has no addresses: the rails are unknown (no rail in the plan), and the plan says why
+    rails, notes = plan_rails.node_rails("n", dict(topology, netdev_addresses=None), dict(rule, count=2))
+    assert rails == {} and notes == [
+        f"n: rails unknown: rule {node_rails.describe(node_rails.check_rule(rule))} places NICs by their IPv4 "
+        "addresses, and none were read on this node (a captured tree)"
+    ]  # not "rails 0, 1 of count 2: no RDMA NIC is on them": unknown is not missing
+    # addresses given (the plan module's rail_addresses) win over the topology's
+    assert plan_rails.node_rails("n", dict(topology, netdev_addresses=None), rule, addresses=addresses)[0] == {
+        "0000:12:00.0": 1,
+        "0000:22:00.0": 0,
+    }
 
 
 def test_a_shared_claims_rails_count_once_on_the_site():

@@ -58,6 +58,8 @@ def test_summary_rails_are_read_per_node_and_a_bad_entry_is_refused():
         ({"rule": None, "nics": [{"pci_address": "x"}]}, "per_node.a.rails.nics[0] has no 'rail'"),
         ({"rule": None, "nics": [dict(nic, rail="0")]}, "pci_address must be a text and rail a number or null"),
         ({"rule": None, "nics": [], "problems": [1]}, "per_node.a.rails.problems must be a list of texts"),
+        ({"rule": None, "nics": [dict(nic, unknown="yes")]}, "nics[0].unknown must be true (with rail null) or false"),
+        ({"rule": None, "nics": [dict(nic, unknown=True)]}, "nics[0].unknown must be true (with rail null) or false"),
     ):
         with pytest.raises(inputs.ReportError, match=re.escape(message)):
             inputs.summary_rails({"per_node": {"a": {"rails": bad}}}, "s.json")

@@ -142,6 +142,21 @@ def test_rail_labels_a_node_without_a_rule_makes_the_rail_vary_and_none_gives_no
     )
 
 
+def test_rail_labels_an_unknown_rail_is_never_no_rail():
+    unknown = {"pci_address": "0000:1d:00.0", "netdevs": [], "rail": None, "why": "addresses not read", "unknown": True}
+    captured = {"rule": "by subnet (2 subnets)", "nics": [unknown]}
+    labels = layouts.rail_labels(["a", "b"], {"a": captured, "b": captured})
+    assert labels["0000:1d:00.0"] == {"rail": None, "text": "rail unknown", "why": "addresses not read"}
+    # one node unknown, one on no rail, one on rail 1: the rail varies, and each is said as it is
+    mixed = {"a": captured, "b": _rails({"0000:1d:00.0": None}), "c": _rails({"0000:1d:00.0": 1})}
+    assert layouts.rail_labels(["a", "b", "c"], mixed)["0000:1d:00.0"]["why"] == (
+        "no rail on b; rail unknown on a; rail 1 on c"
+    )
+    # a summary.json written before the flag: the reason still says unknown
+    older = {"rule": "by subnet (2 subnets)", "nics": [{k: v for k, v in unknown.items() if k != "unknown"}]}
+    assert layouts.rail_labels(["a"], {"a": older})["0000:1d:00.0"]["text"] == "rail unknown"
+
+
 def test_the_matrix_columns_carry_the_rail_a_vf_column_its_pfs():
     topology = topology_of("sriov-8x64")
     gpu = sorted(topology["links"])[0]

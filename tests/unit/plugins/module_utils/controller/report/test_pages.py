@@ -449,6 +449,26 @@ def test_a_layout_whose_nodes_disagree_says_the_rail_varies():
     )
 
 
+def test_rails_a_subnet_rule_cannot_read_on_captured_trees_are_unknown_never_none():
+    nodes = identical_site("dgx-h100", 2)
+    assert all(t.get("netdev_addresses") is None for t in nodes.values())  # captured: no addresses read
+    subnets = [f"192.168.{128 + 8 * r}.0/21" for r in range(8)]
+    rule = {"by": "subnet", "subnets": subnets, "count": 8, "exclude": ["eno*"]}
+    result = pages.site_report("s", nodes, summary_file=_summary_with_rails(nodes, dict.fromkeys(nodes, rule)))
+    html, tags = result["html"], parse(result["html"])
+    header = {a["data-nic"]: a.get("data-rail") for t, a in tags if t == "th" and a.get("data-nic")}
+    assert header["0000:1d:00.0"] == "rail unknown" and header["0000:5a:00.0"] == "no rail"
+    drawn = {a["data-bdf"]: a.get("data-rail") for t, a in tags if t == "g" and a.get("data-bdf")}
+    assert drawn["0000:9d:00.0"] == "rail unknown"
+    assert "<title>NUMA 1 \u00b7 rail unknown: addresses not read</title>NUMA 1 \u00b7 rail ?</text>" in html
+    assert "rail unknown: addresses not read" in html  # the NIC legend
+    assert ">8 rails unknown, 2 on no rail</td>" in html
+    assert "; 4 on no rail; 16 on an unknown rail" in html
+    assert "8 NICs on an unknown rail" in html and "no RDMA NIC on a rail" not in html
+    # unknown is not wrong: no rails warning (count 8 is not "missing")
+    assert not [w for w in result["summary"]["warnings"] if "rails:" in w]
+
+
 def test_a_site_without_rules_shows_no_rails():
     nodes = {"a": topology_of("dgx-h100")}
     html = pages.site_report("s", nodes, summary_file=_summary_with_rails(nodes, {}))["html"]

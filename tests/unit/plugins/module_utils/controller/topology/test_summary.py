@@ -54,6 +54,7 @@ def test_site_summary_counts_nics_per_rail_and_markdown_lists_every_nic(layouts)
         "nodes": 2,
         "per_rail": {"0": 2, **{str(r): 1 for r in range(1, 8)}},
         "on_no_rail": 2,
+        "unknown": 0,
     }
     text = summary.site_summary_markdown(site)
     assert "## Rails" in text
@@ -77,3 +78,11 @@ def test_a_pattern_with_alternation_does_not_break_the_markdown_table(layouts):
     site = summary.site_summary_of("s", {"a": summary.node_summary(layouts("hyperv-ndv4"), rails=rule)})
     (row,) = [line for line in summary.site_summary_markdown(site).splitlines() if line.startswith("| a | by netdev")]
     assert row.startswith("| a | by netdev_name '^(?:ib\\|mlx)(\\d+)$' | 0101:00:00.0 (ib0): rail 0;")
+
+
+def test_a_subnet_rule_on_a_captured_tree_is_an_unknown_rail_in_the_markdown(layouts):
+    rule = {"by": "subnet", "subnets": ["192.168.128.0/21", "192.168.136.0/21"]}
+    node = summary.node_summary(layouts("dgx-h100"), rails=rule, node_name="dgx-01")
+    site = summary.site_summary_of("s", {"dgx-01": node})
+    assert site["rails"]["unknown"] == 10 and site["rails"]["on_no_rail"] == 0
+    assert "10 on an unknown rail" in summary.site_summary_markdown(site)
