@@ -194,7 +194,7 @@ def _by_subnet(device: dict[str, Any], rule: dict[str, Any], addresses: dict[str
             except ValueError:
                 continue
             hits.extend((rail, f"{name} {text}") for rail, net in enumerate(networks) if address in net)
-    rails = sorted({rail for rail, _ in hits})
+    rails = sorted({rail for rail, _why in hits})
     if len(rails) > 1:
         seen = "; ".join(f"{why} (rail {rail})" for rail, why in hits)
         return None, f"addresses in the subnets of rails {rails}: {seen}"

@@ -266,15 +266,21 @@ def test_restore_name_gives_a_nic_back_under_its_own_name_its_state_addresses_an
         f"{HOST}: adding route 10.81.0.0/16,10.99.0.1,scope=0,proto=4 failed: Network is unreachable (errno 101)"
     )
     assert host_link(HOST) == {"mtu": 1500, "up": True}  # and everything else is there
-    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", HOST], capture_output=True, text=True).stdout
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "dev", HOST], capture_output=True, text=True, check=True
+    ).stdout
     assert "inet 10.76.0.5/24 brd 10.76.0.255" in shown
     table = str(records["routes"][0]["table"])
-    shown = subprocess.run(["ip", "-4", "route", "show", "table", table], capture_output=True, text=True).stdout
+    shown = subprocess.run(
+        ["ip", "-4", "route", "show", "table", table], capture_output=True, text=True, check=True
+    ).stdout
     assert f"10.79.0.0/16 via 10.76.0.1 dev {HOST} proto static" in shown
     # the kubelet's retry adds nothing twice; without the refused route it succeeds
     records["routes"].pop()
     assert restore_name(str(node.sys), h.NIC_BDF, HOST, mtu=1500, up=True, records=records) == "in-place"
-    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", HOST], capture_output=True, text=True).stdout
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "dev", HOST], capture_output=True, text=True, check=True
+    ).stdout
     assert shown.count("inet ") == 1
 
 

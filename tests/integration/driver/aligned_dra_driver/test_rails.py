@@ -53,8 +53,12 @@ def rails_of(devices: dict[str, dict[str, Any]]) -> dict[str, int | None]:
 
 def wait_rails(api: FakeApiServer, wanted: dict[str, int | None], what: str) -> int:
     """Until the published NICs and VFs have exactly these rails; the pool's generation then."""
-    found = h.wait_until(lambda: (lambda g, d: g if rails_of(d) == wanted else 0)(*pool(api)), what=what)
-    return found
+
+    def generation_when_published() -> int:
+        generation, devices = pool(api)
+        return generation if rails_of(devices) == wanted else 0
+
+    return h.wait_until(generation_when_published, what=what)
 
 
 def start(node: h.NodeTree, api: FakeApiServer, rails_file, port: int | None = None) -> h.DriverProcess:
@@ -133,10 +137,12 @@ def test_a_nic_in_a_pod_changes_no_rail_on_rescan_or_restart(node, api, exclusiv
             in_pod = {r.DEV_B: 1, r.DEV_VF: 0}
             generation = wait_rails(api, in_pod, "the pool without the NIC in the pod")
         else:  # still an RDMA NIC, without its interface
-            generation = h.wait_until(
-                lambda: (lambda g, d: g if r.DEV_A in d and NETDEV not in d[r.DEV_A]["attributes"] else 0)(*pool(api)),
-                what="the NIC published without its interface",
-            )
+
+            def generation_without_interface() -> int:
+                published, devices = pool(api)
+                return published if r.DEV_A in devices and NETDEV not in devices[r.DEV_A]["attributes"] else 0
+
+            generation = h.wait_until(generation_without_interface, what="the NIC published without its interface")
             in_pod = BEFORE
         assert rails_of(pool(api)[1]) == in_pod
         process.stop()

@@ -303,9 +303,10 @@ def test_the_largest_nic_a_pod_takes_fits_a_cdi_spec():
     widest = "255.255.255.255"
     host = {
         "up": True,
-        "addresses": [address(f"{widest}/32", widest, 2**32 - 1, True) for _ in range(layer3.MAX_POD_ADDRESSES)],
+        "addresses": [address(f"{widest}/32", widest, 2**32 - 1, True) for _index in range(layer3.MAX_POD_ADDRESSES)],
         "routes": [
-            route(f"{widest}/32", widest, 2**32 - 1, widest, 253, 255, 254, True) for _ in range(layer3.MAX_POD_ROUTES)
+            route(f"{widest}/32", widest, 2**32 - 1, widest, 253, 255, 254, True)
+            for _index in range(layer3.MAX_POD_ROUTES)
         ],
     }
     args, _ips = hook_args("nic0", {}, host)

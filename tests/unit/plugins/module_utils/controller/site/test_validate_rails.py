@@ -37,7 +37,9 @@ def lines(settings: dict[str, dict], stages=validate.STAGES) -> list[str]:
     return [p.line() for p in run(settings, stages)[0]]
 
 
-def host(rule, topology=FOUR, **more) -> dict:
+def host(rule, topology=..., **more) -> dict:
+    """A host's settings; ``topology=None``: not probed (the default: FOUR)."""
+    topology = FOUR if topology is ... else topology
     values = {"aligned_dra_site": "lab", "aligned_dra_rails": rule, **more}
     if topology is not None:
         values["aligned_dra_topology"] = topology
@@ -193,7 +195,7 @@ def test_a_team_and_the_required_list_may_name_the_rail_templates_the_rules_decl
     assert lines({"a": host(GOOD, **railed)}) == []
     # without a rule no rail template is rendered: the names are refused
     assert any("gpu-nic-rail-3" in line for line in lines({"a": host(None, **railed)}))
-    no_required = dict(railed, aligned_dra_claims={"templates": {"rails": {"counts": [1]}}})
+    no_required = {**railed, "aligned_dra_claims": {"templates": {"rails": {"counts": [1]}}}}
     assert any("gpu-nic-rail-0" in line for line in lines({"a": host(None, **no_required)}))
 
 
