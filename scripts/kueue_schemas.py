@@ -6,8 +6,8 @@ Usage::
 
     .venv/bin/python scripts/kueue_schemas.py tests/fixtures/kueue-v0.19.2 [output.py]
 
-Reads the five CRDs the teams stage renders objects of (ClusterQueue, Cohort,
-LocalQueue, ResourceFlavor, WorkloadPriorityClass) and writes, per kind, the
+Reads the six CRDs the teams stage renders objects of (ClusterQueue, Cohort,
+LocalQueue, ResourceFlavor, Topology, WorkloadPriorityClass) and writes, per kind, the
 ``openAPIV3Schema`` of the storage version (v1beta2) as a compact JSON string,
 with the schema ``description`` texts left out (they do not validate anything).
 tests/unit/plugins/module_utils/controller/teams/test_kueue.py regenerates the module from
@@ -31,6 +31,7 @@ FILES = {
     "Cohort": "kueue.x-k8s.io_cohorts.yaml",
     "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
     "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
+    "Topology": "kueue.x-k8s.io_topologies.yaml",
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
 }
 CHUNK = 100  # characters of JSON per string literal: lines stay under the formatter's width

@@ -36,7 +36,7 @@ Interface
 
 Kueue (v0.19.2) as a cluster with its CRDs installed serves it:
 ``/apis/kueue.x-k8s.io/v1beta2/{clusterqueues, cohorts, resourceflavors,
-workloadpriorityclasses}`` and namespaced ``localqueues``, each validated
+topologies, workloadpriorityclasses}`` and namespaced ``localqueues``, each validated
 against the openAPIV3Schema of Kueue's own CRD (``tests/fixtures/kueue-v0.19.2``),
 strict: fields a schema does not declare are refused. The CRDs' CEL rules and
 Kueue's webhook are not run here (``kueue.validate_objects`` is tested against
@@ -86,8 +86,11 @@ Verbs: get, list (``labelSelector`` with ``=``, ``==``, ``!=``, ``in``,
 ``LIST_MAP_KEYS`` merge by key), ``application/json-patch+json`` and
 server-side apply ``application/apply-patch+yaml`` (``fieldManager`` required;
 the applied configuration is merged into the live object with the same list-map
-rules; ownership conflicts between managers are not modelled and no
-``managedFields`` are kept), delete, deletecollection. ``dryRun=All`` validates
+rules; field ownership is modelled for the keys of ``metadata.labels`` only
+(``fake_apiserver_apply``: a manager's apply removes the label keys it applied
+before and leaves out, unless another manager owns them, and a changed value of
+a key another manager owns is a 409 conflict without ``force=true``; no
+``managedFields`` are shown; ``api.label_owners.of(key)`` tells the owners), delete, deletecollection. ``dryRun=All`` validates
 and answers without storing. Deleting a Node deletes the objects whose
 controlling owner it is (the garbage collector). ``watch`` is refused (400):
 nothing here needs it.
@@ -139,6 +142,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import jsonschema
 import yaml
+
+try:
+    from ansible_collections.aligned.dra.tests import fake_apiserver_apply
+except ImportError:  # imported as a top-level module (tests/fake_apiserver_daemon.py)
+    import fake_apiserver_apply  # type: ignore[no-redef]
 
 SUPPORTED_MINORS = ("1.34", "1.35", "1.36", "1.37")
 
@@ -238,6 +246,7 @@ RESOURCES = {
         Resource(KUEUE_GROUP, "v1beta2", "cohorts", "Cohort", namespaced=False, status=True),
         Resource(KUEUE_GROUP, "v1beta2", "localqueues", "LocalQueue", namespaced=True, status=True),
         Resource(KUEUE_GROUP, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False, status=False),
+        Resource(KUEUE_GROUP, "v1beta2", "topologies", "Topology", namespaced=False, status=False),
         Resource(
             KUEUE_GROUP, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False, status=False
         ),
@@ -933,6 +942,9 @@ class FakeApiServer:
         self.rejections: list[tuple[str, str, int, str]] = []
         self._faults: list[tuple[str, re.Pattern[str], int, int]] = []
         self._rv = itertools.count(1)
+        # label keys per field manager (fake_apiserver_apply); the request's writer is set by handle()
+        self.label_owners = fake_apiserver_apply.LabelOwnership()
+        self._writer: tuple[str, dict[Any, set[str]] | None] | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -990,6 +1002,7 @@ class FakeApiServer:
         resource = self._resource_for(obj)
         namespace = (obj.get("metadata") or {}).get("namespace", "default") if resource.namespaced else ""
         with self.lock:
+            self._writer = None
             stored = self._create(resource, namespace, copy.deepcopy(obj), keep_status=True, dry_run=False)
         return copy.deepcopy(stored)
 
@@ -1198,6 +1211,7 @@ class FakeApiServer:
         if not dry_run:
             meta["resourceVersion"] = str(next(self._rv))
             self.store[key] = obj
+            self._owned(key, None, obj)
             self._controllers(resource, namespace)
         return obj
 
@@ -1248,10 +1262,13 @@ class FakeApiServer:
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         self._finish_write(resource, new, old)
         if new == old:
+            if not dry_run:
+                self._owned(key, old, old)
             return old
         if not dry_run:
             new["metadata"]["resourceVersion"] = str(next(self._rv))
             self.store[key] = new
+            self._owned(key, old, new)
             self._controllers(resource, namespace)
         return new
 
@@ -1438,6 +1455,7 @@ class FakeApiServer:
         content_type = (headers.get("Content-Type") or "").split(";")[0].strip()
         with self.lock:
             self.requests.append((method, path, content_type))
+            self._writer = (fake_apiserver_apply.manager_of(query, headers), None)
             for index, (f_method, pattern, code, times) in enumerate(self._faults):
                 if f_method == method and pattern.search(path):
                     if times <= 1:
@@ -1548,6 +1566,7 @@ class FakeApiServer:
                 if subresource:
                     raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
                 patch.setdefault("metadata", {})["name"] = name
+                self._apply_labels(key, None, patch, patch, query)
                 return 201, self._create(resource, namespace, patch, keep_status=False, dry_run=dry_run)
             if patch.get("apiVersion") != resource.api_version or patch.get("kind") != resource.kind:
                 raise ApiError(400, "apply patch must carry the resource's apiVersion and kind")
@@ -1555,6 +1574,8 @@ class FakeApiServer:
             if meta_patch.get("name", name) != name:
                 raise ApiError(400, "the name of the object does not match the name on the URL")
             merged = merge(live, patch, delete_nulls=False)
+            if not subresource:
+                self._apply_labels(key, live, patch, merged, query)
             return 200, self._update(resource, namespace, name, merged, subresource, dry_run, check_version=False)
         if live is None:
             raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
@@ -1569,6 +1590,34 @@ class FakeApiServer:
         else:
             raise ApiError(415, f"the patch content type {content_type!r} is not supported", "UnsupportedMediaType")
         return 200, self._update(resource, namespace, name, merged, subresource, dry_run)
+
+    def _apply_labels(
+        self, key: tuple[str, str, str], live: Any, patch: dict[str, Any], merged: dict[str, Any], query: dict[str, str]
+    ) -> None:
+        """Set ``merged``'s labels as the apply leaves them (fake_apiserver_apply); 409 on a conflict."""
+        manager = query["fieldManager"]
+        try:
+            labels, owners = self.label_owners.apply(key, live, patch, manager, query.get("force") == "true")
+        except fake_apiserver_apply.ApplyConflict as exc:
+            raise ApiError(409, str(exc), "Conflict") from None
+        meta = merged.setdefault("metadata", {})
+        if labels:
+            meta["labels"] = labels
+        else:
+            meta.pop("labels", None)  # an empty map is not kept (omitempty)
+        self._writer = (manager, owners)
+
+    def _owned(self, key: tuple[str, str, str], old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        """Record the label ownership of the request's write; writes of the fake's own change none."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            if old is None:
+                self.label_owners.store(key, {})
+            return
+        manager, owners = writer
+        self.label_owners.store(
+            key, owners if owners is not None else self.label_owners.updated(key, old, new, manager)
+        )
 
     def _route(self, path: str) -> tuple[Resource, str | None, str, str]:
         parts = [p for p in path.split("/") if p]

@@ -65,6 +65,19 @@ options:
     description: The site's team settings (C(aligned_dra_teams)); see docs/teams.md for every key.
     type: dict
     default: {}
+  placement_levels:
+    description:
+      - The site's placement levels (C(aligned_dra_placement_levels)), widest first, each a C(name) and the
+        node C(label) that carries it.
+      - With engine C(kueue) or C(both) and at least one level, a Kueue C(Topology) named C(<site>-topology)
+        is rendered with the level labels and C(kubernetes.io/hostname) last, and every ResourceFlavor names
+        it in C(topologyName); without node groups the site's flavor then selects the label
+        C(aligned.dev/site=<site>), which the placement stage puts on every node of a site with levels.
+      - Kueue's Topology Aware Scheduling does not count DRA devices when it picks a domain (Kueue v0.19.2);
+        C(kueue.notes) says so.
+    type: list
+    elements: dict
+    default: []
   plan_file:
     description:
       - The site's C(plan.json) from M(aligned.dra.plan); its C(classes) give the capacity per class.
@@ -108,7 +121,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 objects:
-  description: PriorityClasses, Namespaces, ResourceQuotas and ResourceClaimTemplates, validated for the minor.
+  description:
+    - PriorityClasses, Namespaces, ResourceQuotas and ResourceClaimTemplates, validated for the minor, and with
+      engine C(kueue) or C(both) Kueue's objects (a C(Topology) with O(placement_levels)), validated against
+      Kueue's CRDs.
   returned: success
   type: list
   elements: dict
@@ -214,6 +230,7 @@ def main():
             "claims_settings": {"type": "dict", "default": {}},
             "rail_rules": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
+            "placement_levels": {"type": "list", "elements": "dict", "default": []},
             "plan_file": {"type": "path"},
             "utilization_file": {"type": "path"},
             "dest": {"type": "path"},
@@ -240,6 +257,7 @@ def main():
             plan,
             class_keys,
             _in_use(module),
+            params["placement_levels"],
         )
         problems = teams.validate_all(result["objects"], result["minor"], params["feature_gates"])
     except (teams_settings.TeamsError, kueue_api.KueueError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:

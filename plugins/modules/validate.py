@@ -19,6 +19,14 @@ description:
     the devices the driver publishes need no feature gate the minor leaves off, and each node's rails
     rule (C(aligned_dra_rails)) is well formed and, where this run probed the node, gives it every rail
     of C(count), no rail to two NICs, and matches the node's RDMA NICs (each problem names the NIC and the rule).
+  - For the C(placement) stage (and for C(teams), whose Kueue C(Topology) has them) the site's placement
+    levels (C(aligned_dra_placement_levels), the same on every host of the site) are well formed - a DNS label
+    C(name) and a label key C(label) each, both unique, not C(kubernetes.io/hostname), at most 15. For
+    C(placement), and for C(teams) with engine C(kueue) or C(both) and levels, every host's C(aligned_dra_placement)
+    gives a valid label value at every level and names no other level, a domain sits inside one domain of the
+    level above (a rack in two blocks is refused), no two hosts are one Kubernetes node, and the site name is
+    a valid label value. For C(placement), the site's jobs (C(aligned_dra_jobs)) are well formed (unknown
+    keys refused with the closest known one) and name claim templates the site's catalogue renders for its minor.
   - All problems are reported together in one message that names host, variable, value and reason;
     the same problem on many hosts is said once per site with the host count.
   - The validation play of C(aligned.dra.site) and of every stage playbook runs it once, on the
@@ -43,7 +51,7 @@ options:
       - The stages the playbook runs; required options and the cross-stage checks follow them.
     type: list
     elements: str
-    choices: [probe, network, driver, claims, teams, utilization, report, what_if]
+    choices: [probe, network, driver, claims, teams, utilization, placement, report, what_if]
     required: true
   hosts:
     description:
@@ -69,7 +77,7 @@ notes:
 EXAMPLES = r"""
 - name: Validate | The whole site's input, before anything changes
   aligned.dra.validate:
-    stages: [probe, network, driver, claims, teams, utilization, report]
+    stages: [probe, network, driver, claims, teams, utilization, placement, report]
   run_once: true
   delegate_to: localhost
   check_mode: false

@@ -44,6 +44,17 @@ FEATURE_GATES = {
     "DRAListTypeAttributes": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
     # DeviceClass extendedResourceName (KEP-5004: alpha 1.34, beta 1.36, GA 1.37)
     "DRAExtendedResource": {"1.34": False, "1.35": False, "1.36": True, "1.37": True},
+    # Workload API: scheduling.k8s.io Workload/PodGroup and the pod's workloadRef/schedulingGroup; from 1.37
+    # also gang scheduling and workload-aware preemption (KEP-4671: alpha 1.35, beta 1.37, off by default)
+    "GenericWorkload": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
+    # kube-scheduler's gang plugin (KEP-4671: alpha 1.35 and 1.36; merged into GenericWorkload in 1.37)
+    "GangScheduling": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
+    # PodGroup schedulingConstraints.topology (KEP-5732: alpha 1.36, still off by default in 1.37)
+    "TopologyAwareWorkloadScheduling": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
+    # PodGroup disruptionMode and priority (KEP-5710: alpha 1.36; merged into GenericWorkload in 1.37)
+    "WorkloadAwarePreemption": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
+    # the Job controller's Workload/PodGroup, Job.spec.scheduling in 1.37 (KEP-5547/6089: alpha 1.36, 1.37)
+    "WorkloadWithJob": {"1.34": False, "1.35": False, "1.36": False, "1.37": False},
 }
 
 # Where each gated field lives, as a path with ``[]`` for list items, and the

@@ -183,7 +183,9 @@ def api():
         yield server
 
 
-def run_apply(tmp_path: Path, kubeconfig: Path, *args: str, teams: dict | None = None) -> subprocess.CompletedProcess:
+def run_apply(
+    tmp_path: Path, kubeconfig: Path, *args: str, teams: dict | None = None, **extra: object
+) -> subprocess.CompletedProcess:
     """playbooks/teams.yml alone on one node, applying to the fake API server."""
     inventory, play = setup(
         tmp_path,
@@ -192,6 +194,7 @@ def run_apply(tmp_path: Path, kubeconfig: Path, *args: str, teams: dict | None =
         plays=("teams.yml",),
         aligned_dra_teams_apply=True,
         aligned_dra_teams_kubeconfig=str(kubeconfig),
+        **extra,
     )
     return run_playbook(inventory, play, *args)
 
@@ -199,22 +202,32 @@ def run_apply(tmp_path: Path, kubeconfig: Path, *args: str, teams: dict | None =
 PLURALS = {"Namespace": "namespaces", "ResourceQuota": "resourcequotas", "PriorityClass": "priorityclasses",
            "ResourceClaimTemplate": "resourceclaimtemplates", "ClusterQueue": "clusterqueues", "Cohort": "cohorts",
            "LocalQueue": "localqueues", "ResourceFlavor": "resourceflavors",
-           "WorkloadPriorityClass": "workloadpriorityclasses"}  # fmt: skip
+           "WorkloadPriorityClass": "workloadpriorityclasses", "Topology": "topologies"}  # fmt: skip
+# A site with two placement levels, its one node in block b1, rack r1.
+PLACED = {
+    "aligned_dra_placement_levels": [
+        {"name": "block", "label": "aligned.dev/block"},
+        {"name": "rack", "label": "aligned.dev/rack"},
+    ],
+    "aligned_dra_placement": {"block": "b1", "rack": "r1"},
+}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("teams", "kinds"),
+    ("teams", "kinds", "extra"),
     [
-        (TEAMS, {"Namespace", "ResourceQuota", "PriorityClass", "ResourceClaimTemplate"}),
+        (TEAMS, {"Namespace", "ResourceQuota", "PriorityClass", "ResourceClaimTemplate"}, {}),
         # engine both: the ResourceQuotas and Kueue's objects, which the server checks against Kueue's CRDs
-        (dict(KUEUE, engine="both"), set(PLURALS)),
+        (dict(KUEUE, engine="both"), set(PLURALS) - {"Topology"}, {}),
+        # with placement levels: a Topology (Kueue's Topology CRD) that every flavor names
+        (dict(KUEUE, engine="both"), set(PLURALS), PLACED),
     ],
-    ids=["resourcequota", "both"],
+    ids=["resourcequota", "both", "both-with-levels"],
 )
-def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_path, teams, kinds):
+def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_path, teams, kinds, extra):
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    first = run_apply(tmp_path, kubeconfig, teams=teams)
+    first = run_apply(tmp_path, kubeconfig, teams=teams, **extra)
     assert first.returncode == 0, first.stdout + first.stderr
     assert api.rejections == []
     written = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "out" / "west" / "teams").glob("*.yaml"))]
@@ -232,7 +245,16 @@ def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_p
     namespaces = {ns for t in teams["teams"] for ns in t.get("namespaces") or [t["name"]]}
     assert {n["metadata"]["name"] for n in api.list("namespaces")} >= namespaces
     assert {q["metadata"]["namespace"] for q in api.list("resourcequotas")} == namespaces
-    second = run_apply(tmp_path, kubeconfig, teams=teams)
+    if extra:
+        (topology,) = api.list("topologies")
+        assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == [
+            "aligned.dev/block",
+            "aligned.dev/rack",
+            "kubernetes.io/hostname",
+        ]
+        flavors = api.list("resourceflavors")
+        assert flavors and all(f["spec"]["topologyName"] == topology["metadata"]["name"] for f in flavors)
+    second = run_apply(tmp_path, kubeconfig, teams=teams, **extra)
     assert second.returncode == 0, second.stdout + second.stderr
     assert recap(second.stdout) == {"changed": 0, "failed": 0}
 

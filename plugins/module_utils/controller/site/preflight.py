@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - Python < 3.8
 
 # feature -> what it is, in the words of the error message
 FEATURES = {
-    "render": "rendering, validating and planning DeviceClasses and claim templates (claims, teams, utilization, what_if)",
+    "render": "rendering, validating and planning DeviceClasses and claim templates (claims, teams, utilization, placement, what_if)",
     "cluster": "talking to a Kubernetes API server (apply, plan from the cluster, utilization, drain)",
     "wheelhouse": "building the driver's wheelhouse on the controller (host-mode driver install)",
 }
@@ -95,10 +95,13 @@ _TRIGGERS = (
     ("teams", "aligned_dra_teams_apply", False, _truthy, "cluster"),
     ("utilization", "aligned_dra_utilization_source", "none", lambda v: v not in ("none", ""), "render"),
     ("utilization", "aligned_dra_utilization_source", "none", lambda v: v == "cluster", "cluster"),
+    ("placement", "aligned_dra_jobs", [], bool, "render"),
+    ("placement", "aligned_dra_placement_apply", False, _truthy, "cluster"),
+    ("placement", "aligned_dra_jobs_apply", False, _truthy, "cluster"),
     ("what_if", "aligned_dra_what_if_site", "", lambda v: True, "render"),
 )
 
-STAGES = ("network", "driver", "claims", "teams", "utilization", "what_if")
+STAGES = ("network", "driver", "claims", "teams", "utilization", "placement", "what_if")
 
 _SPEC = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
 

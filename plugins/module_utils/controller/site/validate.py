@@ -14,7 +14,8 @@ rendered classes (:func:`teams_settings.settings`), SR-IOV entries select PFs th
 node's probe found with enough VFs (:func:`sriov.check_pf`), the devices
 the driver publishes need no feature gate that the minor leaves off, and the
 driver image's Python and glibc can be built (:func:`driver_deploy.image_platform_problems`,
-which the driver role's preflight asks too).
+which the driver role's preflight asks too), and the placement levels, every
+host's domains and the site's jobs (:mod:`validate_placement`).
 
 Every problem is a :class:`Problem` (host, variable, value, reason);
 :func:`report` says them all in one message, the same problem on many hosts
@@ -36,7 +37,7 @@ from pathlib import Path
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate_placement, validate_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
@@ -64,6 +65,7 @@ STAGE_ROLES = {
     "claims": ("claims",),
     "teams": ("teams",),
     "utilization": ("utilization",),
+    "placement": ("placement",),
     "report": ("report",),
     "what_if": (),
 }
@@ -147,6 +149,10 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_unit_template aligned_dra_node_counts_later aligned_dra_driver_readyz
     aligned_dra_network_roll aligned_dra_network_persist_only aligned_dra_network_converged
     aligned_dra_driver_roll aligned_dra_driver_site_only aligned_dra_driver_rails_document aligned_dra_driver_rails_files
+    aligned_dra_placement_sites aligned_dra_placement_site aligned_dra_placement_hosts aligned_dra_placement_labels
+    aligned_dra_placement_labels_file aligned_dra_placement_cluster_nodes aligned_dra_placement_rails
+    aligned_dra_placement_catalogue aligned_dra_placement_jobs aligned_dra_placement_jobs_stale
+    aligned_dra_replay_site aligned_dra_replay_conf aligned_dra_replay_plan aligned_dra_replay_runs
     """.split()
 )
 
@@ -157,7 +163,11 @@ SITE_SETTINGS = (
     "aligned_dra_claims",
     "aligned_dra_teams",
     "aligned_dra_output_dir",
+    "aligned_dra_placement_levels",
+    "aligned_dra_jobs",
 )
+# Site settings whose unset value reads as an empty list.
+_LIST_SETTINGS = ("aligned_dra_placement_levels", "aligned_dra_jobs")
 DEFAULT_SITE = "default"
 DEFAULT_MINOR = "1.36"  # roles/claims/defaults/main.yml
 # A site names a directory of the output (roles' "Check the site name" asserts say the same).
@@ -430,6 +440,8 @@ def _site_value(name: str, value: Any) -> str:
             return dra_gates.minor_of(DEFAULT_MINOR if value is None else value)
         except dra.DeviceModelError:
             return _key(value)
+    if name in _LIST_SETTINGS and value is None:
+        return _key([])
     return _key(value)
 
 
@@ -473,7 +485,15 @@ def check_site(
                     gates,
                 )
             )
-    if not stages & {"claims", "teams", "utilization"}:
+    # Placement levels and domains: the placement stage's, and the teams stage's Kueue Topology.
+    placement_levels: list[dict[str, str]] | None = []
+    if stages & {"placement", "teams"}:
+        placement_levels, found = validate_placement.check_levels(site, hosts, setting, show)
+        teams_raw = setting(first, "aligned_dra_teams", {})
+        if placement_levels is not None and validate_placement.uses_levels(stages, placement_levels, teams_raw):
+            found += validate_placement.check_hosts(site, hosts, setting, placement_levels, show)
+        problems += [Problem(*item) for item in found]
+    if not stages & {"claims", "teams", "utilization", "placement"}:
         return problems
 
     def site_problem(exc: Exception, default: str) -> list[Problem]:
@@ -497,9 +517,30 @@ def check_site(
     if stages & {"teams", "utilization"}:
         team_settings = setting(first, "aligned_dra_teams", {}) or {}
         try:
-            teams.render(team_settings, site, rendered["objects"], version, gates, None, class_keys)
+            teams.render(
+                team_settings,
+                site,
+                rendered["objects"],
+                version,
+                gates,
+                None,
+                class_keys,
+                placement_levels=placement_levels or [],
+            )
         except (teams_settings.TeamsError, kueue_api.KueueError, dra.DeviceModelError, dra_cel.CelError) as exc:
             problems.extend(site_problem(exc, "aligned_dra_teams"))
+    if "placement" in stages and placement_levels is not None:
+        found = validate_placement.check_jobs(
+            site,
+            hosts,
+            setting,
+            placement_levels,
+            claims.settings(claim_settings)["namespace"],
+            rendered["objects"],
+            minor,
+            show,
+        )
+        problems += [Problem(*item) for item in found]
     return problems
 
 

@@ -32,6 +32,13 @@ site's claim objects (:mod:`claims`) into:
   ``borrowing_limit`` or a non-zero ``lending_limit``;
 - one ``LocalQueue`` per team namespace, named like the team (workloads set the
   label ``kueue.x-k8s.io/queue-name: <team>``);
+- with placement levels (``aligned_dra_placement_levels``, :func:`topology`), one
+  ``Topology`` for Topology Aware Scheduling, ``<site>-topology``, whose levels are
+  the level labels widest first and ``kubernetes.io/hostname`` last, and every
+  ResourceFlavor names it (``topologyName``). Kueue requires node labels on a
+  flavor with a topology, so the site's default flavor then selects the site
+  label ``aligned.dev/site: <site>`` that the placement stage puts on every node
+  of a site with levels, next to the level labels;
 - one ``WorkloadPriorityClass`` per tier, with the name and value of the tier's
   ``PriorityClass``.
 
@@ -102,7 +109,10 @@ could not count them (KEP-2941 sections in brackets):
 Not refused, noted in ``notes``: device taint tolerations in templates (Kueue
 does not consider taints when it matches devices, Non-Goals); Kueue's CEL check of
 template selectors against ResourceSlices happens at admission, not here;
-Topology Aware Scheduling is not used (it does not work with DRA).
+with placement levels, that Kueue's Topology Aware Scheduling does not count DRA
+devices when it picks a domain (KEP-2941 leaves TAS out; kubernetes-sigs/kueue#10548),
+and that a Topology's levels and a flavor's ``topologyName`` and ``nodeLabels``
+cannot change once applied (the CRDs' rules).
 
 :mod:`kueue_mappings` decides which classes Kueue counts, and how (the
 Configuration's deviceClassMappings);
@@ -118,6 +128,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
     kueue_checks,
     kueue_mappings,
@@ -256,14 +267,19 @@ def render(
     feature_gates: dict[str, bool] | None = None,
     minor: str | None = None,
     in_use: dict[str, dict[str, Any]] | None = None,
+    placement_levels: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Kueue objects and configuration for one site (see the module docstring).
+
+    ``placement_levels`` are the site's ``aligned_dra_placement_levels``
+    (widest first); with any, the objects include a Topology and every flavor
+    names it.
 
     Returns ``{"objects", "configuration", "mappings", "teams", "capacity",
     "problems", "notes", "what_if"}``:
 
-    - ``objects``: WorkloadPriorityClasses, Cohorts, ResourceFlavors,
-      ClusterQueues, LocalQueues (in that order);
+    - ``objects``: WorkloadPriorityClasses, Cohorts, the Topology (with
+      placement levels), ResourceFlavors, ClusterQueues, LocalQueues (in that order);
     - ``configuration``: the Kueue manager Configuration fragment;
     - ``mappings``: ``{DeviceClass: {"resource", "unit" ("devices" or
       "capacity"), "capacity", "driver"}}``;
@@ -299,6 +315,10 @@ def render(
     mappings = kueue_mappings.class_mappings(conf, claim_objects, minor, feature_gates, notes)
     kueue_mappings.check_templates(conf, claim_objects, mappings)
     flavors = _flavors(conf, site)
+    topology_object = topology(site, placement_levels)
+    if topology_object is not None:
+        _topology_flavors(flavors, site, topology_object["metadata"]["name"])
+        notes += TOPOLOGY_NOTES
     cohort = _check_name("aligned_dra_teams.kueue.cohort", site_cohort(conf, site), "the cohort name")
     tiers = conf["tiers"]
     for key, tier in tiers.items():
@@ -306,7 +326,7 @@ def render(
             raise KueueError(f"aligned_dra_teams.tiers.{key}.value must fit a 32-bit integer for Kueue")
     objects = _priority_classes(tiers, site)
     cohorts, department_cohorts = _cohorts(conf, site, cohort)
-    objects += cohorts + _flavor_objects(flavors, site)
+    objects += cohorts + ([topology_object] if topology_object else []) + _flavor_objects(flavors, site)
 
     queues, local_queues, rows = [], [], []
     amounts: dict[str, dict[str, dict[str, Fraction | None]]] = {}
@@ -380,6 +400,49 @@ def _cohorts(conf: dict[str, Any], site: str, cohort: str) -> tuple[list[dict[st
     return objects, department_cohorts
 
 
+# -- Topology Aware Scheduling -------------------------------------------------------------------
+
+TOPOLOGY_NOTES = [
+    "Kueue's Topology Aware Scheduling does not count DRA devices when it picks a topology domain "
+    "(Kueue v0.19.2: KEP-2941 leaves TAS out, kubernetes-sigs/kueue#10548): a workload may be admitted to a "
+    "domain whose nodes lack the free devices; jobs.json counts them",
+    "Kueue refuses changes to a Topology's levels and to a flavor's topologyName and nodeLabels once set: "
+    "after a change of the placement levels or node groups, delete the Topology and the site's "
+    "ResourceFlavors before applying",
+]
+
+
+def topology(site: str, placement_levels: list[dict[str, str]] | None) -> dict[str, Any] | None:
+    """The site's Kueue ``Topology`` (levels widest first, ``kubernetes.io/hostname`` last); None without levels."""
+    try:
+        levels = placement.check_levels(placement_levels)
+    except placement.PlacementError as exc:
+        raise KueueError(str(exc)) from None
+    if not levels:
+        return None
+    name = _check_name(placement.LEVELS_VARIABLE, f"{site}-topology", "the Topology name")
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Topology",
+        "metadata": {"name": name, "labels": _labels(site)},
+        "spec": {
+            "levels": [{"nodeLabel": level["label"]} for level in levels] + [{"nodeLabel": placement.HOSTNAME_LABEL}]
+        },
+    }
+
+
+def _topology_flavors(flavors: dict[str | None, dict[str, Any]], site: str, name: str) -> None:
+    """Every flavor names the Topology; the default one (no node groups) selects the site's nodes."""
+    for group, flavor in flavors.items():
+        flavor["topology"] = name
+        if group is None:
+            problem = placement.site_label_problem(site)
+            if problem:
+                raise KueueError(f"{placement.LEVELS_VARIABLE}: {problem} ({placement.SITE_NODE_LABEL})")
+            # Kueue: "at least one nodeLabel is required when topology is set"
+            flavor["node_labels"] = {placement.SITE_NODE_LABEL: site}
+
+
 def _flavor_objects(flavors: dict[str | None, dict[str, Any]], site: str) -> list[dict[str, Any]]:
     """One ResourceFlavor per node group (or the site's default one)."""
     objects = []
@@ -387,6 +450,8 @@ def _flavor_objects(flavors: dict[str | None, dict[str, Any]], site: str) -> lis
         spec: dict[str, Any] = {}
         if flavor["node_labels"]:
             spec["nodeLabels"] = dict(flavor["node_labels"])
+        if flavor.get("topology"):
+            spec["topologyName"] = flavor["topology"]
         objects.append(
             {
                 "apiVersion": API_VERSION,

@@ -23,6 +23,7 @@ SCOPES = {
     "Cohort": "Cluster",
     "LocalQueue": "Namespaced",
     "ResourceFlavor": "Cluster",
+    "Topology": "Cluster",
     "WorkloadPriorityClass": "Cluster",
 }
 
@@ -212,6 +213,18 @@ SCHEMAS = {
         '(oldSelf.tolerations) && (!has(self.tolerations) || self.tolerations == oldSelf.tolerations))"},{"me'
         'ssage":"topologyName is immutable when topologyName is set","rule":"!has(oldSelf.topologyName) || (h'
         'as(self.topologyName) && self.topologyName == oldSelf.topologyName)"}]}},"type":"object"}'
+    ),
+    ("Topology", "v1beta2"): (
+        '{"properties":{"apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},'
+        '"spec":{"properties":{"levels":{"items":{"properties":{"nodeLabel":{"maxLength":316,"minLength":1,"p'
+        'attern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0'
+        '-9_.]*)?[A-Za-z0-9])$","type":"string"}},"required":["nodeLabel"],"type":"object"},"maxItems":16,"mi'
+        'nItems":1,"type":"array","x-kubernetes-list-type":"atomic","x-kubernetes-validations":[{"message":"f'
+        'ield is immutable","rule":"self == oldSelf"},{"message":"must be unique","rule":"size(self.filter(i,'
+        ' size(self.filter(j, j == i)) > 1)) == 0"},{"message":"the kubernetes.io/hostname label can only be '
+        'used at the lowest level of topology","rule":"size(self.filter(i, i.nodeLabel == \'kubernetes.io/host'
+        'name\')) == 0 || self[size(self) - 1].nodeLabel == \'kubernetes.io/hostname\'"}]}},"required":["levels"'
+        '],"type":"object"}},"type":"object"}'
     ),
     ("WorkloadPriorityClass", "v1beta2"): (
         '{"properties":{"apiVersion":{"type":"string"},"description":{"maxLength":2048,"type":"string"},"kind'

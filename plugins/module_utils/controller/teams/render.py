@@ -214,13 +214,15 @@ def render(
     plan: dict[str, Any] | None = None,
     class_keys: dict[str, str] | None = None,
     in_use: dict[str, dict[str, int]] | None = None,
+    placement_levels: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue"}``.
 
     With engine ``kueue`` or ``both``, ``kueue`` holds what :func:`kueue.render`
     returns besides its objects (the manager configuration, the queues per
     team); ``in_use`` (devices per team and class in use now) adds what each
-    team has idle and could lend.
+    team has idle and could lend; ``placement_levels`` (the site's
+    ``aligned_dra_placement_levels``) add a Kueue Topology that every flavor names.
 
     ``problems`` holds the capacity problems; invalid objects raise nothing here,
     :func:`validate_all` checks them.
@@ -237,7 +239,7 @@ def render(
     rows, problems = capacity_check(conf, plan)
     queues = None
     if conf["engine"] != "resourcequota":
-        queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use)
+        queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use, placement_levels)
         # queues["problems"] is the same check on the same numbers (guaranteed quota x namespaces against
         # the plan's devices; classes counted in memory are unknown to both): capacity_check reports it once
         _queue_guidance(objects, queues["objects"])
@@ -305,6 +307,7 @@ def file_name(obj: dict[str, Any]) -> str:
         "WorkloadPriorityClass": "kueue-priorityclass",
         "Cohort": "kueue-cohort",
         "ResourceFlavor": "kueue-flavor",
+        "Topology": "kueue-topology",
         "ClusterQueue": "kueue-clusterqueue",
         "LocalQueue": "kueue-localqueue",
     }.get(obj["kind"], obj["kind"].lower())

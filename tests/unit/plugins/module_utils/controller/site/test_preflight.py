@@ -57,6 +57,18 @@ def test_claims_always_render_and_cluster_only_when_asked():
     assert found["cluster"] == "aligned_dra_claims_plan_source on a"
 
 
+def test_placement_renders_for_jobs_and_talks_to_the_cluster_only_to_apply():
+    assert preflight.features(["a"], lookup_from({}), ["placement"]) == {}
+    jobs = {"a": {"aligned_dra_jobs": [{"name": "j", "workers": 2, "template": "t"}]}}
+    assert preflight.features(["a"], lookup_from(jobs), ["placement"]) == {"render": "aligned_dra_jobs on a"}
+    labels = {"b": {"aligned_dra_placement_apply": True}}
+    assert preflight.features(["a", "b"], lookup_from(labels), ["placement"]) == {
+        "cluster": "aligned_dra_placement_apply on b"
+    }
+    started = {"a": {"aligned_dra_jobs_apply": "yes"}}
+    assert preflight.features(["a"], lookup_from(started), ["placement"])["cluster"] == "aligned_dra_jobs_apply on a"
+
+
 def test_settings_of_stages_not_run_are_ignored():
     settings = {"a": {"aligned_dra_utilization_source": "cluster", "aligned_dra_kubeconfig": "/k"}}
     assert "cluster" not in preflight.features(["a"], lookup_from(settings), ["probe", "report"])

@@ -450,6 +450,7 @@ def test_embedded_schemas_match_the_crds():
         "Cohort",
         "LocalQueue",
         "ResourceFlavor",
+        "Topology",
         "WorkloadPriorityClass",
     }
     assert kueue_schemas.KUEUE_COMMIT == "8eab6877"
@@ -464,4 +465,105 @@ def test_a_site_with_the_shared_fractional_claim_says_kueue_cannot_account_it():
     # a 1.36 site renders a template instead: no such note
     assert not any(
         "shared ResourceClaim" in note for note in render([{"name": "vision", "quotas": {"gpu": 2}}])["notes"]
+    )
+
+
+# -- Topology Aware Scheduling: the placement levels ---------------------------------------------
+
+LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
+
+
+def with_levels(teams_raw: list[dict] = RICH, placement_levels=LEVELS, **conf: object) -> dict:
+    objects = claim_objects()
+    conf.setdefault("kueue_conf", {"node_groups": NODE_GROUPS})
+    return kueue.render(
+        conf_for(teams_raw, objects=objects, **conf),
+        "s",
+        objects,
+        plan=PLAN,
+        minor="1.36",
+        placement_levels=placement_levels,
+    )
+
+
+def test_levels_give_a_topology_with_the_hostname_last_and_every_flavor_names_it():
+    result = with_levels()
+    kinds = by_kind(result)
+    (topology,) = kinds["Topology"]
+    assert topology["metadata"]["name"] == "s-topology"
+    assert topology["spec"] == {
+        "levels": [
+            {"nodeLabel": "aligned.dev/block"},
+            {"nodeLabel": "aligned.dev/rack"},
+            {"nodeLabel": "kubernetes.io/hostname"},
+        ]
+    }
+    assert {f["metadata"]["name"]: f["spec"] for f in kinds["ResourceFlavor"]} == {
+        "s-a100": {
+            "nodeLabels": {"aligned.dev/gpu-model": "a100", "aligned.dev/pool": "batch"},
+            "topologyName": "s-topology",
+        },
+        "s-h100": {"nodeLabels": {"aligned.dev/gpu-model": "h100"}, "topologyName": "s-topology"},
+    }
+    # the Topology comes before the flavors that name it
+    assert [o["kind"] for o in result["objects"]][3:7] == ["Cohort", "Cohort", "Topology", "ResourceFlavor"]
+    assert kueue_checks.validate_objects(result["objects"]) == []
+    assert any("does not count DRA devices" in note and "kueue#10548" in note for note in result["notes"])
+    assert teams.file_name(topology) == "kueue-topology-s-topology.yaml"
+
+
+def test_the_default_flavor_selects_the_site_label_kueue_needs_node_labels_with_a_topology():
+    result = with_levels([NLP], kueue_conf={})
+    (flavor,) = by_kind(result)["ResourceFlavor"]
+    assert flavor["spec"] == {"nodeLabels": {"aligned.dev/site": "s"}, "topologyName": "s-topology"}
+    assert kueue_checks.validate_objects(result["objects"]) == []
+    # Kueue's own rule: a flavor with a topology and no node labels is refused
+    bare = dict(flavor, spec={"topologyName": "s-topology"})
+    assert kueue_checks.validate_object(bare) != []
+
+
+def test_kueue_refuses_a_topology_without_the_hostname_last_or_with_a_level_twice():
+    (topology,) = by_kind(with_levels())["Topology"]
+    levels = topology["spec"]["levels"]
+    first = dict(topology, spec={"levels": [levels[-1], *levels[:-1]]})
+    assert any(
+        "kubernetes.io/hostname label can only be used at the lowest level" in p
+        for p in kueue_checks.validate_object(first)
+    )
+    twice = dict(topology, spec={"levels": [levels[0], *levels]})
+    assert any("must be unique" in p for p in kueue_checks.validate_object(twice))
+    assert any("levels" in p for p in kueue_checks.validate_object(dict(topology, spec={"levels": []})))
+
+
+def test_without_levels_nothing_changes():
+    before = rich()
+    for empty in (None, []):
+        after = with_levels(placement_levels=empty)
+        assert after["objects"] == before["objects"]
+        assert after["notes"] == before["notes"]
+    assert "Topology" not in by_kind(before)
+    assert all("topologyName" not in f["spec"] for f in by_kind(before)["ResourceFlavor"])
+    # engine resourcequota renders no Kueue object at all
+    assert with_levels(engine="resourcequota")["objects"] == []
+
+
+def test_bad_levels_or_a_site_name_that_is_no_label_value_are_refused():
+    with pytest.raises(kueue_api.KueueError, match=r"aligned_dra_placement_levels\[0\]\.label: kubernetes.io/hostname"):
+        with_levels(placement_levels=[{"name": "host", "label": "kubernetes.io/hostname"}])
+    objects = claim_objects()
+    conf = conf_for([NLP], objects=objects)
+    long_site = "s" * 64  # a site name that makes valid object names but no label value
+    with pytest.raises(kueue_api.KueueError, match=f"site name '{long_site}' is not a valid label value"):
+        kueue.render(conf, long_site, objects, minor="1.36", placement_levels=LEVELS)
+
+
+def test_the_teams_render_passes_the_levels_on():
+    objects = claim_objects()
+    raw = {"engine": "both", "teams": [{"name": "vision", "templates": ["gpu-only"], "quotas": {"aligned-gpu": 2}}]}
+    result = teams.render(raw, "s", objects, "1.36", placement_levels=LEVELS)
+    assert [o["metadata"]["name"] for o in result["objects"] if o["kind"] == "Topology"] == ["s-topology"]
+    assert teams.validate_all(result["objects"], "1.36") == []
+    assert (
+        teams.render(raw, "s", objects, "1.36")["objects"]
+        == teams.render(raw, "s", objects, "1.36", placement_levels=[])["objects"]
     )

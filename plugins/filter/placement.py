@@ -1,0 +1,83 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The placement of one site: its levels, every host's domains and node name, and the nodes' label objects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
+
+SITE = "aligned_dra_site"
+# the roles' default site (aligned_dra_site in their defaults), for a host that sets none
+DEFAULT_SITE = "default"
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def placement_filter(hostvars: Mapping[str, Any], hosts: Iterable[str], site: str) -> dict[str, Any]:
+    """Site ``site``'s placement: ``{"levels", "domains", "node_names", "problems", "label_objects"}``.
+
+    ``hosts``: every inventory host of the site (others are skipped), not only
+    the play's: the levels and the nodes' labels belong to the site. The
+    levels are the site's first host's (sorted); ``domains`` and
+    ``node_names`` are :func:`levels.site_placement`'s, the node name the one
+    the driver and the rails use (``aligned_dra_driver_node_name``, else the
+    host). ``problems`` lists what is wrong (a host whose levels differ from
+    the first host's included); ``label_objects`` (:func:`levels.node_label_objects`,
+    with the site label) is empty while there is a problem, so nothing is
+    labelled from a wrong placement.
+    """
+    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
+        raise AnsibleFilterError(f"placement: hosts must be a list of inventory host names (got {hosts!r})")
+    if not isinstance(site, str) or not site:
+        raise AnsibleFilterError(f"placement: site must be a site name (got {site!r})")
+    members: dict[str, Mapping[str, Any]] = {}
+    for host in sorted(set(hosts)):
+        if host not in hostvars:
+            raise AnsibleFilterError(f"placement: {host!r} is not an inventory host")
+        variables = hostvars[host]
+        if str(variables.get(SITE) or DEFAULT_SITE) == site:
+            members[host] = variables
+    empty: dict[str, Any] = {"levels": [], "domains": {}, "node_names": {}, "problems": [], "label_objects": []}
+    if not members:
+        return empty
+    first = next(iter(members))
+    raw_levels = members[first].get(placement.LEVELS_VARIABLE)
+    problems = []
+    wanted = _key(raw_levels or [])
+    differ = sorted(h for h, v in members.items() if _key(v.get(placement.LEVELS_VARIABLE) or []) != wanted)
+    if differ:
+        problems.append(
+            f"{', '.join(differ[:3])}{' and more' if len(differ) > 3 else ''}: "
+            f"{placement.LEVELS_VARIABLE} differs from the site's first host {first}; levels are per site"
+        )
+    try:
+        result, found = placement.site_placement(
+            raw_levels,
+            {host: variables.get(placement.PLACEMENT_VARIABLE) for host, variables in members.items()},
+            {host: kubernetes_node_name(host, variables) for host, variables in members.items()},
+        )
+    except placement.PlacementError as exc:
+        return dict(empty, problems=[*problems, f"site {site}: {exc}"])
+    problems += found
+    if result["levels"]:
+        label = placement.site_label_problem(site)
+        if label:
+            problems.append(f"site {site}: {label} ({placement.SITE_NODE_LABEL})")
+    result["problems"] = problems
+    result["label_objects"] = [] if problems else placement.node_label_objects(result, site)
+    return result
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"placement": placement_filter}

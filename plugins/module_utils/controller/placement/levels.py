@@ -1,0 +1,367 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Placement levels of a site from the inventory: checked, per host, as node labels and as a tree.
+
+A site declares its levels widest first in ``aligned_dra_placement_levels``
+(``[{name: block, label: aligned.dev/block}, {name: rack, label: aligned.dev/rack}]``)
+and each node its domain at every level in ``aligned_dra_placement``
+(``{block: b1, rack: r07}``). ``kubernetes.io/hostname`` is the implied last
+level, so it may not be declared.
+
+- :func:`check_levels` checks and normalises the levels (raises
+  :class:`PlacementError` naming the field);
+- :func:`site_placement` reads every host's domains into the site placement the
+  planner, the job objects and the report share, with every problem found: a
+  host without a domain at a level, a level the site does not declare, a domain
+  that is not a label value, a domain that sits in two domains of the level
+  above (``r07`` in block ``b1`` and in block ``b2``: domain names are unique
+  site-wide at their level), a placement on a site without levels, and two
+  hosts on one Kubernetes node;
+- :func:`node_label_objects` turns a placement into one server-side apply
+  configuration per node holding only the level labels (and the site label
+  Kueue's flavors select), so a field manager that applies them owns exactly
+  those keys: a level removed from the inventory leaves its key out, and the
+  apply removes the label; other labels are never touched;
+- :func:`domain_tree` gives, per level, each domain with its parent and hosts.
+
+Controller-side; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import (
+    is_label_name,
+    is_label_value,
+)
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+LEVELS_VARIABLE = "aligned_dra_placement_levels"
+PLACEMENT_VARIABLE = "aligned_dra_placement"
+NODE_NAME_VARIABLE = "aligned_dra_driver_node_name"  # controller.topology.rails.kubernetes_node_name
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Every node of a site with levels carries it (value: the site): the label a Kueue
+# ResourceFlavor with a topology selects when the site has no node groups.
+SITE_NODE_LABEL = "aligned.dev/site"
+# Kueue's Topology takes at most 16 levels (spec.levels maxItems); the hostname is the last one.
+MAX_LEVELS = 15
+LEVEL_KEYS = ("name", "label")
+_HOSTS_SHOWN = 3
+_VALUE_WIDTH = 80
+
+
+class PlacementError(ValueError):
+    """Placement input that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True, order=True)
+class HostProblem:
+    """One wrong placement input of one host: the field (``aligned_dra_placement.rack``), its value, why."""
+
+    host: str
+    field: str
+    value: str
+    reason: str
+
+
+def closest(name: object, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name``, if one is close enough."""
+    if not isinstance(name, str):
+        return None
+    found = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """``"; did you mean x?"`` or nothing."""
+    close = closest(name, known)
+    return f"; did you mean {close}?" if close else ""
+
+
+def label_value_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a (non-empty) label value, or None."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        return f"{value!r} is not a string (quote numbers: label values are strings)"
+    if not value:
+        return "must not be empty"
+    if not is_label_value(value):
+        return (
+            f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
+
+def check_levels(levels: Any, where: str = LEVELS_VARIABLE) -> list[dict[str, str]]:
+    """The site's levels, widest first, as ``[{"name", "label"}]``; raises :class:`PlacementError`.
+
+    ``None`` is no levels. Each name is a DNS label and each label a label key,
+    both unique; ``kubernetes.io/hostname`` (the implied last level) and
+    :data:`SITE_NODE_LABEL` (the collection sets it) are refused, and so are
+    more than :data:`MAX_LEVELS` levels.
+    """
+    if levels is None:
+        return []
+    if not isinstance(levels, list):
+        raise PlacementError(
+            f"{where}: must be a list of {{name, label}}, widest level first (got {type(levels).__name__})"
+        )
+    if len(levels) > MAX_LEVELS:
+        raise PlacementError(
+            f"{where}: {len(levels)} levels; at most {MAX_LEVELS} (Kueue's Topology takes 16 with "
+            f"{HOSTNAME_LABEL}, the implied last level)"
+        )
+    out: list[dict[str, str]] = []
+    names: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    for index, level in enumerate(levels):
+        at = f"{where}[{index}]"
+        if not isinstance(level, dict):
+            raise PlacementError(f"{at}: must be a mapping with name and label (got {type(level).__name__})")
+        unknown = sorted(set(level) - set(LEVEL_KEYS), key=str)
+        if unknown:
+            hint = did_you_mean(unknown[0], LEVEL_KEYS)
+            raise PlacementError(f"{at}: unknown key {unknown[0]!r}{hint} (known: name, label)")
+        name, label = level.get("name"), level.get("label")
+        if not dra.is_dns_label(name):
+            raise PlacementError(
+                f"{at}.name: {name!r} is not a DNS label (lower-case letters, digits and '-', at most 63)"
+            )
+        if name in names:
+            raise PlacementError(f"{at}.name: {name!r} is also the name of level {names[name]}")
+        if not isinstance(label, str) or not is_label_name(label):
+            raise PlacementError(
+                f"{at}.label: {label!r} is not a label key ([DNS subdomain/]name, the name at most 63 "
+                "letters, digits, '-', '_' or '.')"
+            )
+        if label == HOSTNAME_LABEL:
+            raise PlacementError(f"{at}.label: {HOSTNAME_LABEL} is the implied last level; leave it out")
+        if label == SITE_NODE_LABEL:
+            raise PlacementError(f"{at}.label: {SITE_NODE_LABEL} is set by the collection (the node's site)")
+        if label in labels:
+            raise PlacementError(f"{at}.label: {label!r} is also the label of level {labels[label]}")
+        names[name] = labels[label] = index
+        out.append({"name": name, "label": label})
+    return out
+
+
+def site_label_problem(site: str) -> str | None:
+    """Why the site name cannot be the value of :data:`SITE_NODE_LABEL`, or None."""
+    problem = label_value_problem(site)
+    return (
+        None if problem is None else f"site name {problem}; nodes of a site with placement levels carry it as a label"
+    )
+
+
+# -- a site's placement ------------------------------------------------------------------------
+
+
+def placement_problems(
+    levels: list[dict[str, str]], per_host: Mapping[str, Any]
+) -> tuple[dict[str, dict[str, str | None]], list[HostProblem]]:
+    """``(domains, problems)``: each host's valid domain per level (None where not), and every problem.
+
+    ``levels`` are checked ones (:func:`check_levels`).
+    """
+    names = [level["name"] for level in levels]
+    shown = ", ".join(names)
+    domains: dict[str, dict[str, str | None]] = {}
+    problems: list[HostProblem] = []
+    for host in sorted(per_host):
+        raw = per_host[host]
+        row: dict[str, str | None] = dict.fromkeys(names)
+        domains[host] = row
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            problems.append(
+                HostProblem(host, PLACEMENT_VARIABLE, _text(raw), "must map each level name to the host's domain")
+            )
+            continue
+        if raw and not names:
+            problems.append(
+                HostProblem(
+                    host,
+                    PLACEMENT_VARIABLE,
+                    _text(raw),
+                    f"the site declares no levels ({LEVELS_VARIABLE}); set them in the site's group_vars",
+                )
+            )
+            continue
+        for key in sorted(set(raw) - set(names), key=str):
+            field = f"{PLACEMENT_VARIABLE}.{key}"
+            hint = did_you_mean(key, names)
+            problems.append(
+                HostProblem(host, field, _text(raw[key]), f"the site declares no level {key!r}{hint} (levels: {shown})")
+            )
+        for name in names:
+            field = f"{PLACEMENT_VARIABLE}.{name}"
+            if name not in raw or raw[name] is None:
+                problems.append(
+                    HostProblem(host, field, "(not set)", f"every host needs a domain at every level (levels: {shown})")
+                )
+                continue
+            problem = label_value_problem(raw[name])
+            if problem:
+                problems.append(HostProblem(host, field, _text(raw[name]), problem))
+                continue
+            row[name] = raw[name]
+    problems += _nesting_problems(names, domains)
+    return domains, problems
+
+
+def _text(value: Any) -> str:
+    """A value as messages write it: JSON, cut to one short line."""
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 3] + "..."
+
+
+def _who(hosts: list[str]) -> str:
+    """Hosts as a message names them: one by name, many with the count."""
+    if len(hosts) == 1:
+        return f"host {hosts[0]}"
+    more = f" and {len(hosts) - _HOSTS_SHOWN} more" if len(hosts) > _HOSTS_SHOWN else ""
+    return f"{len(hosts)} hosts ({', '.join(hosts[:_HOSTS_SHOWN])}{more})"
+
+
+def _nesting_problems(names: list[str], domains: dict[str, dict[str, str | None]]) -> list[HostProblem]:
+    """A domain inside two domains of the level above: said for each of its hosts."""
+    problems = []
+    for upper, lower in zip(names, names[1:]):
+        parents: dict[str, dict[str, list[str]]] = {}
+        for host, row in domains.items():
+            if row[upper] is not None and row[lower] is not None:
+                parents.setdefault(row[lower], {}).setdefault(row[upper], []).append(host)
+        for domain, by_parent in sorted(parents.items()):
+            if len(by_parent) < 2:
+                continue
+            where = " and ".join(f"{upper} {parent} ({_who(hosts)})" for parent, hosts in sorted(by_parent.items()))
+            reason = f"{lower} {domain} is in {where}; a domain sits inside one domain of the level above"
+            for hosts in by_parent.values():
+                field = f"{PLACEMENT_VARIABLE}.{lower}"
+                problems += [HostProblem(host, field, _text(domain), reason) for host in hosts]
+    return problems
+
+
+def group_problems(problems: Iterable[HostProblem]) -> list[str]:
+    """Problems as sentences, the same problem on many hosts said once with the host count."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for problem in sorted(set(problems)):
+        grouped.setdefault((problem.field, problem.value, problem.reason), []).append(problem.host)
+    return sorted(f"{_who(hosts)}: {field} = {value}: {reason}" for (field, value, reason), hosts in grouped.items())
+
+
+def site_placement(
+    levels: Any, per_host: Mapping[str, Any], node_names: Mapping[str, str]
+) -> tuple[dict[str, Any], list[str]]:
+    """The site placement of the hosts of ``per_host`` (``{host: its aligned_dra_placement}``), and its problems.
+
+    Returns ``({"levels", "domains", "node_names"}, problems)``: ``levels`` as
+    :func:`check_levels` gives them (which raises :class:`PlacementError` for
+    bad levels), ``domains`` ``{host: {level: domain}}`` for every host and
+    level (None where the host's domain is missing or invalid: then a problem
+    says why), ``node_names`` ``{host: Kubernetes node name}`` (the host where
+    ``node_names`` has none). ``problems`` are sentences naming host(s), level
+    and value; empty when the placement may be used.
+    """
+    checked = check_levels(levels)
+    domains, found = placement_problems(checked, per_host)
+    names = {host: str(node_names.get(host) or host) for host in domains}
+    if checked:
+        found += node_name_problems(names)
+    return {"levels": checked, "domains": domains, "node_names": names}, group_problems(found)
+
+
+def node_name_problems(node_names: Mapping[str, str]) -> list[HostProblem]:
+    """Hosts that are one Kubernetes node: their labels would be applied to one Node twice."""
+    by_node: dict[str, list[str]] = {}
+    for host, node in node_names.items():
+        by_node.setdefault(node, []).append(host)
+    problems = []
+    for node, hosts in sorted(by_node.items()):
+        if len(hosts) > 1:
+            reason = f"{_who(sorted(hosts))} are all Kubernetes node {node}; one host per node"
+            problems += [HostProblem(host, NODE_NAME_VARIABLE, _text(node), reason) for host in hosts]
+    return problems
+
+
+# -- node labels ---------------------------------------------------------------------------------
+
+
+def node_labels(placement: Mapping[str, Any], host: str, site: str | None = None) -> dict[str, str]:
+    """The labels the collection owns on ``host``'s node: each level's domain, and the site label."""
+    levels = placement.get("levels") or []
+    if not levels:
+        return {}
+    row = placement["domains"].get(host) or {}
+    labels = {level["label"]: row[level["name"]] for level in levels if row.get(level["name"]) is not None}
+    if site is not None:
+        labels[SITE_NODE_LABEL] = site
+    return labels
+
+
+def node_label_objects(placement: Mapping[str, Any], site: str | None = None) -> list[dict[str, Any]]:
+    """One server-side apply configuration per node (sorted by node name), holding only the owned labels.
+
+    With levels: each level's label with the node's domain, and with ``site``
+    :data:`SITE_NODE_LABEL`. Without levels ``labels`` is empty, so that the
+    field manager applying it gives up the keys it owned and the labels go.
+    """
+    names = placement.get("node_names") or {}
+    hosts = sorted(placement.get("domains") or {}, key=lambda host: (names.get(host, host), host))
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": names.get(host, host), "labels": node_labels(placement, host, site)},
+        }
+        for host in hosts
+    ]
+
+
+# -- the tree of domains ---------------------------------------------------------------------------
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key that puts ``r2`` before ``r10``."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def domain_tree(placement: Mapping[str, Any]) -> dict[str, Any]:
+    """The site's domains per level, for the report and the planner.
+
+    Returns ``{"levels": [names, widest first], "domains": {level: [{"name",
+    "parent" (the domain of the level above, None at the widest level),
+    "hosts" (every host inside it, sorted)}]}}``, each level's domains in the
+    order of their parents, then by name (``r2`` before ``r10``). Hosts
+    without a valid domain at a level are left out of that level.
+    """
+    names = [level["name"] for level in placement.get("levels") or []]
+    domains = placement.get("domains") or {}
+    tree: dict[str, list[dict[str, Any]]] = {}
+    order: dict[str | None, int] = {None: 0}
+    for depth, name in enumerate(names):
+        parent_level = names[depth - 1] if depth else None
+        found: dict[str, dict[str, Any]] = {}
+        for host in sorted(domains, key=natural_key):
+            domain = domains[host].get(name)
+            if domain is None:
+                continue
+            parent = domains[host].get(parent_level) if parent_level else None
+            entry = found.setdefault(domain, {"name": domain, "parent": parent, "hosts": []})
+            entry["hosts"].append(host)
+        rows = sorted(found.values(), key=lambda e: (order.get(e["parent"], len(order)), natural_key(e["name"])))
+        tree[name] = rows
+        order = {row["name"]: index for index, row in enumerate(rows)}
+    return {"levels": names, "domains": tree}
