@@ -21,7 +21,9 @@ description:
   - "Per site: the nodes ok / failed / unreachable and the failed ones with stage and error (when C(plan.json) or
     C(summary.json) lists them), the node inventory, the alignment score (share of accelerators whose nearest RDMA
     NIC is at PIX/PXB, PHB/NODE or only SYS) and, when the planner ran, capacity per claim template and the worst
-    level inside allocations."
+    level inside allocations; when C(<site>/replay.json) exists (C(playbooks/replay.yml)), the workload trace
+    replayed on the plan - the ratio of pods placed with fractional over whole GPUs and a chart of the GPUs
+    occupied and requested per policy."
   - Runs where the output directory is, normally the controller (C(delegate_to=localhost)).
     A file is written only when its content changes; pages carry no timestamps.
   - "The pages are rendered from the collection's Jinja2 templates (C(roles/report/templates/report/), autoescaping

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The files the report reads besides the topologies: plan, teams and utilization.
+"""The files the report reads besides the topologies: plan, teams, utilization and replay.
 
 Each is checked for the fields the pages read, and refused with a
 :class:`ReportError` that names the file and the field.
@@ -166,3 +166,68 @@ def validate_utilization(used: Any, source: str = "utilization.json") -> dict[st
     if not isinstance(used.get("shared"), list):
         raise ReportError(f"{source}: 'shared' must be a list")
     return used
+
+
+_REPLAY_KEYS = (
+    "policy",
+    "policy_applied",
+    "fallback",
+    "order",
+    "mode",
+    "trace",
+    "nodes",
+    "gpus_total",
+    "pods_placed",
+    "gpu_pods_placed",
+    "gpu_allocated_share",
+    "gpu_requested_share",
+    "shares_of",
+    "first_unplaced",
+)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def validate_replay(replay: Any, source: str = "replay.json") -> dict[str, Any]:
+    """Check the fields of the replay results (``playbooks/replay.yml``, one per policy) that the report reads."""
+    if not isinstance(replay, dict) or replay.get("schema_version") != 1:
+        raise ReportError(f"{source}: expected a JSON object with schema_version 1")
+    policies = replay.get("policies")
+    if not isinstance(policies, dict) or not policies:
+        raise ReportError(f"{source}: 'policies' must be an object of policy -> replay result")
+    for name, run in policies.items():
+        where = f"{source}: policies.{name}"
+        _require_keys(run, _REPLAY_KEYS, where)
+        for key in ("gpus_total", "pods_placed", "gpu_pods_placed"):
+            if not _count(run[key]):
+                raise ReportError(f"{where}.{key} {run[key]!r} is not a count")
+        for key in ("gpu_allocated_share", "gpu_requested_share"):
+            if run[key] is not None and not _number(run[key]):
+                raise ReportError(f"{where}.{key} {run[key]!r} is not a number")
+        _require_keys(run["trace"], ("format", "pods", "gpu_pods"), f"{where}.trace")
+        _require_keys(run["nodes"], ("count",), f"{where}.nodes")
+        _require_keys(run["shares_of"], ("basis", "capacity_milli"), f"{where}.shares_of")
+        if run["first_unplaced"] is not None:
+            _require_keys(run["first_unplaced"], ("name",), f"{where}.first_unplaced")
+        if run["mode"] == "timeline":
+            _check_series(run.get("timeline"), f"{where}.timeline")
+    return replay
+
+
+def _check_series(line: Any, where: str) -> None:
+    """A timeline: ``time``, ``occupied_milli`` and ``requested_milli`` of one length, numbers; its peak."""
+    _require_keys(
+        line, ("start", "end", "time", "occupied_milli", "requested_milli", "peak", "unstarted_gpu_pods"), where
+    )
+    series = [line[key] for key in ("time", "occupied_milli", "requested_milli")]
+    if not all(isinstance(s, list) and all(_number(v) for v in s) for s in series):
+        raise ReportError(f"{where}: time, occupied_milli and requested_milli must be lists of numbers")
+    if len({len(s) for s in series}) != 1:
+        raise ReportError(f"{where}: time, occupied_milli and requested_milli must be of one length")
+    if series[0] and not (_number(line["start"]) and _number(line["end"])):
+        raise ReportError(f"{where}: start and end must be numbers")
+    _require_keys(
+        line["peak"].get("occupied") if isinstance(line["peak"], dict) else None, ("milli",), f"{where}.peak.occupied"
+    )

@@ -18,8 +18,9 @@ This module loads the Jinja2 templates, renders the sections and pages and
 builds them from the files the topology role wrote. What the pages show comes
 from the package's other modules: ``layouts`` (layout fingerprints and the
 level matrix), ``svg`` (the pictures' geometry), ``data`` (the rows and
-figures of each section) and ``inputs`` (the checked plan, teams and
-utilization files, and :class:`ReportError`).
+figures of each section), ``replay`` (the replay section and its chart) and
+``inputs`` (the checked plan, teams, utilization and replay files, and
+:class:`ReportError`).
 
 Pages use no network, no fonts, no scripts: one HTML file with inline CSS and
 inline SVG. Output is deterministic (no timestamps), so a rerun on the same
@@ -47,10 +48,12 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inpu
     ReportError,
     summary_rails,
     validate_plan,
+    validate_replay,
     validate_teams,
     validate_utilization,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import group_layouts
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.replay import replay_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import (
     LEVEL_COLOURS,
     UNKNOWN_NUMA_COLOUR,
@@ -100,6 +103,7 @@ TEMPLATE_NAMES = (
     "plan.html.j2",
     "teams.html.j2",
     "utilization.html.j2",
+    "replay.html.j2",
 )
 
 
@@ -225,6 +229,12 @@ def utilization_html(used: Mapping[str, Any]) -> Any:
     return _render("utilization.html.j2", part="all", **utilization_view(used))
 
 
+def replay_html(replay: Mapping[str, Any]) -> Any:
+    """A workload trace replayed on the site's plan: the ratio of pods placed, the chart, a row per policy."""
+    view = replay_view(replay)
+    return _render("replay.html.j2", **view) if view else ""
+
+
 # --------------------------------------------------------------------------
 # Pages
 # --------------------------------------------------------------------------
@@ -239,8 +249,12 @@ def site_report(
     utilization: Mapping[str, Any] | None = None,
     device_options: Mapping[str, Any] | None = None,
     summary_file: Mapping[str, Any] | None = None,
+    replay: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build a site page. Returns ``{"html", "summary", "score", "layouts", "failed"}``.
+
+    ``replay`` (``<site>/replay.json``) is shown with the plan it was replayed
+    on, after the claim templates.
 
     ``summary_file`` is the site's ``summary.json`` as the topology role wrote
     it, read for the nodes that failed (``nodes_failed``, ``node_counts``) and
@@ -288,7 +302,7 @@ def site_report(
         subtitle=subtitle,
         counts=counts,
         score=score,
-        plan=plan_html(plan) if plan is not None else None,
+        plan=_with_replay(plan_html(plan) if plan is not None else None, replay),
         teams=teams_html(teams) if teams is not None else None,
         utilization=utilization_html(utilization) if utilization is not None else None,
         failed=failed["rows"],
@@ -297,9 +311,21 @@ def site_report(
         layouts=layouts,
         layout_count=len(groups),
         node_count=summary["nodes"],
-        links={"plan": plan is not None, "teams": teams is not None, "utilization": utilization is not None},
+        links={
+            "plan": plan is not None,
+            "teams": teams is not None,
+            "utilization": utilization is not None,
+            "replay": replay is not None,
+        },
     )
     return {"html": html, "summary": summary, "score": score, "layouts": groups, "failed": failed, "counts": counts}
+
+
+def _with_replay(plan: Any, replay: Mapping[str, Any] | None) -> Any:
+    """The plan section followed by the replay on the plan, when there is one."""
+    if replay is None:
+        return plan
+    return (plan or "") + replay_html(replay)
 
 
 def index_page(sites: Iterable[Mapping[str, Any]]) -> str:
@@ -333,7 +359,8 @@ def build_reports(
     """Pages for the sites in ``<output_dir>/index.json`` (written by the topology role).
 
     Reads each site's node files listed in the index and, when present, its
-    ``plan.json`` and ``summary.json`` (for the nodes that failed).
+    ``plan.json``, ``teams.json``, ``utilization.json``, ``replay.json`` and
+    ``summary.json`` (for the nodes that failed).
     ``device_options`` are the driver's (``aligned_dra_device_options``): they
     decide which devices the planner sees. ``templates`` are the Jinja2
     sources (:func:`load_templates`; default, the collection's files). Returns ``{"files": {relative path: html}, "sites": {site: info}}``;
@@ -376,7 +403,11 @@ def build_reports(
         if os.path.exists(plan_path):
             plan = validate_plan(_read_json(plan_path, f"site {site}: plan"), plan_path)
         extra = {}
-        for key, check in (("teams", validate_teams), ("utilization", validate_utilization)):
+        for key, check in (
+            ("teams", validate_teams),
+            ("utilization", validate_utilization),
+            ("replay", validate_replay),
+        ):
             path = os.path.join(output_dir, site, f"{key}.json")
             if os.path.exists(path):
                 extra[key] = check(_read_json(path, f"site {site}: {key}"), path)

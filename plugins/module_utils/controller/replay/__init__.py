@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Replay of a workload trace on a site's GPUs: the vocabulary of the package.
+
+``trace`` reads the pods of a trace (the openb CSV of a published production
+GPU-sharing trace, or the collection's generic CSV), ``nodes`` the nodes (an
+openb node list, or a site's ``plan.json``), ``engine`` places the pods
+(saturation or timeline, whole or fractional GPUs, pack or spread) and
+``result`` turns the outcome into the ``replay`` result. docs/replay.md
+describes the semantics.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+TRACE_FORMATS = ("openb", "csv")
+POLICIES = ("whole", "fractional")
+ORDERS = ("pack", "spread")
+MODES = ("saturation", "timeline")
+# One GPU, in milli-GPUs (openb's unit).
+GPU_MILLI = 1000
+
+
+class ReplayError(ValueError):
+    """Input the replay cannot use; the message names the option, and the line and column of a file."""

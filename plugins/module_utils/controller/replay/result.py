@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ``replay`` result: a trace replayed on nodes, with honest figures.
+
+:func:`replay` reads the trace and the nodes, runs the engine and returns
+the result the module writes (docs/replay.md, "The result"): pods placed,
+GPU shares as fractions of the nodes' GPU capacity with their numerator and
+denominator, the first pod that could not be placed (null when every pod
+was), and in timeline mode the GPUs occupied and requested over time, their
+peaks and the pods that could not start.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import (
+    MODES,
+    ORDERS,
+    POLICIES,
+    SCHEMA_VERSION,
+    ReplayError,
+    engine,
+)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import nodes as replay_nodes
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import trace as replay_trace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.nodes import NodeSpec
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.trace import Pod
+
+
+def _share(numerator: float, denominator: float) -> float | None:
+    """``numerator / denominator``; None (unknown) when there is nothing to divide by."""
+    return numerator / denominator if denominator else None
+
+
+def _trace_info(pods: list[Pod], path: str | None, trace_format: str, models: bool) -> dict[str, Any]:
+    gpu_pods = [pod for pod in pods if pod.gpu]
+    memory = [pod.gpu_memory_mib for pod in pods if pod.gpu_memory_mib is not None]
+    return {
+        "path": path,
+        "format": trace_format,
+        "pods": len(pods),
+        "gpu_pods": len(gpu_pods),
+        "cpu_pods": len(pods) - len(gpu_pods),
+        "gpu_requested_milli": sum(pod.requested_milli for pod in gpu_pods),
+        "gpu_memory_mib": sum(memory) if memory else None,
+        "gpu_spec_not_applied": 0 if models else sum(1 for pod in pods if pod.models),
+    }
+
+
+def _shares(outcome: engine.Outcome) -> dict[str, Any]:
+    """The shares of the GPU capacity, and what they are shares of."""
+    capacity = outcome.capacity
+    if outcome.mode == "saturation":
+        basis = {
+            "basis": "at saturation",
+            "allocated_milli": outcome.taken,
+            "requested_milli": outcome.requested,
+            "capacity_milli": capacity,
+        }
+        return {
+            "gpu_allocated_share": _share(outcome.taken, capacity),
+            "gpu_requested_share": _share(outcome.requested, capacity),
+            "shares_of": basis,
+        }
+    times, end = outcome.times, outcome.end
+    if not times or end is None or end == times[0]:
+        # a trace without time to average over: the GPUs at its one instant
+        taken = outcome.occupied[-1] if times else 0
+        asked = outcome.asked[-1] if times else 0
+        basis = {"basis": "at the trace's only instant", "allocated_milli": taken, "requested_milli": asked}
+        basis.update(capacity_milli=capacity, window_seconds=0)
+        return {
+            "gpu_allocated_share": _share(taken, capacity),
+            "gpu_requested_share": _share(asked, capacity),
+            "shares_of": basis,
+        }
+    window = end - times[0]
+    taken_seconds = asked_seconds = 0  # exact while the times are whole seconds
+    for index, start in enumerate(times):
+        stop = times[index + 1] if index + 1 < len(times) else end
+        taken_seconds += outcome.occupied[index] * (stop - start)
+        asked_seconds += outcome.asked[index] * (stop - start)
+    basis = {
+        "basis": "time-weighted mean",
+        "allocated_milli_seconds": taken_seconds,
+        "requested_milli_seconds": asked_seconds,
+        "capacity_milli": capacity,
+        "window_seconds": window,
+    }
+    return {
+        "gpu_allocated_share": _share(taken_seconds, capacity * window),
+        "gpu_requested_share": _share(asked_seconds, capacity * window),
+        "shares_of": basis,
+    }
+
+
+def _peak(times: list[float], values: list[int]) -> dict[str, Any]:
+    if not values:
+        return {"milli": 0, "at": None}
+    top = max(values)
+    return {"milli": top, "at": times[values.index(top)]}
+
+
+def _timeline(outcome: engine.Outcome) -> dict[str, Any]:
+    return {
+        "start": outcome.times[0] if outcome.times else None,
+        "end": outcome.end,
+        "time": outcome.times,
+        "occupied_milli": outcome.occupied,
+        "requested_milli": outcome.asked,
+        "peak": {"occupied": _peak(outcome.times, outcome.occupied), "requested": _peak(outcome.times, outcome.asked)},
+        "unstarted": outcome.unstarted,
+        "unstarted_gpu_pods": outcome.unstarted_gpu,
+    }
+
+
+def _teams(pods: list[Pod], outcome: engine.Outcome) -> dict[str, Any] | None:
+    """Per team of the trace: pods and GPU pods, and how many were placed; None when no pod names a team."""
+    if not any(pod.team for pod in pods):
+        return None
+    teams: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        row = teams.setdefault(pod.team or "", {"pods": 0, "pods_placed": 0, "gpu_pods": 0, "gpu_pods_placed": 0})
+        placed = pod.name in outcome.placed
+        row["pods"] += 1
+        row["pods_placed"] += placed
+        row["gpu_pods"] += pod.gpu
+        row["gpu_pods_placed"] += placed and pod.gpu
+    return dict(sorted(teams.items()))
+
+
+def summarise(
+    pods: list[Pod],
+    specs: list[NodeSpec],
+    node_info: dict[str, Any],
+    outcome: engine.Outcome,
+    policy: str,
+    applied: str,
+    fallback: str | None,
+    order: str,
+    trace_info: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``replay`` result of one run."""
+    by_name = {pod.name: pod for pod in pods}
+    first = None
+    if outcome.first_unplaced is not None:
+        pod, needed = outcome.first_unplaced
+        first = {"name": pod.name, "line": pod.line, "created": pod.created, "needs": needed}
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "policy": policy,
+        "policy_applied": applied,
+        "fallback": fallback,
+        "order": order,
+        "mode": outcome.mode,
+        "trace": trace_info,
+        "nodes": dict(node_info, count=len(specs), gpu_nodes=sum(1 for spec in specs if spec.gpus)),
+        "gpus_total": sum(spec.gpus for spec in specs),
+        "pods_placed": len(outcome.placed),
+        "gpu_pods_placed": sum(1 for name in outcome.placed if by_name[name].gpu),
+        "cpu_pods_skipped": len(outcome.cpu_skipped),
+        "pods_not_tried": outcome.not_tried,
+        "first_unplaced": first,
+        **_shares(outcome),
+    }
+    if outcome.mode == "timeline":
+        result["timeline"] = _timeline(outcome)
+    teams = _teams(pods, outcome)
+    if teams is not None:
+        result["teams"] = teams
+    return result
+
+
+def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ReplayError(f"{option}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def replay(
+    trace: str,
+    trace_format: str = "openb",
+    nodes: str | None = None,
+    plan: str | None = None,
+    policy: str = "whole",
+    order: str = "pack",
+    mode: str = "saturation",
+    gpu_class: str = "aligned-gpu",
+    fractional_template: str = "fractional-gpu",
+) -> dict[str, Any]:
+    """Replay the trace file on the openb node list ``nodes`` or the site's ``plan``; the ``replay`` result.
+
+    Raises :class:`ReplayError` naming the option (and the file's line and
+    column) that is wrong.
+    """
+    _choice("policy", policy, POLICIES)
+    _choice("order", order, ORDERS)
+    _choice("mode", mode, MODES)
+    if (nodes is None) == (plan is None):
+        raise ReplayError("nodes, plan: give exactly one of them (an openb node list, or a site's plan.json)")
+    if plan is not None:
+        specs, info = replay_nodes.plan_nodes(plan, gpu_class, fractional_template)
+    else:
+        specs, info = replay_nodes.read_openb_nodes(str(nodes))
+    pods = replay_trace.read_trace(trace, trace_format)
+    applied, fallback = policy, None
+    if policy == "fractional" and info.get("fractional_reason"):
+        applied, fallback = "whole", info["fractional_reason"]
+    info.pop("fractional_reason", None)
+    models = bool(info["limits"]["gpu_model"])
+    outcome = engine.replay(pods, specs, applied, order, mode, models)
+    trace_info = _trace_info(pods, trace, trace_format, models)
+    return summarise(pods, specs, info, outcome, policy, applied, fallback, order, trace_info)

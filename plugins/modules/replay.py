@@ -1,0 +1,210 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: replay
+short_description: Replay a workload trace on a site's GPUs, with whole or fractional GPUs, packed or spread
+version_added: 0.1.0
+description:
+  - Places the pods of a workload trace on nodes and reports how many run and how much of the GPUs they
+    take and ask for, so a site can measure what fractional GPUs and packing buy with its own workload.
+  - The trace is a CSV file, in the openb format of a published production GPU-sharing trace or in the
+    collection's generic format (see docs/replay.md); the nodes are an openb node list or a site's
+    C(plan.json), whose nodes, GPUs (the devices of O(gpu_class)) and fractional GPU template are
+    replayed on, with no CPU or memory limit (a plan does not know them; the result says so).
+  - O(mode=saturation) places the pods in creation order, none leaving, and stops at the first GPU pod
+    that cannot be placed; O(mode=timeline) lets pods leave at their deletion time and reports the GPUs
+    occupied and requested over time and the pods that could not start.
+  - Every figure is a fraction of the nodes' GPU capacity, with its numerator and denominator in
+    C(shares_of). Runs on the controller; reads files only.
+requirements:
+  - Python >= 3.12 on the controller (standard library only)
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode the replay runs and O(dest) is compared, not written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The diff shows the old and new content of O(dest).
+options:
+  trace:
+    description:
+      - The trace, a CSV file with a header line. A bad value fails the module with the file's line and
+        the column.
+    type: path
+    required: true
+  trace_format:
+    description:
+      - V(openb) - the pod list of the published openb trace (C(name,cpu_milli,memory_mib,num_gpu,gpu_milli,
+        gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time)).
+      - V(csv) - the generic format, C(name,submit,end,gpus) and optionally C(team,tier,gpu_memory,cpu,memory,gpu_model);
+        times in seconds or RFC 3339, GPUs as a decimal (below 1, a share of one GPU).
+    type: str
+    choices: [openb, csv]
+    default: openb
+  nodes:
+    description:
+      - An openb node list (C(sn,cpu_milli,memory_mib,gpu,model)) to replay on.
+      - Exactly one of O(nodes) and O(plan) is required.
+    type: path
+  plan:
+    description:
+      - A site's C(plan.json) (M(aligned.dra.plan)) to replay on - its nodes, with the devices of
+        O(gpu_class) as GPUs and no CPU, memory or GPU model limit.
+      - V(fractional) needs the fractional GPU template O(fractional_template) rendered as a
+        ResourceClaimTemplate (consumable capacity, Kubernetes 1.36 or C(DRAConsumableCapacity)); where the
+        plan's minor renders it as a shared ResourceClaim, or not at all, the replay falls back to whole
+        GPUs and says why in the C(fallback) of RV(replay).
+    type: path
+  gpu_class:
+    description: With O(plan), the DeviceClass whose devices are the nodes' GPUs.
+    type: str
+    default: aligned-gpu
+  fractional_template:
+    description: With O(plan), the name of the fractional GPU template (C(aligned_dra_claims.templates.fractional_gpu.name)).
+    type: str
+    default: fractional-gpu
+  policy:
+    description:
+      - V(whole) - a GPU pod takes C(num_gpu) whole GPUs (a share below one GPU rounds up to one).
+      - V(fractional) - a 1-GPU pod asking for less than 1000 milli takes that share of one GPU; other GPU
+        pods take whole GPUs.
+    type: str
+    choices: [whole, fractional]
+    default: whole
+  order:
+    description:
+      - V(pack) - the feasible node with the least free GPU milli after placement (ties - least free CPU,
+        then the node's name).
+      - V(spread) - the one with the most (ties - most free CPU, then the node's name).
+      - On the node, each request goes to the fullest GPU that still fits it, ties by index.
+    type: str
+    choices: [pack, spread]
+    default: pack
+  mode:
+    description:
+      - V(saturation) - pods in creation order (ties by name), none leaves; stops at the first GPU pod that
+        cannot be placed; a CPU-only pod that does not fit is skipped.
+      - V(timeline) - the same placement, pods leave at their deletion time; a pod that does not fit when
+        it is created never starts.
+    type: str
+    choices: [saturation, timeline]
+    default: saturation
+  dest:
+    description: Write RV(replay) as JSON to this file (only when its content changes). Nothing is written on error.
+    type: path
+notes:
+  - docs/replay.md describes the formats, the semantics, every field of the result, how to export a trace
+    from a cluster, and a worked example.
+seealso:
+  - module: aligned.dra.plan
+"""
+
+EXAMPLES = r"""
+- name: What fractional GPUs buy on the site, with the workload of the trace
+  aligned.dra.replay:
+    trace: traces/openb_pod_list_default.csv
+    plan: output/ai-west/plan.json
+    policy: fractional
+    mode: timeline
+    dest: output/ai-west/replay-fractional.json
+  register: fractional
+
+- name: The published trace on its own nodes, packed, until the first GPU pod that does not fit
+  aligned.dra.replay:
+    trace: traces/openb_pod_list_default.csv
+    nodes: traces/openb_node_list_gpu_node.csv
+    policy: whole
+    order: pack
+    mode: saturation
+
+- name: A trace exported from a cluster (the generic format), spread
+  aligned.dra.replay:
+    trace: traces/last-week.csv
+    trace_format: csv
+    plan: output/ai-west/plan.json
+    order: spread
+"""
+
+RETURN = r"""
+replay:
+  description:
+    - The replay; docs/replay.md describes every key.
+    - C(pods_placed), C(gpu_pods_placed), C(cpu_pods_skipped), C(pods_not_tried) (saturation - the pods after
+      the stop), C(gpus_total), C(first_unplaced) (the first GPU pod that could not be placed or, in timeline
+      mode, could not start - C(name), C(line), C(created), C(needs); V(null) when every one was).
+    - C(gpu_allocated_share) (milli-GPUs taken from the nodes over the capacity) and C(gpu_requested_share)
+      (milli-GPUs the placed pods asked for over the capacity), at saturation or, in timeline mode, as the
+      time-weighted mean over the trace's window; C(shares_of) gives the numerators and the denominator.
+      V(null) when the nodes have no GPU.
+    - C(policy) asked and C(policy_applied); C(fallback) says why they differ (V(null) when they do not).
+    - C(trace) and C(nodes) describe the inputs, C(nodes.limits) which of CPU, memory and GPU model were
+      limited, C(nodes.notes) what the nodes could not say.
+    - In timeline mode C(timeline) - C(time), C(occupied_milli), C(requested_milli) (a step series), C(peak),
+      C(unstarted) (names) and C(unstarted_gpu_pods). C(teams) (pods per team) when the trace names teams.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "trace": {"type": "path", "required": True},
+            "trace_format": {"type": "str", "choices": ["openb", "csv"], "default": "openb"},
+            "nodes": {"type": "path"},
+            "plan": {"type": "path"},
+            "gpu_class": {"type": "str", "default": "aligned-gpu"},
+            "fractional_template": {"type": "str", "default": "fractional-gpu"},
+            "policy": {"type": "str", "choices": ["whole", "fractional"], "default": "whole"},
+            "order": {"type": "str", "choices": ["pack", "spread"], "default": "pack"},
+            "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
+            "dest": {"type": "path"},
+        },
+        mutually_exclusive=[("nodes", "plan")],
+        required_one_of=[("nodes", "plan")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        replay = replay_result.replay(
+            params["trace"],
+            trace_format=params["trace_format"],
+            nodes=params["nodes"],
+            plan=params["plan"],
+            policy=params["policy"],
+            order=params["order"],
+            mode=params["mode"],
+            gpu_class=params["gpu_class"],
+            fractional_template=params["fractional_template"],
+        )
+    except ReplayError as exc:
+        module.fail_json(msg=str(exc))
+    changed, diff = False, {}
+    if params["dest"]:
+        try:
+            changed, diff = write_json_file(params["dest"], replay, module.check_mode)
+        except JsonFileError as exc:
+            module.fail_json(msg=str(exc))
+    response = {"changed": changed, "replay": replay}
+    if module._diff and diff:
+        response["diff"] = diff
+    module.exit_json(**response)
+
+
+if __name__ == "__main__":
+    main()

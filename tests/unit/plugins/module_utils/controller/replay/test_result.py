@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The replay result: honest shares with their denominator, the fallback of fractional, timeline figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError, result
+
+FIXTURES = Path(__file__).resolve().parents[5] / "fixtures" / "replay"
+PODS = str(FIXTURES / "openb-pods.csv")
+NODES = str(FIXTURES / "openb-nodes.csv")
+
+
+def test_saturation_on_the_openb_fixture_worked_by_hand():
+    # pack: pod-01 and pod-02 (500 milli each) go to node-c (1 T4, the fullest), pod-03 (2 GPUs, V100) to
+    # node-b, pod-04 (CPU only) to node-c; pod-05 wants a T4 and node-c has nothing left: the stop.
+    whole = result.replay(PODS, nodes=NODES, policy="whole")
+    assert (whole["pods_placed"], whole["gpu_pods_placed"], whole["pods_not_tried"], whole["gpus_total"]) == (
+        4,
+        2 + 1,
+        5,
+        7,
+    )
+    assert whole["first_unplaced"] == {
+        "name": "pod-05",
+        "line": 6,
+        "created": 40,
+        "needs": "1 whole GPU(s), 4000 CPU milli, 8192 MiB, a GPU model among T4",
+    }
+    assert whole["shares_of"] == {
+        "basis": "at saturation",
+        "allocated_milli": 4000,
+        "requested_milli": 3000,
+        "capacity_milli": 7000,
+    }
+    assert (whole["gpu_allocated_share"], whole["gpu_requested_share"]) == (4000 / 7000, 3000 / 7000)
+    fractional = result.replay(PODS, nodes=NODES, policy="fractional")
+    assert fractional["shares_of"]["allocated_milli"] == fractional["shares_of"]["requested_milli"] == 3000
+    assert fractional["policy_applied"] == "fractional" and fractional["fallback"] is None
+    assert "timeline" not in fractional and "teams" not in fractional
+    assert fractional["trace"] == {
+        "path": PODS,
+        "format": "openb",
+        "pods": 10,
+        "gpu_pods": 8,
+        "cpu_pods": 2,
+        "gpu_requested_milli": 9300,
+        "gpu_memory_mib": None,
+        "gpu_spec_not_applied": 0,
+    }
+    assert fractional["nodes"]["count"] == 4 and fractional["nodes"]["gpu_nodes"] == 3
+
+
+def test_first_unplaced_is_null_when_every_pod_is_placed(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,gpus\na,0,0.5\nb,1,0.5\n")
+    out = result.replay(str(trace), "csv", nodes=NODES, policy="fractional")
+    assert out["first_unplaced"] is None and out["pods_placed"] == 2 and out["pods_not_tried"] == 0
+
+
+def test_timeline_shares_are_time_weighted_over_the_window(tmp_path):
+    trace = tmp_path / "t.csv"
+    # one GPU: a 0..10 and c 10..20 take it whole; b (5..30) finds it taken and never starts
+    trace.write_text("name,submit,end,gpus\na,0,10,1\nb,5,30,1\nc,10,20,0.5\n")
+    nodes = tmp_path / "n.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn,1000,1000,1,\n")
+    out = result.replay(str(trace), "csv", nodes=str(nodes), policy="whole", mode="timeline")
+    assert out["timeline"] == {
+        "start": 0,
+        "end": 30,
+        "time": [0, 10, 20],
+        "occupied_milli": [1000, 1000, 0],
+        "requested_milli": [1000, 500, 0],
+        "peak": {"occupied": {"milli": 1000, "at": 0}, "requested": {"milli": 1000, "at": 0}},
+        "unstarted": ["b"],
+        "unstarted_gpu_pods": 1,
+    }
+    assert out["shares_of"] == {
+        "basis": "time-weighted mean",
+        "allocated_milli_seconds": 20000,
+        "requested_milli_seconds": 15000,
+        "capacity_milli": 1000,
+        "window_seconds": 30,
+    }
+    assert out["gpu_allocated_share"] == 20000 / 30000 and out["gpu_requested_share"] == 0.5
+    assert out["first_unplaced"]["name"] == "b" and out["pods_placed"] == 2
+
+
+def test_a_trace_of_one_instant_reports_that_instant(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,gpus\na,7,0.25\nb,7,1\n")
+    out = result.replay(str(trace), "csv", nodes=NODES, policy="fractional", mode="timeline")
+    assert out["shares_of"]["basis"] == "at the trace's only instant"
+    assert (out["shares_of"]["allocated_milli"], out["gpu_requested_share"]) == (1250, 1250 / 7000)
+
+
+def test_no_gpu_leaves_the_shares_unknown(tmp_path):
+    nodes = tmp_path / "n.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\ncpu,64000,1000000,0,\n")
+    out = result.replay(PODS, nodes=str(nodes), policy="whole")
+    assert out["gpus_total"] == 0 and out["gpu_allocated_share"] is None and out["gpu_requested_share"] is None
+    assert out["first_unplaced"]["name"] == "pod-01"
+
+
+def test_fractional_falls_back_to_whole_where_the_minor_renders_no_share():
+    old = result.replay(PODS, plan=str(FIXTURES / "plan-1.35.json"), policy="fractional")
+    whole = result.replay(PODS, plan=str(FIXTURES / "plan-1.35.json"), policy="whole")
+    assert old["policy"] == "fractional" and old["policy_applied"] == "whole"
+    assert "shared ResourceClaim fractional-gpu-shared" in old["fallback"]
+    same = ("pods_placed", "gpu_pods_placed", "gpu_allocated_share", "gpu_requested_share", "first_unplaced")
+    assert {k: old[k] for k in same} == {k: whole[k] for k in same}
+    new = result.replay(PODS, plan=str(FIXTURES / "plan-1.36.json"), policy="fractional")
+    assert new["policy_applied"] == "fractional" and new["fallback"] is None
+    assert new["pods_placed"] > old["pods_placed"]
+
+
+def test_a_plan_limits_neither_cpu_nor_models_and_says_so():
+    out = result.replay(PODS, plan=str(FIXTURES / "plan-1.36.json"), policy="whole")
+    assert out["nodes"]["limits"] == {"cpu": False, "memory": False, "gpu_model": False}
+    assert out["trace"]["gpu_spec_not_applied"] == 2 and "fractional_reason" not in out["nodes"]
+    assert out["nodes"]["gpu_class"] == "aligned-gpu" and out["gpus_total"] == 6
+    # what the first pod left out needed: GPUs only, CPU and memory were not limited
+    timeline = result.replay(PODS, plan=str(FIXTURES / "plan-1.36.json"), policy="fractional", mode="timeline")
+    assert timeline["first_unplaced"]["needs"] == "4 whole GPU(s)" and timeline["first_unplaced"]["name"] == "pod-08"
+
+
+def test_teams_of_the_generic_trace():
+    out = result.replay(
+        str(FIXTURES / "generic.csv"), "csv", plan=str(FIXTURES / "plan-1.36.json"), policy="fractional"
+    )
+    assert out["teams"] == {
+        "llm": {"pods": 3, "pods_placed": 3, "gpu_pods": 2, "gpu_pods_placed": 2},
+        "vision": {"pods": 2, "pods_placed": 2, "gpu_pods": 2, "gpu_pods_placed": 2},
+    }
+    assert out["trace"]["gpu_memory_mib"] == (40 + 10 + 20 + 80) * 1024
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"nodes": NODES, "plan": NODES}, "nodes, plan: give exactly one of them"),
+        ({}, "nodes, plan: give exactly one of them"),
+        ({"nodes": NODES, "policy": "half"}, "policy: 'half' is not one of whole, fractional"),
+        ({"nodes": NODES, "order": "random"}, "order: 'random' is not one of pack, spread"),
+        ({"nodes": NODES, "mode": "live"}, "mode: 'live' is not one of saturation, timeline"),
+    ],
+)
+def test_wrong_options_are_named(args, message):
+    with pytest.raises(ReplayError, match=message):
+        result.replay(PODS, **args)

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: Apache-2.0
+"""aligned.dra.replay: check mode and diff, the JSON written once, errors that change nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.aligned.dra.plugins.modules import replay
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "replay"
+PODS = str(FIXTURES / "openb-pods.csv")
+
+
+def run(capsys, args: dict) -> dict:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        replay.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_check_mode_predicts_then_the_json_is_written_once(capsys, tmp_path):
+    dest = tmp_path / "out" / "replay.json"
+    args = {
+        "trace": PODS,
+        "plan": str(FIXTURES / "plan-1.36.json"),
+        "policy": "fractional",
+        "mode": "timeline",
+        "dest": str(dest),
+    }
+    checked = run(capsys, dict(args, _ansible_check_mode=True, _ansible_diff=True))
+    assert checked["changed"] and checked["diff"]["before"] == "" and not dest.exists()
+    written = run(capsys, dict(args, _ansible_diff=True))
+    assert written["changed"] and json.loads(dest.read_text()) == written["replay"] == checked["replay"]
+    assert written["replay"]["policy_applied"] == "fractional" and written["replay"]["timeline"]["time"]
+    again = run(capsys, dict(args, _ansible_diff=True))
+    assert again["changed"] is False and "diff" not in again
+    other = run(capsys, dict(args, order="spread", _ansible_check_mode=True, _ansible_diff=True))
+    assert (
+        other["changed"]
+        and other["diff"]["before"] == dest.read_text()
+        and json.loads(dest.read_text()) == written["replay"]
+    )
+
+
+def test_without_dest_nothing_is_written_and_nothing_changes(capsys, tmp_path):
+    result = run(capsys, {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv")})
+    assert result["changed"] is False and result["replay"]["pods_placed"] == 4
+    assert result["replay"]["policy"] == "whole" and result["replay"]["mode"] == "saturation"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"trace": "bad"}, "trace: line 3, column gpu_milli: 1200 is out of range (0 to 1000)"),
+        ({"plan": "missing"}, "plan: cannot read"),
+        ({"gpu_class": "nvidia-gpu"}, "gpu_class: the plan"),
+        ({"trace_format": "csv"}, "trace: line 1: unknown column(s) cpu_milli"),
+    ],
+)
+def test_errors_name_the_option_and_write_nothing(capsys, tmp_path, change, message):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        (FIXTURES / "openb-pods.csv").read_text().replace("pod-02,4000,16384,1,500", "pod-02,4000,16384,1,1200")
+    )
+    args = {"trace": PODS, "plan": str(FIXTURES / "plan-1.36.json"), "dest": str(tmp_path / "replay.json")}
+    args.update(
+        {
+            k: str(bad) if v == "bad" else (str(tmp_path / "nope.json") if v == "missing" else v)
+            for k, v in change.items()
+        }
+    )
+    result = run(capsys, args)
+    assert result["failed"] and message in result["msg"] and not result.get("changed")
+    assert not (tmp_path / "replay.json").exists()
+
+
+def test_nodes_and_plan_are_one_or_the_other(capsys):
+    both = run(capsys, {"trace": PODS, "nodes": PODS, "plan": PODS})
+    assert both["failed"] and "mutually exclusive: nodes|plan" in both["msg"]
+    neither = run(capsys, {"trace": PODS})
+    assert neither["failed"] and "one of the following is required: nodes, plan" in neither["msg"]
+
+
+def test_a_dest_that_cannot_be_written_is_named(capsys, tmp_path):
+    result = run(capsys, {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), "dest": str(tmp_path)})
+    assert result["failed"] and result["msg"].startswith(f"dest: cannot write {tmp_path}")
