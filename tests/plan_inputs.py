@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 
 PAIR_NODE_TOPOLOGY: dict[str, Any] = {
     "devices": [
@@ -178,3 +180,31 @@ def rail_objects(rules: dict[str, Any], settings: dict[str, Any] | None = None, 
     for key, value in (settings or {}).items():
         base[key] = value if key != "templates" else {**base["templates"], **value}
     return claims.render(base, "s", minor, rail_rules=rules)["objects"]
+
+
+# -- planner nodes and placement for the job planner ---------------------------------------------------
+
+
+def rail_planner_nodes(topologies: dict[str, Any], rules: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The planner's nodes of probed ``topologies``, each node's NICs given their rail under its rule in ``rules``
+    (nodes without one have no rails), and the rules' problems."""
+    rails, problems = {}, []
+    for node, topology in topologies.items():
+        rails[node], found = plan_rails.node_rails(node, topology, rules.get(node))
+        problems += found
+    return planner.nodes_from_topologies(topologies, rails=rails), problems
+
+
+def split_objects(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(DeviceClasses, claim templates and ResourceClaims)`` of rendered objects."""
+    return [o for o in objects if o["kind"] == "DeviceClass"], [o for o in objects if o["kind"] != "DeviceClass"]
+
+
+def site_placement(levels: list[str], domains: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """A site's placement as the job planner reads it: ``levels`` (names, widest first, labelled
+    ``aligned.dev/<name>``), each host's ``{level: domain}``, node names equal to the hosts."""
+    return {
+        "levels": [{"name": name, "label": f"aligned.dev/{name}"} for name in levels],
+        "domains": {host: dict(found) for host, found in domains.items()},
+        "node_names": {host: host for host in domains},
+    }

@@ -212,139 +212,13 @@ unsatisfied:
   elements: str
 """
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
-    JsonFileError,
-    read_json_dir,
-    write_json_file,
-)
-
-
-def _read_topology(node, path):
-    """One node's topology from its file; an unreadable file names the option, the node and the file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, TypeError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise inputs.InputError(f"topology_files.{node}: cannot read {path}: {reason}") from None
-
-
-def _topology_source(module, params):
-    """``(topologies, topology_files, option)``: the site's topologies without its failed nodes (from
-    ``topology_files``, only which nodes: they are read one at a time), and the option that gave them."""
-    topologies = params["topologies"]
-    files = params["topology_files"]
-    topology_field = "topologies" if topologies is not None else "topology_dir"
-    if files is not None:
-        topology_field = "topology_files"
-        # read one node at a time, below: here only which nodes they are
-        topologies = {str(name): None for name in files if name not in params["nodes_failed"]}
-    elif topologies is None:
-        try:
-            topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
-        except ValueError as exc:
-            module.fail_json(msg=f"topology_dir: {exc}")
-    # a failed node is never planned on, whatever facts or file (of an earlier run) it has
-    topologies = {name: t for name, t in topologies.items() if name not in params["nodes_failed"]}
-    return topologies, files, topology_field
-
-
-def _checked_inputs(module, params, topologies, files, topology_field):
-    """``(topologies, slices)`` once the objects, topologies and slices are checked; slice files are read here."""
-    slices = params["slices"]
-    try:
-        inputs.check_objects(params["objects"], "objects")
-        if files is None:
-            inputs.check_topologies(topologies, topology_field)
-        elif slices is not None or params["slice_files"]:
-            # slices: the topologies only add the levels; all of them are read here
-            topologies = {node: _read_topology(node, files[node]) for node in sorted(topologies)}
-            inputs.check_topologies(topologies, topology_field)
-        if params["slice_files"]:
-            slices = []
-            for path in params["slice_files"]:
-                slices.extend(inputs.load_documents(path, "slice_files"))
-        if slices is not None:
-            inputs.check_slices(slices, "slice_files" if params["slice_files"] else "slices")
-    except inputs.InputError as exc:
-        module.fail_json(msg=str(exc))
-    return topologies, slices
-
-
-def _compiled_objects(module, objects):
-    """``(classes, templates)`` of the objects, which compile on their own first so that their errors name the option."""
-    classes = [o for o in objects if o.get("kind") == "DeviceClass"]
-    templates = [o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
-    try:
-        compiler = planner.Compiler(classes)
-        for template in templates:
-            compiler.template(template)
-    except (planner.PlanError, CelError) as exc:
-        module.fail_json(msg=f"objects: {exc}")
-    return classes, templates
-
-
-def _check_required(module, required, templates):
-    """Refuse required templates that ``objects`` does not hold, naming both options, before any node is read."""
-    given = {(t.get("metadata") or {}).get("name") for t in templates}
-    missing = sorted(set(required) - given)
-    if missing:
-        module.fail_json(
-            msg=f"required: required templates that are not given: {', '.join(missing)} (not among the templates of objects)"
-        )
-
-
-def _rails_of(params, rules, topologies, problems):
-    """``{node: {PCI address: rail}}`` of the nodes with a rule and a topology; their problems added to ``problems``."""
-    found = {}
-    for node, topology in topologies.items():
-        rails, node_problems = plan_rails.node_rails(
-            node, topology, rules.get(node), params["rail_node_names"].get(node), params["rail_addresses"].get(node)
-        )
-        if rails:
-            found[node] = rails
-        problems.extend(f"rails: {problem}" for problem in node_problems)
-    return found
-
-
-def _planner_nodes(module, params, slices, topologies, files, topology_field, rules, problems):
-    """The planner's nodes, from the slices or else the topologies (topology files read one node at a time).
-
-    ``rules``: each node's rail rule; the rail problems found go into ``problems``.
-    """
-    try:
-        if slices is not None:
-            return planner.nodes_from_slices(slices, topologies, _rails_of(params, rules, topologies or {}, problems))
-        if not topologies:
-            module.fail_json(
-                msg="topologies, topology_files, topology_dir, slices or slice_files must give the site's devices"
-            )
-        if files is None:
-            rails = _rails_of(params, rules, topologies, problems)
-            return planner.nodes_from_topologies(topologies, params["device_options"], rails=rails)
-        nodes = {}
-        shared = {}  # attribute values the site's nodes repeat, held once
-        for node in sorted(topologies):
-            one = {node: _read_topology(node, files[node])}
-            inputs.check_topologies(one, topology_field)
-            rails = _rails_of(params, rules, one, problems)
-            nodes.update(planner.nodes_from_topologies(one, params["device_options"], shared=shared, rails=rails))
-        return nodes
-    except inputs.InputError as exc:
-        module.fail_json(msg=str(exc))
-    except (planner.PlanError, dra.DeviceModelError) as exc:
-        message = str(exc)
-        source = ("slice_files" if params["slice_files"] else "slices") if slices is not None else topology_field
-        module.fail_json(msg=message if message.startswith("device_options") else f"{source}: {message}")
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
 
 def _respond(module, params, result):
@@ -404,34 +278,24 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    topologies, files, topology_field = _topology_source(module, params)
     try:
-        accounted = planner.node_accounting(sorted(topologies), params["nodes_failed"], params["node_counts"])
-    except planner.PlanError as exc:
+        site = planner_inputs.load_site(params, required=params["required"])
+    except planner_inputs.InputError as exc:
         module.fail_json(msg=str(exc))
-    topologies, slices = _checked_inputs(module, params, topologies, files, topology_field)
-    classes, templates = _compiled_objects(module, params["objects"])
-    _check_required(module, params["required"], templates)
-    try:
-        rules = plan_rails.node_rules(topologies, params["rail_rules"], params["rail_rule"])
-    except planner.PlanError as exc:
-        module.fail_json(msg=str(exc))
-    problems = []
-    nodes = _planner_nodes(module, params, slices, topologies, files, topology_field, rules, problems)
     try:
         result = planner.plan(
             params["site"],
-            nodes,
-            classes,
-            templates,
+            site.nodes,
+            site.classes,
+            site.templates,
             required=params["required"],
             kubernetes_version=params["kubernetes_version"],
-            warnings=problems,
+            warnings=site.warnings,
         )
     except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=str(exc))
 
-    result.update(accounted)
+    result.update(site.accounted)
     _respond(module, params, result)
 
 

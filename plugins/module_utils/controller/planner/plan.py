@@ -42,6 +42,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.node.topology import L
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from fractions import Fraction
     from typing import Any
 
@@ -291,11 +292,17 @@ def plan_node(
     step_limit: int = DEFAULT_STEP_LIMIT,
     max_claims: int = MAX_CLAIMS_PER_NODE,
     per_rail: bool = True,
+    held: tuple[set, dict, dict] | None = None,
+    search: Callable[..., ClaimAllocator] = ClaimAllocator,
 ) -> dict[str, Any]:
     """Claims of one template that fit on one node at once.
 
     ``per_rail``: give ``fits_per_rail`` (the template is pinned to rails:
-    :func:`plan_rails.pinned_to_rails`); else it is ``None``.
+    :func:`plan_rails.pinned_to_rails`); else it is ``None``. ``held``:
+    ``(used, consumed, counters_used)`` of devices allocated before the first
+    claim (the allocator's state, copied here). ``search``: builds the
+    allocator of each claim, with :class:`ClaimAllocator`'s arguments (the
+    job planner's narrows it to claims on given rails).
     """
     result: dict[str, Any] = {
         "fits": 0,
@@ -320,13 +327,13 @@ def plan_node(
         result["errors"] = errors
         result["reason"] = "a selector fails to evaluate on a device of this node, which aborts every allocation"
         return result
-    used: set = set()
-    consumed: dict = {}
-    counters_used: dict = {}
+    used: set = set(held[0]) if held else set()
+    consumed: dict = {key: dict(spent) for key, spent in held[1].items()} if held else {}
+    counters_used: dict = {key: dict(spent) for key, spent in held[2].items()} if held else {}
     while result["fits"] < max_claims:
-        search = ClaimAllocator(node, requests, constraints, used, consumed, counters_used, step_limit)
+        allocator = search(node, requests, constraints, used, consumed, counters_used, step_limit)
         try:
-            chosen = search.run(candidates)
+            chosen = allocator.run(candidates)
         except SearchLimitReached:
             result["search_limit"] = f"gave up after {step_limit} search steps; fits is a lower bound"
             break

@@ -1,0 +1,264 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jobs
+short_description: Render a site's multi-node jobs and place each one by simulation, all or nothing
+version_added: 0.1.0
+description:
+  - Renders every job of O(jobs) for the site's minor - an Indexed Job and a headless Service, the
+    Workload and PodGroup objects the minor and O(feature_gates) allow (a gang of all workers, the
+    topology constraint at the job's level), Kueue's queue label and topology annotation under engine
+    V(kueue) or V(both), the NCCL environment the rails imply - and validates every object against the
+    official schemas of that minor.
+  - Places every job on its own on the site's nodes, all or nothing - every worker one claim of the
+    job's template, allocated as the scheduler does, several workers per node where the devices allow,
+    every worker on the same rails where the site has rails, all in one domain of the job's level
+    (V(required)) or in the fewest domains (V(preferred)) - from the devices O(utilization_file) shows
+    free, else an empty site. Writes the placements to O(dest) (C(jobs.json), docs/jobs.md).
+  - Runs on the controller and changes nothing but O(dest); the objects are returned for the role to
+    write and apply.
+author:
+  - aligned.dra maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The diff of O(dest).
+options:
+  site:
+    description: The site's name.
+    type: str
+    required: true
+  kubernetes_version:
+    description: The site's Kubernetes minor (C(1.34) to C(1.37)); selects the schemas and the Workload API.
+    type: str
+    required: true
+  feature_gates:
+    description: Feature gates the site turns on or off beyond the minor's defaults (the Workload API's among them).
+    type: dict
+    default: {}
+  jobs:
+    description:
+      - The site's C(aligned_dra_jobs) - each with C(name), C(workers), C(template), and optionally
+        C(namespace), C(placement) (C(level), C(mode)), C(image) and C(queue). See docs/jobs.md.
+    type: list
+    elements: dict
+    default: []
+  placement:
+    description:
+      - The site's levels and each node's domains, as the C(aligned.dra.placement) filter returns them
+        (C(levels), C(domains), C(node_names)); its C(problems) are refused.
+    type: dict
+    default: {}
+  objects:
+    description: The site's rendered DeviceClasses and claim templates (the claims role's catalogue for the minor).
+    type: list
+    elements: dict
+    required: true
+  claims_settings:
+    description: The site's C(aligned_dra_claims) (its C(namespace) holds the templates).
+    type: dict
+    default: {}
+  teams_settings:
+    description: The site's C(aligned_dra_teams) (engine, team namespaces, the templates copied into them).
+    type: dict
+    default: {}
+  topologies:
+    description: Probed topologies per node (inline).
+    type: dict
+  topology_dir:
+    description: Directory of probed topologies, one C(<node>.json) per node.
+    type: path
+  topology_files:
+    description: Node -> probed topology file, read one node at a time.
+    type: dict
+  slices:
+    description: ResourceSlices of every driver (inline); the topologies then only add the levels.
+    type: list
+    elements: dict
+  slice_files:
+    description: Files (YAML or JSON) of ResourceSlices.
+    type: list
+    elements: path
+  device_options:
+    description: Device model options (docs/devices.md).
+    type: dict
+    default: {}
+  nodes_failed:
+    description: Nodes that failed or were unreachable in this run; never placed on.
+    type: dict
+    default: {}
+  rail_rules:
+    description: Each node's rail rule (C(aligned.dra.rail_rules) filter's C(rules)).
+    type: dict
+    default: {}
+  rail_node_names:
+    description: Each node's Kubernetes node name, which the rules' per-node entries use.
+    type: dict
+    default: {}
+  utilization_file:
+    description:
+      - This run's C(utilization.json) of the site; the devices its claims hold are not free. Omitted,
+        the jobs are placed on an empty site.
+    type: path
+  dest:
+    description: Where C(jobs.json) is written (atomically; nothing is written in check mode).
+    type: path
+requirements:
+  - cel-expr-python >= 0.1.3 on the controller (the selectors are evaluated)
+  - kubernetes-validate >= 1.34.0 on the controller (the objects are validated against the official schemas)
+notes:
+  - Each job is placed on its own, not after the other jobs; a site that fits each job alone may not
+    fit them all at once.
+"""
+
+EXAMPLES = r"""
+- name: Render and place the site's jobs
+  aligned.dra.jobs:
+    site: west
+    kubernetes_version: "1.36"
+    jobs:
+      - name: pretrain
+        workers: 16
+        template: gpu-nic-rails-8-0
+        namespace: llm-train
+        placement: {level: rack, mode: required}
+    placement: "{{ hostvars | aligned.dra.placement(groups['aligned_dra_nodes'], 'west') }}"
+    objects: "{{ catalogue.objects }}"
+    topology_dir: output/west/nodes
+    dest: output/west/jobs.json
+"""
+
+RETURN = r"""
+placement:
+  description: The content of C(jobs.json) - per job C(name), C(fits), C(domain), C(workers), C(reason) (docs/jobs.md).
+  returned: always
+  type: dict
+files:
+  description: The rendered objects, C(name) (the file name) and C(object).
+  returned: always
+  type: list
+  elements: dict
+left_out:
+  description: What this minor and its gates leave out of a job, and why.
+  returned: always
+  type: list
+  elements: dict
+minor:
+  description: The minor the objects were rendered for.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs_render
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs as job_planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "site": {"type": "str", "required": True},
+            "kubernetes_version": {"type": "str", "required": True},
+            "feature_gates": {"type": "dict", "default": {}},
+            "jobs": {"type": "list", "elements": "dict", "default": []},
+            "placement": {"type": "dict", "default": {}},
+            "objects": {"type": "list", "elements": "dict", "required": True},
+            "claims_settings": {"type": "dict", "default": {}},
+            "teams_settings": {"type": "dict", "default": {}},
+            "topologies": {"type": "dict"},
+            "topology_dir": {"type": "path"},
+            "topology_files": {"type": "dict"},
+            "slices": {"type": "list", "elements": "dict"},
+            "slice_files": {"type": "list", "elements": "path"},
+            "device_options": {"type": "dict", "default": {}},
+            "nodes_failed": {"type": "dict", "default": {}},
+            "rail_rules": {"type": "dict", "default": {}},
+            "rail_node_names": {"type": "dict", "default": {}},
+            "utilization_file": {"type": "path"},
+            "dest": {"type": "path"},
+        },
+        mutually_exclusive=[("slices", "slice_files"), ("topologies", "topology_files")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    placement = params["placement"]
+    if placement.get("problems"):
+        module.fail_json(msg="placement: " + "; ".join(placement["problems"]))
+    try:
+        rendered = jobs_render.render_jobs(
+            params["site"],
+            params["jobs"],
+            params["kubernetes_version"],
+            params["feature_gates"],
+            placement.get("levels") or [],
+            params["claims_settings"],
+            params["teams_settings"],
+            jobs_render.template_rails(params["objects"]),
+        )
+    except (jobs_render.JobsError, dra.DeviceModelError) as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        measured = held.read_utilization(params["utilization_file"]) if params["utilization_file"] else None
+        in_use = held.held_devices(measured, placement.get("node_names") or {})
+        site = planner_inputs.load_site(params)
+        result = job_planner.place_jobs(
+            params["site"],
+            rendered["jobs"],
+            site.nodes,
+            site.classes,
+            site.templates,
+            placement,
+            held=in_use["held"],
+            kubernetes_version=rendered["minor"],
+        )
+    except (planner_inputs.InputError, held.HeldError) as exc:
+        module.fail_json(msg=str(exc))
+    except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
+        module.fail_json(msg=f"{params['site']}: {exc}")
+    # counted as held whole, or not taken off any node: the counts are bounds (docs/jobs.md)
+    result["held_shared"] = in_use["shared"]
+    result["held_spanning"] = in_use["spanning"]
+    # every node's domains, for the report's picture of the site (the placement's own figures stay small)
+    names = [level["name"] for level in placement.get("levels") or []]
+    result["domains_of_nodes"] = {
+        "levels": names,
+        "nodes": {host: [row.get(n) for n in names] for host, row in sorted((placement.get("domains") or {}).items())},
+    }
+
+    changed = False
+    diff = {}
+    if params["dest"]:
+        try:
+            changed, diff = write_json_file(params["dest"], result, module.check_mode)
+        except JsonFileError as exc:
+            module.fail_json(msg=str(exc))
+    response = {
+        "changed": changed,
+        "placement": result,
+        "files": rendered["files"],
+        "left_out": rendered["left_out"],
+        "minor": rendered["minor"],
+    }
+    if module._diff and diff:
+        response["diff"] = diff
+    module.exit_json(**response)
+
+
+if __name__ == "__main__":
+    main()
