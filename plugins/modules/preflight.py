@@ -38,7 +38,7 @@ options:
       - The stages the playbook runs; only their settings decide what is needed.
     type: list
     elements: str
-    choices: [probe, network, driver, claims, teams, utilization, placement, report, what_if]
+    choices: [probe, network, driver, claims, teams, utilization, placement, replay, report, what_if]
     required: true
   hosts:
     description:
@@ -64,7 +64,7 @@ notes:
 EXAMPLES = r"""
 - name: Preflight | The controller has what the run needs
   aligned.dra.preflight:
-    stages: [probe, network, driver, claims, teams, utilization, placement, report]
+    stages: [probe, network, driver, claims, teams, utilization, placement, replay, report]
 """
 
 RETURN = r"""
@@ -106,7 +106,7 @@ def main():
                 "type": "list",
                 "elements": "str",
                 "required": True,
-                "choices": ["probe", "network", "driver", "claims", "teams", "utilization", "placement", "report", "what_if"],
+                "choices": ["probe", "network", "driver", "claims", "teams", "utilization", "placement", "replay", "report", "what_if"],
             },
             "hosts": {"type": "list", "elements": "str", "default": []},
             "python": {"type": "list", "elements": "dict", "default": []},

@@ -11,7 +11,8 @@ short_description: Write the HTML site report from the topology role's output
 version_added: 0.1.0
 description:
   - Reads C(index.json) and the per-node topology files that the C(aligned.dra.topology) role writes
-    to its output directory, and the planner's C(<site>/plan.json) where it exists.
+    to its output directory and, where they exist, the planner's C(<site>/plan.json), the replay's
+    C(<site>/replay.json) and the job placements C(<site>/jobs.json).
   - Writes one self-contained HTML page per site, C(<site>/report.html), and an index of sites,
     C(index.html). The pages need no network access to open (no external fonts, scripts or images).
   - "Per layout: an SVG picture of the machine (NUMA nodes, root complexes, PCIe switches, GPUs, NICs,
@@ -23,7 +24,9 @@ description:
     NIC is at PIX/PXB, PHB/NODE or only SYS) and, when the planner ran, capacity per claim template and the worst
     level inside allocations; when C(<site>/replay.json) exists (C(playbooks/replay.yml)), the workload trace
     replayed on the plan - the ratio of pods placed with fractional over whole GPUs and a chart of the GPUs
-    occupied and requested per policy."
+    occupied and requested per policy; when C(<site>/jobs.json) exists (C(aligned.dra.jobs)), the site's
+    multi-node jobs - per job whether it fits, where, on which rails, the worst level and, when it does not
+    fit, why with the planner's figures - each drawn on a picture of the site's domains and nodes."
   - Runs where the output directory is, normally the controller (C(delegate_to=localhost)).
     A file is written only when its content changes; pages carry no timestamps.
   - "The pages are rendered from the collection's Jinja2 templates (C(roles/report/templates/report/), autoescaping

@@ -51,7 +51,7 @@ options:
       - The stages the playbook runs; required options and the cross-stage checks follow them.
     type: list
     elements: str
-    choices: [probe, network, driver, claims, teams, utilization, placement, report, what_if]
+    choices: [probe, network, driver, claims, teams, utilization, placement, replay, report, what_if]
     required: true
   hosts:
     description:
@@ -77,7 +77,7 @@ notes:
 EXAMPLES = r"""
 - name: Validate | The whole site's input, before anything changes
   aligned.dra.validate:
-    stages: [probe, network, driver, claims, teams, utilization, placement, report]
+    stages: [probe, network, driver, claims, teams, utilization, placement, replay, report]
   run_once: true
   delegate_to: localhost
   check_mode: false

@@ -308,3 +308,48 @@ def test_every_fixture_site_page_fits_its_text_and_is_valid_html(tmp_path, brows
     assert measured > 500
     assert page.errors() == []
     page.close()
+
+
+# Per job's figure: its worker cells and chosen-domain outlines as drawn (getBBox), and its gauges.
+JOB_FIGURES = """[...document.querySelectorAll('figure.job')].map(f => ({
+  job: f.dataset.job,
+  cells: [...f.querySelectorAll('svg.jobs g.worker > rect')].map(r => r.getBBox()).map(b => [b.x, b.y, b.width, b.height]),
+  outlines: [...f.querySelectorAll('svg.jobs rect.chosen')].map(r => r.getBBox()).map(b => [b.x, b.y, b.width, b.height]),
+  gauges: f.querySelectorAll('svg.jobs rect.gauge').length,
+}))"""
+
+
+@pytest.mark.browser
+def test_jobs_section_draws_each_job_on_the_site_in_the_browser(tmp_path, browser):
+    """The planner's jobs on a small site and three jobs on 1,000 nodes: texts fit, workers inside their domains."""
+    from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.report.test_jobs import (
+        planned,
+        thousand_nodes,
+    )
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    sizes = {}
+    for name, jobs in (("jobs-small", planned()), ("jobs-1000", thousand_nodes())):
+        path = tmp_path / f"{name}.html"
+        path.write_text(report.site_report(name, identical_site("dgx-h100", 2), jobs=jobs)["html"], encoding="utf-8")
+        sizes[name] = path.stat().st_size
+        page.open(path.as_uri())
+        assert assert_page_sound(page, path) > 0
+        figures = page.evaluate(JOB_FIGURES)
+        assert [f["job"] for f in figures] == [j["name"] for j in jobs["jobs"]]
+        for figure, job in zip(figures, jobs["jobs"], strict=True):
+            assert len(figure["cells"]) == len({w["node"] for w in job["workers"]})
+            assert all(w > 0 and h > 0 for _x, _y, w, h in figure["cells"])
+            for x, y, w, h in figure["cells"] if job["placement"]["level"] else []:  # anywhere: no domain
+                assert any(
+                    ox <= x and oy <= y and x + w <= ox + ow and y + h <= oy + oh
+                    for ox, oy, ow, oh in figure["outlines"]
+                ), (name, figure["job"])
+            assert (figure["gauges"] > 0) == (not job["fits"])
+        page.evaluate("document.querySelector('table.jobs').scrollIntoView()")
+        page.screenshot(ARTIFACTS / f"{name}-1280x800.png")
+    assert page.errors() == []
+    # Recorded for people, never asserted here (test_jobs.py bounds the section's size).
+    (ARTIFACTS / "jobs.json").write_text(json.dumps({"bytes": sizes}) + "\n")
+    page.close()

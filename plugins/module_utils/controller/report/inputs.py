@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The files the report reads besides the topologies: plan, teams, utilization and replay.
+"""The files the report reads besides the topologies: plan, teams, utilization, replay and jobs.
 
 Each is checked for the fields the pages read, and refused with a
 :class:`ReportError` that names the file and the field.
@@ -231,3 +231,130 @@ def _check_series(line: Any, where: str) -> None:
     _require_keys(
         line["peak"].get("occupied") if isinstance(line["peak"], dict) else None, ("milli",), f"{where}.peak.occupied"
     )
+
+
+_JOB_KEYS = (
+    "name",
+    "template",
+    "worker_count",
+    "placement",
+    "fits",
+    "domain",
+    "domains",
+    "rails",
+    "worst_level",
+    "worst_level_exact",
+    "capacity",
+    "workers",
+    "reason",
+)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _level_or_none(value: Any, where: str) -> None:
+    if value is not None and value not in LEVEL_RANK:
+        raise ReportError(f"{where} {value!r} is not one of {list(LEVELS)}")
+
+
+def _rail_list(value: Any, where: str) -> None:
+    if value is not None and not (isinstance(value, list) and all(_count(r) for r in value)):
+        raise ReportError(f"{where} {value!r} must be a list of rail numbers or null")
+
+
+def validate_jobs(jobs: Any, source: str = "jobs.json") -> dict[str, Any]:
+    """Check the fields of the job placements (``aligned.dra.jobs``) that the report reads.
+
+    Counts are used as sizes in the picture: only whole numbers are accepted.
+    ``domains_of_nodes`` is optional (written by the module, not the planner).
+    """
+    if not isinstance(jobs, dict) or jobs.get("schema_version") != 1:
+        raise ReportError(f"{source}: expected a JSON object with schema_version 1")
+    if not isinstance(jobs.get("jobs"), list):
+        raise ReportError(f"{source}: 'jobs' must be a list")
+    for key in ("levels", "warnings"):
+        if not (isinstance(jobs.get(key, []), list) and all(isinstance(v, str) for v in jobs.get(key, []))):
+            raise ReportError(f"{source}: '{key}' must be a list of texts")
+    for index, job in enumerate(jobs["jobs"]):
+        name = job.get("name") if isinstance(job, dict) else None
+        where = f"{source}: jobs[{index}]" + (f" ({name})" if isinstance(name, str) else "")
+        _require_keys(job, _JOB_KEYS, where)
+        _check_job(job, where)
+    _check_domains_of_nodes(jobs.get("domains_of_nodes"), f"{source}: domains_of_nodes")
+    return jobs
+
+
+def _check_job(job: dict[str, Any], where: str) -> None:
+    for key in ("name", "template"):
+        if not _text(job[key]):
+            raise ReportError(f"{where}.{key} {job[key]!r} is not a text")
+    if not _count(job["worker_count"]) or job["worker_count"] == 0:
+        raise ReportError(f"{where}.worker_count {job['worker_count']!r} is not a number of workers")
+    for key in ("fits", "worst_level_exact", "capacity_exact", "rails_pinned"):
+        if not isinstance(job.get(key, True), bool):
+            raise ReportError(f"{where}.{key} {job[key]!r} is not a boolean")
+    _require_keys(job["placement"], ("level", "mode"), f"{where}.placement")
+    level, mode = job["placement"]["level"], job["placement"]["mode"]
+    if not (level is None or _text(level)) or mode not in (None, "required", "preferred"):
+        raise ReportError(f"{where}.placement: level must be a text or null, mode required, preferred or null")
+    if job["domain"] is not None:
+        _require_keys(job["domain"], ("level", "name"), f"{where}.domain")
+    if not isinstance(job["domains"], list):
+        raise ReportError(f"{where}.domains must be a list")
+    for number, domain in enumerate(job["domains"]):
+        _require_keys(domain, ("level", "name", "workers"), f"{where}.domains[{number}]")
+        if not _count(domain["workers"]):
+            raise ReportError(f"{where}.domains[{number}].workers {domain['workers']!r} is not a count")
+    _rail_list(job["rails"], f"{where}.rails")
+    _level_or_none(job["worst_level"], f"{where}.worst_level")
+    if job["reason"] is not None and not isinstance(job["reason"], str):
+        raise ReportError(f"{where}.reason {job['reason']!r} is not a text")
+    if not isinstance(job["workers"], list):
+        raise ReportError(f"{where}.workers must be a list")
+    for number, worker in enumerate(job["workers"]):
+        at = f"{where}.workers[{number}]"
+        _require_keys(worker, ("index", "node", "worst_level", "worst_level_exact"), at)
+        if not _count(worker["index"]) or not _text(worker["node"]):
+            raise ReportError(f"{at}: index must be a count and node a text")
+        _level_or_none(worker["worst_level"], f"{at}.worst_level")
+        if not isinstance(worker["worst_level_exact"], bool):
+            raise ReportError(f"{at}.worst_level_exact {worker['worst_level_exact']!r} is not a boolean")
+    _check_capacity(job["capacity"], f"{where}.capacity")
+
+
+def _check_capacity(capacity: Any, where: str) -> None:
+    """The figures that decided a job: workers the site and each listed domain hold, nodes by workers held."""
+    if capacity is None:
+        return
+    _require_keys(capacity, ("site", "nodes", "level"), where)
+    if not _count(capacity["site"]):
+        raise ReportError(f"{where}.site {capacity['site']!r} is not a count")
+    _rail_list(capacity.get("rails"), f"{where}.rails")
+    if capacity["level"] is not None and not _text(capacity["level"]):
+        raise ReportError(f"{where}.level {capacity['level']!r} is not a text")
+    for key in ("nodes", "domains"):
+        found = capacity.get(key, {})
+        if not isinstance(found, dict) or not all(_count(v) for v in found.values()):
+            raise ReportError(f"{where}.{key} must be an object of counts")
+    if not all(isinstance(k, str) and k.isdigit() for k in capacity["nodes"]):
+        raise ReportError(f"{where}.nodes: every key must be a number of workers")
+    for key in ("domains_left_out", "hosts_without_domain"):
+        if not _count(capacity.get(key, 0)):
+            raise ReportError(f"{where}.{key} {capacity[key]!r} is not a count")
+
+
+def _check_domains_of_nodes(found: Any, where: str) -> None:
+    """``{"levels": [names], "nodes": {host: [domain per level or null]}}``, or absent."""
+    if found is None:
+        return
+    _require_keys(found, ("levels", "nodes"), where)
+    levels = found["levels"]
+    if not isinstance(levels, list) or not all(_text(level) for level in levels) or len(set(levels)) != len(levels):
+        raise ReportError(f"{where}.levels must be a list of distinct level names")
+    if not isinstance(found["nodes"], dict):
+        raise ReportError(f"{where}.nodes must be an object of host -> domains")
+    for host, row in found["nodes"].items():
+        if not isinstance(row, list) or len(row) != len(levels) or not all(d is None or _text(d) for d in row):
+            raise ReportError(f"{where}.nodes.{host} must list a domain (a text or null) for each of {levels}")

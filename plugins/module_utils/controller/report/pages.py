@@ -18,8 +18,9 @@ This module loads the Jinja2 templates, renders the sections and pages and
 builds them from the files the topology role wrote. What the pages show comes
 from the package's other modules: ``layouts`` (layout fingerprints and the
 level matrix), ``svg`` (the pictures' geometry), ``data`` (the rows and
-figures of each section), ``replay`` (the replay section and its chart) and
-``inputs`` (the checked plan, teams, utilization and replay files, and
+figures of each section), ``replay`` (the replay section and its chart),
+``jobs`` (the jobs section and each job's picture on the site) and
+``inputs`` (the checked plan, teams, utilization, replay and jobs files, and
 :class:`ReportError`).
 
 Pages use no network, no fonts, no scripts: one HTML file with inline CSS and
@@ -47,11 +48,13 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inputs import (
     ReportError,
     summary_rails,
+    validate_jobs,
     validate_plan,
     validate_replay,
     validate_teams,
     validate_utilization,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.jobs import jobs_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import group_layouts
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.replay import replay_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import (
@@ -104,6 +107,7 @@ TEMPLATE_NAMES = (
     "teams.html.j2",
     "utilization.html.j2",
     "replay.html.j2",
+    "jobs.html.j2",
 )
 
 
@@ -235,6 +239,11 @@ def replay_html(replay: Mapping[str, Any]) -> Any:
     return _render("replay.html.j2", **view) if view else ""
 
 
+def jobs_html(jobs: Mapping[str, Any]) -> Any:
+    """The site's multi-node jobs: a row per job and each job on a picture of the site's domains and nodes."""
+    return _render("jobs.html.j2", **jobs_view(jobs))
+
+
 # --------------------------------------------------------------------------
 # Pages
 # --------------------------------------------------------------------------
@@ -250,11 +259,13 @@ def site_report(
     device_options: Mapping[str, Any] | None = None,
     summary_file: Mapping[str, Any] | None = None,
     replay: Mapping[str, Any] | None = None,
+    jobs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build a site page. Returns ``{"html", "summary", "score", "layouts", "failed"}``.
 
     ``replay`` (``<site>/replay.json``) is shown with the plan it was replayed
-    on, after the claim templates.
+    on, after the claim templates. ``jobs`` (``<site>/jobs.json``) follows
+    them: each job's placement and its picture on the site.
 
     ``summary_file`` is the site's ``summary.json`` as the topology role wrote
     it, read for the nodes that failed (``nodes_failed``, ``node_counts``) and
@@ -303,6 +314,7 @@ def site_report(
         counts=counts,
         score=score,
         plan=_with_replay(plan_html(plan) if plan is not None else None, replay),
+        jobs=jobs_html(jobs) if jobs is not None else None,
         teams=teams_html(teams) if teams is not None else None,
         utilization=utilization_html(utilization) if utilization is not None else None,
         failed=failed["rows"],
@@ -316,6 +328,7 @@ def site_report(
             "teams": teams is not None,
             "utilization": utilization is not None,
             "replay": replay is not None,
+            "jobs": jobs is not None,
         },
     )
     return {"html": html, "summary": summary, "score": score, "layouts": groups, "failed": failed, "counts": counts}
@@ -359,8 +372,8 @@ def build_reports(
     """Pages for the sites in ``<output_dir>/index.json`` (written by the topology role).
 
     Reads each site's node files listed in the index and, when present, its
-    ``plan.json``, ``teams.json``, ``utilization.json``, ``replay.json`` and
-    ``summary.json`` (for the nodes that failed).
+    ``plan.json``, ``teams.json``, ``utilization.json``, ``replay.json``,
+    ``jobs.json`` and ``summary.json`` (for the nodes that failed).
     ``device_options`` are the driver's (``aligned_dra_device_options``): they
     decide which devices the planner sees. ``templates`` are the Jinja2
     sources (:func:`load_templates`; default, the collection's files). Returns ``{"files": {relative path: html}, "sites": {site: info}}``;
@@ -407,6 +420,7 @@ def build_reports(
             ("teams", validate_teams),
             ("utilization", validate_utilization),
             ("replay", validate_replay),
+            ("jobs", validate_jobs),
         ):
             path = os.path.join(output_dir, site, f"{key}.json")
             if os.path.exists(path):

@@ -101,7 +101,7 @@ _TRIGGERS = (
     ("what_if", "aligned_dra_what_if_site", "", lambda v: True, "render"),
 )
 
-STAGES = ("network", "driver", "claims", "teams", "utilization", "placement", "what_if")
+STAGES = ("network", "driver", "claims", "teams", "utilization", "placement", "replay", "what_if")
 
 _SPEC = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
 

@@ -66,6 +66,7 @@ STAGE_ROLES = {
     "teams": ("teams",),
     "utilization": ("utilization",),
     "placement": ("placement",),
+    "replay": ("replay",),
     "report": ("report",),
     "what_if": (),
 }

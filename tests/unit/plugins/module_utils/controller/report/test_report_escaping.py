@@ -113,3 +113,28 @@ def test_plan_counts_and_flags_that_are_not_numbers_or_booleans_are_refused(path
     target[path[-1]] = value
     with pytest.raises(inputs.ReportError, match=message):
         inputs.validate_plan(plan)
+
+
+def test_hostile_job_names_reasons_and_domains_are_escaped():
+    """jobs.json carries the inventory's job, template, namespace, node and domain names, and the planner's reasons."""
+
+    def jobs(text: str) -> dict:
+        placed = {
+            "name": text, "namespace": text, "template": text, "worker_count": 1,
+            "placement": {"level": "rack", "mode": "required"}, "fits": True, "domain": {"level": "rack", "name": text},
+            "domains": [{"level": "rack", "name": text, "workers": 1}], "rails": [0], "worst_level": "PIX",
+            "worst_level_exact": True, "capacity": None, "reason": None,
+            "workers": [{"index": 0, "node": text, "worst_level": "PIX", "worst_level_exact": True}],
+        }  # fmt: skip
+        refused = dict(placed, name=text + "-2", fits=False, domain=None, domains=[], workers=[], reason=text)
+        refused["capacity"] = {"site": 0, "nodes": {"0": 1}, "level": "rack", "domains": {text: 0}}
+        found = {"schema_version": 1, "levels": ["rack"], "warnings": [text], "jobs": [placed, refused]}
+        found["domains_of_nodes"] = {"levels": ["rack"], "nodes": {text: [text]}}
+        return inputs.validate_jobs(found)
+
+    nodes = {"node-a": topology_of("dgx-h100")}
+    plain = pages.site_report("s", nodes, jobs=jobs("plain"))["html"]
+    page = pages.site_report("s", nodes, jobs=jobs(EVIL))["html"]
+    assert "<script" not in page and "<img" not in page
+    assert {t for t, _a in tags_of(page)} <= {t for t, _a in tags_of(plain)}
+    assert not [a for _t, attrs in tags_of(page) for a in attrs if a in ("src", "onerror")]
