@@ -11,12 +11,12 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+# A host's site as rail_rules reads it (a host that sets none is in the roles' default site): the
+# placement and the rails of a site are then read from the same hosts.
+from ansible_collections.aligned.dra.plugins.filter.rails import DEFAULT_SITE, SITE
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import SITE_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
-
-SITE = "aligned_dra_site"
-# the roles' default site (aligned_dra_site in their defaults), for a host that sets none
-DEFAULT_SITE = "default"
 
 
 def _key(value: Any) -> str:
@@ -72,7 +72,7 @@ def placement_filter(hostvars: Mapping[str, Any], hosts: Iterable[str], site: st
     if result["levels"]:
         label = placement.site_label_problem(site)
         if label:
-            problems.append(f"site {site}: {label} ({placement.SITE_NODE_LABEL})")
+            problems.append(f"site {site}: {label} ({SITE_LABEL})")
     result["problems"] = problems
     result["label_objects"] = [] if problems else placement.node_label_objects(result, site)
     return result

@@ -161,7 +161,8 @@ minor:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs_render
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement_levels
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held, jobs_site
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs as job_planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
@@ -197,9 +198,13 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    # every object carries the site as a label: a site that cannot be one is the input's fault, not the renderer's
+    problem = placement_levels.label_value_problem(params["site"])
+    if problem:
+        module.fail_json(msg=f"site: {problem}")
     placement = params["placement"]
     if placement.get("problems"):
-        module.fail_json(msg="placement: " + "; ".join(placement["problems"]))
+        module.fail_json(msg="placement: " + "; ".join(str(p) for p in placement["problems"]))
     try:
         rendered = jobs_render.render_jobs(
             params["site"],
@@ -215,31 +220,30 @@ def main():
         module.fail_json(msg=str(exc))
     try:
         measured = held.read_utilization(params["utilization_file"]) if params["utilization_file"] else None
-        in_use = held.held_devices(measured, placement.get("node_names") or {})
         site = planner_inputs.load_site(params)
+        from_slices = params["slices"] is not None or bool(params["slice_files"])
+        placement, nodes = jobs_site.planner_site(placement, site.nodes, from_slices)
+        in_use = held.held_devices(measured, placement.get("node_names") or {})
         result = job_planner.place_jobs(
             params["site"],
             rendered["jobs"],
-            site.nodes,
+            nodes,
             site.classes,
             site.templates,
             placement,
             held=in_use["held"],
+            held_uncertain={"shared": in_use["shared"], "spanning": in_use["spanning"]},
             kubernetes_version=rendered["minor"],
         )
     except (planner_inputs.InputError, held.HeldError) as exc:
         module.fail_json(msg=str(exc))
     except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=f"{params['site']}: {exc}")
-    # counted as held whole, or not taken off any node: the counts are bounds (docs/jobs.md)
     result["held_shared"] = in_use["shared"]
     result["held_spanning"] = in_use["spanning"]
-    # every node's domains, for the report's picture of the site (the placement's own figures stay small)
-    names = [level["name"] for level in placement.get("levels") or []]
-    result["domains_of_nodes"] = {
-        "levels": names,
-        "nodes": {host: [row.get(n) for n in names] for host, row in sorted((placement.get("domains") or {}).items())},
-    }
+    # the rail rules' problems explain the NICs of unknown rail a reason may count
+    result["warnings"] = site.warnings + result.get("warnings", [])
+    result["domains_of_nodes"] = jobs_site.domains_of_nodes(placement)
 
     changed = False
     diff = {}

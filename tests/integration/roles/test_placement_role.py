@@ -68,15 +68,19 @@ def setup(tmp_path: Path, jobs: list | None = None, levels: list | None = None, 
 
 
 def test_sixteen_nodes_four_racks_three_jobs_placed_rendered_and_idempotent(tmp_path):
-    inventory, play = setup(tmp_path)
+    # a measurement of an earlier run: the placement run alone does not read it (nothing says it is now)
+    inventory, play = setup(tmp_path, aligned_dra_utilization_source="cluster")
+    (tmp_path / "out" / "west" / "utilization.json").write_text("not this run's")
     first = run_playbook(inventory, play)
     assert first.returncode == 0, first.stdout + first.stderr
     out = " ".join(first.stdout.split())
-    assert "west: levels block > rack, 16 nodes labelled" in out
+    assert "west: levels block > rack, labels of 16 nodes written for GitOps (aligned_dra_placement_apply is off)" in out
     assert "west: job pretrain: 2 workers of gpu-nic-rails-8-0 in rack r1 on 2 nodes, rails 0,1,2,3,4,5,6,7" in out
     assert "west: job sweep-rack: 6 workers of gpu-nic-rail-0 - DOES NOT FIT: no rack holds 6 workers" in out
     site = tmp_path / "out" / "west"
-    placed = {job["name"]: job for job in json.loads((site / "jobs.json").read_text())["jobs"]}
+    document = json.loads((site / "jobs.json").read_text())
+    assert document["free_devices"] == "empty site"
+    placed = {job["name"]: job for job in document["jobs"]}
     pretrain, sweep, sweep_rack = placed["pretrain"], placed["sweep"], placed["sweep-rack"]
     assert pretrain["fits"] and pretrain["domain"] == {"level": "rack", "name": "r1"}
     assert {w["node"] for w in pretrain["workers"]} <= {f"gpu-0{i}" for i in range(4)}
@@ -152,6 +156,18 @@ def test_labels_applied_with_only_our_keys_removed_with_their_level(api, tmp_pat
         "aligned.dev/rack": "r3",
         "aligned.dev/site": "west",
     }
+    # a host gone from the site, no GitOps file written: the cluster's node still loses our keys
+    inventory, play = setup(tmp_path, jobs=[], levels=[LEVELS[1]], aligned_dra_placement_write=False, **settings)
+    data = yaml.safe_load(inventory.read_text())
+    hosts = data["aligned_dra_nodes"]["hosts"]
+    hosts.pop("gpu-15")
+    for host in hosts.values():
+        host["aligned_dra_placement"].pop("block")
+    inventory.write_text(yaml.safe_dump(data))
+    gone = run_playbook(inventory, play)
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert api.get("nodes", "gpu-15")["metadata"]["labels"] == {"team": "x"}
+    assert api.get("nodes", "gpu-14")["metadata"]["labels"]["aligned.dev/rack"] == "r4"
     # every level removed: our keys go, the file says so for GitOps
     inventory, play = setup(tmp_path, jobs=[], levels=[], **settings)
     third = run_playbook(inventory, play)

@@ -18,6 +18,10 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+    QUEUE_LABEL,
+    TOPOLOGY_ANNOTATIONS,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import (
     is_label_name,
     is_label_value,
@@ -29,9 +33,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# Every object of a job carries it (value: the job's name); defined here, where the objects are grouped
+# by it, and imported by the renderer (which imports this module).
 JOB_LABEL = "aligned.dev/job"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-TAS_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology")
+TAS_ANNOTATIONS = tuple(TOPOLOGY_ANNOTATIONS.values())
 GROUP_KINDS = ("Workload", "PodGroup")
 
 

@@ -29,11 +29,17 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, nccl, workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.checks import JOB_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import PlacementError
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import (
-    is_label_name,
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import (
+    PlacementError,
+    check_levels,
+)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+    MANAGED,
+    QUEUE_LABEL,
+    SITE_LABEL,
+    TOPOLOGY_ANNOTATIONS,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -45,14 +51,6 @@ if TYPE_CHECKING:
 
 ENGINES_WITH_KUEUE = ("kueue", "both")
 
-JOB_LABEL = "aligned.dev/job"
-SITE_LABEL = "aligned.dev/site"
-MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
-QUEUE_LABEL = kueue_api.QUEUE_LABEL
-TAS_ANNOTATION = {
-    "required": "kueue.x-k8s.io/podset-required-topology",
-    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
-}
 RAILS_ANNOTATION = claim_rails.RAILS_ANNOTATION
 CLAIM_NAME = "devices"
 CONTAINER = "worker"
@@ -70,15 +68,12 @@ class JobsError(ValueError):
 # -- input ---------------------------------------------------------------------------------------
 
 
-def _levels(placement_levels: Any) -> dict[str, str]:
-    levels: dict[str, str] = {}
-    for index, level in enumerate(placement_levels or []):
-        name = level.get("name") if isinstance(level, dict) else None
-        label = level.get("label") if isinstance(level, dict) else None
-        if not dra.is_dns_label(name) or not is_label_name(label):
-            raise JobsError(f"aligned_dra_placement_levels[{index}] needs a name (DNS label) and a label (label key)")
-        levels[name] = label
-    return levels
+def _levels(placement_levels: Any) -> list[dict[str, str]]:
+    """The site's levels as :func:`levels.check_levels` checks them (its errors as :class:`JobsError`)."""
+    try:
+        return check_levels(placement_levels)
+    except PlacementError as exc:
+        raise JobsError(str(exc)) from None
 
 
 def _claims_namespace(claims_settings: Mapping[str, Any] | None) -> str:
@@ -235,7 +230,7 @@ def _kueue(
         )
         return None, {}, [{"name": job["name"], "reason": reason}]
     placement = job["placement"]
-    annotations = {TAS_ANNOTATION[placement["mode"]]: placement["label"]} if placement else {}
+    annotations = {TOPOLOGY_ANNOTATIONS[placement["mode"]]: placement["label"]} if placement else {}
     return queue, annotations, []
 
 
@@ -247,7 +242,6 @@ def _one_job(
     engine: str,
     teams: list[dict[str, Any]],
     rails: list[int] | None,
-    worst_level: str | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     labels = _labels(site, job)
     placement = job["placement"]
@@ -259,7 +253,7 @@ def _one_job(
     queue, annotations, left_out = _kueue(job, engine, teams)
     if rails:
         annotations[RAILS_ANNOTATION] = ",".join(str(r) for r in rails)
-    env = _env(job, nccl.nccl_env(job["workers"], rails, worst_level))
+    env = _env(job, nccl.nccl_env(job["workers"], rails))
     template = _pod_template(job, labels, env, annotations, affinity, gang.pod_link)
     objects = [_service(job, labels), _job(job, labels, template, queue, gang.job_scheduling)] + gang.objects
     return objects, gang.left_out + left_out
@@ -274,7 +268,6 @@ def render_jobs(
     claims_settings: Mapping[str, Any] | None,
     teams_settings: Mapping[str, Any] | None,
     rails: Mapping[str, list[int] | None] | None,
-    template_levels: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """``{"objects", "files": [{"name", "object"}], "left_out": [{"name", "reason"}], "minor", "jobs"}``.
 
@@ -283,18 +276,16 @@ def render_jobs(
     ``aligned_dra_claims`` (its ``namespace``); ``teams_settings``: ``aligned_dra_teams`` (raw or
     checked: its ``engine`` and teams' names, namespaces and templates); ``rails``: every template of
     the site's catalogue with the rails it is pinned to or None (:func:`template_rails`), or None when the
-    catalogue is not known (then no template is checked and no rail environment set);
-    ``template_levels``: each template's worst GPU-NIC level on the site, where known, over every
-    allocation its constraints allow (a promise, not the levels one simulated packing happened to get);
-    None or a missing template: unknown, and ``NCCL_NET_GDR_LEVEL`` is not set.
+    catalogue is not known (then no template is checked and no rail environment set).
     """
     minor = dra_gates.minor_of(minor)
     gates = dict(feature_gates or {})
     levels = _levels(placement_levels)
     claims_namespace = _claims_namespace(claims_settings)
     engine, teams = jobs_spec.team_entries(teams_settings)
+    labels = {level["name"]: level["label"] for level in levels}
     try:
-        entries = jobs_spec.check_jobs(jobs, placement_levels or [], claims_namespace)
+        entries = jobs_spec.check_jobs(jobs, levels, claims_namespace)
     except PlacementError as exc:
         raise JobsError(str(exc)) from None
     problems = jobs_spec.check_job_namespaces(entries, claims_namespace, teams)
@@ -305,10 +296,9 @@ def render_jobs(
     objects: list[dict[str, Any]] = []
     left_out: list[dict[str, str]] = []
     for job in entries:
-        job = dict(job, placement=_with_label(job["placement"], levels))
+        job = dict(job, placement=_with_label(job["placement"], labels))
         pinned = (rails or {}).get(job["template"])
-        level = (template_levels or {}).get(job["template"])
-        made, dropped = _one_job(site, job, minor, gates, engine, teams, pinned, level)
+        made, dropped = _one_job(site, job, minor, gates, engine, teams, pinned)
         objects += made
         left_out += dropped
     problems = checks.validate(objects, minor, gates)

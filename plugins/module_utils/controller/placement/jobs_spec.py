@@ -16,6 +16,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.l
     PlacementError,
     did_you_mean,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import team_namespaces
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
@@ -154,7 +155,7 @@ def check_jobs(
 
 def team_entries(teams_settings: Mapping[str, Any] | None) -> tuple[str, list[dict[str, Any]]]:
     """``(engine, teams)`` of ``aligned_dra_teams`` (raw or checked): each team's name, namespaces
-    (default: its name, as the teams stage reads them) and the templates copied into them."""
+    (:func:`settings.team_namespaces`, as the teams stage reads them) and the templates copied into them."""
     conf = teams_settings or {}
     engine = conf.get("engine") or "resourcequota"
     teams = []
@@ -163,7 +164,7 @@ def team_entries(teams_settings: Mapping[str, Any] | None) -> tuple[str, list[di
             teams.append(
                 {
                     "name": team["name"],
-                    "namespaces": list(team.get("namespaces") or [team["name"]]),
+                    "namespaces": list(team_namespaces(team)),
                     "templates": list(team.get("templates") or []),
                 }
             )

@@ -33,6 +33,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import SITE_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import (
     is_label_name,
     is_label_value,
@@ -48,9 +49,6 @@ LEVELS_VARIABLE = "aligned_dra_placement_levels"
 PLACEMENT_VARIABLE = "aligned_dra_placement"
 NODE_NAME_VARIABLE = "aligned_dra_driver_node_name"  # controller.topology.rails.kubernetes_node_name
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-# Every node of a site with levels carries it (value: the site): the label a Kueue
-# ResourceFlavor with a topology selects when the site has no node groups.
-SITE_NODE_LABEL = "aligned.dev/site"
 # Kueue's Topology takes at most 16 levels (spec.levels maxItems); the hostname is the last one.
 MAX_LEVELS = 15
 LEVEL_KEYS = ("name", "label")
@@ -105,7 +103,7 @@ def check_levels(levels: Any, where: str = LEVELS_VARIABLE) -> list[dict[str, st
 
     ``None`` is no levels. Each name is a DNS label and each label a label key,
     both unique; ``kubernetes.io/hostname`` (the implied last level) and
-    :data:`SITE_NODE_LABEL` (the collection sets it) are refused, and so are
+    :data:`SITE_LABEL` (the collection sets it) are refused, and so are
     more than :data:`MAX_LEVELS` levels.
     """
     if levels is None:
@@ -144,8 +142,8 @@ def check_levels(levels: Any, where: str = LEVELS_VARIABLE) -> list[dict[str, st
             )
         if label == HOSTNAME_LABEL:
             raise PlacementError(f"{at}.label: {HOSTNAME_LABEL} is the implied last level; leave it out")
-        if label == SITE_NODE_LABEL:
-            raise PlacementError(f"{at}.label: {SITE_NODE_LABEL} is set by the collection (the node's site)")
+        if label == SITE_LABEL:
+            raise PlacementError(f"{at}.label: {SITE_LABEL} is set by the collection (the node's site)")
         if label in labels:
             raise PlacementError(f"{at}.label: {label!r} is also the label of level {labels[label]}")
         names[name] = labels[label] = index
@@ -154,7 +152,7 @@ def check_levels(levels: Any, where: str = LEVELS_VARIABLE) -> list[dict[str, st
 
 
 def site_label_problem(site: str) -> str | None:
-    """Why the site name cannot be the value of :data:`SITE_NODE_LABEL`, or None."""
+    """Why the site name cannot be the value of :data:`SITE_LABEL`, or None."""
     problem = label_value_problem(site)
     return (
         None if problem is None else f"site name {problem}; nodes of a site with placement levels carry it as a label"
@@ -307,7 +305,7 @@ def node_labels(placement: Mapping[str, Any], host: str, site: str | None = None
     row = placement["domains"].get(host) or {}
     labels = {level["label"]: row[level["name"]] for level in levels if row.get(level["name"]) is not None}
     if site is not None:
-        labels[SITE_NODE_LABEL] = site
+        labels[SITE_LABEL] = site
     return labels
 
 
@@ -315,7 +313,7 @@ def node_label_objects(placement: Mapping[str, Any], site: str | None = None) ->
     """One server-side apply configuration per node (sorted by node name), holding only the owned labels.
 
     With levels: each level's label with the node's domain, and with ``site``
-    :data:`SITE_NODE_LABEL`. Without levels ``labels`` is empty, so that the
+    :data:`SITE_LABEL`. Without levels ``labels`` is empty, so that the
     field manager applying it gives up the keys it owned and the labels go.
     """
     names = placement.get("node_names") or {}

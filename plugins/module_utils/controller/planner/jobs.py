@@ -3,6 +3,10 @@
 
 :func:`place_jobs` gives ``jobs.json``. The rules:
 
+- **The jobs** are those :func:`jobs_spec.check_jobs` returns (the module
+  passes exactly those); :func:`place_jobs` runs it again, which changes
+  nothing in its own output and refuses a malformed job with
+  :class:`PlanError` naming it.
 - **Each job on its own, all or nothing.** A job is placed on the site as it
   is now: the free devices are those not in ``held`` (this run's
   utilization), else every device (an empty site); never after the other
@@ -13,7 +17,9 @@
 - **A node's capacity** is how many claims of the template fit on it at once
   with the held devices taken, allocated as :func:`plan.plan_node` does (in
   the scheduler's order, one claim after another; counting stops at the
-  job's worker count). A node may hold several workers.
+  job's worker count). A node may hold several workers. A host of the
+  placement without planner data (not probed, or its probe failed) holds
+  none that can be counted: the counts are then lower bounds.
 - **Rails.** Where the site has rails (a NIC of a node has one) and the
   template takes NICs, every worker's NICs are on the same rails: a worker's
   rail signature is the sorted list of its NICs' rails, and a job is placed
@@ -30,21 +36,31 @@
   (one where one holds them all); no placement: anywhere on the site
   (``domain`` null). With a placement, a host without a domain at the level
   holds no worker.
-- **Choice** among the placements that hold every worker, in order: fewest
-  domains (preferred), fewest nodes, the least capacity left over in the
-  chosen domains (best fit: big domains stay free for big jobs), then the
-  domains' names and the rails. A preferred placement over several domains
-  takes the biggest domains but the last, and the smallest domain that
-  completes it. Workers go to the chosen domains' nodes with the most
-  capacity first (then by name); ``index`` runs in domain then node-name
-  order, consecutive on one node.
+- **Choice** among the placements that hold every worker, per rail signature
+  and then over them (:mod:`jobs_choice`): fewest domains (preferred), fewest
+  nodes, the least capacity left over in the chosen domains (best fit: big
+  domains stay free for big jobs), then the domains' names and the rails.
+  For a preferred job over several domains every set of the fewest domains
+  that can be best is compared (domains alike but for their names once)
+  while there are at most :data:`jobs_choice.MAX_DOMAIN_SETS`; beyond, only
+  the biggest domains but the last with each domain that completes them,
+  and ``notes`` says what is then not proven (the fewest nodes, unless no
+  set could do with fewer; the best fit). Workers go to the chosen domains'
+  nodes with the most capacity first (then by name); ``index`` runs in
+  domain then node order, consecutive on one node. Names are in natural
+  order (``r2`` before ``r10``, :func:`levels.natural_key`), as in the
+  report.
 - **Numbers.** Per job ``capacity`` gives the figures that decided it, for
-  the chosen rails (or, when it does not fit, the rails that come closest):
+  the chosen rails (or, when it does not fit, the rails that come closest:
+  the most workers in one domain for a required job, on the site otherwise):
   workers the site holds, per domain of the level (the biggest
-  :data:`CAPACITY_DOMAINS`), and how many nodes hold how many workers. A
-  level is never better than a worker's (``worst_level``); ``capacity_exact``
-  is false where a search gave up or not every rail signature was tried
-  (then a count is a lower bound).
+  :data:`CAPACITY_DOMAINS`), how many nodes hold how many workers, and the
+  hosts that could not be counted. A level is never better than a worker's
+  (``worst_level``, ``aligned_level``). ``capacity_exact`` is false where a
+  search gave up, not every rail signature was tried, a host of a domain
+  that could hold workers has no planner data, or ``held_uncertain`` says
+  held devices are shared or claims span nodes; ``notes`` says which (and
+  the reason of a job that does not fit ends with the same).
 
 ``jobs.json``: ``schema_version`` (1), ``site``, ``kubernetes_version`` (the
 minor), ``levels`` (names, widest first), ``free_devices`` (``utilization``
@@ -54,14 +70,19 @@ have) and ``jobs``, each with ``name``, ``namespace``, ``template``,
 ``fits``, ``domain`` (``{level, name}`` when every worker is in one domain of
 the level, else null), ``domains`` (``[{level, name, workers}]``),
 ``rails`` (the job's rail signature, null without a rail constraint),
-``rails_pinned``, ``worst_level`` and ``worst_level_exact`` (over its
-workers), ``capacity`` (``rails``, ``site``, ``nodes`` ``{"<workers a node
-holds>": nodes}``, ``level``; with a level also ``domains`` ``{name:
-workers}``, ``domains_left_out``, ``hosts_without_domain``; null when the job
-is refused before counting), ``capacity_exact``, ``workers``
-(``[{index, node, devices: {request: [device labels]}, worst_level,
-worst_level_exact, rails}]``, ``node`` the inventory host; empty unless it
-fits) and ``reason`` (null when it fits).
+``rails_pinned``, ``worst_level``, ``worst_level_exact``, ``aligned_level``
+and ``aligned_level_exact`` (over its workers, never better than one),
+``capacity`` (``rails``, ``site``, ``nodes`` ``{"<workers a node holds>":
+nodes}``, ``level``, ``hosts_not_planned`` (hosts of the placement that
+could hold workers but have no planner data); with a level also
+``domains`` ``{name: workers}``, ``domains_left_out``,
+``hosts_without_domain``, ``domains_not_planned`` ``{name: hosts}``; null
+when the job is refused before counting), ``capacity_exact``, ``notes``
+(texts, the bounds and choices above; empty when there are none),
+``workers`` (``[{index, node, devices: {request: [device labels]},
+worst_level, worst_level_exact, aligned_level, aligned_level_exact,
+rails}]``, ``node`` the inventory host; empty unless it fits) and
+``reason`` (null when it fits).
 
 Runs on the controller; no Ansible imports.
 """
@@ -70,12 +91,14 @@ from __future__ import annotations
 
 import gc
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import PlacementError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs_capacity as capacity
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs_choice as choice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices, PlanError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
-from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
@@ -87,46 +110,19 @@ if TYPE_CHECKING:
     Signature = tuple[int, ...]  # a worker's NICs' rails, sorted
 
 SCHEMA_VERSION = 1
-CAPACITY_DOMAINS = 10  # domains listed in a job's capacity, the biggest first
-MAX_WORKERS = 4096
-MODES = ("required", "preferred")
+CAPACITY_DOMAINS = 10  # domains listed in a job's capacity (and named in a reason), the biggest first
+NOT_PROBED = "no topology (not probed or failed)"
 
 
 # -- inputs -------------------------------------------------------------------------------------
 
 
-def _checked_job(index: int, job: Any) -> dict[str, Any]:
-    """The fields the planner reads; a job it cannot read raises :class:`PlanError` naming it."""
-    where = f"jobs[{index}]"
-    if not isinstance(job, dict):
-        raise PlanError(f"{where}: must be a mapping (got {type(job).__name__})")
-    name = job.get("name")
-    if not isinstance(name, str) or not name:
-        raise PlanError(f"{where}.name: must be a non-empty string (got {name!r})")
-    where = f"jobs[{index}] ({name})"
-    workers = job.get("workers")
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise PlanError(f"{where}.workers: must be a whole number from 1 to {MAX_WORKERS} (got {workers!r})")
-    template = job.get("template")
-    if not isinstance(template, str) or not template:
-        raise PlanError(f"{where}.template: must be a non-empty string (got {template!r})")
-    placement = job.get("placement")
-    level = mode = None
-    if placement is not None:
-        if not isinstance(placement, dict) or not isinstance(placement.get("level"), str):
-            raise PlanError(f"{where}.placement: must be a mapping with a level (got {placement!r})")
-        level = placement["level"]
-        mode = placement.get("mode") or "required"
-        if mode not in MODES:
-            raise PlanError(f"{where}.placement.mode: must be one of {', '.join(MODES)} (got {mode!r})")
-    return {
-        "name": name,
-        "namespace": job.get("namespace"),
-        "template": template,
-        "workers": workers,
-        "level": level,
-        "mode": mode,
-    }
+def _checked_jobs(jobs: Any, placement: Mapping[str, Any], claims_namespace: str | None) -> list[dict[str, Any]]:
+    """The jobs as :func:`jobs_spec.check_jobs` gives them (its output passes unchanged); PlanError if malformed."""
+    try:
+        return jobs_spec.check_jobs(jobs, placement.get("levels") or [], claims_namespace, where="jobs")
+    except PlacementError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def _held(
@@ -152,6 +148,26 @@ def _held(
     return states, labels
 
 
+def _held_notes(held_uncertain: Mapping[str, int] | None) -> list[str]:
+    """What makes every count a bound: held devices counted whole, claims no node's count took off."""
+    found = dict(held_uncertain or {})
+    for key in ("shared", "spanning"):
+        value = found.setdefault(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PlanError(f"held_uncertain.{key}: must be a count (got {value!r})")
+    shared, spanning = found["shared"], found["spanning"]
+    notes = []
+    if shared > 0:
+        verb = "is" if shared == 1 else "are"
+        notes.append(f"{_count(shared, 'held device')} {verb} shared (counted as held whole: more may fit)")
+    if spanning > 0:
+        verb = "holds" if spanning == 1 else "hold"
+        notes.append(
+            f"{_count(spanning, 'claim')} {verb} devices on several nodes (not taken off any node: fewer may fit)"
+        )
+    return notes
+
+
 # -- the site -----------------------------------------------------------------------------------
 
 
@@ -166,22 +182,31 @@ def place_jobs(
     kubernetes_version: str | None = None,
     driver: str = dra.DRIVER_NAME,
     step_limit: int = planner.DEFAULT_STEP_LIMIT,
+    held_uncertain: Mapping[str, int] | None = None,
+    claims_namespace: str | None = None,
 ) -> dict[str, Any]:
     """``jobs.json``: every job placed on the site on its own (see the module's docstring for the rules).
 
-    ``nodes``, ``classes``, ``templates``: what :func:`plan.plan` takes;
-    ``placement``: the site's levels, each host's domains and node names
-    (``{"levels": [{"name", "label"}], "domains": {host: {level: domain}},
-    "node_names": {...}}``); ``held``: ``{host: device labels}`` allocated
-    already (None: an empty site). A malformed job or template raises
-    :class:`PlanError` (a selector that does not compile, ``CelError``).
+    ``jobs``: what :func:`jobs_spec.check_jobs` returns (a raw list is
+    normalised the same way, its namespaces defaulting to
+    ``claims_namespace``); ``nodes``, ``classes``, ``templates``: what
+    :func:`plan.plan` takes; ``placement``: the site's levels, each host's
+    domains and node names (``{"levels": [{"name", "label"}], "domains":
+    {host: {level: domain}}, "node_names": {...}}``); ``held``: ``{host:
+    device labels}`` allocated already (None: an empty site);
+    ``held_uncertain``: ``{"shared": n, "spanning": m}`` of
+    :func:`held.held_devices` (either above 0: every count is a bound). A
+    malformed job or template raises :class:`PlanError` (a selector that does
+    not compile, ``CelError``).
     """
-    checked = [_checked_job(index, job) for index, job in enumerate(jobs)]
     placement = placement or {}
+    checked = _checked_jobs(jobs, placement, claims_namespace)
     paused = gc.isenabled()
     gc.disable()  # many small acyclic objects, as in plan.plan
     try:
-        return _place_jobs(site, checked, nodes, classes, templates, placement, held, kubernetes_version, step_limit)
+        state = _Site(nodes, classes, templates, placement, held, step_limit)
+        state.held_notes = _held_notes(held_uncertain)
+        return _place_jobs(site, checked, state, held is not None, kubernetes_version)
     finally:
         if paused:
             gc.enable()
@@ -210,6 +235,8 @@ class _Site:
         self.nodes = nodes
         self.prepared: list[NodeDevices] = []
         self.held = held
+        self.held_notes: list[str] = []
+        self.not_planned: dict[str | None, dict[str | None, int]] = {}
 
     def compile(self, name: str, cap: int) -> None:
         if name not in self.compiled:
@@ -228,19 +255,25 @@ class _Site:
     def domain(self, host: str, level: str) -> str | None:
         return (self.domains.get(host) or {}).get(level)
 
+    def hosts_not_planned(self, level: str | None) -> dict[str | None, int]:
+        """``{domain: hosts}`` of the placement's hosts without planner data that have a domain at ``level``
+        (no level: every such host, under None)."""
+        if level not in self.not_planned:
+            planned = {node.name for node in self.prepared}
+            found: dict[str | None, int] = {}
+            for host in self.domains:
+                if host in planned:
+                    continue
+                domain = self.domain(host, level) if level is not None else None
+                if level is None or domain is not None:
+                    found[domain] = found.get(domain, 0) + 1
+            self.not_planned[level] = {d: found[d] for d in sorted(found, key=choice.name_key)}
+        return self.not_planned[level]
+
 
 def _place_jobs(
-    site: str,
-    jobs: list[dict[str, Any]],
-    nodes: dict[str, dict[str, Any]],
-    classes: list[dict[str, Any]],
-    templates: list[dict[str, Any]],
-    placement: Mapping[str, Any],
-    held: Mapping[str, Iterable[str]] | None,
-    kubernetes_version: str | None,
-    step_limit: int,
+    site: str, jobs: list[dict[str, Any]], state: _Site, measured: bool, kubernetes_version: str | None
 ) -> dict[str, Any]:
-    state = _Site(nodes, classes, templates, placement, held, step_limit)
     for job in jobs:
         template = state.templates.get(job["template"])
         if template is not None and template.get("kind", "ResourceClaimTemplate") == "ResourceClaimTemplate":
@@ -251,7 +284,7 @@ def _place_jobs(
         "site": site,
         "kubernetes_version": dra_gates.minor_of(kubernetes_version) if kubernetes_version else None,
         "levels": list(state.levels),
-        "free_devices": "utilization" if held is not None else "empty site",
+        "free_devices": "utilization" if measured else "empty site",
         "jobs": [_place_job(state, job) for job in jobs],
         "warnings": state.warnings,
     }
@@ -262,12 +295,13 @@ def _place_jobs(
 
 def _entry(job: dict[str, Any], state: _Site) -> dict[str, Any]:
     template = state.templates.get(job["template"])
+    placement = job["placement"] or {}
     return {
         "name": job["name"],
         "namespace": job["namespace"],
         "template": job["template"],
         "worker_count": job["workers"],
-        "placement": {"level": job["level"], "mode": job["mode"]},
+        "placement": {"level": placement.get("level"), "mode": placement.get("mode")},
         "fits": False,
         "domain": None,
         "domains": [],
@@ -275,15 +309,18 @@ def _entry(job: dict[str, Any], state: _Site) -> dict[str, Any]:
         "rails_pinned": bool(template and plan_rails.pinned_to_rails(template)),
         "worst_level": None,
         "worst_level_exact": True,
+        "aligned_level": None,
+        "aligned_level_exact": True,
         "capacity_exact": True,
         "capacity": None,
+        "notes": [],
         "workers": [],
         "reason": None,
     }
 
 
 def _refusal(job: dict[str, Any], state: _Site) -> str | None:
-    """Why the job cannot be placed whatever the nodes hold, or None."""
+    """Why the job cannot be placed whatever the nodes hold, or None (its level is the site's: checked)."""
     template = state.templates.get(job["template"])
     if template is None:
         return f"template {job['template']} is not among the site's claim templates"
@@ -292,10 +329,6 @@ def _refusal(job: dict[str, Any], state: _Site) -> str | None:
             f"template {job['template']} is a {template.get('kind')}, one claim that every worker would share: "
             "a worker needs its own claim (a ResourceClaimTemplate)"
         )
-    if job["level"] is not None and job["level"] not in state.levels:
-        return (
-            f"placement level {job['level']} is not a level of the site (levels: {', '.join(state.levels) or 'none'})"
-        )
     return None
 
 
@@ -303,8 +336,10 @@ class _Scope:
     """The hosts that may hold the job's workers, by domain, and each one's capacity per rail signature."""
 
     def __init__(self, state: _Site, job: dict[str, Any]) -> None:
-        name, workers, level = job["template"], job["workers"], job["level"]
+        name, workers = job["template"], job["workers"]
+        level = (job["placement"] or {}).get("level")
         self.level = level
+        self.preferred = (job["placement"] or {}).get("mode") == "preferred"
         self.rails_on = bool(state.rails) and state.nics[name]
         self.groups: dict[str | None, list[str]] = {}
         self.without_domain = 0
@@ -317,6 +352,8 @@ class _Scope:
             self.groups.setdefault(domain, []).append(node.name)
             cap = state.caps[name]
             self.per_node[node.name] = state.capacities.node(name, state.compiled[name], node, cap, self.rails_on)
+        # hosts of a domain that could hold workers whose devices are unknown: every count a lower bound
+        self.not_planned = state.hosts_not_planned(level)
         self.workers = workers
         found: set = set()
         for result in self.per_node.values():
@@ -337,43 +374,10 @@ class _Scope:
         result = self.per_node[host]
         return result.allocations if signature is None else (result.by_rails or {})[signature][1]
 
-
-def _option(scope: _Scope, signature: Signature | None, preferred: bool) -> tuple[tuple, dict[str, Any]] | None:
-    """The best placement with one rail signature, as ``(sort key, choice)``; None when none holds the job."""
-    workers = scope.workers
-    totals = {}
-    caps = {}
-    for domain, hosts in scope.groups.items():
-        caps[domain] = {host: scope.capacity(host, signature) for host in hosts}
-        totals[domain] = sum(caps[domain].values())
-    ranked = sorted(totals, key=lambda d: (-totals[d], d or ""))
-    # one domain that holds every worker, whichever the mode
-    candidates = [[d] for d in ranked if totals[d] >= workers]
-    if not candidates and preferred and sum(totals.values()) >= workers:
-        # the fewest domains: the biggest first; the last one the smallest that completes them
-        chosen, held_so_far = [], 0
-        for domain in ranked:
-            if held_so_far + totals[domain] >= workers:
-                rest = [d for d in ranked if d not in chosen and held_so_far + totals[d] >= workers]
-                chosen.append(min(rest, key=lambda d: (totals[d], d or "")))
-                break
-            chosen.append(domain)
-            held_so_far += totals[domain]
-        candidates = [chosen]
-    best = None
-    for domains in candidates:
-        pool = sorted(((c, h) for d in domains for h, c in caps[d].items() if c), key=lambda p: (-p[0], p[1]))
-        picked, left = [], workers
-        for count, host in pool:
-            if left == 0:
-                break
-            picked.append((host, min(count, left)))
-            left -= min(count, left)
-        leftover = sum(totals[d] for d in domains) - workers
-        key = (len(domains), len(picked), leftover, sorted(d or "" for d in domains), signature or ())
-        if best is None or key < best[0]:
-            best = (key, {"domains": domains, "picked": picked, "signature": signature})
-    return best
+    def option(self, signature: Signature | None) -> tuple[tuple, dict[str, Any]] | None:
+        """The best placement with one rail signature (:func:`jobs_choice.best`)."""
+        caps = {d: {h: self.capacity(h, signature) for h in hosts} for d, hosts in self.groups.items()}
+        return choice.best(caps, self.workers, self.preferred, signature)
 
 
 def _place_job(state: _Site, job: dict[str, Any]) -> dict[str, Any]:
@@ -382,49 +386,55 @@ def _place_job(state: _Site, job: dict[str, Any]) -> dict[str, Any]:
     if entry["reason"]:
         return entry
     scope = _Scope(state, job)
-    entry["capacity_exact"] = all(r.exact for r in scope.per_node.values())
-    preferred = job["mode"] == "preferred"
-    options = [found for s in scope.signatures if (found := _option(scope, s, preferred)) is not None]
+    entry["notes"] = _bound_notes(scope) + state.held_notes
+    entry["capacity_exact"] = not entry["notes"]
+    options = [found for s in scope.signatures if (found := scope.option(s)) is not None]
     if not options:
         signature = _closest(scope)
         entry["capacity"] = _capacity(scope, signature)
         entry["rails"] = list(signature) if signature is not None else None
-        entry["reason"] = _reason(scope, job, signature, entry["capacity"])
+        entry["reason"] = "; ".join([_reason(scope, job, signature, entry["capacity"]), *entry["notes"]])
         return entry
-    _key, choice = min(options, key=lambda option: option[0])
-    signature = choice["signature"]
+    _key, chosen = min(options, key=lambda option: option[0])
+    signature = chosen["signature"]
     entry["fits"] = True
     entry["rails"] = list(signature) if signature is not None else None
     entry["capacity"] = _capacity(scope, signature)
-    _workers(entry, scope, choice, state)
+    if not chosen["exhaustive"]:
+        entry["notes"].append(_choice_note(scope.level, len(chosen["domains"]), chosen["fewest_nodes"]))
+    _workers(entry, scope, chosen, state)
     return entry
 
 
-def _workers(entry: dict[str, Any], scope: _Scope, choice: dict[str, Any], state: _Site) -> None:
-    """The job's workers on the chosen nodes, its domains and its worst level."""
+def _workers(entry: dict[str, Any], scope: _Scope, chosen: dict[str, Any], state: _Site) -> None:
+    """The job's workers on the chosen nodes, its domains and its levels."""
     level = scope.level
-    counts = dict(choice["picked"])
-    order = sorted(counts, key=lambda h: ((state.domain(h, level) or "") if level else "", h))
+    counts = dict(chosen["picked"])
+    if level is None:
+        order = sorted(counts, key=choice.name_key)
+    else:
+        order = sorted(counts, key=lambda h: (choice.name_key(state.domain(h, level)), choice.name_key(h)))
     workers = []
     per_domain: dict[str, int] = {}
     for host in order:
-        for allocation in scope.allocations(host, choice["signature"])[: counts[host]]:
+        for allocation in scope.allocations(host, chosen["signature"])[: counts[host]]:
             workers.append({
                 "index": len(workers),
                 "node": host,
                 "devices": {request: list(labels) for request, labels in allocation["devices"].items()},
                 "worst_level": allocation["worst_level"],
                 "worst_level_exact": allocation["worst_level_exact"],
+                "aligned_level": allocation.get("aligned_level"),
+                "aligned_level_exact": allocation.get("aligned_level_exact", True),
                 "rails": list(allocation.get("rails") or []),
             })  # fmt: skip
         if level is not None:
             domain = state.domain(host, level)
             per_domain[domain] = per_domain.get(domain, 0) + counts[host]
     entry["workers"] = workers
-    entry["worst_level"], entry["worst_level_exact"] = device_model.worst_level(
-        (w["worst_level"], w["worst_level_exact"]) for w in workers
-    )
-    entry["domains"] = [{"level": level, "name": d, "workers": n} for d, n in sorted(per_domain.items())]
+    # never better than a worker; unknown stays unknown
+    planner._summarise_levels(entry, workers)
+    entry["domains"] = [{"level": level, "name": d, "workers": n} for d, n in per_domain.items()]
     if len(per_domain) == 1:
         entry["domain"] = {"level": level, "name": next(iter(per_domain))}
 
@@ -437,13 +447,17 @@ def _totals(scope: _Scope, signature: Signature | None) -> dict[str | None, int]
 
 
 def _closest(scope: _Scope) -> Signature | None:
-    """The rail signature that comes closest to the job: the most workers in one domain, then on the site."""
+    """The rail signature that comes closest to the job: the most workers where the job must fit (one domain
+    for a required job, the site otherwise), then the other, then the signature."""
     if not scope.rails_on or not scope.signatures:
         return None
 
     def key(signature: Signature) -> tuple:
         totals = _totals(scope, signature)
-        return (-max(totals.values(), default=0), -sum(totals.values()), signature)
+        biggest, site = max(totals.values(), default=0), sum(totals.values())
+        if scope.level is None or scope.preferred:
+            return (-site, -biggest, signature)
+        return (-biggest, -site, signature)
 
     return min(scope.signatures, key=key)
 
@@ -461,30 +475,68 @@ def _capacity(scope: _Scope, signature: Signature | None) -> dict[str, Any]:
         "site": sum(totals.values()),
         "nodes": {str(count): per_node[count] for count in sorted(per_node, reverse=True)},
         "level": scope.level,
+        "hosts_not_planned": sum(scope.not_planned.values()),
     }
     if scope.level is not None:
-        ranked = sorted(totals, key=lambda d: (-totals[d], d))
+        ranked = choice.ranked(totals)
         found["domains"] = {d: totals[d] for d in ranked[:CAPACITY_DOMAINS]}
         found["domains_left_out"] = max(0, len(ranked) - CAPACITY_DOMAINS)
         found["hosts_without_domain"] = scope.without_domain
+        found["domains_not_planned"] = dict(scope.not_planned)
     return found
+
+
+def _choice_note(level: str | None, k: int, fewest_nodes: bool) -> str:
+    """What a choice among too many sets of domains to compare each does not prove."""
+    biggest = f"the biggest {level}" if k == 2 else f"the {k - 1} biggest {level}s"
+    among = f"only among {biggest} with one more (too many sets of {k} {level}s to compare each)"
+    if fewest_nodes:
+        return f"the nodes are the fewest, but the best fit was looked for {among}: another set may leave less over"
+    return f"the fewest nodes were looked for {among}: fewer nodes may do"
+
+
+def _bound_notes(scope: _Scope) -> list[str]:
+    """What makes the job's counts lower bounds: searches that gave up, hosts without planner data."""
+    notes = []
+    inexact = sum(1 for r in scope.per_node.values() if not r.exact)
+    if inexact:
+        notes.append(
+            f"the counts of {_count(inexact, 'host')} are lower bounds (the search gave up, or rails were left untried)"
+        )
+    missing = sum(scope.not_planned.values())
+    if missing:
+        verb = "has" if missing == 1 else "have"
+        if scope.level is None:
+            where = f"{_count(missing, 'host')} of the site {verb}"
+        elif len(scope.not_planned) == 1:
+            where = f"{_count(missing, 'host')} of {scope.level} {next(iter(scope.not_planned))} {verb}"
+        else:
+            listed = [f"{d}: {n}" for d, n in list(scope.not_planned.items())[:CAPACITY_DOMAINS]]
+            more = len(scope.not_planned) - len(listed)
+            listed += [f"{more} more"] if more else []
+            domains = _count(len(scope.not_planned), str(scope.level))
+            where = f"{_count(missing, 'host')} in {domains} ({', '.join(listed)}) {verb}"
+        notes.append(f"{where} {NOT_PROBED}: the counts are lower bounds")
+    return notes
 
 
 def _rails_text(scope: _Scope, signature: Signature | None) -> str:
     if not scope.rails_on:
         return ""
     if signature is None:
-        return " (no worker fits with all its NICs on known rails)"
+        # a search that gave up may have missed one
+        exact = all(r.exact for r in scope.per_node.values())
+        return f" (no worker {'fits' if exact else 'found'} with all its NICs on known rails)"
     return f" (rails {list(signature)})"
 
 
 def _reason(scope: _Scope, job: dict[str, Any], signature: Signature | None, figures: dict[str, Any]) -> str:
-    """Why the job does not fit, with numbers."""
-    workers, level = job["workers"], job["level"]
+    """Why the job does not fit, with numbers (the notes on bounds follow it)."""
+    workers, level = job["workers"], scope.level
     asked = _count(workers, "worker")
     rails = _rails_text(scope, signature)
     site_total = figures["site"]
-    if level is None or job["mode"] == "preferred":
+    if level is None or scope.preferred:
         text = f"the site holds {site_total} of {asked}{rails}"
     elif not scope.groups:
         text = f"no host has a {level}"
@@ -493,7 +545,7 @@ def _reason(scope: _Scope, job: dict[str, Any], signature: Signature | None, fig
         text = f"{level} {domain} holds {site_total} of {asked}{rails}"
     else:
         totals = _totals(scope, signature)
-        most = min(totals, key=lambda d: (-totals[d], d))
+        most = choice.ranked(totals)[0]
         text = f"no {level} holds {asked}: the most is {level} {most} with {totals[most]}{rails}"
         text += f"; the site holds {site_total}"
     notes = []
@@ -510,11 +562,6 @@ def _reason(scope: _Scope, job: dict[str, Any], signature: Signature | None, fig
     errors = sum(1 for r in scope.per_node.values() if r.errors)
     if errors:
         notes.append(f"a selector of template {job['template']} fails to evaluate on {_count(errors, 'host')}")
-    inexact = sum(1 for r in scope.per_node.values() if not r.exact)
-    if inexact:
-        notes.append(
-            f"the counts of {_count(inexact, 'host')} are lower bounds (the search gave up, or rails were left untried)"
-        )
     return "; ".join([text, *notes])
 
 

@@ -38,7 +38,8 @@ site's claim objects (:mod:`claims`) into:
   ResourceFlavor names it (``topologyName``). Kueue requires node labels on a
   flavor with a topology, so the site's default flavor then selects the site
   label ``aligned.dev/site: <site>`` that the placement stage puts on every node
-  of a site with levels, next to the level labels;
+  of a site with levels, next to the level labels, once it applies them
+  (:func:`node_label_note` says so in ``notes``);
 - one ``WorkloadPriorityClass`` per tier, with the name and value of the tier's
   ``PriorityClass``.
 
@@ -111,8 +112,9 @@ does not consider taints when it matches devices, Non-Goals); Kueue's CEL check 
 template selectors against ResourceSlices happens at admission, not here;
 with placement levels, that Kueue's Topology Aware Scheduling does not count DRA
 devices when it picks a domain (KEP-2941 leaves TAS out; kubernetes-sigs/kueue#10548),
-and that a Topology's levels and a flavor's ``topologyName`` and ``nodeLabels``
-cannot change once applied (the CRDs' rules).
+that a Topology's levels and a flavor's ``topologyName`` and ``nodeLabels``
+cannot change once applied (the CRDs' rules), and which node labels TAS needs
+before any workload of the site's queues is admitted (:func:`node_label_note`).
 
 :mod:`kueue_mappings` decides which classes Kueue counts, and how (the
 Configuration's deviceClassMappings);
@@ -206,7 +208,8 @@ def _flavors(conf: dict[str, Any], site: str) -> dict[str | None, dict[str, Any]
     """``{node group or None: {"name", "node_labels"}}``."""
     groups = (conf.get("kueue") or {}).get("node_groups") or {}
     if not groups:
-        name = _check_name("aligned_dra_teams.kueue", f"{site}-default", "the default ResourceFlavor name")
+        # only the site's name can make this name wrong: say so
+        name = _check_name("site", f"{site}-default", "the default ResourceFlavor name <site>-default")
         return {None: {"name": name, "node_labels": {}}}
     out: dict[str | None, dict[str, Any]] = {}
     for group in sorted(groups):
@@ -216,7 +219,8 @@ def _flavors(conf: dict[str, Any], site: str) -> dict[str | None, dict[str, Any]
             raise KueueError(f"{where}.node_labels: a node group needs at least one node label")
         if len(labels) > MAX_NODE_LABELS:
             raise KueueError(f"{where}.node_labels: {len(labels)} labels, a ResourceFlavor takes {MAX_NODE_LABELS}")
-        out[group] = {"name": _check_name(where, f"{site}-{group}", "the ResourceFlavor name"), "node_labels": labels}
+        name = _check_name(where, f"{site}-{group}", "the ResourceFlavor name <site>-<group>")
+        out[group] = {"name": name, "node_labels": labels}
     return out
 
 
@@ -318,7 +322,7 @@ def render(
     topology_object = topology(site, placement_levels)
     if topology_object is not None:
         _topology_flavors(flavors, site, topology_object["metadata"]["name"])
-        notes += TOPOLOGY_NOTES
+        notes += [*TOPOLOGY_NOTES, node_label_note(site, flavors, topology_object)]
     cohort = _check_name("aligned_dra_teams.kueue.cohort", site_cohort(conf, site), "the cohort name")
     tiers = conf["tiers"]
     for key, tier in tiers.items():
@@ -420,7 +424,7 @@ def topology(site: str, placement_levels: list[dict[str, str]] | None) -> dict[s
         raise KueueError(str(exc)) from None
     if not levels:
         return None
-    name = _check_name(placement.LEVELS_VARIABLE, f"{site}-topology", "the Topology name")
+    name = _check_name("site", f"{site}-topology", "the Topology name <site>-topology")
     return {
         "apiVersion": API_VERSION,
         "kind": "Topology",
@@ -438,9 +442,39 @@ def _topology_flavors(flavors: dict[str | None, dict[str, Any]], site: str, name
         if group is None:
             problem = placement.site_label_problem(site)
             if problem:
-                raise KueueError(f"{placement.LEVELS_VARIABLE}: {problem} ({placement.SITE_NODE_LABEL})")
+                raise KueueError(f"{placement.LEVELS_VARIABLE}: {problem} ({SITE_LABEL})")
             # Kueue: "at least one nodeLabel is required when topology is set"
-            flavor["node_labels"] = {placement.SITE_NODE_LABEL: site}
+            flavor["node_labels"] = {SITE_LABEL: site}
+
+
+def node_label_note(site: str, flavors: dict[str | None, dict[str, Any]], topology_object: dict[str, Any]) -> str:
+    """What the nodes must carry before Kueue's TAS finds one for the site's flavors, and what happens until then.
+
+    Kueue v0.19.2 counts for a flavor with a topology only the nodes carrying the flavor's ``nodeLabels``
+    and every level label of the Topology (``pkg/util/tas/node.go`` ``NodeMatchesFlavor``). Every flavor
+    of the site gets the topology and every ClusterQueue lists every flavor, so the queues are
+    "TAS-only": Kueue then schedules every workload through TAS, annotated or not (KEP-2724, "Implicit
+    defaulting of TAS annotations"; ``isTASImplied``), and none is admitted while no node matches.
+    """
+    levels = [level["nodeLabel"] for level in topology_object["spec"]["levels"]]
+    level_labels = ", ".join(label for label in levels if label != placement.HOSTNAME_LABEL)
+    if None in flavors:
+        selected = f"the ResourceFlavor {flavors[None]['name']} selects {SITE_LABEL}={site}"
+        applied = f"{SITE_LABEL} and the level labels"
+    else:
+        names = ", ".join(flavor["name"] for flavor in flavors.values())
+        selected = f"the ResourceFlavors {names} select their node groups' labels (aligned_dra_teams.kueue.node_groups)"
+        applied = "the level labels"
+    return (
+        f"{selected}, and Kueue's Topology Aware Scheduling counts only the nodes "
+        f"that carry those and every level label ({level_labels}): the placement stage puts {applied} on the "
+        f"site's nodes only with aligned_dra_placement_apply: true, else apply {site}/placement/node-labels.yaml of "
+        "the output directory "
+        "(kubectl apply --server-side --field-manager=aligned.dra.placement); until the nodes carry them TAS "
+        "finds no node for the flavors, and since every flavor of the site's ClusterQueues has a topology, "
+        "Kueue v0.19.2 schedules every workload of these queues through TAS, with or without a topology "
+        "annotation (KEP-2724 implicit TAS), so every one of them waits"
+    )
 
 
 def _flavor_objects(flavors: dict[str | None, dict[str, Any]], site: str) -> list[dict[str, Any]]:

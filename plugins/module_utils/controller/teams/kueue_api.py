@@ -28,9 +28,16 @@ CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
 KUEUE_VERSION = kueue_schemas.KUEUE_VERSION
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Topology Aware Scheduling's pod-template annotations, per placement mode; the value is a level's node label.
+TOPOLOGY_ANNOTATIONS = {
+    "required": "kueue.x-k8s.io/podset-required-topology",
+    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 TEAM_LABEL = "aligned.dev/team"
 TIER_LABEL = "aligned.dev/tier"
+# The collection's site label: on every object it renders, and on every node of a site with placement
+# levels (the label the site's default ResourceFlavor selects once it has a topology).
 SITE_LABEL = "aligned.dev/site"
 MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
 RESOURCE_PREFIX = "aligned.dev/"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue, kueue_api, kueue_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -43,7 +44,7 @@ PRIORITY_ANNOTATION = "aligned.dev/priority-class"
 QUEUE_ANNOTATION = "aligned.dev/kueue-queue-name"
 USAGE_ANNOTATION = "aligned.dev/usage"
 QUOTA_NAME = "aligned-dra-devices"
-MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
+MANAGED = kueue_api.MANAGED
 
 
 # -- objects -----------------------------------------------------------------------------------
@@ -56,7 +57,7 @@ def quota_resource(class_name: str) -> str:
 
 def _labels(site: str, team: dict[str, Any], tiers: dict[str, Any]) -> dict[str, str]:
     labels = dict(MANAGED)
-    labels.update({"aligned.dev/site": site, TEAM_LABEL: team["name"], TIER_LABEL: team["tier"]})
+    labels.update({kueue_api.SITE_LABEL: site, TEAM_LABEL: team["name"], TIER_LABEL: team["tier"]})
     return labels
 
 
@@ -65,7 +66,10 @@ def priority_classes(conf: dict[str, Any], site: str) -> list[dict[str, Any]]:
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": {"name": tier["name"], "labels": dict(MANAGED, **{TIER_LABEL: key, "aligned.dev/site": site})},
+            "metadata": {
+                "name": tier["name"],
+                "labels": dict(MANAGED, **{TIER_LABEL: key, kueue_api.SITE_LABEL: site}),
+            },
             "value": tier["value"],
             "preemptionPolicy": tier["preemption_policy"],
             "globalDefault": False,
@@ -227,6 +231,10 @@ def render(
     ``problems`` holds the capacity problems; invalid objects raise nothing here,
     :func:`validate_all` checks them.
     """
+    # every object carries the site as a label value, and Kueue's names start with it
+    problem = placement.label_value_problem(site)
+    if problem:
+        raise teams_settings.TeamsError(f"site: {problem}")
     conf = teams_settings.settings(raw_settings, claim_objects, class_keys)
     minor = dra_gates.minor_of(kubernetes_version)
     if any(t["admin_access"] for t in conf["teams"]) and not dra_gates.gate_enabled(

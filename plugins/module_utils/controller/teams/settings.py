@@ -290,6 +290,15 @@ def _teams(teams_raw: Any, site: dict[str, Any]) -> list[dict[str, Any]]:
     return teams
 
 
+def team_namespaces(team: dict[str, Any]) -> Any:
+    """A team's namespaces as given (``aligned_dra_teams.teams[].namespaces``), else its name alone.
+
+    The one place that default lives: the teams stage, utilization and the jobs read a team's namespaces
+    through it. Not checked here: the caller says what is wrong with a value that is not a list of names.
+    """
+    return team.get("namespaces") or [team.get("name")]
+
+
 def _team_name_and_namespaces(
     index: int, team: Any, seen_teams: set[str], seen_ns: dict[str, str]
 ) -> tuple[str, str, list[str]]:
@@ -307,7 +316,7 @@ def _team_name_and_namespaces(
     if name in seen_teams:
         raise TeamsError(f"{where}: two teams are named {name!r}")
     seen_teams.add(name)
-    namespaces = team.get("namespaces") or [name]
+    namespaces = team_namespaces(team)
     if not isinstance(namespaces, list):
         raise TeamsError(f"{where}.namespaces must be a list")
     for ns in namespaces:
@@ -482,7 +491,7 @@ def teams_by_namespace(raw_or_conf: dict[str, Any] | None) -> dict[str, str]:
         where = f"aligned_dra_teams.teams[{index}]"
         if not isinstance(team, dict) or not isinstance(team.get("name"), str):
             raise TeamsError(f"{where} must be a mapping with a name")
-        namespaces = team.get("namespaces") or [team["name"]]
+        namespaces = team_namespaces(team)
         if not isinstance(namespaces, list) or not all(isinstance(ns, str) for ns in namespaces):
             raise TeamsError(f"{where}.namespaces must be a list of namespace names")
         for ns in namespaces:

@@ -7,6 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aligned.dra.plugins.filter.placement import FilterModule, placement_filter
+from ansible_collections.aligned.dra.plugins.filter.rails import rail_rules
 
 LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
 
@@ -68,6 +69,22 @@ def test_a_site_without_levels_gets_empty_labels_and_an_unknown_site_nothing():
         "problems": [],
         "label_objects": [],
     }
+
+
+def test_a_host_without_a_site_is_where_rail_rules_puts_it():
+    # hostvars hold no role defaults: a host outside the play (--limit) that sets no aligned_dra_site
+    # reaches the filters without one; both read it in the roles' default site, so a site's placement
+    # and its rails come from the same hosts
+    rule = {"by": "pci_order", "count": 1}
+    hostvars = {
+        "a": {"aligned_dra_site": "default", "aligned_dra_rails": rule},
+        "b": {"aligned_dra_rails": rule},
+        "c": {"aligned_dra_site": "lab", "aligned_dra_rails": rule},
+    }
+    for site in ("default", "lab"):
+        placed = placement_filter(hostvars, list(hostvars), site)["node_names"]
+        assert placed == rail_rules(hostvars, list(hostvars), site)["node_names"]
+    assert list(placement_filter(hostvars, list(hostvars), "default")["node_names"]) == ["a", "b"]
 
 
 def test_problems_leave_no_label_object():

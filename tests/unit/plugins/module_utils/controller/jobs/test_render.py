@@ -49,7 +49,6 @@ JOBS = [
     },
     {"name": "eval", "workers": 1, "template": "gpu-nic-pair-1", "image": "example.com/eval:1", "queue": "adhoc"},
 ]
-LEVEL_OF = {"gpu-nic-rails-2-0": "PXB", "gpu-nic-pair-2": "PHB"}
 ALL = {
     workload.GENERIC_WORKLOAD: True,
     workload.GANG_SCHEDULING: True,
@@ -69,17 +68,16 @@ RELEVANT = {
 DEFAULT = "the module's example"  # a default that None (meaning: none given) can be told apart from
 
 
-def render(minor="1.36", gates=None, job_list=None, teams=DEFAULT, rails=DEFAULT, levels=DEFAULT, claims_settings=None):
+def render(minor="1.36", gates=None, job_list=None, teams=DEFAULT, rails=DEFAULT, levels=LEVELS, claims_settings=None):
     return jobs.render_jobs(
         "site-a",
         copy.deepcopy(JOBS if job_list is None else job_list),
         minor,
         gates,
-        LEVELS,
+        levels,
         claims_settings or {},
         TEAMS if teams is DEFAULT else teams,
         RAILS if rails is DEFAULT else rails,
-        LEVEL_OF if levels is DEFAULT else levels,
     )
 
 
@@ -385,17 +383,17 @@ def test_kueue_required_topology_annotation_names_the_level_label():
 # -- NCCL ---------------------------------------------------------------------------------------------
 
 
-def test_nccl_environment_only_where_rails_and_levels_justify_it():
+def test_nccl_environment_only_where_pinned_rails_justify_it():
     result = render("1.36", ALL)
-    assert env(result, "train-a")["NCCL_CROSS_NIC"] == "0"  # pinned to rails 0 and 1, 4 workers
-    assert env(result, "train-a")["NCCL_NET_GDR_LEVEL"] == "PXB"
+    # pinned to rails 0 and 1, 4 workers; NCCL_NET_GDR_LEVEL never (no bound over every allocation is known)
+    assert {k: v for k, v in env(result, "train-a").items() if k.startswith("NCCL_")} == {"NCCL_CROSS_NIC": "0"}
     assert pod(result, "train-a")["metadata"]["annotations"][jobs.RAILS_ANNOTATION] == "0,1"
-    for name in ("train-b", "eval"):  # not pinned; PHB or unknown level
+    for name in ("train-b", "eval"):  # not pinned
         assert not any(k.startswith("NCCL_") for k in env(result, name))
         assert jobs.RAILS_ANNOTATION not in pod(result, name)["metadata"].get("annotations", {})
     single = render("1.36", ALL, job_list=[dict(JOBS[0], workers=1)])
     assert "NCCL_CROSS_NIC" not in env(single, "train-a")
-    unknown = render("1.36", ALL, levels=None, rails=None)
+    unknown = render("1.36", ALL, rails=None)  # catalogue not known: no rails, no NCCL variable
     assert not any(k.startswith("NCCL_") for k in env(unknown, "train-a"))
 
 
@@ -425,6 +423,23 @@ def test_template_rails_reads_the_claim_catalogue():
 def test_bad_job_input_is_refused_naming_the_job_and_field(change, message):
     with pytest.raises(jobs.JobsError) as err:
         render("1.36", ALL, job_list=[dict(JOBS[0], **change)])
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("levels", "message"),
+    [
+        # the levels are checked as everywhere else (placement.levels.check_levels), errors as JobsError
+        ([{"name": "host", "label": "kubernetes.io/hostname"}], "[0].label: kubernetes.io/hostname is the implied"),
+        ([{"name": "site", "label": "aligned.dev/site"}], "[0].label: aligned.dev/site is set by the collection"),
+        ([LEVELS[0], dict(LEVELS[1], label=BLOCK)], "[1].label: 'aligned.dev/block' is also the label of level 0"),
+        ([{"name": "Rack", "label": RACK}], "[0].name: 'Rack' is not a DNS label"),
+        ({"rack": RACK}, "aligned_dra_placement_levels: must be a list"),
+    ],
+)
+def test_bad_levels_are_refused_as_the_placement_stage_refuses_them(levels, message):
+    with pytest.raises(jobs.JobsError) as err:
+        render("1.36", ALL, job_list=[JOBS[2]], levels=levels)
     assert message in str(err.value)
 
 

@@ -232,7 +232,7 @@ def test_one_apply_configuration_per_node_with_only_the_level_labels():
     assert with_site[1]["metadata"]["labels"] == {
         "aligned.dev/block": "b1",
         "aligned.dev/rack": "r1",
-        levels.SITE_NODE_LABEL: "lab",
+        levels.SITE_LABEL: "lab",
     }
 
 

@@ -13,6 +13,7 @@ import copy
 
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
 from ansible_collections.aligned.dra.tests.plan_inputs import (
@@ -274,40 +275,39 @@ def test_jobs_that_cannot_be_placed_at_all_say_why():
     objects = rail_objects(TWO_RACK_RULES)
     shared = copy.deepcopy(next(o for o in objects if o["metadata"]["name"] == "gpu-only"))
     shared.update(kind="ResourceClaim", metadata={"name": "one-gpu"}, spec=shared["spec"]["spec"])
-    result = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [
-        job("ghost", 1, "nope"), job("shared", 1, "one-gpu"), job("level", 1, "gpu-only", level="row"),
-    ], objects=objects + [shared])  # fmt: skip
-    ghost, shared_job, level = result["jobs"]
+    result = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("ghost", 1, "nope"), job("shared", 1, "one-gpu")],
+                   objects=objects + [shared])  # fmt: skip
+    ghost, shared_job = result["jobs"]
     assert ghost["reason"] == "template nope is not among the site's claim templates" and ghost["fits"] is False
     assert shared_job["reason"] == (
         "template one-gpu is a ResourceClaim, one claim that every worker would share: "
         "a worker needs its own claim (a ResourceClaimTemplate)"
     )
-    assert level["reason"] == "placement level row is not a level of the site (levels: rack)"
-    assert all(e["capacity"] is None and e["workers"] == [] for e in result["jobs"])
+    assert all(e["capacity"] is None and e["workers"] == [] and e["notes"] == [] for e in result["jobs"])
 
 
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
         ("x", r"^jobs\[0\]: must be a mapping"),
-        ({"workers": 1, "template": "t"}, r"^jobs\[0\]\.name: must be a non-empty string"),
-        (
-            {"name": "j", "workers": 0, "template": "t"},
-            r"^jobs\[0\] \(j\)\.workers: must be a whole number from 1 to 4096",
-        ),
-        ({"name": "j", "workers": True, "template": "t"}, r"^jobs\[0\] \(j\)\.workers"),
-        ({"name": "j", "workers": 1}, r"^jobs\[0\] \(j\)\.template"),
-        (
-            {"name": "j", "workers": 1, "template": "t", "placement": {"mode": "required"}},
-            r"^jobs\[0\] \(j\)\.placement",
-        ),
+        ({"workers": 1, "template": "t"}, r"^jobs\[0\]\.name: None is not a DNS label"),
+        ({"name": "j", "workers": 0, "template": "t"},
+         r"^jobs\[0\] \(job j\)\.workers: 0 is not a whole number from 1 to 4096"),
+        ({"name": "j", "workers": True, "template": "t"}, r"^jobs\[0\] \(job j\)\.workers"),
+        ({"name": "j", "workers": 1}, r"^jobs\[0\] \(job j\)\.template"),
+        ({"name": "j", "workers": 1, "template": "t", "placement": {"mode": "required"}},
+         r"^jobs\[0\] \(job j\)\.placement\.level: required"),
         (
             {"name": "j", "workers": 1, "template": "t", "placement": {"level": "rack", "mode": "often"}},
-            r"^jobs\[0\] \(j\)\.placement\.mode: must be one of required, preferred",
+            r"^jobs\[0\] \(job j\)\.placement\.mode: 'often' is not one of required, preferred",
         ),
+        (
+            {"name": "j", "workers": 1, "template": "t", "placement": {"level": "row"}},
+            r"^jobs\[0\] \(job j\)\.placement\.level: 'row' is not a level of the site \(levels: rack\)",
+        ),
+        ({"name": "j", "workers": 1, "template": "t", "replicas": 2}, r"^jobs\[0\]: unknown key 'replicas'"),
     ],
-)
+)  # fmt: skip
 def test_a_malformed_job_is_refused_naming_it(bad, message):
     with pytest.raises(PlanError, match=message):
         place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [bad])
@@ -323,6 +323,9 @@ def test_the_job_level_is_never_better_than_a_worker():
     entry = place(topologies, rules, {"a": "r1", "far": "r1"}, [job("j", 2, "gpu-nic-rail-1")])["jobs"][0]
     assert [(w["node"], w["worst_level"]) for w in entry["workers"]] == [("a", "PIX"), ("far", "SYS")]
     assert entry["worst_level"] == "SYS" and entry["worst_level_exact"] is True
+    # a worker's one NIC is its GPU's best: the aligned level is the same, and the job's the worst of them
+    assert [(w["aligned_level"], w["aligned_level_exact"]) for w in entry["workers"]] == [("PIX", True), ("SYS", True)]
+    assert entry["aligned_level"] == "SYS" and entry["aligned_level_exact"] is True
 
 
 def test_selector_errors_and_searches_that_give_up_are_said():
@@ -339,10 +342,16 @@ def test_selector_errors_and_searches_that_give_up_are_said():
     )
     limited = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("p", 3, "gpu-nic-pair-2")], step_limit=2)["jobs"][0]
     assert limited["capacity_exact"] is False and limited["reason"] == (
-        "no rack holds 3 workers: the most is rack r1 with 0 (no worker fits with all its NICs on known rails); "
+        "no rack holds 3 workers: the most is rack r1 with 0 (no worker found with all its NICs on known rails); "
         "the site holds 0; the counts of 4 hosts are lower bounds (the search gave up, or rails were left untried)"
     )
-    assert place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("p", 3, "gpu-nic-pair-2")])["jobs"][0]["capacity_exact"]
+    assert limited["notes"] == [
+        "the counts of 4 hosts are lower bounds (the search gave up, or rails were left untried)"
+    ]
+    # searched to the end: no worker fits, and the reason says so
+    full = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("p", 3, "gpu-nic-pair-2")])["jobs"][0]
+    assert full["capacity_exact"] is True and full["notes"] == []
+    assert full["reason"] == ("no rack holds 3 workers: the most is rack r1 with 2 (rails [0, 1]); the site holds 4")
 
 
 def test_the_capacity_lists_the_biggest_domains_only():
@@ -365,3 +374,156 @@ def test_the_inputs_are_left_as_given():
     given = copy.deepcopy((nodes, classes, templates, placement, jobs_list, held))
     jobs.place_jobs("s", jobs_list, nodes, classes, templates, placement, held=held)
     assert (nodes, classes, templates, placement, jobs_list, held) == given
+
+
+def test_a_host_without_planner_data_makes_the_counts_lower_bounds_and_the_reason_says_where():
+    # b2 of rack r2 was never probed (or its probe failed): the placement has it, the planner's nodes do not
+    racks = {"a1": "r1", "a2": "r1", "b1": "r2", "b2": "r2"}
+    topologies = {host: aligned_node(2) for host in ("a1", "a2", "b1")}
+    rules = {host: dict(NIC_NAME_RULE, count=2) for host in racks}
+    missing = "1 host of rack r2 has no topology (not probed or failed): the counts are lower bounds"
+    result = place(topologies, rules, racks, [
+        job("req", 3, "gpu-nic-rail-0"), job("site", 4, "gpu-nic-rail-0", mode=None),
+        job("fits", 2, "gpu-nic-rail-0"),
+    ])  # fmt: skip
+    req, site, fits = result["jobs"]
+    assert (
+        req["reason"] == f"no rack holds 3 workers: the most is rack r1 with 2 (rails [0]); the site holds 3; {missing}"
+    )
+    assert req["capacity_exact"] is False and req["notes"] == [missing]
+    assert req["capacity"]["hosts_not_planned"] == 1 and req["capacity"]["domains_not_planned"] == {"r2": 1}
+    assert site["reason"] == (
+        "the site holds 3 of 4 workers (rails [0]); "
+        "1 host of the site has no topology (not probed or failed): the counts are lower bounds"
+    )
+    assert site["capacity"]["hosts_not_planned"] == 1 and "domains_not_planned" not in site["capacity"]
+    # a lower bound that suffices: it fits, and the counts still say they are bounds
+    assert fits["fits"] is True and fits["reason"] is None and fits["capacity_exact"] is False
+    assert fits["notes"] == [missing]
+    # every host planned: exact, nothing noted
+    every = place({h: aligned_node(2) for h in racks}, rules, racks, [job("fits", 2, "gpu-nic-rail-0")])["jobs"][0]
+    assert every["capacity_exact"] is True and every["notes"] == [] and every["capacity"]["hosts_not_planned"] == 0
+
+
+def test_hosts_without_planner_data_count_only_where_the_job_could_go():
+    nodes, _problems = rail_planner_nodes({"a1": aligned_node(2)}, {})
+    classes, templates = split_objects(rail_objects({"x": dict(NIC_NAME_RULE, count=2)}))
+    # unprobed: a host with no rack, two in r10, one in r2 (named in natural order)
+    racks = {"a1": {"rack": "r1"}, "loose": {}, "x1": {"rack": "r10"}, "x2": {"rack": "r10"}, "y1": {"rack": "r2"}}
+    placement = site_placement(["rack"], racks)
+    required, anywhere = jobs.place_jobs("s", [job("r", 1, "gpu-only"), job("a", 1, "gpu-only", mode=None)],
+                                         nodes, classes, templates, placement)["jobs"]  # fmt: skip
+    assert required["fits"] is True and required["capacity"]["hosts_not_planned"] == 3
+    assert list(required["capacity"]["domains_not_planned"].items()) == [("r2", 1), ("r10", 2)]
+    assert required["notes"] == [
+        "3 hosts in 2 racks (r2: 1, r10: 2) have no topology (not probed or failed): the counts are lower bounds"
+    ]
+    assert anywhere["capacity"]["hosts_not_planned"] == 4 and anywhere["capacity_exact"] is False
+
+
+def test_held_devices_shared_or_on_several_nodes_make_every_count_a_bound():
+    shared = "2 held devices are shared (counted as held whole: more may fit)"
+    spanning = "1 claim holds devices on several nodes (not taken off any node: fewer may fit)"
+    two_jobs = [job("f", 2, "gpu-nic-rail-0"), job("r", 3, "gpu-nic-rail-0")]
+    fits, refused = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, two_jobs, held_uncertain={"shared": 2, "spanning": 1})[
+        "jobs"
+    ]
+    assert fits["fits"] is True and fits["capacity_exact"] is False and fits["notes"] == [shared, spanning]
+    assert fits["reason"] is None
+    assert refused["capacity_exact"] is False and refused["reason"] == (
+        f"no rack holds 3 workers: the most is rack r1 with 2 (rails [0]); the site holds 4; {shared}; {spanning}"
+    )
+    one = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("f", 2, "gpu-nic-rail-0")], held_uncertain={"shared": 1})
+    assert one["jobs"][0]["notes"] == ["1 held device is shared (counted as held whole: more may fit)"]
+    none = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("f", 2, "gpu-nic-rail-0")],
+                 held_uncertain={"shared": 0, "spanning": 0})["jobs"][0]  # fmt: skip
+    assert none["capacity_exact"] is True and none["notes"] == []
+    with pytest.raises(PlanError, match=r"^held_uncertain\.spanning: must be a count \(got '1'\)"):
+        place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [], held_uncertain={"spanning": "1"})
+
+
+def test_a_preferred_job_over_several_racks_takes_the_fewest_nodes(monkeypatch):
+    # racks A: two nodes of 3 GPUs, B: one of 3, C: two of 1; 8 one-GPU workers: A and B on 3 nodes, A and C on 4
+    sizes = {"a1": 3, "a2": 3, "b1": 3, "c1": 1, "c2": 1}
+    racks = {"a1": "ra", "a2": "ra", "b1": "rb", "c1": "rc", "c2": "rc"}
+    topologies = {host: aligned_node(n) for host, n in sizes.items()}
+    entry = place(topologies, {}, racks, [job("p", 8, "gpu-only", mode="preferred")])["jobs"][0]
+    assert entry["domains"] == [
+        {"level": "rack", "name": "ra", "workers": 6},
+        {"level": "rack", "name": "rb", "workers": 2},
+    ]
+    assert sorted({w["node"] for w in entry["workers"]}) == ["a1", "a2", "b1"] and entry["notes"] == []
+    # the biggest rack in no best set: rb and rc (one node of 3 each) on 2 nodes, ra (four of 1) with either on 4
+    sizes = {"a1": 1, "a2": 1, "a3": 1, "a4": 1, "b1": 3, "c1": 3}
+    racks = {"a1": "ra", "a2": "ra", "a3": "ra", "a4": "ra", "b1": "rb", "c1": "rc"}
+    topologies = {host: aligned_node(n) for host, n in sizes.items()}
+    entry = place(topologies, {}, racks, [job("p", 6, "gpu-only", mode="preferred")])["jobs"][0]
+    assert [d["name"] for d in entry["domains"]] == ["rb", "rc"] and placed(entry)[-1] == (5, "c1")
+    # too many sets to compare each: the biggest with one more, and the notes say the node count is not proven
+    monkeypatch.setattr(jobs.choice, "MAX_DOMAIN_SETS", 1)
+    entry = place(topologies, {}, racks, [job("p", 6, "gpu-only", mode="preferred")])["jobs"][0]
+    assert [d["name"] for d in entry["domains"]] == ["ra", "rb"] and entry["capacity_exact"] is True
+    assert entry["notes"] == [
+        "the fewest nodes were looked for only among the biggest rack with one more (too many sets of 2 racks to "
+        "compare each): fewer nodes may do"
+    ]
+    # the nodes proven the fewest (one worker per node), the best fit not
+    ones = {f"{rack}{i}": aligned_node(1) for rack, count in (("a", 3), ("b", 2), ("c", 2)) for i in range(count)}
+    entry = place(ones, {}, {h: f"r{h[0]}" for h in ones}, [job("p", 4, "gpu-only", mode="preferred")])["jobs"][0]
+    assert entry["fits"] is True and entry["notes"] == [
+        "the nodes are the fewest, but the best fit was looked for only among the biggest rack with one more (too "
+        "many sets of 2 racks to compare each): another set may leave less over"
+    ]
+
+
+def test_the_closest_rails_of_a_job_that_does_not_fit_are_where_it_must_fit():
+    # rail 0: three NICs on a1 (rack A holds 3, the site 3); rail 1: two on b1, two on c1 (racks 2, the site 4)
+    three = aligned_node(3)
+    rules = {"a1": {"by": "map", "map": {f"0000:{i}2:00.0": 0 for i in (1, 2, 3)}},
+             "b1": {"by": "map", "map": {"0000:12:00.0": 1, "0000:22:00.0": 1}},
+             "c1": {"by": "map", "map": {"0000:12:00.0": 1, "0000:22:00.0": 1}}}  # fmt: skip
+    topologies = {"a1": three, "b1": aligned_node(2), "c1": aligned_node(2)}
+    racks = {"a1": "A", "b1": "B", "c1": "C"}
+    required, preferred, anywhere = place(topologies, rules, racks, [
+        job("r", 5, "gpu-nic-pair-1"), job("p", 5, "gpu-nic-pair-1", mode="preferred"),
+        job("a", 5, "gpu-nic-pair-1", mode=None),
+    ])["jobs"]  # fmt: skip
+    # one rack must hold a required job: rail 0's rack A comes closest
+    assert required["rails"] == [0] and required["reason"].startswith(
+        "no rack holds 5 workers: the most is rack A with 3 (rails [0]); the site holds 3"
+    )
+    # the site is what matters for the others: rail 1
+    for entry in (preferred, anywhere):
+        assert entry["rails"] == [1] and entry["capacity"]["site"] == 4
+        assert entry["reason"].startswith("the site holds 4 of 5 workers (rails [1])")
+
+
+def test_names_are_in_natural_order():
+    one = aligned_node(1)
+    racks = {"n9": "r2", "n10": "r2", "n2": "r10", "n3": "r10"}
+    result = place({h: one for h in racks}, {}, racks, [
+        job("two", 2, "gpu-only"), job("four", 4, "gpu-only", mode="preferred"), job("three", 3, "gpu-only"),
+    ])  # fmt: skip
+    two, four, three = result["jobs"]
+    # a tie to the names: r2 before r10, n9 before n10
+    assert two["domain"]["name"] == "r2" and placed(two) == [(0, "n9"), (1, "n10")]
+    assert [d["name"] for d in four["domains"]] == ["r2", "r10"]
+    assert placed(four) == [(0, "n9"), (1, "n10"), (2, "n2"), (3, "n3")]
+    assert list(three["capacity"]["domains"]) == ["r2", "r10"]
+    assert three["reason"] == "no rack holds 3 workers: the most is rack r2 with 2; the site holds 4"
+
+
+def test_the_jobs_are_those_check_jobs_gives():
+    levels = [{"name": "rack", "label": "aligned.dev/rack"}]
+    raw = [{"name": "g", "workers": 1, "template": "gpu-only", "placement": {"level": "rack"}}]
+    normalised = jobs_spec.check_jobs(raw, levels, "ml")
+    given = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, normalised)
+    # the raw list is normalised the same way; the normalised one passes unchanged
+    assert given == place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, raw, claims_namespace="ml")
+    assert given["jobs"][0]["namespace"] == "ml" and given["jobs"][0]["placement"] == {
+        "level": "rack",
+        "mode": "required",
+    }
+    assert place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, raw)["jobs"][0]["namespace"] == "default"
+    with pytest.raises(PlanError, match=r"^jobs\[1\]\.name: 'g' is also the name of jobs\[0\]"):
+        place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, normalised * 2)

@@ -7,9 +7,11 @@ may take (its own reading of the template's constraints), the most pairwise-disj
 rail signature (the worker's NICs' sorted rails), and then every assignment of the job's workers to
 nodes within those counts. It agrees with the planner on whether each job fits, on the figures that
 decide it, and checks every placement: the level (one rack when required, as few racks as any
-assignment when preferred), the count (as few nodes as any assignment, when required or anywhere),
-each worker's devices (a valid tuple, free, not shared with another worker), and one signature for
-all workers.
+assignment when preferred), and the whole order of the choice: of every valid assignment, on every
+rail signature, the planner's has the fewest domains, then the fewest nodes, then the least capacity
+left over in its domains, then the first names (natural order), then the first signature; each
+worker's devices (a valid tuple, free, not shared with another worker), and one signature for all
+workers.
 
 The templates are ones whose greedy count (claims placed one after another, as the planner and the
 scheduler place them) is the most disjoint tuples, so the two must agree: in each, the devices a
@@ -33,6 +35,7 @@ import random
 
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import natural_key
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.tests.plan_inputs import (
@@ -59,18 +62,25 @@ BRUTE_CLASSES = CLASSES + [device_class("gpu-or-nic", f'{KIND} == "gpu" || {KIND
 ROOTS = {"pci0000:a0": 0, "pci0000:b0": 0, "pci0000:c0": 1}  # root -> NUMA node
 CASES = 500
 SPANNING_CASES = 150
+UNEVEN_CASES = 150
+UNEVEN_RACKS = ["r2", "r10", "r9", "r11"]  # plain and natural order differ
 
 
 # -- the random site -------------------------------------------------------------------------------
 
 
-def random_site(rng: random.Random, spanning: bool = False) -> dict:
+def random_site(rng: random.Random, kind: str = "any") -> dict:
     """2-6 nodes in 1-3 racks (a node now and then without one), 1-4 GPUs and 1-4 NICs each on random roots,
     NICs on rails 0-2 (mostly 0 and 1) or of unknown rail, some devices held; one job of 1-6 workers (1-8
-    preferred). ``spanning``: a preferred job of 4-10 workers, which often needs more than one rack."""
+    preferred). ``kind`` ``spanning``: a preferred job of 4-10 workers, which often needs more than one rack;
+    ``uneven``: a preferred job of 4-12 workers on 3-6 nodes in 3-4 racks named r2, r10, r9, r11, whose nodes
+    hold different numbers of workers (which racks and nodes take the job is then a real choice)."""
     site = {"nodes": {}, "racks": {}, "held": {}}
+    spanning = kind != "any"
     racks = [f"r{i}" for i in range(rng.randint(1, 3))]
-    for index in range(rng.randint(2, 6)):
+    if kind == "uneven":
+        racks = UNEVEN_RACKS[: rng.randint(3, 4)]
+    for index in range(rng.randint(3 if kind == "uneven" else 2, 6)):
         name = f"n{index}"
         devices = []
         for position in range(rng.randint(1, 4)):
@@ -95,7 +105,10 @@ def random_site(rng: random.Random, spanning: bool = False) -> dict:
     mode = "preferred" if spanning else rng.choice([None, "required", "preferred"])
     # preferred jobs a little bigger: more of them need more than one rack
     workers = rng.randint(4, 10) if spanning else rng.randint(1, 8 if mode == "preferred" else 6)
-    site["job"] = {"name": "j", "workers": workers, "template": rng.choice(TEMPLATES)["metadata"]["name"]}
+    name = rng.choice(TEMPLATES)["metadata"]["name"]
+    if kind == "uneven":
+        workers, name = rng.randint(4, 12), rng.choice(["gpu", "pair", "any-2", "nic"])
+    site["job"] = {"name": "j", "workers": workers, "template": name}
     if mode:
         site["job"]["placement"] = {"level": "rack", "mode": mode}
     site["use_held"] = rng.random() < 0.7
@@ -224,15 +237,20 @@ def assignments(caps: dict[str, int], workers: int):
 
 
 def brute_force(site: dict) -> dict:
-    """Whether the job fits, and the fewest racks and nodes of its valid assignments."""
+    """Whether the job fits, the fewest racks and nodes of its valid assignments, and the smallest key of the
+    planner's order over all of them: ``(racks, nodes, capacity left over in its racks, rack names, signature)``
+    (one "rack" and no names without a placement)."""
     job = site["job"]
     placement = job.get("placement") or {}
     held = site["held"] if site["use_held"] else {}
     rails_on, per_signature = brute_capacities(site, job["template"], job["workers"], held)
-    best = {"fits": False, "racks": None, "nodes": None, "rails_on": rails_on, "caps": per_signature}
-    for _signature, caps in per_signature.items():
+    best = {"fits": False, "racks": None, "nodes": None, "key": None, "rails_on": rails_on, "caps": per_signature}
+    for signature, caps in per_signature.items():
         if placement:
             caps = {n: c for n, c in caps.items() if n in site["racks"]}
+        totals: dict = {}
+        for node, count in caps.items():
+            totals[site["racks"].get(node)] = totals.get(site["racks"].get(node), 0) + count
         for assignment in assignments(caps, job["workers"]):
             racks = {site["racks"].get(n) for n in assignment}
             if placement.get("mode") == "required" and len(racks) > 1:
@@ -240,7 +258,18 @@ def brute_force(site: dict) -> dict:
             best["fits"] = True
             best["racks"] = min(best["racks"] or 99, len(racks))
             best["nodes"] = min(best["nodes"] or 99, len(assignment))
+            if placement:
+                left = sum(totals[r] for r in racks) - job["workers"]
+                key = (len(racks), len(assignment), left, sorted(racks, key=natural_key), signature or ())
+            else:
+                key = (1, len(assignment), sum(totals.values()) - job["workers"], [], signature or ())
+            best["key"] = key if best["key"] is None else min(best["key"], key, key=sort_key)
     return best
+
+
+def sort_key(key: tuple) -> tuple:
+    """A choice key with its names in natural order."""
+    return (*key[:3], [natural_key(name) for name in key[3]], key[4])
 
 
 # -- the comparison -------------------------------------------------------------------------------
@@ -270,19 +299,27 @@ def check_placement(site: dict, entry: dict, brute: dict) -> None:
     if not brute["rails_on"]:
         assert entry["rails"] is None
     nodes = [w["node"] for w in workers]
-    # consecutive on a node, in rack then node order (node order without a placement)
-    order = (lambda n: (site["racks"][n], n)) if placement else (lambda n: n)
+    # consecutive on a node, in rack then node order (node order without a placement), both natural
+    order = (lambda n: (natural_key(site["racks"][n]), natural_key(n))) if placement else natural_key
     assert nodes == sorted(nodes, key=order), "indexes out of rack and node order"
     racks = {site["racks"].get(n) for n in nodes}
     if placement:
         assert None not in racks, "a worker on a host without a rack"
-        assert sorted(racks) == [d["name"] for d in entry["domains"]]
+        assert sorted(racks, key=natural_key) == [d["name"] for d in entry["domains"]]
     if placement.get("mode") == "preferred":
         assert len(racks) == brute["racks"]
     else:
         assert len(set(nodes)) == brute["nodes"], (nodes, brute)
     if placement.get("mode") == "required":
-        assert entry["domain"] == {"level": "rack", "name": racks.pop()}
+        assert entry["domain"] == {"level": "rack", "name": next(iter(racks))}
+    # the whole order: nothing valid comes before the planner's choice
+    capacity = entry["capacity"]
+    if placement:
+        left = sum(capacity["domains"][r] for r in racks) - job["workers"]
+        key = (len(racks), len(set(nodes)), left, sorted(racks, key=natural_key), tuple(entry["rails"] or ()))
+    else:
+        key = (1, len(set(nodes)), capacity["site"] - job["workers"], [], tuple(entry["rails"] or ()))
+    assert key == brute["key"], (key, brute["key"])
 
 
 def check_figures(site: dict, entry: dict, brute: dict) -> None:
@@ -298,12 +335,12 @@ def check_figures(site: dict, entry: dict, brute: dict) -> None:
         assert entry["capacity"]["domains"] == totals
 
 
-@pytest.mark.parametrize(("seed", "spanning"), [(seed, False) for seed in range(CASES)] + [
-    (seed, True) for seed in range(SPANNING_CASES)
+@pytest.mark.parametrize(("seed", "kind"), [(seed, "any") for seed in range(CASES)] + [
+    (seed, "spanning") for seed in range(SPANNING_CASES)] + [(seed, "uneven") for seed in range(UNEVEN_CASES)
 ])  # fmt: skip
-def test_the_planner_agrees_with_the_brute_force(seed, spanning):
+def test_the_planner_agrees_with_the_brute_force(seed, kind):
     rng = random.Random(seed)
-    site = random_site(rng, spanning)
+    site = random_site(rng, kind)
     placement = site_placement(
         ["rack"], {n: ({"rack": site["racks"][n]} if n in site["racks"] else {}) for n in site["nodes"]}
     )
@@ -312,7 +349,7 @@ def test_the_planner_agrees_with_the_brute_force(seed, spanning):
     (entry,) = result["jobs"]
     brute = brute_force(site)
     assert entry["fits"] is brute["fits"], (site, entry["reason"], brute)
-    assert entry["capacity_exact"] is True
+    assert entry["capacity_exact"] is True and entry["notes"] == []
     check_figures(site, entry, brute)
     if brute["fits"]:
         assert entry["reason"] is None

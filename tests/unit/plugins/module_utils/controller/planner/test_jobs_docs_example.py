@@ -40,6 +40,9 @@ def test_the_pages_example():
     assert pretrain["rails"] == list(range(8))
     # every GPU of a worker against every NIC: the pairs share a NUMA node, not all a root
     assert (pretrain["worst_level"], pretrain["worst_level_exact"]) == ("NODE", True)
+    # each GPU's own NIC is on its root: aligned PIX, per worker and for the job
+    assert all((w["aligned_level"], w["aligned_level_exact"]) == ("PIX", True) for w in pretrain["workers"])
+    assert (pretrain["aligned_level"], pretrain["aligned_level_exact"]) == ("PIX", True)
     assert sweep["fits"] and sweep["domain"] is None and sweep["rails"] == [0]
     assert sweep["domains"] == [
         {"level": "rack", "name": "r1", "workers": 2},

@@ -522,6 +522,28 @@ def test_the_default_flavor_selects_the_site_label_kueue_needs_node_labels_with_
     assert kueue_checks.validate_object(bare) != []
 
 
+def node_label_notes(result: dict) -> list[str]:
+    return [note for note in result["notes"] if "counts only the nodes" in note]
+
+
+def test_a_topology_notes_the_node_labels_tas_needs_and_that_every_workload_waits_without_them():
+    # the default flavor selects the site label: the placement stage applies it only when asked
+    (note,) = node_label_notes(with_levels([NLP], kueue_conf={}))
+    assert note.startswith("the ResourceFlavor s-default selects aligned.dev/site=s, ")
+    assert "every level label (aligned.dev/block, aligned.dev/rack)" in note
+    assert "kubernetes.io/hostname" not in note  # the kubelet sets it
+    assert "aligned_dra_placement_apply: true" in note and "s/placement/node-labels.yaml" in note
+    # every flavor of the queues has a topology: Kueue sends unannotated workloads through TAS too
+    assert "with or without a topology annotation" in note and "every one of them waits" in note
+    # node groups: the flavors select the groups' labels; TAS still needs the level labels
+    (grouped,) = node_label_notes(with_levels())
+    assert grouped.startswith("the ResourceFlavors s-a100, s-h100 select their node groups' labels")
+    assert "aligned.dev/site" not in grouped and "every level label (aligned.dev/block, aligned.dev/rack)" in grouped
+    # no Topology, no note
+    assert node_label_notes(with_levels([NLP], kueue_conf={}, placement_levels=[])) == []
+    assert node_label_notes(rich()) == []
+
+
 def test_kueue_refuses_a_topology_without_the_hostname_last_or_with_a_level_twice():
     (topology,) = by_kind(with_levels())["Topology"]
     levels = topology["spec"]["levels"]

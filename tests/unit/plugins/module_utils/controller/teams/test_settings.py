@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 
 CLASS_KEYS = claims.settings({})["classes"]
@@ -73,3 +74,27 @@ def test_bad_team_engine_settings_name_the_team(team, engine, message):
     with pytest.raises(ValueError) as info:
         check(raw)
     assert message in str(info.value)
+
+
+def test_every_reader_defaults_a_teams_namespaces_to_its_name_alike():
+    raw = {
+        "teams": [
+            {"name": "vision"},
+            {"name": "llm", "namespaces": ["llm-a", "llm-b"]},
+            {"name": "x", "namespaces": []},
+        ]
+    }
+    assert [teams_settings.team_namespaces(t) for t in raw["teams"]] == [["vision"], ["llm-a", "llm-b"], ["x"]]
+    checked = {t["name"]: t["namespaces"] for t in check(raw)["teams"]}
+    by_namespace = teams_settings.teams_by_namespace(raw)
+    _engine, entries = jobs_spec.team_entries(raw)
+    assert (
+        checked
+        == {t["name"]: t["namespaces"] for t in entries}
+        == {
+            "vision": ["vision"],
+            "llm": ["llm-a", "llm-b"],
+            "x": ["x"],
+        }
+    )
+    assert by_namespace == {ns: team for team, namespaces in checked.items() for ns in namespaces}
