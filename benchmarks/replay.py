@@ -61,7 +61,7 @@ def write_nodes(path: Path) -> None:
     rows = ["sn,cpu_milli,memory_mib,gpu,model"]
     index = 0
     for share, gpus, model, cpu, memory in NODE_SHAPES:
-        for _ in range(round(NODES * share)):
+        for _node in range(round(NODES * share)):
             rows.append(f"node-{index:04d},{cpu},{memory},{gpus},{model}")
             index += 1
     path.write_text("\n".join(rows) + "\n")

@@ -68,13 +68,13 @@ RELEVANT = {
 DEFAULT = "the module's example"  # a default that None (meaning: none given) can be told apart from
 
 
-def render(minor="1.36", gates=None, job_list=None, teams=DEFAULT, rails=DEFAULT, levels=LEVELS, claims_settings=None):
+def render(minor="1.36", gates=None, job_list=None, teams=DEFAULT, rails=DEFAULT, levels=DEFAULT, claims_settings=None):
     return jobs.render_jobs(
         "site-a",
         copy.deepcopy(JOBS if job_list is None else job_list),
         minor,
         gates,
-        levels,
+        LEVELS if levels is DEFAULT else levels,
         claims_settings or {},
         TEAMS if teams is DEFAULT else teams,
         RAILS if rails is DEFAULT else rails,

@@ -213,7 +213,7 @@ def test_bad_levels_raise():
 
 
 def test_one_apply_configuration_per_node_with_only_the_level_labels():
-    placement, _ = site_placement(
+    placement, _problems = site_placement(
         LEVELS, {"h2": {"block": "b1", "rack": "r2"}, "h1": {"block": "b1", "rack": "r1"}}, {"h2": "a-node"}
     )
     assert node_label_objects(placement) == [
@@ -237,7 +237,7 @@ def test_one_apply_configuration_per_node_with_only_the_level_labels():
 
 
 def test_without_levels_every_node_gets_empty_labels_so_the_owned_keys_go():
-    placement, _ = site_placement([], {"h1": {}, "h2": None}, {})
+    placement, _problems = site_placement([], {"h1": {}, "h2": None}, {})
     assert node_label_objects(placement, "lab") == [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "h1", "labels": {}}},
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "h2", "labels": {}}},
@@ -282,5 +282,5 @@ def test_the_domain_tree_orders_domains_by_parent_then_naturally():
 
 
 def test_the_tree_of_a_site_without_levels_is_empty():
-    placement, _ = site_placement([], {"h1": None}, {})
+    placement, _problems = site_placement([], {"h1": None}, {})
     assert domain_tree(placement) == {"levels": [], "domains": {}}

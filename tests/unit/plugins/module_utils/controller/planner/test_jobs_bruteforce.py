@@ -335,9 +335,14 @@ def check_figures(site: dict, entry: dict, brute: dict) -> None:
         assert entry["capacity"]["domains"] == totals
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(seed, "any") for seed in range(CASES)] + [
-    (seed, "spanning") for seed in range(SPANNING_CASES)] + [(seed, "uneven") for seed in range(UNEVEN_CASES)
-])  # fmt: skip
+CASES_BY_KIND = (
+    [(seed, "any") for seed in range(CASES)]
+    + [(seed, "spanning") for seed in range(SPANNING_CASES)]
+    + [(seed, "uneven") for seed in range(UNEVEN_CASES)]
+)
+
+
+@pytest.mark.parametrize(("seed", "kind"), CASES_BY_KIND)
 def test_the_planner_agrees_with_the_brute_force(seed, kind):
     rng = random.Random(seed)
     site = random_site(rng, kind)

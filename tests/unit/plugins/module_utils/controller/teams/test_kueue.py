@@ -473,7 +473,12 @@ def test_a_site_with_the_shared_fractional_claim_says_kueue_cannot_account_it():
 LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
 
 
-def with_levels(teams_raw: list[dict] = RICH, placement_levels=LEVELS, **conf: object) -> dict:
+_UNSET = object()
+
+
+def with_levels(teams_raw: object = _UNSET, placement_levels: object = _UNSET, **conf: object) -> dict:
+    teams_raw = RICH if teams_raw is _UNSET else teams_raw
+    placement_levels = LEVELS if placement_levels is _UNSET else placement_levels
     objects = claim_objects()
     conf.setdefault("kueue_conf", {"node_groups": NODE_GROUPS})
     return kueue.render(
