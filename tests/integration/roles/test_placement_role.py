@@ -74,7 +74,9 @@ def test_sixteen_nodes_four_racks_three_jobs_placed_rendered_and_idempotent(tmp_
     first = run_playbook(inventory, play)
     assert first.returncode == 0, first.stdout + first.stderr
     out = " ".join(first.stdout.split())
-    assert "west: levels block > rack, labels of 16 nodes written for GitOps (aligned_dra_placement_apply is off)" in out
+    assert (
+        "west: levels block > rack, labels of 16 nodes written for GitOps (aligned_dra_placement_apply is off)" in out
+    )
     assert "west: job pretrain: 2 workers of gpu-nic-rails-8-0 in rack r1 on 2 nodes, rails 0,1,2,3,4,5,6,7" in out
     assert "west: job sweep-rack: 6 workers of gpu-nic-rail-0 - DOES NOT FIT: no rack holds 6 workers" in out
     site = tmp_path / "out" / "west"
