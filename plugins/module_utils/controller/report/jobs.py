@@ -438,7 +438,8 @@ def _row(job: Mapping[str, Any]) -> dict[str, Any]:
         "rails": _rails(job),
         "worst": worst,
         "worst_exact": worst_exact,
-        "reason": str(job["reason"]) if job.get("reason") else "",
+        # a job that fits has no reason, but its notes say where its figures are only bounds
+        "reason": str(job["reason"]) if job.get("reason") else "; ".join(str(n) for n in job.get("notes") or []),
         "figures": figures(job),
     }
 

@@ -391,3 +391,12 @@ def test_the_site_page_has_the_jobs_section_when_jobs_json_exists(tmp_path):
     (tmp_path / "s" / "jobs.json").write_text(json.dumps({"schema_version": 1, "jobs": [{"name": "x"}]}))
     with pytest.raises(inputs.ReportError, match=r"s/jobs.json: jobs\[0\] \(x\) has no 'template'"):
         pages.build_reports(str(tmp_path))
+
+
+def test_a_job_that_fits_on_bounds_says_why_in_its_row():
+    note = "1 host of rack r2 has no topology (not probed or failed): the counts are lower bounds"
+    bounded = job("two", [worker(0, "n1"), worker(1, "n2")], "rack", [("r1", 2)], capacity_exact=False, notes=[note])
+    (row,) = section.jobs_view(jobs_file([bounded], ["rack"]))["rows"]
+    assert row["fits"] and row["reason"] == note
+    (plain,) = section.jobs_view(jobs_file([job("two", [worker(0, "n1")], "rack", [("r1", 1)])], ["rack"]))["rows"]
+    assert plain["reason"] == ""
