@@ -536,10 +536,15 @@ def hold_devices(alternative: RequestAlternative, devices: list[Device], used, c
                 spent[qualified] = spent.get(qualified, 0) + amount
         else:
             used.add(device.key)
-        for counter_set, needs in device.counters:
-            spent = counters_used.setdefault(counter_set, {})
-            for counter, amount in needs.items():
-                spent[counter] = spent.get(counter, 0) + amount
+        spend_counters(device, counters_used)
+
+
+def spend_counters(device: Device, counters_used: dict) -> None:
+    """Add what ``device`` consumes of its counter sets (a partition) to ``counters_used``."""
+    for counter_set, needs in device.counters:
+        spent = counters_used.setdefault(counter_set, {})
+        for counter, amount in needs.items():
+            spent[counter] = spent.get(counter, 0) + amount
 
 
 def why_unallocatable(requests, constraints, candidates) -> str:

@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import ClaimAllocator
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import (
+    ClaimAllocator,
+    spend_counters,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,10 +80,7 @@ def held_state(node: NodeDevices, labels: Iterable[str]) -> tuple[tuple[set, dic
             consumed[device.key] = dict(device.capacity)
         else:
             used.add(device.key)
-        for counter_set, needs in device.counters:
-            spent = counters_used.setdefault(counter_set, {})
-            for counter, amount in needs.items():
-                spent[counter] = spent.get(counter, 0) + amount
+        spend_counters(device, counters_used)
     return (used, consumed, counters_used), sorted(wanted)
 
 
