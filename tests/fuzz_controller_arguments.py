@@ -3,7 +3,8 @@
 
 ``base_<module>`` draws a valid argument set on a scratch directory,
 ``semantic_<module>`` breaks it the way only that module understands
-(Kubernetes versions, claim and team settings, CEL, plan, slice and object files). Never shipped.
+(Kubernetes versions, claim and team settings, CEL, plan, slice and object files,
+placement levels, trace rows, job entries, placement problems and utilization files). Never shipped.
 """
 
 from __future__ import annotations
@@ -19,11 +20,26 @@ from ansible_collections.aligned.dra.tests.fuzz_values import (
     BAD_PLAN_FILES,
     BAD_VERSIONS,
     CEL_GARBAGE,
+    CLAIMS_SETTINGS_GARBAGE,
     CLASSES,
+    JOB_GARBAGE,
+    JOB_GATES,
+    JOB_RAIL_RULES,
+    JOB_SITE,
+    JOB_TEAMS,
+    JOBS,
     OBJECTS,
+    PLACEMENT_LEVELS,
+    PLACEMENT_LEVELS_GARBAGE,
+    PLACEMENT_PROBLEMS,
+    PLAN_OBJECT_GARBAGE,
     SLICES,
+    TEAM_JOB,
+    TEAMS_SETTINGS_GARBAGE,
     VERSIONS,
     Broken,
+    job_catalogue,
+    job_placement,
 )
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 
@@ -81,6 +97,8 @@ def base_teams_render(draw, root: Path) -> dict[str, Any]:
         args["dest"] = str(root / "out" / "teams.json")
     if draw(st.booleans()):
         args["settings"]["engine"] = draw(st.sampled_from(["resourcequota", "kueue", "both"]))
+    if draw(st.booleans()):
+        args["placement_levels"] = copy.deepcopy(draw(st.sampled_from([[], PLACEMENT_LEVELS, PLACEMENT_LEVELS[1:]])))
     return args
 
 
@@ -152,34 +170,6 @@ def semantic_claims_render(draw, args: dict[str, Any], root: Path, broken: Broke
         claims_settings_garbage(draw, args, "settings", broken)
 
 
-CLAIMS_SETTINGS_GARBAGE = [
-    ("drivers", ["x.io"]),
-    ("drivers", "dra.aligned.dev"),
-    ("drivers", [5]),
-    ("gpu_driver", "dra.net"),
-    ("nic_driver", "gpu.nvidia.com"),
-    ("templates", "pairs"),
-    ("templates", {"pairs": {"counts": [0]}}),
-    ("templates", {"pairs": {"counts": "1"}}),
-    ("templates", {"pairs": {"colour": 1}}),
-    ("templates", {"bogus": {}}),
-    ("templates", {"pairs": None}),
-    ("templates", {"pairs": {"selectors": {"gpu": CEL_GARBAGE[:2]}}}),
-    ("required", ["ghost"]),
-    ("required", "gpu-nic-pair-1"),
-    ("required", [5]),
-    ("namespace", "Bad_NS"),
-    ("namespace", 5),
-    ("classes", {"gpu": "UPPER CASE"}),
-    ("classes", "x"),
-    ("classes", {"tpu": "tpu"}),
-    ("selectors", {"gpu": ["device.driver =="]}),
-    ("selectors", {"gpu": "true"}),
-    ("selectors", {"tpu": ["true"]}),
-    ("bogus_key", 1),
-]
-
-
 def break_dest(draw, args: dict[str, Any], root: Path, broken: Broken, file_name: str) -> None:
     """A ``dest`` that cannot be written: an existing directory, or a path under a file."""
     args["dest"] = draw(st.sampled_from([str(root / "emptydir"), str(root / "afile" / file_name), str(root / "out")]))
@@ -210,9 +200,17 @@ def settings_garbage(draw, args: dict[str, Any], key: str, broken: Broken, choic
 
 def semantic_teams_render(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
     what = draw(
-        st.sampled_from(["teams", "teams", "teams", "claims", "plan_file", "utilization_file", "dest", "version"])
+        st.sampled_from(
+            ["teams", "teams", "teams", "claims", "plan_file", "utilization_file", "dest", "version", "levels"]
+        )
     )
-    if what == "utilization_file":
+    if what == "levels":
+        args["placement_levels"] = copy.deepcopy(draw(st.sampled_from(PLACEMENT_LEVELS_GARBAGE)))
+        broken.add(("placement_levels",))
+        # the levels make a Kueue Topology: only the Kueue engines read them
+        if isinstance(args.get("settings"), dict):
+            args["settings"]["engine"] = draw(st.sampled_from(["kueue", "both"]))
+    elif what == "utilization_file":
         args["utilization_file"] = str(root / draw(st.sampled_from(BAD_PLAN_FILES)))
         broken.add(("utilization_file",))
     elif what == "claims":
@@ -229,121 +227,8 @@ def semantic_teams_render(draw, args: dict[str, Any], root: Path, broken: Broken
         teams_settings_garbage(draw, args, "settings", broken)
 
 
-TEAMS_SETTINGS_GARBAGE = [
-    ("teams", "a"),
-    ("teams", [5]),
-    ("teams", [{"name": "Bad Name"}]),
-    ("teams", [{"name": "a"}, {"name": "a"}]),
-    ("teams", [{"name": "a", "namespaces": "ns"}]),
-    ("teams", [{"name": "a", "namespaces": ["kube-system"]}]),
-    ("teams", [{"name": "a", "tier": "gold"}]),
-    ("teams", [{"name": "a", "quotas": {"gpu": -1}}]),
-    ("teams", [{"name": "a", "quotas": {"gpu": "many"}}]),
-    ("teams", [{"name": "a", "quotas": {"tpu": 1}}]),
-    ("teams", [{"name": "a", "quotas": [1]}]),
-    ("teams", [{"name": "a", "labels": {"a": 5}}]),
-    ("teams", [{"name": "a", "labels": "x"}]),
-    ("teams", [{"name": "a", "admin_access": "yes"}]),
-    ("teams", [{"name": "a", "bogus": 1}]),
-    ("teams", [{}]),
-    ("teams", [{"name": "a", "templates": ["ghost"]}]),
-    ("teams", [{"name": "a", "templates": "gpu-only"}]),
-    ("tiers", "x"),
-    ("tiers", {"gold": {"value": "high"}}),
-    ("tiers", {"gold": 5}),
-    ("tiers", {"production": {"value": 10**10}}),
-    ("oversubscription", {"gpu": 0.5}),
-    ("oversubscription", {"gpu": "x"}),
-    ("oversubscription", 3),
-    ("extended_resources", {"gpu": "no slash"}),
-    ("extended_resources", "x"),
-    ("engine", "slurm"),
-    ("engine", 5),
-    ("kueue", "x"),
-    ("kueue", {"cohort": "Bad Cohort"}),
-    ("kueue", {"node_groups": 5}),
-    ("kueue", {"node_groups": {"h100": {"node_labels": "x"}}}),
-    ("kueue", {"resource_names": {"gpu": "not a name"}}),
-    ("kueue", {"what_if": [{"team": "ghost", "class": "gpu"}]}),
-    ("kueue", {"what_if": "x"}),
-    ("teams", [{"name": "a", "borrowing_limit": {"gpu": -1}}]),
-    ("teams", [{"name": "a", "lending_limit": {"gpu": "lots"}}]),
-    ("teams", [{"name": "a", "department": "Bad Dept"}]),
-    ("teams", [{"name": "a", "node_group": "nowhere"}]),
-    ("teams", [{"name": "a", "node_group": []}]),
-    ("teams", [{"name": "a", "quotas": {"gpu": "16"}}]),
-    ("kueue", {"what_if": [{"team": ["a"], "name": "w", "class": "gpu"}]}),
-    ("kueue", {"what_if": [{"team": "a", "name": "w", "class": {"x": 1}}]}),
-    ("kueue", {"what_if": [{"team": "a", "name": "w", "class": "gpu", "tier": ["x"]}]}),
-    ("kueue", {"what_if": {}}),
-    ("kueue", {"node_groups": ""}),
-    ("bogus_key", 1),
-]
-
-
 def teams_settings_garbage(draw, args: dict[str, Any], key: str, broken: Broken) -> None:
     settings_garbage(draw, args, key, broken, TEAMS_SETTINGS_GARBAGE)
-
-
-# Claim objects the planner must refuse, each naming the object.
-PLAN_OBJECT_GARBAGE = [
-    {"kind": "DeviceClass"},
-    {"kind": "DeviceClass", "metadata": {"name": "x"}, "spec": "garbage"},
-    {
-        "kind": "DeviceClass",
-        "metadata": {"name": "x"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver =="}}]},
-    },
-    {"kind": "DeviceClass", "metadata": {"name": "x"}, "spec": {"selectors": [{"cel": {}}]}},
-    {"kind": "DeviceClass", "metadata": "x"},
-    {"kind": "ResourceClaimTemplate"},
-    {"kind": "ResourceClaimTemplate", "metadata": {"name": "t"}, "spec": 5},
-    {
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t"},
-        "spec": {"spec": {"devices": {"requests": "x"}}},
-    },
-    {
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t"},
-        "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "ghost"}}]}}},
-    },
-    {
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t"},
-        "spec": {
-            "spec": {
-                "devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "aligned-gpu", "count": -1}}]}
-            }
-        },
-    },
-    {
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t"},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "r",
-                            "exactly": {
-                                "deviceClassName": "aligned-gpu",
-                                "selectors": [{"cel": {"expression": CEL_GARBAGE[2]}}],
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    },
-    {
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t"},
-        "spec": {"spec": {"devices": {"requests": [{"name": "r"}], "constraints": [{"matchAttribute": 5}]}}},
-    },
-    {"kind": 5},
-    {"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": None}},
-]
 
 
 def semantic_plan(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
@@ -557,3 +442,174 @@ def semantic_validate(draw, args: dict[str, Any], root: Path, broken: Broken) ->
     )
     settings["node-b"][name] = value
     broken.add(("settings",))
+
+
+# -- replay ----------------------------------------------------------------------------------
+
+REPLAY_BAD_ROWS = [
+    "pod-x,4000,16384,1,1200,,BE,Running,0,600,0",
+    "pod-x,4k,16384,1,500,,BE,Running,0,600,0",
+    "pod-x,4000,16384,0,500,,BE,Running,0,600,0",
+    "pod-x,4000,16384,1,500,,BE,Running,600,0,0",
+    "pod-x,4000,16384,1,500,A||B,BE,Running,0,600,0",
+    "pod-x,4000,16384,1,500",
+    "pod-01,4000,16384,1,500,,BE,Running,0,600,0",
+]
+
+
+def base_replay(draw, root: Path) -> dict[str, Any]:
+    replay = root / "replay"
+    args: dict[str, Any] = {"trace": str(replay / "openb-pods.csv")}
+    if draw(st.booleans()):
+        args["plan"] = str(replay / draw(st.sampled_from(["plan-1.36.json", "plan-1.35.json"])))
+    else:
+        args["nodes"] = str(replay / "openb-nodes.csv")
+    if draw(st.booleans()):
+        args.update(trace=str(replay / "generic.csv"), trace_format="csv")
+    for key, choices in (("policy", ["whole", "fractional"]), ("order", ["pack", "spread"])):
+        if draw(st.booleans()):
+            args[key] = draw(st.sampled_from(choices))
+    if draw(st.booleans()):
+        args["mode"] = draw(st.sampled_from(["saturation", "timeline"]))
+    if draw(st.booleans()):
+        args["dest"] = str(root / "out" / "replay.json")
+    return args
+
+
+def semantic_replay(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    what = draw(st.sampled_from(["trace", "trace_format", "nodes", "plan", "gpu_class", "dest"]))
+    if what == "trace":
+        bad = root / "bad-trace.csv"
+        pods = (root / "replay" / "openb-pods.csv").read_text()
+        bad.write_text(pods + draw(st.sampled_from(REPLAY_BAD_ROWS)) + "\n")
+        args.update(trace=str(bad), trace_format="openb")
+        broken.add(("trace",))
+    elif what == "trace_format":
+        # the openb trace read as the generic CSV, or the other way round
+        generic = args.get("trace_format") == "csv"
+        args["trace_format"] = "openb" if generic else "csv"
+        broken.add(("trace",))
+    elif what == "nodes":
+        args.pop("plan", None)
+        args["nodes"] = draw(
+            st.sampled_from([str(root / "replay" / "openb-pods.csv"), str(root / "emptydir"), str(root / "binary.bin")])
+        )
+        broken.add(("nodes",))
+    elif what == "plan":
+        args.pop("nodes", None)
+        args["plan"] = str(root / draw(st.sampled_from([*BAD_PLAN_FILES, "afile"])))
+        broken.add(("plan",))
+    elif what == "gpu_class":
+        args.pop("nodes", None)
+        args["plan"] = str(root / "replay" / "plan-1.36.json")
+        args["gpu_class"] = draw(st.sampled_from(["nvidia-gpu", "", "aligned-nic-typo"]))
+        broken.add(("gpu_class",))
+    else:
+        break_dest(draw, args, root, broken, "replay.json")
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+
+def base_jobs(draw, root: Path) -> dict[str, Any]:
+    """The 16-node site with its levels (or none), its catalogue for the minor, zero to three of its jobs."""
+    from ansible_collections.aligned.dra.plugins.module_utils.dra.gates import minor_of
+
+    version = draw(st.sampled_from(VERSIONS))
+    levels = draw(st.sampled_from([True, True, False]))
+    jobs = [copy.deepcopy(JOBS[i]) for i in draw(st.lists(st.sampled_from(range(len(JOBS))), max_size=3, unique=True))]
+    if not levels:
+        for job in jobs:
+            job.pop("placement", None)
+    args: dict[str, Any] = {
+        "site": JOB_SITE,
+        "kubernetes_version": version,
+        "jobs": jobs,
+        "placement": job_placement(levels),
+        "objects": job_catalogue(minor_of(version)),
+        "rail_rules": copy.deepcopy(JOB_RAIL_RULES),
+    }
+    if draw(st.booleans()):
+        args["topology_dir"] = str(root / "nodes")
+    else:
+        args["topology_files"] = {host: str(root / "nodes" / f"{host}.json") for host in args["placement"]["domains"]}
+    if draw(st.booleans()):
+        args["feature_gates"] = dict(JOB_GATES)
+    if draw(st.booleans()):
+        args["teams_settings"] = copy.deepcopy(JOB_TEAMS)
+        jobs.append(copy.deepcopy(TEAM_JOB))
+    if draw(st.booleans()):
+        args["claims_settings"] = {"namespace": "default"}
+    if draw(st.booleans()):
+        args["rail_node_names"] = {host: host for host in JOB_RAIL_RULES}
+    if draw(st.booleans()):
+        args["utilization_file"] = str(root / "utilization.json")
+    if draw(st.booleans()):
+        args["dest"] = str(root / "out" / "jobs.json")
+    return args
+
+
+# What semantic_jobs breaks; a bad job entry most often.
+JOB_MUTATIONS = ["job"] * 3 + ["duplicate", "problems", "levels", "utilization_file", "topology_dir", "version", "dest"]
+
+
+def semantic_jobs(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    what = draw(st.sampled_from(JOB_MUTATIONS))
+    if what in ("job", "duplicate"):
+        jobs = args.get("jobs")
+        if not isinstance(jobs, list):
+            args["jobs"] = jobs = []
+        if not jobs or draw(st.booleans()):
+            # a job that is valid with levels or without (no placement), named apart from the others
+            jobs.append(dict(copy.deepcopy(JOBS[-1]), name=f"extra-{len(jobs)}"))
+        index = draw(st.integers(0, len(jobs) - 1))
+        if not isinstance(jobs[index], dict):
+            jobs[index] = dict(copy.deepcopy(JOBS[-1]), name=f"extra-{index}")
+        if what == "duplicate":
+            jobs.append(copy.deepcopy(jobs[index]))
+            broken.add(("jobs", len(jobs) - 1, "name"))
+        else:
+            field = draw(st.sampled_from(sorted(JOB_GARBAGE)))
+            patch = copy.deepcopy(draw(st.sampled_from(JOB_GARBAGE[field])))
+            jobs[index].update(patch)
+            if field == "unknown key":
+                # the key itself, inside the job or inside its placement
+                key = next(iter(patch["placement"] if "placement" in patch else patch))
+                broken.add(("jobs", index, key))
+            elif field in ("level", "mode"):
+                broken.add(("jobs", index, "placement", field))
+            else:
+                broken.add(("jobs", index, field))
+            if "placement" in patch:
+                # a site without levels refuses any placement first, naming its level
+                broken.add(("jobs", index, "placement"))
+    elif what in ("problems", "levels"):
+        if not isinstance(args.get("placement"), dict):
+            args["placement"] = job_placement(True)
+        if what == "problems":
+            # what the aligned.dra.placement filter reports about the site
+            args["placement"]["problems"] = [draw(st.sampled_from(PLACEMENT_PROBLEMS))]
+            broken.add(("placement",))
+        else:
+            # levels the filter would have refused: named as the inventory variable they come from
+            args["placement"]["levels"] = copy.deepcopy(draw(st.sampled_from(PLACEMENT_LEVELS_GARBAGE)))
+            broken.add(("placement", "levels"))
+            broken.words.append("aligned_dra_placement_levels")
+    elif what == "utilization_file":
+        bad = [*BAD_PLAN_FILES, "afile", "missing.json", "utilization-rows.json", "utilization-map.json"]
+        args["utilization_file"] = str(root / draw(st.sampled_from(bad)))
+        broken.add(("utilization_file",))
+    elif what == "topology_dir":
+        for key in ("topologies", "topology_files", "slices", "slice_files"):
+            args.pop(key, None)
+        bad = draw(st.sampled_from(["afile", "missing", "emptydir", "badnodes"]))
+        if bad == "badnodes":
+            (root / bad).mkdir(exist_ok=True)
+            (root / bad / "gpu-00.json").write_text(draw(st.sampled_from(["{", "[]", '{"devices": "x"}', "\xff"])))
+        args["topology_dir"] = str(root / bad)
+        broken.add(("topology_dir",))
+    elif what == "version":
+        args["kubernetes_version"] = draw(st.sampled_from(BAD_VERSIONS))
+        broken.add(("kubernetes_version",))
+    else:
+        break_dest(draw, args, root, broken, "jobs.json")

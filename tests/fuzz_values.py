@@ -3,13 +3,15 @@
 
 Paths into the drawn arguments, the record of what a mutation broke
 (:class:`Broken`), bad values per type, the generic mutations derived from a
-module's argument spec, and the claim objects and garbage the semantic
-mutations share. Never shipped.
+module's argument spec, the claim objects and garbage the semantic
+mutations share, and the 16-node site, catalogue, placement and jobs the
+jobs module is fuzzed on. Never shipped.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,8 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
+from ansible_collections.aligned.dra.tests.plan_inputs import NIC_NAME_RULE, aligned_node, pair_objects
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
-from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SRIOV_LAYOUT = FIXTURES / "network" / "sriov-lab.yml"
@@ -28,15 +30,28 @@ UTILIZATION_SET = FIXTURES / "utilization" / "ai-lab"
 PACKAGE = "ansible_collections.aligned.dra.plugins.modules."
 
 # Free-form options that the module documents as a role variable; the library
-# names fields inside them with that variable's name.
+# names fields inside them with that variable's name. ``rail_rules`` maps each
+# host to its aligned_dra_rails, named "<host>: aligned_dra_rails: ...".
 ALIASES = {
-    "claims_render": {"settings": "aligned_dra_claims", "feature_gates": "aligned_dra_feature_gates"},
+    "claims_render": {
+        "settings": "aligned_dra_claims",
+        "feature_gates": "aligned_dra_feature_gates",
+        "rail_rules": "aligned_dra_rails",
+    },
     "teams_render": {
         "claims_settings": "aligned_dra_claims",
         "settings": "aligned_dra_teams",
         "feature_gates": "aligned_dra_feature_gates",
+        "placement_levels": "aligned_dra_placement_levels",
+        "rail_rules": "aligned_dra_rails",
     },
     "utilization": {"teams": "aligned_dra_teams"},
+    "jobs": {
+        "jobs": "aligned_dra_jobs",
+        "claims_settings": "aligned_dra_claims",
+        "teams_settings": "aligned_dra_teams",
+        "feature_gates": "aligned_dra_feature_gates",
+    },
 }
 
 # Options whose default points at the live node: never dropped or nulled by a mutation.
@@ -303,6 +318,16 @@ EXCLUSIVE_FILLERS = {
         "claims": [lambda root: yaml.safe_load((UTILIZATION_SET / "claims.yaml").read_text())["items"]],
         "claim_files": [lambda root: [str(root / "set" / "claims.yaml")]],
     },
+    "replay": {
+        "nodes": [lambda root: str(root / "replay" / "openb-nodes.csv")],
+        "plan": [lambda root: str(root / "replay" / "plan-1.36.json")],
+    },
+    "jobs": {
+        "slices": [lambda root: copy.deepcopy(SLICES)],
+        "slice_files": [lambda root: [str(root / "slices.json")]],
+        "topologies": [lambda root: {"gpu-00": aligned_node(8)}],
+        "topology_files": [lambda root: {"gpu-00": str(root / "nodes" / "gpu-00.json")}],
+    },
 }
 
 
@@ -312,6 +337,21 @@ OBJECTS = pair_objects()
 CLASSES = [o for o in OBJECTS if o["kind"] == "DeviceClass"]
 VERSIONS = ["1.34", "1.35", "v1.36.2", "1.37", "1.36.0"]
 BAD_VERSIONS = ["1.33", "1.38", "2.0", "v1", "", "latest", "1.36.x", "1..36", "１.３６"]
+# A site's placement levels (aligned_dra_placement_levels), widest first, and lists of them that are refused.
+PLACEMENT_LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
+PLACEMENT_LEVELS_GARBAGE = [
+    [{"name": "rack", "lable": "aligned.dev/rack"}],
+    [{"name": "rack", "label": "aligned.dev/Rack Row"}],
+    [{"name": "rack", "label": "-rack/x"}],
+    [{"name": "rack", "label": 5}],
+    [{"name": "host", "label": "kubernetes.io/hostname"}],
+    [{"name": "rack", "label": "aligned.dev/rack"}, {"name": "rack", "label": "aligned.dev/row"}],
+    [{"name": "rack", "label": "aligned.dev/rack"}, {"name": "row", "label": "aligned.dev/rack"}],
+    [{"name": "Rack", "label": "aligned.dev/rack"}],
+    [{"name": "site", "label": "aligned.dev/site"}],
+    [{"label": "aligned.dev/rack"}],
+    [{"name": f"l{i}", "label": f"aligned.dev/l{i}"} for i in range(16)],
+]
 # Scratch-tree entries (written by _common) that are no plan.json, and no list of objects.
 BAD_PLAN_FILES = ["garbage.json", "wrong-shape.json", "binary.bin", "emptydir"]
 BAD_OBJECT_FILES = ["garbage.json", "wrong-shape.json", "binary.bin", "list.yaml", "scalar.yaml", "emptydir"]
@@ -328,6 +368,145 @@ CEL_GARBAGE = [
 ]
 
 
+CLAIMS_SETTINGS_GARBAGE = [
+    ("drivers", ["x.io"]),
+    ("drivers", "dra.aligned.dev"),
+    ("drivers", [5]),
+    ("gpu_driver", "dra.net"),
+    ("nic_driver", "gpu.nvidia.com"),
+    ("templates", "pairs"),
+    ("templates", {"pairs": {"counts": [0]}}),
+    ("templates", {"pairs": {"counts": "1"}}),
+    ("templates", {"pairs": {"colour": 1}}),
+    ("templates", {"bogus": {}}),
+    ("templates", {"pairs": None}),
+    ("templates", {"pairs": {"selectors": {"gpu": CEL_GARBAGE[:2]}}}),
+    ("required", ["ghost"]),
+    ("required", "gpu-nic-pair-1"),
+    ("required", [5]),
+    ("namespace", "Bad_NS"),
+    ("namespace", 5),
+    ("classes", {"gpu": "UPPER CASE"}),
+    ("classes", "x"),
+    ("classes", {"tpu": "tpu"}),
+    ("selectors", {"gpu": ["device.driver =="]}),
+    ("selectors", {"gpu": "true"}),
+    ("selectors", {"tpu": ["true"]}),
+    ("bogus_key", 1),
+]
+
+TEAMS_SETTINGS_GARBAGE = [
+    ("teams", "a"),
+    ("teams", [5]),
+    ("teams", [{"name": "Bad Name"}]),
+    ("teams", [{"name": "a"}, {"name": "a"}]),
+    ("teams", [{"name": "a", "namespaces": "ns"}]),
+    ("teams", [{"name": "a", "namespaces": ["kube-system"]}]),
+    ("teams", [{"name": "a", "tier": "gold"}]),
+    ("teams", [{"name": "a", "quotas": {"gpu": -1}}]),
+    ("teams", [{"name": "a", "quotas": {"gpu": "many"}}]),
+    ("teams", [{"name": "a", "quotas": {"tpu": 1}}]),
+    ("teams", [{"name": "a", "quotas": [1]}]),
+    ("teams", [{"name": "a", "labels": {"a": 5}}]),
+    ("teams", [{"name": "a", "labels": "x"}]),
+    ("teams", [{"name": "a", "admin_access": "yes"}]),
+    ("teams", [{"name": "a", "bogus": 1}]),
+    ("teams", [{}]),
+    ("teams", [{"name": "a", "templates": ["ghost"]}]),
+    ("teams", [{"name": "a", "templates": "gpu-only"}]),
+    ("tiers", "x"),
+    ("tiers", {"gold": {"value": "high"}}),
+    ("tiers", {"gold": 5}),
+    ("tiers", {"production": {"value": 10**10}}),
+    ("oversubscription", {"gpu": 0.5}),
+    ("oversubscription", {"gpu": "x"}),
+    ("oversubscription", 3),
+    ("extended_resources", {"gpu": "no slash"}),
+    ("extended_resources", "x"),
+    ("engine", "slurm"),
+    ("engine", 5),
+    ("kueue", "x"),
+    ("kueue", {"cohort": "Bad Cohort"}),
+    ("kueue", {"node_groups": 5}),
+    ("kueue", {"node_groups": {"h100": {"node_labels": "x"}}}),
+    ("kueue", {"resource_names": {"gpu": "not a name"}}),
+    ("kueue", {"what_if": [{"team": "ghost", "class": "gpu"}]}),
+    ("kueue", {"what_if": "x"}),
+    ("teams", [{"name": "a", "borrowing_limit": {"gpu": -1}}]),
+    ("teams", [{"name": "a", "lending_limit": {"gpu": "lots"}}]),
+    ("teams", [{"name": "a", "department": "Bad Dept"}]),
+    ("teams", [{"name": "a", "node_group": "nowhere"}]),
+    ("teams", [{"name": "a", "node_group": []}]),
+    ("teams", [{"name": "a", "quotas": {"gpu": "16"}}]),
+    ("kueue", {"what_if": [{"team": ["a"], "name": "w", "class": "gpu"}]}),
+    ("kueue", {"what_if": [{"team": "a", "name": "w", "class": {"x": 1}}]}),
+    ("kueue", {"what_if": [{"team": "a", "name": "w", "class": "gpu", "tier": ["x"]}]}),
+    ("kueue", {"what_if": {}}),
+    ("kueue", {"node_groups": ""}),
+    ("bogus_key", 1),
+]
+
+# Claim objects the planner must refuse, each naming the object.
+PLAN_OBJECT_GARBAGE = [
+    {"kind": "DeviceClass"},
+    {"kind": "DeviceClass", "metadata": {"name": "x"}, "spec": "garbage"},
+    {
+        "kind": "DeviceClass",
+        "metadata": {"name": "x"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver =="}}]},
+    },
+    {"kind": "DeviceClass", "metadata": {"name": "x"}, "spec": {"selectors": [{"cel": {}}]}},
+    {"kind": "DeviceClass", "metadata": "x"},
+    {"kind": "ResourceClaimTemplate"},
+    {"kind": "ResourceClaimTemplate", "metadata": {"name": "t"}, "spec": 5},
+    {
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t"},
+        "spec": {"spec": {"devices": {"requests": "x"}}},
+    },
+    {
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "ghost"}}]}}},
+    },
+    {
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t"},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "aligned-gpu", "count": -1}}]}
+            }
+        },
+    },
+    {
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "r",
+                            "exactly": {
+                                "deviceClassName": "aligned-gpu",
+                                "selectors": [{"cel": {"expression": CEL_GARBAGE[2]}}],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    },
+    {
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "r"}], "constraints": [{"matchAttribute": 5}]}}},
+    },
+    {"kind": 5},
+    {"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": None}},
+]
+
+
 def _slices() -> list[dict[str, Any]]:
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
     from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
@@ -336,3 +515,95 @@ def _slices() -> list[dict[str, Any]]:
 
 
 SLICES: list[dict[str, Any]] = _slices()
+
+
+# -- a site of 16 nodes and its jobs (as tests/integration/roles/test_placement_role.py) ----------
+
+JOB_SITE = "west"
+# 2 blocks x 2 racks x 4 nodes, each with 8 GPU+NIC pairs, NIC i on rail i
+JOB_HOSTS = {f"gpu-{i:02d}": {"block": f"b{i // 8 + 1}", "rack": f"r{i // 4 + 1}"} for i in range(16)}
+JOB_RAIL_RULES = {host: dict(NIC_NAME_RULE, count=8) for host in JOB_HOSTS}
+JOB_GATES = {"GenericWorkload": True, "GangScheduling": True}
+# Valid with the site's levels; without levels the jobs are drawn without their placement.
+JOBS = [
+    {"name": "pretrain", "workers": 2, "template": "gpu-nic-rails-8-0", "placement": {"level": "rack"}},
+    {"name": "sweep", "workers": 6, "template": "gpu-nic-rail-0", "placement": {"level": "rack", "mode": "preferred"}},
+    {"name": "sweep-rack", "workers": 6, "template": "gpu-nic-rail-0", "placement": {"level": "rack"}},
+    {"name": "infer", "workers": 12, "template": "gpu-only", "placement": {"level": "block", "mode": "required"}},
+    {"name": "anywhere", "workers": 3, "template": "gpu-nic-pair-2", "image": "registry.k8s.io/pause:3.10"},
+]
+# A team whose namespace holds a copy of a rail template, and a job that runs there.
+JOB_TEAMS = {
+    "engine": "kueue",
+    "teams": [{"name": "llm", "namespaces": ["llm-train"], "templates": ["gpu-nic-rail-1"]}],
+}
+TEAM_JOB = {"name": "team-run", "workers": 4, "template": "gpu-nic-rail-1", "namespace": "llm-train", "queue": "llm"}
+# A measurement that holds one pair of gpu-00 (device labels as the planner names them).
+JOB_UTILIZATION = {
+    "schema_version": 1,
+    "site": JOB_SITE,
+    "allocations": [
+        {"claim": "default/c", "node": "gpu-00", "devices": {"gpu": ["gpu-0000-11-00-0"], "nic": ["nic-0000-12-00-0"]}}
+    ],
+    "shared": [],
+}
+# What the aligned.dra.placement filter reports for a site whose placement is wrong.
+PLACEMENT_PROBLEMS = [
+    "site west: rack r1 is in block b1 (gpu-00) and in block b2 (gpu-05); a domain lies in one wider domain",
+    "gpu-09: aligned_dra_placement has no domain for level rack",
+    "gpu-03, gpu-04: aligned_dra_placement_levels differs from the site's first host gpu-00; levels are per site",
+]
+# What a job entry gets that the jobs module must refuse, by the field the failure names.
+JOB_GARBAGE = {
+    "unknown key": [{"bogus": 1}, {"nodes": 2}, {"placement": {"levle": "rack"}}],
+    "level": [
+        {"placement": {"level": "row"}},
+        {"placement": {"level": "hostname", "mode": "preferred"}},
+        {"placement": {"mode": "required"}},
+    ],
+    "mode": [{"placement": {"level": "rack", "mode": "strict"}}, {"placement": {"level": "rack", "mode": 1}}],
+    "placement": [{"placement": "rack"}, {"placement": ["rack"]}],
+    "template": [
+        {"template": "ghost"},
+        {"template": "gpu-nic-rail-9"},
+        {"template": "aligned-gpu"},
+        {"template": ""},
+        {"template": None},
+    ],
+    "workers": [{"workers": 0}, {"workers": -3}, {"workers": 4097}, {"workers": "2"}, {"workers": True}],
+    "name": [{"name": "Bad_Name"}, {"name": "1st"}, {"name": "x" * 51}, {"name": ""}, {"name": 5}],
+    "namespace": [{"namespace": "Bad NS"}, {"namespace": "elsewhere"}],
+    "image": [{"image": "two words"}, {"image": ""}],
+    "queue": [{"queue": "Bad Queue"}, {"queue": "q" * 64}],
+}
+
+
+@functools.cache
+def _job_catalogue(minor: str) -> list[dict[str, Any]]:
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+
+    return claims.render({}, JOB_SITE, minor, rail_rules=JOB_RAIL_RULES)["objects"]
+
+
+def job_catalogue(minor: str) -> list[dict[str, Any]]:
+    """The site's claim catalogue for ``minor``, as the claims role renders it with the rails (a fresh copy)."""
+    return copy.deepcopy(_job_catalogue(minor))
+
+
+@functools.cache
+def _job_placement(levels: bool) -> dict[str, Any]:
+    # what the aligned.dra.placement filter does, without importing a controller plugin (ansible.errors) here
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+
+    placed, problems = placement.site_placement(
+        PLACEMENT_LEVELS if levels else None,
+        {host: domains if levels else None for host, domains in JOB_HOSTS.items()},
+        {host: host for host in JOB_HOSTS},
+    )
+    assert not problems, problems
+    return dict(placed, problems=[], label_objects=placement.node_label_objects(placed, JOB_SITE))
+
+
+def job_placement(levels: bool) -> dict[str, Any]:
+    """The site's placement as the aligned.dra.placement filter returns it, with the levels or without (a copy)."""
+    return copy.deepcopy(_job_placement(levels))

@@ -203,6 +203,10 @@ def main():
     if problem:
         module.fail_json(msg=f"site: {problem}")
     placement = params["placement"]
+    try:
+        jobs_site.check_shape(placement)
+    except jobs_site.PlacementShapeError as exc:
+        module.fail_json(msg=str(exc))
     if placement.get("problems"):
         module.fail_json(msg="placement: " + "; ".join(str(p) for p in placement["problems"]))
     try:
@@ -216,7 +220,7 @@ def main():
             params["teams_settings"],
             jobs_render.template_rails(params["objects"]),
         )
-    except (jobs_render.JobsError, dra.DeviceModelError) as exc:
+    except (jobs_render.JobsError, placement_levels.PlacementError, dra.DeviceModelError) as exc:
         module.fail_json(msg=str(exc))
     try:
         measured = held.read_utilization(params["utilization_file"]) if params["utilization_file"] else None
@@ -235,7 +239,7 @@ def main():
             held_uncertain={"shared": in_use["shared"], "spanning": in_use["spanning"]},
             kubernetes_version=rendered["minor"],
         )
-    except (planner_inputs.InputError, held.HeldError) as exc:
+    except (planner_inputs.InputError, held.HeldError, jobs_site.PlacementShapeError) as exc:
         module.fail_json(msg=str(exc))
     except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
         module.fail_json(msg=f"{params['site']}: {exc}")

@@ -99,11 +99,19 @@ def team_queue(teams: list[dict[str, Any]], namespace: str) -> str | None:
 def template_rails(objects: list[dict[str, Any]]) -> dict[str, list[int] | None]:
     """``{template: rails it is pinned to, or None}`` for every ResourceClaimTemplate of a claim catalogue."""
     out: dict[str, list[int] | None] = {}
-    for obj in objects:
+    for index, obj in enumerate(objects):
         if obj.get("kind") != "ResourceClaimTemplate":
             continue
-        text = ((obj.get("metadata") or {}).get("annotations") or {}).get(RAILS_ANNOTATION)
-        out[obj["metadata"]["name"]] = [int(r) for r in text.split(",")] if text else None
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            raise JobsError(f"objects[{index}]: a ResourceClaimTemplate without metadata.name")
+        text = (meta.get("annotations") or {}).get(RAILS_ANNOTATION)
+        try:
+            out[meta["name"]] = [int(r) for r in str(text).split(",")] if text else None
+        except ValueError:
+            raise JobsError(
+                f"objects[{index}] ({meta['name']}): {RAILS_ANNOTATION} {text!r} is not a list of rails"
+            ) from None
     return out
 
 
@@ -280,6 +288,9 @@ def render_jobs(
     """
     minor = dra_gates.minor_of(minor)
     gates = dict(feature_gates or {})
+    for gate in gates:
+        if gate not in dra_gates.FEATURE_GATES:
+            raise JobsError(f"feature_gates: unknown gate {gate!r} (aligned_dra_feature_gates)")
     levels = _levels(placement_levels)
     claims_namespace = _claims_namespace(claims_settings)
     engine, teams = jobs_spec.team_entries(teams_settings)

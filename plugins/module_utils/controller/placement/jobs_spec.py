@@ -158,16 +158,18 @@ def team_entries(teams_settings: Mapping[str, Any] | None) -> tuple[str, list[di
     (:func:`settings.team_namespaces`, as the teams stage reads them) and the templates copied into them."""
     conf = teams_settings or {}
     engine = conf.get("engine") or "resourcequota"
+    listed = conf.get("teams") or []
+    if not isinstance(listed, list):
+        raise PlacementError(f"aligned_dra_teams.teams: must be a list of teams (got {type(listed).__name__})")
     teams = []
-    for team in conf.get("teams") or []:
-        if isinstance(team, dict) and isinstance(team.get("name"), str):
-            teams.append(
-                {
-                    "name": team["name"],
-                    "namespaces": list(team_namespaces(team)),
-                    "templates": list(team.get("templates") or []),
-                }
-            )
+    for index, team in enumerate(listed):
+        if not (isinstance(team, dict) and isinstance(team.get("name"), str)):
+            continue  # the teams stage says what is wrong with it
+        entry = {"name": team["name"], "namespaces": team_namespaces(team), "templates": team.get("templates") or []}
+        for key in ("namespaces", "templates"):
+            if not isinstance(entry[key], list) or not all(isinstance(v, str) for v in entry[key]):
+                raise PlacementError(f"aligned_dra_teams.teams[{index}].{key}: must be a list of names")
+        teams.append(entry)
     return engine, teams
 
 

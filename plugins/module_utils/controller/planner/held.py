@@ -66,5 +66,7 @@ def held_devices(utilization: Mapping[str, Any] | None, node_names: Mapping[str,
             continue
         labels = held.setdefault(host_of.get(node, node), set())
         for devices in (row.get("devices") or {}).values():
-            labels.update(str(label) for label in devices or [])
+            if not isinstance(devices, list):
+                raise HeldError(f"utilization_file: allocations[{index}].devices: each class must list device names")
+            labels.update(str(label) for label in devices)
     return {"held": held, "shared": len(utilization.get("shared") or []), "spanning": spanning}

@@ -26,8 +26,10 @@ def planner_site(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(placement, nodes)`` named alike: by host, or by Kubernetes node name when the nodes are slices'.
 
-    Without hosts in the placement (an empty site) every node is kept.
+    Without hosts in the placement (an empty site) every node is kept. A placement of another shape than
+    the ``aligned.dra.placement`` filter's raises :class:`PlacementShapeError`.
     """
+    check_shape(placement)
     domains = dict(placement.get("domains") or {})
     names = dict(placement.get("node_names") or {})
     if from_slices:
@@ -37,6 +39,23 @@ def planner_site(
     if not domains:
         return joined, dict(nodes)
     return joined, {name: data for name, data in nodes.items() if name in domains}
+
+
+class PlacementShapeError(ValueError):
+    """A placement that is not what the ``aligned.dra.placement`` filter gives; the message names the field."""
+
+
+def check_shape(placement: Mapping[str, Any]) -> None:
+    """``levels`` a list of mappings, ``domains`` host -> mapping of level -> domain, ``node_names`` host -> name."""
+    levels = placement.get("levels") or []
+    if not isinstance(levels, list) or not all(isinstance(level, dict) for level in levels):
+        raise PlacementShapeError("placement.levels: must be a list of levels ({name, label})")
+    domains = placement.get("domains") or {}
+    if not isinstance(domains, dict) or not all(isinstance(row, dict) for row in domains.values()):
+        raise PlacementShapeError("placement.domains: must map each host to its {level: domain}")
+    names = placement.get("node_names") or {}
+    if not isinstance(names, dict) or not all(isinstance(name, str) for name in names.values()):
+        raise PlacementShapeError("placement.node_names: must map each host to its Kubernetes node name")
 
 
 def domains_of_nodes(placement: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ applies zero to three mutations to it:
   dict entries with missing or extra keys;
 - module-specific semantic garbage: PCI addresses, VF counts and indexes,
   VLANs, QoS, MACs, TX rates, kernel module names, Kubernetes versions,
-  feature gates, claim and team settings, CEL selectors, plan and slice
+  feature gates, claim and team settings, CEL selectors, placement levels,
+  job entries, placement problems, trace rows, plan, slice and utilization
   files with the wrong shape, paths that do not exist or are files where a
   directory is wanted.
 
@@ -71,6 +72,8 @@ from ansible_collections.aligned.dra.tests import fuzz_controller_arguments, fuz
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
 from ansible_collections.aligned.dra.tests.fuzz_values import (
     FIXTURES,
+    JOB_HOSTS,
+    JOB_UTILIZATION,
     SLICES,
     SRIOV_LAYOUT,
     UTILIZATION_SET,
@@ -81,6 +84,7 @@ from ansible_collections.aligned.dra.tests.fuzz_values import (
     module_spec_cache,
 )
 from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.plan_inputs import aligned_node
 from ansible_collections.aligned.dra.tests.report_sites import topology_of, write_site
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
@@ -101,6 +105,8 @@ EXAMPLE_COUNTS = {
     "validate": 60,
     "network_plan": 120,
     "topology_output": 80,
+    "replay": 120,
+    "jobs": 120,
 }
 # ALIGNED_DRA_FUZZ_SCALE=10 runs ten times as many (a deeper search, by hand).
 SCALE = float(os.environ.get("ALIGNED_DRA_FUZZ_SCALE", "1"))
@@ -261,6 +267,23 @@ def template_topology_snapshot(root: Path) -> None:
     (root / "escape.tar.gz").write_bytes(
         write_archive({"sys/class": ("dir",), "sys/class/up": ("link", "../../../etc")})
     )
+
+
+def template_replay(root: Path) -> None:
+    shutil.copytree(FIXTURES / "replay", root / "replay")
+    (root / "out").mkdir()
+
+
+def template_jobs(root: Path) -> None:
+    """The 16 nodes' probed topologies, a measurement that holds devices, and measurements of the wrong shape."""
+    (root / "nodes").mkdir()
+    for host in JOB_HOSTS:
+        (root / "nodes" / f"{host}.json").write_text(json.dumps(aligned_node(8)))
+    (root / "slices.json").write_text(json.dumps(SLICES))
+    (root / "utilization.json").write_text(json.dumps(JOB_UTILIZATION))
+    (root / "utilization-rows.json").write_text(json.dumps({"allocations": [5]}))
+    (root / "utilization-map.json").write_text(json.dumps({"allocations": {"gpu-00": []}}))
+    (root / "out").mkdir()
 
 
 TEMPLATES = {name: globals()["template_" + name] for name in EXAMPLE_COUNTS}

@@ -123,3 +123,26 @@ def test_bad_input_names_the_option_and_writes_nothing(capsys, tmp_path, change,
     result = run(capsys, args, fails=True)
     assert message in result["msg"]
     assert not Path(args["dest"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"placement": dict(PLACEMENT, domains={"gpu-01": "r1"})}, "placement.domains: must map each host"),
+        ({"placement": dict(PLACEMENT, node_names=["k8s-gpu-01"])}, "placement.node_names: must map each host"),
+        ({"feature_gates": {"GangSchedulin": True}}, "feature_gates: unknown gate 'GangSchedulin'"),
+        ({"teams_settings": {"teams": [{"name": "t", "namespaces": "ml"}]}}, "aligned_dra_teams.teams[0].namespaces"),
+        ({"teams_settings": {"teams": "t"}}, "aligned_dra_teams.teams: must be a list"),
+    ],
+)
+def test_input_of_the_wrong_shape_names_the_field(capsys, tmp_path, change, message):
+    args = dict(site(tmp_path), **change)
+    assert message in run(capsys, args, fails=True)["msg"]
+    assert not Path(args["dest"]).exists()
+
+
+def test_a_measurement_row_of_the_wrong_shape_names_the_row(capsys, tmp_path):
+    measured = tmp_path / "utilization.json"
+    measured.write_text(json.dumps({"allocations": [{"node": "k8s-gpu-01", "devices": {"gpu": 5}}]}))
+    result = run(capsys, dict(site(tmp_path), utilization_file=str(measured)), fails=True)
+    assert "utilization_file: allocations[0].devices" in result["msg"]

@@ -369,3 +369,9 @@ def test_the_what_if_example_of_the_docs_preempts_the_borrower():
     assert outcome["teams"]["llm-training"]["by_nominal"] == {"aligned-gpu": 4}
     assert outcome["teams"]["vision"]["pending"] == {"aligned-gpu": 6}
     assert [(p["name"], p["by"]) for p in outcome["preemptions"]] == [("sweep", "llm-training/pretrain")]
+
+
+@pytest.mark.parametrize("site", ["", "Site With Spaces", "-edge", None])
+def test_a_site_that_cannot_be_a_label_value_is_refused(site):
+    with pytest.raises(teams_settings.TeamsError, match=r"^site: "):
+        teams.render({}, site, objects("1.36"), "1.36", class_keys=CLASS_KEYS)
