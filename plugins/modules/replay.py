@@ -149,7 +149,8 @@ replay:
     - C(trace) and C(nodes) describe the inputs, C(nodes.limits) which of CPU, memory and GPU model were
       limited, C(nodes.notes) what the nodes could not say.
     - In timeline mode C(timeline) - C(time), C(occupied_milli), C(requested_milli) (a step series), C(peak),
-      C(unstarted) (names) and C(unstarted_gpu_pods). C(teams) (pods per team) when the trace names teams.
+      C(unstarted) (names) and C(unstarted_gpu_pods).
+    - C(teams) (pods per team) and C(tiers) (pods per tier) when the trace names them.
   returned: always
   type: dict
 """

@@ -20,6 +20,9 @@ ORDERS = ("pack", "spread")
 MODES = ("saturation", "timeline")
 # One GPU, in milli-GPUs (openb's unit).
 GPU_MILLI = 1000
+# Most GPUs one node may have, and so one pod may ask for (a pod runs on one
+# node): a typo (80 for 8) is refused, not replayed.
+MAX_NODE_GPUS = 64
 
 
 class ReplayError(ValueError):

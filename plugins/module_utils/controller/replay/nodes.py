@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import MAX_NODE_GPUS, ReplayError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.trace import read_rows
 
 TYPE_CHECKING = False
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 OPENB_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 PLAN_SCHEMA_VERSION = 1
-# Most GPUs one node may declare: a typo (80 for 8) is refused, not replayed.
-MAX_NODE_GPUS = 64
 
 
 class NodeSpec:

@@ -69,10 +69,11 @@ def _shares(outcome: engine.Outcome) -> dict[str, Any]:
         }
     times, end = outcome.times, outcome.end
     if not times or end is None or end == times[0]:
-        # a trace without time to average over: the GPUs at its one instant
+        # a trace without time to average over: the GPUs at its one instant (none without pods)
         taken = outcome.occupied[-1] if times else 0
         asked = outcome.asked[-1] if times else 0
-        basis = {"basis": "at the trace's only instant", "allocated_milli": taken, "requested_milli": asked}
+        said = "at the trace's only instant" if times else "no pods"
+        basis = {"basis": said, "allocated_milli": taken, "requested_milli": asked}
         basis.update(capacity_milli=capacity, window_seconds=0)
         return {
             "gpu_allocated_share": _share(taken, capacity),
@@ -119,19 +120,24 @@ def _timeline(outcome: engine.Outcome) -> dict[str, Any]:
     }
 
 
-def _teams(pods: list[Pod], outcome: engine.Outcome) -> dict[str, Any] | None:
-    """Per team of the trace: pods and GPU pods, and how many were placed; None when no pod names a team."""
-    if not any(pod.team for pod in pods):
+def _groups(pods: list[Pod], outcome: engine.Outcome, attribute: str) -> dict[str, Any] | None:
+    """Per team (or tier) of the trace: pods and GPU pods, and how many were placed; None when no pod names one.
+
+    Pods without one are counted under ``""``.
+    """
+    if not any(getattr(pod, attribute) for pod in pods):
         return None
-    teams: dict[str, dict[str, int]] = {}
+    groups: dict[str, dict[str, int]] = {}
     for pod in pods:
-        row = teams.setdefault(pod.team or "", {"pods": 0, "pods_placed": 0, "gpu_pods": 0, "gpu_pods_placed": 0})
+        row = groups.setdefault(
+            getattr(pod, attribute) or "", {"pods": 0, "pods_placed": 0, "gpu_pods": 0, "gpu_pods_placed": 0}
+        )
         placed = pod.name in outcome.placed
         row["pods"] += 1
         row["pods_placed"] += placed
         row["gpu_pods"] += pod.gpu
         row["gpu_pods_placed"] += placed and pod.gpu
-    return dict(sorted(teams.items()))
+    return dict(sorted(groups.items()))
 
 
 def summarise(
@@ -170,9 +176,10 @@ def summarise(
     }
     if outcome.mode == "timeline":
         result["timeline"] = _timeline(outcome)
-    teams = _teams(pods, outcome)
-    if teams is not None:
-        result["teams"] = teams
+    for key, attribute in (("teams", "team"), ("tiers", "tier")):
+        groups = _groups(pods, outcome, attribute)
+        if groups is not None:
+            result[key] = groups
     return result
 
 

@@ -24,7 +24,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import GPU_MILLI, ReplayError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import GPU_MILLI, MAX_NODE_GPUS, ReplayError
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import parse_quantity
 
 TYPE_CHECKING = False
@@ -67,6 +67,7 @@ class Pod:
         "created",
         "deleted",
         "team",
+        "tier",
         "gpu_memory_mib",
     )
 
@@ -83,6 +84,7 @@ class Pod:
         deleted: float | None,
         team: str | None = None,
         gpu_memory_mib: int | None = None,
+        tier: str | None = None,
     ) -> None:
         self.name = name
         self.line = line
@@ -94,6 +96,7 @@ class Pod:
         self.created = created
         self.deleted = deleted  # None: runs to the end of the trace
         self.team = team
+        self.tier = tier
         self.gpu_memory_mib = gpu_memory_mib
 
     @property
@@ -140,7 +143,11 @@ class _Row:
 
 
 def read_rows(path: str, option: str, known: tuple[str, ...], required: tuple[str, ...]) -> Iterator[_Row]:
-    """The records of the CSV file ``path``, after its header is checked against the ``known`` columns."""
+    """The records of the CSV file ``path``, after its header is checked against the ``known`` columns.
+
+    A record's line is the line it starts on (a quoted value may span lines).
+    """
+    line = 1
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
@@ -149,14 +156,16 @@ def read_rows(path: str, option: str, known: tuple[str, ...], required: tuple[st
                 raise ReplayError(f"{option}: {path} is empty (no header line)")
             header = [column.strip() for column in header]
             _check_header(option, header, known, required)
-            for cells in reader:
+            while True:
+                line = reader.line_num + 1
+                cells = next(reader, None)
+                if cells is None:
+                    break
                 if not cells or all(not cell.strip() for cell in cells):
                     continue
                 if len(cells) != len(header):
-                    raise ReplayError(
-                        f"{option}: line {reader.line_num}: {len(cells)} values for {len(header)} columns"
-                    )
-                yield _Row(option, reader.line_num, dict(zip(header, cells)))
+                    raise ReplayError(f"{option}: line {line}, {_count_mismatch(header, cells)}")
+                yield _Row(option, line, dict(zip(header, cells)))
     except ReplayError:
         raise
     except UnicodeDecodeError as exc:
@@ -165,7 +174,14 @@ def read_rows(path: str, option: str, known: tuple[str, ...], required: tuple[st
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ReplayError(f"{option}: cannot read {path}: {reason}") from None
     except csv.Error as exc:
-        raise ReplayError(f"{option}: {path} is not a readable CSV file: {exc}") from None
+        raise ReplayError(f"{option}: line {line}: not readable as CSV: {exc}") from None
+
+
+def _count_mismatch(header: list[str], cells: list[str]) -> str:
+    """Which column a record of the wrong length lacks, or where its extra values start."""
+    if len(cells) < len(header):
+        return f"column {header[len(cells)]}: missing ({len(cells)} values for {len(header)} columns)"
+    return f"column {header[-1]}: {len(cells) - len(header)} value(s) after it ({len(cells)} values for {len(header)} columns)"
 
 
 def _check_header(option: str, header: list[str], known: tuple[str, ...], required: tuple[str, ...]) -> None:
@@ -198,7 +214,7 @@ def read_openb(path: str, option: str = "trace") -> list[Pod]:
     """The pods of an openb pod list."""
     pods: list[Pod] = []
     for row in read_rows(path, option, OPENB_COLUMNS, OPENB_COLUMNS):
-        num_gpu = row.integer("num_gpu")
+        num_gpu = row.integer("num_gpu", 0, MAX_NODE_GPUS)
         gpu_milli = row.integer("gpu_milli", 0, GPU_MILLI)
         if num_gpu and not gpu_milli:
             raise row.error("gpu_milli", f"0 with num_gpu {num_gpu}: a GPU pod asks for 1 to {GPU_MILLI} per GPU")
@@ -272,6 +288,10 @@ def _gpus(row: _Row) -> tuple[int, int]:
         return 1, int(milli)
     if number != number.to_integral_value():
         raise row.error("gpus", f"{row.text('gpus')!r}: above 1, GPUs are whole (a share is of one GPU, below 1)")
+    if number > MAX_NODE_GPUS:
+        raise row.error(
+            "gpus", f"{row.text('gpus')!r} is out of range (a pod runs on one node: at most {MAX_NODE_GPUS})"
+        )
     return int(number), GPU_MILLI
 
 
@@ -346,6 +366,7 @@ def read_generic(path: str, option: str = "trace") -> list[Pod]:
                 created=submit[0],
                 deleted=_end(row, "end", submit[0], end[0] if end else None),
                 team=row.text("team") or None,
+                tier=row.text("tier") or None,
                 gpu_memory_mib=_quantity(row, "gpu_memory", MIB, None),
             )
         )

@@ -8,9 +8,11 @@ and the geometry of an inline SVG chart - in timeline mode the GPUs occupied
 and requested over time per policy, in saturation mode the GPUs allocated
 and requested when the replay stopped.
 
-The chart never shows less than happened: a pixel column stands for an
-interval of the trace and is drawn at the highest value within it (the
-caption says so). Pure Python, no Ansible imports.
+The chart never shows less than the series holds: a pixel column stands for
+an interval of the trace and is drawn at the highest value within it (the
+caption says so). The series itself leaves out a pod created and deleted at
+the same instant (placed, and counted in the rows, but never running between
+two instants; the caption says so too). Pure Python, no Ansible imports.
 """
 
 from __future__ import annotations

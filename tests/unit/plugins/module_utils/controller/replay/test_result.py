@@ -61,20 +61,23 @@ def test_first_unplaced_is_null_when_every_pod_is_placed(tmp_path):
     assert out["first_unplaced"] is None and out["pods_placed"] == 2 and out["pods_not_tried"] == 0
 
 
-def test_timeline_shares_are_time_weighted_over_the_window(tmp_path):
+@pytest.mark.parametrize("start", [0, 1_700_000_000])
+def test_timeline_shares_are_time_weighted_over_the_window(tmp_path, start):
+    """The window runs from the first pod's creation: a trace of a real clock (1.7e9 s) gives the same shares."""
     trace = tmp_path / "t.csv"
     # one GPU: a 0..10 and c 10..20 take it whole; b (5..30) finds it taken and never starts
-    trace.write_text("name,submit,end,gpus\na,0,10,1\nb,5,30,1\nc,10,20,0.5\n")
+    rows = [("a", 0, 10, "1"), ("b", 5, 30, "1"), ("c", 10, 20, "0.5")]
+    trace.write_text("name,submit,end,gpus\n" + "".join(f"{n},{start + s},{start + e},{g}\n" for n, s, e, g in rows))
     nodes = tmp_path / "n.csv"
     nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn,1000,1000,1,\n")
     out = result.replay(str(trace), "csv", nodes=str(nodes), policy="whole", mode="timeline")
     assert out["timeline"] == {
-        "start": 0,
-        "end": 30,
-        "time": [0, 10, 20],
+        "start": start,
+        "end": start + 30,
+        "time": [start, start + 10, start + 20],
         "occupied_milli": [1000, 1000, 0],
         "requested_milli": [1000, 500, 0],
-        "peak": {"occupied": {"milli": 1000, "at": 0}, "requested": {"milli": 1000, "at": 0}},
+        "peak": {"occupied": {"milli": 1000, "at": start}, "requested": {"milli": 1000, "at": start}},
         "unstarted": ["b"],
         "unstarted_gpu_pods": 1,
     }
@@ -95,6 +98,14 @@ def test_a_trace_of_one_instant_reports_that_instant(tmp_path):
     out = result.replay(str(trace), "csv", nodes=NODES, policy="fractional", mode="timeline")
     assert out["shares_of"]["basis"] == "at the trace's only instant"
     assert (out["shares_of"]["allocated_milli"], out["gpu_requested_share"]) == (1250, 1250 / 7000)
+
+
+def test_a_trace_without_pods_says_so(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,gpus\n")
+    out = result.replay(str(trace), "csv", nodes=NODES, mode="timeline")
+    assert out["shares_of"]["basis"] == "no pods" and out["pods_placed"] == 0
+    assert (out["gpu_allocated_share"], out["gpu_requested_share"], out["timeline"]["start"]) == (0.0, 0.0, None)
 
 
 def test_no_gpu_leaves_the_shares_unknown(tmp_path):
@@ -136,6 +147,25 @@ def test_teams_of_the_generic_trace():
         "vision": {"pods": 2, "pods_placed": 2, "gpu_pods": 2, "gpu_pods_placed": 2},
     }
     assert out["trace"]["gpu_memory_mib"] == (40 + 10 + 20 + 80) * 1024
+    assert set(out["tiers"]) == {"production", "research", "batch"}
+
+
+def test_teams_and_tiers_count_the_pods_left_out(tmp_path):
+    trace = tmp_path / "t.csv"
+    # one GPU: a takes it whole, b (same team, another tier) finds nothing; c names no team nor tier
+    trace.write_text("name,submit,gpus,team,tier,cpu\na,0,1,vision,prod,\nb,1,0.5,vision,batch,\nc,2,0,,,1\n")
+    nodes = tmp_path / "n.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn,4000,1000,1,\n")
+    out = result.replay(str(trace), "csv", nodes=str(nodes), policy="fractional", mode="timeline")
+    assert out["teams"] == {
+        "": {"pods": 1, "pods_placed": 1, "gpu_pods": 0, "gpu_pods_placed": 0},
+        "vision": {"pods": 2, "pods_placed": 1, "gpu_pods": 2, "gpu_pods_placed": 1},
+    }
+    assert out["tiers"] == {
+        "": {"pods": 1, "pods_placed": 1, "gpu_pods": 0, "gpu_pods_placed": 0},
+        "batch": {"pods": 1, "pods_placed": 0, "gpu_pods": 1, "gpu_pods_placed": 0},
+        "prod": {"pods": 1, "pods_placed": 1, "gpu_pods": 1, "gpu_pods_placed": 1},
+    }
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,18 @@ def test_the_openb_fixture_is_read():
         ([OPENB_HEADER.replace(",scheduled_time", "")], "trace: line 1: missing column(s) scheduled_time"),
         ([OPENB_HEADER + ",gpu_mili"], "trace: line 1: unknown column(s) gpu_mili"),
         ([OPENB_HEADER + ",qos"], "trace: line 1: column(s) qos more than once"),
-        ([OPENB_HEADER, "p1,4000,16384,1,500"], "trace: line 2: 5 values for 11 columns"),
+        (
+            [OPENB_HEADER, "p1,4000,16384,1,500"],
+            "trace: line 2, column gpu_spec: missing (5 values for 11 columns)",
+        ),
+        (
+            [OPENB_HEADER, GOOD_ROW + ",x,y"],
+            "trace: line 2, column scheduled_time: 2 value(s) after it (13 values for 11 columns)",
+        ),
+        (
+            [OPENB_HEADER, GOOD_ROW.replace(",1,500,", ",65,500,")],
+            "line 2, column num_gpu: 65 is out of range (0 to 64)",
+        ),
         ([OPENB_HEADER, GOOD_ROW.replace("4000", "4k")], "trace: line 2, column cpu_milli: '4k' is not a whole number"),
         (
             [OPENB_HEADER, GOOD_ROW.replace("4000", "--5")],
@@ -69,6 +80,23 @@ def test_openb_errors_name_the_line_and_the_column(tmp_path, lines, message):
     with pytest.raises(ReplayError) as raised:
         trace.read_trace(write(tmp_path, *lines), "openb")
     assert message in str(raised.value)
+
+
+def test_a_record_is_named_by_the_line_it_starts_on(tmp_path):
+    """A quoted value over two lines: the record after it is still named by its own first line."""
+    quoted = GOOD_ROW.replace("Running", '"Run\nning"')
+    bad = GOOD_ROW.replace("p1,", "p2,").replace("4000", "4k")
+    with pytest.raises(ReplayError, match=r"^trace: line 4, column cpu_milli: '4k'"):
+        trace.read_trace(write(tmp_path, OPENB_HEADER, quoted, bad), "openb")
+    short = "p2,4000"
+    with pytest.raises(ReplayError, match=r"^trace: line 4, column memory_mib: missing"):
+        trace.read_trace(write(tmp_path, OPENB_HEADER, quoted, short), "openb")
+
+
+def test_a_line_the_csv_reader_refuses_is_named(tmp_path):
+    huge = GOOD_ROW.replace("p1,", "p" + "x" * 200_000 + ",")
+    with pytest.raises(ReplayError, match=r"^trace: line 3: not readable as CSV: field larger than field limit"):
+        trace.read_trace(write(tmp_path, OPENB_HEADER, GOOD_ROW, huge), "openb")
 
 
 def test_unreadable_files_name_the_option(tmp_path):
@@ -129,6 +157,8 @@ GENERIC = "name,submit,end,gpus,cpu,memory,gpu_memory,gpu_model"
     ("row", "message"),
     [
         ("a,0,1,1.5,,,,", "line 2, column gpus: '1.5': above 1, GPUs are whole"),
+        ("a,0,1,1e400,,,,", "line 2, column gpus: '1e400' is out of range (a pod runs on one node: at most 64)"),
+        ("a,0,1,65,,,,", "line 2, column gpus: '65' is out of range"),
         ("a,0,1,0.0005,,,,", "line 2, column gpus: '0.0005' is finer than a milli-GPU"),
         ("a,0,1,-1,,,,", "line 2, column gpus: '-1' is not a number of 0 or more"),
         ("a,0,1,two,,,,", "line 2, column gpus: 'two' is not a decimal number"),
