@@ -60,7 +60,12 @@
   search gave up, not every rail signature was tried, a host of a domain
   that could hold workers has no planner data, or ``held_uncertain`` says
   held devices are shared or claims span nodes; ``notes`` says which (and
-  the reason of a job that does not fit ends with the same).
+  the reason of a job that does not fit ends with the same), and
+  ``capacity_bound`` which way: ``lower`` (more may fit: searches that gave
+  up, hosts not counted, shared devices counted as held whole), ``upper``
+  (fewer may fit: claims spanning nodes, taken off none), ``unknown`` (both).
+  ``fits_exact`` is false where ``fits`` rests on such a bound: a job that
+  fits on upper bounds, or does not fit on lower ones.
 
 ``jobs.json``: ``schema_version`` (1), ``site``, ``kubernetes_version`` (the
 minor), ``levels`` (names, widest first), ``free_devices`` (``utilization``
@@ -77,7 +82,8 @@ nodes}``, ``level``, ``hosts_not_planned`` (hosts of the placement that
 could hold workers but have no planner data); with a level also
 ``domains`` ``{name: workers}``, ``domains_left_out``,
 ``hosts_without_domain``, ``domains_not_planned`` ``{name: hosts}``; null
-when the job is refused before counting), ``capacity_exact``, ``notes``
+when the job is refused before counting), ``capacity_exact``,
+``capacity_bound``, ``fits_exact``, ``notes``
 (texts, the bounds and choices above; empty when there are none),
 ``workers`` (``[{index, node, devices: {request: [device labels]},
 worst_level, worst_level_exact, aligned_level, aligned_level_exact,
@@ -148,8 +154,9 @@ def _held(
     return states, labels
 
 
-def _held_notes(held_uncertain: Mapping[str, int] | None) -> list[str]:
-    """What makes every count a bound: held devices counted whole, claims no node's count took off."""
+def _held_notes(held_uncertain: Mapping[str, int] | None) -> list[tuple[str, str]]:
+    """What makes every count a bound, as ``(bound, note)``: held devices counted whole (``lower``: more
+    may fit), claims no node's count took off (``upper``: fewer may fit)."""
     found = dict(held_uncertain or {})
     for key in ("shared", "spanning"):
         value = found.setdefault(key, 0)
@@ -159,11 +166,14 @@ def _held_notes(held_uncertain: Mapping[str, int] | None) -> list[str]:
     notes = []
     if shared > 0:
         verb = "is" if shared == 1 else "are"
-        notes.append(f"{_count(shared, 'held device')} {verb} shared (counted as held whole: more may fit)")
+        notes.append(("lower", f"{_count(shared, 'held device')} {verb} shared (counted as held whole: more may fit)"))
     if spanning > 0:
         verb = "holds" if spanning == 1 else "hold"
         notes.append(
-            f"{_count(spanning, 'claim')} {verb} devices on several nodes (not taken off any node: fewer may fit)"
+            (
+                "upper",
+                f"{_count(spanning, 'claim')} {verb} devices on several nodes (not taken off any node: fewer may fit)",
+            )
         )
     return notes
 
@@ -235,7 +245,7 @@ class _Site:
         self.nodes = nodes
         self.prepared: list[NodeDevices] = []
         self.held = held
-        self.held_notes: list[str] = []
+        self.held_notes: list[tuple[str, str]] = []  # (bound, note)
         self.not_planned: dict[str | None, dict[str | None, int]] = {}
 
     def compile(self, name: str, cap: int) -> None:
@@ -312,6 +322,8 @@ def _entry(job: dict[str, Any], state: _Site) -> dict[str, Any]:
         "aligned_level": None,
         "aligned_level_exact": True,
         "capacity_exact": True,
+        "capacity_bound": None,
+        "fits_exact": True,
         "capacity": None,
         "notes": [],
         "workers": [],
@@ -386,18 +398,24 @@ def _place_job(state: _Site, job: dict[str, Any]) -> dict[str, Any]:
     if entry["reason"]:
         return entry
     scope = _Scope(state, job)
-    entry["notes"] = _bound_notes(scope) + state.held_notes
-    entry["capacity_exact"] = not entry["notes"]
+    bounds = [("lower", note) for note in _bound_notes(scope)] + state.held_notes
+    entry["notes"] = [note for _bound, note in bounds]
+    entry["capacity_exact"] = not bounds
+    entry["capacity_bound"] = _direction({bound for bound, _note in bounds})
     options = [found for s in scope.signatures if (found := scope.option(s)) is not None]
     if not options:
         signature = _closest(scope)
         entry["capacity"] = _capacity(scope, signature)
         entry["rails"] = list(signature) if signature is not None else None
         entry["reason"] = "; ".join([_reason(scope, job, signature, entry["capacity"]), *entry["notes"]])
+        # counts that are at most what they say cannot make a job fit
+        entry["fits_exact"] = entry["capacity_bound"] in (None, "upper")
         return entry
     _key, chosen = min(options, key=lambda option: option[0])
     signature = chosen["signature"]
     entry["fits"] = True
+    # a placement found on counts that are at least what they say is a real one
+    entry["fits_exact"] = entry["capacity_bound"] in (None, "lower")
     entry["rails"] = list(signature) if signature is not None else None
     entry["capacity"] = _capacity(scope, signature)
     if not chosen["exhaustive"]:
@@ -484,6 +502,13 @@ def _capacity(scope: _Scope, signature: Signature | None) -> dict[str, Any]:
         found["hosts_without_domain"] = scope.without_domain
         found["domains_not_planned"] = dict(scope.not_planned)
     return found
+
+
+def _direction(bounds: set[str]) -> str | None:
+    """The counts' bound: None (exact), ``lower`` (more may fit), ``upper`` (fewer may fit), or ``unknown`` (both)."""
+    if not bounds:
+        return None
+    return next(iter(bounds)) if len(bounds) == 1 else "unknown"
 
 
 def _choice_note(level: str | None, k: int, fewest_nodes: bool) -> str:

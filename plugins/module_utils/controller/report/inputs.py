@@ -292,9 +292,11 @@ def _check_job(job: dict[str, Any], where: str) -> None:
             raise ReportError(f"{where}.{key} {job[key]!r} is not a text")
     if not _count(job["worker_count"]) or job["worker_count"] == 0:
         raise ReportError(f"{where}.worker_count {job['worker_count']!r} is not a number of workers")
-    for key in ("fits", "worst_level_exact", "capacity_exact", "rails_pinned"):
+    for key in ("fits", "fits_exact", "worst_level_exact", "capacity_exact", "rails_pinned"):
         if not isinstance(job.get(key, True), bool):
             raise ReportError(f"{where}.{key} {job[key]!r} is not a boolean")
+    if job.get("capacity_bound") not in (None, "lower", "upper", "unknown"):
+        raise ReportError(f"{where}.capacity_bound {job['capacity_bound']!r} is not lower, upper, unknown or null")
     _require_keys(job["placement"], ("level", "mode"), f"{where}.placement")
     level, mode = job["placement"]["level"], job["placement"]["mode"]
     if not (level is None or _text(level)) or mode not in (None, "required", "preferred"):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import natural_key
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data import badge_level
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import text_label, text_width
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import plural, worst_level
@@ -75,8 +76,8 @@ class _Group:
         return self.children[name]
 
     def ordered(self) -> list[_Group]:
-        """Children by name, hosts without a domain last."""
-        return [self.children[n] for n in sorted(self.children, key=lambda n: (n is None, n or ""))]
+        """Children by name in natural order (``r2`` before ``r10``, as the planner), hosts without a domain last."""
+        return [self.children[n] for n in sorted(self.children, key=lambda n: (n is None, natural_key(n or "")))]
 
     def walk(self) -> Iterable[_Group]:
         yield self
@@ -100,7 +101,7 @@ def site_tree(domains_of_nodes: Mapping[str, Any]) -> _Group:
     """The site's levels as nested groups, each host in the group of its domain at the last level."""
     levels = list(domains_of_nodes["levels"])
     root = _Group(None, None, [])
-    for host in sorted(domains_of_nodes["nodes"]):
+    for host in sorted(domains_of_nodes["nodes"], key=natural_key):
         group = root
         for level, name in zip(levels, domains_of_nodes["nodes"][host]):
             group = group.child(level, name)
@@ -318,14 +319,30 @@ def _worker_cells(base: _Base, job: Mapping[str, Any]) -> tuple[list[dict[str, A
     return cells, missing
 
 
-def _bound(count: int, exact: bool) -> str:
-    return str(count) if exact else f"\u2265 {count}"
+# How a count that is a bound is written, by jobs.json's capacity_bound, and what the mark means.
+BOUND_MARKS = {
+    "lower": ("\u2265", "\u2265: at least (more may fit)"),
+    "upper": ("\u2264", "\u2264: at most (fewer may fit)"),
+    "unknown": ("~", "~: a bound of unknown direction (more or fewer may fit)"),
+}
+
+
+def _bound_of(job: Mapping[str, Any]) -> str | None:
+    """The direction of a job's counts: None where they are exact; ``unknown`` where jobs.json does not say."""
+    if job.get("capacity_exact", True):
+        return None
+    bound = job.get("capacity_bound")
+    return bound if bound in BOUND_MARKS else "unknown"
+
+
+def _bound(count: int, bound: str | None) -> str:
+    return str(count) if bound is None else f"{BOUND_MARKS[bound][0]} {count}"
 
 
 def _gauges(base: _Base, job: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each domain the planner counted for a job that does not fit, filled to the share of the job it holds."""
     capacity = job["capacity"] or {}
-    level, asked, exact = capacity.get("level"), job["worker_count"], job.get("capacity_exact", True)
+    level, asked, bound = capacity.get("level"), job["worker_count"], _bound_of(job)
     gauges = []
     for name, count in (capacity.get("domains") or {}).items():
         group = base.boxes.get((level, name))
@@ -340,7 +357,7 @@ def _gauges(base: _Base, job: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "y": group.y + group.h - height,
                 "w": group.w,
                 "h": height,
-                "title": f"{level} {name} holds {_bound(count, exact)} of {plural(asked, 'worker')}",
+                "title": f"{level} {name} holds {_bound(count, bound)} of {plural(asked, 'worker')}",
             }
         )
     return gauges
@@ -396,30 +413,42 @@ def _rails(job: Mapping[str, Any]) -> str:
 
 
 def figures(job: Mapping[str, Any]) -> list[str]:
-    """The capacity that decided a job that does not fit, in words; lower bounds marked ``≥``."""
+    """The capacity that decided a job that does not fit, in words; bounds marked by their direction.
+
+    ``≥`` at least, ``≤`` at most, ``~`` either way (:data:`BOUND_MARKS`); the
+    causes are in the reason the row shows next to them.
+    """
     capacity = job["capacity"]
     if job["fits"] or not capacity:
         return []
-    exact = job.get("capacity_exact", True)
+    bound = _bound_of(job)
+    exact = bound is None
     rails = f" with rails {_ranges(capacity['rails'])}" if capacity.get("rails") is not None else ""
     asked = job["worker_count"]
-    found = [f"the site holds {_bound(capacity['site'], exact)} workers{rails} ({asked} requested)"]
+    found = [f"the site holds {_bound(capacity['site'], bound)} workers{rails} ({asked} requested)"]
     level, domains = capacity.get("level"), capacity.get("domains") or {}
     if level is not None and domains:
-        found.append(f"per {level}, the biggest: " + ", ".join(f"{n} {_bound(c, exact)}" for n, c in domains.items()))
+        found.append(f"per {level}, the biggest: " + ", ".join(f"{n} {_bound(c, bound)}" for n, c in domains.items()))
     left_out = capacity.get("domains_left_out") or 0
     if left_out:
         most = f", each at most {min(domains.values())}" if exact and domains else ""
         found.append(f"{left_out} more {level}{'' if left_out == 1 else 's'} not listed{most}")
     nodes = sorted(((int(k), v) for k, v in capacity["nodes"].items()), reverse=True)
     if nodes:
-        found.append("workers per node: " + ", ".join(f"{_bound(k, exact)} on {plural(v, 'node')}" for k, v in nodes))
+        found.append("workers per node: " + ", ".join(f"{_bound(k, bound)} on {plural(v, 'node')}" for k, v in nodes))
     without = capacity.get("hosts_without_domain") or 0
     if without:
         found.append(f"{plural(without, 'host')} without a {level}, left out")
-    if not exact:
-        found.append("\u2265: a lower bound (the search gave up, or rails were left untried)")
+    if bound is not None:
+        found.append(BOUND_MARKS[bound][1] + ": see the reason for why")
     return found
+
+
+def _fits_text(job: Mapping[str, Any]) -> str:
+    """``yes`` or ``no``, and where it rests on a bound, what may be otherwise."""
+    if job.get("fits_exact", True):
+        return "yes" if job["fits"] else "no"
+    return "yes, not proven (fewer may fit)" if job["fits"] else "no, not proven (more may fit)"
 
 
 def _row(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -434,6 +463,7 @@ def _row(job: Mapping[str, Any]) -> dict[str, Any]:
         if placement["level"] is None
         else f"{placement['level']}, {placement['mode'] or 'required'}",
         "fits": job["fits"],
+        "fits_text": _fits_text(job),
         "where": _where(job),
         "rails": _rails(job),
         "worst": worst,
@@ -445,11 +475,13 @@ def _row(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _caption(job: Mapping[str, Any]) -> str:
+    proven = "" if job.get("fits_exact", True) else ", not proven"
     if not job["fits"]:
-        return f"does not fit: {job['reason']}" if job.get("reason") else "does not fit"
+        return f"does not fit{proven}: {job['reason']}" if job.get("reason") else f"does not fit{proven}"
     nodes = len({w["node"] for w in job["workers"]})
     where = f" in {_where(job)}" if job["placement"]["level"] is not None else " anywhere on the site"
-    return f"{plural(job['worker_count'], 'worker')} on {plural(nodes, 'node')}{where}"
+    notes = f" ({'; '.join(str(n) for n in job.get('notes') or [])})" if proven else ""
+    return f"{plural(job['worker_count'], 'worker')} on {plural(nodes, 'node')}{where}{proven}{notes}"
 
 
 def jobs_view(jobs: Mapping[str, Any]) -> dict[str, Any]:

@@ -391,6 +391,8 @@ def test_a_host_without_planner_data_makes_the_counts_lower_bounds_and_the_reaso
         req["reason"] == f"no rack holds 3 workers: the most is rack r1 with 2 (rails [0]); the site holds 3; {missing}"
     )
     assert req["capacity_exact"] is False and req["notes"] == [missing]
+    # more may fit: "does not fit" is not proven
+    assert (req["capacity_bound"], req["fits_exact"]) == ("lower", False)
     assert req["capacity"]["hosts_not_planned"] == 1 and req["capacity"]["domains_not_planned"] == {"r2": 1}
     assert site["reason"] == (
         "the site holds 3 of 4 workers (rails [0]); "
@@ -400,9 +402,12 @@ def test_a_host_without_planner_data_makes_the_counts_lower_bounds_and_the_reaso
     # a lower bound that suffices: it fits, and the counts still say they are bounds
     assert fits["fits"] is True and fits["reason"] is None and fits["capacity_exact"] is False
     assert fits["notes"] == [missing]
+    # a placement found on lower bounds is a real one: the fit is proven
+    assert (fits["capacity_bound"], fits["fits_exact"]) == ("lower", True)
     # every host planned: exact, nothing noted
     every = place({h: aligned_node(2) for h in racks}, rules, racks, [job("fits", 2, "gpu-nic-rail-0")])["jobs"][0]
     assert every["capacity_exact"] is True and every["notes"] == [] and every["capacity"]["hosts_not_planned"] == 0
+    assert (every["capacity_bound"], every["fits_exact"]) == (None, True)
 
 
 def test_hosts_without_planner_data_count_only_where_the_job_could_go():
@@ -430,11 +435,19 @@ def test_held_devices_shared_or_on_several_nodes_make_every_count_a_bound():
     ]
     assert fits["fits"] is True and fits["capacity_exact"] is False and fits["notes"] == [shared, spanning]
     assert fits["reason"] is None
+    # more and fewer may fit: neither answer is proven
+    assert (fits["capacity_bound"], fits["fits_exact"]) == ("unknown", False)
     assert refused["capacity_exact"] is False and refused["reason"] == (
         f"no rack holds 3 workers: the most is rack r1 with 2 (rails [0]); the site holds 4; {shared}; {spanning}"
     )
+    assert (refused["capacity_bound"], refused["fits_exact"]) == ("unknown", False)
     one = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("f", 2, "gpu-nic-rail-0")], held_uncertain={"shared": 1})
     assert one["jobs"][0]["notes"] == ["1 held device is shared (counted as held whole: more may fit)"]
+    assert (one["jobs"][0]["capacity_bound"], one["jobs"][0]["fits_exact"]) == ("lower", True)
+    # counts that are at most what they say: a fit is not proven, a refusal is
+    fits, refused = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, two_jobs, held_uncertain={"spanning": 1})["jobs"]
+    assert (fits["fits"], fits["capacity_bound"], fits["fits_exact"]) == (True, "upper", False)
+    assert (refused["fits"], refused["capacity_bound"], refused["fits_exact"]) == (False, "upper", True)
     none = place(TWO_RACKS, TWO_RACK_RULES, RACK_OF, [job("f", 2, "gpu-nic-rail-0")],
                  held_uncertain={"shared": 0, "spanning": 0})["jobs"][0]  # fmt: skip
     assert none["capacity_exact"] is True and none["notes"] == []

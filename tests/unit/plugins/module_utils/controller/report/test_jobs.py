@@ -266,10 +266,30 @@ def test_lower_bounds_and_domains_the_planner_did_not_list_are_said_so():
         "workers per node: 3 on 3 nodes, 0 on 1 node",
         "1 host without a rack, left out",
     ]
-    refused["capacity_exact"] = False
+    refused.update(capacity_exact=False, capacity_bound="lower", fits_exact=False)
     bounds = section.figures(refused)
     assert bounds[0] == "the site holds \u2265 9 workers (8 requested)" and bounds[2] == "2 more racks not listed"
-    assert bounds[-1].startswith("\u2265: a lower bound")
+    assert bounds[-1] == "\u2265: at least (more may fit): see the reason for why"
+    (row,) = section.jobs_view(jobs_file([refused], ["rack"]))["rows"]
+    assert row["fits_text"] == "no, not proven (more may fit)"
+
+
+@pytest.mark.parametrize(
+    ("bound", "mark", "meaning"),
+    [
+        ("upper", "\u2264", "\u2264: at most (fewer may fit)"),
+        ("unknown", "~", "~: a bound of unknown direction (more or fewer may fit)"),
+        (None, "~", "~: a bound of unknown direction"),  # a file that says not which way: either
+    ],
+)
+def test_a_bound_is_marked_by_its_direction(bound, mark, meaning):
+    capacity = {"rails": None, "site": 4, "nodes": {"2": 2}, "level": "rack", "domains": {"r1": 2, "r2": 2}}
+    refused = job("big", [], fits=False, worker_count=3, capacity=capacity, reason="no rack holds 3 workers")
+    refused.update(capacity_exact=False, capacity_bound=bound)
+    found = section.figures(refused)
+    assert found[0] == f"the site holds {mark} 4 workers (3 requested)"
+    assert found[1] == f"per rack, the biggest: r1 {mark} 2, r2 {mark} 2"
+    assert found[-1].startswith(meaning)
 
 
 def test_without_levels_the_nodes_are_one_group():
@@ -397,6 +417,20 @@ def test_a_job_that_fits_on_bounds_says_why_in_its_row():
     note = "1 host of rack r2 has no topology (not probed or failed): the counts are lower bounds"
     bounded = job("two", [worker(0, "n1"), worker(1, "n2")], "rack", [("r1", 2)], capacity_exact=False, notes=[note])
     (row,) = section.jobs_view(jobs_file([bounded], ["rack"]))["rows"]
-    assert row["fits"] and row["reason"] == note
+    assert row["fits"] and row["reason"] == note and row["fits_text"] == "yes"
+    # a fit on counts that are at most what they say is not proven, in the row and under the picture
+    spanning = "1 claim holds devices on several nodes (not taken off any node: fewer may fit)"
+    bounded.update(capacity_bound="upper", fits_exact=False, notes=[spanning])
+    view = section.jobs_view(jobs_file([bounded], ["rack"]))
+    assert view["rows"][0]["fits_text"] == "yes, not proven (fewer may fit)"
+    assert view["pictures"][0]["caption"] == f"2 workers on 2 nodes in rack r1, not proven ({spanning})"
     (plain,) = section.jobs_view(jobs_file([job("two", [worker(0, "n1")], "rack", [("r1", 1)])], ["rack"]))["rows"]
     assert plain["reason"] == ""
+
+
+def test_domains_and_nodes_are_drawn_in_natural_order_as_the_planner_names_them():
+    tree = section.site_tree({"levels": ["rack"], "nodes": {"n10": ["r10"], "n2": ["r2"], "n1": ["r2"], "x": [None]}})
+    assert [group.name for group in tree.ordered()] == ["r2", "r10", None]
+    assert tree.children["r2"].hosts == ["n1", "n2"]
+    flat = section.site_tree({"levels": [], "nodes": {"n10": [], "n9": [], "n1": []}})
+    assert flat.hosts == ["n1", "n9", "n10"]
