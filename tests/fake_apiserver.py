@@ -115,11 +115,18 @@ controller: a ``kubernetes.io/service-account-token`` Secret whose
 ServiceAccount exists gets ``data.token`` (a fake token), ``ca.crt``,
 ``namespace`` and the ``kubernetes.io/service-account.uid`` annotation.
 
+For the placement role's jobs: namespaced ``/api/v1/namespaces/NS/services``,
+``/apis/batch/v1/namespaces/NS/jobs`` (schema only: no Job controller, nothing
+runs) and the minor's Workload API, as a cluster started with its
+``--runtime-config`` serves it: ``/apis/scheduling.k8s.io/VERSION/namespaces/NS/
+{workloads, podgroups}``, v1alpha1 on 1.35 (no PodGroup), v1alpha2 on 1.36,
+v1beta1 on 1.37 (``WORKLOAD_API``), next to ``priorityclasses`` in v1.
+
 Errors are ``Status`` objects with the real codes and reasons: 400
 BadRequest, 403 Forbidden, 404 NotFound, 409 AlreadyExists/Conflict, 422
 Invalid, 405 MethodNotAllowed, 415 UnsupportedMediaType, 429 TooManyRequests.
-Discovery (``/api``, ``/apis``, ``/apis/GROUP``, ``/apis/GROUP/v1``) lists
-every served group, ``pods/eviction`` included.
+Discovery (``/api``, ``/apis``, ``/apis/GROUP``, ``/apis/GROUP/VERSION``) lists
+every served group and version, ``pods/eviction`` included.
 """
 
 from __future__ import annotations
@@ -241,6 +248,9 @@ RESOURCES = {
             status=False,
         ),
         Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, status=False),
+        # What the placement role creates for a job (and the minor's Workload API, served_resources).
+        Resource("", "v1", "services", "Service", namespaced=True, status=True),
+        Resource("batch", "v1", "jobs", "Job", namespaced=True, status=True),
         # Kueue's CRDs (v0.19.2, served version v1beta2), as a cluster with Kueue installed serves them.
         Resource(KUEUE_GROUP, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False, status=True),
         Resource(KUEUE_GROUP, "v1beta2", "cohorts", "Cohort", namespaced=False, status=True),
@@ -254,9 +264,20 @@ RESOURCES = {
 }
 
 
-def _group_version(group: str) -> str:
-    """The one version the fake serves of an API group (v1, Kueue's v1beta2)."""
-    return next((r.version for r in RESOURCES.values() if r.group == group), "v1")
+# The Workload API (scheduling.k8s.io) a minor serves, as with its --runtime-config: the version, and
+# whether PodGroup is a resource of its own (docs/jobs.md).
+WORKLOAD_API = {"1.35": ("v1alpha1", False), "1.36": ("v1alpha2", True), "1.37": ("v1beta1", True)}
+
+
+def served_resources(minor: str) -> dict[str, Resource]:
+    """RESOURCES and the Workload API of ``minor`` (none before 1.35)."""
+    resources = dict(RESOURCES)
+    if minor in WORKLOAD_API:
+        version, pod_group = WORKLOAD_API[minor]
+        resources["workloads"] = Resource("scheduling.k8s.io", version, "workloads", "Workload", True, status=False)
+        if pod_group:
+            resources["podgroups"] = Resource("scheduling.k8s.io", version, "podgroups", "PodGroup", True, status=True)
+    return resources
 
 
 # What the token controller writes into a kubernetes.io/service-account-token Secret.
@@ -931,6 +952,7 @@ class FakeApiServer:
         if minor not in SUPPORTED_MINORS:
             raise ValueError(f"minor {minor!r} not served; choose one of {SUPPORTED_MINORS}")
         self.minor = minor
+        self.resources = served_resources(minor)
         self.gates = {name: per_minor[minor] for name, per_minor in GATE_DEFAULTS.items()}
         for name, value in (gates or {}).items():
             if name not in self.gates:
@@ -1021,7 +1043,7 @@ class FakeApiServer:
 
     def delete(self, plural: str, name: str, namespace: str = "") -> None:
         with self.lock:
-            self._delete(RESOURCES[plural], namespace, name)
+            self._delete(self.resources[plural], namespace, name)
 
     def fail_next(self, method: str, path_pattern: str, code: int = 500, times: int = 1) -> None:
         """Answer the next ``times`` requests matching method and path regex with ``code``."""
@@ -1031,7 +1053,7 @@ class FakeApiServer:
     # -- internals -------------------------------------------------------------
 
     def _resource_for(self, obj: dict[str, Any]) -> Resource:
-        for resource in RESOURCES.values():
+        for resource in self.resources.values():
             if resource.kind == obj.get("kind") and resource.api_version == obj.get("apiVersion"):
                 return resource
         raise ApiError(400, f"no kind {obj.get('kind')!r} is registered for version {obj.get('apiVersion')!r}")
@@ -1280,7 +1302,7 @@ class FakeApiServer:
         touched = {(resource.plural, namespace)}
         if resource.kind == "Namespace":
             # what the namespace controller ends with (a real server goes through Terminating first)
-            for key in [k for k in self.store if k[1] == name and RESOURCES[k[0]].namespaced]:
+            for key in [k for k in self.store if k[1] == name and self.resources[k[0]].namespaced]:
                 del self.store[key]
         for key, other in list(self.store.items()):
             refs = other["metadata"].get("ownerReferences") or []
@@ -1288,7 +1310,7 @@ class FakeApiServer:
                 del self.store[key]
                 touched.add((key[0], key[1]))
         for plural, ns in sorted(touched):
-            self._controllers(RESOURCES[plural], ns)
+            self._controllers(self.resources[plural], ns)
         return obj
 
     def _controllers(self, resource: Resource, namespace: str) -> None:
@@ -1386,7 +1408,7 @@ class FakeApiServer:
             if budgets:
                 self._check_budget(budgets[0], pod, dry_run)
         if not dry_run:
-            self._delete(RESOURCES["pods"], namespace, name)
+            self._delete(self.resources["pods"], namespace, name)
         return 201, {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
 
     def _check_budget(self, pdb: dict[str, Any], pod: dict[str, Any], dry_run: bool) -> None:
@@ -1622,11 +1644,9 @@ class FakeApiServer:
     def _route(self, path: str) -> tuple[Resource, str | None, str, str]:
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
-            group, rest = "", parts[2:]
+            group, api_version, rest = "", "v1", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
-            group, rest = parts[1], parts[3:]
-            if parts[2] != _group_version(group):
-                raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
+            group, api_version, rest = parts[1], f"{parts[1]}/{parts[2]}", parts[3:]
         else:
             raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
         namespace = None
@@ -1634,9 +1654,9 @@ class FakeApiServer:
         is_namespace_object = group == "" and (len(rest) <= 2 or (len(rest) == 3 and rest[2] == "status"))
         if len(rest) >= 2 and rest[0] == "namespaces" and not is_namespace_object:
             namespace, rest = rest[1], rest[2:]
-        if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]].group != group:
+        if not rest or rest[0] not in self.resources or self.resources[rest[0]].api_version != api_version:
             raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
-        resource = RESOURCES[rest[0]]
+        resource = self.resources[rest[0]]
         if namespace is not None and not resource.namespaced:
             raise ApiError(404, f"{resource.plural} is not namespaced", "NotFound")
         name = rest[1] if len(rest) > 1 else ""
@@ -1665,13 +1685,13 @@ class FakeApiServer:
             }
         if path == "/api":
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
-        groups = list(dict.fromkeys(r.group for r in RESOURCES.values() if r.group))
+        groups = list(dict.fromkeys(r.group for r in self.resources.values() if r.group))
         if path == "/apis":
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g) for g in groups]}
         for group in groups:
             if path == f"/apis/{group}":
                 return {"kind": "APIGroup", "apiVersion": "v1", **self._group(group)}
-        for group_version in ["v1"] + [f"{g}/{_group_version(g)}" for g in groups]:
+        for group_version in ["v1"] + [f"{g}/{v}" for g in groups for v in self._versions(g)]:
             prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
             if path == prefix:
                 return {
@@ -1682,15 +1702,17 @@ class FakeApiServer:
                 }
         return None
 
-    @staticmethod
-    def _group(group: str) -> dict[str, Any]:
-        version = {"groupVersion": f"{group}/{_group_version(group)}", "version": _group_version(group)}
-        return {"name": group, "versions": [version], "preferredVersion": version}
+    def _versions(self, group: str) -> list[str]:
+        """The versions the fake serves of an API group, the preferred one first (v1, Kueue's v1beta2)."""
+        return list(dict.fromkeys(r.version for r in self.resources.values() if r.group == group))
 
-    @staticmethod
-    def _resource_list(group_version: str) -> list[dict[str, Any]]:
+    def _group(self, group: str) -> dict[str, Any]:
+        versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in self._versions(group)]
+        return {"name": group, "versions": versions, "preferredVersion": versions[0]}
+
+    def _resource_list(self, group_version: str) -> list[dict[str, Any]]:
         resources: list[dict[str, Any]] = []
-        for resource in RESOURCES.values():
+        for resource in self.resources.values():
             if resource.api_version != group_version:
                 continue
             verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update"]

@@ -2,10 +2,13 @@
 """The placement role through real ansible-playbook runs: 16 nodes in 4 racks, three jobs, node labels.
 
 The nodes' probed topologies are written into ``<out>/west/nodes/`` (no probe:
-the placement stage reads them as the claims stage does). The label apply
-talks to tests/fake_apiserver.py (strict, in memory: no real kube-apiserver
-runs here), which models server-side apply's ownership of label keys per
-field manager (tests/fake_apiserver_apply.py).
+the placement stage reads them as the claims stage does). The label and job
+applies talk to tests/fake_apiserver.py (strict, in memory: no real
+kube-apiserver runs here; it validates the jobs' Job, Service, Workload and
+PodGroup against the 1.36 schemas), which models server-side apply's
+ownership of label keys per field manager (tests/fake_apiserver_apply.py).
+One run goes through the utilization stage first, with a claim file holding
+a NIC, as site.yml runs it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.plan_inputs import NIC_NAME_RULE, aligned_node
 from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook
@@ -34,7 +39,13 @@ JOBS = [
 ]  # fmt: skip
 
 
-def setup(tmp_path: Path, jobs: list | None = None, levels: list | None = None, **extra) -> tuple[Path, Path]:
+def setup(
+    tmp_path: Path,
+    jobs: list | None = None,
+    levels: list | None = None,
+    plays: tuple[str, ...] = ("placement.yml",),
+    **extra,
+) -> tuple[Path, Path]:
     output = tmp_path / "out"
     nodes = output / "west" / "nodes"
     nodes.mkdir(parents=True, exist_ok=True)
@@ -63,7 +74,7 @@ def setup(tmp_path: Path, jobs: list | None = None, levels: list | None = None, 
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory))
     play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": str(PLAYBOOKS / "placement.yml")}]))
+    play.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": str(PLAYBOOKS / name)} for name in plays]))
     return path, play
 
 
@@ -89,6 +100,8 @@ def test_sixteen_nodes_four_racks_three_jobs_placed_rendered_and_idempotent(tmp_
     # every GPU against every NIC of the worker (plan.json's worst level): the pairs are on one NUMA node
     assert all(w["rails"] == list(range(8)) and w["worst_level"] == "NODE" for w in pretrain["workers"])
     assert sweep["fits"] and sweep["domain"] is None and len(sweep["domains"]) == 2
+    # every node holds one rail-0 worker (test_this_runs_utilization_... holds one of them)
+    assert sweep["capacity"]["site"] == 16 and sweep["capacity"]["nodes"] == {"1": 16}
     assert len({w["node"] for w in sweep["workers"]}) == 6 and all(w["rails"] == [0] for w in sweep["workers"])
     assert [w["index"] for w in sweep["workers"]] == list(range(6))
     assert not sweep_rack["fits"] and sweep_rack["workers"] == []
@@ -107,6 +120,52 @@ def test_sixteen_nodes_four_racks_three_jobs_placed_rendered_and_idempotent(tmp_
     second = run_playbook(inventory, play)
     assert second.returncode == 0, second.stdout + second.stderr
     assert recap(second.stdout) == {"changed": 0, "failed": 0}
+
+
+def held_nic_files(tmp_path: Path) -> dict:
+    """The utilization role's ``files`` source: every node's ResourceSlice as the bundled driver publishes
+    it, and one allocated claim that holds gpu-00's rail-0 NIC (``nic-0000-12-00-0``)."""
+    devices = dra.devices_from_topology(aligned_node(8))
+    slices = [item for host in HOSTS for item in dra_slices.resource_slices(host, devices)]
+    request = {"name": "nic", "exactly": {"deviceClassName": "aligned-nic", "count": 1}}
+    result = {"request": "nic", "driver": dra.DRIVER_NAME, "pool": "gpu-00", "device": "nic-0000-12-00-0"}
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "held", "namespace": "default"},
+        "spec": {"devices": {"requests": [request]}},
+        "status": {"allocation": {"devices": {"results": [result]}}},
+    }
+    (tmp_path / "slices.yaml").write_text(yaml.safe_dump_all(slices))
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump(claim))
+    return {
+        "aligned_dra_utilization_source": "files",
+        "aligned_dra_utilization_slice_files": [str(tmp_path / "slices.yaml")],
+        "aligned_dra_utilization_claim_files": [str(tmp_path / "claims.yaml")],
+    }
+
+
+@pytest.mark.slow
+def test_the_placement_starts_from_the_utilization_measured_in_the_same_run(tmp_path):
+    # the utilization stage, then the placement stage, in one ansible-playbook run (as site.yml runs them)
+    inventory, play = setup(tmp_path, plays=("utilization.yml", "placement.yml"), **held_nic_files(tmp_path))
+    proc = run_playbook(inventory, play)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    site = tmp_path / "out" / "west"
+    measured = json.loads((site / "utilization.json").read_text())
+    assert [(row["node"], row["devices"]) for row in measured["allocations"]] == [
+        ("gpu-00", {"aligned-nic": ["nic-0000-12-00-0"]})
+    ]
+    document = json.loads((site / "jobs.json").read_text())
+    assert document["free_devices"] == "utilization"
+    placed = {job["name"]: job for job in document["jobs"]}
+    sweep, sweep_rack = placed["sweep"], placed["sweep-rack"]
+    # gpu-00 holds no rail-0 worker now: one fewer than the empty site's 16, rack r1 one fewer than its 4
+    assert sweep["capacity"]["site"] == 15 and sweep["capacity"]["nodes"] == {"1": 15, "0": 1}
+    assert sweep["capacity"]["domains"]["r1"] == 3 and "gpu-00" not in {w["node"] for w in sweep["workers"]}
+    assert sweep_rack["reason"].startswith("no rack holds 6 workers: the most is rack r2 with 4 (rails [0])")
+    # pretrain's eight rails fit on every other node of rack r1
+    assert placed["pretrain"]["capacity"]["domains"]["r1"] == 3
 
 
 def test_a_rack_in_two_blocks_is_refused_before_anything_is_written(tmp_path):
@@ -134,9 +193,6 @@ def test_labels_applied_with_only_our_keys_removed_with_their_level(api, tmp_pat
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     settings = {"aligned_dra_placement_apply": True, "aligned_dra_placement_kubeconfig": str(kubeconfig)}
     inventory, play = setup(tmp_path, jobs=[], **settings)
-    checked = run_playbook(inventory, play, "--check", "--diff")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert api.get("nodes", "gpu-00")["metadata"]["labels"] == {"team": "x"}
     first = run_playbook(inventory, play)
     assert first.returncode == 0, first.stdout + first.stderr
     assert api.get("nodes", "gpu-09")["metadata"]["labels"] == {
@@ -177,3 +233,93 @@ def test_labels_applied_with_only_our_keys_removed_with_their_level(api, tmp_pat
     assert api.get("nodes", "gpu-09")["metadata"]["labels"] == {"team": "x"}
     written = list(yaml.safe_load_all((tmp_path / "out" / "west" / "placement" / "node-labels.yaml").read_text()))
     assert all(node["metadata"]["labels"] == {} for node in written)
+
+
+@pytest.mark.slow
+def test_labels_in_check_mode_show_the_diff_and_change_nothing(api, tmp_path):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    settings = {"aligned_dra_placement_apply": True, "aligned_dra_placement_kubeconfig": str(kubeconfig)}
+    inventory, play = setup(tmp_path, jobs=[], **settings)
+    before = api.list("nodes")
+    owners = {host: api.label_owners.of(("nodes", "", host)) for host in HOSTS}
+    checked = run_playbook(inventory, play, "--check", "--diff")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    out = " ".join(checked.stdout.split())
+    # the API server's dry-run answer, node by node: the keys of the levels and the site, the others kept
+    assert "west: labels of 16 nodes would change (check mode): gpu-00 [aligned.dev/block: - -> b1," in out
+    assert "gpu-09 [aligned.dev/block: - -> b2, aligned.dev/rack: - -> r3, aligned.dev/site: - -> west];" in out
+    assert "team" not in out.split("would change (check mode)")[1].split("TASK")[0]
+    assert api.list("nodes") == before
+    assert all(api.label_owners.of(("nodes", "", host)) == owners[host] for host in HOSTS)
+
+
+# The jobs' objects for 1.36 with the gang gates, by the fake server's plural; every one is named like its job.
+JOB_PLURALS = ("workloads", "podgroups", "services", "jobs")
+
+
+def job_objects(api: FakeApiServer) -> dict[tuple[str, str], dict]:
+    """Every object of the jobs' kinds the fake server stores, by (plural, name)."""
+    return {(plural, obj["metadata"]["name"]): obj for plural in JOB_PLURALS for obj in api.list(plural)}
+
+
+@pytest.mark.slow
+def test_jobs_that_fit_are_created_group_objects_first_and_once(api, tmp_path):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    # an object of the job the cluster has already, not as the role renders it: left as it is
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "pretrain", "namespace": "default"}}
+    kept = api.create(dict(service, spec={"clusterIP": "None", "selector": {"app": "other"}}))
+    settings = {"aligned_dra_jobs_apply": True, "aligned_dra_placement_kubeconfig": str(kubeconfig)}
+    # pretrain fits, sweep-rack does not; no GitOps files (the objects come from the jobs module's answer)
+    inventory, play = setup(tmp_path, jobs=[JOBS[0], JOBS[2]], aligned_dra_jobs_write=False, **settings)
+    created = "pretrain-workload.yaml, pretrain-podgroup.yaml, pretrain-job.yaml"
+    unfit = (
+        "west: job sweep-rack NOT CREATED (sweep-rack-workload.yaml, sweep-rack-service.yaml, "
+        "sweep-rack-podgroup.yaml, sweep-rack-job.yaml): it does not fit on the empty site: "
+        "no rack holds 6 workers: the most is rack r1 with 4 (rails [0]); the site holds 16"
+    )
+    left = "objects of the jobs exist and were left as they are (a changed job must be deleted first)"
+
+    checked = run_playbook(inventory, play, "--check", "--diff")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    out = " ".join(checked.stdout.split())
+    assert job_objects(api) == {("services", "pretrain"): kept}
+    assert f"west: 3 objects of the jobs would be created (check mode): {created}" in out
+    # the dry run's diff of each object, none of the job that does not fit
+    diffs = out.split("Jobs | Create the objects the cluster does not have yet")[1].split("TASK [")[0]
+    assert [kind for kind in ("Workload", "PodGroup", "Job", "Service") if f"+ kind: {kind} " in diffs] == [
+        "Workload",
+        "PodGroup",
+        "Job",
+    ]
+    assert "+ name: pretrain " in diffs and "sweep-rack" not in diffs
+    assert unfit in out and f"west: 1 {left}: pretrain-service.yaml" in out
+
+    start = len(api.requests)
+    first = run_playbook(inventory, play)
+    assert first.returncode == 0, first.stdout + first.stderr
+    out = " ".join(first.stdout.split())
+    assert f"west: 3 objects of the jobs created: {created}" in out
+    assert unfit in out and f"west: 1 {left}: pretrain-service.yaml" in out
+    stored = job_objects(api)
+    assert sorted(stored) == [(plural, "pretrain") for plural in sorted(JOB_PLURALS)]
+    assert stored[("services", "pretrain")] == kept
+    job = stored[("jobs", "pretrain")]
+    assert job["spec"]["completions"] == 2 and job["spec"]["template"]["spec"]["schedulingGroup"] == {
+        "podGroupName": "pretrain"
+    }
+    assert api.label_owners.of(("jobs", "default", "pretrain")) == {
+        "aligned.dra (Apply)": sorted(job["metadata"]["labels"])
+    }
+    # server-side apply, the group objects before the Job (a pod waits for its PodGroup)
+    writes = [(method, path.split("/")[-2]) for method, path, _type in api.requests[start:] if method != "GET"]
+    assert writes == [("PATCH", "workloads"), ("PATCH", "podgroups"), ("PATCH", "jobs")]
+
+    start = len(api.requests)
+    second = run_playbook(inventory, play)
+    assert second.returncode == 0, second.stdout + second.stderr
+    out = " ".join(second.stdout.split())
+    assert [method for method, _path, _type in api.requests[start:] if method != "GET"] == []
+    assert job_objects(api) == stored and recap(second.stdout) == {"changed": 0, "failed": 0}
+    every = ", ".join(f"pretrain-{kind}.yaml" for kind in ("service", "job", "workload", "podgroup"))
+    assert f"west: 4 {left}: {every}" in out
+    assert "objects of the jobs created" not in out and unfit in out
