@@ -20,7 +20,10 @@ node, what a replay without the engine's buckets would pay), for the
 fractional policy of each mode, once. The ratio engine / baseline is printed.
 
 Target (from the project's issue): under 10 s per mode on 2 cores. The replay
-is single-threaded. Run: ``.venv/bin/python benchmarks/replay.py``.
+is single-threaded. Run: ``.venv/bin/python benchmarks/replay.py``. ``--pods``
+and ``--nodes`` make the trace and the site smaller (the same shares of pods
+and nodes; the smoke test, tests/integration/benchmarks/test_replay.py, runs a
+tiny one); the target is for the defaults.
 """
 
 from __future__ import annotations
@@ -57,22 +60,22 @@ SHARES = (50, 100, 200, 250, 300, 400, 500, 600, 700, 800)
 SPECS = ("V100M16|V100M32", "V100M32", "V100M16|V100M32|P100")
 
 
-def write_nodes(path: Path) -> None:
+def write_nodes(path: Path, count: int = NODES) -> None:
     rows = ["sn,cpu_milli,memory_mib,gpu,model"]
     index = 0
     for share, gpus, model, cpu, memory in NODE_SHAPES:
-        for _node in range(round(NODES * share)):
+        for _node in range(round(count * share)):
             rows.append(f"node-{index:04d},{cpu},{memory},{gpus},{model}")
             index += 1
     path.write_text("\n".join(rows) + "\n")
 
 
-def write_pods(path: Path) -> None:
+def write_pods(path: Path, count: int = PODS) -> None:
     rng = random.Random(SEED)
     rows = [
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
     ]
-    for index in range(PODS):
+    for index in range(count):
         draw = rng.random()
         if draw < 0.12:
             num_gpu, milli = 0, 0
@@ -160,11 +163,15 @@ def naive(pods, specs, policy: str, mode: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pods", type=int, default=PODS, help=f"pods of the trace (default {PODS})")
+    parser.add_argument("--nodes", type=int, default=NODES, help=f"nodes of the site (default {NODES})")
     args = parser.parse_args()
+    if args.repeats < 1 or args.pods < 1 or args.nodes < 1:
+        parser.error("--repeats, --pods and --nodes must be at least 1")
     with tempfile.TemporaryDirectory() as scratch:
         trace, node_list = Path(scratch, "pods.csv"), Path(scratch, "nodes.csv")
-        write_pods(trace)
-        write_nodes(node_list)
+        write_pods(trace, args.pods)
+        write_nodes(node_list, args.nodes)
         specs, _info = replay_nodes.read_openb_nodes(str(node_list))
         pods = replay_trace.read_openb(str(trace))
         gpus = sum(s.gpus for s in specs)
@@ -195,7 +202,11 @@ def main() -> int:
             print(f"{mode}: replay / baseline: {ours / base:.3f}")
         worst = max(medians.values())
         verdict = "meets" if worst <= TARGET_SECONDS else "MISSES"
-        print(f"slowest run: {worst:.3f} s, {verdict} the {TARGET_SECONDS:.0f} s target")
+        if (args.pods, args.nodes) != (PODS, NODES):
+            verdict = f"not compared: the {TARGET_SECONDS:.0f} s target is for {PODS} pods on {NODES} nodes"
+        else:
+            verdict = f"{verdict} the {TARGET_SECONDS:.0f} s target"
+        print(f"slowest run: {worst:.3f} s, {verdict}")
     return 0
 
 

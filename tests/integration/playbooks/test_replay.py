@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """playbooks/replay.yml with ansible-playbook: per site, the inventory's trace replayed on the site's
 plan with whole and with fractional GPUs into <site>/replay.json; a site without a trace is skipped;
-a second run changes nothing."""
+a second run changes nothing; ``--check --diff`` shows what replay.json would become and writes nothing;
+a bad trace fails the play naming its line and column, and writes nothing."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "replay"
 
 
-def test_both_policies_per_site_into_replay_json_and_a_rerun_changes_nothing(tmp_path):
+def test_check_diff_then_both_policies_per_site_into_replay_json_and_a_rerun_changes_nothing(tmp_path):
     output = tmp_path / "output"
     for site in ("lab", "idle"):
         (output / site).mkdir(parents=True)
@@ -39,10 +40,24 @@ def test_both_policies_per_site_into_replay_json_and_a_rerun_changes_nothing(tmp
     hosts["aligned_dra_nodes"]["hosts"]["n3"] = {"aligned_dra_site": "idle", "aligned_dra_replay": {}}
     inventory.write_text(yaml.safe_dump(hosts))
 
+    # check mode: the replay runs, the diff shows replay.json as it would be written, and nothing is
+    checked = run_playbook(inventory, PLAYBOOKS / "replay.yml", "--check", "--diff")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert recap(checked.stdout) == {"changed": 1, "failed": 0}
+    diff = checked.stdout.split(f"+++ after: {output / 'lab' / 'replay.json'}", 1)
+    assert len(diff) == 2, checked.stdout
+    added = [line[1:] for line in diff[1].split("\n\n", 1)[0].splitlines() if line.startswith("+")]
+    would = json.loads("\n".join(added))
+    assert would["site"] == "lab" and sorted(would["policies"]) == ["fractional", "whole"]
+    assert (would["policies"]["whole"]["pods_placed"], would["policies"]["fractional"]["pods_placed"]) == (7, 9)
+    assert "lab: fractional, pack, timeline: 9 of 10 pods placed" in checked.stdout
+    assert sorted(p.name for p in output.rglob("*")) == ["idle", "lab", "plan.json", "plan.json"]
+
     first = run_playbook(inventory, PLAYBOOKS / "replay.yml")
     assert first.returncode == 0, first.stdout + first.stderr
     assert recap(first.stdout) == {"changed": 1, "failed": 0}
     written = json.loads((output / "lab" / "replay.json").read_text())
+    assert written == would
     assert written["site"] == "lab" and sorted(written["policies"]) == ["fractional", "whole"]
     whole, fractional = written["policies"]["whole"], written["policies"]["fractional"]
     assert (whole["pods_placed"], fractional["pods_placed"]) == (7, 9)
@@ -55,3 +70,24 @@ def test_both_policies_per_site_into_replay_json_and_a_rerun_changes_nothing(tmp
     again = run_playbook(inventory, PLAYBOOKS / "replay.yml")
     assert again.returncode == 0, again.stdout + again.stderr
     assert recap(again.stdout) == {"changed": 0, "failed": 0}
+
+
+def test_a_bad_trace_fails_the_play_naming_its_line_and_column_and_writes_nothing(tmp_path):
+    output = tmp_path / "output"
+    (output / "lab").mkdir(parents=True)
+    shutil.copy(FIXTURES / "plan-1.36.json", output / "lab" / "plan.json")
+    lines = (FIXTURES / "openb-pods.csv").read_text().splitlines(keepends=True)
+    assert lines[5].startswith("pod-05,4000,8192,1,250,")
+    lines[5] = lines[5].replace(",250,", ",1200,", 1)  # line 6 of the file: gpu_milli above 1000
+    (tmp_path / "pods.csv").write_text("".join(lines))
+    inventory = write_inventory(
+        tmp_path / "hosts.yml",
+        ["n1"],
+        {"aligned_dra_site": "lab", "aligned_dra_output_dir": str(output), "aligned_dra_replay": {"trace": "pods.csv"}},
+    )
+
+    failed = run_playbook(inventory, PLAYBOOKS / "replay.yml")
+    assert failed.returncode != 0
+    assert recap(failed.stdout)["failed"] == 1, failed.stdout
+    assert "trace: line 6, column gpu_milli: 1200 is out of range (0 to 1000)" in failed.stdout
+    assert not (output / "lab" / "replay.json").exists()
