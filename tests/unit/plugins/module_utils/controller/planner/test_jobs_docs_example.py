@@ -13,22 +13,19 @@ leaves out; every other figure there must be the module's.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.filter.placement import placement_filter
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.modules import jobs as jobs_module
 from ansible_collections.aligned.dra.tests.plan_inputs import aligned_node
+from ansible_collections.aligned.dra.tests.role_messages import role_message, run_module
 
 REPO = Path(__file__).resolve().parents[6]
 PAGE = REPO / "docs" / "jobs.md"
@@ -101,21 +98,15 @@ def run_jobs_module(page: Page, job_list: list[dict[str, Any]], dest: Path) -> d
         "rail_rules": rules,
         "dest": str(dest),
     }
-    out = io.StringIO()
-    with patch_module_args(args), contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        jobs_module.main()
-    result = json.loads(out.getvalue())
-    assert not result.get("failed"), result
+    result = run_module(jobs_module, args)
     assert json.loads(dest.read_text()) == result["placement"]
     return dict(result, label_objects=placement["label_objects"])
 
 
 def printed_lines(site: str, placed: dict[str, Any]) -> list[str]:
     """The role's line per job: its debug message, rendered as Ansible renders it."""
-    tasks = yaml.safe_load(ROLE_TASKS.read_text(encoding="utf-8"))
-    (task,) = [t for t in tasks if t.get("name") == SAY_TASK]
-    template = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(task["ansible.builtin.debug"]["msg"])
-    return [template.render(item=job, aligned_dra_placement_site=site) for job in placed["jobs"]]
+    context = {"aligned_dra_placement_site": site}
+    return [role_message(ROLE_TASKS, SAY_TASK, dict(context, item=job)) for job in placed["jobs"]]
 
 
 def disagreements(page: Any, actual: Any, where: str = "") -> list[str]:

@@ -13,22 +13,17 @@ Quick start's, as the page wraps them.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-import jinja2
-import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.modules import plan as plan_module
 from ansible_collections.aligned.dra.plugins.modules import replay as replay_module
 from ansible_collections.aligned.dra.tests.report_sites import topology_of
+from ansible_collections.aligned.dra.tests.role_messages import role_message, run_module
 
 REPO = Path(__file__).resolve().parents[6]
 PAGE = REPO / "docs" / "replay.md"
@@ -36,15 +31,6 @@ DEMO = REPO / "inventories" / "demo"
 GROUP = "ai_west"
 ROLE_TASKS = REPO / "roles" / "replay" / "tasks" / "site.yml"
 SAY_TASK = "Replay | Pods placed and GPUs taken per policy"
-
-
-def run_module(module, args: dict[str, Any]) -> dict[str, Any]:
-    out = io.StringIO()
-    with patch_module_args(args), contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        module.main()
-    result = json.loads(out.getvalue())
-    assert not result.get("failed"), result.get("msg")
-    return result
 
 
 def demo_site() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -81,15 +67,8 @@ def write_plan(shared: dict[str, Any], hostvars: dict[str, dict[str, Any]], dest
 
 
 def printed(site: str, replay: dict[str, Any]) -> str:
-    """The replay role's line for one policy: its debug message and its variables, rendered as Ansible does."""
-    tasks = yaml.safe_load(ROLE_TASKS.read_text(encoding="utf-8"))
-    (task,) = [t for t in tasks if t.get("name") == SAY_TASK]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    context = {"aligned_dra_replay_site": site, "item": replay}
-    for name, value in task["vars"].items():
-        # "{{ item }}" stays the mapping, as Ansible keeps a lone expression's type
-        context[name] = replay if value.strip() == "{{ item }}" else env.from_string(value).render(context)
-    return env.from_string(task["ansible.builtin.debug"]["msg"]).render(context)
+    """The replay role's line for one policy, rendered as Ansible renders it."""
+    return role_message(ROLE_TASKS, SAY_TASK, {"aligned_dra_replay_site": site, "item": replay})
 
 
 def quick_start_lines(site: str) -> list[str]:
