@@ -150,7 +150,13 @@ pytest_parallel() {
     # one worker per core keeps both cores busy. loadfile keeps a file's tests,
     # and so its module- and session-scoped fixtures (built images, wheels,
     # installed collections), on one worker.
-    pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --durations=25 "$@" || rc=$?
+    # Files in the order tests/suite_timing.py gives them (the slowest first,
+    # from the last run's figures), not xdist's order by number of tests: a
+    # long file that starts last leaves the other worker idle. The run's own
+    # figures land in .cache/timings for the end-of-run table.
+    ALIGNED_DRA_TIMINGS="$TIMINGS/pytest-files.json" \
+        pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --no-loadscope-reorder \
+        --durations=25 "$@" || rc=$?
     if [[ $rc -eq 5 ]]; then
         echo "$name: exit 5, no tests collected although $files test file(s) exist" >&2
     fi
@@ -189,13 +195,29 @@ stage_molecule() {
     # Scenarios live in molecule/, not extensions/molecule/ (which Molecule
     # expects inside a collection); saying so also silences its warning.
     export MOLECULE_GLOB="molecule/*/molecule.yml"
+    : >"$TIMINGS/molecule-steps.tsv"
     for name in "${scenarios[@]}"; do
         echo "--- molecule test -s $name"
-        molecule test -s "$name" || {
+        molecule test -s "$name" 2>&1 | clock_molecule_steps "$name" "$TIMINGS/molecule-steps.tsv"
+        [[ ${PIPESTATUS[0]} -eq 0 ]] || {
             echo "molecule: scenario '$name' failed" >&2
             return 1
         }
     done
+}
+
+# clock_molecule_steps SCENARIO FILE: pass Molecule's output through and append
+# "SCENARIO STEP START" to FILE whenever an action starts, then "SCENARIO end
+# END" (epoch seconds), for the step table at the end of the run.
+clock_molecule_steps() {
+    local scenario="$1" file="$2" line pattern='[[:space:]]([a-z_]+): Executing'
+    while IFS= read -r line; do
+        printf '%s\n' "$line"
+        if [[ "$line" =~ $pattern ]]; then
+            printf '%s\t%s\t%s\n' "$scenario" "${BASH_REMATCH[1]}" "$EPOCHREALTIME" >>"$file"
+        fi
+    done
+    printf '%s\t%s\t%s\n' "$scenario" end "$EPOCHREALTIME" >>"$file"
 }
 
 # ---------------------------------------------------------------------------
@@ -204,7 +226,32 @@ stage_molecule() {
 summary=()
 started="$EPOCHREALTIME"
 
-elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }'; }
+# elapsed START [END]: seconds from START to END (default: now).
+elapsed() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.1fs", b - a }'; }
+
+# The step table: per Molecule scenario, each step's seconds (from the
+# timestamps clock_molecule_steps wrote), and the scenario's total.
+print_molecule_steps() {
+    local file="$TIMINGS/molecule-steps.tsv"
+    [[ -s "$file" ]] || return 0
+    echo "    molecule, per scenario and step (seconds):"
+    awk -F'\t' '
+        $1 != scenario { if (scenario != "") flush(); scenario = $1; n = 0; first = $3 }
+        { if (n > 0) { seconds[n] = $3 - at[n] } n++; step[n] = $2; at[n] = $3; last = $3 }
+        function flush(   i, line) {
+            line = ""
+            for (i = 1; i < n; i++) line = line sprintf(" %s %.0f", step[i], seconds[i])
+            printf "      %-10s %6.0f  %s\n", scenario, last - first, line
+        }
+        END { if (scenario != "") flush() }' "$file"
+}
+
+print_slowest_pytest_files() {
+    local file="$TIMINGS/pytest-files.json"
+    [[ -s "$file" && "$file" -nt "$TIMINGS/.run-started" ]] || return 0
+    echo "    pytest, the ten slowest files (seconds, setup + call + teardown of their tests):"
+    python tests/suite_timing.py "$file" 10 | sed 's/^/  /'
+}
 
 print_summary() {
     local line stage
@@ -215,6 +262,26 @@ print_summary() {
         [[ " ${summary[*]} " == *" $stage "* ]] || printf '    %-10s %-8s\n' "$stage" "not run"
     done
     printf '    %-10s %-8s %s\n' "total" "" "$(elapsed "$started")"
+    print_molecule_steps
+    print_slowest_pytest_files
+}
+
+# record NAME RC START [END] [NOTE]: the stage's line in the summary; stop
+# everything if it failed.
+record() {
+    local name="$1" rc="$2" took
+    took="$(elapsed "$3" "${4:-}")${5:-}"
+    case $rc in
+        0) summary+=("$(printf '%-10s %-8s %s' "$name" passed "$took")") ;;
+        "$SKIPPED") summary+=("$(printf '%-10s %-8s %s' "$name" skipped "$took")") ;;
+        *)
+            summary+=("$(printf '%-10s %-8s %s' "$name" FAILED "$took")")
+            print_summary
+            echo
+            echo "test.sh: stage '$name' FAILED (exit $rc); later stages not run." >&2
+            exit 1
+            ;;
+    esac
 }
 
 # run NAME COMMAND...: time one stage, record it, stop everything if it fails.
@@ -224,17 +291,38 @@ run() {
     echo
     echo "==> $name"
     "$@" || rc=$?
-    case $rc in
-        0) summary+=("$(printf '%-10s %-8s %s' "$name" passed "$(elapsed "$t0")")") ;;
-        "$SKIPPED") summary+=("$(printf '%-10s %-8s %s' "$name" skipped "$(elapsed "$t0")")") ;;
-        *)
-            summary+=("$(printf '%-10s %-8s %s' "$name" FAILED "$(elapsed "$t0")")")
-            print_summary
-            echo
-            echo "test.sh: stage '$name' FAILED (exit $rc); later stages not run." >&2
-            exit 1
-            ;;
-    esac
+    record "$name" "$rc" "$t0"
+}
+
+# Stages that share no files, ports or containers run side by side: the
+# second in the background (its output kept in a file and printed after the
+# first ends), each timed on its own. ansible-lint takes about as long as
+# ansible-test sanity (mostly pylint), and each keeps one core busy.
+SIDE_BY_SIDE=("sanity lint")
+
+# run_side_by_side FIRST SECOND
+run_side_by_side() {
+    local first="$1" second="$2" log pid rc=0 t0 t1
+    log="$(mktemp)"
+    t1="$EPOCHREALTIME"
+    ("stage_$second" >"$log" 2>&1 && echo "0 $EPOCHREALTIME" >"$log.rc" || echo "$? $EPOCHREALTIME" >"$log.rc") &
+    pid=$!
+    # A failing first stage exits through record: take the second one down with it.
+    trap 'pkill -TERM -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; rm -f "$log" "$log.rc"' EXIT
+    echo
+    echo "==> $first (beside it: $second, whose output follows)"
+    t0="$EPOCHREALTIME"
+    "stage_$first" || rc=$?
+    record "$first" "$rc" "$t0" "" "  (beside $second)"
+    wait "$pid" || true
+    trap - EXIT
+    echo
+    echo "==> $second (ran beside $first)"
+    cat "$log"
+    read -r rc t0 <"$log.rc" || rc=1
+    rm -f "$log" "$log.rc"
+    # The second stage's time: from its start to the moment it ended.
+    record "$second" "$rc" "$t1" "${t0:-}" "  (beside $first)"
 }
 
 bootstrap() {
@@ -243,8 +331,26 @@ bootstrap() {
 }
 
 run bootstrap bootstrap
+TIMINGS="$ALIGNED_DRA_CACHE/timings"
+mkdir -p "$TIMINGS"
+touch "$TIMINGS/.run-started"
+done_stages=" "
 for stage in "${selected[@]}"; do
-    run "$stage" "stage_$stage"
+    [[ "$done_stages" == *" $stage "* ]] && continue
+    partner=""
+    for pair in "${SIDE_BY_SIDE[@]}"; do
+        read -r one two <<<"$pair"
+        if [[ "$stage" == "$one" && " ${selected[*]} " == *" $two "* && "$done_stages" != *" $two "* ]]; then
+            partner="$two"
+        fi
+    done
+    if [[ -n "$partner" ]]; then
+        run_side_by_side "$stage" "$partner"
+        done_stages+="$stage $partner "
+    else
+        run "$stage" "stage_$stage"
+        done_stages+="$stage "
+    fi
 done
 print_summary
 echo

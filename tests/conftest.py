@@ -47,8 +47,33 @@ def _chromium() -> str | None:
     return find_chromium()
 
 
+def _suite_timing():
+    # Imported on first use: the collection link checked above makes it importable.
+    from ansible_collections.aligned.dra.tests import suite_timing
+
+    return suite_timing
+
+
+_SECONDS_PER_FILE: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's setup, call and teardown time, by file (under xdist the controller sees every report)."""
+    name = report.nodeid.split("::", 1)[0]
+    _SECONDS_PER_FILE[name] = _SECONDS_PER_FILE.get(name, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write the seconds per file where scripts/test.sh asks for them (not from xdist's workers)."""
+    target = os.environ.get("ALIGNED_DRA_TIMINGS")
+    if target and not hasattr(session.config, "workerinput") and _SECONDS_PER_FILE:
+        _suite_timing().write_durations(_SECONDS_PER_FILE, Path(target))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip, with the reason, tests whose real component is unavailable here."""
+    """Slowest files first (tests/suite_timing.py); skip, with the reason, tests whose real component is unavailable."""
+    timing = _suite_timing()
+    timing.slowest_files_first(items, timing.read_durations(timing.COMMITTED, timing.LAST_RUN))
     needs_podman = [item for item in items if item.get_closest_marker("podman")]
     if needs_podman and not _podman_ready():
         skip = pytest.mark.skip(reason=f"podman or {NODE_IMAGE} missing: run scripts/bootstrap.sh")
