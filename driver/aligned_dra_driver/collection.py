@@ -2,8 +2,9 @@
 """The collection's shared libraries: the topology probe and the DRA device model.
 
 There is one source of each in the collection: the package
-``plugins/module_utils/node/topology/`` (with ``rails`` and ``addresses``
-for ``--rails-file``) and ``plugins/module_utils/dra/`` (``model``, with
+``plugins/module_utils/node/topology/`` (with ``rails``, the rail rule,
+``rail_record``, the driver's record of the NICs it saw on the host, and ``addresses`` for
+``--rails-file``) and ``plugins/module_utils/dra/`` (``model``, with
 ``slices`` for the ResourceSlices, ``cel`` for ``--selector`` and
 ``device_model``). The driver's wheel carries them as the subpackage
 ``aligned_dra_driver._collection``, copied there by the build backend
@@ -23,15 +24,17 @@ try:  # an installed wheel
     from aligned_dra_driver._collection.dra import slices as dra_slices
     from aligned_dra_driver._collection.node import topology
     from aligned_dra_driver._collection.node.topology import addresses as topology_addresses
-    from aligned_dra_driver._collection.node.topology import rails as topology_rails
+    from aligned_dra_driver._collection.node.topology import rail_record
+    from aligned_dra_driver._collection.node.topology import rails as rail_rule
 except ImportError:  # the collection checkout (tests, development)
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
     from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
     from ansible_collections.aligned.dra.plugins.module_utils.node import topology
     from ansible_collections.aligned.dra.plugins.module_utils.node.topology import addresses as topology_addresses
-    from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as topology_rails
+    from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rail_record
+    from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 
-__all__ = ["dra", "dra_cel", "dra_slices", "topology", "topology_addresses", "topology_rails"]
+__all__ = ["dra", "dra_cel", "dra_slices", "rail_record", "rail_rule", "topology", "topology_addresses"]
 
 
 def dra_cel() -> ModuleType:

@@ -27,7 +27,7 @@ the PCI bus but out of view (recorded as RDMA and not RDMA now, recorded with
 interfaces and without one now) is read as it was last seen; so is a NIC the
 kernel gave back from a pod under its pod name before the driver renamed it
 (the checkpoint's ``returning``). The record, its reader and that reading
-(``node/topology/rails``: ``read_record``, ``nics_in_view``,
+(``node/topology/rail_record``: ``read_record``, ``nics_in_view``,
 ``with_last_seen``) are shared with the probe module, which reads this file
 on the live node, so the validation, the summaries and the planner read the
 NIC in the pod as the driver does. The file outlives a restart of the driver
@@ -50,14 +50,14 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
-from .collection import topology_addresses, topology_rails
+from .collection import rail_record, rail_rule, topology_addresses
 from .fsutil import atomic_write
 
 LOG = logging.getLogger(__name__)
 
-# the record of what the rules read of each NIC (node/topology/rails: record_document, read_record)
-FACTS_NAME = topology_rails.RECORD_NAME
-FACTS_VERSION = topology_rails.RECORD_VERSION
+# the record of what the rules read of each NIC (node/topology/rail_record: record_document, read_record)
+FACTS_NAME = rail_record.RECORD_NAME
+FACTS_VERSION = rail_record.RECORD_VERSION
 # a site's file is a few rules and one line per node; a ConfigMap holds at most 1 MiB
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
@@ -153,7 +153,7 @@ class Rails:
             self.file_error = f"is not JSON: {exc}"
             return
         try:
-            self.rule = topology_rails.rule_for_node(document, self.node_name)
+            self.rule = rail_rule.rule_for_node(document, self.node_name)
         except ValueError as exc:
             self.file_error = str(exc)
 
@@ -164,8 +164,8 @@ class Rails:
             return self._facts
         facts: dict[str, dict[str, Any]] = {}
         try:
-            facts = topology_rails.read_record(self.facts_path, self.node_name) or {}
-        except topology_rails.RailRecordError as exc:
+            facts = rail_record.read_record(self.facts_path, self.node_name) or {}
+        except rail_record.RailRecordError as exc:
             # only the NICs now out of the host's view need it: said, and written anew at this scan
             LOG.warning("%s is unusable (%s): NICs out of the host's view are read without it", self.facts_path, exc)
         self._facts = facts
@@ -175,7 +175,7 @@ class Rails:
     def _save_facts(self, facts: dict[str, dict[str, Any]]) -> None:
         if facts == self._facts_written:
             return
-        document = topology_rails.record_document(self.node_name, facts)
+        document = rail_record.record_document(self.node_name, facts)
         data = json.dumps(document, indent=1, sort_keys=True).encode()
         try:
             atomic_write(self.facts_path, data, mode=0o600, durable=self.durable)
@@ -196,7 +196,7 @@ class Rails:
         facts = self._load_facts()
         away = set(self.away())
         held = set(self.held())
-        seen = topology_rails.nics_in_view(topology, facts, away)
+        seen = rail_record.nics_in_view(topology, facts, away)
         # A held RDMA NIC without an interface that the record does not have: an InfiniBand NIC
         # without IPoIB, or one whose interface is in the pod. Not recorded until it is back.
         unsure = {bdf for bdf, nic in seen.items() if bdf in held and bdf not in facts and not nic["netdevs"]}
@@ -214,7 +214,7 @@ class Rails:
                 fact["addresses"] = facts[bdf]["addresses"]  # read under a subnet rule before: kept
             fresh[bdf] = fact
         problems = []
-        for bdf in sorted(set(topology_rails.nic_pfs(topology)) - set(seen)):
+        for bdf in sorted(set(rail_record.nic_pfs(topology)) - set(seen)):
             if bdf in facts:
                 fresh[bdf] = facts[bdf]  # kept while the function is on the bus
             elif bdf in held:
@@ -226,7 +226,7 @@ class Rails:
         self._facts = fresh
         self._save_facts(fresh)
         probe = dict(topology, netdev_addresses=read) if subnet else topology
-        view = topology_rails.with_last_seen(probe, facts, away)  # unsure: not in facts, so not patched
+        view = rail_record.with_last_seen(probe, facts, away)  # unsure: not in facts, so not patched
         return view, (view["netdev_addresses"] if subnet else None), problems
 
     # -- every scan ------------------------------------------------------------------------
@@ -241,7 +241,7 @@ class Rails:
                 if rule is None:  # what the facts record is kept for a rule to come; nothing to say now
                     self.rails, self.nics_on_rails, problems = {}, 0, []
                 else:
-                    result = topology_rails.assign(view, rule, self.node_name, addresses)
+                    result = rail_rule.assign(view, rule, self.node_name, addresses)
                     self.rails = dict(result["rails"])
                     self.nics_on_rails = sum(1 for nic in result["nics"] if nic["rail"] is not None)
                     problems = problems + list(result["problems"])
@@ -266,7 +266,7 @@ class Rails:
             if self.rule is None:
                 LOG.info("--rails-file %s has no rule for node %s: no rail is published", self.path, self.node_name)
             else:
-                LOG.info("rails of node %s: rule %s", self.node_name, topology_rails.describe(self.rule))
+                LOG.info("rails of node %s: rule %s", self.node_name, rail_rule.describe(self.rule))
         if self.rails != said.get("rails") and self.rule is not None:
             shown = ", ".join(f"{bdf}: {rail}" for bdf, rail in sorted(self.rails.items())) or "none"
             LOG.info("rails: %s", shown)

@@ -200,11 +200,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.addresses import ipv4_addresses
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.pci import find_pci_ids
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import (
-    DEFAULT_RECORD,
-    rail_nics,
-    with_record,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rail_record import DEFAULT_RECORD, with_record
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import rail_nics
 
 LIVE_SYSFS = "/sys"
 

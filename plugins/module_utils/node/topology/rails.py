@@ -8,8 +8,8 @@ against a probe result. The validation stage, the driver (which publishes
 
 The NICs a rule looks at are the node's RDMA NIC physical functions (probe
 kind ``rdma``, no ``physfn``); a VF is on its PF's rail. A NIC a pod holds is
-out of the host's view; :func:`with_last_seen` reads it as the driver last
-saw it on the host (the driver's record, ``rails-nics.json``). Rules:
+out of the host's view; ``rail_record.with_last_seen`` reads it as the driver
+last saw it on the host (the driver's record, ``rails-nics.json``). Rules:
 
 - ``pci_order``: those NICs, sorted by PCI address, are rails 0..n-1;
 - ``netdev_name``: ``pattern`` (a regular expression matched against the whole
@@ -21,21 +21,20 @@ saw it on the host (the driver's record, ``rails-nics.json``). Rules:
 
 Every rule takes ``exclude`` (globs of PCI addresses or interface names
 that are on no rail: storage, in-band management) and ``count`` (the rails
-every node must have, 0..count-1). A NIC the rule leaves out is on no rail,
-with the reason. Runs on nodes and in the driver (Python >= 3.9, standard
-library only).
+every node must have, 0..count-1). A NIC the rule leaves out is on no rail
+(``None``), with the reason. A NIC the ``subnet`` rule would place on a probe
+that read no addresses is on :data:`UNKNOWN_RAIL`: some rail, not known here.
+Runs on nodes and in the driver (Python >= 3.9, standard library only).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import ipaddress
-import json
 import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection
     from typing import Any
 
 RULES = ("pci_order", "netdev_name", "subnet", "map")
@@ -49,11 +48,30 @@ COMMON_KEYS = frozenset(("by", "count", "exclude"))
 MAX_RAILS = 64
 # The driver's --rails-file: {"version": 1, "rules": [rule...], "nodes": {node name: index}}
 RAILS_FILE_VERSION = 1
-_BDF_RE = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$")
+PCI_ADDRESS_RE = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$")
 
 
 class RailRuleError(ValueError):
     """The rule itself is malformed (not a NIC that disagrees with it)."""
+
+
+class UnknownRail:
+    """The rail of a NIC that the rule would place but cannot here: :data:`UNKNOWN_RAIL`, its one value.
+
+    The ``subnet`` rule on a probe that read no addresses (a captured tree):
+    the NIC is on a rail, which the node knows, not on none (``None``).
+    Output files show it as ``rail: null`` with ``unknown: true`` and
+    :attr:`why` (``controller/fabric/rails``).
+    """
+
+    __slots__ = ()
+    why = "addresses not read"
+
+    def __repr__(self) -> str:
+        return "UNKNOWN_RAIL"
+
+
+UNKNOWN_RAIL = UnknownRail()
 
 
 def _rail_number(value: Any, where: str) -> int:
@@ -68,7 +86,7 @@ def _pci_map(value: Any, where: str) -> dict[str, int]:
     out = {}
     for address, rail in value.items():
         key = str(address).lower()
-        if not _BDF_RE.match(key):
+        if not PCI_ADDRESS_RE.match(key):
             raise RailRuleError(f"{where}: {address!r} is not a PCI address (dddd:bb:dd.f)")
         out[key] = _rail_number(rail, f"{where}[{address}]")
     return out
@@ -159,22 +177,23 @@ def rail_nics(topology: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(found, key=lambda d: d["pci_address"])
 
 
-def _netdev_names(device: dict[str, Any]) -> list[str]:
+def netdev_names(device: dict[str, Any]) -> list[str]:
+    """The interface names of a probed device, as the rules and the driver's record read them."""
     return [n["name"] for n in device.get("netdevs") or [] if n.get("name")]
 
 
 def _label(device: dict[str, Any]) -> str:
-    return _entry_label({"pci_address": device["pci_address"], "netdevs": _netdev_names(device)})
+    return _entry_label({"pci_address": device["pci_address"], "netdevs": netdev_names(device)})
 
 
 def _excluded(device: dict[str, Any], patterns: list[str]) -> bool:
-    keys = [device["pci_address"], *_netdev_names(device)]
+    keys = [device["pci_address"], *netdev_names(device)]
     return any(fnmatch.fnmatchcase(key, pattern) for key in keys for pattern in patterns)
 
 
 def _by_netdev_name(device: dict[str, Any], rule: dict[str, Any]) -> tuple[int | None, str]:
     compiled = re.compile(rule["pattern"])
-    for name in _netdev_names(device):
+    for name in netdev_names(device):
         found = compiled.fullmatch(name)
         if found:
             group = found.group(1)
@@ -187,7 +206,7 @@ def _by_netdev_name(device: dict[str, Any], rule: dict[str, Any]) -> tuple[int |
 def _by_subnet(device: dict[str, Any], rule: dict[str, Any], addresses: dict[str, list[str]]) -> tuple[int | None, str]:
     networks = [ipaddress.IPv4Network(s) for s in rule["subnets"]]
     hits = []
-    for name in _netdev_names(device):
+    for name in netdev_names(device):
         for text in addresses.get(name) or []:
             try:
                 address = ipaddress.IPv4Interface(text).ip
@@ -213,11 +232,13 @@ def assign(
 
     ``addresses`` maps interface names to IPv4 addresses with their prefix
     (``192.168.128.5/21``), as read on the node; ``None`` when they were not
-    read (the ``subnet`` rule then places no NIC, and says why).
+    read (the ``subnet`` rule then places no NIC: each it would place is on
+    :data:`UNKNOWN_RAIL`, and the one problem says why).
 
     Returns ``nics`` (every RDMA NIC PF: ``pci_address``, ``netdevs``,
-    ``rail`` or ``None``, ``why``, and ``out_of_view: True`` for a NIC read as
-    the driver last saw it, :func:`with_last_seen`), ``rails`` (PCI address -> rail, VFs
+    ``rail`` (a number, ``None`` for on no rail, or :data:`UNKNOWN_RAIL`),
+    ``why``, and ``out_of_view: True`` for a NIC read as the driver last saw
+    it, ``rail_record.with_last_seen``), ``rails`` (PCI address -> rail, VFs
     included) and ``problems``: what the validation refuses (a missing rail
     of ``count``, a rail given to two NICs, a rule or map entry that matches
     nothing), each naming the NIC and the rule.
@@ -242,7 +263,9 @@ def assign(
         # Said once; the rails the rule would have found are not counted missing on top.
         return {
             "nics": [
-                _entry(d, None, "excluded by the rule" if _excluded(d, rule["exclude"]) else "addresses not read")
+                _entry(d, None, "excluded by the rule")
+                if _excluded(d, rule["exclude"])
+                else _entry(d, UNKNOWN_RAIL, UNKNOWN_RAIL.why)
                 for d in nics
             ],
             "rails": {},
@@ -274,10 +297,10 @@ def assign(
     return {"nics": entries, "rails": _with_vfs(topology, entries), "problems": problems}
 
 
-def _entry(device: dict[str, Any], rail: int | None, why: str) -> dict[str, Any]:
-    entry = {"pci_address": device["pci_address"], "netdevs": _netdev_names(device), "rail": rail, "why": why}
+def _entry(device: dict[str, Any], rail: int | UnknownRail | None, why: str) -> dict[str, Any]:
+    entry = {"pci_address": device["pci_address"], "netdevs": netdev_names(device), "rail": rail, "why": why}
     if device.get("out_of_view"):
-        # read as the driver last saw it on the host (with_last_seen): said where the NIC is listed
+        # read as the driver last saw it on the host (rail_record.with_last_seen): said where the NIC is listed
         entry["out_of_view"] = True
     return entry
 
@@ -333,218 +356,3 @@ def rule_for_node(document: dict[str, Any], node_name: str) -> dict[str, Any] | 
         return check_rule(rules[index])
     except RailRuleError as exc:
         raise ValueError(f"rails file: rules[{index}]: {exc}") from exc
-
-
-# -- NICs out of the host's view, read as the driver last saw them --------------------------------
-#
-# A NIC given to a pod leaves the host's view: its interface (and, in exclusive RDMA netns
-# mode, its RDMA device) moves into the pod's namespace, so the probe sees an RDMA NIC
-# without an interface, or a plain NIC. Read as it is, pci_order would renumber the other
-# NICs and netdev_name or subnet would lose it. The driver records at every scan what the
-# rules read of each NIC PF in view (the record below, in its state directory), and the
-# driver, the probe module and so the validation, the summaries and the planner read a PF
-# that is on the PCI bus but out of view as the record has it: all of them see the rails the
-# driver publishes.
-
-RECORD_NAME = "rails-nics.json"
-RECORD_VERSION = 1
-# The driver's --state-dir default (and the driver role's aligned_dra_driver_state_dir).
-DEFAULT_RECORD = "/var/lib/aligned-dra/" + RECORD_NAME
-# one entry per NIC PF of a node: a few KiB; anything near this is not the driver's file
-MAX_RECORD_BYTES = 4 * 1024 * 1024
-NIC_PF_KINDS = ("rdma", "nic")
-# Linux interface names: 1-15 bytes without "/", ":" or white space (stricter, as the driver checks them)
-_IFNAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}")
-
-
-class RailRecordError(ValueError):
-    """The driver's record cannot be used; the message says why (without the path)."""
-
-
-def _is_ifname(value: Any) -> bool:
-    return isinstance(value, str) and _IFNAME_RE.fullmatch(value) is not None and value not in (".", "..")
-
-
-def _is_ipv4_interface(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        ipaddress.IPv4Interface(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:80] + "..."
-
-
-def record_document(node: str, nics: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The record as the driver writes it: ``{"version": 1, "node": ..., "nics": {pci address: nic}}``.
-
-    A nic is ``{"rdma": bool, "netdevs": [interface names], "addresses":
-    {interface: ["a.b.c.d/len"]}}`` (``addresses`` only when a ``subnet``
-    rule had them read). ``netdevs`` is empty for an RDMA NIC without an
-    interface (InfiniBand without IPoIB).
-    """
-    return {"version": RECORD_VERSION, "node": node, "nics": nics}
-
-
-def check_record(document: Any, node: str | None = None) -> dict[str, dict[str, Any]]:
-    """The NICs of a record (:func:`record_document`), or :class:`RailRecordError` saying what is wrong.
-
-    ``node``: the Kubernetes node name the record must be written for; ``None``
-    takes any (the probe module does not know the node name; a record sits in
-    the state directory of the node it describes).
-    """
-    if not isinstance(document, dict) or document.get("version") != RECORD_VERSION:
-        raise RailRecordError(f"version {RECORD_VERSION} expected")
-    if node is not None and document.get("node") != node:
-        raise RailRecordError(f"written for node {_shown(document.get('node'))}, not {node}")
-    if not isinstance(document.get("node"), str):
-        raise RailRecordError(f"'node' is not a string (got {_shown(document.get('node'))})")
-    nics = document.get("nics")
-    if not isinstance(nics, dict):
-        raise RailRecordError("'nics' is not an object")
-    out: dict[str, dict[str, Any]] = {}
-    for bdf, entry in nics.items():
-        where = f"nics[{_shown(bdf)}]"
-        if not isinstance(bdf, str) or not _BDF_RE.fullmatch(bdf) or not isinstance(entry, dict):
-            raise RailRecordError(f"{where}: not a PCI address with an object")
-        names = entry.get("netdevs")
-        if not isinstance(entry.get("rdma"), bool) or not isinstance(names, list) or not all(map(_is_ifname, names)):
-            raise RailRecordError(f"{where}: 'rdma' (true or false) and 'netdevs' (interface names) expected")
-        nic: dict[str, Any] = {"rdma": entry["rdma"], "netdevs": list(names)}
-        addresses = entry.get("addresses")
-        if addresses is not None:
-            if not isinstance(addresses, dict) or not all(
-                _is_ifname(name) and isinstance(found, list) and all(map(_is_ipv4_interface, found))
-                for name, found in addresses.items()
-            ):
-                raise RailRecordError(f"{where}.addresses: interface name -> IPv4 addresses with prefix expected")
-            nic["addresses"] = {name: list(found) for name, found in addresses.items()}
-        out[bdf] = nic
-    return out
-
-
-def read_record(path: str, node: str | None = None) -> dict[str, dict[str, Any]] | None:
-    """The NICs of the record at ``path``; ``None`` when there is none; :class:`RailRecordError` when unusable."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_RECORD_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise RailRecordError(f"cannot be read: {exc.strerror or exc}") from None
-    if len(data) > MAX_RECORD_BYTES:
-        raise RailRecordError(f"is larger than {MAX_RECORD_BYTES} bytes")
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RailRecordError(f"is not JSON: {exc}") from None
-    try:
-        return check_record(document, node)
-    except RailRecordError as exc:
-        raise RailRecordError(f"is not the driver's record: {exc}") from None
-
-
-def nic_pfs(topology: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The NIC physical functions on the PCI bus (kind ``rdma`` or ``nic``, no ``physfn``), by PCI address."""
-    return {
-        d["pci_address"]: d
-        for d in topology.get("devices") or []
-        if d.get("kind") in NIC_PF_KINDS
-        and not d.get("physfn")
-        and isinstance(d.get("pci_address"), str)
-        and _BDF_RE.fullmatch(d["pci_address"])
-    }
-
-
-def nics_in_view(
-    topology: dict[str, Any], last_seen: dict[str, dict[str, Any]], away: Collection[str] = ()
-) -> dict[str, dict[str, Any]]:
-    """The NIC PFs the host sees as the rules read them (``{"rdma": bool, "netdevs": [names]}``), by PCI address.
-
-    Out of view (so left out): a PF in ``away`` (the driver's NICs back from a
-    pod under their name in the pod), a PF the record (``last_seen``) has as
-    an RDMA NIC that is not one now (exclusive mode took its RDMA device), a PF
-    the record has with interfaces that has none now (its interface is in a
-    pod), and a plain NIC without an interface. An RDMA NIC without an
-    interface that the record does not have with one is in view: an
-    InfiniBand NIC without IPoIB has none on the host either.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for bdf, device in nic_pfs(topology).items():
-        names = _netdev_names(device)
-        fact = last_seen.get(bdf)
-        rdma = device.get("kind") == "rdma"
-        if bdf in away or (fact is not None and fact["rdma"] and not rdma):
-            continue
-        if not names and (not rdma or (fact is not None and fact["netdevs"])):
-            continue
-        out[bdf] = {"rdma": rdma, "netdevs": names}
-    return out
-
-
-def with_last_seen(
-    topology: dict[str, Any], last_seen: dict[str, dict[str, Any]], away: Collection[str] = ()
-) -> dict[str, Any]:
-    """``topology`` with each NIC PF out of the host's view read as the record ``last_seen`` has it.
-
-    Such a PF (on the PCI bus, not in :func:`nics_in_view`) that the record
-    has as an RDMA NIC becomes kind ``rdma`` with the recorded interfaces, and
-    carries ``out_of_view``: ``{"kind", "netdevs"}`` as the host sees it now.
-    ``counts`` follow the kind; a ``netdev_addresses`` mapping gets the
-    recorded addresses of its interfaces. A PF the record does not have, or
-    has as a plain NIC, stays as the host sees it. ``topology`` is not changed;
-    without a PF to read so, it is returned as it is.
-    """
-    seen = nics_in_view(topology, last_seen, away)
-    patched: dict[str, dict[str, Any]] = {}
-    for bdf, device in sorted(nic_pfs(topology).items()):
-        fact = last_seen.get(bdf)
-        if bdf in seen or fact is None or not fact["rdma"]:
-            continue
-        patched[bdf] = dict(
-            device,
-            kind="rdma",
-            netdevs=[{"name": name} for name in fact["netdevs"]],
-            out_of_view={"kind": device.get("kind"), "netdevs": _netdev_names(device)},
-        )
-    if not patched:
-        return topology
-    view = dict(topology, devices=[patched.get(d.get("pci_address"), d) for d in topology.get("devices") or []])
-    counts = topology.get("counts")
-    if isinstance(counts, dict):
-        counts = dict(counts)
-        for device in patched.values():
-            was = device["out_of_view"]["kind"]
-            if was != "rdma" and isinstance(counts.get(was), int) and isinstance(counts.get("rdma"), int):
-                counts[was] -= 1
-                counts["rdma"] += 1
-        view["counts"] = counts
-    if isinstance(topology.get("netdev_addresses"), dict):
-        addresses = dict(topology["netdev_addresses"])
-        for bdf in patched:
-            addresses.update(last_seen[bdf].get("addresses") or {})
-        view["netdev_addresses"] = addresses
-    return view
-
-
-def with_record(topology: dict[str, Any], path: str) -> dict[str, Any]:
-    """The live probe's ``topology`` read with the driver's record at ``path`` (:func:`with_last_seen`).
-
-    No record (no driver, or one without ``--rails-file``): ``topology`` as it
-    is. A record that cannot be used adds a warning to ``topology["warnings"]``
-    and reads the NICs as the host sees them; never an error: the rails of a
-    NIC in a pod may then look short, as without a record.
-    """
-    try:
-        record = read_record(path)
-    except RailRecordError as exc:
-        warning = f"rails record {path} {exc}: NICs out of the host's view (in pods) are read as the host sees them"
-        return dict(topology, warnings=[*(topology.get("warnings") or []), warning])
-    if not record:
-        return topology
-    return with_last_seen(topology, record)

@@ -96,15 +96,16 @@ def sides(files: list[str]) -> set[str]:
     return {name.split("/")[0] for name in files}
 
 
-# The rails' rule reader: the validation, the summaries and the report read rails with it; topology_info
-# reads the driver's record of the NICs out of the host's view with it too (no other file).
+# The rails' rule reader: the validation, the summaries and the report read rails with it.
 RAILS = ["node/topology/rails.py"]
+# The driver's record of the NICs out of the host's view: topology_info reads it (no other module).
+RAIL_RECORD = ["node/topology/rail_record.py"]
 # The live node's IPv4 addresses, which the rails' subnet rule needs.
 ADDRESSES = ["node/topology/addresses.py"]
 
 
 @pytest.mark.parametrize(
-    ("module", "extra"), [("topology_info", [*ADDRESSES, *RAILS]), ("sriov", []), ("validate", RAILS)]
+    ("module", "extra"), [("topology_info", [*ADDRESSES, *RAILS, *RAIL_RECORD]), ("sriov", []), ("validate", RAILS)]
 )
 def test_probing_modules_carry_the_probe_and_no_summaries(payloads, module, extra):
     assert topology_files(payloads[module]) == sorted([*PROBE, *extra])
@@ -112,7 +113,7 @@ def test_probing_modules_carry_the_probe_and_no_summaries(payloads, module, extr
 
 
 def test_topology_info_carries_nothing_but_the_probe_and_the_rails_addresses(payloads):
-    assert payloads["topology_info"] == sorted([*NODE, *PROBE, *ADDRESSES, *RAILS])
+    assert payloads["topology_info"] == sorted([*NODE, *PROBE, *ADDRESSES, *RAILS, *RAIL_RECORD])
 
 
 def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):

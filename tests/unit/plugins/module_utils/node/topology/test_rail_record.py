@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""node/topology/rails.py: NICs out of the host's view, read as the driver's record last saw them.
+"""node/topology/rail_record.py: NICs out of the host's view, read as the driver's record last saw them.
 
 A NIC a pod holds is a plain NIC without an interface (exclusive RDMA mode) or
 an RDMA NIC without one (shared mode) on the host. The driver records what
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe, rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe, rail_record, rails
 from ansible_collections.aligned.dra.tests.fixtures import materialize as fixtures
 
 REPO = Path(__file__).resolve().parents[6]
@@ -57,14 +57,14 @@ def test_without_a_record_a_nic_in_a_pod_renumbers_the_others():
     result = rails.assign(EXCLUSIVE, PCI_ORDER)
     assert result["rails"] == {B: 0, C: 1}
     assert result["problems"] == ["rails 2 of count 3: no RDMA NIC is on them (rule by pci_order)"]
-    assert rails.with_last_seen(EXCLUSIVE, {}) is EXCLUSIVE
+    assert rail_record.with_last_seen(EXCLUSIVE, {}) is EXCLUSIVE
 
 
 @pytest.mark.parametrize("topology", [EXCLUSIVE, SHARED], ids=["rdma-exclusive", "rdma-shared"])
 @pytest.mark.parametrize("rule", [PCI_ORDER, BY_NAME], ids=["pci_order", "netdev_name"])
 def test_a_nic_in_a_pod_is_read_as_recorded_and_marked(topology, rule):
     before = copy.deepcopy(topology)
-    view = rails.with_last_seen(topology, RECORD)
+    view = rail_record.with_last_seen(topology, RECORD)
     assert topology == before  # the probe's topology is not changed
     (patched,) = [d for d in view["devices"] if d.get("out_of_view")]
     now = topology["devices"][0]
@@ -74,34 +74,34 @@ def test_a_nic_in_a_pod_is_read_as_recorded_and_marked(topology, rule):
     result = rails.assign(view, rule)
     assert (result["rails"], result["problems"]) == (ALL_RAILS, [])
     assert [e.get("out_of_view", False) for e in result["nics"]] == [True, False, False]
-    assert rails.assign(rails.with_last_seen(ON_HOST, RECORD), rule) == rails.assign(ON_HOST, rule)
+    assert rails.assign(rail_record.with_last_seen(ON_HOST, RECORD), rule) == rails.assign(ON_HOST, rule)
 
 
 def test_counts_follow_the_kind_and_the_recorded_addresses_join_the_probes():
-    view = rails.with_last_seen(dict(EXCLUSIVE, counts={"nic": 1, "rdma": 2, "vfs": 1}), RECORD)
+    view = rail_record.with_last_seen(dict(EXCLUSIVE, counts={"nic": 1, "rdma": 2, "vfs": 1}), RECORD)
     assert view["counts"] == {"nic": 0, "rdma": 3, "vfs": 1}
-    assert rails.with_last_seen(SHARED, RECORD)["counts"] == SHARED["counts"]  # already rdma
+    assert rail_record.with_last_seen(SHARED, RECORD)["counts"] == SHARED["counts"]  # already rdma
     assert "netdev_addresses" not in view  # not read (the driver passes its own): none made up
     probed = dict(EXCLUSIVE, netdev_addresses={"nic1": ["192.168.136.5/21"], "nic2": []})
-    view = rails.with_last_seen(probed, RECORD)
+    view = rail_record.with_last_seen(probed, RECORD)
     assert view["netdev_addresses"] == {"nic0": ["192.168.128.5/21"], "nic1": ["192.168.136.5/21"], "nic2": []}
     assert rails.assign(view, BY_SUBNET, addresses=view["netdev_addresses"])["rails"] == {A: 0, VF_A: 0, B: 1}
     captured = dict(EXCLUSIVE, netdev_addresses=None)  # unknown stays unknown
-    assert rails.with_last_seen(captured, RECORD)["netdev_addresses"] is None
+    assert rail_record.with_last_seen(captured, RECORD)["netdev_addresses"] is None
 
 
 def test_an_rdma_nic_without_an_interface_is_in_view_and_recorded_without_one():
     # InfiniBand without IPoIB: no interface on the host, ever
     ib = node(pf(A, "rdma"))
-    seen = rails.nics_in_view(ib, {})
+    seen = rail_record.nics_in_view(ib, {})
     assert seen[A] == {"rdma": True, "netdevs": []}
     record = {A: {"rdma": True, "netdevs": []}, B: RECORD[B], C: RECORD[C]}
-    assert rails.nics_in_view(ib, record) == seen
-    assert rails.with_last_seen(ib, record) is ib
+    assert rail_record.nics_in_view(ib, record) == seen
+    assert rail_record.with_last_seen(ib, record) is ib
     # in a pod (exclusive mode took its RDMA device): out of view, read as recorded
     in_pod = node(pf(A, "nic"))
-    assert A not in rails.nics_in_view(in_pod, record)
-    view = rails.with_last_seen(in_pod, record)
+    assert A not in rail_record.nics_in_view(in_pod, record)
+    view = rail_record.with_last_seen(in_pod, record)
     assert view["devices"][0]["out_of_view"] == {"kind": "nic", "netdevs": []}
     assert rails.assign(view, PCI_ORDER)["rails"] == ALL_RAILS
 
@@ -122,24 +122,24 @@ def test_an_rdma_nic_without_an_interface_is_in_view_and_recorded_without_one():
 )
 def test_what_is_in_view(now, record, in_view):
     last_seen = {A: record} if record else {}
-    assert (A in rails.nics_in_view(node(now), last_seen)) is in_view
+    assert (A in rail_record.nics_in_view(node(now), last_seen)) is in_view
 
 
 def test_a_nic_away_is_read_as_recorded_even_with_an_interface():
     # the driver's NIC back from a pod under its name in the pod, not renamed yet
     back = node(pf(A, "rdma", "net1"))
-    assert rails.assign(rails.with_last_seen(back, RECORD), BY_NAME)["rails"] == {B: 1, C: 2}  # net1: no match
-    view = rails.with_last_seen(back, RECORD, away={A})
+    assert rails.assign(rail_record.with_last_seen(back, RECORD), BY_NAME)["rails"] == {B: 1, C: 2}  # net1: no match
+    view = rail_record.with_last_seen(back, RECORD, away={A})
     assert view["devices"][0]["netdevs"] == [{"name": "nic0"}]
     assert rails.assign(view, BY_NAME)["rails"] == ALL_RAILS
 
 
 def test_only_a_record_of_an_rdma_nic_patches():
     plain = {A: {"rdma": False, "netdevs": ["eth0"]}}
-    assert rails.with_last_seen(EXCLUSIVE, plain) is EXCLUSIVE
-    assert rails.with_last_seen(EXCLUSIVE, {"0000:9f:00.0": RECORD[A]}) is EXCLUSIVE  # not on the bus
+    assert rail_record.with_last_seen(EXCLUSIVE, plain) is EXCLUSIVE
+    assert rail_record.with_last_seen(EXCLUSIVE, {"0000:9f:00.0": RECORD[A]}) is EXCLUSIVE  # not on the bus
     gone = {"devices": [d for d in EXCLUSIVE["devices"] if d["pci_address"] not in (A, VF_A)]}
-    assert rails.with_last_seen(gone, RECORD) is gone  # a NIC off the bus leaves the rails
+    assert rail_record.with_last_seen(gone, RECORD) is gone  # a NIC off the bus leaves the rails
 
 
 @pytest.mark.parametrize("name", ["ghw-westmere-vfs", "hwloc-32intel64-8ve"])
@@ -147,12 +147,12 @@ def test_captured_nics_without_an_interface_are_read_as_they_are_without_a_recor
     # These trees have NIC PFs with a driver bound and no interface on the host: only a record says held.
     root = fixtures.materialize(name, TREES)
     topology = probe(str(root / "sys"), str(root / "proc"))
-    bare = [bdf for bdf, d in rails.nic_pfs(topology).items() if d["driver"] and not d["netdevs"]]
+    bare = [bdf for bdf, d in rail_record.nic_pfs(topology).items() if d["driver"] and not d["netdevs"]]
     assert bare
-    assert not set(bare) & set(rails.nics_in_view(topology, {}))
-    assert rails.with_last_seen(topology, {}) is topology
+    assert not set(bare) & set(rail_record.nics_in_view(topology, {}))
+    assert rail_record.with_last_seen(topology, {}) is topology
     record = {bare[0]: {"rdma": True, "netdevs": ["ibp26s0"]}}
-    patched = rails.with_last_seen(topology, record)
+    patched = rail_record.with_last_seen(topology, record)
     assert [d["pci_address"] for d in patched["devices"] if d.get("out_of_view")] == [bare[0]]
     assert patched["counts"]["rdma"] == topology["counts"]["rdma"] + 1
 
@@ -166,10 +166,10 @@ def write(path: Path, document) -> str:
 
 
 def test_the_record_round_trips(tmp_path):
-    path = write(tmp_path / rails.RECORD_NAME, rails.record_document("gpu-a01", RECORD))
-    assert rails.read_record(path, "gpu-a01") == RECORD
-    assert rails.read_record(path) == RECORD  # any node
-    assert rails.read_record(str(tmp_path / "absent.json")) is None
+    path = write(tmp_path / rail_record.RECORD_NAME, rail_record.record_document("gpu-a01", RECORD))
+    assert rail_record.read_record(path, "gpu-a01") == RECORD
+    assert rail_record.read_record(path) == RECORD  # any node
+    assert rail_record.read_record(str(tmp_path / "absent.json")) is None
 
 
 GOOD = {"version": 1, "node": "gpu-a01", "nics": {A: {"rdma": True, "netdevs": ["nic0"]}}}
@@ -194,29 +194,29 @@ GOOD = {"version": 1, "node": "gpu-a01", "nics": {A: {"rdma": True, "netdevs": [
     ],
 )
 def test_a_damaged_record_says_what_is_wrong(tmp_path, document, node, reason):
-    path = write(tmp_path / rails.RECORD_NAME, document)
-    with pytest.raises(rails.RailRecordError) as caught:
-        rails.read_record(path, node)
+    path = write(tmp_path / rail_record.RECORD_NAME, document)
+    with pytest.raises(rail_record.RailRecordError) as caught:
+        rail_record.read_record(path, node)
     assert reason in str(caught.value)
 
 
 def test_an_unreadable_or_oversized_record_says_so(tmp_path):
     (tmp_path / "dir.json").mkdir()
-    with pytest.raises(rails.RailRecordError, match="cannot be read"):
-        rails.read_record(str(tmp_path / "dir.json"))
+    with pytest.raises(rail_record.RailRecordError, match="cannot be read"):
+        rail_record.read_record(str(tmp_path / "dir.json"))
     big = tmp_path / "big.json"
-    big.write_bytes(b" " * (rails.MAX_RECORD_BYTES + 1))
-    with pytest.raises(rails.RailRecordError, match="is larger than"):
-        rails.read_record(str(big))
+    big.write_bytes(b" " * (rail_record.MAX_RECORD_BYTES + 1))
+    with pytest.raises(rail_record.RailRecordError, match="is larger than"):
+        rail_record.read_record(str(big))
 
 
 def test_with_record_patches_from_the_file_and_a_damaged_one_is_a_warning(tmp_path):
-    path = tmp_path / rails.RECORD_NAME
-    assert rails.with_record(EXCLUSIVE, str(path)) is EXCLUSIVE  # no driver: as the host sees it
-    write(path, rails.record_document("gpu-a01", RECORD))
-    assert rails.assign(rails.with_record(EXCLUSIVE, str(path)), PCI_ORDER)["rails"] == ALL_RAILS
+    path = tmp_path / rail_record.RECORD_NAME
+    assert rail_record.with_record(EXCLUSIVE, str(path)) is EXCLUSIVE  # no driver: as the host sees it
+    write(path, rail_record.record_document("gpu-a01", RECORD))
+    assert rails.assign(rail_record.with_record(EXCLUSIVE, str(path)), PCI_ORDER)["rails"] == ALL_RAILS
     write(path, "{")
-    damaged = rails.with_record(dict(EXCLUSIVE, warnings=["earlier"]), str(path))
+    damaged = rail_record.with_record(dict(EXCLUSIVE, warnings=["earlier"]), str(path))
     assert damaged["devices"] == EXCLUSIVE["devices"]
     assert damaged["warnings"][0] == "earlier"
     assert damaged["warnings"][1].startswith(f"rails record {path} is not JSON")
@@ -225,6 +225,6 @@ def test_with_record_patches_from_the_file_and_a_damaged_one_is_a_warning(tmp_pa
 def test_the_default_record_is_where_the_driver_and_its_role_keep_it():
     from aligned_dra_driver import cli
 
-    assert os.path.join(cli.parser().get_default("state_dir"), rails.RECORD_NAME) == rails.DEFAULT_RECORD
+    assert os.path.join(cli.parser().get_default("state_dir"), rail_record.RECORD_NAME) == rail_record.DEFAULT_RECORD
     defaults = yaml.safe_load((REPO / "roles" / "driver" / "defaults" / "main.yml").read_text())
-    assert os.path.join(defaults["aligned_dra_driver_state_dir"], rails.RECORD_NAME) == rails.DEFAULT_RECORD
+    assert os.path.join(defaults["aligned_dra_driver_state_dir"], rail_record.RECORD_NAME) == rail_record.DEFAULT_RECORD
