@@ -8,19 +8,24 @@ aligned_dra_sysfs_root pointing at each tree).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.node import topology
 from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import archive as snapshot
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap
+from ansible_collections.aligned.dra.tests.playbook_runs import (
+    PLAYBOOKS,
+    environment,
+    recap,
+    run_playbook,
+    tree_vars,
+    write_inventory,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -34,32 +39,17 @@ def trees(tmp_path_factory):
 
 
 def inventory(directory: Path, trees: dict[str, Path]) -> Path:
-    directory.mkdir()
-    path = directory / "hosts.yml"
-    hosts = {
-        host: {"aligned_dra_sysfs_root": str(root / "sys"), "aligned_dra_procfs_root": str(root / "proc")}
-        for host, root in trees.items()
-    }
     variables = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "aligned_dra_site": "west",
         "aligned_dra_output_dir": str(directory.parent / "output"),
         "aligned_dra_kubernetes_version": "1.36",
         "aligned_dra_claims": {"templates": {"pairs": {"counts": [1]}}},
     }
-    path.write_text(yaml.safe_dump({"aligned_dra_nodes": {"hosts": hosts, "vars": variables}}))
-    return path
+    return write_inventory(directory / "hosts.yml", {host: tree_vars(root) for host, root in trees.items()}, variables)
 
 
 def play(hosts: Path, name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(hosts), str(PLAYBOOKS / name), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+    result = run_playbook(hosts, PLAYBOOKS / name, *args, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
@@ -77,7 +67,7 @@ def test_capture_fetches_identical_snapshots_and_what_if_plans_on_them(trees, tm
     # (at most 107 bytes of path) under TMPDIR, and tmp_path is long under xdist
     scratch = Path(tempfile.mkdtemp(prefix="capture-node-"))
     request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
-    env = dict(os.environ, TMPDIR=str(scratch))
+    env = environment(TMPDIR=str(scratch))
 
     first = play(hosts, "capture.yml", env=env)
     assert recap(first.stdout) == {"changed": 3, "failed": 0}  # the directory and two snapshots
@@ -114,7 +104,7 @@ def test_capture_fetches_identical_snapshots_and_what_if_plans_on_them(trees, tm
 
 def test_check_mode_reports_a_snapshot_that_would_change(trees, tmp_path):
     hosts = inventory(tmp_path / "inventory", {"ve1": trees["ve1"]})
-    env = dict(os.environ)
+    env = environment()
     play(hosts, "capture.yml", env=env)
     redacted = play(hosts, "capture.yml", "--check", "-e", "aligned_dra_capture_redact_addresses=true", env=env)
     assert recap(redacted.stdout) == {"changed": 1, "failed": 0}

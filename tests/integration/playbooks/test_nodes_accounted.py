@@ -15,16 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
+from ansible_collections.aligned.dra.tests import playbook_runs
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook
 
 pytestmark = pytest.mark.slow
 
 SITE_VARS = {
-    "ansible_connection": "local",
-    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
     "aligned_dra_site": "fra1",
     "aligned_dra_sysfs_root": "{{ fixture_tree }}/sys",
     "aligned_dra_procfs_root": "{{ fixture_tree }}/proc",
@@ -42,20 +40,11 @@ def trees(tmp_path_factory):
 
 
 def write_inventory(path: Path, hosts: dict, **settings) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    inventory = {"aligned_dra_nodes": {"hosts": hosts, "vars": {**SITE_VARS, **settings}}}
-    path.write_text(yaml.safe_dump(inventory))
-    return path
+    return playbook_runs.write_inventory(path, hosts, {**SITE_VARS, **settings})
 
 
 def site(inventory: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(PLAYBOOKS / "site.yml"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=cwd,
-    )
+    return run_playbook(inventory, PLAYBOOKS / "site.yml", *args, cwd=cwd)
 
 
 def count_lines(stdout: str) -> list[str]:
@@ -130,12 +119,7 @@ def test_failed_and_unreachable_nodes_are_listed_and_counted_and_stale_facts_not
 
     # The claims stage alone has no facts and plans on the files: broken-01's stale
     # file (a DGX, it would fit pairs) stays out, as the last probe's summary says.
-    alone = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(PLAYBOOKS / "claims.yml"), "--limit", "gpu-01,broken-01"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    alone = run_playbook(inventory, PLAYBOOKS / "claims.yml", "--limit", "gpu-01,broken-01")
     assert alone.returncode == 0, alone.stdout[-3000:]
     plan = json.loads((output / "fra1" / "plan.json").read_text())
     assert all(set(t["nodes"]) <= {"gpu-01"} for t in plan["templates"])

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook, write_inventory
 
@@ -28,7 +27,7 @@ def test_check_diff_then_both_policies_per_site_into_replay_json_and_a_rerun_cha
     shutil.copy(FIXTURES / "openb-pods.csv", tmp_path / "pods.csv")
     inventory = write_inventory(
         tmp_path / "hosts.yml",
-        ["n1", "n2"],
+        {"n1": {}, "n2": {}, "n3": {"aligned_dra_site": "idle", "aligned_dra_replay": {}}},
         {
             "aligned_dra_site": "lab",
             "aligned_dra_output_dir": str(output),
@@ -36,9 +35,6 @@ def test_check_diff_then_both_policies_per_site_into_replay_json_and_a_rerun_cha
             "aligned_dra_replay": {"trace": "pods.csv", "order": "pack", "mode": "timeline"},
         },
     )
-    hosts = yaml.safe_load(inventory.read_text())
-    hosts["aligned_dra_nodes"]["hosts"]["n3"] = {"aligned_dra_site": "idle", "aligned_dra_replay": {}}
-    inventory.write_text(yaml.safe_dump(hosts))
 
     # check mode: the replay runs, the diff shows replay.json as it would be written, and nothing is
     checked = run_playbook(inventory, PLAYBOOKS / "replay.yml", "--check", "--diff")
