@@ -15,8 +15,8 @@ from ansible.errors import AnsibleFilterError
 # placement and the rails of a site are then read from the same hosts.
 from ansible_collections.aligned.dra.plugins.filter.rails import DEFAULT_SITE, SITE
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import SITE_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import SITE_LABEL
 
 
 def _key(value: Any) -> str:

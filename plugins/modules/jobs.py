@@ -160,15 +160,7 @@ minor:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs_render
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement_levels
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held, jobs_site
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs as job_planner
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs_run
 
 
 def main():
@@ -197,74 +189,10 @@ def main():
         mutually_exclusive=[("slices", "slice_files"), ("topologies", "topology_files")],
         supports_check_mode=True,
     )
-    params = module.params
-    # every object carries the site as a label: a site that cannot be one is the input's fault, not the renderer's
-    problem = placement_levels.label_value_problem(params["site"])
-    if problem:
-        module.fail_json(msg=f"site: {problem}")
-    placement = params["placement"]
     try:
-        jobs_site.check_shape(placement)
-    except jobs_site.PlacementShapeError as exc:
+        response = jobs_run.run_jobs(module.params, module.check_mode, module._diff)
+    except jobs_run.JobsRunError as exc:
         module.fail_json(msg=str(exc))
-    if placement.get("problems"):
-        module.fail_json(msg="placement: " + "; ".join(str(p) for p in placement["problems"]))
-    try:
-        rendered = jobs_render.render_jobs(
-            params["site"],
-            params["jobs"],
-            params["kubernetes_version"],
-            params["feature_gates"],
-            placement.get("levels") or [],
-            params["claims_settings"],
-            params["teams_settings"],
-            jobs_render.template_rails(params["objects"]),
-        )
-    except (jobs_render.JobsError, placement_levels.PlacementError, dra.DeviceModelError) as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        measured = held.read_utilization(params["utilization_file"]) if params["utilization_file"] else None
-        site = planner_inputs.load_site(params)
-        from_slices = params["slices"] is not None or bool(params["slice_files"])
-        placement, nodes = jobs_site.planner_site(placement, site.nodes, from_slices)
-        in_use = held.held_devices(measured, placement.get("node_names") or {})
-        result = job_planner.place_jobs(
-            params["site"],
-            rendered["jobs"],
-            nodes,
-            site.classes,
-            site.templates,
-            placement,
-            held=in_use["held"],
-            held_uncertain={"shared": in_use["shared"], "spanning": in_use["spanning"]},
-            kubernetes_version=rendered["minor"],
-        )
-    except (planner_inputs.InputError, held.HeldError, jobs_site.PlacementShapeError) as exc:
-        module.fail_json(msg=str(exc))
-    except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
-        module.fail_json(msg=f"{params['site']}: {exc}")
-    result["held_shared"] = in_use["shared"]
-    result["held_spanning"] = in_use["spanning"]
-    # the rail rules' problems explain the NICs of unknown rail a reason may count
-    result["warnings"] = site.warnings + result.get("warnings", [])
-    result["domains_of_nodes"] = jobs_site.domains_of_nodes(placement)
-
-    changed = False
-    diff = {}
-    if params["dest"]:
-        try:
-            changed, diff = write_json_file(params["dest"], result, module.check_mode)
-        except JsonFileError as exc:
-            module.fail_json(msg=str(exc))
-    response = {
-        "changed": changed,
-        "placement": result,
-        "files": rendered["files"],
-        "left_out": rendered["left_out"],
-        "minor": rendered["minor"],
-    }
-    if module._diff and diff:
-        response["diff"] = diff
     module.exit_json(**response)
 
 

@@ -22,12 +22,9 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue
     QUEUE_LABEL,
     TOPOLOGY_ANNOTATIONS,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import (
-    is_label_name,
-    is_label_value,
-)
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import is_label_name, is_label_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

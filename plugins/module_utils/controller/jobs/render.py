@@ -29,20 +29,19 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, nccl, workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.checks import JOB_LABEL
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import (
     PlacementError,
     check_levels,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
-    MANAGED,
     QUEUE_LABEL,
-    SITE_LABEL,
     TOPOLOGY_ANNOTATIONS,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import MANAGED, SITE_LABEL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@
 filled in, or raises :class:`PlacementError` naming the field
 (``aligned_dra_jobs[2].placement.level``). :func:`check_job_templates` says
 which jobs name a claim template the site's catalogue does not render for its
-minor. The job planner and the job objects read what they return.
+minor. The placement search and the job objects read what they return.
 
 Controller-side; no Ansible imports.
 """

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Job planner, capacity: how many workers of a claim template each node holds, and on which rails.
+"""The placement search, capacity: how many workers of a claim template each node holds, and on which rails.
 
 A worker is one claim of the job's template. A node's capacity is what
 :func:`plan.plan_node` counts: claims placed one after another in the

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Job planner, choice: which domains and nodes take a job's workers, for one rail signature.
+"""The placement search, choice: which domains and nodes take a job's workers, for one rail signature.
 
 :func:`best` gets each domain's hosts with the workers each holds and returns
 the best placement, compared by one key, smallest first:

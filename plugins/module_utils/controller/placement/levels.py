@@ -33,12 +33,12 @@ import json
 import re
 from dataclasses import dataclass
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import SITE_LABEL
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import (
-    is_label_name,
-    is_label_value,
-)
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import (
+    SITE_LABEL,
+    is_label_name,
+    label_value_problem,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,20 +82,6 @@ def did_you_mean(name: object, known: Iterable[str]) -> str:
     """``"; did you mean x?"`` or nothing."""
     close = closest(name, known)
     return f"; did you mean {close}?" if close else ""
-
-
-def label_value_problem(value: object) -> str | None:
-    """Why ``value`` cannot be a (non-empty) label value, or None."""
-    if isinstance(value, bool) or not isinstance(value, str):
-        return f"{value!r} is not a string (quote numbers: label values are strings)"
-    if not value:
-        return "must not be empty"
-    if not is_label_value(value):
-        return (
-            f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', "
-            "starting and ending with a letter or digit)"
-        )
-    return None
 
 
 def check_levels(levels: Any, where: str = LEVELS_VARIABLE) -> list[dict[str, str]]:

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Job planner: each multi-node job of a site placed whole, in one domain, every worker aligned.
+"""The placement search: each multi-node job of a site placed whole, in one domain, every worker aligned.
 
-:func:`place_jobs` gives ``jobs.json``. The rules:
+:func:`place_checked_jobs` gives ``jobs.json``. The rules:
 
-- **The jobs** are those :func:`jobs_spec.check_jobs` returns (the module
-  passes exactly those); :func:`place_jobs` runs it again, which changes
-  nothing in its own output and refuses a malformed job with
-  :class:`PlanError` naming it.
+- **The jobs** are those :func:`jobs.spec.check_jobs` returns, checked once
+  by the caller: the jobs module's runner passes those the renderer checked,
+  :func:`jobs.run.place_jobs` checks a list as the inventory gives it. The
+  search reads them as they are.
 - **Each job on its own, all or nothing.** A job is placed on the site as it
   is now: the free devices are those not in ``held`` (this run's
   utilization), else every device (an empty site); never after the other
@@ -25,7 +25,7 @@
   rail signature is the sorted list of its NICs' rails, and a job is placed
   with one signature for all its workers (``rails``). A node's capacity per
   signature counts only claims with exactly that signature
-  (:mod:`jobs_capacity`). A NIC of unknown rail never counts toward a job's
+  (:mod:`capacity`). A NIC of unknown rail never counts toward a job's
   rails. A template without NICs, or a site without rails: no rail
   constraint, ``rails`` is null. For a template that does not pin its rails
   (no ``aligned.dev/rails``), the rails are the planner's choice
@@ -37,12 +37,12 @@
   (``domain`` null). With a placement, a host without a domain at the level
   holds no worker.
 - **Choice** among the placements that hold every worker, per rail signature
-  and then over them (:mod:`jobs_choice`): fewest domains (preferred), fewest
+  and then over them (:mod:`choice`): fewest domains (preferred), fewest
   nodes, the least capacity left over in the chosen domains (best fit: big
   domains stay free for big jobs), then the domains' names and the rails.
   For a preferred job over several domains every set of the fewest domains
   that can be best is compared (domains alike but for their names once)
-  while there are at most :data:`jobs_choice.MAX_DOMAIN_SETS`; beyond, only
+  while there are at most :data:`choice.MAX_DOMAIN_SETS`; beyond, only
   the biggest domains but the last with each domain that completes them,
   and ``notes`` says what is then not proven (the fewest nodes, unless no
   set could do with fewer; the best fit). Workers go to the chosen domains'
@@ -97,10 +97,7 @@ from __future__ import annotations
 
 import gc
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import PlacementError
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs_capacity as capacity
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs_choice as choice
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import capacity, choice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices, PlanError
@@ -121,14 +118,6 @@ NOT_PROBED = "no topology (not probed or failed)"
 
 
 # -- inputs -------------------------------------------------------------------------------------
-
-
-def _checked_jobs(jobs: Any, placement: Mapping[str, Any], claims_namespace: str | None) -> list[dict[str, Any]]:
-    """The jobs as :func:`jobs_spec.check_jobs` gives them (its output passes unchanged); PlanError if malformed."""
-    try:
-        return jobs_spec.check_jobs(jobs, placement.get("levels") or [], claims_namespace, where="jobs")
-    except PlacementError as exc:
-        raise PlanError(str(exc)) from None
 
 
 def _held(
@@ -181,7 +170,7 @@ def _held_notes(held_uncertain: Mapping[str, int] | None) -> list[tuple[str, str
 # -- the site -----------------------------------------------------------------------------------
 
 
-def place_jobs(
+def place_checked_jobs(
     site: str,
     jobs: list[dict[str, Any]],
     nodes: dict[str, dict[str, Any]],
@@ -193,30 +182,26 @@ def place_jobs(
     driver: str = dra.DRIVER_NAME,
     step_limit: int = planner.DEFAULT_STEP_LIMIT,
     held_uncertain: Mapping[str, int] | None = None,
-    claims_namespace: str | None = None,
 ) -> dict[str, Any]:
     """``jobs.json``: every job placed on the site on its own (see the module's docstring for the rules).
 
-    ``jobs``: what :func:`jobs_spec.check_jobs` returns (a raw list is
-    normalised the same way, its namespaces defaulting to
-    ``claims_namespace``); ``nodes``, ``classes``, ``templates``: what
+    ``jobs``: what :func:`jobs.spec.check_jobs` returns; ``nodes``, ``classes``, ``templates``: what
     :func:`plan.plan` takes; ``placement``: the site's levels, each host's
     domains and node names (``{"levels": [{"name", "label"}], "domains":
     {host: {level: domain}}, "node_names": {...}}``); ``held``: ``{host:
     device labels}`` allocated already (None: an empty site);
     ``held_uncertain``: ``{"shared": n, "spanning": m}`` of
     :func:`held.held_devices` (either above 0: every count is a bound). A
-    malformed job or template raises :class:`PlanError` (a selector that does
-    not compile, ``CelError``).
+    malformed template raises :class:`PlanError` (a selector that does not
+    compile, ``CelError``).
     """
     placement = placement or {}
-    checked = _checked_jobs(jobs, placement, claims_namespace)
     paused = gc.isenabled()
     gc.disable()  # many small acyclic objects, as in plan.plan
     try:
         state = _Site(nodes, classes, templates, placement, held, step_limit)
         state.held_notes = _held_notes(held_uncertain)
-        return _place_jobs(site, checked, state, held is not None, kubernetes_version)
+        return _place_jobs(site, jobs, state, held is not None, kubernetes_version)
     finally:
         if paused:
             gc.enable()
@@ -387,7 +372,7 @@ class _Scope:
         return result.allocations if signature is None else (result.by_rails or {})[signature][1]
 
     def option(self, signature: Signature | None) -> tuple[tuple, dict[str, Any]] | None:
-        """The best placement with one rail signature (:func:`jobs_choice.best`)."""
+        """The best placement with one rail signature (:func:`choice.best`)."""
         caps = {d: {h: self.capacity(h, signature) for h in hosts} for d, hosts in self.groups.items()}
         return choice.best(caps, self.workers, self.preferred, signature)
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The site the job planner places on: the planner's nodes joined to the placement's hosts.
+"""The site the placement search places on: the planner's nodes joined to the placement's hosts.
 
 The placement (the ``aligned.dra.placement`` filter) names every inventory
 host of the site, its domains and its Kubernetes node name. The planner's
@@ -8,7 +8,9 @@ ResourceSlices (named by Kubernetes node). :func:`planner_site` keeps only the
 nodes of the site's hosts (a topology file of a host no longer in the
 inventory is not a node of the site) and, with slices, names the placement's
 hosts by their node names, so that both sides use one name.
-:func:`domains_of_nodes` is every host's domains, for the report's picture.
+:func:`check_shape` checks the placement's shape first (once, by the jobs
+module's runner); :func:`domains_of_nodes` is every host's domains, for the
+report's picture.
 
 Runs on the controller; no Ansible imports.
 """
@@ -26,10 +28,9 @@ def planner_site(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(placement, nodes)`` named alike: by host, or by Kubernetes node name when the nodes are slices'.
 
-    Without hosts in the placement (an empty site) every node is kept. A placement of another shape than
-    the ``aligned.dra.placement`` filter's raises :class:`PlacementShapeError`.
+    Without hosts in the placement (an empty site) every node is kept. ``placement`` is of the
+    ``aligned.dra.placement`` filter's shape (:func:`check_shape`).
     """
-    check_shape(placement)
     domains = dict(placement.get("domains") or {})
     names = dict(placement.get("node_names") or {})
     if from_slices:

@@ -5,7 +5,7 @@ Read per site, like the other site settings, from the site's first host
 (``aligned_dra_placement_levels``, ``aligned_dra_jobs``; the validation's
 site check refuses a host whose value differs), and per host
 (``aligned_dra_placement``), with the code the placement and teams stages
-use (:mod:`controller.placement.levels`, :mod:`controller.placement.jobs_spec`):
+use (:mod:`controller.placement.levels`, :mod:`controller.jobs.spec`):
 
 - :func:`check_levels` - the levels are well formed (for the ``placement``
   stage, and for ``teams``, whose Kueue Topology has them);
@@ -23,7 +23,7 @@ makes them its problems. Controller-side; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import (
     NODE_NAME_SETTINGS,

@@ -16,6 +16,7 @@ from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import labels
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
@@ -36,10 +37,9 @@ TOPOLOGY_ANNOTATIONS = {
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 TEAM_LABEL = "aligned.dev/team"
 TIER_LABEL = "aligned.dev/tier"
-# The collection's site label: on every object it renders, and on every node of a site with placement
-# levels (the label the site's default ResourceFlavor selects once it has a topology).
-SITE_LABEL = "aligned.dev/site"
-MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
+# the collection's own labels (dra/labels.py), named here with Kueue's for the kueue modules
+SITE_LABEL = labels.SITE_LABEL
+MANAGED = labels.MANAGED
 RESOURCE_PREFIX = "aligned.dev/"
 GATE_DRA = "KueueDRAIntegration"
 GATE_CAPACITY = "KueueDRAIntegrationConsumableCapacity"

@@ -15,11 +15,11 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 import copy
-import re
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import is_label_name, is_label_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,23 +71,6 @@ NODE_GROUP_KEYS = ("node_labels",)
 WHAT_IF_KEYS = ("team", "name", "class", "devices", "tier", "running")
 MAX_PRIORITY = 1000000000  # user-defined PriorityClasses stay at or below one billion
 MAX_AMOUNT = 2**63 - 1  # quotas are int64 quantities in the API
-
-
-_LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-
-
-def is_label_name(value: object) -> bool:
-    """A Kubernetes qualified name (label key, resource name): ``[prefix/]name``."""
-    if not isinstance(value, str):
-        return False
-    prefix, sep, name = value.rpartition("/")
-    if sep and not dra.is_dns_subdomain(prefix):
-        return False
-    return bool(_LABEL_NAME_RE.match(name))
-
-
-def is_label_value(value: object) -> bool:
-    return isinstance(value, str) and (value == "" or bool(_LABEL_NAME_RE.match(value)))
 
 
 class TeamsError(ValueError):

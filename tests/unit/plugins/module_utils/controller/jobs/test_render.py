@@ -20,8 +20,8 @@ import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import workload
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 
@@ -412,7 +412,7 @@ def test_template_rails_reads_the_claim_catalogue():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        # the checks are jobs_spec's (tests/.../placement/test_jobs_spec.py); here: render refuses with them
+        # the checks are jobs_spec's (tests/.../jobs/test_spec.py); here: render refuses with them
         ({"name": "7train"}, "aligned_dra_jobs[0].name: '7train' is not a DNS label"),
         ({"placement": {"level": "row"}}, "placement.level: 'row' is not a level of the site"),
         ({"template": "gpu-nic-pair-8"}, "'gpu-nic-pair-8' is not a claim template the site's catalogue renders"),

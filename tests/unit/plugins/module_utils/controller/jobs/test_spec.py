@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""controller/placement/jobs_spec.py: a site's jobs, normalised, and their templates against the catalogue."""
+"""controller/jobs/spec.py: a site's jobs, normalised, and their templates against the catalogue."""
 
 from __future__ import annotations
 
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.jobs_spec import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.spec import (
     DEFAULT_IMAGE,
     check_job_namespaces,
     check_job_templates,

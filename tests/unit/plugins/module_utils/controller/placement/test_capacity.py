@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs_capacity as capacity
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import capacity
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices
 from ansible_collections.aligned.dra.tests.plan_inputs import (

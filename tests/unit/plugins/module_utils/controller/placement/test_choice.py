@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs_choice as choice
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import choice
 
 
 def test_one_domain_fewest_nodes_then_best_fit_then_natural_names():

@@ -13,8 +13,9 @@ import copy
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import choice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
 from ansible_collections.aligned.dra.tests.plan_inputs import (
     NIC_NAME_RULE,
@@ -473,7 +474,7 @@ def test_a_preferred_job_over_several_racks_takes_the_fewest_nodes(monkeypatch):
     entry = place(topologies, {}, racks, [job("p", 6, "gpu-only", mode="preferred")])["jobs"][0]
     assert [d["name"] for d in entry["domains"]] == ["rb", "rc"] and placed(entry)[-1] == (5, "c1")
     # too many sets to compare each: the biggest with one more, and the notes say the node count is not proven
-    monkeypatch.setattr(jobs.choice, "MAX_DOMAIN_SETS", 1)
+    monkeypatch.setattr(choice, "MAX_DOMAIN_SETS", 1)
     entry = place(topologies, {}, racks, [job("p", 6, "gpu-only", mode="preferred")])["jobs"][0]
     assert [d["name"] for d in entry["domains"]] == ["ra", "rb"] and entry["capacity_exact"] is True
     assert entry["notes"] == [

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs_site
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import site_view as jobs_site
 
 PLACEMENT = {
     "levels": [{"name": "rack", "label": "aligned.dev/rack"}],

@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import jobs as job_planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as job_planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import jobs as section
 from ansible_collections.aligned.dra.tests.plan_inputs import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import jobs_spec
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 
 CLASS_KEYS = claims.settings({})["classes"]
