@@ -5,42 +5,26 @@ install line; a complete controller passes it and the run goes on."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, environment, run_playbook, write_inventory
 
 pytestmark = pytest.mark.slow
 
 
 def inventory(path: Path, output: Path, localhost_python: str, **settings) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "hosts": {
-                        "localhost": {"ansible_connection": "local", "ansible_python_interpreter": localhost_python}
-                    },
-                },
-                "aligned_dra_nodes": {
-                    "hosts": {"node-a": {}, "node-b": {}},
-                    "vars": {
-                        "ansible_connection": "local",
-                        "ansible_python_interpreter": sys.executable,
-                        "aligned_dra_site": "fra1",
-                        "aligned_dra_output_dir": str(output),
-                        "aligned_dra_sysfs_root": "/nonexistent/sys",
-                        **settings,
-                    },
-                },
-            }
-        )
-    )
-    return path
+    controller = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": localhost_python}}
+    variables = {
+        "ansible_python_interpreter": sys.executable,
+        "aligned_dra_site": "fra1",
+        "aligned_dra_output_dir": str(output),
+        "aligned_dra_sysfs_root": "/nonexistent/sys",
+        **settings,
+    }
+    return write_inventory(path, ["node-a", "node-b"], variables, groups={"all": {"hosts": controller}})
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +44,9 @@ def test_site_stops_before_any_change_and_names_every_missing_piece(tmp_path, ba
     collections = tmp_path / "collections" / "ansible_collections" / "aligned"
     collections.mkdir(parents=True)
     (collections / "dra").symlink_to(PLAYBOOKS.parent)
-    env_path = os.environ["ANSIBLE_COLLECTIONS_PATH"]
-    os.environ["ANSIBLE_COLLECTIONS_PATH"] = str(tmp_path / "collections")
-    try:
-        result = run_playbook(hosts, PLAYBOOKS / "site.yml")
-    finally:
-        os.environ["ANSIBLE_COLLECTIONS_PATH"] = env_path
+    result = run_playbook(
+        hosts, PLAYBOOKS / "site.yml", env=environment(ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections"))
+    )
     text = result.stdout + result.stderr
     assert result.returncode != 0
     assert "aligned.dra preflight: the controller lacks what this run needs; nothing was changed." in text

@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, tree_vars, write_inventory
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 pytestmark = pytest.mark.slow
@@ -48,20 +47,14 @@ def site(tmp_path_factory) -> Path:
     hosts = {}
     for name in HOSTS:
         tree = build_tree(spec, root / name)
-        hosts[name] = {"aligned_dra_sysfs_root": str(tree / "sys"), "aligned_dra_procfs_root": str(tree / "proc")}
+        hosts[name] = tree_vars(tree)
     hosts[HOSTS[-1]]["aligned_dra_sriov_pfs"] = [{"pci_address": "0000:01:00.0", "numvfs": 64}]
-    inventory = {
-        "aligned_dra_nodes": {
-            "hosts": hosts,
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": sys.executable,
-                "aligned_dra_site": "lab",
-                "aligned_dra_output_dir": str(root / "output"),
-            },
-        }
+    variables = {
+        "ansible_python_interpreter": sys.executable,
+        "aligned_dra_site": "lab",
+        "aligned_dra_output_dir": str(root / "output"),
     }
-    (root / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    write_inventory(root / "hosts.yml", hosts, variables)
     return root
 
 
