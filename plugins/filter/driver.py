@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import RailRuleError
 
 # DaemonSet mode: the site's rails file as a ConfigMap, mounted as a directory (never with subPath, which
 # the kubelet does not update) so a changed file reaches the running driver without a new pod
@@ -85,7 +85,7 @@ def driver_rails_files(sites: dict[str, Any]) -> dict[str, dict[str, Any]]:
             )
         try:
             document = fabric_rails.rails_file(rules, names)
-        except node_rails.RailRuleError as exc:
+        except RailRuleError as exc:
             raise AnsibleFilterError(f"driver_rails_files: site {site}: {exc}") from exc
         if document["nodes"]:
             files[site] = document

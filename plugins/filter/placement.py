@@ -11,11 +11,11 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-# A host's site as rail_rules reads it (a host that sets none is in the roles' default site): the
-# placement and the rails of a site are then read from the same hosts.
-from ansible_collections.aligned.dra.plugins.filter.rails import DEFAULT_SITE, SITE
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
+
+# A host's site and node name as rail_rules reads them: the placement and the rails of a site are
+# read from the same hosts.
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import kubernetes_node_name, site_of
 from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import SITE_LABEL
 
 
@@ -45,7 +45,7 @@ def placement_filter(hostvars: Mapping[str, Any], hosts: Iterable[str], site: st
         if host not in hostvars:
             raise AnsibleFilterError(f"placement: {host!r} is not an inventory host")
         variables = hostvars[host]
-        if str(variables.get(SITE) or DEFAULT_SITE) == site:
+        if site_of(variables) == site:
             members[host] = variables
     empty: dict[str, Any] = {"levels": [], "domains": {}, "node_names": {}, "problems": [], "label_objects": []}
     if not members:

@@ -10,12 +10,9 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import kubernetes_node_name, site_of
 
 RULE = "aligned_dra_rails"
-SITE = "aligned_dra_site"
-# the roles' default site (aligned_dra_site in their defaults), for a host that sets none
-DEFAULT_SITE = "default"
 
 
 def rail_rules(hostvars: Mapping[str, Any], hosts: Iterable[str], site: str | None = None) -> dict[str, Any]:
@@ -37,7 +34,7 @@ def rail_rules(hostvars: Mapping[str, Any], hosts: Iterable[str], site: str | No
         if host not in hostvars:
             raise AnsibleFilterError(f"rail_rules: {host!r} is not an inventory host")
         variables = hostvars[host]
-        host_site = str(variables.get(SITE) or DEFAULT_SITE)
+        host_site = site_of(variables)
         rule = variables.get(RULE)
         if (site is not None and host_site != site) or rule is None or rule == {}:
             continue

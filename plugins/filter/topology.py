@@ -13,12 +13,12 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import kubernetes_node_name, site_of
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.accounting import (
     node_accounting,
     node_counts_line,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import (
     node_summary,
     site_summary_markdown,
@@ -63,7 +63,7 @@ def topology_site_summaries(
             topology = topology_fact.full_topology(host, fact)
         except topology_fact.TopologyFactError as exc:
             raise AnsibleFilterError(str(exc)) from None
-        sites.setdefault(str(facts.get("aligned_dra_site", "default")), {})[host] = node_summary(
+        sites.setdefault(site_of(facts), {})[host] = node_summary(
             topology, warn_levels, rails=facts.get("aligned_dra_rails"), node_name=kubernetes_node_name(host, facts)
         )
     summaries = {site: site_summary_of(site, nodes) for site, nodes in sorted(sites.items())}
@@ -93,7 +93,7 @@ def topology_node_accounting(
     failures: dict[str, dict[str, Any]] = {}
     for host in hosts:
         facts = hostvars[host]
-        sites.setdefault(str(facts.get("aligned_dra_site", "default")), []).append(host)
+        sites.setdefault(site_of(facts), []).append(host)
         failure = facts.get("aligned_dra_node_failure")
         if failure is not None:
             if not isinstance(failure, Mapping):

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class RailSettingsError(ValueError):
 
 
 def _is_rail(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < node_rails.MAX_RAILS
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < rail_rule.MAX_RAILS
 
 
 def _format_problem(pattern: Any, where: str, fields: tuple[str, ...]) -> str | None:
@@ -103,7 +103,7 @@ def check_settings(options: Mapping[str, Any]) -> None:
             or len(set(rails)) != len(rails)
         ):
             raise RailSettingsError(
-                f"{WHERE}.sets.{name}: 1 to {MAX_PAIRS} different rails, each 0..{node_rails.MAX_RAILS - 1} "
+                f"{WHERE}.sets.{name}: 1 to {MAX_PAIRS} different rails, each 0..{rail_rule.MAX_RAILS - 1} "
                 f"(got {rails!r})"
             )
     for key, fields in (("name", ("rail",)), ("blocks_name", ("k", "first"))):
@@ -139,7 +139,7 @@ def declared_rails(rules: Mapping[str, Any] | None) -> tuple[list[int] | None, l
                 found.update(mapping.values())
         else:
             notes.append(
-                f"{host}: aligned_dra_rails {node_rails.describe(rule)} has no count, so its rails are known only on "
+                f"{host}: aligned_dra_rails {rail_rule.describe(rule)} has no count, so its rails are known only on "
                 "the node; set aligned_dra_rails.count for rail templates to cover them"
             )
     return sorted(found), notes

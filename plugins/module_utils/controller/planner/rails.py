@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Rails in the plan: which rail each allocated NIC is on, and how many claims fit per rail.
+"""The rails' plan view: which rail each allocated NIC is on, and how many claims fit per rail.
 
 A NIC's rail is what the bundled driver publishes (``dra.aligned.dev/rail``),
 or, for other drivers' NICs joined to the probe, what the site's rule gives

@@ -7,6 +7,7 @@ plan, teams and utilization sections, the failed nodes and the index of sites.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric.rails_summary import rails_in_short
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import (
     RAIL_UNKNOWN,
     RAIL_VARIES,
@@ -14,7 +15,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layo
     rail_labels,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import node_picture, usage_chart
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import rails_in_short
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import family_counts_text, plural
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, LEVELS
 

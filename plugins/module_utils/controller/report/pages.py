@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails_summary
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data import (
     UNKNOWN_LEVEL,
     alignment_score,
@@ -64,7 +65,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg 
     usage_chart,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import InputError, check_topologies
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import rails as topology_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import (
     family_counts_text,
@@ -281,7 +281,7 @@ def site_report(
         found = [f"rails: {problem}" for problem in (node["rails"] or {}).get("problems") or []]
         node["warnings"].extend(found)
         summary["warnings"].extend(f"{host}: {warning}" for warning in found)
-    summary["rails"] = topology_rails.site_rails(node["rails"] for node in summary["per_node"].values())
+    summary["rails"] = rails_summary.site_rails_summary(node["rails"] for node in summary["per_node"].values())
     groups = group_layouts(nodes)
     layout_of = {host: index + 1 for index, group in enumerate(groups) for host in group["hosts"]}
     score = alignment_score(summary)

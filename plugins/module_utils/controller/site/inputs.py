@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Shape checks for the free-form inputs of the controller-side modules.
+"""The site inputs: which site and Kubernetes node a host is, and shape checks of the modules' free-form inputs.
+
+A host's site (``aligned_dra_site``; :func:`site_of`) and its Kubernetes
+node name (``aligned_dra_driver_node_name``; :func:`kubernetes_node_name`)
+are read here, and only here, so the validation, the rails, the summaries and
+the placement group hosts and key per-node settings the same way.
 
 Modules take Kubernetes objects (ResourceSlices, ResourceClaims,
 DeviceClasses, claim templates) and probed topologies as plain lists and
@@ -20,11 +25,35 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
+
+
+SITE_VARIABLE = "aligned_dra_site"
+# The roles' default site (aligned_dra_site in their defaults): a host that sets none is in it.
+DEFAULT_SITE = "default"
+# Where a host's Kubernetes node name is set: the name the driver publishes under, which the
+# driver's rails file, a per-node rail map (aligned_dra_rails.nodes) and the placement are keyed by.
+NODE_NAME_VARIABLE = "aligned_dra_driver_node_name"
+NODE_NAME_SETTINGS = (NODE_NAME_VARIABLE,)
 
 
 class InputError(ValueError):
     """A free-form input has the wrong shape; the message names where."""
+
+
+def site_of(settings: Mapping[str, Any]) -> str:
+    """The site of a host with these variables: its ``aligned_dra_site``, :data:`DEFAULT_SITE` when unset, null or empty."""
+    return str(settings.get(SITE_VARIABLE) or DEFAULT_SITE)
+
+
+def kubernetes_node_name(host: str, settings: Mapping[str, Any]) -> str:
+    """The Kubernetes node name of ``host``: the first of :data:`NODE_NAME_SETTINGS` set, else the host."""
+    for name in NODE_NAME_SETTINGS:
+        value = settings.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return host
 
 
 def _mapping(value: Any, where: str, optional: bool = True) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate_placement, validate_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import DEFAULT_SITE, site_of
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
@@ -171,7 +172,6 @@ SITE_SETTINGS = (
 )
 # Site settings whose unset value reads as an empty list.
 _LIST_SETTINGS = ("aligned_dra_placement_levels", "aligned_dra_jobs")
-DEFAULT_SITE = "default"
 DEFAULT_MINOR = "1.36"  # roles/claims/defaults/main.yml
 # A site names a directory of the output (roles' "Check the site name" asserts say the same).
 SITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -576,7 +576,7 @@ def validate(
         read[host] = values
         found = check_host_settings(host, values, stages, root, cache)
         problems.extend(found)
-        site = str(values.get("aligned_dra_site") or DEFAULT_SITE)
+        site = site_of(values)
         if not SITE_NAME.match(site):
             found.append(
                 Problem(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import (
     NODE_NAME_SETTINGS,
     kubernetes_node_name,
 )

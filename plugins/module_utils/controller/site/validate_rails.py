@@ -20,8 +20,8 @@ Controller-side; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import kubernetes_node_name
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.rails import kubernetes_node_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

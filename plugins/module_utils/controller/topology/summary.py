@@ -7,7 +7,7 @@ with the probe.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import rails as topology_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails_summary
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVELS, NIC_KINDS
 
@@ -38,7 +38,7 @@ def node_summary(
     ``rails`` is the node's ``aligned_dra_rails`` (``None``: no rule) and
     ``node_name`` its Kubernetes node name (a per-node map is keyed by it):
     ``rails`` in the result gives each RDMA NIC's rail or why it is on none
-    (:func:`topology_rails.node_rails`); what the validation would refuse is
+    (:func:`rails_summary.node_rails_summary`); what the validation would refuse is
     in the warnings too.
     """
     warn = set(warn_levels)
@@ -58,7 +58,7 @@ def node_summary(
         elif entry["level"] in warn:
             warnings.append(f"{gpu['kind']} {bdf} has no NIC closer than {entry['level']}")
     levels = [e["level"] for e in best.values()]
-    rails_entry = topology_rails.node_rails(topology, rails, node_name)
+    rails_entry = rails_summary.node_rails_summary(topology, rails, node_name)
     if rails_entry is not None:
         warnings.extend(f"rails: {problem}" for problem in rails_entry["problems"])
     return {
@@ -108,7 +108,7 @@ def site_summary_of(site: str, node_summaries: dict[str, dict[str, Any]]) -> dic
         "rdma_nics": sum(s["rdma_nics"] for s in per_node.values()),
         "level_histogram": {lv: histogram[lv] for lv in LEVELS if lv in histogram},
         # older node summaries (no rails key) count as nodes without a rule
-        "rails": topology_rails.site_rails(s.get("rails") for s in per_node.values()),
+        "rails": rails_summary.site_rails_summary(s.get("rails") for s in per_node.values()),
         "per_node": per_node,
         "warnings": [f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]],
     }
@@ -184,9 +184,7 @@ def _rails_markdown(summary: dict[str, Any]) -> list[str]:
         entry = node.get("rails")
         if entry is None:
             continue
-        nics = "; ".join(
-            f"{topology_rails.nic_label(nic)}: {topology_rails.nic_rail_text(nic)}" for nic in entry["nics"]
-        )
+        nics = "; ".join(f"{rails_summary.nic_label(nic)}: {rails_summary.nic_rail_text(nic)}" for nic in entry["nics"])
         # a pattern may hold '|' (alternation), which would end the table's cell
         cells = [name, entry["rule"] or "not readable", nics or "no RDMA NIC"]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")

@@ -20,7 +20,7 @@ from ansible_collections.aligned.dra.plugins.filter.driver import (
     driver_rails_objects,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as dd
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 
 REPO = Path(__file__).resolve().parents[4]
 DS = {"mode": "daemonset", "image": "registry.example/aligned-dra-driver:0.1.0"}
@@ -48,9 +48,9 @@ def test_one_file_per_site_with_a_rule_keyed_by_node_name():
     document = files["lab"]
     assert document["nodes"] == {"gpu-a": 0, "gpu-b.example.com": 0, "gpu-c": 1}
     # the driver reads each node's rule back as the validation stage checked it
-    assert node_rails.rule_for_node(document, "gpu-b.example.com") == node_rails.check_rule(PCI)
-    assert node_rails.rule_for_node(document, "gpu-c") == node_rails.check_rule(NAMES)
-    assert node_rails.rule_for_node(document, "cpu-d") is None
+    assert rail_rule.rule_for_node(document, "gpu-b.example.com") == rail_rule.check_rule(PCI)
+    assert rail_rule.rule_for_node(document, "gpu-c") == rail_rule.check_rule(NAMES)
+    assert rail_rule.rule_for_node(document, "cpu-d") is None
     json.dumps(document)  # what the role writes
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 
 
 def _nic(address: str, name: str, vfs: tuple[str, ...] = ()) -> list[dict]:
@@ -21,8 +21,29 @@ def _topology(*nics: list[dict]) -> dict:
 TWO_RAILS = _topology(_nic("0000:1d:00.0", "nic0", ("0000:1d:00.2",)), _nic("0000:2e:00.0", "nic1"))
 
 
+def every_host_rails(hosts: dict) -> dict:
+    """``{"hosts", "problems"}`` of several hosts, each read by :func:`fabric.host_rails`.
+
+    ``hosts`` maps host to ``rule``, ``node_name`` and ``topology`` (``None``:
+    not probed). ``hosts`` keeps the hosts with a well-formed rule and a probe
+    (one with a rule and no probe has unknown rails, not none); ``problems``
+    are every host's, prefixed with the host.
+    """
+    found = {}
+    problems = []
+    for host in sorted(hosts):
+        values = hosts[host]
+        entry = fabric.host_rails(host, values.get("rule"), values.get("node_name"), values.get("topology"))
+        if entry is None:
+            continue
+        problems.extend(f"{host}: {problem}" for problem in entry["problems"])
+        if entry["rule"] is not None and values.get("topology") is not None:
+            found[host] = entry
+    return {"hosts": found, "problems": problems}
+
+
 def test_every_host_with_a_rule_and_a_probe_gets_its_rails_vfs_included():
-    found = fabric.site_rails(
+    found = every_host_rails(
         {
             "a": {"rule": {"by": "netdev_name", "pattern": r"^nic(\d+)$", "count": 2}, "topology": TWO_RAILS},
             "b": {"rule": None, "topology": TWO_RAILS},
@@ -35,15 +56,15 @@ def test_every_host_with_a_rule_and_a_probe_gets_its_rails_vfs_included():
 
 
 def test_a_host_without_a_probe_has_unknown_rails_not_none():
-    found = fabric.site_rails({"a": {"rule": {"by": "pci_order"}, "topology": None}})
+    found = every_host_rails({"a": {"rule": {"by": "pci_order"}, "topology": None}})
     assert found == {"hosts": {}, "problems": []}
     # not probed, the rule is still checked for its shape
-    found = fabric.site_rails({"a": {"rule": {"by": "pci_order", "count": 0}, "topology": None}})
+    found = every_host_rails({"a": {"rule": {"by": "pci_order", "count": 0}, "topology": None}})
     assert found["problems"] == ["a: aligned_dra_rails.count: an integer from 1 to 64 (got 0)"]
 
 
 def test_problems_name_the_host_the_nic_and_the_rule():
-    found = fabric.site_rails(
+    found = every_host_rails(
         {
             "a": {"rule": {"by": "map", "map": {"0000:1d:00.0": 0, "0000:2e:00.0": 0}}, "topology": TWO_RAILS},
             "b": {"rule": {"by": "pci_order", "count": 3}, "topology": TWO_RAILS},
@@ -101,7 +122,7 @@ def test_a_nic_is_unknown_by_its_flag_or_in_an_older_summary_by_its_reason():
 
 def test_per_node_map_uses_the_kubernetes_node_name():
     rule = {"by": "map", "map": {"0000:1d:00.0": 0}, "nodes": {"k8s-a": {"0000:1d:00.0": 1, "0000:2e:00.0": 0}}}
-    found = fabric.site_rails({"a": {"rule": rule, "node_name": "k8s-a", "topology": TWO_RAILS}})
+    found = every_host_rails({"a": {"rule": rule, "node_name": "k8s-a", "topology": TWO_RAILS}})
     assert found["hosts"]["a"]["rails"]["0000:1d:00.0"] == 1
     assert found["hosts"]["a"]["rails"]["0000:2e:00.0"] == 0
 
@@ -110,16 +131,16 @@ def test_rails_file_shares_one_rule_between_nodes_and_round_trips():
     rule = {"by": "pci_order", "count": 2, "exclude": ["eno*"]}
     other = {"by": "netdev_name", "pattern": r"^nic(\d+)$"}
     document = fabric.rails_file({"a": rule, "b": dict(rule), "c": other, "d": None}, {"a": "node-a"})
-    assert document["version"] == node_rails.RAILS_FILE_VERSION
+    assert document["version"] == rail_rule.RAILS_FILE_VERSION
     assert document["nodes"] == {"b": 0, "c": 1, "node-a": 0}
     assert len(document["rules"]) == 2
-    assert node_rails.rule_for_node(document, "node-a") == node_rails.check_rule(rule)
-    assert node_rails.rule_for_node(document, "c") == node_rails.check_rule(other)
-    assert node_rails.rule_for_node(document, "d") is None
+    assert rail_rule.rule_for_node(document, "node-a") == rail_rule.check_rule(rule)
+    assert rail_rule.rule_for_node(document, "c") == rail_rule.check_rule(other)
+    assert rail_rule.rule_for_node(document, "d") is None
 
 
 def test_rails_file_refuses_a_bad_rule_naming_the_host():
-    with pytest.raises(node_rails.RailRuleError, match=r"^b: aligned_dra_rails.by: one of"):
+    with pytest.raises(rail_rule.RailRuleError, match=r"^b: aligned_dra_rails.by: one of"):
         fabric.rails_file({"a": {"by": "pci_order"}, "b": {"by": "cabling"}})
 
 
@@ -135,7 +156,7 @@ def test_rails_file_refuses_a_bad_rule_naming_the_host():
 )
 def test_a_damaged_rails_file_is_refused_with_the_reason(document, message):
     with pytest.raises(ValueError, match=message):
-        node_rails.rule_for_node(document, "n")
+        rail_rule.rule_for_node(document, "n")
 
 
 @pytest.mark.parametrize(
@@ -148,6 +169,6 @@ def test_a_damaged_rails_file_is_refused_with_the_reason(document, message):
     ],
 )
 def test_a_checked_rule_checks_again_as_it_is(rule):
-    checked = node_rails.check_rule(rule)
-    assert node_rails.check_rule(checked) == checked
-    assert node_rails.rule_for_node(fabric.rails_file({"n": rule}), "n") == checked
+    checked = rail_rule.check_rule(rule)
+    assert rail_rule.check_rule(checked) == checked
+    assert rail_rule.rule_for_node(fabric.rails_file({"n": rule}), "n") == checked

@@ -13,7 +13,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 from ansible_collections.aligned.dra.tests.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,
@@ -306,7 +306,7 @@ def test_the_subnet_rule_reads_the_addresses_the_probe_read():
     # a captured tree has no addresses: the rails are unknown (no rail in the plan), and the plan says why
     rails, notes = plan_rails.node_rails("n", dict(topology, netdev_addresses=None), dict(rule, count=2))
     assert rails == {} and notes == [
-        f"n: rails unknown: rule {node_rails.describe(node_rails.check_rule(rule))} places NICs by their IPv4 "
+        f"n: rails unknown: rule {rail_rule.describe(rail_rule.check_rule(rule))} places NICs by their IPv4 "
         "addresses, and none were read on this node (a captured tree)"
     ]  # not "rails 0, 1 of count 2: no RDMA NIC is on them": unknown is not missing
     # addresses given (the plan module's rail_addresses) win over the topology's

@@ -80,3 +80,14 @@ def test_load_documents_reads_lists_and_documents(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("kind: ResourceSliceList\nitems: [{kind: ResourceSlice}]\n---\n[{kind: A}]\n---\nkind: B\n")
     assert [o["kind"] for o in inputs.load_documents(str(path), "f")] == ["ResourceSlice", "A", "B"]
+
+
+def test_kubernetes_node_name_is_the_driver_node_name_else_the_host():
+    assert inputs.kubernetes_node_name("a", {"aligned_dra_driver_node_name": "k8s-a"}) == "k8s-a"
+    assert inputs.kubernetes_node_name("a", {"aligned_dra_driver_node_name": ""}) == "a"
+
+
+def test_a_host_without_a_site_is_in_the_default_site():
+    assert inputs.site_of({"aligned_dra_site": "lab-east"}) == "lab-east"
+    assert inputs.site_of({}) == inputs.site_of({"aligned_dra_site": None}) == "default"
+    assert inputs.site_of({"aligned_dra_site": ""}) == inputs.DEFAULT_SITE

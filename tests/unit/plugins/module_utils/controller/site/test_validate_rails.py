@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate, validate_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rail_record, rails
 
 
 def nic(address: str, name: str, vfs: tuple[str, ...] = ()) -> list[dict]:
@@ -228,7 +228,7 @@ RULES = {
 @pytest.mark.parametrize("exclusive", [True, False], ids=["rdma-exclusive", "rdma-shared"])
 @pytest.mark.parametrize("by", sorted(RULES))
 def test_a_site_whose_node_has_a_nic_in_a_pod_passes_with_the_drivers_record(tmp_path, by, exclusive):
-    probed = rails.with_last_seen(held(exclusive), RECORD)  # what topology_info returns on the live node
+    probed = rail_record.with_last_seen(held(exclusive), RECORD)  # what topology_info returns on the live node
     assert [d["pci_address"] for d in probed["devices"] if d.get("out_of_view")] == [IN_POD]
     path = tmp_path / "a.json"
     topology_fact.keep(str(path), probed)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A node's rails as ``summary.json``, ``summary.md`` and the report show them.
+"""The rails' summary view: a node's and a site's rails as ``summary.json``, ``summary.md`` and the report show them.
 
 Each node's ``aligned_dra_rails`` is read against its probe by
 :func:`controller.fabric.rails.host_rails`, the code the validation stage and
@@ -15,37 +15,26 @@ Controller-side; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rule_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
 
-# Where a host's Kubernetes node name is set: the name the driver publishes under, which
-# the driver's rails file, and so a per-node map (aligned_dra_rails.nodes), is keyed by.
-NODE_NAME_SETTINGS = ("aligned_dra_driver_node_name",)
 
+def node_rails_summary(topology: Mapping[str, Any], rule: Any, node_name: str) -> dict[str, Any] | None:
+    """The rails of one probed node under its ``aligned_dra_rails`` as its summary shows them; ``None`` without a rule.
 
-def kubernetes_node_name(host: str, settings: Mapping[str, Any]) -> str:
-    """The Kubernetes node name of ``host``: the first of :data:`NODE_NAME_SETTINGS` set, else the host."""
-    for name in NODE_NAME_SETTINGS:
-        value = settings.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return host
-
-
-def node_rails(topology: Mapping[str, Any], rule: Any, node_name: str) -> dict[str, Any] | None:
-    """The rails of one probed node under its ``aligned_dra_rails``; ``None`` without a rule.
+    ``node_name`` is its Kubernetes node name (a per-node map is keyed by it).
 
     Returns ``rule`` (the rule in a few words, ``None`` when it is malformed),
     ``count``, ``nics`` (every RDMA NIC physical function: ``pci_address``,
     ``netdevs``, ``rail`` or ``None``, ``why``, ``unknown``) and ``problems``
     (what the validation refuses). Read by :func:`fabric_rails.host_rails`:
     a ``subnet`` rule on a probe without addresses (a captured tree) leaves
-    its NICs on an unknown rail (``rail: null``, ``unknown: true``, why
-    ``addresses not read``), which is no problem.
+    its NICs on an unknown rail (``rail: null``, ``unknown: true`` and the
+    reason), which is no problem.
     """
     # an empty probe is a node without NICs, not an unknown one
     entry = fabric_rails.host_rails(node_name, rule, node_name, topology or {"devices": []})
@@ -54,15 +43,15 @@ def node_rails(topology: Mapping[str, Any], rule: Any, node_name: str) -> dict[s
     if entry["rule"] is None:
         return {"rule": None, "count": None, "nics": [], "problems": entry["problems"]}
     return {
-        "rule": rule_rails.describe(entry["rule"]),
+        "rule": rail_rule.describe(entry["rule"]),
         "count": entry["rule"]["count"],
         "nics": [dict(nic) for nic in entry["nics"]],
         "problems": entry["problems"],
     }
 
 
-def site_rails(nodes: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
-    """A site's rails from its nodes' :func:`node_rails`; ``None`` when no node has a rule.
+def site_rails_summary(nodes: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """A site's rails from its nodes' :func:`node_rails_summary`; ``None`` when no node has a rule.
 
     ``nodes``: the nodes with a rule; ``per_rail``: RDMA NICs per rail (string
     keys, numeric order); ``on_no_rail``: RDMA NICs of those nodes on no rail;
