@@ -47,7 +47,9 @@ if TYPE_CHECKING:
 
 LEVELS_VARIABLE = "aligned_dra_placement_levels"
 PLACEMENT_VARIABLE = "aligned_dra_placement"
-NODE_NAME_VARIABLE = "aligned_dra_driver_node_name"  # controller.topology.rails.kubernetes_node_name
+# controller/site/inputs.NODE_NAME_VARIABLE, spelt out: importing the site inputs here would make a circle
+# (the validation imports the placement)
+NODE_NAME_VARIABLE = "aligned_dra_driver_node_name"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Kueue's Topology takes at most 16 levels (spec.levels maxItems); the hostname is the last one.
 MAX_LEVELS = 15

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement_levels
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
 
 SLICE = {
@@ -85,6 +86,11 @@ def test_load_documents_reads_lists_and_documents(tmp_path):
 def test_kubernetes_node_name_is_the_driver_node_name_else_the_host():
     assert inputs.kubernetes_node_name("a", {"aligned_dra_driver_node_name": "k8s-a"}) == "k8s-a"
     assert inputs.kubernetes_node_name("a", {"aligned_dra_driver_node_name": ""}) == "a"
+
+
+def test_the_placement_names_the_node_name_setting_as_the_site_inputs_do():
+    # spelt out there: the placement cannot import the site inputs without an import circle
+    assert placement_levels.NODE_NAME_VARIABLE == inputs.NODE_NAME_VARIABLE == inputs.NODE_NAME_SETTINGS[0]
 
 
 def test_a_host_without_a_site_is_in_the_default_site():
