@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""TEST HARNESS: run the strict fake API server (tests/fake_apiserver.py) as a background process.
+"""TEST HARNESS: run the strict fake API server (tests/fake_apiserver/) as a background process.
 
 Tests only, never shipped. Molecule scenarios start it on the controller in
 ``prepare`` and stop it in ``cleanup``; nodes that share the controller's
 network (podman ``--network host``) reach it on 127.0.0.1.
 
-    python tests/fake_apiserver_daemon.py start DIR [--minor 1.35] [--node NAME ...]
+    python tests/fake_apiserver/daemon.py start DIR [--minor 1.35] [--node NAME ...]
         [--pod NODE/NAMESPACE/NAME ...] [--daemonset NAMESPACE/NAME ...] [--address IP]
-    python tests/fake_apiserver_daemon.py stop DIR
+    python tests/fake_apiserver/daemon.py stop DIR
 
 ``start`` returns once the server answers, leaving in DIR: ``kubeconfig``
 (points at the server), ``url``, ``pid`` and ``log``. The given Nodes exist
@@ -29,6 +29,12 @@ controller's loopback; the daemon then also listens on IP (an address of the
 controller they reach, such as their podman network's gateway) and passes
 every connection through to the server; ``url`` and ``kubeconfig`` name that
 address.
+
+Run it as a script, as the Molecule scenarios do (``python
+tests/fake_apiserver/daemon.py``); its server process imports the package as
+``fake_apiserver`` from ``tests/``. The script's folder comes first on
+``sys.path``, so no module of the package may be named like a module of the
+standard library (hence ``selector``, not ``selectors``).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent  # tests/fake_apiserver
 
 
 def _alive(pid_file: Path) -> int | None:
@@ -225,7 +231,7 @@ def start(
 def serve(
     directory: Path, minor: str, nodes: list[str], pods: list[str], daemonsets: list[str], address: str | None = None
 ) -> int:
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent))
     from fake_apiserver import FakeApiServer, write_kubeconfig
 
     api = FakeApiServer(minor=minor).start()

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The fake API server daemon's --address: a second address that passes connections through to the server."""
+"""The fake API server daemon: the objects it starts with, and --address, a second address that passes
+connections through to the server."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-DAEMON = Path(__file__).resolve().parents[1] / "fake_apiserver_daemon.py"
+DAEMON = Path(__file__).resolve().parents[2] / "fake_apiserver" / "daemon.py"
 # Any 127/8 address is on the loopback interface: a stand-in for a gateway address the nodes reach.
 OTHER = "127.0.0.2"
 
@@ -71,3 +72,20 @@ def test_address_must_be_ipv4(tmp_path):
     assert refused.returncode == 2
     assert "--address 'gateway' is not an IPv4 address" in refused.stderr
     assert not (tmp_path / "url").exists()
+
+
+def test_daemon_workload_options(api):
+    from ansible_collections.aligned.dra.tests.fake_apiserver.daemon import create_workload
+
+    api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-b"}})
+    create_workload(api, ["node-a", "node-b"], ["node-a/default/web-1"], ["kube-system/agent"])
+    pods = {p["metadata"]["name"]: p for p in api.list("pods")}
+    assert sorted(pods) == ["agent-node-a", "agent-node-b", "web-1"]
+    assert pods["web-1"]["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+    assert pods["agent-node-b"]["spec"]["nodeName"] == "node-b"
+    assert (
+        pods["agent-node-b"]["metadata"]["ownerReferences"][0]["uid"]
+        == api.get("daemonsets", "agent", "kube-system")["metadata"]["uid"]
+    )
+    with pytest.raises(SystemExit, match="NODE/NAMESPACE/NAME"):
+        create_workload(api, [], ["web-1"], [])
