@@ -9,6 +9,8 @@
   controller side; the device model (``dra/``) imports only itself and the
   topology vocabulary; every module_utils file parses as Python 3.9, the
   oldest node Python.
+- No import circle among the controller's packages (``controller/jobs`` ->
+  ``placement`` -> ``planner``, never back).
 """
 
 from __future__ import annotations
@@ -119,6 +121,66 @@ def test_the_import_check_reads_all_import_forms(tmp_path):
         "dra.model",
         "controller.planner.plan.plan",
     }
+
+
+# The shapes of the free-form inputs (site/inputs.py) are read by the stages' libraries (the planner's
+# inputs among them) and sit in the package of the validation stage, which imports every stage: a layer
+# below the packages, counted as a node of its own.
+OWN_NODES = ("site.inputs",)
+
+
+def controller_node(dotted: str) -> str | None:
+    """The node of the controller's import graph a dotted name below ``controller.`` belongs to (its package)."""
+    parts = dotted.split(".")
+    if len(parts) < 2:
+        return None
+    for node in OWN_NODES:
+        if parts[: node.count(".") + 1] == node.split("."):
+            return node
+    return parts[0]
+
+
+def controller_graph() -> dict[str, set[str]]:
+    """``{package: the other packages it imports}`` over every file under ``controller/``."""
+    graph: dict[str, set[str]] = {}
+    root = MODULE_UTILS / "controller"
+    for path in sorted(root.rglob("*.py")):
+        source = controller_node(".".join(path.relative_to(root).with_suffix("").parts))
+        if source is None:
+            continue
+        graph.setdefault(source, set())
+        for name in collection_imports(path):
+            target = controller_node(name[len("controller.") :]) if name.startswith("controller.") else None
+            if target is not None and target != source:
+                graph[source].add(target)
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The packages of each circle (strongly connected component of more than one), sorted."""
+    reach = {node: set() for node in graph}
+    for node in graph:
+        stack = list(graph[node])
+        while stack:
+            other = stack.pop()
+            if other not in reach[node]:
+                reach[node].add(other)
+                stack.extend(graph.get(other, ()))
+    circles = {tuple(sorted({node} | {o for o in reach[node] if node in reach.get(o, ())})) for node in graph}
+    return sorted(list(circle) for circle in circles if len(circle) > 1)
+
+
+def test_no_import_circle_among_the_controller_packages():
+    graph = controller_graph()
+    assert {"jobs", "placement", "planner", "teams"} <= set(graph)
+    assert import_circles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle_through_several_packages():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    assert controller_node("site.inputs.InputError") == "site.inputs"
+    assert controller_node("site.validate") == "site" and controller_node("placement.search.place") == "placement"
 
 
 @pytest.mark.parametrize("path", sorted(MODULE_UTILS.rglob("*.py")), ids=lambda p: str(p.relative_to(MODULE_UTILS)))

@@ -8,7 +8,8 @@ kube-apiserver runs here; it validates the jobs' Job, Service, Workload and
 PodGroup against the 1.36 schemas), which models server-side apply's
 ownership of label keys per field manager (tests/fake_apiserver_apply.py).
 One run goes through the utilization stage first, with a claim file holding
-a NIC, as site.yml runs it.
+a NIC, as site.yml runs it; one through the claims stage first, whose claim
+catalogue the placement takes instead of rendering it again.
 """
 
 from __future__ import annotations
@@ -166,6 +167,39 @@ def test_the_placement_starts_from_the_utilization_measured_in_the_same_run(tmp_
     assert sweep_rack["reason"].startswith("no rack holds 6 workers: the most is rack r2 with 4 (rails [0])")
     # pretrain's eight rails fit on every other node of rack r1
     assert placed["pretrain"]["capacity"]["domains"]["r1"] == 3
+
+
+RENDER_CATALOGUE = "aligned.dra.placement : Jobs | Render the site's claim catalogue"
+
+
+def task_results(stdout: str, task: str) -> list[str]:
+    """The first word of each host line (ok, skipping, changed, ...) under every TASK header starting with ``task``."""
+    found, inside = [], False
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            inside = line.startswith(f"TASK [{task}")
+        elif inside and line.split(":")[0] in ("ok", "skipping", "changed", "failed", "fatal"):
+            found.append(line.split(":")[0])
+    return found
+
+
+@pytest.mark.slow
+def test_the_catalogue_the_claims_stage_rendered_in_the_same_run_is_not_rendered_again(tmp_path):
+    # site.yml's order: the claims stage renders and validates the catalogue, the placement stage takes it
+    inventory, play = setup(tmp_path / "site", plays=("claims.yml", "placement.yml"))
+    both = run_playbook(inventory, play)
+    assert both.returncode == 0, both.stdout + both.stderr
+    assert task_results(both.stdout, RENDER_CATALOGUE) == ["skipping"]
+    # the placement alone renders it itself, and places and renders the jobs the same
+    inventory, play = setup(tmp_path / "alone")
+    alone = run_playbook(inventory, play)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert task_results(alone.stdout, RENDER_CATALOGUE) == ["ok"]
+    site, alone_site = tmp_path / "site" / "out" / "west", tmp_path / "alone" / "out" / "west"
+    assert (site / "jobs.json").read_text() == (alone_site / "jobs.json").read_text()
+    files = sorted(p.name for p in (site / "jobs").iterdir())
+    assert files == sorted(p.name for p in (alone_site / "jobs").iterdir())
+    assert all((site / "jobs" / name).read_text() == (alone_site / "jobs" / name).read_text() for name in files)
 
 
 def test_a_rack_in_two_blocks_is_refused_before_anything_is_written(tmp_path):
