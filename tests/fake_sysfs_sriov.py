@@ -13,7 +13,11 @@ module, strictly following ``drivers/pci/iov.c`` (``sriov_numvfs_store``):
   network interface); N creates VFs at routing ID PF + offset + N * stride
   as siblings of the PF, with ``physfn`` and ``virtfnN`` links, bound to the
   VF driver when ``sriov_drivers_autoprobe`` is 1, each bound VF with a
-  network interface ``<pf interface>vN`` when the PF has one;
+  network interface ``<pf interface>vN`` when the PF has one. The entries
+  are written by the fixture builder's VF writer
+  (``tests/sysfs_builder/sriov.py``), so a VF made here looks like one a
+  layout makes: its attributes copied from the PF, a config header whose
+  IDs read FFFFh; its interface has a zero MAC and the next free ifindex;
 - ``sriov_drivers_autoprobe`` takes 0 or 1 (``EINVAL`` otherwise).
 
 Two ways to drive it:
@@ -24,7 +28,9 @@ Two ways to drive it:
   ``sriov_numvfs`` files and reacts to plain file writes (Molecule nodes, where
   the module and the boot-time unit write with ``open()``); a refused value is
   written back to the previous count, which the library notices because the
-  VFs it waits for never appear.
+  VFs it waits for never appear. A Molecule node runs a copy of this file
+  with ``sysfs_builder/`` beside it (standard library only, Python 3.9 and
+  later).
 
 TEST FAULT (``watch`` only): ``--drop-vfs-above N [--drop-after SECONDS]``
 plays a PF whose firmware cannot keep more than N VFs. A count above N is
@@ -50,6 +56,13 @@ import time
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+try:  # pytest: the collection's tests/ package
+    from ansible_collections.aligned.dra.tests.sysfs_builder import netdevs, pci, sriov, sysfs
+except ImportError:  # a script: the builder package lies beside this file (tests/, or a node's copy)
+    if _HERE not in sys.path:
+        sys.path.insert(0, _HERE)
+    from sysfs_builder import netdevs, pci, sriov, sysfs
 
 
 def _library(name: str) -> Any:
@@ -163,54 +176,82 @@ class FakeSriovKernel:
         return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
 
     def _create_vfs(self, pf_dir: str, count: int) -> None:
-        parent = os.path.dirname(pf_dir)
         autoprobe = (_read(os.path.join(pf_dir, "sriov_drivers_autoprobe")) or "1") == "1"
         driver = self._driver(pf_dir) if autoprobe else None
         if driver is not None:
             driver = _library("node.network.sriov").VF_DRIVERS.get(driver, driver)
-        vendor = _read(os.path.join(pf_dir, "vendor")) or "0x0000"
-        vf_device = "0x" + (_read(os.path.join(pf_dir, "sriov_vf_device")) or "0000")
-        pci_class = _read(os.path.join(pf_dir, "class")) or "0x020000"
-        numa = _read(os.path.join(pf_dir, "numa_node")) or "-1"
         pf_netdev = self._pf_netdev(pf_dir)
-        bus_dir = os.path.join(self.sys, "bus", "pci")
+        ifindex = self._last_ifindex()
+        tree = sysfs.TreeWriter(self.sys)
         for index, address in enumerate(self._vf_addresses(pf_dir, count)):
-            vf_dir = os.path.join(parent, address)
-            os.makedirs(vf_dir)
-            uevent = [f"DRIVER={driver}"] if driver else []
-            uevent += [
-                f"PCI_CLASS={int(pci_class, 16):X}",
-                f"PCI_ID={int(vendor, 16):04X}:{int(vf_device, 16):04X}",
-                f"PCI_SUBSYS_ID={int(vendor, 16):04X}:0000",
-                f"PCI_SLOT_NAME={address}",
-            ]
-            for name, content in (
-                ("uevent", "\n".join(uevent) + "\n"),
-                ("class", pci_class),
-                ("vendor", vendor),
-                ("device", vf_device),
-                ("subsystem_vendor", vendor),
-                ("subsystem_device", "0x0000"),
-                ("numa_node", numa),
-            ):
-                _write(os.path.join(vf_dir, name), content + ("" if content.endswith("\n") else "\n"))
-            _rel_link(pf_dir, os.path.join(vf_dir, "physfn"))
-            _rel_link(vf_dir, os.path.join(pf_dir, f"virtfn{index}"))
-            _rel_link(bus_dir, os.path.join(vf_dir, "subsystem"))
-            _rel_link(vf_dir, os.path.join(bus_dir, "devices", address))
-            if driver:
-                drv_dir = os.path.join(bus_dir, "drivers", driver)
-                os.makedirs(drv_dir, exist_ok=True)
-                _rel_link(drv_dir, os.path.join(vf_dir, "driver"))
-                _rel_link(vf_dir, os.path.join(drv_dir, address))
-                if pf_netdev:
-                    name = f"{pf_netdev}v{index}"
-                    net_dir = os.path.join(vf_dir, "net", name)
-                    os.makedirs(net_dir)
-                    for attr, content in (("type", "1"), ("address", "00:00:00:00:00:00"), ("mtu", "1500")):
-                        _write(os.path.join(net_dir, attr), content + "\n")
-                    os.makedirs(os.path.join(self.sys, "class", "net"), exist_ok=True)
-                    _rel_link(net_dir, os.path.join(self.sys, "class", "net", name))
+            vf = self._new_vf(pf_dir, index, address, driver)
+            if driver and pf_netdev:
+                ifindex += 1
+                vf.netdev = self._vf_netdev(pf_dir, pf_netdev, vf, ifindex)
+            sriov.write_vf(tree, self.sys, vf)
+
+    def _new_vf(self, pf_dir: str, index: int, address: str, driver: str | None) -> sriov.VirtualFunction:
+        """VF ``index`` as the kernel makes it from its PF: same vendor, class, subsystem, revision and place."""
+
+        def pf_int(name: str, default: str) -> int:
+            return int(_read(os.path.join(pf_dir, name)) or default, 16)
+
+        def pf_link(prefix: str) -> tuple[str, str] | None:
+            speed = _read(os.path.join(pf_dir, f"{prefix}_link_speed"))
+            width = _read(os.path.join(pf_dir, f"{prefix}_link_width"))
+            return (speed, width) if speed is not None and width is not None else None
+
+        vendor = pf_int("vendor", "0x0000")
+        domain, bus, devfn = address.split(":")
+        dev, fn = devfn.split(".")
+        function = pci.PciFunction(
+            domain=int(domain, 16),
+            bus=int(bus, 16),
+            dev=int(dev, 16),
+            fn=int(fn, 16),
+            path=os.path.join(os.path.dirname(pf_dir), address),
+            vendor=vendor,
+            device=pf_int("sriov_vf_device", "0000"),
+            pci_class=pf_int("class", "0x020000"),
+            numa_node=int(_read(os.path.join(pf_dir, "numa_node")) or "-1"),
+            driver=driver,
+            physfn=os.path.basename(pf_dir),
+            role="vf",
+            multifunction=True,
+            link=pf_link("current"),
+            max_link=pf_link("max"),
+        )
+        attributes = pci.FunctionAttributes(
+            subsystem_vendor=pf_int("subsystem_vendor", f"{vendor:x}"),
+            subsystem_device=pf_int("subsystem_device", "0x0000"),
+            revision=pf_int("revision", "0x00"),
+            irq=0,
+            local_cpulist=_read(os.path.join(pf_dir, "local_cpulist")) or "",
+            local_cpus=_read(os.path.join(pf_dir, "local_cpus")) or "",
+        )
+        return sriov.VirtualFunction(index, pf_dir, function, attributes)
+
+    def _vf_netdev(self, pf_dir: str, pf_netdev: str, vf: sriov.VirtualFunction, ifindex: int) -> netdevs.NetdevEntry:
+        """The VF's interface: its PF's type, speed and state, MTU 1500 and a zero MAC (as mlx5 shows a new VF's)."""
+        pf_net = os.path.join(pf_dir, "net", pf_netdev)
+        ntype = int(_read(os.path.join(pf_net, "type")) or "1")
+        files = netdevs.netdev_files(
+            vf.function,
+            ntype,
+            0,
+            address=":".join(["00"] * netdevs.address_length(ntype)),
+            mtu=1500,
+            speed=int(_read(os.path.join(pf_net, "speed")) or "-1"),
+            operstate=_read(os.path.join(pf_net, "operstate")) or "up",
+            ifindex=ifindex,
+        )
+        return netdevs.NetdevEntry(vf.function.path, sriov.vf_netdev_name(pf_netdev, vf.index), files)
+
+    def _last_ifindex(self) -> int:
+        """The highest ifindex of the tree's interfaces (a new one takes the next, as the kernel's do)."""
+        net = os.path.join(self.sys, "class", "net")
+        found = [_read(os.path.join(net, name, "ifindex")) for name in os.listdir(net)] if os.path.isdir(net) else []
+        return max([1] + [int(value) for value in found if value and value.isdigit()])
 
     def _remove_vfs(self, pf_dir: str, count: int) -> None:
         bus_dir = os.path.join(self.sys, "bus", "pci")

@@ -2,7 +2,7 @@
 """TEST HARNESS: the writable sysfs trees of the Molecule "site" scenario's nodes.
 
 Tests only, never shipped. Each node gets a layout of tests/fixtures/ built
-by tests/sysfs_builder.py into OUTDIR/<node>/ (sys/ and proc/), which
+by tests/sysfs_builder/ into OUTDIR/<node>/ (sys/ and proc/), which
 prepare.yml copies into the node at /fixture, where tests/fake_sysfs_sriov.py
 plays the kernel's part of SR-IOV writes:
 

@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The fake kernel's watch mode and its test fault (VF counts above a limit vanish shortly after)."""
+"""The fake kernel's watch mode, its test fault (VF counts above a limit vanish shortly after) and its
+standalone copy on Molecule nodes."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,7 +16,8 @@ import pytest
 from ansible_collections.aligned.dra.tests import fake_sysfs_sriov
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
-LAYOUT = Path(__file__).resolve().parents[1] / "fixtures" / "network" / "sriov-lab.yml"
+TESTS = Path(__file__).resolve().parents[1]
+LAYOUT = TESTS / "fixtures" / "network" / "sriov-lab.yml"
 PF = "sys/bus/pci/devices/0000:01:00.0"
 
 
@@ -70,3 +75,31 @@ def test_command_line(monkeypatch):
     assert seen["drop_vfs_above"] is None
     with pytest.raises(SystemExit):
         fake_sysfs_sriov.main(["watch"])
+
+
+def test_a_standalone_copy_needs_only_the_standard_library(tmp_path):
+    """What molecule/*/prepare.yml copies to a node: this file and tests/sysfs_builder/*.py beside it."""
+    (tmp_path / "sysfs_builder").mkdir()
+    for module in (TESTS / "sysfs_builder").glob("*.py"):
+        shutil.copy(module, tmp_path / "sysfs_builder")
+    shutil.copy(TESTS / "fake_sysfs_sriov.py", tmp_path)
+    # -I: neither the checkout nor the environment's paths; the script finds its package by itself.
+    usage = subprocess.run(
+        [sys.executable, "-I", "fake_sysfs_sriov.py", "--help"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert usage.returncode == 0, usage.stderr
+    assert "TEST FAKE: the kernel side of SR-IOV" in usage.stdout
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            "import runpy, sys; runpy.run_path('fake_sysfs_sriov.py'); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'yaml', 'pytest', 'ansible', 'sysfs_builder'}))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "['sysfs_builder']"
