@@ -15,7 +15,15 @@ import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import REPO, recap, run_playbook
+from ansible_collections.aligned.dra.tests.playbook_runs import (
+    PLAYBOOKS,
+    REPO,
+    recap,
+    run_playbook,
+    tree_vars,
+    write_imports,
+    write_inventory,
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,38 +34,19 @@ def trees(tmp_path_factory):
 
 def setup(tmp_path: Path, trees: dict, claims: dict | None = None, **extra) -> tuple[Path, Path]:
     output = tmp_path / "out"
-    hosts = {"dgx1": trees["dgx-h100"], "vm1": trees["vm-flat"]}
-    inventory = {
-        "aligned_dra_nodes": {
-            "hosts": {
-                name: {"aligned_dra_sysfs_root": str(root / "sys"), "aligned_dra_procfs_root": str(root / "proc")}
-                for name, root in hosts.items()
-            },
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(output),
-                "aligned_dra_site": "west",
-                "aligned_dra_kubernetes_version": "1.36",
-                "aligned_dra_device_options": {"exclude": ["eno*"]},
-                "aligned_dra_claims": claims
-                if claims is not None
-                else {"templates": {"pairs": {"counts": [1, 8]}}, "required": ["gpu-nic-pair-1"]},
-                **extra,
-            },
-        }
+    hosts = {"dgx1": tree_vars(trees["dgx-h100"]), "vm1": tree_vars(trees["vm-flat"])}
+    variables = {
+        "aligned_dra_output_dir": str(output),
+        "aligned_dra_site": "west",
+        "aligned_dra_kubernetes_version": "1.36",
+        "aligned_dra_device_options": {"exclude": ["eno*"]},
+        "aligned_dra_claims": claims
+        if claims is not None
+        else {"templates": {"pairs": {"counts": [1, 8]}}, "required": ["gpu-nic-pair-1"]},
+        **extra,
     }
-    path = tmp_path / "hosts.yml"
-    path.write_text(yaml.safe_dump(inventory))
-    play = tmp_path / "play.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {"ansible.builtin.import_playbook": str(REPO / "playbooks" / "probe.yml")},
-                {"ansible.builtin.import_playbook": str(REPO / "playbooks" / "claims.yml")},
-            ]
-        )
-    )
+    path = write_inventory(tmp_path / "hosts.yml", hosts, variables)
+    play = write_imports(tmp_path / "play.yml", [PLAYBOOKS / "probe.yml", PLAYBOOKS / "claims.yml"])
     return path, play
 
 
