@@ -121,8 +121,25 @@ stage_sanity() {
     collection="$ALIGNED_DRA_CACHE/collections/ansible_collections/aligned/dra"
     pyver="$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
     # --python: the venv's version only; pyenv shims for others fail.
+    if [[ ${#extra[@]} -gt 0 ]]; then
+        (cd "$collection" && ANSIBLE_TEST_CONTENT_ROOT="$collection" \
+            ansible-test sanity --python "$pyver" "${extra[@]}") || return 1
+        return 0
+    fi
+    # pylint is half of the stage and one process: it runs beside the other
+    # tests (each test has a virtualenv and temporary files of its own).
+    local log rc=0 pylint_rc=0 pylint_pid
+    log="$(mktemp)"
     (cd "$collection" && ANSIBLE_TEST_CONTENT_ROOT="$collection" \
-        ansible-test sanity --python "$pyver" "${extra[@]}") || return 1
+        ansible-test sanity --python "$pyver" --test pylint) >"$log" 2>&1 &
+    pylint_pid=$!
+    (cd "$collection" && ANSIBLE_TEST_CONTENT_ROOT="$collection" \
+        ansible-test sanity --python "$pyver" --skip-test pylint) || rc=1
+    wait "$pylint_pid" || pylint_rc=1
+    echo "--- ansible-test sanity --test pylint (ran beside the other tests)"
+    cat "$log"
+    rm -f "$log"
+    [[ $rc -eq 0 && $pylint_rc -eq 0 ]] || return 1
 }
 
 stage_lint() {
@@ -294,35 +311,64 @@ run() {
     record "$name" "$rc" "$t0"
 }
 
-# Stages that share no files, ports or containers run side by side: the
-# second in the background (its output kept in a file and printed after the
-# first ends), each timed on its own. ansible-lint takes about as long as
-# ansible-test sanity (mostly pylint), and each keeps one core busy.
+# Stages that share no files, ports, containers or networks run side by
+# side, each in a lane of its own: Molecule's scenarios (about half of the
+# suite, much of it waiting for containers, systemd and the driver) start in
+# the background as soon as the machine is prepared, and ansible-lint beside
+# ansible-test sanity. A background stage's output goes to a file, printed
+# when the stage ends; each stage is timed on its own. A failing stage stops
+# every lane.
+BACKGROUND=(molecule)
 SIDE_BY_SIDE=("sanity lint")
+background_pids=()
+background_names=()
 
-# run_side_by_side FIRST SECOND
-run_side_by_side() {
-    local first="$1" second="$2" log pid rc=0 t0 t1
-    log="$(mktemp)"
-    t1="$EPOCHREALTIME"
-    ("stage_$second" >"$log" 2>&1 && echo "0 $EPOCHREALTIME" >"$log.rc" || echo "$? $EPOCHREALTIME" >"$log.rc") &
-    pid=$!
-    # A failing first stage exits through record: take the second one down with it.
-    trap 'pkill -TERM -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; rm -f "$log" "$log.rc"' EXIT
+stop_background() {
+    local pid
+    for pid in "${background_pids[@]}"; do
+        pkill -TERM -P "$pid" 2>/dev/null || true
+        kill "$pid" 2>/dev/null || true
+    done
+}
+
+# start_background NAME: run stage NAME in a lane of its own; its output and
+# its exit status with the moment it ended land in $TIMINGS/NAME.log[.rc].
+start_background() {
+    local name="$1" log="$TIMINGS/$1.log"
+    rm -f "$log.rc"
+    echo "$EPOCHREALTIME" >"$log.start"
+    ("stage_$name" >"$log" 2>&1 && echo "0 $EPOCHREALTIME" >"$log.rc" || echo "$? $EPOCHREALTIME" >"$log.rc") &
+    background_pids+=($!)
+    background_names+=("$name")
+    trap stop_background EXIT
+}
+
+# finish_background NAME NOTE: wait for it, print its output, record it.
+finish_background() {
+    local name="$1" note="$2" log="$TIMINGS/$1.log" i rc t0 t1
+    for i in "${!background_names[@]}"; do
+        [[ "${background_names[$i]}" == "$name" ]] && { wait "${background_pids[$i]}" || true; }
+    done
     echo
-    echo "==> $first (beside it: $second, whose output follows)"
-    t0="$EPOCHREALTIME"
-    "stage_$first" || rc=$?
-    record "$first" "$rc" "$t0" "" "  (beside $second)"
-    wait "$pid" || true
-    trap - EXIT
-    echo
-    echo "==> $second (ran beside $first)"
+    echo "==> $name ($note)"
     cat "$log"
-    read -r rc t0 <"$log.rc" || rc=1
-    rm -f "$log" "$log.rc"
-    # The second stage's time: from its start to the moment it ended.
-    record "$second" "$rc" "$t1" "${t0:-}" "  (beside $first)"
+    read -r t0 <"$log.start"
+    read -r rc t1 <"$log.rc" || rc=1
+    record "$name" "$rc" "$t0" "${t1:-}" "  ($note)"
+}
+
+# The first background stage to fail stops the run even while a foreground one goes on.
+background_failed() {
+    local name rc
+    for name in "${background_names[@]}"; do
+        [[ -f "$TIMINGS/$name.log.rc" ]] || continue
+        read -r rc _ <"$TIMINGS/$name.log.rc"
+        [[ "$rc" == 0 || "$rc" == "$SKIPPED" ]] || {
+            echo "$name"
+            return 0
+        }
+    done
+    return 1
 }
 
 bootstrap() {
@@ -334,9 +380,25 @@ run bootstrap bootstrap
 TIMINGS="$ALIGNED_DRA_CACHE/timings"
 mkdir -p "$TIMINGS"
 touch "$TIMINGS/.run-started"
+# Once, before any lane starts: lanes must not build the same trees at once.
+if [[ " ${selected[*]} " =~ \ (pytest|unit|molecule)\  ]]; then
+    materialize_fixtures || record fixtures 1 "$EPOCHREALTIME"
+fi
 done_stages=" "
+for stage in "${BACKGROUND[@]}"; do
+    # Alone, a stage runs in the foreground, its output live.
+    if [[ " ${selected[*]} " == *" $stage "* && ${#selected[@]} -gt 1 ]]; then
+        echo
+        echo "==> $stage: started in the background (output: $TIMINGS/$stage.log, printed when it ends)"
+        start_background "$stage"
+        done_stages+="$stage "
+    fi
+done
 for stage in "${selected[@]}"; do
     [[ "$done_stages" == *" $stage "* ]] && continue
+    if failed="$(background_failed)"; then
+        finish_background "$failed" "in the background"
+    fi
     partner=""
     for pair in "${SIDE_BY_SIDE[@]}"; do
         read -r one two <<<"$pair"
@@ -345,13 +407,19 @@ for stage in "${selected[@]}"; do
         fi
     done
     if [[ -n "$partner" ]]; then
-        run_side_by_side "$stage" "$partner"
+        start_background "$partner"
+        run "$stage" "stage_$stage"
+        finish_background "$partner" "beside $stage"
         done_stages+="$stage $partner "
     else
         run "$stage" "stage_$stage"
         done_stages+="$stage "
     fi
 done
+for stage in "${BACKGROUND[@]}"; do
+    [[ " ${background_names[*]} " == *" $stage "* ]] && finish_background "$stage" "in the background"
+done
+trap - EXIT
 print_summary
 echo
 echo "test.sh: all selected stages passed."
