@@ -7,7 +7,9 @@
 - ``gates``: the Kubernetes minors and which DRA fields (feature gates) each serves;
 - ``cel``: CEL device selectors with Kubernetes' functions and error semantics (cel-expr-python);
 - ``device_model``: one model of a node's devices joined with the probe, for the planner, the site
-  summaries and the report.
+  summaries and the report;
+- ``labels``: Kubernetes label names and values, and the labels the collection sets (shared by the
+  teams and the placement of jobs).
 
 The driver's wheel vendors this package as it is (``driver/build_backend.py``). It imports only
 ``node.topology`` (the parsers and vocabulary), never the controller side.

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The jobs section of the site report: each job of ``<site>/jobs.json`` as a row and on a picture of the site.
 
-Reads what :func:`planner.jobs.place_jobs` wrote (checked by
+Reads what :func:`placement.search.place_checked_jobs` wrote (checked by
 :func:`inputs.validate_jobs`) and computes what ``jobs.html.j2`` draws:
 
 - **A row per job**: name, workers requested, template, placement level and
