@@ -202,7 +202,7 @@ def publication_after(host, moment: float) -> float | None:
 def scanned_after(host, moment: float, what: str) -> None:
     """Wait until the driver has published a scan that began after ``moment``.
 
-    Scans and publications alternate in one thread (every --rescan-interval, 10 s,
+    Scans and publications alternate in one thread (every --rescan-interval: 2 s in this scenario,
     or sooner on a uevent): the publication after the first one later than
     ``moment`` comes from a scan that began after it.
     """
