@@ -209,3 +209,41 @@ NODE_SIDE_TEST_HELPERS = sorted(
 )
 def test_module_utils_parse_as_python_3_9(path):
     ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 9))
+
+
+# -- the map of packages in docs/development.md --------------------------------------------------
+
+DEVELOPMENT_DOC = REPO / "docs" / "development.md"
+# tests/unit and tests/integration mirror the code layout below them: one line each in the map.
+MIRRORS = ("tests/unit", "tests/integration")
+
+
+def python_packages() -> list[str]:
+    """Every folder of plugins/, driver/ and tests/ that holds Python (mirrors counted once), as ``path/``."""
+    found = set()
+    for tree in ("plugins", "driver", "tests"):
+        for path in (REPO / tree).rglob("*.py"):
+            folder = path.parent.relative_to(REPO).as_posix()
+            if "__pycache__" in folder or folder.startswith("tests/output"):
+                continue
+            mirror = next((m for m in MIRRORS if folder == m or folder.startswith(m + "/")), None)
+            found.add(f"{mirror or folder}/")
+    return sorted(found)
+
+
+def package_map(text: str) -> set[str]:
+    """The paths the "Package map" section's table names in its first column."""
+    section = text.split("\n## Package map\n", 1)[1].split("\n## ", 1)[0]
+    return {row.split("`")[1] for row in section.splitlines() if row.startswith("| `")}
+
+
+def test_the_package_map_names_every_package_once():
+    assert "plugins/module_utils/controller/placement/" in python_packages()
+    mapped = package_map(DEVELOPMENT_DOC.read_text(encoding="utf-8"))
+    assert [p for p in python_packages() if p not in mapped] == [], "packages missing from the map"
+    assert [p for p in sorted(mapped) if p not in python_packages()] == [], "the map names folders that hold no code"
+
+
+def test_the_package_map_check_reads_the_table():
+    text = "# x\n\n## Package map\n\n| path | what |\n|---|---|\n| `a/` | one |\n| `b/c/` | two |\n\n## Next\n| `d/` | no |\n"
+    assert package_map(text) == {"a/", "b/c/"}
