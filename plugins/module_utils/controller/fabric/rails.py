@@ -7,12 +7,13 @@ probe with ``node/topology/rails.assign``, the same code the driver runs on
 the node, so the validation, ``summary.json``, the plan and the published
 ``dra.aligned.dev/rail`` cannot disagree.
 
-:func:`host_rails` reads one host's rule against its probe. Its views call
-it, so they apply one policy where rails cannot be known: the validation
-(``controller/site/validate_rails``), ``summary.json``, ``summary.md`` and
-the report (``controller/fabric/rails_summary``) and the plan
-(``controller/planner/rails``; the rail templates, ``controller/claims/rails``,
-read only the rules, :func:`check_rules`). Where rails cannot be known:
+:func:`host_rails` reads one host's rule against its probe, and every view
+of the rails calls it: the validation (``controller/site/validate_rails``),
+``summary.json``, ``summary.md`` and the report
+(``controller/fabric/rails_summary``) and the plan
+(``controller/planner/rails``). The rail templates (``controller/claims/rails``)
+need only the checked rules (:func:`check_rules`). So all of them apply one
+policy where rails cannot be known:
 
 - a host that was not probed: its rails are unknown, the rule is checked for
   its shape only;
