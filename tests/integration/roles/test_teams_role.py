@@ -18,7 +18,14 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, REPO, recap, run_playbook, write_inventory
+from ansible_collections.aligned.dra.tests.playbook_runs import (
+    PLAYBOOKS,
+    REPO,
+    recap,
+    run_playbook,
+    write_imports,
+    write_inventory,
+)
 
 RECORDED = REPO / "tests" / "fixtures" / "utilization" / "ai-lab"
 TEAMS = {
@@ -62,8 +69,7 @@ def setup(
         **extra,
     }
     inventory = write_inventory(tmp_path / "hosts.yml", hosts, variables)
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": str(PLAYBOOKS / name)} for name in plays]))
+    play = write_imports(tmp_path / "play.yml", [PLAYBOOKS / name for name in plays])
     return inventory, play
 
 
