@@ -16,7 +16,6 @@ controller.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -26,7 +25,14 @@ import yaml
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.integration.roles.test_node_hardening import exec_start_argv, render
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook
+from ansible_collections.aligned.dra.tests.playbook_runs import (
+    PLAYBOOKS,
+    recap,
+    run_on_localhost,
+    run_playbook,
+    write_inventory,
+    write_play,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 IMAGE = "registry.example.com/aligned-dra-driver:0.1.0"
@@ -40,24 +46,15 @@ def inventory(tmp_path: Path, rules: dict[str, dict | None], **common) -> Path:
         hosts[host] = {"aligned_dra_driver_node_name": f"{host}.example.com"}
         if rule is not None:
             hosts[host]["aligned_dra_rails"] = rule
-    data = {
-        "aligned_dra_nodes": {
-            "hosts": hosts,
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(tmp_path / "output"),
-                "aligned_dra_site": "lab",
-                "aligned_dra_driver_mode": "daemonset",
-                "aligned_dra_driver_image": IMAGE,
-                "aligned_dra_driver_image_context": False,
-                **common,
-            },
-        }
+    variables = {
+        "aligned_dra_output_dir": str(tmp_path / "output"),
+        "aligned_dra_site": "lab",
+        "aligned_dra_driver_mode": "daemonset",
+        "aligned_dra_driver_image": IMAGE,
+        "aligned_dra_driver_image_context": False,
+        **common,
     }
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return write_inventory(tmp_path / "inventory.yml", hosts, variables)
 
 
 def driver_play(tmp_path: Path, rules: dict[str, dict | None], *args: str) -> subprocess.CompletedProcess:
@@ -191,16 +188,7 @@ def node_rails_play(tmp_path: Path, document: dict, *args: str) -> subprocess.Co
         }
     ]
     (tmp_path / "etc").mkdir(exist_ok=True)
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", "-c", "local", str(tmp_path / "play.yml"), *args]
-        + ["-e", "ansible_python_interpreter={{ ansible_playbook_python }}"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+    proc = run_on_localhost(write_play(tmp_path / "play.yml", play), *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -237,8 +225,6 @@ def test_state_absent_removes_the_rails_file_from_the_node_and_the_controller(tm
     review.parent.mkdir(parents=True)
     review.write_text("{}\n")
     host = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "aligned_dra_output_dir": str(tmp_path / "output"),
         "aligned_dra_site": "lab",
         "aligned_dra_rails": PCI,  # the rule is still set: state absent removes the file all the same
@@ -250,8 +236,7 @@ def test_state_absent_removes_the_rails_file_from_the_node_and_the_controller(tm
         "aligned_dra_driver_cdi_dir": str(root / "cdi"),
         "aligned_dra_driver_mps_root": str(root / "mps"),
     }
-    inv = tmp_path / "inventory.yml"
-    inv.write_text(yaml.safe_dump({"aligned_dra_nodes": {"hosts": {"node-a": host}}}))
+    inv = write_inventory(tmp_path / "inventory.yml", {"node-a": host}, {})
     rehearsed = run_playbook(inv, PLAYBOOKS / "driver.yml", "--check")
     assert rehearsed.returncode == 0, rehearsed.stdout + rehearsed.stderr
     assert (root / "etc" / "rails.json").exists() and review.exists()

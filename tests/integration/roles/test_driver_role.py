@@ -21,39 +21,26 @@ import kubernetes_validate
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from ansible_collections.aligned.dra.tests.playbook_runs import (
+    PLAYBOOKS,
+    REPO,
+    environment,
+    run_on_localhost,
+    run_playbook,
+    write_inventory,
+    write_play,
+)
+
 IMAGE = "registry.example.com/aligned-dra-driver:0.1.0"
 
 
 def inventory(tmp_path: Path, hosts: dict[str, dict] | None = None, **common) -> Path:
-    data = {
-        "aligned_dra_nodes": {
-            "hosts": hosts or {"node-a": {}, "node-b": {}},
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(tmp_path / "output"),
-                "aligned_dra_site": "lab",
-                **common,
-            },
-        }
-    }
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    variables = {"aligned_dra_output_dir": str(tmp_path / "output"), "aligned_dra_site": "lab", **common}
+    return write_inventory(tmp_path / "inventory.yml", hosts or {"node-a": {}, "node-b": {}}, variables)
 
 
 def playbook(inv: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(inv), str(REPO / "playbooks" / "driver.yml"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    proc.output = " ".join((proc.stdout + proc.stderr).split())  # type: ignore[attr-defined]
-    return proc
+    return run_playbook(inv, PLAYBOOKS / "driver.yml", *args)
 
 
 def changed(proc: subprocess.CompletedProcess) -> int:
@@ -252,21 +239,13 @@ def run_tasks(tmp_path: Path, tasks_from: str, extra: dict, *args: str) -> subpr
             "tasks": [{"ansible.builtin.include_role": {"name": "aligned.dra.driver", "tasks_from": tasks_from}}],
         }
     ]
-    path = tmp_path / "play.yml"
-    path.write_text(yaml.safe_dump(play))
-    extra_vars = tmp_path / "vars.json"
-    extra_vars.write_text(json.dumps({"ansible_python_interpreter": "{{ ansible_playbook_python }}", **extra}))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", "-c", "local", str(path), "-e", f"@{extra_vars}", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
+    return run_on_localhost(
+        write_play(tmp_path / "play.yml", play),
+        *args,
+        extra_vars=extra,
+        env=environment(ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
         cwd=REPO,
     )
-    proc.output = " ".join((proc.stdout + proc.stderr).split())  # type: ignore[attr-defined]
-    return proc
 
 
 def test_upgrade_removes_the_wheels_of_earlier_releases_from_the_node(tmp_path):
