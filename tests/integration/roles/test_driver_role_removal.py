@@ -10,21 +10,17 @@ connection) with every path of the role in a temporary directory.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, write_inventory
 
 
 def remove(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     root = tmp_path / "node"
     host = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "aligned_dra_output_dir": str(tmp_path / "output"),
         "aligned_dra_driver_state": "absent",
         "aligned_dra_driver_write": False,
@@ -35,18 +31,8 @@ def remove(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         "aligned_dra_driver_cdi_dir": str(root / "cdi"),
         "aligned_dra_driver_mps_root": str(root / "mps"),
     }
-    inv = tmp_path / "inventory.yml"
-    inv.write_text(yaml.safe_dump({"aligned_dra_nodes": {"hosts": {"node-a": host}}}))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(inv), str(REPO / "playbooks" / "driver.yml"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    proc.output = " ".join((proc.stdout + proc.stderr).split())  # type: ignore[attr-defined]
-    return proc
+    inv = write_inventory(tmp_path / "inventory.yml", {"node-a": host}, {})
+    return run_playbook(inv, PLAYBOOKS / "driver.yml", *args)
 
 
 @pytest.fixture

@@ -11,8 +11,6 @@ sriov roles create on a node are read from the roles' tasks.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
 import shutil
@@ -22,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from ansible_collections.aligned.dra.tests.playbook_runs import REPO, environment, run_on_localhost, write_play
+
 ROLES = REPO / "roles"
 
 
@@ -54,17 +53,11 @@ def render(tmp_path: Path, template: str, **overrides) -> str:
             ],
         }
     ]
-    (tmp_path / "render.yml").write_text(yaml.safe_dump(play))
     extra = {"aligned_dra_driver_settings": settings, "aligned_dra_driver_node_name": "gpu-node-1", **overrides}
-    (tmp_path / "vars.json").write_text(json.dumps(extra))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", "-c", "local", str(tmp_path / "render.yml")]
-        + ["-e", f"@{tmp_path / 'vars.json'}", "-e", "ansible_python_interpreter={{ ansible_playbook_python }}"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
+    proc = run_on_localhost(
+        write_play(tmp_path / "render.yml", play),
+        extra_vars=extra,
+        env=environment(ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
         cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

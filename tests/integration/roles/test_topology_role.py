@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.aligned.dra.tests import playbook_runs
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook
+from ansible_collections.aligned.dra.tests.playbook_runs import (
+    PLAYBOOKS,
+    environment,
+    recap,
+    run_playbook,
+    tree_vars,
+    write_play,
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,30 +31,11 @@ def trees(tmp_path_factory):
 
 def write_inventory(path: Path, trees: dict, output: Path, **extra) -> Path:
     hosts = {
-        "ve1": {"aligned_dra_fixture": trees["hwloc-32intel64-8ve"], "aligned_dra_site": "east"},
-        "dgx1": {"aligned_dra_fixture": trees["dgx-h100"], "aligned_dra_site": "west"},
-        "vm1": {"aligned_dra_fixture": trees["vm-flat"], "aligned_dra_site": "west"},
+        "ve1": {**tree_vars(trees["hwloc-32intel64-8ve"]), "aligned_dra_site": "east"},
+        "dgx1": {**tree_vars(trees["dgx-h100"]), "aligned_dra_site": "west"},
+        "vm1": {**tree_vars(trees["vm-flat"]), "aligned_dra_site": "west"},
     }
-    inventory = {
-        "aligned_dra_nodes": {
-            "hosts": {
-                name: {
-                    "aligned_dra_sysfs_root": str(v["aligned_dra_fixture"] / "sys"),
-                    "aligned_dra_procfs_root": str(v["aligned_dra_fixture"] / "proc"),
-                    "aligned_dra_site": v["aligned_dra_site"],
-                }
-                for name, v in hosts.items()
-            },
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(output),
-                **extra,
-            },
-        }
-    }
-    path.write_text(yaml.safe_dump(inventory))
-    return path
+    return playbook_runs.write_inventory(path, hosts, {"aligned_dra_output_dir": str(output), **extra})
 
 
 def playbook(inventory: Path, *args: str) -> subprocess.CompletedProcess:
@@ -131,64 +120,56 @@ def test_the_fact_is_slim_the_whole_topology_lives_for_the_run_and_no_fact_cache
     inventory = write_inventory(tmp_path / "hosts.yml", trees, output)
     seen = tmp_path / "seen.json"
     gpus_seen = tmp_path / "gpus_seen.json"
-    play = tmp_path / "probe_and_look.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {"ansible.builtin.import_playbook": str(PLAYBOOKS / "probe.yml")},
-                {
-                    "name": "Look at the fact and its file while the run lasts",
-                    "hosts": "aligned_dra_nodes",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            # the expression docs/topology.md gives for a play of one's own
-                            "name": "The GPUs of this node's probe",
-                            "ansible.builtin.set_fact": {
-                                "gpus_read_from_the_file": "{{ (lookup('ansible.builtin.file',"
-                                " aligned_dra_topology.file) | from_json).devices"
-                                " | selectattr('kind', 'eq', 'gpu') | map(attribute='pci_address') | list }}"
-                            },
+    play = write_play(
+        tmp_path / "probe_and_look.yml",
+        [
+            {"ansible.builtin.import_playbook": str(PLAYBOOKS / "probe.yml")},
+            {
+                "name": "Look at the fact and its file while the run lasts",
+                "hosts": "aligned_dra_nodes",
+                "gather_facts": False,
+                "tasks": [
+                    {
+                        # the expression docs/topology.md gives for a play of one's own
+                        "name": "The GPUs of this node's probe",
+                        "ansible.builtin.set_fact": {
+                            "gpus_read_from_the_file": "{{ (lookup('ansible.builtin.file',"
+                            " aligned_dra_topology.file) | from_json).devices"
+                            " | selectattr('kind', 'eq', 'gpu') | map(attribute='pci_address') | list }}"
                         },
-                        {
-                            "name": "Record what each node read",
-                            "ansible.builtin.copy": {
-                                "dest": str(gpus_seen),
-                                "content": "{{ dict(ansible_play_hosts | zip(ansible_play_hosts"
-                                " | map('extract', hostvars, 'gpus_read_from_the_file'))) | to_json }}",
-                            },
-                            "run_once": True,
-                            "delegate_to": "localhost",
+                    },
+                    {
+                        "name": "Record what each node read",
+                        "ansible.builtin.copy": {
+                            "dest": str(gpus_seen),
+                            "content": "{{ dict(ansible_play_hosts | zip(ansible_play_hosts"
+                            " | map('extract', hostvars, 'gpus_read_from_the_file'))) | to_json }}",
                         },
-                        {
-                            "name": "Record every node's fact and whether its file is there",
-                            "ansible.builtin.copy": {
-                                "dest": str(seen),
-                                "content": "{{ dict(ansible_play_hosts | zip(ansible_play_hosts"
-                                " | map('extract', hostvars, 'aligned_dra_topology')"
-                                " | map('combine', {'present': true}))) | to_json }}",
-                            },
-                            "run_once": True,
-                            "delegate_to": "localhost",
+                        "run_once": True,
+                        "delegate_to": "localhost",
+                    },
+                    {
+                        "name": "Record every node's fact and whether its file is there",
+                        "ansible.builtin.copy": {
+                            "dest": str(seen),
+                            "content": "{{ dict(ansible_play_hosts | zip(ansible_play_hosts"
+                            " | map('extract', hostvars, 'aligned_dra_topology')"
+                            " | map('combine', {'present': true}))) | to_json }}",
                         },
-                        {
-                            "name": "The file is there while the run lasts",
-                            "ansible.builtin.assert": {"that": ["aligned_dra_topology.file is file"]},
-                        },
-                    ],
-                },
-            ]
-        )
+                        "run_once": True,
+                        "delegate_to": "localhost",
+                    },
+                    {
+                        "name": "The file is there while the run lasts",
+                        "ansible.builtin.assert": {"that": ["aligned_dra_topology.file is file"]},
+                    },
+                ],
+            },
+        ],
     )
     cache = tmp_path / "facts"
-    env = {
-        **os.environ,
-        "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(cache),
-    }
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(play)], capture_output=True, text=True, check=False, env=env
-    )
+    env = environment(ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(cache))
+    result = run_playbook(inventory, play, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     facts = json.loads(seen.read_text())
     assert sorted(facts) == ["dgx1", "ve1", "vm1"]
