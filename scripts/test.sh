@@ -227,7 +227,8 @@ stage_molecule() {
 # "SCENARIO STEP START" to FILE whenever an action starts, then "SCENARIO end
 # END" (epoch seconds), for the step table at the end of the run.
 clock_molecule_steps() {
-    local scenario="$1" file="$2" line pattern='[[:space:]]([a-z_]+): Executing'
+    # Molecule 26 starts each action with "INFO     [SCENARIO > STEP] Executing".
+    local scenario="$1" file="$2" line pattern='> ([a-z_]+)\] Executing'
     while IFS= read -r line; do
         printf '%s\n' "$line"
         if [[ "$line" =~ $pattern ]]; then
