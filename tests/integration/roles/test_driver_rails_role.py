@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as node_rails
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.integration.roles.test_node_hardening import exec_start_argv, render
 from ansible_collections.aligned.dra.tests.playbook_runs import (
@@ -79,7 +79,7 @@ def test_daemonset_mode_hands_the_site_file_to_the_driver_and_a_rule_change_roll
     assert first.stdout.count("TASK [aligned.dra.driver : Cluster | Write the site's rails file]") == 1
     rails, configmap, daemonset = written(tmp_path)
     assert rails["nodes"] == {"node-a.example.com": 0, "node-b.example.com": 1}
-    assert node_rails.rule_for_node(rails, "node-b.example.com") == node_rails.check_rule(NAMES)
+    assert rail_rule.rule_for_node(rails, "node-b.example.com") == rail_rule.check_rule(NAMES)
     assert json.loads(configmap["data"]["rails.json"]) == rails
     container = daemonset["spec"]["template"]["spec"]["containers"][0]
     assert "--rails-file=/etc/aligned-dra/rails/rails.json" in container["args"]
@@ -104,7 +104,7 @@ def test_a_limited_run_keeps_every_node_of_the_site_in_the_file(tmp_path):
     assert "node-a" not in proc.stdout.split("PLAY RECAP")[-1]  # node-a was not in the play
     rails, configmap, _daemonset = written(tmp_path)
     assert rails["nodes"] == {"node-a.example.com": 0, "node-b.example.com": 1}
-    assert node_rails.rule_for_node(rails, "node-a.example.com") == node_rails.check_rule(PCI)
+    assert rail_rule.rule_for_node(rails, "node-a.example.com") == rail_rule.check_rule(PCI)
     assert json.loads(configmap["data"]["rails.json"]) == rails
     # and the whole site's run writes the same file: nothing changes
     assert recap(driver_play(tmp_path, rules).stdout)["changed"] == 0
@@ -194,7 +194,7 @@ def node_rails_play(tmp_path: Path, document: dict, *args: str) -> subprocess.Co
 
 
 def test_the_node_gets_the_file_with_check_mode_and_diff_and_no_restart(tmp_path):
-    document = {"version": 1, "rules": [node_rails.check_rule(PCI)], "nodes": {"node-a": 0}}
+    document = {"version": 1, "rules": [rail_rule.check_rule(PCI)], "nodes": {"node-a": 0}}
     path = tmp_path / "etc" / "rails.json"
     rehearsed = node_rails_play(tmp_path, document, "--check", "--diff")
     assert '"node-a": 0' in rehearsed.stdout and recap(rehearsed.stdout)["changed"] == 1
