@@ -17,6 +17,7 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aligned.dra.plugins.module_utils import json_file
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import site_of
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 
 
@@ -41,7 +42,7 @@ class ActionModule(ActionBase):
         sites = []
         for host in dict.fromkeys(args["all_hosts"] + args["hosts"]):
             facts = hostvars[host]
-            site = str(facts.get("aligned_dra_site", "default"))
+            site = site_of(facts)
             sites.append(site)
             topology = facts.get("aligned_dra_topology") if host in args["hosts"] else None
             if topology is not None:
