@@ -10,8 +10,11 @@ offline install does it (``ansible-galaxy collection install <tarball>``).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,11 +29,44 @@ def run(*command: str, env: dict[str, str] | None = None, cwd: Path | None = Non
     return result
 
 
+# Built tarballs, one per state of the checkout: the files that build it, their sizes and
+# modification times. The tests of one run (on every xdist worker) share the first build.
+BUILDS = REPO / ".cache" / "tests" / "collection-builds"
+
+
+def checkout_state() -> str:
+    """A digest of every file a build reads (tracked and untracked, not ignored): path, size, mtime."""
+    listed = run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=REPO).stdout
+    digest = hashlib.sha256()
+    for name in sorted(set(filter(None, listed.split("\0")))):
+        try:
+            stat = (REPO / name).lstat()
+        except FileNotFoundError:  # deleted, not yet staged
+            continue
+        digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def build(dest: Path) -> Path:
-    """``ansible-galaxy collection build`` of this checkout into ``dest``; the tarball's path."""
+    """The tarball ``ansible-galaxy collection build`` makes of this checkout, copied into ``dest``; its path.
+
+    Built once per state of the checkout: later calls (other test files, other workers) copy it.
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    run("ansible-galaxy", "collection", "build", "--force", "--output-path", str(dest), str(REPO))
-    (artifact,) = dest.glob("aligned-dra-*.tar.gz")
+    shared = BUILDS / checkout_state()
+    if not shared.is_dir():
+        BUILDS.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=BUILDS))
+        try:
+            run("ansible-galaxy", "collection", "build", "--force", "--output-path", str(partial), str(REPO))
+            partial.rename(shared)  # atomic: another worker's build may have landed first
+        except OSError:
+            pass
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    (built,) = shared.glob("aligned-dra-*.tar.gz")
+    artifact = dest / built.name
+    shutil.copyfile(built, artifact)
     return artifact
 
 
