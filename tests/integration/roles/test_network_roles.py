@@ -9,9 +9,7 @@ modules write sriov_numvfs, as in the Molecule scenario.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import threading
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, tree_vars, write_inventory
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 REPO = Path(__file__).resolve().parents[3]
@@ -45,42 +44,19 @@ def inventory(tmp_path, roots, host_vars=None, **common):
     hosts = {}
     for name, root in roots.items():
         hosts[name] = {
-            "aligned_dra_sysfs_root": str(root / "sys"),
-            "aligned_dra_procfs_root": str(root / "proc"),
+            **tree_vars(root),
             "aligned_dra_modprobe_dir": str(root / "etc/modprobe.d"),
             "aligned_dra_modules_load_dir": str(root / "etc/modules-load.d"),
             "aligned_dra_driver_state_dir": str(root / "state"),
             "aligned_dra_sriov_pfs": [{"pci_address": "0000:01:00.0", "numvfs": 3}],
             **((host_vars or {}).get(name, {})),
         }
-    data = {
-        "aligned_dra_nodes": {
-            "hosts": hosts,
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_network_persist": False,
-                "aligned_dra_rdma_netns_mode": "exclusive",
-                **common,
-            },
-        }
-    }
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    variables = {"aligned_dra_network_persist": False, "aligned_dra_rdma_netns_mode": "exclusive", **common}
+    return write_inventory(tmp_path / "inventory.yml", hosts, variables)
 
 
 def playbook(inv, *args):
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(inv), str(REPO / "playbooks" / "network.yml"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    proc.output = " ".join((proc.stdout + proc.stderr).split())
-    return proc
+    return run_playbook(inv, PLAYBOOKS / "network.yml", *args)
 
 
 def numvfs(root, address="0000:01:00.0"):

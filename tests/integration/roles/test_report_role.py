@@ -22,6 +22,7 @@ import yaml
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
 from ansible_collections.aligned.dra.tests.browser import Browser, find_chromium
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook
 from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for, topology_of, write_site
 
 REPO = Path(__file__).resolve().parents[3]
@@ -43,21 +44,7 @@ def demo_hosts() -> dict[str, str]:
 
 
 def playbook(name: str, output: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            "ansible-playbook",
-            "-i",
-            str(DEMO),
-            str(REPO / "playbooks" / name),
-            "-e",
-            f"aligned_dra_output_dir={output}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=REPO,
-    )
+    return run_playbook(DEMO, PLAYBOOKS / name, "-e", f"aligned_dra_output_dir={output}", *args, cwd=REPO)
 
 
 def recap_changed(run: subprocess.CompletedProcess) -> int:
