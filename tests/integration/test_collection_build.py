@@ -20,6 +20,7 @@ import yaml
 
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 from ansible_collections.aligned.dra.tests.installed_collection import build, run
+from ansible_collections.aligned.dra.tests.playbook_runs import run_in_project
 from ansible_collections.aligned.dra.tests.report_sites import topology_of, write_site
 
 REPO = Path(__file__).resolve().parents[2]
@@ -167,15 +168,16 @@ def test_capture_and_plan_offline_from_the_installed_collection(built, tmp_path)
             }
         )
     )
-    run("ansible-playbook", "-i", "inventory/hosts.yml", "aligned.dra.capture", env=env, cwd=project)
+    captured = run_in_project(project, "aligned.dra.capture", "-i", "inventory/hosts.yml", env=env)
+    assert captured.returncode == 0, captured.stdout + captured.stderr
     archive = inventory / "snapshots" / "gpu-node01.tar.gz"
     assert archive.is_file()
 
-    run(
-        "ansible-playbook",
+    planned = run_in_project(
+        project,
+        "aligned.dra.what_if",
         "-i",
         "inventory/hosts.yml",
-        "aligned.dra.what_if",
         "-e",
         json.dumps(
             {
@@ -184,8 +186,8 @@ def test_capture_and_plan_offline_from_the_installed_collection(built, tmp_path)
             }
         ),
         env=env,
-        cwd=project,
     )
+    assert planned.returncode == 0, planned.stdout + planned.stderr
     plan = json.loads((project / "output" / "west" / "what-if.json").read_text())
     templates = {t["name"]: t for t in plan["templates"]}
     assert list(templates["gpu-nic-pair-1"]["nodes"]) == ["gpu-node02"]

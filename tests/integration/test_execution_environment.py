@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests import installed_collection as ic
+from ansible_collections.aligned.dra.tests.playbook_runs import run_in_project
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -120,21 +121,16 @@ def test_dependency_lists_install_into_a_clean_python(installed, tmp_path):
     )
     env = ic.project_env(collections, project)
     env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
-    result = subprocess.run(
-        [
-            str(venv / "bin" / "ansible-playbook"),
-            "-i",
-            "hosts.yml",
-            "aligned.dra.preflight",
-            "-e",
-            '{"aligned_dra_preflight_stages": [claims]}',
-            "-e",
-            f"ansible_python_interpreter={venv / 'bin' / 'python'}",
-        ],
-        cwd=project,
+    result = run_in_project(
+        project,
+        "aligned.dra.preflight",
+        "-i",
+        "hosts.yml",
+        "-e",
+        '{"aligned_dra_preflight_stages": [claims]}',
+        "-e",
+        f"ansible_python_interpreter={venv / 'bin' / 'python'}",
         env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+        executable=venv / "bin" / "ansible-playbook",
     )
     assert result.returncode == 0, result.stdout + result.stderr

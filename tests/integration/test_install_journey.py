@@ -18,6 +18,7 @@ import yaml
 
 from ansible_collections.aligned.dra.tests import installed_collection as ic
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+from ansible_collections.aligned.dra.tests.playbook_runs import run_in_project
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +26,8 @@ SKELETON = ic.REPO / "docs" / "examples" / "project"
 TREES = {"gpu-01": "dgx-h100", "gpu-02": "mi300x"}
 
 
-def playbook(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        ["ansible-playbook", *args], cwd=project, env=env, capture_output=True, text=True, check=False
-    )
+def playbook(project: Path, env: dict[str, str], play: str, *args: str) -> subprocess.CompletedProcess:
+    result = run_in_project(project, play, *args, env=env)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr
     return result
 
