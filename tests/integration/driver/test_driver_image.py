@@ -35,6 +35,7 @@ import yaml
 
 from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, write_inventory
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -65,36 +66,22 @@ def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.C
 
 def run_role(work: Path, base: str, image: str, metrics_port: int) -> subprocess.CompletedProcess[str]:
     """playbooks/driver.yml in daemonset mode for one node, everything on the controller."""
-    inventory = {
-        "aligned_dra_nodes": {
-            "hosts": {h.NODE: {}},
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(work / "output"),
-                "aligned_dra_site": SITE,
-                "aligned_dra_driver_mode": "daemonset",
-                "aligned_dra_driver_image": image,
-                "aligned_dra_driver_base_image": base,
-                "aligned_dra_driver_image_python": PYTHON,
-                "aligned_dra_driver_image_machine": MACHINE,
-                "aligned_dra_driver_image_glibc": GLIBC,
-                "aligned_dra_driver_wheelhouse_dir": str(work / "wheelhouse"),
-                "aligned_dra_driver_metrics_port": metrics_port,
-                # what the fixture node's tree asks of the device model (driver_harness excludes eno*)
-                "aligned_dra_device_options": {"exclude": ["eno*"]},
-            },
-        }
+    variables = {
+        "aligned_dra_output_dir": str(work / "output"),
+        "aligned_dra_site": SITE,
+        "aligned_dra_driver_mode": "daemonset",
+        "aligned_dra_driver_image": image,
+        "aligned_dra_driver_base_image": base,
+        "aligned_dra_driver_image_python": PYTHON,
+        "aligned_dra_driver_image_machine": MACHINE,
+        "aligned_dra_driver_image_glibc": GLIBC,
+        "aligned_dra_driver_wheelhouse_dir": str(work / "wheelhouse"),
+        "aligned_dra_driver_metrics_port": metrics_port,
+        # what the fixture node's tree asks of the device model (driver_harness excludes eno*)
+        "aligned_dra_device_options": {"exclude": ["eno*"]},
     }
-    (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(work / "inventory.yml"), str(REPO / "playbooks" / "driver.yml")],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-        timeout=600,
-    )
+    inventory = write_inventory(work / "inventory.yml", [h.NODE], variables)
+    return run_playbook(inventory, PLAYBOOKS / "driver.yml", timeout=600)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The claims role through real ansible-playbook runs: probe, render, plan, write, apply.
 
-The apply path talks to tests/fake_apiserver.py (a strict in-memory API server:
+The apply path talks to tests/fake_apiserver/ (a strict in-memory API server:
 no real kube-apiserver can run here) through kubernetes.core.k8s.
 """
 

@@ -6,7 +6,7 @@ once, in a ConfigMap the DaemonSet mounts, ``--rails-file`` in its
 arguments; a changed rule changes the ConfigMap and not the pod template; no
 rule anywhere, none of it; a run with ``--limit`` still writes every node of
 the site; with a kubeconfig, the ConfigMap lands on the strict fake API server
-(tests/fake_apiserver.py) and is removed once the site has no rails. Host
+(tests/fake_apiserver/) and is removed once the site has no rails. Host
 mode: the unit's ``--rails-file`` (rendered from the role's template), the
 node's copy of the file (the role's own tasks, in check mode with a diff,
 then for real), and ``state: absent`` removing it from the node and the

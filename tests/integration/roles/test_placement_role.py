@@ -3,10 +3,10 @@
 
 The nodes' probed topologies are written into ``<out>/west/nodes/`` (no probe:
 the placement stage reads them as the claims stage does). The label and job
-applies talk to tests/fake_apiserver.py (strict, in memory: no real
+applies talk to tests/fake_apiserver/ (strict, in memory: no real
 kube-apiserver runs here; it validates the jobs' Job, Service, Workload and
 PodGroup against the 1.36 schemas), which models server-side apply's
-ownership of label keys per field manager (tests/fake_apiserver_apply.py).
+ownership of label keys per field manager (tests/fake_apiserver/apply.py).
 One run goes through the utilization stage first, with a claim file holding
 a NIC, as site.yml runs it; one through the claims stage first, whose claim
 catalogue the placement takes instead of rendering it again.
@@ -24,7 +24,13 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dr
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.plan_inputs import NIC_NAME_RULE, aligned_node
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook
+from ansible_collections.aligned.dra.tests.playbook_runs import (
+    PLAYBOOKS,
+    recap,
+    run_playbook,
+    write_imports,
+    write_inventory,
+)
 
 LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
 # 16 nodes, 2 blocks x 2 racks x 4 nodes, each with 8 GPU+NIC pairs, NIC i on rail i.
@@ -52,30 +58,19 @@ def setup(
     nodes.mkdir(parents=True, exist_ok=True)
     for host in HOSTS:
         (nodes / f"{host}.json").write_text(json.dumps(aligned_node(8)))
-    inventory = {
-        "aligned_dra_nodes": {
-            "hosts": {host: {"aligned_dra_placement": domains} for host, domains in HOSTS.items()},
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                "aligned_dra_output_dir": str(output),
-                "aligned_dra_site": "west",
-                "aligned_dra_kubernetes_version": "1.36",
-                "aligned_dra_feature_gates": {"GenericWorkload": True, "GangScheduling": True},
-                "aligned_dra_rails": dict(NIC_NAME_RULE, count=8),
-                "aligned_dra_placement_levels": LEVELS if levels is None else levels,
-                "aligned_dra_jobs": JOBS if jobs is None else jobs,
-                **extra,
-            },
-        }
+    variables = {
+        "aligned_dra_output_dir": str(output),
+        "aligned_dra_site": "west",
+        "aligned_dra_kubernetes_version": "1.36",
+        "aligned_dra_feature_gates": {"GenericWorkload": True, "GangScheduling": True},
+        "aligned_dra_rails": dict(NIC_NAME_RULE, count=8),
+        "aligned_dra_placement_levels": LEVELS if levels is None else levels,
+        "aligned_dra_jobs": JOBS if jobs is None else jobs,
+        **extra,
     }
-    if levels == []:
-        for host in inventory["aligned_dra_nodes"]["hosts"].values():
-            host.pop("aligned_dra_placement")
-    path = tmp_path / "hosts.yml"
-    path.write_text(yaml.safe_dump(inventory))
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": str(PLAYBOOKS / name)} for name in plays]))
+    hosts = {host: ({} if levels == [] else {"aligned_dra_placement": domains}) for host, domains in HOSTS.items()}
+    path = write_inventory(tmp_path / "hosts.yml", hosts, variables)
+    play = write_imports(tmp_path / "play.yml", [PLAYBOOKS / name for name in plays])
     return path, play
 
 

@@ -3,7 +3,7 @@
 
 The apply tests send every rendered object (Namespaces, ResourceQuotas,
 PriorityClasses, ResourceClaimTemplates) through kubernetes.core.k8s
-server-side apply to tests/fake_apiserver.py, which validates it against
+server-side apply to tests/fake_apiserver/, which validates it against
 Kubernetes 1.35's schemas and refuses unknown fields; a second run changes
 nothing.
 """
