@@ -34,7 +34,9 @@ def veth():
 
 
 def start_pod(*prefix):
-    proc = subprocess.Popen([*prefix, "unshare", "--net", "sleep", "120"])
+    # sleep until killed: a pod that ended on its own while a slow test still used it
+    # would leave a zombie whose namespace pyroute2 waits on for ever
+    proc = subprocess.Popen([*prefix, "unshare", "--net", "sleep", "infinity"])
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # unshare execs sleep once the namespace exists
         try:

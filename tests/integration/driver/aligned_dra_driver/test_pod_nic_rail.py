@@ -95,8 +95,8 @@ def rail_nic():
 
 @pytest.fixture
 def pod():
-    """A process in its own network namespace, standing in for a pod sandbox."""
-    proc = subprocess.Popen(["unshare", "--net", "sleep", "120"])
+    """A process in its own network namespace, standing in for a pod sandbox, until teardown kills it."""
+    proc = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
     own = os.readlink("/proc/self/ns/net")
     h.wait_until(lambda: os.readlink(f"/proc/{proc.pid}/ns/net") != own, timeout=5, what="the pod's namespace")
     yield proc.pid
