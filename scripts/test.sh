@@ -228,7 +228,7 @@ stage_molecule() {
 # END" (epoch seconds), for the step table at the end of the run.
 clock_molecule_steps() {
     # Molecule 26 starts each action with "INFO     [SCENARIO > STEP] Executing".
-    local scenario="$1" file="$2" line pattern='> ([a-z_]+)\] Executing'
+    local scenario="$1" file="$2" line pattern='> ([a-z_]+)\] Executing$'
     while IFS= read -r line; do
         printf '%s\n' "$line"
         if [[ "$line" =~ $pattern ]]; then
