@@ -12,13 +12,15 @@ import glob
 import json
 import os
 
+from ansible_collections.aligned.dra.plugins.module_utils.output_files import OutputFileError, write_text_file
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
 
-class JsonFileError(Exception):
+class JsonFileError(OutputFileError):
     """The file cannot be read or written; the message names the option."""
 
 
@@ -33,33 +35,10 @@ def write_json_file(dest: str, data: Any, check_mode: bool, field: str = "dest")
     mode too, and leaves no temporary file behind.
     """
     content = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    old = None
     try:
-        if os.path.isdir(dest):
-            raise IsADirectoryError(21, "Is a directory")
-        if os.path.exists(dest):
-            with open(dest, encoding="utf-8") as handle:
-                old = handle.read()
-        if old == content:
-            return False, {}
-        parent = os.path.dirname(os.path.abspath(dest))
-        if os.path.exists(parent) and not os.path.isdir(parent):
-            raise NotADirectoryError(20, "Not a directory")
-        if not check_mode:
-            os.makedirs(parent, exist_ok=True)
-            tmp = dest + ".tmp"
-            try:
-                with open(tmp, "w", encoding="utf-8") as handle:
-                    handle.write(content)
-                os.replace(tmp, dest)
-            except BaseException:
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
-                raise
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise JsonFileError(f"{field}: cannot write {dest}: {reason}") from None
-    return True, {"before": old or "", "after": content, "before_header": dest, "after_header": dest}
+        return write_text_file(dest, content, check_mode, field=field)
+    except OutputFileError as exc:
+        raise JsonFileError(str(exc)) from None
 
 
 def read_json_dir(directory: str) -> dict[str, Any]:

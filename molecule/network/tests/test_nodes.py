@@ -53,11 +53,12 @@ def test_boot_units_installed_enabled_and_working(host):
 
 
 def test_the_earlier_flat_boot_library_is_gone(host):
-    """prepare.yml left copies of the flat layout, as an upgraded node has them; the roles remove them."""
-    library = "/usr/local/lib/aligned-dra/ansible_collections/aligned/dra/plugins/module_utils"
-    for name in ("sriov.py", "netconf.py", "topology"):
-        assert not host.file(f"{library}/{name}").exists, name
-    assert host.file(f"{library}/node/network/netconf.py").is_file
+    """prepare.yml left copies of the flat layout, as an upgraded node has them; the roles remove them
+    (and the package layout of the release after it): the units run the library's zip."""
+    library = "/usr/local/lib/aligned-dra"
+    assert not host.file(f"{library}/ansible_collections").exists
+    assert host.file(f"{library}/network.zip").is_file
+    assert host.file(f"{library}/network.zip").mode == 0o644
 
 
 def test_boot_unit_recreates_vfs_after_a_reset(host):

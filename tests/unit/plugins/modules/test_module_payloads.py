@@ -156,10 +156,11 @@ def test_rendering_modules_carry_the_device_models_cpu_list_parser_only(payloads
 
 @pytest.mark.parametrize("role", ["sriov", "rdma"])
 def test_boot_time_units_get_every_file_their_code_imports(payloads, role):
-    """The network roles copy the library for their boot-time unit (netconf) by a list of files."""
+    """The network roles install the library for their boot-time unit (netconf) by a list of files."""
     tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "persist.yml").read_text())
     (install,) = [task for task in tasks if task["name"] == "Install the network library"]
-    assert sorted(install["loop"]) == sorted([*payloads["netconf"], "node/network/netconf.py"])
+    files = install["aligned.dra.node_library"]["files"]
+    assert sorted(files) == sorted([*payloads["netconf"], "node/network/netconf.py"])
 
 
 @pytest.mark.parametrize("module", ["topology_info", "topology_capture", "sriov", "rdma", "network_plan"])

@@ -1,0 +1,102 @@
+# Copyright: aligned.dra contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Action of ``aligned.dra.output_files``: a directory of rendered files, written in the controller process.
+
+Each entry of ``files`` is rendered here (its ``content``, or the role's
+``template`` with the entry as ``item``, exactly as ``ansible.builtin.template``
+renders it: the same search path, ``ansible_managed`` and ``trim_blocks``), and
+the directory is written by :mod:`module_utils.output_files`. A role's rendered
+objects cost one task and no module process, instead of a worker round and two
+module runs per object.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+from ansible.template import generate_ansible_template_vars, trust_as_template
+
+from ansible_collections.aligned.dra.plugins.module_utils import output_files
+
+
+class ActionModule(ActionBase):
+    _VALID_ARGS = frozenset(("dest", "files", "prune", "mode", "directory_mode"))
+    _supports_check_mode = True
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = self.validate_argument_spec(
+            argument_spec={
+                "dest": {"type": "path", "required": True},
+                "files": {"type": "list", "elements": "dict", "required": True},
+                "prune": {"type": "list", "elements": "str", "default": []},
+                "mode": {"type": "raw", "default": "0644"},
+                "directory_mode": {"type": "raw", "default": "0755"},
+            }
+        )[1]
+        try:
+            mode = output_files.parse_mode(args["mode"], "mode")
+            directory_mode = output_files.parse_mode(args["directory_mode"], "directory_mode")
+            contents = self._contents(args["dest"], args["files"], task_vars)
+            outcome = output_files.write_directory(
+                args["dest"], contents, self._task.check_mode, args["prune"], mode, directory_mode
+            )
+        except (ValueError, output_files.OutputFileError) as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        result.update(
+            changed=bool(outcome["written"] or outcome["removed"]),
+            written=outcome["written"],
+            removed=outcome["removed"],
+            files=len(contents),
+        )
+        if outcome["diff"] and self._task.diff:
+            result["diff"] = outcome["diff"]
+        return result
+
+    def _contents(self, dest: str, files: list[dict[str, Any]], task_vars: dict[str, Any]) -> dict[str, str]:
+        contents: dict[str, str] = {}
+        for index, entry in enumerate(files):
+            name = entry.get("name")
+            where = f"files[{index}]" + (f" ({name})" if isinstance(name, str) else "")
+            if not output_files.is_file_name(name):
+                raise ValueError(f"{where}: name must be a plain file name, got {name!r}")
+            if name in contents:
+                raise ValueError(f"{where}: {name} is given twice")
+            if ("content" in entry) == ("template" in entry):
+                raise ValueError(f"{where}: give exactly one of content and template")
+            if "content" in entry:
+                if not isinstance(entry["content"], str):
+                    raise ValueError(f"{where}: content must be text")
+                contents[name] = entry["content"]
+            else:
+                contents[name] = self._render(entry, os.path.join(dest, name), task_vars, where)
+        return contents
+
+    def _render(self, entry: dict[str, Any], dest: str, task_vars: dict[str, Any], where: str) -> str:
+        """``entry['template']`` rendered as ``ansible.builtin.template`` renders it, with ``item`` = the entry."""
+        try:
+            source = self._find_needle("templates", entry["template"])
+        except AnsibleError as exc:
+            raise ValueError(f"{where}: template: {exc}") from None
+        searchpath = []
+        for path in [*task_vars.get("ansible_search_path", []), self._loader._basedir, os.path.dirname(source)]:
+            searchpath += [os.path.join(path, "templates"), path]
+        variables = dict(task_vars)
+        template_vars = generate_ansible_template_vars(path=entry["template"], fullpath=source, dest_path=dest)
+        if "ansible_managed" in task_vars:  # a user's own ansible_managed wins, as with the template module
+            template_vars.pop("ansible_managed", None)
+        variables.update(template_vars)
+        variables["item"] = entry
+        templar = self._templar.copy_with_new_env(searchpath=searchpath, available_variables=variables)
+        text = trust_as_template(self._loader.get_text_file_contents(source))
+        try:
+            rendered = templar.template(text, escape_backslashes=False, overrides={"trim_blocks": True})
+        except AnsibleError as exc:
+            raise ValueError(f"{where}: template {entry['template']}: {exc}") from None
+        return "" if rendered is None else str(rendered)
