@@ -15,10 +15,10 @@ description:
     package, and copies the zip to O(dest) with M(ansible.builtin.copy). The zip's bytes depend
     only on the files' content (sorted entries, fixed timestamps), so an unchanged library is
     not copied again, and a changed one replaces the old file atomically.
-  - The rdma and sriov roles install the library their boot-time units run with it
-    (C(PYTHONPATH=<dest>), C(python3 -m ansible_collections.aligned.dra.plugins.module_utils.node.network.netconf)):
-    one file per node instead of one transfer per module.
-  - An action plugin: it does its work on the controller and through M(ansible.builtin.copy).
+  - The rdma and sriov roles install the library their boot-time units run with it, one file per
+    node instead of one transfer per module. The units set C(PYTHONPATH) to O(dest) and run
+    C(python3 -m ansible_collections.aligned.dra.plugins.module_utils.node.network.netconf).
+  - An action plugin, which does its work on the controller and through M(ansible.builtin.copy).
 requirements:
   - Python >= 3.9 on the node to import the library (zipimport, standard library only)
 author:

@@ -17,7 +17,7 @@ description:
   - The claims, teams, placement and topology roles write their objects, kustomizations and
     summaries with it, on the controller. Through its action plugin the files are rendered
     and written in the controller's process (a C(template) entry is rendered exactly as
-    M(ansible.builtin.template) renders it, with the entry as C(item)): a directory of a
+    M(ansible.builtin.template) renders it, with the entry as C(item)), so a directory of a
     hundred objects costs one task, not a hundred module runs.
 requirements:
   - Python >= 3.9 where it runs; through its action plugin, the controller's Python (nothing beyond ansible-core)

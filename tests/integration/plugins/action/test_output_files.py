@@ -85,12 +85,12 @@ def test_bad_entries_fail_naming_the_entry_and_write_nothing(tmp_path):
         "missing template": [{"name": "a.yaml", "template": "nowhere.j2"}],
         "bad mode": [{"name": "a.yaml", "content": "x"}],
     }
-    tasks = [
-        {"name": label, "aligned.dra.output_files": {"dest": str(dest), "files": files,
-                                                      **({"mode": "rw-r--r--"} if label == "bad mode" else {})},
-         "ignore_errors": True, "register": "r" + str(index)}
-        for index, (label, files) in enumerate(cases.items())
-    ]  # fmt: skip
+    tasks = []
+    for index, (label, files) in enumerate(cases.items()):
+        arguments = {"dest": str(dest), "files": files, **({"mode": "rw-r--r--"} if label == "bad mode" else {})}
+        tasks.append(
+            {"name": label, "aligned.dra.output_files": arguments, "ignore_errors": True, "register": f"r{index}"}
+        )
     messages = "{{ [" + ", ".join(f"r{i}.msg" for i in range(len(cases))) + "] }}"
     tasks.append(
         {"name": "Messages", "ansible.builtin.copy": {"content": messages, "dest": str(tmp_path / "msgs.json")}}
