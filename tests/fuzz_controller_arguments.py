@@ -613,3 +613,55 @@ def semantic_jobs(draw, args: dict[str, Any], root: Path, broken: Broken) -> Non
         broken.add(("kubernetes_version",))
     else:
         break_dest(draw, args, root, broken, "jobs.json")
+
+
+# -- output_files -------------------------------------------------------------------------
+
+OUTPUT_NAMES = ["a.yaml", "kustomization.yaml", "ünïcødé.md", "b.json"]
+
+
+def base_output_files(draw, root: Path) -> dict[str, Any]:
+    """A directory (new, or out/ with an object of an earlier run) and one to three files from content."""
+    names = draw(st.lists(st.sampled_from(OUTPUT_NAMES), min_size=1, max_size=3, unique=True))
+    args: dict[str, Any] = {
+        "dest": draw(st.sampled_from([str(root / "out"), str(root / "new" / "claims"), "relative/dir"])),
+        "files": [{"name": name, "content": draw(st.sampled_from(["", "x\n", "kind: A\n" * 50]))} for name in names],
+    }
+    if draw(st.booleans()):
+        args["prune"] = draw(st.sampled_from([["*.yaml"], ["*"], ["gone.yaml", "*.json"]]))
+    if draw(st.booleans()):
+        args["mode"] = draw(st.sampled_from(["0600", "0644", 0o640]))
+    if draw(st.booleans()):
+        args["directory_mode"] = draw(st.sampled_from(["0700", "0755", "preserve"]))
+    return args
+
+
+def semantic_output_files(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    what = draw(st.sampled_from(["name", "content", "twice", "directory", "dest", "mode"]))
+    files = args.get("files")
+    if not isinstance(files, list) or not files or not all(isinstance(f, dict) for f in files):
+        args["files"] = files = [{"name": "a.yaml", "content": "a\n"}]
+    if what == "name":
+        files[0]["name"] = draw(st.sampled_from(["", ".", "..", "a/b.yaml", "../up.yaml", "x.tmp", 5, None]))
+        broken.add(("files", 0, "name"))
+    elif what == "content":
+        files[0].pop("content", None)
+        files[0][draw(st.sampled_from(["content", "template"]))] = draw(st.sampled_from([None, 5, ["x"], "t.j2"]))
+        broken.add(("files", 0, "content"))
+    elif what == "twice":
+        files.append(dict(files[0]))
+        broken.add(("files", len(files) - 1, "name"))
+    elif what == "directory":
+        # a file whose name is an existing directory of the destination
+        args["dest"] = str(root)
+        files[0]["name"] = "emptydir"
+        broken.add(("files",))
+    elif what == "dest":
+        args["dest"] = draw(
+            st.sampled_from([str(root / "afile"), str(root / "afile" / "sub"), str(root / "binary.bin")])
+        )
+        broken.add(("dest",))
+    else:
+        key = draw(st.sampled_from(["mode", "directory_mode"]))
+        args[key] = draw(st.sampled_from(["rw-r--r--", "0999", "-1", 1.5, True, "", 0o17777]))
+        broken.add((key,))

@@ -24,6 +24,14 @@ from ansible_collections.aligned.dra.plugins.plugin_utils.library_zip import Lib
 
 # This collection's module_utils, beside this plugin's own folder.
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+# What plugins/modules/node_library.py documents (a test keeps them equal).
+ARGUMENT_SPEC = {
+    "dest": {"type": "path", "required": True},
+    "files": {"type": "list", "elements": "str", "required": True},
+    "owner": {"type": "str"},
+    "group": {"type": "str"},
+    "mode": {"type": "raw", "default": "0644"},
+}
 
 
 class ActionModule(ActionBase):
@@ -33,15 +41,7 @@ class ActionModule(ActionBase):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(
-            argument_spec={
-                "dest": {"type": "path", "required": True},
-                "files": {"type": "list", "elements": "str", "required": True},
-                "owner": {"type": "str"},
-                "group": {"type": "str"},
-                "mode": {"type": "raw", "default": "0644"},
-            }
-        )[1]
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         try:
             content = library_zip(MODULE_UTILS, args["files"])
         except LibraryError as exc:

@@ -99,7 +99,7 @@ def parse_mode(value: Any, field: str) -> int | None:
         mode = int(value, 8) if isinstance(value, str) else int(value)
     except (TypeError, ValueError):
         mode = -1
-    if not 0 <= mode <= 0o7777 or isinstance(value, bool):
+    if not 0 <= mode <= 0o7777 or isinstance(value, (bool, float)):
         raise ValueError(f"{field}: {value!r} is not an octal mode such as '0644'")
     return mode
 
@@ -137,6 +137,10 @@ def write_directory(
     bad = sorted(str(name) for name in files if not is_file_name(name))
     if bad:
         raise OutputFileError(f"files: not a plain file name: {', '.join(bad)}")
+    if not check_mode:
+        # Every problem that can be seen before writing is seen first: a refused directory leaves
+        # every file as it was, not the first half of it written.
+        write_directory(directory, files, True, prune, mode, directory_mode)
     written: list[str] = []
     removed: list[str] = []
     diffs: list[dict[str, str]] = []

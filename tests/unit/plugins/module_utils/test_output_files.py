@@ -140,7 +140,7 @@ def test_modes_read_as_octal_text_or_numbers(value, mode):
     assert parse_mode(value, "mode") == mode
 
 
-@pytest.mark.parametrize("value", ["rw-r--r--", "0999", "-1", 0o17777, True, []])
+@pytest.mark.parametrize("value", ["rw-r--r--", "0999", "-1", 0o17777, True, [], 420.0])
 def test_a_mode_that_is_not_octal_is_refused_naming_the_option(value):
     with pytest.raises(ValueError, match="^directory_mode: .* is not an octal mode"):
         parse_mode(value, "directory_mode")
