@@ -74,6 +74,8 @@ class ActionModule(ActionBase):
                 if not isinstance(entry["content"], str):
                     raise ValueError(f"{where}: content must be text")
                 contents[name] = entry["content"]
+            elif not isinstance(entry["template"], str) or not entry["template"]:
+                raise ValueError(f"{where}: template must be the name of a template file")
             else:
                 contents[name] = self._render(entry, os.path.join(dest, name), task_vars, where)
         return contents
@@ -88,6 +90,8 @@ class ActionModule(ActionBase):
         for path in [*task_vars.get("ansible_search_path", []), self._loader._basedir, os.path.dirname(source)]:
             searchpath += [os.path.join(path, "templates"), path]
         variables = dict(task_vars)
+        # ansible_managed and the template_* variables, as ansible.builtin.template sets them (ansible-core
+        # marks this helper for deprecation in 2.23: then these variables are set here)
         template_vars = generate_ansible_template_vars(path=entry["template"], fullpath=source, dest_path=dest)
         if "ansible_managed" in task_vars:  # a user's own ansible_managed wins, as with the template module
             template_vars.pop("ansible_managed", None)

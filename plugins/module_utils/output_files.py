@@ -31,12 +31,15 @@ def _reason(exc: BaseException) -> str:
 
 
 def _read_text(path: str) -> str | None:
+    """The text of the regular file at ``path``; ``None`` where there is none (nothing, or a symbolic
+    link: a link is replaced by a file, never written through)."""
+    if os.path.islink(path) or not os.path.lexists(path):
+        return None
     if os.path.isdir(path):
         raise IsADirectoryError(21, "Is a directory")
-    if not os.path.lexists(path):
-        return None
-    # a file of other bytes reads as different content (and is replaced), as with the template module
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    # a file of other bytes reads as different content (and is replaced), as with the template module;
+    # newline="": a \r or \r\n on disk is a difference, not a line end to translate
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
         return handle.read()
 
 
@@ -75,9 +78,11 @@ def write_text_file(
 
 def _replace(dest: str, content: str, mode: int | None) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    if mode is None and os.path.isfile(dest) and not os.path.islink(dest):
+        mode = stat.S_IMODE(os.stat(dest).st_mode)  # no mode given: the file keeps its own
     tmp = dest + ".tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
             handle.write(content)
         if mode is not None:
             os.chmod(tmp, mode)
@@ -90,7 +95,8 @@ def _replace(dest: str, content: str, mode: int | None) -> None:
 
 def parse_mode(value: Any, field: str) -> int | None:
     """An octal mode given as text (``"0644"``) or a number; ``None`` or ``preserve`` read as ``None``:
-    the mode of what exists is left alone (and a new directory or file gets the umask's).
+    what exists keeps its mode, also when its content is replaced (a new directory or file gets the
+    umask's).
 
     Raises ``ValueError`` naming ``field``."""
     if value is None or value == "preserve":
@@ -171,13 +177,17 @@ def write_directory(
         path = os.path.join(directory, name)
         if name in files or not any(fnmatch.fnmatchcase(name, pattern) for pattern in prune or []):
             continue
-        if os.path.isdir(path) and not os.path.islink(path):
+        # only regular files that are not hidden, as ansible.builtin.find matches them by default
+        if name.startswith(".") or os.path.islink(path) or not os.path.isfile(path):
             continue
         try:
-            before = _read_text(path) if os.path.isfile(path) else ""
+            before = _read_text(path)
+        except (OSError, ValueError):
+            before = ""  # an unreadable stale file is removed all the same; the diff cannot show it
+        try:
             if not check_mode:
                 os.unlink(path)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             raise OutputFileError(f"prune: cannot remove {path}: {_reason(exc)}") from None
         removed.append(path)
         diffs.append({"before": before or "", "after": "", "before_header": path, "after_header": path + " (removed)"})

@@ -30,8 +30,9 @@ class LibraryError(ValueError):
 def library_zip(module_utils: str, files: Iterable[str]) -> bytes:
     """A zip of ``files`` (paths under ``module_utils``, ``node/network/netconf.py``) under ``PACKAGE_PREFIX``.
 
-    Every package directory above a file gets an ``__init__.py`` (empty where the
-    checkout has none): zipimport needs regular packages. Raises :class:`LibraryError`
+    Every package directory above a file gets its ``__init__.py``, listed or not
+    (the checkout's own, empty where the checkout has none): zipimport needs
+    regular packages. Raises :class:`LibraryError`
     for a path that leaves ``module_utils``, is not a ``.py`` file or does not exist.
     """
     entries: dict[str, bytes] = {}
@@ -48,13 +49,29 @@ def library_zip(module_utils: str, files: Iterable[str]) -> bytes:
     for member in list(entries):
         package = member.rsplit("/", 1)[0]
         while package:
-            entries.setdefault(f"{package}/__init__.py", b"")
+            init = f"{package}/__init__.py"
+            if init not in entries:
+                entries[init] = _package_init(module_utils, package)
             package = package.rpartition("/")[0]
+    # Stored, not deflated: the bytes do not depend on the controller's zlib, and a node's Python
+    # without zlib imports it too.
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
         for member in sorted(entries):
             info = zipfile.ZipInfo(member, date_time=EPOCH)
             info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, entries[member])
     return buffer.getvalue()
+
+
+def _package_init(module_utils: str, package: str) -> bytes:
+    """A package's ``__init__.py``: the checkout's own (a package's vocabulary lives there), or an empty
+    one above ``module_utils`` and wherever the checkout has none (zipimport needs regular packages)."""
+    if not package.startswith(PACKAGE_PREFIX + "/"):
+        return b""
+    path = os.path.join(module_utils, *package[len(PACKAGE_PREFIX) + 1 :].split("/"), "__init__.py")
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return b""

@@ -83,6 +83,7 @@ def test_bad_entries_fail_naming_the_entry_and_write_nothing(tmp_path):
         "both": [{"name": "a.yaml", "content": "x", "template": "object.yaml.j2"}],
         "twice": [{"name": "a.yaml", "content": "x"}, {"name": "a.yaml", "content": "y"}],
         "missing template": [{"name": "a.yaml", "template": "nowhere.j2"}],
+        "template not text": [{"name": "a.yaml", "template": 5}],
         "bad mode": [{"name": "a.yaml", "content": "x"}],
     }
     tasks = []
@@ -104,5 +105,6 @@ def test_bad_entries_fail_naming_the_entry_and_write_nothing(tmp_path):
     assert messages[1] == "files[0] (a.yaml): give exactly one of content and template"
     assert messages[2] == "files[1] (a.yaml): a.yaml is given twice"
     assert messages[3].startswith("files[0] (a.yaml): template: ") and "nowhere.j2" in messages[3]
-    assert messages[4] == "mode: 'rw-r--r--' is not an octal mode such as '0644'"
+    assert messages[4] == "files[0] (a.yaml): template must be the name of a template file"
+    assert messages[5] == "mode: 'rw-r--r--' is not an octal mode such as '0644'"
     assert not dest.exists()

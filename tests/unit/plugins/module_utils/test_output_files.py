@@ -144,3 +144,51 @@ def test_modes_read_as_octal_text_or_numbers(value, mode):
 def test_a_mode_that_is_not_octal_is_refused_naming_the_option(value):
     with pytest.raises(ValueError, match="^directory_mode: .* is not an octal mode"):
         parse_mode(value, "directory_mode")
+
+
+def test_a_symbolic_link_is_replaced_by_a_file_never_written_through(tmp_path):
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text("a\n")
+    target.chmod(0o600)
+    (tmp_path / "d").mkdir()
+    link = tmp_path / "d" / "a.yaml"
+    link.symlink_to(target)
+    outcome = write_directory(str(tmp_path / "d"), {"a.yaml": "a\n"}, False, [], 0o644, None)
+    assert outcome["written"] == [str(link)]
+    assert not link.is_symlink() and link.read_text() == "a\n"
+    assert target.read_text() == "a\n" and mode_of(target) == 0o600  # the link's target is left alone
+    dangling = tmp_path / "d" / "b.yaml"
+    dangling.symlink_to(tmp_path / "missing")
+    assert write_text_file(str(dangling), "b\n", False)[0]
+    assert not dangling.is_symlink() and dangling.read_text() == "b\n"
+
+
+def test_line_ends_are_compared_as_they_are_on_disk(tmp_path):
+    dest = tmp_path / "a.yaml"
+    dest.write_bytes(b"a\r\nb\r\n")
+    changed, diff = write_text_file(str(dest), "a\nb\n", False)
+    assert changed and dest.read_bytes() == b"a\nb\n"
+    assert write_text_file(str(dest), "a\nb\n", False) == (False, {})
+    assert write_text_file(str(dest), "a\r\n", False)[0] and dest.read_bytes() == b"a\r\n"
+    assert write_text_file(str(dest), "a\r\n", False) == (False, {})
+
+
+def test_without_a_mode_a_replaced_file_keeps_its_own(tmp_path):
+    dest = tmp_path / "summary.json"
+    dest.write_text("old\n")
+    dest.chmod(0o640)
+    assert write_text_file(str(dest), "new\n", False)[0]
+    assert dest.read_text() == "new\n" and mode_of(dest) == 0o640
+
+
+def test_pruning_leaves_hidden_files_links_and_directories_and_removes_unreadable_files(tmp_path):
+    directory = tmp_path / "d"
+    directory.mkdir()
+    (directory / ".hidden.yaml").write_text("h\n")
+    (directory / "link.yaml").symlink_to(tmp_path / "target.yaml")
+    (tmp_path / "target.yaml").write_text("t\n")
+    (directory / "binary.yaml").write_bytes(b"\xff\xfe\x00")
+    outcome = write_directory(str(directory), {}, False, ["*.yaml"])
+    assert outcome["removed"] == [str(directory / "binary.yaml")]
+    assert sorted(p.name for p in directory.iterdir()) == [".hidden.yaml", "link.yaml"]
+    assert (tmp_path / "target.yaml").exists()

@@ -21,6 +21,8 @@ from ansible_collections.aligned.dra.plugins.plugin_utils.library_zip import (
 )
 
 REPO = Path(__file__).resolve().parents[4]
+# A Python 3.9 where this machine has one (pyenv's): the node side's oldest.
+OLDEST_NODE_PYTHON = [str(p) for p in sorted(Path("/root/.pyenv/versions").glob("3.9.*/bin/python3"))[:1]]
 MODULE_UTILS = REPO / "plugins" / "module_utils"
 
 
@@ -51,6 +53,13 @@ def test_every_package_gets_an_init_and_the_checkout_s_own_are_kept(tmp_path):
         f"{PACKAGE_PREFIX}/node/network/__init__.py",
         f"{PACKAGE_PREFIX}/node/network/tool.py",
     }
+    assert archive.read(f"{PACKAGE_PREFIX}/node/__init__.py") == b"KIND = 'node'\n"
+    assert archive.read(f"{PACKAGE_PREFIX}/node/network/__init__.py") == b""  # the tree has none
+    assert archive.read(f"{PACKAGE_PREFIX}/__init__.py") == b""  # above module_utils: none
+    # a package whose __init__ is not listed still gets the checkout's own
+    (root / "node" / "network" / "__init__.py").write_text("VOCABULARY = 1\n")
+    archive = zipfile.ZipFile(io.BytesIO(library_zip(str(root), ["node/network/tool.py"])))
+    assert archive.read(f"{PACKAGE_PREFIX}/node/network/__init__.py") == b"VOCABULARY = 1\n"
     assert archive.read(f"{PACKAGE_PREFIX}/node/__init__.py") == b"KIND = 'node'\n"
     assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
 
@@ -91,6 +100,16 @@ def test_the_boot_units_entry_point_imports_from_the_zip_of_the_roles_list(tmp_p
     )  # fmt: skip
     assert "No module named" not in run.stderr, run.stderr
     assert run.returncode != 0 and "usage" in (run.stderr + run.stdout).lower()
+    # what netconf imports only when it applies a state: every module of the list, on this machine's
+    # Python and on the oldest a node may run (3.9), from the zip alone
+    modules = [f.removesuffix(".py").replace("/", ".") for f in install["aligned.dra.node_library"]["files"]]
+    imports = "; ".join(f"import ansible_collections.aligned.dra.plugins.module_utils.{m}" for m in modules)
+    for python in (sys.executable, *OLDEST_NODE_PYTHON):
+        run = subprocess.run(
+            [python, "-S", "-c", imports + "; print('ok')"],
+            capture_output=True, text=True, check=False, env={"PYTHONPATH": str(zipped), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert run.stdout == "ok\n", (python, run.stderr)
 
 
 @pytest.mark.parametrize("name", ["../etc/passwd.py", "/abs.py", "node/README.md", "node//x.py", "node/missing.py"])
