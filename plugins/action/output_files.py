@@ -24,21 +24,13 @@ from ansible_collections.aligned.dra.plugins.module_utils import output_files
 
 
 class ActionModule(ActionBase):
-    _VALID_ARGS = frozenset(("dest", "files", "prune", "mode", "directory_mode"))
+    _VALID_ARGS = frozenset(output_files.argument_spec())
     _supports_check_mode = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(
-            argument_spec={
-                "dest": {"type": "path", "required": True},
-                "files": {"type": "list", "elements": "dict", "required": True},
-                "prune": {"type": "list", "elements": "str", "default": []},
-                "mode": {"type": "raw", "default": "0644"},
-                "directory_mode": {"type": "raw", "default": "0755"},
-            }
-        )[1]
+        args = self.validate_argument_spec(argument_spec=output_files.argument_spec())[1]
         try:
             mode = output_files.parse_mode(args["mode"], "mode")
             directory_mode = output_files.parse_mode(args["directory_mode"], "directory_mode")

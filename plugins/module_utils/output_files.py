@@ -22,6 +22,18 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+def argument_spec() -> dict[str, Any]:
+    """The options of ``aligned.dra.output_files``, for the module and its action plugin alike (a new
+    copy each call: Ansible's validation may fill it in)."""
+    return {
+        "dest": {"type": "path", "required": True},
+        "files": {"type": "list", "elements": "dict", "required": True},
+        "prune": {"type": "list", "elements": "str", "default": []},
+        "mode": {"type": "raw", "default": "0644"},
+        "directory_mode": {"type": "raw", "default": "0755"},
+    }
+
+
 class OutputFileError(Exception):
     """A file or directory cannot be read or written; the message names the option."""
 

@@ -105,13 +105,7 @@ from ansible_collections.aligned.dra.plugins.module_utils import output_files
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={
-            "dest": {"type": "path", "required": True},
-            "files": {"type": "list", "elements": "dict", "required": True},
-            "prune": {"type": "list", "elements": "str", "default": []},
-            "mode": {"type": "raw", "default": "0644"},
-            "directory_mode": {"type": "raw", "default": "0755"},
-        },
+        argument_spec=output_files.argument_spec(),
         supports_check_mode=True,
     )
     p = module.params
