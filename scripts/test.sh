@@ -395,6 +395,15 @@ for stage in "${BACKGROUND[@]}"; do
         done_stages+="$stage "
     fi
 done
+# The background lane is one stream of work (one Molecule step at a time);
+# the foreground keeps both cores busy on its own (two pytest workers, or
+# sanity and ansible-lint). With the foreground niced, the one stream gets the
+# CPU whenever it wants it and the foreground fills the rest, so the run does
+# not end on the background lane alone with a core idle. Nice values pass to
+# children: every foreground stage started from here on runs niced.
+if [[ ${#background_names[@]} -gt 0 ]]; then
+    renice -n "${ALIGNED_DRA_FOREGROUND_NICE:-10}" -p $$ >/dev/null || true
+fi
 for stage in "${selected[@]}"; do
     [[ "$done_stages" == *" $stage "* ]] && continue
     if failed="$(background_failed)"; then
