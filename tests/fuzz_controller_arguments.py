@@ -646,11 +646,13 @@ def semantic_output_files(draw, args: dict[str, Any], root: Path, broken: Broken
         broken.add(("files", 0, "name"))
     elif what == "content":
         files[0].pop("content", None)
-        files[0][draw(st.sampled_from(["content", "template"]))] = draw(st.sampled_from([None, 5, ["x"], "t.j2"]))
-        broken.add(("files", 0, "content"))
+        key = draw(st.sampled_from(["content", "template"]))
+        files[0][key] = draw(st.sampled_from([None, 5, ["x"], "t.j2"]))
+        broken.add(("files", 0, key))
     elif what == "twice":
         files.append(dict(files[0]))
         broken.add(("files", len(files) - 1, "name"))
+        broken.words.append("given twice")
     elif what == "directory":
         # a file whose name is an existing directory of the destination
         args["dest"] = str(root)

@@ -32,45 +32,14 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=output_files.argument_spec())[1]
         try:
-            mode = output_files.parse_mode(args["mode"], "mode")
-            directory_mode = output_files.parse_mode(args["directory_mode"], "directory_mode")
-            contents = self._contents(args["dest"], args["files"], task_vars)
-            outcome = output_files.write_directory(
-                args["dest"], contents, self._task.check_mode, args["prune"], mode, directory_mode
+            contents = output_files.file_contents(
+                args["files"],
+                lambda entry, where: self._render(entry, os.path.join(args["dest"], entry["name"]), task_vars, where),
             )
+            result.update(output_files.write_files(args, contents, self._task.check_mode, self._task.diff))
         except (ValueError, output_files.OutputFileError) as exc:
             result.update(failed=True, msg=str(exc))
-            return result
-        result.update(
-            changed=bool(outcome["written"] or outcome["removed"]),
-            written=outcome["written"],
-            removed=outcome["removed"],
-            files=len(contents),
-        )
-        if outcome["diff"] and self._task.diff:
-            result["diff"] = outcome["diff"]
         return result
-
-    def _contents(self, dest: str, files: list[dict[str, Any]], task_vars: dict[str, Any]) -> dict[str, str]:
-        contents: dict[str, str] = {}
-        for index, entry in enumerate(files):
-            name = entry.get("name")
-            where = f"files[{index}]" + (f" ({name})" if isinstance(name, str) else "")
-            if not output_files.is_file_name(name):
-                raise ValueError(f"{where}: name must be a plain file name, got {name!r}")
-            if name in contents:
-                raise ValueError(f"{where}: {name} is given twice")
-            if ("content" in entry) == ("template" in entry):
-                raise ValueError(f"{where}: give exactly one of content and template")
-            if "content" in entry:
-                if not isinstance(entry["content"], str):
-                    raise ValueError(f"{where}: content must be text")
-                contents[name] = entry["content"]
-            elif not isinstance(entry["template"], str) or not entry["template"]:
-                raise ValueError(f"{where}: template must be the name of a template file")
-            else:
-                contents[name] = self._render(entry, os.path.join(dest, name), task_vars, where)
-        return contents
 
     def _render(self, entry: dict[str, Any], dest: str, task_vars: dict[str, Any], where: str) -> str:
         """``entry['template']`` rendered as ``ansible.builtin.template`` renders it, with ``item`` = the entry."""

@@ -19,6 +19,7 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -204,3 +205,55 @@ def write_directory(
         removed.append(path)
         diffs.append({"before": before or "", "after": "", "before_header": path, "after_header": path + " (removed)"})
     return {"written": written, "removed": removed, "diff": diffs}
+
+
+def file_contents(files: list[Any], render: Callable[[dict[str, Any], str], str] | None = None) -> dict[str, str]:
+    """The ``files`` option as name to content, checked entry by entry before anything is written.
+
+    An entry gives ``content``, or a ``template`` that ``render(entry, where)`` renders (the
+    action plugin; without one, a template is refused). Raises ``ValueError`` naming the entry.
+    """
+    contents: dict[str, str] = {}
+    for index, entry in enumerate(files):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        where = f"files[{index}]" + (f" ({name})" if isinstance(name, str) else "")
+        if not is_file_name(name):
+            raise ValueError(f"{where}: name must be a plain file name, got {name!r}")
+        if name in contents:
+            raise ValueError(f"{where}: {name} is given twice")
+        if ("content" in entry) == ("template" in entry):
+            raise ValueError(f"{where}: give exactly one of content and template")
+        if "content" in entry:
+            if not isinstance(entry["content"], str):
+                raise ValueError(f"{where}: content must be text")
+            contents[name] = entry["content"]
+        elif not isinstance(entry["template"], str) or not entry["template"]:
+            raise ValueError(f"{where}: template must be the name of a template file")
+        elif render is None:
+            raise ValueError(f"{where}: a template is rendered by the action plugin only; give content")
+        else:
+            contents[name] = render(entry, where)
+    return contents
+
+
+def write_files(params: dict[str, Any], contents: dict[str, str], check_mode: bool, diff: bool) -> dict[str, Any]:
+    """The module's work once ``contents`` is known: the modes read, the directory written, the result
+    shaped (``changed``, ``written``, ``removed``, ``files``, and ``diff`` when asked for). Raises
+    ``ValueError`` or :class:`OutputFileError` naming the option."""
+    outcome = write_directory(
+        params["dest"],
+        contents,
+        check_mode,
+        params["prune"],
+        parse_mode(params["mode"], "mode"),
+        parse_mode(params["directory_mode"], "directory_mode"),
+    )
+    result: dict[str, Any] = {
+        "changed": bool(outcome["written"] or outcome["removed"]),
+        "written": outcome["written"],
+        "removed": outcome["removed"],
+        "files": len(contents),
+    }
+    if outcome["diff"] and diff:
+        result["diff"] = outcome["diff"]
+    return result

@@ -108,34 +108,11 @@ def main() -> None:
         argument_spec=output_files.argument_spec(),
         supports_check_mode=True,
     )
-    p = module.params
-    contents = {}
-    for index, entry in enumerate(p["files"]):
-        name = entry.get("name")
-        if not output_files.is_file_name(name) or name in contents:
-            module.fail_json(msg=f"files[{index}]: name must be a plain file name given once, got {name!r}")
-        if not isinstance(entry.get("content"), str) or "template" in entry:
-            module.fail_json(msg=f"files[{index}] ({name}): give content as text (template needs the action plugin)")
-        contents[name] = entry["content"]
     try:
-        outcome = output_files.write_directory(
-            p["dest"],
-            contents,
-            module.check_mode,
-            p["prune"],
-            output_files.parse_mode(p["mode"], "mode"),
-            output_files.parse_mode(p["directory_mode"], "directory_mode"),
-        )
+        contents = output_files.file_contents(module.params["files"])
+        result = output_files.write_files(module.params, contents, module.check_mode, module._diff)
     except (ValueError, output_files.OutputFileError) as exc:
         module.fail_json(msg=str(exc))
-    result = {
-        "changed": bool(outcome["written"] or outcome["removed"]),
-        "written": outcome["written"],
-        "removed": outcome["removed"],
-        "files": len(contents),
-    }
-    if outcome["diff"] and module._diff:
-        result["diff"] = outcome["diff"]
     module.exit_json(**result)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.output_files import (
     OutputFileError,
+    file_contents,
     is_file_name,
     parse_mode,
     write_directory,
@@ -192,3 +193,15 @@ def test_pruning_leaves_hidden_files_links_and_directories_and_removes_unreadabl
     assert outcome["removed"] == [str(directory / "binary.yaml")]
     assert sorted(p.name for p in directory.iterdir()) == [".hidden.yaml", "link.yaml"]
     assert (tmp_path / "target.yaml").exists()
+
+
+def test_entries_are_checked_and_a_template_needs_a_renderer():
+    files = [{"name": "a.yaml", "content": "a\n"}, {"name": "b.yaml", "template": "object.yaml.j2", "object": 1}]
+    rendered = file_contents(files, lambda entry, where: f"{where}: {entry['object']}\n")
+    assert rendered == {"a.yaml": "a\n", "b.yaml": "files[1] (b.yaml): 1\n"}
+    with pytest.raises(ValueError, match=r"^files\[1\] \(b.yaml\): a template is rendered by the action plugin only"):
+        file_contents(files)
+    with pytest.raises(ValueError, match=r"^files\[1\] \(a.yaml\): a.yaml is given twice$"):
+        file_contents([files[0], files[0]])
+    with pytest.raises(ValueError, match=r"^files\[0\]: name must be a plain file name, got None$"):
+        file_contents(["not a mapping"])
