@@ -22,7 +22,14 @@ description:
     compared with the devices each class selects on the site, from the planner's C(plan.json).
     Above capacity is reported as oversubscribed and allowed only up to the factor the site sets
     in C(oversubscription); beyond that the task fails.
-  - Every object is validated for the minor (official schema, strict) before it is returned.
+  - With engine C(kai), the teams become KAI Scheduler queues - a parent Queue per site and per department,
+    a leaf Queue per team with its guaranteed GPUs as quota, its borrowing limit, over-quota weight and
+    tier priority - and a ValidatingAdmissionPolicy per site keeps each team's namespaces to the team's
+    queue. Quotas on classes KAI does not count as GPUs stay ResourceQuotas. What KAI would miscount (a
+    GPU driver or class whose name lacks C(gpu), NICs under the GPU driver, GPUs asked for through
+    C(firstAvailable)) is refused, naming the template or setting.
+  - Every object is validated for the minor (official schema, strict) before it is returned; Kueue's and
+    KAI Scheduler's objects against their own CRDs.
   - Writes C(dest) (the teams summary the site report reads) only when it changes.
 requirements:
   - cel-expr-python >= 0.1.3 on the controller
@@ -75,6 +82,8 @@ options:
         C(aligned.dev/site=<site>), which the placement stage puts on every node of a site with levels.
       - Kueue's Topology Aware Scheduling does not count DRA devices when it picks a domain (Kueue v0.19.2);
         C(kueue.notes) says so.
+      - With engine C(kai) and at least one level, a KAI C(Topology) named C(<site>-topology) lists the level
+        labels and C(kubernetes.io/hostname) last.
     type: list
     elements: dict
     default: []
@@ -88,6 +97,7 @@ options:
       - The site's C(utilization.json) from M(aligned.dra.utilization) of this run; its C(teams) give the
         devices each team holds now.
       - With engine C(kueue) or C(both), each team's queue row then says what it has idle and could lend.
+      - With engine C(kai), the fair-share what-if takes the GPUs each team holds now as its allocation.
       - When it does not exist the idle devices are unknown.
     type: path
   dest:
@@ -124,7 +134,8 @@ objects:
   description:
     - PriorityClasses, Namespaces, ResourceQuotas and ResourceClaimTemplates, validated for the minor, and with
       engine C(kueue) or C(both) Kueue's objects (a C(Topology) with O(placement_levels)), validated against
-      Kueue's CRDs.
+      Kueue's CRDs; with engine C(kai) KAI Scheduler's Queues (and C(Topology)), validated against KAI's CRDs,
+      and the admission policy with its binding.
   returned: success
   type: list
   elements: dict
@@ -150,7 +161,7 @@ minor:
   returned: success
   type: str
 engine:
-  description: The quota engine of the site - C(resourcequota), C(kueue) or C(both).
+  description: The quota engine of the site - C(resourcequota), C(kueue), C(both) or C(kai).
   returned: success
   type: str
 kueue:
@@ -161,6 +172,15 @@ kueue:
       logical resource and unit, devices or capacity), C(capacity) (the cohort's nominal quotas
       against the plan's devices), C(notes) (what works differently than with ResourceQuotas) and
       C(what_if) (the outcome of the site's what-if workloads); null with engine C(resourcequota).
+  returned: success
+  type: dict
+kai:
+  description:
+    - With engine C(kai) - C(scheduler_name), C(queue_label) (the label pods name their queue in),
+      C(parent_queue), C(gpu_classes) (the classes KAI counts as GPUs), C(queues) (per queue its parent,
+      priority, GPU quota, limit and over-quota weight; teams also C(team)), C(notes) and C(what_if) (the
+      fair share KAI would give each queue for C(kai.what_if)'s demand, what each gets beyond its quota and
+      the reclaim order); null with the other engines.
   returned: success
   type: dict
 """
@@ -247,7 +267,8 @@ def main():
             params["feature_gates"],
             rail_rules=params["rail_rules"],
         )
-        class_keys = claims.settings(params["claims_settings"])["classes"]
+        claim_conf = claims.settings(params["claims_settings"])
+        class_keys = claim_conf["classes"]
         result = teams.render(
             params["settings"],
             params["site"],
@@ -258,6 +279,7 @@ def main():
             class_keys,
             _in_use(module),
             params["placement_levels"],
+            {"gpu": claim_conf["gpu_driver"], "nic": claim_conf["nic_driver"]},
         )
         problems = teams.validate_all(result["objects"], result["minor"], params["feature_gates"])
     except (teams_settings.TeamsError, kueue_api.KueueError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
@@ -279,6 +301,7 @@ def main():
         "capacity": result["capacity"],
         "engine": result["engine"],
         "kueue": result["kueue"],
+        "kai": result["kai"],
     }
     changed = False
     diff = {}
@@ -297,6 +320,7 @@ def main():
         "minor": result["minor"],
         "engine": result["engine"],
         "kueue": result["kueue"],
+        "kai": result["kai"],
     }
     if module._diff and diff:
         response["diff"] = diff

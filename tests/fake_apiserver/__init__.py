@@ -40,7 +40,11 @@ topologies, workloadpriorityclasses}`` and namespaced ``localqueues``, each vali
 against the openAPIV3Schema of Kueue's own CRD (``tests/fixtures/kueue-v0.19.2``),
 strict: fields a schema does not declare are refused. The CRDs' CEL rules and
 Kueue's webhook are not run here (``kueue.validate_objects`` is tested against
-them).
+them). KAI Scheduler (v0.17.0) likewise: ``/apis/scheduling.run.ai/v2/queues``,
+namespaced ``/apis/scheduling.run.ai/v2alpha2/.../podgroups`` and
+``/apis/kai.scheduler/v1alpha1/topologies`` (``tests/fixtures/kai-scheduler-v0.17.0``;
+its Topology and PodGroup are stored under ``topologies.kai.scheduler`` and
+``podgroups.scheduling.run.ai``, apart from Kueue's Topology and Kubernetes' PodGroup).
 
 A patch whose ``metadata.uid`` differs from the stored object's answers 409
 (``Precondition failed: UID in precondition``), as on the real server.

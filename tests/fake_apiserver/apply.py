@@ -249,7 +249,7 @@ class Patching:
         body: bytes,
         dry_run: bool,
     ) -> tuple[int, Any]:
-        key = (resource.plural, namespace, name)
+        key = (resource.key, namespace, name)
         live = copy.deepcopy(self.store.get(key))
         patch = self._decode(body, content_type)
         wanted_uid = ((patch.get("metadata") or {}) if isinstance(patch, dict) else {}).get("uid")

@@ -27,8 +27,14 @@ GATE_DEFAULTS: dict[str, dict[str, bool]] = {
 
 
 KUEUE_GROUP = "kueue.x-k8s.io"
-# Kueue's CustomResourceDefinitions, copied unmodified from Kueue v0.19.2 (see tests/fixtures/kueue-v0.19.2).
-KUEUE_CRDS = Path(__file__).resolve().parents[1] / "fixtures" / "kueue-v0.19.2"
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# The schedulers' CustomResourceDefinitions, copied unmodified (tests/fixtures/kueue-v0.19.2 and
+# tests/fixtures/kai-scheduler-v0.17.0): per API group, the folder of its CRD files and the name errors give.
+CRD_GROUPS = {
+    KUEUE_GROUP: (_FIXTURES / "kueue-v0.19.2", "Kueue v0.19.2 CRD"),
+    "scheduling.run.ai": (_FIXTURES / "kai-scheduler-v0.17.0", "KAI Scheduler v0.17.0 CRD"),
+    "kai.scheduler": (_FIXTURES / "kai-scheduler-v0.17.0", "KAI Scheduler v0.17.0 CRD"),
+}
 
 
 class Resource:
@@ -43,7 +49,10 @@ class Resource:
         namespaced: bool,
         status: bool,
         subresources: tuple[str, ...] = (),
+        key: str | None = None,
     ) -> None:
+        # the store's and the table's key: the plural, or plural.group where two groups serve one plural
+        self.key = key or plural
         self.group = group
         self.version = version
         self.plural = plural
@@ -58,7 +67,7 @@ class Resource:
 
 
 RESOURCES = {
-    r.plural: r
+    r.key: r
     for r in (
         Resource("", "v1", "nodes", "Node", namespaced=False, status=True),
         Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False, status=False),
@@ -116,6 +125,20 @@ RESOURCES = {
         Resource(KUEUE_GROUP, "v1beta2", "topologies", "Topology", namespaced=False, status=False),
         Resource(
             KUEUE_GROUP, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False, status=False
+        ),
+        # KAI Scheduler's CRDs (v0.17.0: Queue v2, PodGroup v2alpha2, Topology v1alpha1).
+        Resource("scheduling.run.ai", "v2", "queues", "Queue", namespaced=False, status=True),
+        Resource(
+            "scheduling.run.ai",
+            "v2alpha2",
+            "podgroups",
+            "PodGroup",
+            True,
+            status=True,
+            key="podgroups.scheduling.run.ai",
+        ),
+        Resource(
+            "kai.scheduler", "v1alpha1", "topologies", "Topology", False, status=True, key="topologies.kai.scheduler"
         ),
     )
 }
@@ -247,7 +270,7 @@ class Storage:
             meta.pop("namespace")
         if resource.status and not keep_status:
             obj.pop("status", None)
-        key = (resource.plural, namespace, meta.get("name", ""))
+        key = (resource.key, namespace, meta.get("name", ""))
         if key in self.store:
             raise ApiError(409, f'{resource.plural} "{meta["name"]}" already exists', "AlreadyExists")
         for field in ("uid", "resourceVersion", "creationTimestamp", "generation"):
@@ -273,7 +296,7 @@ class Storage:
         dry_run: bool,
         check_version: bool = True,
     ) -> dict[str, Any]:
-        key = (resource.plural, namespace, name)
+        key = (resource.key, namespace, name)
         old = self.store.get(key)
         if old is None:
             raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
@@ -321,11 +344,11 @@ class Storage:
         return new
 
     def _delete(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
-        obj = self.store.pop((resource.plural, namespace, name), None)
+        obj = self.store.pop((resource.key, namespace, name), None)
         if obj is None:
             raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
         uid = obj["metadata"]["uid"]
-        touched = {(resource.plural, namespace)}
+        touched = {(resource.key, namespace)}
         if resource.kind == "Namespace":
             # what the namespace controller ends with (a real server goes through Terminating first)
             for key in [k for k in self.store if k[1] == name and self.resources[k[0]].namespaced]:

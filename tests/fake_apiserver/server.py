@@ -147,11 +147,11 @@ class FakeApiServer(Storage, Admission, Patching, Listing, Disruption):
                 raise ApiError(400, f"invalid dryRun value {query['dryRun']!r}: only 'All' is valid")
             if method == "GET":
                 if name:
-                    obj = self.store.get((resource.plural, namespace or "", name))
+                    obj = self.store.get((resource.key, namespace or "", name))
                     if obj is None:
                         raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
                     return 200, obj
-                items = self._list(resource.plural, namespace if resource.namespaced else None, query)
+                items = self._list(resource.key, namespace if resource.namespaced else None, query)
                 return 200, {
                     "apiVersion": resource.api_version,
                     "kind": resource.kind + "List",
@@ -182,12 +182,12 @@ class FakeApiServer(Storage, Admission, Patching, Listing, Disruption):
             if method == "DELETE":
                 if name:
                     if dry_run:
-                        obj = self.store.get((resource.plural, ns, name))
+                        obj = self.store.get((resource.key, ns, name))
                         if obj is None:
                             raise ApiError(404, f'{resource.plural} "{name}" not found', "NotFound")
                         return 200, obj
                     return 200, self._delete(resource, ns, name)
-                items = self._list(resource.plural, namespace if resource.namespaced else None, query)
+                items = self._list(resource.key, namespace if resource.namespaced else None, query)
                 if not dry_run:
                     for obj in list(items):
                         self._delete(resource, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
@@ -219,9 +219,10 @@ class FakeApiServer(Storage, Admission, Patching, Listing, Disruption):
         is_namespace_object = group == "" and (len(rest) <= 2 or (len(rest) == 3 and rest[2] == "status"))
         if len(rest) >= 2 and rest[0] == "namespaces" and not is_namespace_object:
             namespace, rest = rest[1], rest[2:]
-        if not rest or rest[0] not in self.resources or self.resources[rest[0]].api_version != api_version:
+        served = [r for r in self.resources.values() if rest and r.plural == rest[0] and r.api_version == api_version]
+        if not served:
             raise ApiError(404, f"the server could not find the requested resource ({path})", "NotFound")
-        resource = self.resources[rest[0]]
+        resource = served[0]
         if namespace is not None and not resource.namespaced:
             raise ApiError(404, f"{resource.plural} is not namespaced", "NotFound")
         name = rest[1] if len(rest) > 1 else ""

@@ -22,7 +22,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .resources import KUEUE_CRDS, KUEUE_GROUP, ApiError, Resource
+from .resources import CRD_GROUPS, ApiError, Resource
 from .selector import match_selector_object, selector_problem
 
 # Pod spec fields an update may change (the rest is immutable, as on the real server).
@@ -300,14 +300,14 @@ def _closed(schema: Any) -> Any:
 
 
 def crd_schema_error(obj: dict[str, Any]) -> Any:
-    """The first error of a Kueue object against the openAPIV3Schema of its CRD (strict), or None."""
+    """The first error of a scheduler's object against the openAPIV3Schema of its CRD (strict), or None."""
     kind = obj.get("kind", "")
     key = ("crd", obj.get("apiVersion", ""), kind)
     with _VALIDATORS_LOCK:
         validator = _VALIDATORS.get(key)
         if validator is None:
-            version = obj.get("apiVersion", "").split("/")[-1]
-            for path in sorted(KUEUE_CRDS.glob("kueue.x-k8s.io_*.yaml")):
+            group, _, version = obj.get("apiVersion", "").rpartition("/")
+            for path in sorted(CRD_GROUPS[group][0].glob(f"{group}_*.yaml")):
                 crd = yaml.safe_load(path.read_text(encoding="utf-8"))
                 if crd["spec"]["names"]["kind"] != kind:
                     continue
@@ -390,13 +390,13 @@ class Admission:
                 f"the body's apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')} does not match "
                 f"{resource.api_version}/{resource.kind}",
             )
-        if resource.group == KUEUE_GROUP:
+        if resource.group in CRD_GROUPS:
             error = crd_schema_error(obj)
         else:
             error = schema_error(obj, self.minor)
         if error is not None:
             where = ".".join(str(p) for p in error.path) or "(root)"
-            schema = "Kueue v0.19.2 CRD" if resource.group == KUEUE_GROUP else f"schema {self.minor}"
+            schema = CRD_GROUPS[resource.group][1] if resource.group in CRD_GROUPS else f"schema {self.minor}"
             raise ApiError(422, f"{resource.kind} {where}: {error.message} ({schema}, strict)")
         errors: list[str] = []
         _validate_metadata(obj, resource, errors)

@@ -87,6 +87,8 @@ def test_the_tarball_holds_what_the_docs_promise(built):
         "plugins/module_utils/controller/teams/kueue.py",
         "plugins/module_utils/controller/teams/kueue_schemas.py",
         "licenses/kueue-v0.19.2-LICENSE",
+        "plugins/module_utils/controller/teams/kai_schemas.py",
+        "licenses/kai-scheduler-v0.17.0-LICENSE",
     ):
         assert promised in names, promised
     # Every playbook, role, plugin and document of the checkout, and the bundled driver.

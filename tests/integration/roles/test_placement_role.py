@@ -352,3 +352,38 @@ def test_jobs_that_fit_are_created_group_objects_first_and_once(api, tmp_path):
     every = ", ".join(f"pretrain-{kind}.yaml" for kind in ("service", "job", "workload", "podgroup"))
     assert f"west: 4 {left}: {every}" in out
     assert "objects of the jobs created" not in out and unfit in out
+
+
+@pytest.mark.slow
+def test_on_a_kai_site_a_job_is_created_with_its_kai_pod_group_in_its_teams_queue(api, tmp_path):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    teams = {"engine": "kai", "teams": [
+        {"name": "llm", "tier": "production", "namespaces": ["llm"], "templates": ["gpu-nic-rails-8-0"]},
+        {"name": "vision", "namespaces": ["vision"], "templates": ["gpu-nic-rail-0"]},
+    ]}  # fmt: skip
+    jobs = [dict(JOBS[0], namespace="llm"), dict(JOBS[1], namespace="vision")]
+    settings = {"aligned_dra_jobs_apply": True, "aligned_dra_placement_kubeconfig": str(kubeconfig)}
+    inventory, play = setup(tmp_path, jobs=jobs, aligned_dra_teams=teams, **settings)
+    checked = run_playbook(inventory, play, "--check", "--diff")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    out = " ".join(checked.stdout.split())
+    assert api.list("podgroups.scheduling.run.ai") == [] and api.list("jobs") == []
+    assert "+ kind: PodGroup " in out and "+ apiVersion: scheduling.run.ai/v2alpha2 " in out
+    first = run_playbook(inventory, play)
+    assert first.returncode == 0, first.stdout + first.stderr
+    groups = {g["metadata"]["name"]: g for g in api.list("podgroups.scheduling.run.ai")}
+    assert groups["pretrain"]["spec"] == {
+        "minMember": 2,
+        "queue": "llm",
+        "priorityClassName": "aligned-production",
+        "topologyConstraint": {"topology": "west-topology", "requiredTopologyLevel": "aligned.dev/rack"},
+    }
+    assert groups["sweep"]["spec"]["queue"] == "vision"
+    # kube-scheduler's gang objects are not rendered for a KAI job
+    assert api.list("podgroups") == [] and api.list("workloads") == []
+    job = {j["metadata"]["name"]: j for j in api.list("jobs")}["pretrain"]
+    assert job["metadata"]["annotations"]["kai.scheduler/skip-podgrouper"] == "true"
+    assert job["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
+    assert job["spec"]["template"]["metadata"]["annotations"]["pod-group-name"] == "pretrain"
+    placed = json.loads((tmp_path / "out" / "west" / "jobs.json").read_text())
+    assert placed["gangs"]["pretrain"]["mechanism"] == "kai"

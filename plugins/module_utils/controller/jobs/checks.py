@@ -10,14 +10,16 @@
   ``subdomain`` the Service, every container claim naming a pod claim, the rendezvous address worker
   0's, every gang's ``minCount`` the worker count, the pod link naming a group that is rendered (or
   the Job's own ``spec.scheduling`` and no group object), one topology key for the constraint, the
-  pod affinity and Kueue's annotation, and the Kueue queue label on a suspended Job.
+  pod affinity and Kueue's annotation, and the Kueue queue label on a suspended Job; a KAI PodGroup
+  checked against KAI's CRD and linked to its Job (:func:`kai_gang.link_problems`).
 
 Runs on the controller; no Ansible imports.
 """
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import kai_gang, workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai as kai_teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
     QUEUE_LABEL,
     TOPOLOGY_ANNOTATIONS,
@@ -123,6 +125,9 @@ def object_problems(obj: dict[str, Any], minor: str, gates: dict[str, bool] | No
     """Every problem of one rendered object for ``minor``."""
     minor = dra_gates.minor_of(minor)
     gates = dict(gates or {})
+    if kai_gang.is_kai_group(obj):  # KAI's CRD, not a Kubernetes kind: its own schema, no gates
+        problems = [p.split(": ", 1)[1] for p in kai_teams.validate_objects([obj])]
+        return problems + _metadata_problems(obj.get("metadata") or {}, "metadata.", True, False)
     problems = _schema_problems(obj, minor)
     problems += _metadata_problems(obj.get("metadata") or {}, "metadata.", True, obj.get("kind") == "Service")
     if obj.get("kind") == "Job":
@@ -255,12 +260,14 @@ def link_problems(objects: list[dict[str, Any]]) -> list[str]:
     """The problems of the links between one job's objects."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
-        by_kind.setdefault(obj.get("kind"), []).append(obj)
+        by_kind.setdefault("KaiPodGroup" if kai_gang.is_kai_group(obj) else obj.get("kind"), []).append(obj)
     jobs, services = by_kind.get("Job", []), by_kind.get("Service", [])
     if len(jobs) != 1 or len(services) != 1:
         return [f"{len(jobs)} Jobs and {len(services)} Services, one of each expected"]
     job = jobs[0]
-    problems = _job_and_service(job, services[0]) + _group_links(job, by_kind)
+    problems = _job_and_service(job, services[0]) + kai_gang.link_problems(job, by_kind.get("KaiPodGroup", []))
+    if not by_kind.get("KaiPodGroup"):
+        problems += _group_links(job, by_kind)
     keys = _topology_keys(job, by_kind)
     if len(keys) > 1:
         problems.append(

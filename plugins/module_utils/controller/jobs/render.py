@@ -18,7 +18,11 @@ per job, in the job's namespace:
   keeps every worker in the domain of the first (a preferred level: a preferred affinity);
 - under a Kueue engine (``kueue``/``both``): the queue label (the job's ``queue``, else its namespace's
   team LocalQueue), ``suspend: true`` (Kueue admits the job) and Kueue's topology annotation for the
-  level.
+  level;
+- under engine ``kai``: a KAI PodGroup with the gang, queue, priority and topology constraint instead of
+  kube-scheduler's gang objects and affinity (:mod:`kai_gang`).
+
+``gangs`` says per job which mechanism keeps its workers together (one per job).
 
 What a minor or the site's gates leave out is listed in ``left_out`` with the reason; every object is
 validated (:func:`checks.validate`) and a failure is an error, since the input was already checked.
@@ -28,13 +32,15 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, nccl, workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, kai_gang, nccl, workload
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.checks import JOB_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import (
     PlacementError,
     check_levels,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_conf
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
     QUEUE_LABEL,
     TOPOLOGY_ANNOTATIONS,
@@ -218,6 +224,50 @@ def _job(
     }
 
 
+def _kai_site(site: str, engine: str, raw: Mapping[str, Any] | None, levels: list[dict[str, str]]) -> dict | None:
+    """What a KAI site's jobs need: the scheduler name, the site's KAI Topology, each tier's PriorityClass."""
+    if engine != "kai":
+        return None
+    raw = raw or {}
+    try:
+        classes = teams_conf.tier_classes(dict(raw))
+    except teams_conf.TeamsError as exc:
+        raise JobsError(str(exc)) from None
+    return {
+        "scheduler_name": (raw.get("kai") or {}).get("scheduler_name") or kai_api.DEFAULT_SCHEDULER_NAME,
+        "topology": f"{site}-topology" if levels else None,
+        "classes": classes,
+    }
+
+
+def _kai_job(
+    job: dict[str, Any],
+    labels: dict[str, str],
+    teams: list[dict[str, Any]],
+    kai_site: dict[str, Any],
+    rails: list[int] | None,
+    queue: str,
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The Service, the Job and its KAI PodGroup; the gang as ``gangs`` says it."""
+    team = next((t for t in teams if job["namespace"] in t["namespaces"]), None)
+    tier = team["tier"] if team else teams_conf.DEFAULT_TIER
+    priority_class = kai_site["classes"].get(tier) or kai_site["classes"][teams_conf.DEFAULT_TIER]
+    annotations = {RAILS_ANNOTATION: ",".join(str(r) for r in rails)} if rails else {}
+    env = _env(job, nccl.nccl_env(job["workers"], rails))
+    template = _pod_template(job, labels, env, annotations, None, {})
+    job_object = _job(job, labels, template, None, None)
+    group = kai_gang.pod_group(job, labels, queue, priority_class, kai_site["topology"])
+    kai_gang.link(job_object, group, kai_site["scheduler_name"])
+    gang = {"mechanism": "kai", "objects": [f"PodGroup {group['metadata']['name']}"], "queue": queue}
+    return [_service(job, labels), job_object, group], gang
+
+
+def _gang_summary(gang: workload.Gang) -> dict[str, Any]:
+    kinds = [f"{o['kind']} {o['metadata']['name']}" for o in gang.objects]
+    mechanism = "workload" if gang.objects else ("job-scheduling" if gang.job_scheduling else "none")
+    return {"mechanism": mechanism, "objects": kinds}
+
+
 def _kueue(
     job: dict[str, Any], engine: str, teams: list[dict[str, Any]]
 ) -> tuple[str | None, dict[str, str], list[dict[str, str]]]:
@@ -249,21 +299,33 @@ def _one_job(
     engine: str,
     teams: list[dict[str, Any]],
     rails: list[int] | None,
-) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    kai_site: dict[str, Any] | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, str]], dict[str, Any]]:
     labels = _labels(site, job)
+    left_out: list[dict[str, str]] = []
+    if kai_site is not None:
+        queue = job["queue"] or team_queue(teams, job["namespace"])
+        if queue:
+            objects, kai = _kai_job(job, labels, teams, kai_site, rails, queue)
+            return objects, [], kai
+        reason = (
+            f"KAI queue left out: namespace {job['namespace']!r} belongs to no team and the job names no queue; "
+            "kube-scheduler places the job, outside the teams' quotas"
+        )
+        left_out.append({"name": job["name"], "reason": reason})
     placement = job["placement"]
     required_key = placement["label"] if placement and placement["mode"] == "required" else None
     gang = workload.gang(job["name"], job["namespace"], job["workers"], minor, gates, required_key, labels)
     affinity = None
     if placement and not gang.topology_enforced:
         affinity = _affinity(job, placement["label"], placement["mode"])
-    queue, annotations, left_out = _kueue(job, engine, teams)
+    queue, annotations, kueue_left_out = _kueue(job, engine if kai_site is None else "kai", teams)
     if rails:
         annotations[RAILS_ANNOTATION] = ",".join(str(r) for r in rails)
     env = _env(job, nccl.nccl_env(job["workers"], rails))
     template = _pod_template(job, labels, env, annotations, affinity, gang.pod_link)
     objects = [_service(job, labels), _job(job, labels, template, queue, gang.job_scheduling)] + gang.objects
-    return objects, gang.left_out + left_out
+    return objects, gang.left_out + kueue_left_out + left_out, _gang_summary(gang)
 
 
 def render_jobs(
@@ -276,7 +338,7 @@ def render_jobs(
     teams_settings: Mapping[str, Any] | None,
     rails: Mapping[str, list[int] | None] | None,
 ) -> dict[str, Any]:
-    """``{"objects", "files": [{"name", "object"}], "left_out": [{"name", "reason"}], "minor", "jobs"}``.
+    """``{"objects", "files": [{"name", "object"}], "left_out": [{"name", "reason"}], "minor", "jobs", "gangs"}``.
 
     ``jobs``: the entries of ``aligned_dra_jobs`` (:func:`jobs_spec.check_jobs` checks them and fills the
     defaults; the result's ``jobs`` are those); ``placement_levels``: ``aligned_dra_placement_levels``; ``claims_settings``:
@@ -303,12 +365,14 @@ def render_jobs(
         problems = jobs_spec.check_job_templates(entries, rails, minor) + problems
     if problems:
         raise JobsError("; ".join(problems))
+    kai_site = _kai_site(site, engine, teams_settings, levels)
     objects: list[dict[str, Any]] = []
     left_out: list[dict[str, str]] = []
+    gangs: dict[str, dict[str, Any]] = {}
     for job in entries:
         job = dict(job, placement=_with_label(job["placement"], labels))
         pinned = (rails or {}).get(job["template"])
-        made, dropped = _one_job(site, job, minor, gates, engine, teams, pinned)
+        made, dropped, gangs[job["name"]] = _one_job(site, job, minor, gates, engine, teams, pinned, kai_site)
         objects += made
         left_out += dropped
     problems = checks.validate(objects, minor, gates)
@@ -320,9 +384,12 @@ def render_jobs(
         "left_out": left_out,
         "minor": minor,
         "jobs": entries,
+        "gangs": gangs,
     }
 
 
 def file_name(obj: dict[str, Any]) -> str:
-    """``<job>-job.yaml``, ``<job>-service.yaml``, ``<job>-workload.yaml``, ``<job>-podgroup.yaml``."""
-    return f"{obj['metadata']['name']}-{obj['kind'].lower()}.yaml"
+    """``<job>-job.yaml``, ``<job>-service.yaml``, ``<job>-workload.yaml``, ``<job>-podgroup.yaml``
+    (``<job>-kai-podgroup.yaml`` for KAI's)."""
+    kind = "kai-podgroup" if kai_gang.is_kai_group(obj) else obj["kind"].lower()
+    return f"{obj['metadata']['name']}-{kind}.yaml"

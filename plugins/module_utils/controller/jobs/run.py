@@ -157,6 +157,8 @@ def run_jobs(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[st
     _checked_placement(params["site"], placement)
     rendered = _rendered(params, placement)
     result = _placed(params, placement, rendered)
+    # one gang mechanism per job: KAI's PodGroup, kube-scheduler's Workload/PodGroup, the Job's own, or none
+    result["gangs"] = rendered["gangs"]
     changed, file_diff = False, {}
     if params["dest"]:
         try:

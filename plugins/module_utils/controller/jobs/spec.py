@@ -16,7 +16,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.l
     PlacementError,
     did_you_mean,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import team_namespaces
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import DEFAULT_TIER, team_namespaces
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
@@ -155,7 +155,8 @@ def check_jobs(
 
 def team_entries(teams_settings: Mapping[str, Any] | None) -> tuple[str, list[dict[str, Any]]]:
     """``(engine, teams)`` of ``aligned_dra_teams`` (raw or checked): each team's name, namespaces
-    (:func:`settings.team_namespaces`, as the teams stage reads them) and the templates copied into them."""
+    (:func:`settings.team_namespaces`, as the teams stage reads them), the templates copied into them and
+    its tier."""
     conf = teams_settings or {}
     engine = conf.get("engine") or "resourcequota"
     listed = conf.get("teams") or []
@@ -165,7 +166,12 @@ def team_entries(teams_settings: Mapping[str, Any] | None) -> tuple[str, list[di
     for index, team in enumerate(listed):
         if not (isinstance(team, dict) and isinstance(team.get("name"), str)):
             continue  # the teams stage says what is wrong with it
-        entry = {"name": team["name"], "namespaces": team_namespaces(team), "templates": team.get("templates") or []}
+        entry = {
+            "name": team["name"],
+            "namespaces": team_namespaces(team),
+            "templates": team.get("templates") or [],
+            "tier": team.get("tier") or DEFAULT_TIER,
+        }
         for key in ("namespaces", "templates"):
             if not isinstance(entry[key], list) or not all(isinstance(v, str) for v in entry[key]):
                 raise PlacementError(f"aligned_dra_teams.teams[{index}].{key}: must be a list of names")

@@ -360,7 +360,8 @@ def teams_view(teams: Mapping[str, Any]) -> dict[str, Any]:
         }
         for t in teams["teams"]
     ]
-    return {"capacity": capacity, "teams": rows, **kueue_rows(teams.get("kueue"))}
+    engine_rows = kai_rows(teams["kai"]) if teams.get("kai") else kueue_rows(teams.get("kueue"))
+    return {"capacity": capacity, "teams": rows, **engine_rows}
 
 
 def _amounts(values: Mapping[str, Any] | None, missing: str = "-") -> str:
@@ -407,6 +408,62 @@ def kueue_rows(queues: Mapping[str, Any] | None) -> dict[str, Any]:
             ],
         }
     return {"engine": "kueue", "queues": rows, "what_if": what_if, "notes": [str(n) for n in queues.get("notes") or []]}
+
+
+def _gpus(value: Any, unlimited: str) -> str:
+    """A KAI amount of GPUs: -1 reads ``unlimited`` (no limit, unlimited quota)."""
+    return unlimited if value == -1 else str(value)
+
+
+def kai_rows(scheduled: Mapping[str, Any]) -> dict[str, Any]:
+    """The KAI engine's rows of the teams section: the queue tree and the fair-share what-if."""
+    rows = [
+        {
+            "queue": str(q["queue"]),
+            "parent": str(q.get("parent") or "-"),
+            "team": str(q.get("team") or "-"),
+            "priority": q["priority"],
+            "quota": _gpus(q["quota"], "unlimited"),
+            "limit": _gpus(q["limit"], "no limit"),
+            "weight": q["over_quota_weight"],
+        }
+        for q in scheduled.get("queues") or []
+    ]
+    fair = None
+    outcome = scheduled.get("what_if")
+    if outcome:
+        shares = outcome.get("fair_share")
+        fair = {
+            "gpus": "unknown" if outcome.get("gpus") is None else outcome["gpus"],
+            "why": outcome.get("why"),
+            "allocated_from": str(outcome.get("allocated_from")),
+            "unassigned": outcome.get("unassigned"),
+            "reclaim": ", ".join(outcome.get("reclaim_order") or []) or "none (no team above its fair share)",
+            "rows": [
+                {
+                    "queue": str(name),
+                    "demand": row["demand"],
+                    "quota": _gpus(row["quota"], "unlimited"),
+                    "share": row["gpu"],
+                    "beyond": row["beyond_quota"],
+                    "allocated": row.get("allocated", "-"),
+                    "saturation": (
+                        "-"
+                        if "allocated" not in row
+                        else ("no fair share" if row["saturation"] is None else row["saturation"])
+                    ),
+                }
+                for name, row in (shares or {}).items()
+            ],
+        }
+    return {
+        "engine": "kai",
+        "kai_queues": rows,
+        "scheduler_name": str(scheduled.get("scheduler_name")),
+        "queue_label": str(scheduled.get("queue_label")),
+        "fair_share": fair,
+        "notes": [str(n) for n in scheduled.get("notes") or []],
+    }
 
 
 # --------------------------------------------------------------------------

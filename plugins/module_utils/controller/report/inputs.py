@@ -153,6 +153,18 @@ def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
             for name, row in outcome["teams"].items():
                 keys = ("by_nominal", "by_borrowing", "pending", "preempted")
                 _require_keys(row, keys, f"{source}: kueue.what_if.teams.{name}")
+    scheduled = teams.get("kai")
+    if scheduled is not None:
+        if not isinstance(scheduled, dict) or not isinstance(scheduled.get("queues"), list):
+            raise ReportError(f"{source}: 'kai' must be an object with a 'queues' list")
+        for index, row in enumerate(scheduled["queues"]):
+            keys = ("queue", "priority", "quota", "limit", "over_quota_weight")
+            _require_keys(row, keys, f"{source}: kai.queues[{index}]")
+        outcome = scheduled.get("what_if")
+        if outcome is not None and not isinstance(outcome, dict):
+            raise ReportError(f"{source}: kai.what_if must be an object")
+        for name, row in ((outcome or {}).get("fair_share") or {}).items():
+            _require_keys(row, ("gpu", "quota", "demand", "beyond_quota"), f"{source}: kai.what_if.fair_share.{name}")
     return teams
 
 

@@ -514,7 +514,8 @@ def check_site(
     )
     try:
         rendered = claims.render(claim_settings, site, version, gates, rail_rules=rail_rules)
-        class_keys = claims.settings(claim_settings)["classes"]
+        claim_conf = claims.settings(claim_settings)
+        class_keys = claim_conf["classes"]
     except (claims.ClaimsError, dra.DeviceModelError, dra_cel.CelError) as exc:
         return [*problems, *site_problem(exc, "aligned_dra_claims")]
     if stages & {"teams", "utilization"}:
@@ -529,6 +530,7 @@ def check_site(
                 None,
                 class_keys,
                 placement_levels=placement_levels or [],
+                drivers={"gpu": claim_conf["gpu_driver"], "nic": claim_conf["nic_driver"]},
             )
         except (teams_settings.TeamsError, kueue_api.KueueError, dra.DeviceModelError, dra_cel.CelError) as exc:
             problems.extend(site_problem(exc, "aligned_dra_teams"))

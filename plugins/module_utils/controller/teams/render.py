@@ -29,7 +29,13 @@ import copy
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue, kueue_api, kueue_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
+    kai,
+    kai_api,
+    kueue,
+    kueue_api,
+    kueue_checks,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -110,8 +116,13 @@ def _admin_template(class_name: str, namespace: str, labels: dict[str, str], usa
     }
 
 
-def team_objects(conf: dict[str, Any], site: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Namespaces, quotas and template copies of every team (PriorityClasses not included)."""
+def team_objects(
+    conf: dict[str, Any], site: str, objects: list[dict[str, Any]], queued: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """Namespaces, quotas and template copies of every team (PriorityClasses not included).
+
+    ``queued``: the classes a KAI queue counts (its GPUs), left out of the ResourceQuotas.
+    """
     by_name = {o["metadata"]["name"]: o for o in objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")}
     classes = sorted(teams_settings.class_names(objects))
     out = []
@@ -125,9 +136,10 @@ def team_objects(conf: dict[str, Any], site: str, objects: list[dict[str, Any]])
             if team["admin_access"]:
                 ns_labels[teams_settings.ADMIN_ACCESS_LABEL] = "true"
             out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": ns_labels}})
-            if team["quotas"] and conf.get("engine", "resourcequota") != "kueue":
+            capped = {cls: n for cls, n in team["quotas"].items() if cls not in queued}
+            if capped and conf.get("engine", "resourcequota") != "kueue":
                 hard = {}
-                for cls, count in sorted(team["quotas"].items()):
+                for cls, count in sorted(capped.items()):
                     hard[quota_resource(cls)] = str(count)
                     if cls in conf["extended_resources"]:
                         hard["requests." + conf["extended_resources"][cls]] = str(count)
@@ -219,8 +231,10 @@ def render(
     class_keys: dict[str, str] | None = None,
     in_use: dict[str, dict[str, int]] | None = None,
     placement_levels: list[dict[str, str]] | None = None,
+    drivers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue"}``.
+    """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue",
+    "kai"}``.
 
     With engine ``kueue`` or ``both``, ``kueue`` holds what :func:`kueue.render`
     returns besides its objects (the manager configuration, the queues per
@@ -243,10 +257,18 @@ def render(
         raise teams_settings.TeamsError(
             f"admin_access needs the DRAAdminAccess feature gate, which is off on Kubernetes {minor}"
         )
-    objects = priority_classes(conf, site) + team_objects(conf, site, claim_objects)
+    scheduled = None
+    if conf["engine"] == "kai":
+        allocated = None if in_use is None else kai.in_use_gpus(in_use, kai.gpu_classes(conf, claim_objects))
+        scheduled = kai.render(conf, site, claim_objects, plan, drivers, placement_levels, allocated)
+    queued = frozenset(scheduled["gpu_classes"]) if scheduled else frozenset()
+    objects = priority_classes(conf, site) + team_objects(conf, site, claim_objects, queued)
     rows, problems = capacity_check(conf, plan)
     queues = None
-    if conf["engine"] != "resourcequota":
+    if scheduled is not None:
+        _kai_guidance(objects, scheduled)
+        objects += scheduled["objects"]
+    if conf["engine"] in ("kueue", "both"):
         queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use, placement_levels)
         # queues["problems"] is the same check on the same numbers (guaranteed quota x namespaces against
         # the plan's devices; classes counted in memory are unknown to both): capacity_check reports it once
@@ -274,7 +296,27 @@ def render(
         "minor": minor,
         "engine": conf["engine"],
         "kueue": None if queues is None else {k: v for k, v in queues.items() if k not in ("objects", "problems")},
+        "kai": None if scheduled is None else {k: v for k, v in scheduled.items() if k != "objects"},
     }
+
+
+def _kai_guidance(objects: list[dict[str, Any]], scheduled: dict[str, Any]) -> None:
+    """Template copies say which KAI queue and scheduler their namespace's workloads name.
+
+    KAI reads ``kai.scheduler/queue`` from the pod or its top owner (Job,
+    JobSet...), never from a claim, its template or the namespace, so the copy
+    carries it in its usage annotation for people and tools to read.
+    """
+    teams = {row["team"] for row in scheduled["queues"] if row.get("team")}
+    for obj in objects:
+        team = (obj["metadata"].get("labels") or {}).get(TEAM_LABEL)
+        if obj["kind"] != "ResourceClaimTemplate" or team not in teams:
+            continue
+        annotations = obj["metadata"].setdefault("annotations", {})
+        annotations[USAGE_ANNOTATION] += (
+            f"; workloads set the label {kai_api.QUEUE_LABEL}: {team} (on the pod or its top owner)"
+            f" and pods schedulerName: {scheduled['scheduler_name']}"
+        )
 
 
 def _queue_guidance(objects: list[dict[str, Any]], queue_objects: list[dict[str, Any]]) -> None:
@@ -297,11 +339,21 @@ def _queue_guidance(objects: list[dict[str, Any]], queue_objects: list[dict[str,
 def validate_all(objects: list[dict[str, Any]], minor: str, feature_gates: dict[str, bool] | None = None) -> list[str]:
     """Schema (strict, per minor), gates and DRA limits of every object; empty when all may be applied.
 
-    Kueue's objects are checked against Kueue's own CRD schemas (:func:`kueue_checks.validate_objects`).
+    Kueue's objects are checked against Kueue's own CRD schemas (:func:`kueue_checks.validate_objects`),
+    KAI Scheduler's against KAI's (:func:`kai.validate_objects`).
     """
-    queues = [o for o in objects if str(o.get("apiVersion", "")).startswith(kueue_api.API_GROUP + "/")]
-    others = [o for o in objects if not str(o.get("apiVersion", "")).startswith(kueue_api.API_GROUP + "/")]
-    return claims.validate_all(others, minor, feature_gates) + (kueue_checks.validate_objects(queues) if queues else [])
+
+    def group(obj: dict[str, Any]) -> str:
+        return str(obj.get("apiVersion", "")).rpartition("/")[0]
+
+    queues = [o for o in objects if group(o) == kueue_api.API_GROUP]
+    scheduled = [o for o in objects if group(o) in kai_api.API_GROUPS]
+    others = [o for o in objects if group(o) != kueue_api.API_GROUP and group(o) not in kai_api.API_GROUPS]
+    return (
+        claims.validate_all(others, minor, feature_gates)
+        + (kueue_checks.validate_objects(queues) if queues else [])
+        + (kai.validate_objects(scheduled) if scheduled else [])
+    )
 
 
 def file_name(obj: dict[str, Any]) -> str:
@@ -315,9 +367,12 @@ def file_name(obj: dict[str, Any]) -> str:
         "WorkloadPriorityClass": "kueue-priorityclass",
         "Cohort": "kueue-cohort",
         "ResourceFlavor": "kueue-flavor",
-        "Topology": "kueue-topology",
+        "Topology": "kai-topology" if obj.get("apiVersion") == kai_api.TOPOLOGY_API_VERSION else "kueue-topology",
         "ClusterQueue": "kueue-clusterqueue",
         "LocalQueue": "kueue-localqueue",
+        "Queue": "kai-queue",
+        "ValidatingAdmissionPolicy": "admissionpolicy",
+        "ValidatingAdmissionPolicyBinding": "admissionpolicybinding",
     }.get(obj["kind"], obj["kind"].lower())
     namespace = obj["metadata"].get("namespace")
     return f"{kind}-{namespace + '-' if namespace else ''}{obj['metadata']['name']}.yaml"

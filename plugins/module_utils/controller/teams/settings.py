@@ -51,6 +51,7 @@ DEFAULT_TIERS: dict[str, dict[str, Any]] = {
     },
 }
 TIER_KEYS = ("name", "value", "preemption_policy", "guaranteed", "description")
+DEFAULT_TIER = "research"  # a team's tier when it names none
 TEAM_KEYS = (
     "name",
     "namespaces",
@@ -63,9 +64,13 @@ TEAM_KEYS = (
     "lending_limit",
     "department",
     "node_group",
+    "over_quota_weight",
+    "kai",
 )
-SETTINGS_KEYS = ("tiers", "teams", "oversubscription", "extended_resources", "engine", "kueue")
-ENGINES = ("resourcequota", "kueue", "both")
+SETTINGS_KEYS = ("tiers", "teams", "oversubscription", "extended_resources", "engine", "kueue", "kai")
+ENGINES = ("resourcequota", "kueue", "both", "kai")
+# the team keys only one engine reads (checked by that engine's module)
+KAI_TEAM_KEYS = ("over_quota_weight", "kai")
 KUEUE_KEYS = ("cohort", "node_groups", "resource_names", "what_if")
 NODE_GROUP_KEYS = ("node_labels",)
 WHAT_IF_KEYS = ("team", "name", "class", "devices", "tier", "running")
@@ -135,6 +140,8 @@ def settings(
     if engine not in ENGINES:
         raise TeamsError(f"aligned_dra_teams.engine must be one of {', '.join(ENGINES)} (got {engine!r})")
     kueue = _kueue_settings(raw.get("kueue"), engine, classes, keys, tiers)
+    if engine != "kai" and raw.get("kai"):
+        raise TeamsError(f"aligned_dra_teams.kai is set but engine is {engine}; set engine: kai")
     site = {
         "tiers": tiers,
         "templates": templates,
@@ -153,7 +160,15 @@ def settings(
         "oversubscription": factors,
         "engine": engine,
         "kueue": kueue,
+        "kai": raw.get("kai") or {},
+        # the catalogue's class keys (gpu) and the rendered classes they name
+        "keys": keys,
     }
+
+
+def tier_classes(raw: dict[str, Any] | None) -> dict[str, str]:
+    """``{tier: its PriorityClass name}`` of raw ``aligned_dra_teams`` (its ``tiers`` over the defaults)."""
+    return {key: tier["name"] for key, tier in _tiers((raw or {}).get("tiers") or {}).items()}
 
 
 def _tiers(raw_tiers: Any) -> dict[str, dict[str, Any]]:
@@ -248,6 +263,9 @@ def _teams(teams_raw: Any, site: dict[str, Any]) -> list[dict[str, Any]]:
         department = team.get("department")
         if department is not None and not dra.is_dns_label(department):
             raise TeamsError(f"{where}.department {department!r} is not a DNS label")
+        for key in KAI_TEAM_KEYS:
+            if key in team and site["engine"] != "kai":
+                raise TeamsError(f"{where}.{key} is read by engine kai only (engine is {site['engine']})")
         node_group = team.get("node_group")
         node_groups = site["node_groups"]
         if node_group is not None and (not isinstance(node_group, str) or node_group not in node_groups):
@@ -268,6 +286,7 @@ def _teams(teams_raw: Any, site: dict[str, Any]) -> list[dict[str, Any]]:
                 "lending_limit": limits["lending_limit"],
                 "department": department,
                 "node_group": node_group,
+                **{key: team[key] for key in KAI_TEAM_KEYS if key in team},
             }
         )
     return teams
@@ -315,7 +334,7 @@ def _team_tier_and_access(
     where: str, team: dict[str, Any], tiers: dict[str, Any], templates: set[str]
 ) -> tuple[str, dict[str, str], bool, list[str]]:
     """The team's tier, namespace labels, admin access and the rendered templates it may use."""
-    tier = team.get("tier", "research")
+    tier = team.get("tier", DEFAULT_TIER)
     if tier not in tiers:
         raise TeamsError(f"{where}.tier {tier!r} is not one of {', '.join(sorted(tiers))}")
     labels = _label_map(f"{where}.labels", team.get("labels"))
@@ -346,6 +365,9 @@ def _team_amounts(
     for option, amounts in limits.items():
         if amounts and engine == "resourcequota":
             raise TeamsError(f"{where}.{option} needs engine kueue or both (a ResourceQuota cannot lend or borrow)")
+        if amounts and engine == "kai" and option == "lending_limit":
+            # a KAI queue lends all of its quota that it does not use, and reclaims it when it needs it
+            raise TeamsError(f"{where}.lending_limit: KAI Scheduler has no lending limit; use engine kueue or both")
         for cls in amounts:
             if cls not in quotas:
                 raise TeamsError(f"{where}.{option}: {cls} has no quota in {where}.quotas")
@@ -410,8 +432,8 @@ def _kueue_settings(
     if raw is None:
         raw = {}
     _check_keys("aligned_dra_teams.kueue", raw, KUEUE_KEYS)
-    if raw and engine == "resourcequota":
-        raise TeamsError("aligned_dra_teams.kueue is set but engine is resourcequota; set engine: kueue or both")
+    if raw and engine in ("resourcequota", "kai"):
+        raise TeamsError(f"aligned_dra_teams.kueue is set but engine is {engine}; set engine: kueue or both")
     cohort = raw.get("cohort")
     if cohort is not None and not dra.is_dns_label(cohort):
         raise TeamsError(f"aligned_dra_teams.kueue.cohort {cohort!r} is not a DNS label")

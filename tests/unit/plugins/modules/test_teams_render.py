@@ -116,3 +116,25 @@ def test_a_file_holding_null_is_refused_not_taken_for_absent(capsys, tmp_path, o
     (tmp_path / "null.json").write_text("null")
     result = run(capsys, {"site": "s", "kubernetes_version": "1.36", option: str(tmp_path / "null.json")})
     assert result["failed"] and result["msg"].startswith(option)
+
+
+def test_kai_engine_writes_its_queues_and_fair_share_and_refuses_what_kai_would_miscount(capsys, tmp_path):
+    claims_settings = {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com",
+                       "nic_driver": "dra.net"}  # fmt: skip
+    settings = {"engine": "kai", "kai": {"what_if": {"a": {"gpu": 5}}},
+                "teams": [{"name": "a", "tier": "production", "templates": ["gpu-only"], "quotas": {"nvidia-gpu": 3}}]}  # fmt: skip
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"schema_version": 1, "classes": {"nvidia-gpu": {"devices": 4, "nodes": {}}}}))
+    dest = tmp_path / "teams.json"
+    args = {"site": "s", "kubernetes_version": "1.36", "settings": settings, "claims_settings": claims_settings,
+            "plan_file": str(plan), "dest": str(dest)}  # fmt: skip
+    result = run(capsys, args)
+    assert [q["queue"] for q in result["kai"]["queues"]] == ["aligned-s", "a"]
+    assert "kai-queue-a.yaml" in [f["name"] for f in result["files"]]
+    summary = json.loads(dest.read_text())
+    # 4 GPUs on the site, a asks 5 with a quota of 3: 3 + 1 over quota
+    assert summary["kai"]["what_if"]["fair_share"]["a"]["gpu"] == 4
+    assert summary["kai"]["what_if"]["fair_share"]["a"]["beyond_quota"] == 1
+    # the collection's own driver publishes GPUs under a name KAI does not count
+    failed = run(capsys, dict(args, claims_settings={}, settings=dict(settings, teams=[{"name": "a"}])))
+    assert failed["failed"] and "gpu_driver dra.aligned.dev: the name lacks 'gpu'" in failed["msg"]

@@ -7,6 +7,7 @@ import kubernetes_validate
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as dd
+from ansible_collections.aligned.dra.tests.admission_policies import evaluate_policy
 
 MINORS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
 DS = {"mode": "daemonset", "image": "registry.example/aligned-dra-driver:0.1.0", "exclude": ["eno*"]}
@@ -199,42 +200,10 @@ def test_wheel_platforms_cover_the_node_glibc_newest_first():
             dd.wheel_platforms(*bad)
 
 
-# -- the admission policies, evaluated ---------------------------------------------------------
-# The policies' CEL runs here with cel-expr-python (the CEL project's runtime)
-# and its extended string library, which provides Kubernetes' substring();
-# requests are shaped as the API server's admission request (userInfo, operation,
-# object, oldObject; object is null for DELETE, oldObject null for CREATE).
+# -- the admission policies, evaluated (tests/admission_policies.py) --------------------------------
 
 NS = "aligned-dra"
 D = "dra.aligned.dev"
-
-
-def evaluate_policy(policy, request, obj, old):
-    """None when the policy admits the request, else the failing validation's message."""
-    from cel_expr_python import cel
-    from cel_expr_python.ext import ext_strings
-
-    dyn = cel.Type.DYN
-    env = cel.NewEnv(
-        variables={"request": dyn, "object": dyn, "oldObject": dyn, "variables": dyn},
-        extensions=[ext_strings.ExtStrings()],
-    )
-    values = {"request": request, "object": obj, "oldObject": old, "variables": {}}
-
-    def run(expression):
-        result = env.compile(expression).eval(env.Activation(values))
-        assert result.type() in (cel.Type.BOOL, cel.Type.STRING), (expression, result.value())
-        return result.value()
-
-    spec = policy["spec"]
-    if not all(run(c["expression"]) for c in spec["matchConditions"]):
-        return None
-    for variable in spec["variables"]:
-        values["variables"] = dict(values["variables"], **{variable["name"]: run(variable["expression"])})
-    for check in spec["validations"]:
-        if not run(check["expression"]):
-            return run(check["messageExpression"]) if "messageExpression" in check else check["message"]
-    return None
 
 
 def policies():

@@ -157,7 +157,7 @@ TEAMS = {
 def test_team_entries_default_the_namespaces_to_the_team_name():
     engine, teams = team_entries(TEAMS)
     assert engine == "kueue"
-    assert teams[1] == {"name": "vision", "namespaces": ["vision"], "templates": ["gpu-only"]}
+    assert teams[1] == {"name": "vision", "namespaces": ["vision"], "templates": ["gpu-only"], "tier": "research"}
     assert team_entries(None) == ("resourcequota", [])
 
 

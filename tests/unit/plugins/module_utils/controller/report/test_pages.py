@@ -512,3 +512,38 @@ def test_what_the_validation_would_refuse_is_a_warning_of_the_layout():
     warning = "rails: rails 8 of count 9: no RDMA NIC is on them (rule by pci_order)"
     assert f"<li>{warning} &mdash; all nodes of this layout</li>" in result["html"]
     assert f"gpu-0001: {warning}" in result["summary"]["warnings"]
+
+
+def test_site_page_shows_kai_queues_and_the_fair_share_what_if(tmp_path):
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+
+    nvidia = {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com", "nic_driver": "dra.net"}
+    objects = claims.render(nvidia, "east", "1.36")["objects"]
+    raw = {
+        "engine": "kai",
+        "teams": [
+            {"name": "vision", "tier": "production", "quotas": {"nvidia-gpu": 2}},
+            {"name": "llm", "tier": "research", "quotas": {"nvidia-gpu": 2}, "borrowing_limit": {"nvidia-gpu": 1}},
+        ],
+        "kai": {"what_if": {"vision": {"gpu": 6}, "llm": {"gpu": 4}}},
+    }
+    plan = {"classes": {"nvidia-gpu": {"devices": 8}}}
+    keys = claims.settings(nvidia)["classes"]
+    drivers = {"gpu": "gpu.nvidia.com", "nic": "dra.net"}
+    rendered = teams.render(raw, "east", objects, "1.36", plan=plan, class_keys=keys, drivers=drivers)
+    summary = {k: rendered[k] for k in ("teams", "capacity", "engine", "kueue", "kai")}
+    summary = json.loads(json.dumps(dict(summary, schema_version=1)))
+    page = pages.site_report("east", identical_site("vm-flat", 1), teams=summary)["html"]
+    assert "<h3>KAI Scheduler queues</h3>" in page and "<code>kai.scheduler/queue</code>" in page
+    assert re.search(r'data-kai-queue="llm"><td>llm</td><td>aligned-east</td><td>llm</td>'
+                     r'<td class="num">10000</td><td class="num">2</td><td class="num">3</td>', page)  # fmt: skip
+    # 8 GPUs: quotas 2 + 2, then production (vision) first: 4 more; llm stays at its quota
+    assert re.search(r'data-fair-share="vision"><td>vision</td><td class="num">6</td><td class="num">2</td>'
+                     r'<td class="num">6</td><td class="num">4</td>', page)  # fmt: skip
+    assert re.search(r"Reclaim takes from first: llm</p>", page)
+    # a damaged kai part of teams.json is refused by name
+    write_site(tmp_path, "east", identical_site("vm-flat", 1))
+    (tmp_path / "east" / "teams.json").write_text(json.dumps(dict(summary, kai={"queues": [{"queue": "x"}]})))
+    with pytest.raises(inputs.ReportError, match=r"kai.queues\[0\] has no 'priority'"):
+        pages.build_reports(str(tmp_path))

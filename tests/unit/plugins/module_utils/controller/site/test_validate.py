@@ -204,6 +204,20 @@ def test_a_team_setting_kueue_cannot_count_is_a_problem_of_the_teams_variable():
     assert "aligned_dra_teams.teams[mon]" in problems[0].reason and "admin" in problems[0].reason
 
 
+def test_on_a_kai_site_what_kai_would_miscount_is_refused_before_any_change():
+    # the collection's one driver publishes GPUs and NICs under dra.aligned.dev: KAI would count no GPU
+    teams = {"engine": "kai", "teams": [{"name": "ml", "quotas": {"gpu": 1}}]}
+    problems = run({"a": {"aligned_dra_site": "lab", "aligned_dra_teams": teams}}, ["teams"])[0]
+    assert [(p.host, p.variable) for p in problems] == [("a", "aligned_dra_teams")]
+    assert "gpu_driver dra.aligned.dev: the name lacks 'gpu', so KAI counts no GPU" in problems[0].reason
+    nvidia = {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com", "nic_driver": "dra.net"}
+    teams = {"engine": "kai", "teams": [{"name": "ml", "quotas": {"nvidia-gpu": 1}, "over_quota_weight": -1}]}
+    problems = run({"a": {"aligned_dra_teams": teams, "aligned_dra_claims": nvidia}}, ["teams"])[0]
+    assert "teams[ml].over_quota_weight must be a number from 0" in problems[0].reason
+    teams["teams"][0]["over_quota_weight"] = 2
+    assert run({"a": {"aligned_dra_teams": teams, "aligned_dra_claims": nvidia}}, ["teams"])[0] == []
+
+
 def test_a_site_setting_shared_by_the_site_is_said_once_with_the_host_count():
     teams = {"teams": [{"name": "ml", "quotas": {"aligned-tpu": 4}}]}
     hosts = {name: {"aligned_dra_site": "lab", "aligned_dra_teams": teams} for name in ("a", "b", "c")}

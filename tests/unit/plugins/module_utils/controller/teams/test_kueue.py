@@ -437,14 +437,14 @@ def test_idle_is_what_could_be_lent_now():
 
 
 def test_embedded_schemas_match_the_crds():
-    spec = importlib.util.spec_from_file_location("kueue_schemas_generator", REPO / "scripts" / "kueue_schemas.py")
+    spec = importlib.util.spec_from_file_location("crd_schemas_generator", REPO / "scripts" / "crd_schemas.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
-    generated = generator.render(FIXTURES)
+    generated = generator.render("kueue", FIXTURES)
     committed = (REPO / "plugins" / "module_utils" / "controller" / "teams" / "kueue_schemas.py").read_text(
         encoding="utf-8"
     )
-    assert generated == committed, "run: .venv/bin/python scripts/kueue_schemas.py tests/fixtures/kueue-v0.19.2"
+    assert generated == committed, "run: .venv/bin/python scripts/crd_schemas.py kueue tests/fixtures/kueue-v0.19.2"
     assert set(kueue_schemas.SCOPES) == {
         "ClusterQueue",
         "Cohort",
@@ -453,6 +453,7 @@ def test_embedded_schemas_match_the_crds():
         "Topology",
         "WorkloadPriorityClass",
     }
+    assert set(kueue_schemas.API_VERSIONS.values()) == {"kueue.x-k8s.io/v1beta2"}
     assert kueue_schemas.KUEUE_COMMIT == "8eab6877"
     assert "Apache License" in (REPO / "licenses" / "kueue-v0.19.2-LICENSE").read_text(encoding="utf-8")
 
