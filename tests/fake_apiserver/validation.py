@@ -306,7 +306,7 @@ def crd_schema_error(obj: dict[str, Any]) -> Any:
     with _VALIDATORS_LOCK:
         validator = _VALIDATORS.get(key)
         if validator is None:
-            group, _, version = obj.get("apiVersion", "").rpartition("/")
+            group, _slash, version = obj.get("apiVersion", "").rpartition("/")
             for path in sorted(CRD_GROUPS[group][0].glob(f"{group}_*.yaml")):
                 crd = yaml.safe_load(path.read_text(encoding="utf-8"))
                 if crd["spec"]["names"]["kind"] != kind:

@@ -301,8 +301,8 @@ def test_a_kai_site_shows_its_diff_in_check_mode_then_lands_whole_and_once(api, 
     assert api.rejections == []
     written = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "out" / "west" / "teams").glob("*.yaml"))]
     kai_objects = [o for o in written if (o.get("apiVersion"), o.get("kind")) in KAI_KINDS]
-    assert {o["kind"] for o in kai_objects} == {"Queue", "Topology", "ValidatingAdmissionPolicy",
-                                                 "ValidatingAdmissionPolicyBinding"}  # fmt: skip
+    policies = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert {o["kind"] for o in kai_objects} == {"Queue", "Topology", *policies}
     for obj in kai_objects:
         stored = api.get(KAI_KINDS[(obj["apiVersion"], obj["kind"])], obj["metadata"]["name"])
         assert stored is not None and stored["spec"] == obj["spec"], obj["metadata"]["name"]
