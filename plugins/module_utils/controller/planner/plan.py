@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import gpu_counts
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import (
     ClaimAllocator,
@@ -613,6 +614,8 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
         "templates": report_templates,
         "required_unsatisfied": failed,
         "tainted_devices": tainted_devices(nodes),
+        # per node the GPUs published and those KAI Scheduler would count (it counts by driver name)
+        "gpu_counts": gpu_counts.node_counts(nodes),
         "rails": site_rails,
         "warnings": [f"{node.name}: {note}" for node in prepared for note in node.rail_notes],
     }

@@ -439,6 +439,7 @@ def kai_rows(scheduled: Mapping[str, Any]) -> dict[str, Any]:
             "allocated_from": str(outcome.get("allocated_from")),
             "unassigned": outcome.get("unassigned"),
             "reclaim": ", ".join(outcome.get("reclaim_order") or []) or "none (no team above its fair share)",
+            "notes": [str(n) for n in outcome.get("notes") or []],
             "rows": [
                 {
                     "queue": str(name),
@@ -456,8 +457,18 @@ def kai_rows(scheduled: Mapping[str, Any]) -> dict[str, Any]:
                 for name, row in (shares or {}).items()
             ],
         }
+    nodes = [
+        {
+            "node": str(n["node"]),
+            "published": n["published"],
+            "counted": n["counted_by_kai"],
+            "warn": n["published"] != n["counted_by_kai"],
+        }
+        for n in scheduled.get("nodes") or []
+    ]
     return {
         "engine": "kai",
+        "kai_nodes": nodes,
         "kai_queues": rows,
         "scheduler_name": str(scheduled.get("scheduler_name")),
         "queue_label": str(scheduled.get("queue_label")),

@@ -365,7 +365,9 @@ def render(
     ``objects``: the Topology (with placement levels), the Queues (parent,
     departments, teams) and the admission policy with its binding. ``queues``:
     a row per Queue (``queue``, ``parent``, ``priority``, GPU ``quota``,
-    ``limit``, ``over_quota_weight``; teams also ``team``). ``what_if``:
+    ``limit``, ``over_quota_weight``; teams also ``team``). ``nodes``: per
+    node the GPUs published and those KAI counts, from the plan (None
+    without one). ``what_if``:
     :func:`kai_fair_share.what_if` of ``aligned_dra_teams.kai.what_if`` when
     set, with the GPUs each team has in use now (``allocated``, from the
     utilization stage) when known. What KAI would miscount, or settings it cannot serve, raise
@@ -396,11 +398,23 @@ def render(
         "gpu_classes": gpus,
         "queues": rows,
         "notes": list(NOTES),
+        "nodes": _node_gpus(plan),
         "what_if": None,
     }
     if kai["what_if"] is not None:
         result["what_if"] = kai_fair_share.what_if(rows, kai["what_if"], _site_gpus(plan, gpus), allocated)
     return result
+
+
+def _node_gpus(plan: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """Per node the GPUs published and those KAI counts (``plan.json`` ``gpu_counts``); None without a plan."""
+    counts = (plan or {}).get("gpu_counts")
+    if not isinstance(counts, dict):
+        return None
+    return [
+        {"node": node, "published": row.get("published"), "counted_by_kai": row.get("counted_by_kai")}
+        for node, row in sorted(counts.items())
+    ]
 
 
 def in_use_gpus(in_use: dict[str, dict[str, int]], gpus: list[str]) -> dict[str, float]:
@@ -409,7 +423,11 @@ def in_use_gpus(in_use: dict[str, dict[str, int]], gpus: list[str]) -> dict[str,
 
 
 def _site_gpus(plan: dict[str, Any] | None, gpus: list[str]) -> int | None:
-    """The site's GPUs from the plan (the GPU classes' devices; the largest where several overlap); None unknown."""
+    """The site's GPUs as KAI counts them (``plan.json`` ``gpu_counts``), else the GPU classes' devices (the
+    largest where several overlap, for a plan written before the counts); None unknown."""
+    counts = (plan or {}).get("gpu_counts")
+    if isinstance(counts, dict) and counts:
+        return sum(int(row.get("counted_by_kai") or 0) for row in counts.values())
     classes = (plan or {}).get("classes") or {}
     counts = [(classes.get(cls) or {}).get("devices") for cls in gpus]
     counts = [c for c in counts if isinstance(c, int)]

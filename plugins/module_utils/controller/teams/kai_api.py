@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import TeamsError
+from ansible_collections.aligned.dra.plugins.module_utils.dra.scheduler_counts import kai_counts_as_gpu
 
 KAI_VERSION = kai_schemas.KAI_VERSION
 QUEUE_API_VERSION = kai_schemas.API_VERSIONS["Queue"]
@@ -52,6 +53,5 @@ class KaiError(TeamsError):
     """Team settings KAI Scheduler cannot serve (or would miscount); the message names the setting."""
 
 
-def counts_as_gpu(name: str | None) -> bool:
-    """KAI's rule: a device class (of a claim request) or a driver (of a slice) whose name contains ``gpu``."""
-    return "gpu" in str(name or "").lower()
+# KAI's rule: a device class (of a claim request) or a driver (of a slice) whose name contains ``gpu``
+counts_as_gpu = kai_counts_as_gpu

@@ -215,7 +215,9 @@ def what_if(
     None when the fair share is 0). ``reclaim_order``: the teams above their
     fair share, those a reclaim takes from first (KAI's saturation ratio,
     highest first; a team with fair share 0 and GPUs in use first of all).
-    ``gpus`` None (no plan): nothing divided, ``fair_share`` None.
+    ``notes``: the fair shares adding up to more than ``gpus`` (quotas above
+    the total, which KAI does not scale down). ``gpus`` None (no plan):
+    nothing divided, ``fair_share`` None.
     """
     base: dict[str, Any] = {
         "gpus": gpus,
@@ -224,7 +226,9 @@ def what_if(
         "tie_break": "name (KAI orders equal leftover fractions by queue creation time, then name)",
     }
     if gpus is None:
-        return dict(base, fair_share=None, unassigned=None, reclaim_order=None, why="the site's GPUs are unknown")
+        return dict(
+            base, fair_share=None, unassigned=None, reclaim_order=None, notes=[], why="the site's GPUs are unknown"
+        )
     top = build(rows, demand)
     unassigned = divide_tree(float(gpus), top)
     teams = {row["queue"]: row["team"] for row in rows if row.get("team")}
@@ -245,7 +249,14 @@ def what_if(
                 over.append((math.inf if entry["saturation"] is None else entry["saturation"], queue.name))
         shares[queue.name] = entry
     order = [name for _ratio, name in sorted(over, key=lambda item: (-item[0], item[1]))]
-    return dict(base, fair_share=shares, unassigned=_number(unassigned), reclaim_order=order)
+    promised = sum(queue.fair_share for queue in top)
+    notes = []
+    if promised > gpus:
+        notes.append(
+            f"the fair shares add up to {_number(promised)} GPUs of the {gpus} KAI counts: the quotas take more "
+            "than there is, and KAI does not scale them down"
+        )
+    return dict(base, fair_share=shares, unassigned=_number(unassigned), reclaim_order=order, notes=notes)
 
 
 def _number(value: float) -> float | int:

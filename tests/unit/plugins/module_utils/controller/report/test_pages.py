@@ -528,7 +528,7 @@ def test_site_page_shows_kai_queues_and_the_fair_share_what_if(tmp_path):
         ],
         "kai": {"what_if": {"vision": {"gpu": 6}, "llm": {"gpu": 4}}},
     }
-    plan = {"classes": {"nvidia-gpu": {"devices": 8}}}
+    plan = {"classes": {"nvidia-gpu": {"devices": 8}}, "gpu_counts": {"n1": {"published": 8, "counted_by_kai": 8}}}
     keys = claims.settings(nvidia)["classes"]
     drivers = {"gpu": "gpu.nvidia.com", "nic": "dra.net"}
     rendered = teams.render(raw, "east", objects, "1.36", plan=plan, class_keys=keys, drivers=drivers)
@@ -542,6 +542,7 @@ def test_site_page_shows_kai_queues_and_the_fair_share_what_if(tmp_path):
     assert re.search(r'data-fair-share="vision"><td>vision</td><td class="num">6</td><td class="num">2</td>'
                      r'<td class="num">6</td><td class="num">4</td>', page)  # fmt: skip
     assert re.search(r"Reclaim takes from first: llm</p>", page)
+    assert '<tr data-kai-node="n1"><td>n1</td><td class="num">8</td><td class="num">8</td></tr>' in page
     # a damaged kai part of teams.json is refused by name
     write_site(tmp_path, "east", identical_site("vm-flat", 1))
     (tmp_path / "east" / "teams.json").write_text(json.dumps(dict(summary, kai={"queues": [{"queue": "x"}]})))

@@ -187,6 +187,29 @@ def test_templates_kai_would_miscount_are_refused_naming_them():
     assert kai._request_problems("gpu-only", template["spec"]["spec"]["devices"]["requests"], {GPU}) == []
 
 
+def test_the_gpus_kai_counts_per_node_come_from_the_plan_and_size_the_what_if():
+    counts = {"n1": {"published": 8, "counted_by_kai": 8}, "n2": {"published": 8, "counted_by_kai": 0}}
+    plan = {"classes": {GPU: {"devices": 16}}, "gpu_counts": counts}
+    result = render(site(kai={"what_if": {"train": {"gpu": 20}}}), plan=plan)
+    assert result["kai"]["nodes"] == [
+        {"node": "n1", "published": 8, "counted_by_kai": 8},
+        {"node": "n2", "published": 8, "counted_by_kai": 0},
+    ]
+    # KAI divides the 8 GPUs it counts, not the 16 published; the site's quota (16) takes more than that and
+    # KAI does not scale it down: the site queue deserves 16, and train, the only team wanting GPUs, gets all
+    # of it (its quota 8, then the rest over quota)
+    outcome = result["kai"]["what_if"]
+    assert outcome["gpus"] == 8 and outcome["fair_share"]["aligned-lab"]["gpu"] == 16
+    assert outcome["fair_share"]["train"]["gpu"] == 16 and outcome["fair_share"]["train"]["beyond_quota"] == 8
+    assert outcome["notes"] == [
+        "the fair shares add up to 16 GPUs of the 8 KAI counts: the quotas take more than there is, and KAI "
+        "does not scale them down"
+    ]
+    # a plan written before the counts: the GPU classes' devices; no plan: unknown
+    assert render(site(kai={"what_if": {}}), plan={"classes": {GPU: {"devices": 16}}})["kai"]["what_if"]["gpus"] == 16
+    assert render(site())["kai"]["nodes"] is None
+
+
 # -- who may use a queue -----------------------------------------------------------------------------
 
 
