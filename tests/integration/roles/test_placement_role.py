@@ -379,6 +379,7 @@ def test_on_a_kai_site_a_job_is_created_with_its_kai_pod_group_in_its_teams_queu
         "minMember": 2,
         "queue": "llm",
         "priorityClassName": "aligned-production",
+        "preemptibility": "preemptible",
         "topologyConstraint": {"topology": "west-topology", "requiredTopologyLevel": "aligned.dev/rack"},
     }
     assert groups["sweep"]["spec"]["queue"] == "vision"

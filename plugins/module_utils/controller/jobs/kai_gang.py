@@ -8,7 +8,11 @@ instead, rendered, validated against KAI's CRD and applied beside the Job:
 
 - ``PodGroup`` ``<job>`` (``scheduling.run.ai/v2alpha2``): ``minMember`` =
   the workers, ``queue`` = the job's queue (its ``queue`` or its namespace's
-  team's), ``priorityClassName`` = the team tier's PriorityClass, and with a
+  team's), ``priorityClassName`` = the team tier's PriorityClass,
+  ``preemptibility: preemptible`` (KAI keeps a non-preemptible job, which a
+  PodGroup of priority 100 or more is by default, within its queue's quota:
+  it could not use idle GPUs over quota, and a tier without quota would never
+  run), and with a
   placement level ``topologyConstraint`` on the site's KAI Topology
   ``<site>-topology``: ``requiredTopologyLevel`` or
   ``preferredTopologyLevel`` = the level's node label;
@@ -42,7 +46,14 @@ def pod_group(
     job: dict[str, Any], labels: dict[str, str], queue: str, priority_class: str, topology: str | None
 ) -> dict[str, Any]:
     """The job's KAI PodGroup (see the module docstring); ``topology``: the site's KAI Topology name."""
-    spec: dict[str, Any] = {"minMember": job["workers"], "queue": queue, "priorityClassName": priority_class}
+    spec: dict[str, Any] = {
+        "minMember": job["workers"],
+        "queue": queue,
+        "priorityClassName": priority_class,
+        # KAI holds a PodGroup of priority 100 or more (every tier's) non-preemptible unless it says so, and
+        # keeps such a job within its queue's quota: a training job must be able to use idle GPUs above it
+        "preemptibility": "preemptible",
+    }
     placement = job["placement"]
     if placement and topology:
         spec["topologyConstraint"] = {"topology": topology, LEVEL_FIELDS[placement["mode"]]: placement["label"]}

@@ -27,7 +27,9 @@ CPU and memory stay unlimited (-1) unless a team sets ``kai.cpu`` or
 
 KAI reads the queue label from the pod or its top owner as given and checks
 no right to use a queue: a ValidatingAdmissionPolicy per site refuses a pod,
-Job, JobSet or PodGroup in a team's namespace that names another team's queue.
+Job, JobSet or PodGroup in a team's namespace that names another team's queue
+(KAI's default queue stays open to PodGroups: its pod grouper gives it to
+workloads that name no queue).
 With placement levels, a KAI ``Topology`` lists them (widest first,
 ``kubernetes.io/hostname`` last).
 
@@ -247,20 +249,32 @@ def queues(conf: dict[str, Any], site: str, kai: dict[str, Any], gpus: list[str]
 # -- who may use a queue -----------------------------------------------------------------------------
 
 
+def _label_of(obj: str) -> str:
+    """CEL: the queue label of ``obj`` (``object`` or ``oldObject``), '' when it has none."""
+    return (
+        f"has({obj}.metadata.labels) && '{QUEUE_LABEL}' in {obj}.metadata.labels"
+        f" ? {obj}.metadata.labels['{QUEUE_LABEL}'] : ''"
+    )
+
+
+def _spec_queue(obj: str) -> str:
+    """CEL: a KAI PodGroup's ``spec.queue`` (``object`` or ``oldObject``), '' for other resources or none."""
+    return f"request.resource.resource == 'podgroups' && has({obj}.spec.queue) ? {obj}.spec.queue : ''"
+
+
 def admission_policy(site: str) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy (and its Deny binding) that keeps each team to its own queue.
 
     It matches pods, Jobs, JobSets and KAI PodGroups created or changed in
     the namespaces of the site's teams (``aligned.dev/team`` and the site
     label on the namespace): a queue named in the label ``kai.scheduler/queue``
-    (or a PodGroup's ``spec.queue``) must be the namespace's team's. A
-    workload that names no queue is let through.
+    must be the namespace's team's, and so must a PodGroup's ``spec.queue``,
+    or KAI's default queue, which KAI's pod grouper gives the PodGroup of a
+    workload that names no queue. A workload that names no queue is let
+    through; an update that keeps the queue an object already had is let
+    through (an object made before the policy stays changeable and deletable).
     """
     name = f"aligned-{site}-kai-queues"
-    named = (
-        f"has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels"
-        f" ? object.metadata.labels['{QUEUE_LABEL}'] : ''"
-    )
     selector = {
         "matchExpressions": [
             {"key": dra_labels.SITE_LABEL, "operator": "In", "values": [site]},
@@ -271,6 +285,9 @@ def admission_policy(site: str) -> list[dict[str, Any]]:
         {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE", "UPDATE"], "resources": [plural]}
         for group, version, plural in POLICY_RESOURCES
     ]
+    old_label = f"request.operation == 'UPDATE' ? ({_label_of('oldObject')}) : ''"
+    old_queue = f"request.operation == 'UPDATE' ? ({_spec_queue('oldObject')}) : ''"
+    allowed = f"['', variables.team, '{kai_api.DEFAULT_QUEUE}', variables.oldPodGroupQueue]"
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -280,15 +297,14 @@ def admission_policy(site: str) -> list[dict[str, Any]]:
             "matchConstraints": {"resourceRules": rules, "namespaceSelector": selector},
             "variables": [
                 {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
-                {"name": "named", "expression": named},
-                {
-                    "name": "podGroupQueue",
-                    "expression": "object.kind == 'PodGroup' && has(object.spec.queue) ? object.spec.queue : ''",
-                },
+                {"name": "named", "expression": _label_of("object")},
+                {"name": "oldNamed", "expression": old_label},
+                {"name": "podGroupQueue", "expression": _spec_queue("object")},
+                {"name": "oldPodGroupQueue", "expression": old_queue},
             ],
             "validations": [
                 {
-                    "expression": "variables.named == '' || variables.named == variables.team",
+                    "expression": "variables.named in ['', variables.team, variables.oldNamed]",
                     "messageExpression": (
                         f"'namespace ' + namespaceObject.metadata.name + ' belongs to team ' + variables.team"
                         f" + ', whose KAI queue is ' + variables.team + '; {QUEUE_LABEL} names queue '"
@@ -297,7 +313,7 @@ def admission_policy(site: str) -> list[dict[str, Any]]:
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": "variables.podGroupQueue == '' || variables.podGroupQueue == variables.team",
+                    "expression": f"variables.podGroupQueue in {allowed}",
                     "messageExpression": (
                         "'namespace ' + namespaceObject.metadata.name + ' belongs to team ' + variables.team"
                         " + '; the PodGroup names queue ' + variables.podGroupQueue"

@@ -37,9 +37,12 @@ TOPOLOGY_PLACEMENT_ANNOTATIONS = {
 }
 DEFAULT_SCHEDULER_NAME = "kai-scheduler"
 # Queue.spec.resources.<r>: quota -1 is unlimited, 0 (or unset) guarantees nothing; limit -1 is no
-# limit, 0 (or unset) allows nothing above the quota. Queue.spec.priority unset reads 100.
+# limit, 0 (or unset) allows nothing at all, not even the quota. Queue.spec.priority unset reads 100.
 UNLIMITED = -1
 DEFAULT_QUEUE_PRIORITY = 100
+# the queues KAI's own installation makes: a PodGroup of a workload that names no queue goes to the first
+DEFAULT_QUEUE = "default-queue"
+RESERVED_QUEUES = (DEFAULT_QUEUE, "default-parent-queue")
 # the workload kinds whose queue label the admission policy checks: pods, and the owners KAI reads it from
 POLICY_RESOURCES = (
     ("", "v1", "pods"),

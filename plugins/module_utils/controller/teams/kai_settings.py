@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kai_api import (
     DEFAULT_SCHEDULER_NAME,
+    RESERVED_QUEUES,
     UNLIMITED,
     KaiError,
 )
@@ -57,6 +58,8 @@ def queue_name(where: str, name: Any) -> str:
             f"{where}: {name!r} is not a queue name (a DNS subdomain of at most 63 characters: pods name "
             "their queue in a label)"
         )
+    if name in RESERVED_QUEUES:
+        raise KaiError(f"{where}: {name!r} is a queue KAI Scheduler makes for itself; choose another name")
     return name
 
 
@@ -66,7 +69,7 @@ def site_settings(raw: Any, site: str, teams: list[dict[str, Any]]) -> dict[str,
     scheduler = raw.get("scheduler_name", DEFAULT_SCHEDULER_NAME)
     if not isinstance(scheduler, str) or not dra.is_dns_subdomain(scheduler):
         raise KaiError(f"aligned_dra_teams.kai.scheduler_name {scheduler!r} is not a DNS subdomain")
-    parent = queue_name("aligned_dra_teams.kai.parent_queue", raw.get("parent_queue") or f"aligned-{site}")
+    parent = queue_name("aligned_dra_teams.kai.parent_queue", raw.get("parent_queue", f"aligned-{site}"))
     names = {t["name"] for t in teams}
     what_if: dict[str, float] | None = None
     if raw.get("what_if") is not None:

@@ -58,6 +58,7 @@ def test_each_team_job_gets_one_kai_pod_group_and_no_kube_gang(minor):
         "minMember": 4,
         "queue": "llm",
         "priorityClassName": "prod-class",
+        "preemptibility": "preemptible",
         "topologyConstraint": {"topology": "west-topology", "requiredTopologyLevel": "aligned.dev/rack"},
     }
     job = objects["Job"]

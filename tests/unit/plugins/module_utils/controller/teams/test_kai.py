@@ -136,6 +136,8 @@ def test_bad_site_settings_are_refused_by_name():
         ({"kai": {"what_if": {"nobody": {"gpu": 1}}}}, "aligned_dra_teams.kai.what_if.nobody is not a setting"),
         ({"kai": {"what_if": {"train": {"gpu": -1}}}}, "what_if.train.gpu must be a number of GPUs"),
         ({"kai": {"scheduler_name": "Bad Name"}}, "scheduler_name 'Bad Name' is not a DNS subdomain"),
+        ({"kai": {"parent_queue": ""}}, "aligned_dra_teams.kai.parent_queue: '' is not a queue name"),
+        ({"kai": {"parent_queue": "default-queue"}}, "'default-queue' is a queue KAI Scheduler makes for itself"),
     ):
         with pytest.raises(TeamsError, match=message.replace("[", r"\[")):
             render(site(**extra))
@@ -232,17 +234,26 @@ def test_the_admission_policy_keeps_each_team_to_its_own_queue():
     assert {"key": "aligned.dev/team", "operator": "Exists"} in selector
     resources = {r["resources"][0] for r in policy["spec"]["matchConstraints"]["resourceRules"]}
     assert resources == {"pods", "jobs", "jobsets", "podgroups"}
-    request = {"operation": "CREATE"}
     ns = namespace("train-a", "train")
-    assert evaluate_policy(policy, request, pod("train"), None, ns) is None
-    assert evaluate_policy(policy, request, pod(None), None, ns) is None
-    assert evaluate_policy(policy, request, pod("infer", kind="Job"), None, ns) == (
+
+    def check(obj, resource="pods", operation="CREATE", old=None):
+        request = {"operation": operation, "resource": {"resource": resource}}
+        return evaluate_policy(policy, request, obj, old, ns)
+
+    assert check(pod("train")) is None
+    assert check(pod(None)) is None
+    assert check(pod("infer", kind="Job"), "jobs") == (
         "namespace train-a belongs to team train, whose KAI queue is train; kai.scheduler/queue names queue infer"
     )
-    assert evaluate_policy(policy, request, pod(None, "PodGroup", "train"), None, ns) is None
-    assert "the PodGroup names queue research" in evaluate_policy(
-        policy, request, pod(None, "PodGroup", "research"), None, ns
-    )
+    assert check(pod(None, "PodGroup", "train"), "podgroups") is None
+    # KAI's pod grouper gives a workload that names no queue the default queue
+    assert check(pod(None, "PodGroup", "default-queue"), "podgroups") is None
+    assert "the PodGroup names queue research" in check(pod(None, "PodGroup", "research"), "podgroups")
+    # an update that keeps the queue an object had (made before the policy) passes; a change to it does not
+    assert check(pod("infer"), operation="UPDATE", old=pod("infer")) is None
+    assert "names queue infer" in check(pod("infer"), operation="UPDATE", old=pod("train"))
+    old_group = pod(None, "PodGroup", "research")
+    assert check(pod(None, "PodGroup", "research"), "podgroups", "UPDATE", old_group) is None
 
 
 def test_the_topology_lists_the_placement_levels_hostname_last():
