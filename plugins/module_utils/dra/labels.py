@@ -21,6 +21,9 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dr
 # levels (the label the site's default ResourceFlavor selects once it has a topology).
 SITE_LABEL = "aligned.dev/site"
 MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
+# the team and tier of a namespace (and of the objects rendered for a team)
+TEAM_LABEL = "aligned.dev/team"
+TIER_LABEL = "aligned.dev/tier"
 
 _LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 

@@ -26,10 +26,9 @@ CPU and memory stay unlimited (-1) unless a team sets ``kai.cpu`` or
 ``kai.memory``.
 
 KAI reads the queue label from the pod or its top owner as given and checks
-no right to use a queue: a ValidatingAdmissionPolicy per site refuses a pod,
-Job, JobSet or PodGroup in a team's namespace that names another team's queue
-(KAI's default queue stays open to PodGroups: its pod grouper gives it to
-workloads that name no queue).
+no right to use a queue, and a queue caps only the pods KAI schedules: the
+site's admission policies (:mod:`kai_admission`) keep each team's namespaces
+to the team's queue and their device pods on KAI's scheduler.
 With placement levels, a KAI ``Topology`` lists them (widest first,
 ``kubernetes.io/hostname`` last).
 
@@ -41,13 +40,13 @@ from __future__ import annotations
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
     crd_checks,
+    kai_admission,
     kai_api,
     kai_fair_share,
     kai_schemas,
     kai_settings,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kai_api import (
-    POLICY_RESOURCES,
     QUEUE_API_VERSION,
     QUEUE_LABEL,
     TOPOLOGY_API_VERSION,
@@ -61,8 +60,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-TEAM_LABEL = "aligned.dev/team"
-TIER_LABEL = "aligned.dev/tier"
+TEAM_LABEL = dra_labels.TEAM_LABEL
+TIER_LABEL = dra_labels.TIER_LABEL
 DEPARTMENT_LABEL = "aligned.dev/department"
 # the claims catalogue's class keys whose classes select GPUs (claims/render.py device_classes)
 GPU_CLASS_KEYS = ("gpu", "nvidia-gpu")
@@ -249,89 +248,6 @@ def queues(conf: dict[str, Any], site: str, kai: dict[str, Any], gpus: list[str]
 # -- who may use a queue -----------------------------------------------------------------------------
 
 
-def _label_of(obj: str) -> str:
-    """CEL: the queue label of ``obj`` (``object`` or ``oldObject``), '' when it has none."""
-    return (
-        f"has({obj}.metadata.labels) && '{QUEUE_LABEL}' in {obj}.metadata.labels"
-        f" ? {obj}.metadata.labels['{QUEUE_LABEL}'] : ''"
-    )
-
-
-def _spec_queue(obj: str) -> str:
-    """CEL: a KAI PodGroup's ``spec.queue`` (``object`` or ``oldObject``), '' for other resources or none."""
-    return f"request.resource.resource == 'podgroups' && has({obj}.spec.queue) ? {obj}.spec.queue : ''"
-
-
-def admission_policy(site: str) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy (and its Deny binding) that keeps each team to its own queue.
-
-    It matches pods, Jobs, JobSets and KAI PodGroups created or changed in
-    the namespaces of the site's teams (``aligned.dev/team`` and the site
-    label on the namespace): a queue named in the label ``kai.scheduler/queue``
-    must be the namespace's team's, and so must a PodGroup's ``spec.queue``,
-    or KAI's default queue, which KAI's pod grouper gives the PodGroup of a
-    workload that names no queue. A workload that names no queue is let
-    through; an update that keeps the queue an object already had is let
-    through (an object made before the policy stays changeable and deletable).
-    """
-    name = f"aligned-{site}-kai-queues"
-    selector = {
-        "matchExpressions": [
-            {"key": dra_labels.SITE_LABEL, "operator": "In", "values": [site]},
-            {"key": TEAM_LABEL, "operator": "Exists"},
-        ]
-    }
-    rules = [
-        {"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE", "UPDATE"], "resources": [plural]}
-        for group, version, plural in POLICY_RESOURCES
-    ]
-    old_label = f"request.operation == 'UPDATE' ? ({_label_of('oldObject')}) : ''"
-    old_queue = f"request.operation == 'UPDATE' ? ({_spec_queue('oldObject')}) : ''"
-    allowed = f"['', variables.team, '{kai_api.DEFAULT_QUEUE}', variables.oldPodGroupQueue]"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": _labels(site)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": rules, "namespaceSelector": selector},
-            "variables": [
-                {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
-                {"name": "named", "expression": _label_of("object")},
-                {"name": "oldNamed", "expression": old_label},
-                {"name": "podGroupQueue", "expression": _spec_queue("object")},
-                {"name": "oldPodGroupQueue", "expression": old_queue},
-            ],
-            "validations": [
-                {
-                    "expression": "variables.named in ['', variables.team, variables.oldNamed]",
-                    "messageExpression": (
-                        f"'namespace ' + namespaceObject.metadata.name + ' belongs to team ' + variables.team"
-                        f" + ', whose KAI queue is ' + variables.team + '; {QUEUE_LABEL} names queue '"
-                        " + variables.named"
-                    ),
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": f"variables.podGroupQueue in {allowed}",
-                    "messageExpression": (
-                        "'namespace ' + namespaceObject.metadata.name + ' belongs to team ' + variables.team"
-                        " + '; the PodGroup names queue ' + variables.podGroupQueue"
-                    ),
-                    "reason": "Forbidden",
-                },
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": _labels(site)},
-        "spec": {"policyName": name, "validationActions": ["Deny"], "matchResources": {"namespaceSelector": selector}},
-    }
-    return [policy, binding]
-
-
 def topology(site: str, placement_levels: list[dict[str, str]] | None) -> dict[str, Any] | None:
     """The site's KAI ``Topology`` (widest level first, ``kubernetes.io/hostname`` last); None without levels."""
     try:
@@ -398,7 +314,7 @@ def render(
     topology_object = topology(site, placement_levels)
     objects = ([topology_object] if topology_object else []) + queue_objects
     if queue_objects:
-        objects += admission_policy(site)
+        objects += kai_admission.policies(site, kai["scheduler_name"])
     rows = []
     teams = {t["name"] for t in conf["teams"]}
     for queue in queue_objects:

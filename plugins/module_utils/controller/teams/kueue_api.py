@@ -35,8 +35,8 @@ TOPOLOGY_ANNOTATIONS = {
     "preferred": "kueue.x-k8s.io/podset-preferred-topology",
 }
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-TEAM_LABEL = "aligned.dev/team"
-TIER_LABEL = "aligned.dev/tier"
+TEAM_LABEL = labels.TEAM_LABEL
+TIER_LABEL = labels.TIER_LABEL
 # the collection's own labels (dra/labels.py), named here with Kueue's for the kueue modules
 SITE_LABEL = labels.SITE_LABEL
 MANAGED = labels.MANAGED

@@ -44,8 +44,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-TEAM_LABEL = "aligned.dev/team"
-TIER_LABEL = "aligned.dev/tier"
+TEAM_LABEL = kueue_api.TEAM_LABEL
+TIER_LABEL = kueue_api.TIER_LABEL
 PRIORITY_ANNOTATION = "aligned.dev/priority-class"
 QUEUE_ANNOTATION = "aligned.dev/kueue-queue-name"
 USAGE_ANNOTATION = "aligned.dev/usage"

@@ -226,34 +226,81 @@ def pod(queue: str | None, kind: str = "Pod", spec_queue: str | None = None) -> 
     return obj
 
 
-def test_the_admission_policy_keeps_each_team_to_its_own_queue():
-    policy, binding = [o for o in render(site())["objects"] if o["kind"].startswith("ValidatingAdmissionPolicy")]
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "aligned-lab-kai-queues"
-    assert binding["spec"]["validationActions"] == ["Deny"]
-    selector = policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
-    assert {"key": "aligned.dev/team", "operator": "Exists"} in selector
-    resources = {r["resources"][0] for r in policy["spec"]["matchConstraints"]["resourceRules"]}
-    assert resources == {"pods", "jobs", "jobsets", "podgroups"}
-    ns = namespace("train-a", "train")
+def site_policies(**extra) -> dict[str, dict]:
+    objects = [o for o in render(site(**extra))["objects"] if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    bindings = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"}
+    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
+    assert set(bindings) == set(policies)
+    for name, binding in bindings.items():
+        assert binding["spec"]["policyName"] == name and binding["spec"]["validationActions"] == ["Deny"]
+        selector = policies[name]["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+        assert {"key": "aligned.dev/team", "operator": "Exists"} in selector
+    return policies
 
-    def check(obj, resource="pods", operation="CREATE", old=None):
-        request = {"operation": operation, "resource": {"resource": resource}}
-        return evaluate_policy(policy, request, obj, old, ns)
 
-    assert check(pod("train")) is None
-    assert check(pod(None)) is None
-    assert check(pod("infer", kind="Job"), "jobs") == (
+def resources_of(policy: dict) -> set[str]:
+    return {r["resources"][0] for r in policy["spec"]["matchConstraints"]["resourceRules"]}
+
+
+def admit(policy: dict, obj: dict, resource: str = "pods", operation: str = "CREATE", old=None, ns=None):
+    request = {"operation": operation, "resource": {"resource": resource}}
+    return evaluate_policy(policy, request, obj, old, ns or namespace("train-a", "train"))
+
+
+def test_the_admission_policies_keep_each_team_to_its_own_queue():
+    policies = site_policies()
+    assert set(policies) == {"aligned-lab-kai-queues", "aligned-lab-kai-podgroups", "aligned-lab-kai-scheduler"}
+    labels, groups = policies["aligned-lab-kai-queues"], policies["aligned-lab-kai-podgroups"]
+    assert resources_of(labels) == {"pods", "jobs", "jobsets", "podgroups"}
+    # one resource per policy that reads a field of its own: each expression is typed on its object
+    assert resources_of(groups) == {"podgroups"}
+    assert admit(labels, pod("train")) is None
+    assert admit(labels, pod(None)) is None
+    assert admit(labels, pod("infer", kind="Job"), "jobs") == (
         "namespace train-a belongs to team train, whose KAI queue is train; kai.scheduler/queue names queue infer"
     )
-    assert check(pod(None, "PodGroup", "train"), "podgroups") is None
+    assert admit(groups, pod(None, "PodGroup", "train"), "podgroups") is None
     # KAI's pod grouper gives a workload that names no queue the default queue
-    assert check(pod(None, "PodGroup", "default-queue"), "podgroups") is None
-    assert "the PodGroup names queue research" in check(pod(None, "PodGroup", "research"), "podgroups")
+    assert admit(groups, pod(None, "PodGroup", "default-queue"), "podgroups") is None
+    assert "the PodGroup names queue research" in admit(groups, pod(None, "PodGroup", "research"), "podgroups")
     # an update that keeps the queue an object had (made before the policy) passes; a change to it does not
-    assert check(pod("infer"), operation="UPDATE", old=pod("infer")) is None
-    assert "names queue infer" in check(pod("infer"), operation="UPDATE", old=pod("train"))
+    assert admit(labels, pod("infer"), operation="UPDATE", old=pod("infer")) is None
+    assert "names queue infer" in admit(labels, pod("infer"), operation="UPDATE", old=pod("train"))
     old_group = pod(None, "PodGroup", "research")
-    assert check(pod(None, "PodGroup", "research"), "podgroups", "UPDATE", old_group) is None
+    assert admit(groups, pod(None, "PodGroup", "research"), "podgroups", "UPDATE", old_group) is None
+    assert "names queue research" in admit(
+        groups, pod(None, "PodGroup", "research"), "podgroups", "UPDATE", pod(None, "PodGroup", "train")
+    )
+
+
+def device_pod(scheduler: str | None, claims: int = 1) -> dict:
+    obj = pod("train")
+    obj["spec"] = {"resourceClaims": [{"name": f"c{i}", "resourceClaimTemplateName": "t"} for i in range(claims)]}
+    if scheduler:
+        obj["spec"]["schedulerName"] = scheduler
+    return obj
+
+
+def test_device_pods_of_a_team_go_through_kais_scheduler():
+    policy = site_policies()["aligned-lab-kai-scheduler"]
+    assert resources_of(policy) == {"pods"}
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+    assert admit(policy, device_pod("kai-scheduler")) is None
+    # kube-scheduler would place it beside the queue, uncapped: a GPU class has no ResourceQuota on a kai site
+    assert admit(policy, device_pod(None)) == (
+        "namespace train-a belongs to team train, whose devices KAI shares out: a pod that claims devices sets "
+        "schedulerName kai-scheduler (it names none)"
+    )
+    assert "(it names default-scheduler)" in admit(policy, device_pod("default-scheduler"))
+    # pods without claims, and namespaces allowed admin access (monitoring DaemonSets), are not its business
+    assert admit(policy, device_pod(None, claims=0)) is None
+    assert admit(policy, pod(None)) is None
+    watched = namespace("observability", "train")
+    watched["metadata"]["labels"]["resource.kubernetes.io/admin-access"] = "true"
+    assert admit(policy, device_pod(None), ns=watched) is None
+    # the site's scheduler name is the one required
+    other = site_policies(kai={"scheduler_name": "kai-gpu"})["aligned-lab-kai-scheduler"]
+    assert admit(other, device_pod("kai-gpu")) is None and admit(other, device_pod("kai-scheduler"))
 
 
 def test_the_topology_lists_the_placement_levels_hostname_last():
