@@ -35,11 +35,12 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, kai_gang, nccl, workload
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.checks import JOB_LABEL
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement_levels
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import (
     PlacementError,
     check_levels,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_conf
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
     QUEUE_LABEL,
@@ -229,13 +230,15 @@ def _kai_site(site: str, engine: str, raw: Mapping[str, Any] | None, levels: lis
     if engine != "kai":
         return None
     raw = raw or {}
+    teams = [t for t in raw.get("teams") or [] if isinstance(t, dict)]
     try:
         classes = teams_conf.tier_classes(dict(raw))
+        scheduler_name = kai_settings.site_settings(raw.get("kai"), site, teams)["scheduler_name"]
     except teams_conf.TeamsError as exc:
         raise JobsError(str(exc)) from None
     return {
-        "scheduler_name": (raw.get("kai") or {}).get("scheduler_name") or kai_api.DEFAULT_SCHEDULER_NAME,
-        "topology": f"{site}-topology" if levels else None,
+        "scheduler_name": scheduler_name,
+        "topology": placement_levels.topology_name(site) if levels else None,
         "classes": classes,
     }
 
@@ -304,7 +307,14 @@ def _one_job(
     labels = _labels(site, job)
     left_out: list[dict[str, str]] = []
     if kai_site is not None:
-        queue = job["queue"] or team_queue(teams, job["namespace"])
+        owner = team_queue(teams, job["namespace"])
+        if job["queue"] and owner and job["queue"] != owner:
+            # the site's admission policy (teams/kai_admission.py) would refuse it at apply: say it now
+            raise JobsError(
+                f"aligned_dra_jobs {job['name']}: queue {job['queue']!r} is not the queue of team {owner!r}, "
+                f"whose namespace {job['namespace']!r} it runs in; on a kai site a team's namespaces use its own queue"
+            )
+        queue = job["queue"] or owner
         if queue:
             objects, kai = _kai_job(job, labels, teams, kai_site, rails, queue)
             return objects, [], kai

@@ -316,6 +316,17 @@ def node_label_objects(placement: Mapping[str, Any], site: str | None = None) ->
     ]
 
 
+def topology_name(site: str) -> str:
+    """The name of a site's scheduler Topology object (Kueue's and KAI's alike)."""
+    return f"{site}-topology"
+
+
+def topology_levels(levels: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A Topology's ``spec.levels`` (Kueue's and KAI's share the shape): the checked levels' node labels,
+    widest first, then :data:`HOSTNAME_LABEL`."""
+    return [{"nodeLabel": level["label"]} for level in levels] + [{"nodeLabel": HOSTNAME_LABEL}]
+
+
 # -- the tree of domains ---------------------------------------------------------------------------
 
 

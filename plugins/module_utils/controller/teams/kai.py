@@ -259,10 +259,8 @@ def topology(site: str, placement_levels: list[dict[str, str]] | None) -> dict[s
     return {
         "apiVersion": TOPOLOGY_API_VERSION,
         "kind": "Topology",
-        "metadata": {"name": f"{site}-topology", "labels": _labels(site)},
-        "spec": {
-            "levels": [{"nodeLabel": level["label"]} for level in levels] + [{"nodeLabel": placement.HOSTNAME_LABEL}]
-        },
+        "metadata": {"name": placement.topology_name(site), "labels": _labels(site)},
+        "spec": {"levels": placement.topology_levels(levels)},
     }
 
 

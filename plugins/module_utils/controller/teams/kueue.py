@@ -424,14 +424,12 @@ def topology(site: str, placement_levels: list[dict[str, str]] | None) -> dict[s
         raise KueueError(str(exc)) from None
     if not levels:
         return None
-    name = _check_name("site", f"{site}-topology", "the Topology name <site>-topology")
+    name = _check_name("site", placement.topology_name(site), "the Topology name <site>-topology")
     return {
         "apiVersion": API_VERSION,
         "kind": "Topology",
         "metadata": {"name": name, "labels": _labels(site)},
-        "spec": {
-            "levels": [{"nodeLabel": level["label"]} for level in levels] + [{"nodeLabel": placement.HOSTNAME_LABEL}]
-        },
+        "spec": {"levels": placement.topology_levels(levels)},
     }
 
 

@@ -89,6 +89,23 @@ def test_a_job_outside_the_teams_is_left_to_kube_scheduler_and_says_so():
     assert of(named, "loose")["KaiPodGroup"]["spec"]["queue"] == "vision"
 
 
+def test_a_job_in_a_team_namespace_naming_another_queue_is_refused_before_apply():
+    with pytest.raises(
+        jobs.JobsError, match="queue 'vision' is not the queue of team 'llm', whose namespace 'llm-train'"
+    ):
+        render(job_list=[dict(JOBS[0], queue="vision")])
+    assert of(render(job_list=[dict(JOBS[0], queue="llm")]), "pretrain")["KaiPodGroup"]["spec"]["queue"] == "llm"
+
+
+def test_the_scheduler_name_is_the_checked_site_setting():
+    teams = copy.deepcopy(KAI)
+    teams["kai"]["scheduler_name"] = "Not A Name"
+    with pytest.raises(jobs.JobsError, match="aligned_dra_teams.kai.scheduler_name 'Not A Name'"):
+        render(teams=teams)
+    del teams["kai"]
+    assert of(render(teams=teams), "pretrain")["Job"]["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
+
+
 def test_broken_links_are_found():
     result = render()
     objects = of(result, "pretrain")
