@@ -1,11 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
-"""CDI specs: one per prepared claim, plus look-ups in the vendors' own specs.
+"""CDI specs: one per prepared claim and driver, plus look-ups in the vendors' own specs.
 
-A claim's spec is ``<cdi-dir>/aligned.dev-claim_<claim uid>.json`` with
-``cdiVersion`` 0.5.0 (the highest podman 4 accepts; ``hostPath`` on device
-nodes needs 0.5.0), kind ``aligned.dev/claim`` and one CDI device per
+A claim's spec is ``<cdi-dir>/aligned.dev-claim_<claim uid>.json`` for the
+default driver name ``dra.aligned.dev`` (the name every release before the
+split wrote, so an upgrade finds its specs) and
+``<cdi-dir>/aligned.dev-claim-<driver name>_<claim uid>.json`` for any other
+(:func:`spec_prefix`). A driver name is a DNS subdomain and a UID has no
+``_`` either: the first ``_`` ends the prefix, so neither driver's names match
+the other's files, and two drivers of ours on one node (split by kind, one
+CDI directory) each restore and clean up only their own specs.
+
+A spec has ``cdiVersion`` 0.5.0 (the highest podman 4 accepts; ``hostPath`` on
+device nodes needs 0.5.0), kind ``aligned.dev/claim`` and one CDI device per
 allocated device, named ``<claim uid>-<device name>`` so that two claims never
-define the same CDI name.
+define the same CDI name; two drivers of ours split by kind never publish the
+same device name (``gpu-…``/``acc-…`` against ``nic-…``/``vf-…``), so the specs
+of one claim by both define distinct CDI names too. Both specs set the claim-wide
+``ALIGNED_DRA_CLAIM_UID``: a container that gets devices of both sees it once,
+with the one value (a runtime applying CDI edits replaces an env entry of the
+same name).
 """
 
 from __future__ import annotations
@@ -15,28 +28,46 @@ import os
 import re
 from typing import Any
 
-from . import CDI_CLASS, CDI_KIND, CDI_VENDOR
+from . import CDI_CLASS, CDI_KIND, CDI_VENDOR, DEFAULT_DRIVER_NAME
 from .fsutil import TMP_SUFFIX, atomic_write, remove_if_present
-from .validation import show
+from .validation import is_dns_subdomain, show
 
 CDI_VERSION = "0.5.0"
 # Specs hold no secret (device paths, the hook's arguments, the claim's UID) and are read by the
 # container runtime and CDI tools; 0644 as the vendor toolkits write theirs, whatever the umask.
 SPEC_MODE = 0o644
-SPEC_PREFIX = f"{CDI_VENDOR}-{CDI_CLASS}_"
-_SPEC_RE = re.compile(re.escape(SPEC_PREFIX) + r"([0-9a-zA-Z][0-9a-zA-Z-]{0,127})\.json")
+# the start of every claim spec file of ours, whichever driver wrote it
+SPEC_STEM = f"{CDI_VENDOR}-{CDI_CLASS}"
+# the default driver's prefix (the only one before the split by kind); other drivers: spec_prefix()
+SPEC_PREFIX = f"{SPEC_STEM}_"
 _CDI_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.:-]*")
-_UID_IN_NAME_RE = re.compile(r"[0-9a-zA-Z][0-9a-zA-Z-]{0,127}")
+_UID_IN_NAME = r"[0-9a-zA-Z][0-9a-zA-Z-]{0,127}"
+_UID_IN_NAME_RE = re.compile(_UID_IN_NAME)
 # Vendor kinds whose devices the driver hands on by name (driver libraries,
 # firmware and hooks stay the vendor toolkit's job).
 VENDOR_GPU_KINDS = ("nvidia.com/gpu", "amd.com/gpu")
 
 
-def spec_path(cdi_dir: str, claim_uid: str) -> str:
-    """The claim's spec file; a UID that could leave ``cdi_dir`` (or is no UID at all) is refused."""
+def spec_prefix(driver_name: str = DEFAULT_DRIVER_NAME) -> str:
+    """The start of a driver's spec file names: ``aligned.dev-claim_`` for the default driver name (as
+    before the split by kind), ``aligned.dev-claim-<driver name>_`` for any other; a name that is no DNS
+    subdomain is refused (its ``_`` or ``/`` would make the names ambiguous or leave the directory)."""
+    if driver_name == DEFAULT_DRIVER_NAME:
+        return SPEC_PREFIX
+    if not is_dns_subdomain(driver_name):
+        raise ValueError(f"driver name {show(driver_name)} cannot be part of a CDI spec file name")
+    return f"{SPEC_STEM}-{driver_name}_"
+
+
+def _spec_re(driver_name: str) -> re.Pattern[str]:
+    return re.compile(re.escape(spec_prefix(driver_name)) + f"({_UID_IN_NAME})" + r"\.json")
+
+
+def spec_path(cdi_dir: str, claim_uid: str, driver_name: str = DEFAULT_DRIVER_NAME) -> str:
+    """The claim's spec file of this driver; a UID that could leave ``cdi_dir`` (or is no UID at all) is refused."""
     if not isinstance(claim_uid, str) or not _UID_IN_NAME_RE.fullmatch(claim_uid):
         raise ValueError(f"{show(claim_uid)} cannot be part of a CDI spec file name")
-    return os.path.join(cdi_dir, f"{SPEC_PREFIX}{claim_uid}.json")
+    return os.path.join(cdi_dir, f"{spec_prefix(driver_name)}{claim_uid}.json")
 
 
 def cdi_device_name(claim_uid: str, device: str) -> str:
@@ -58,29 +89,35 @@ def build_spec(devices: list[dict[str, Any]], env: list[str] | None = None) -> d
     return spec
 
 
-def write_spec(cdi_dir: str, claim_uid: str, spec: dict[str, Any], durable: bool = False) -> str:
+def write_spec(
+    cdi_dir: str,
+    claim_uid: str,
+    spec: dict[str, Any],
+    durable: bool = False,
+    driver_name: str = DEFAULT_DRIVER_NAME,
+) -> str:
     os.makedirs(cdi_dir, exist_ok=True)
-    path = spec_path(cdi_dir, claim_uid)
+    path = spec_path(cdi_dir, claim_uid, driver_name)
     atomic_write(path, json.dumps(spec, indent=1, sort_keys=True).encode(), mode=SPEC_MODE, durable=durable)
     return path
 
 
-def read_spec(cdi_dir: str, claim_uid: str) -> dict[str, Any] | None:
+def read_spec(cdi_dir: str, claim_uid: str, driver_name: str = DEFAULT_DRIVER_NAME) -> dict[str, Any] | None:
     try:
-        with open(spec_path(cdi_dir, claim_uid), "rb") as handle:
+        with open(spec_path(cdi_dir, claim_uid, driver_name), "rb") as handle:
             return json.loads(handle.read())
     except (FileNotFoundError, ValueError):
         return None
 
 
-def remove_spec(cdi_dir: str, claim_uid: str) -> bool:
-    return remove_if_present(spec_path(cdi_dir, claim_uid))
+def remove_spec(cdi_dir: str, claim_uid: str, driver_name: str = DEFAULT_DRIVER_NAME) -> bool:
+    return remove_if_present(spec_path(cdi_dir, claim_uid, driver_name))
 
 
-def remove_spec_quietly(cdi_dir: str, claim_uid: str) -> None:
+def remove_spec_quietly(cdi_dir: str, claim_uid: str, driver_name: str = DEFAULT_DRIVER_NAME) -> None:
     """Remove a spec on a failure path; a directory that refuses it leaves it (restore removes it later)."""
     try:
-        remove_spec(cdi_dir, claim_uid)
+        remove_spec(cdi_dir, claim_uid, driver_name)
     except (OSError, ValueError):
         pass
 
@@ -153,29 +190,31 @@ def spec_problem(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def claim_specs(cdi_dir: str) -> dict[str, str]:
-    """``{claim uid: path}`` of this driver's specs in ``cdi_dir``."""
+def claim_specs(cdi_dir: str, driver_name: str = DEFAULT_DRIVER_NAME) -> dict[str, str]:
+    """``{claim uid: path}`` of this driver's specs in ``cdi_dir`` (never another driver's of ours)."""
+    pattern = _spec_re(driver_name)
     try:
         names = os.listdir(cdi_dir)
     except FileNotFoundError:
         return {}
     found = {}
     for name in names:
-        match = _SPEC_RE.fullmatch(name)
+        match = pattern.fullmatch(name)
         if match:
             found[match.group(1)] = os.path.join(cdi_dir, name)
     return found
 
 
-def remove_temporary(cdi_dir: str) -> list[str]:
-    """Remove half-written spec files left by a crash; return their paths."""
+def remove_temporary(cdi_dir: str, driver_name: str = DEFAULT_DRIVER_NAME) -> list[str]:
+    """Remove half-written spec files of this driver left by a crash; return their paths."""
+    prefix = "." + spec_prefix(driver_name)
     removed = []
     try:
         names = os.listdir(cdi_dir)
     except FileNotFoundError:
         return removed
     for name in names:
-        if name.startswith("." + SPEC_PREFIX) and name.endswith(TMP_SUFFIX):
+        if name.startswith(prefix) and name.endswith(TMP_SUFFIX):
             path = os.path.join(cdi_dir, name)
             if remove_if_present(path):
                 removed.append(path)
@@ -208,8 +247,8 @@ class VendorSpecs:
             except OSError:
                 continue
             for entry in entries:
-                if not entry.endswith(".json") or entry.startswith(SPEC_PREFIX):
-                    continue  # YAML specs are not read: the vendor toolkits write JSON by default
+                if not entry.endswith(".json") or entry.startswith((SPEC_PREFIX, SPEC_STEM + "-")):
+                    continue  # claim specs of ours (any driver); YAML: the vendor toolkits write JSON by default
                 try:
                     with open(os.path.join(directory, entry), "rb") as handle:
                         spec = json.loads(handle.read())

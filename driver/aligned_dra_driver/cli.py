@@ -25,6 +25,8 @@ STOP_GRACE = 5.0  # seconds calls in flight get after SIGTERM
 # SIGTERM to exit, whatever the API server does: the grace, a checkpoint write, the rest of the
 # shutdown; below the systemd unit's TimeoutStopSec and the DaemonSet's terminationGracePeriodSeconds
 STOP_BOUND = 10.0
+# --kinds: each kind and the device model's option that publishes it (plain NICs: --plain-nics, with nic)
+KIND_OPTIONS = {"gpu": "gpus", "accelerator": "accelerators", "nic": "rdma_nics", "vf": "vfs"}
 
 
 def _match_rule(text: str) -> tuple[str, bool, str]:
@@ -83,8 +85,16 @@ def parser() -> argparse.ArgumentParser:
         help="publish only devices for which this CEL expression is true, written as in a DeviceClass "
         '(e.g. device.attributes["dra.aligned.dev"].linkType == "infiniband"; repeatable; needs cel-expr-python)',
     )
-    p.add_argument("--plain-nics", action="store_true", help="also publish NICs without RDMA")
-    p.add_argument("--no-vfs", action="store_true", help="do not publish SR-IOV VFs")
+    p.add_argument(
+        "--kinds",
+        default=",".join(KIND_OPTIONS),
+        help="the device kinds to publish, comma-separated, from gpu,accelerator,nic,vf (default: all). Split by "
+        "kind, two plugins per node: --kinds=gpu,accelerator under one --driver-name, --kinds=nic,vf under another. "
+        "vf does not need nic: the VFs of every PF not left out by --exclude are published, whether or not the PF "
+        "is; --plain-nics counts only with nic, --no-vfs drops vf",
+    )
+    p.add_argument("--plain-nics", action="store_true", help="also publish NICs without RDMA (with the kind nic)")
+    p.add_argument("--no-vfs", action="store_true", help="do not publish SR-IOV VFs (whatever --kinds says)")
     p.add_argument(
         "--list-attributes",
         action="store_true",
@@ -127,6 +137,25 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="INFO")
     return p
+
+
+def device_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The dra device model's options from ``--kinds``, ``--exclude``, ``--plain-nics``, ``--no-vfs`` and
+    ``--list-attributes``; ValueError naming an empty or unknown kind."""
+    kinds = args.kinds.split(",")
+    for kind in kinds:
+        if not kind:
+            raise ValueError(f"--kinds {show(args.kinds)} has an empty kind (kinds: {','.join(KIND_OPTIONS)})")
+        if kind not in KIND_OPTIONS:
+            raise ValueError(f"--kinds: unknown kind {show(kind)} (kinds: {','.join(KIND_OPTIONS)})")
+    options: dict[str, Any] = {option: kind in kinds for kind, option in KIND_OPTIONS.items()}
+    options["vfs"] = options["vfs"] and not args.no_vfs
+    options.update(
+        exclude=args.exclude,
+        plain_nics=args.plain_nics and "nic" in kinds,
+        list_attributes=args.list_attributes,
+    )
+    return options
 
 
 def usage_error(message: str) -> NoReturn:
@@ -172,12 +201,10 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     # ConfigMap volume fills in later) and only the rail attribute waits for it, never the kubelet
     if args.rails_file is not None and not args.rails_file.strip():
         usage_error("aligned-dra-driver: --rails-file is empty (leave the option out for no rails)")
-    device_options = {
-        "exclude": args.exclude,
-        "plain_nics": args.plain_nics,
-        "vfs": not args.no_vfs,
-        "list_attributes": args.list_attributes,
-    }
+    try:
+        options = device_options(args)
+    except ValueError as exc:
+        usage_error(f"aligned-dra-driver: {exc}")
     opts = Options(
         node_name=args.node_name,
         driver_name=args.driver_name,
@@ -188,14 +215,14 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         state_dir=args.state_dir,
         vendor_cdi_dirs=args.vendor_cdi_dirs or ["/etc/cdi", "/var/run/cdi"],
         netdev_hook=_hook_path(args.netdev_hook),
-        device_options=device_options,
+        device_options=options,
         match=args.match,
         selectors=args.selector,
         fractional_gpus=args.fractional_gpus == "on",
         mps_root=args.mps_root,
     )
     try:  # refuse bad options before anything starts
-        dra.devices_from_topology({"devices": []}, device_options)
+        dra.devices_from_topology({"devices": []}, options)
     except dra.DeviceModelError as exc:
         usage_error(f"aligned-dra-driver: {exc}")
     if args.selector:

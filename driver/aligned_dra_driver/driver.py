@@ -94,7 +94,7 @@ class Driver:
         """
         with self.state_lock:
             try:
-                own = cdi.claim_specs(self.opts.cdi_dir)
+                own = cdi.claim_specs(self.opts.cdi_dir, driver_name=self.opts.driver_name)
             except OSError as exc:
                 # specs that could not be seen cannot be weighed against the checkpoint: never remove any
                 own = {}
@@ -122,8 +122,8 @@ class Driver:
         claims = self.checkpoint.claims
         try:
             if own is None:
-                own = cdi.claim_specs(self.opts.cdi_dir)
-            removed.extend(cdi.remove_temporary(self.opts.cdi_dir))
+                own = cdi.claim_specs(self.opts.cdi_dir, driver_name=self.opts.driver_name)
+            removed.extend(cdi.remove_temporary(self.opts.cdi_dir, driver_name=self.opts.driver_name))
         except OSError as exc:
             own = own or {}
             pending["*"] = f"{self.opts.cdi_dir}: {exc}"
@@ -132,8 +132,8 @@ class Driver:
                 continue  # a call works on it right now and decides itself
             try:
                 spec = entry.get("cdi_spec")
-                if spec and cdi.read_spec(self.opts.cdi_dir, uid) != spec:
-                    cdi.write_spec(self.opts.cdi_dir, uid, spec)
+                if spec and cdi.read_spec(self.opts.cdi_dir, uid, driver_name=self.opts.driver_name) != spec:
+                    cdi.write_spec(self.opts.cdi_dir, uid, spec, driver_name=self.opts.driver_name)
                     rewritten.append(uid)
             except OSError as exc:
                 pending[uid] = f"writing its CDI spec: {exc}"
@@ -143,7 +143,7 @@ class Driver:
             if uid in self.checkpoint.claims or not self.claim_locks.acquire(uid, timeout=0):
                 continue
             try:
-                if cdi.remove_spec(self.opts.cdi_dir, uid):
+                if cdi.remove_spec(self.opts.cdi_dir, uid, driver_name=self.opts.driver_name):
                     removed.append(path)
             except OSError as exc:
                 pending[uid] = f"removing its stale CDI spec: {exc}"
@@ -267,9 +267,10 @@ class Driver:
                 try:
                     claim = self._fetch_claim(namespace, uid, name, deadline)
                     entry, status = self._plan(namespace, uid, name, claim)
-                    cdi.write_spec(self.opts.cdi_dir, uid, entry["cdi_spec"])
+                    cdi.write_spec(self.opts.cdi_dir, uid, entry["cdi_spec"], driver_name=self.opts.driver_name)
                 except OSError as exc:
-                    cdi.remove_spec_quietly(self.opts.cdi_dir, uid)  # a spec half-way in place is not left behind
+                    # a spec half-way in place is not left behind
+                    cdi.remove_spec_quietly(self.opts.cdi_dir, uid, driver_name=self.opts.driver_name)
                     answers[uid] = {"error": f"{where}: writing the CDI spec in {self.opts.cdi_dir}: {exc}"}
                     self._count("prepare", "error", started)
                     continue
@@ -290,7 +291,7 @@ class Driver:
                 error = self._commit(add=fresh)
                 if error:
                     for uid in fresh:
-                        cdi.remove_spec_quietly(self.opts.cdi_dir, uid)
+                        cdi.remove_spec_quietly(self.opts.cdi_dir, uid, driver_name=self.opts.driver_name)
                         answers[uid] = {"error": f"claim {uid} not prepared: {error}"}
                     statuses = []
             if self.status is not None:
@@ -340,8 +341,8 @@ class Driver:
         """Rewrite a checkpointed claim's CDI spec when it is missing or differs; the error, or None."""
         spec = entry.get("cdi_spec")
         try:
-            if spec and cdi.read_spec(self.opts.cdi_dir, uid) != spec:
-                cdi.write_spec(self.opts.cdi_dir, uid, spec)
+            if spec and cdi.read_spec(self.opts.cdi_dir, uid, driver_name=self.opts.driver_name) != spec:
+                cdi.write_spec(self.opts.cdi_dir, uid, spec, driver_name=self.opts.driver_name)
         except OSError as exc:
             self.restore_pending[uid] = f"writing its CDI spec: {exc}"
             return f"prepared, but its CDI spec cannot be written in {self.opts.cdi_dir}: {exc}"
@@ -495,9 +496,14 @@ class Driver:
         return entry, status
 
     def _stop_orphan_mps(self) -> None:
-        """Stop MPS daemons that no checkpointed claim uses (left by a claim that failed, or a crash)."""
+        """Stop MPS daemons that no checkpointed claim uses (left by a claim that failed, or a crash).
+
+        A driver that publishes no GPUs leaves them alone: split by kind, they are the GPU plugin's.
+        """
         from .sharing import mps_daemons, stop_mps_daemon
 
+        if not self.opts.device_options.get("gpus", dra.DEFAULT_OPTIONS["gpus"]):
+            return
         used = {d["pci_address"] for c in self.checkpoint.claims.values() for d in c["devices"] if d.get("mps")}
         for pci_address in mps_daemons(self.opts.mps_root):
             if pci_address not in used and stop_mps_daemon(self.opts.mps_root, pci_address):
@@ -548,7 +554,7 @@ class Driver:
                 entry = self.checkpoint.claims.get(uid)
                 coming: dict[str, dict[str, Any]] = {}
                 try:
-                    cdi.remove_spec(self.opts.cdi_dir, uid)
+                    cdi.remove_spec(self.opts.cdi_dir, uid, driver_name=self.opts.driver_name)
                     for device in (entry or {}).get("devices", []):
                         netdev = device.get("netdev")
                         if netdev:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The runner's publication loop: what the first scan decides before anything is published."""
+"""The command line's device kinds (``--kinds``), and the runner's publication loop: what the first scan decides
+before anything is published."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from aligned_dra_driver import cli
 from aligned_dra_driver.cli import Runner
+from aligned_dra_driver.collection import dra
 
 
 def loop_once(scanned: bool) -> list[str]:
@@ -30,3 +33,61 @@ def loop_once(scanned: bool) -> list[str]:
 def test_a_failed_first_scan_publishes_nothing(scanned, calls):
     # the inventory of a failed scan is empty: publishing it would delete the node's slices
     assert loop_once(scanned) == calls
+
+
+# one function of each kind, as the probe reports them: a VF's PF is an RDMA NIC
+TOPOLOGY = {
+    "devices": [
+        {"pci_address": "0000:18:00.0", "kind": "gpu"},
+        {"pci_address": "0000:1a:00.0", "kind": "accelerator"},
+        {"pci_address": "0000:19:00.0", "kind": "rdma"},
+        {"pci_address": "0000:19:00.2", "kind": "nic", "physfn": "0000:19:00.0"},
+        {"pci_address": "0000:5b:00.0", "kind": "nic"},
+    ]
+}
+
+
+def published(*argv: str) -> dict[str, str]:
+    """``{pci address: kind}`` the driver publishes with this command line."""
+    return dra.published_kinds(TOPOLOGY, cli.device_options(cli.parser().parse_args(["--node-name=n1", *argv])))
+
+
+def test_the_kinds_are_the_device_models():
+    assert tuple(cli.KIND_OPTIONS) == dra.DEVICE_KINDS
+    assert set(cli.KIND_OPTIONS.values()) <= set(dra.DEFAULT_OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "kinds"),
+    [
+        ([], {"0000:18:00.0": "gpu", "0000:1a:00.0": "accelerator", "0000:19:00.0": "nic", "0000:19:00.2": "vf"}),
+        (["--kinds=gpu,accelerator"], {"0000:18:00.0": "gpu", "0000:1a:00.0": "accelerator"}),
+        (["--kinds=nic,vf"], {"0000:19:00.0": "nic", "0000:19:00.2": "vf"}),
+        (["--kinds=nic,vf", "--plain-nics"], {"0000:19:00.0": "nic", "0000:19:00.2": "vf", "0000:5b:00.0": "nic"}),
+        (["--kinds=gpu", "--plain-nics"], {"0000:18:00.0": "gpu"}),  # plain NICs only with the kind nic
+        (["--kinds=vf"], {"0000:19:00.2": "vf"}),  # a VF does not need its PF published
+        (["--kinds=vf", "--exclude=0000:19:00.0"], {}),  # an excluded PF takes its VFs with it
+        (["--kinds=nic,vf", "--no-vfs"], {"0000:19:00.0": "nic"}),  # --no-vfs wins
+        (["--kinds=gpu,gpu"], {"0000:18:00.0": "gpu"}),
+    ],
+)
+def test_kinds_choose_what_is_published(argv, kinds):
+    assert published(*argv) == kinds
+
+
+@pytest.mark.parametrize(
+    ("kinds", "message"),
+    [
+        ("", "--kinds '' has an empty kind"),
+        ("gpu,,nic", "--kinds 'gpu,,nic' has an empty kind"),
+        ("gpu,", "--kinds 'gpu,' has an empty kind"),
+        ("gpus,nic", "--kinds: unknown kind 'gpus' (kinds: gpu,accelerator,nic,vf)"),
+        ("GPU", "unknown kind 'GPU'"),
+    ],
+)
+def test_an_empty_or_unknown_kind_is_a_usage_error(tmp_path, capsys, kinds, message):
+    args = cli.parser().parse_args(["--node-name=n1", f"--sysfs-root={tmp_path}", f"--kinds={kinds}"])
+    with pytest.raises(SystemExit) as exited:
+        cli.build(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

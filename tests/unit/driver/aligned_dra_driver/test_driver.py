@@ -382,7 +382,7 @@ def test_an_unprepare_that_cannot_remove_the_spec_keeps_the_claim(node, monkeypa
     ref = one_gpu(kube)
     assert "error" not in driver.prepare([ref])[ref[1]]
 
-    def read_only(cdi_dir, uid):
+    def read_only(cdi_dir, uid, **_names):
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr("aligned_dra_driver.cdi.remove_spec", read_only)
@@ -511,11 +511,11 @@ def test_specs_unseen_at_start_are_never_removed_later(node, monkeypatch):
     real = cdi.claim_specs
     calls = []
 
-    def unlistable_once(cdi_dir):
+    def unlistable_once(cdi_dir, **names):
         calls.append(cdi_dir)
         if len(calls) == 1:
             raise PermissionError(13, "Permission denied")
-        return real(cdi_dir)
+        return real(cdi_dir, **names)
 
     monkeypatch.setattr(cdi, "claim_specs", unlistable_once)
     driver, _kube = make(node)  # starts: the checkpoint is missing and no spec could be seen
