@@ -94,7 +94,7 @@ import stat
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from . import CDI_CLASS, CDI_KIND, CDI_VENDOR
+from . import CDI_KIND, cdi
 from . import netdev_addresses as layer3
 from .collection import dra
 from .fsutil import TMP_SUFFIX, atomic_write
@@ -311,9 +311,8 @@ class Checkpoint:
         more = f", and {len(own) - SHOWN_UIDS} more" if len(own) > SHOWN_UIDS else ""
         return f"{len(own)} CDI spec(s) of this driver exist (claims {', '.join(shown)}{more})"
 
-    @staticmethod
-    def _delete_specs() -> str:
-        return f"delete their specs ({CDI_VENDOR}-{CDI_CLASS}_<uid>.json in the CDI directory)"
+    def _delete_specs(self) -> str:
+        return f"delete their specs ({cdi.spec_prefix(self.driver)}<uid>.json in the CDI directory)"
 
     def _start_over(self, own: list[str]) -> str:
         """What to do with a checkpoint that cannot be used."""
