@@ -71,6 +71,17 @@ options:
         C(nic_driver) they are left out, and RV(left_out) says why.
     type: dict
     default: {}
+  device_options:
+    description:
+      - The site's device model options (C(aligned_dra_device_options) of its first host, as the plan takes
+        them; see docs/devices.md). Only C(split_gpu_driver) changes what is rendered - with the collection's
+        driver run split by kind, the C(gpu) DeviceClass selects C(device.driver) equal to that name (kinds
+        C(gpu) and C(accelerator)) while C(nic) and C(vf) stay on C(dra.aligned.dev), C(gpu_driver)
+        C(dra.aligned.dev) resolves to it, and a C(sharing_config) that names C(dra.aligned.dev) names it.
+      - Options the device model refuses (a C(split_gpu_driver) that is no DNS subdomain of at most 63
+        characters, lacks C(gpu) or is C(dra.aligned.dev)) fail the task naming the option.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -85,6 +96,14 @@ EXAMPLES = r"""
       templates:
         pairs: {counts: [1, 2]}
       required: [gpu-nic-pair-1]
+  register: rendered
+
+- name: Render for a site whose driver runs split by kind (GPUs under gpu.aligned.dev, for KAI Scheduler)
+  aligned.dra.claims_render:
+    site: ai-west
+    kubernetes_version: "1.36"
+    device_options:
+      split_gpu_driver: gpu.aligned.dev
   register: rendered
 
 - name: Render with the rail templates of a site of eight rails (nic0 ... nic7)
@@ -149,6 +168,7 @@ def main():
             "settings": {"type": "dict", "default": {}},
             "tolerations": {"type": "list", "elements": "dict", "default": []},
             "rail_rules": {"type": "dict", "default": {}},
+            "device_options": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -161,6 +181,7 @@ def main():
             params["feature_gates"],
             tolerations=params["tolerations"],
             rail_rules=params["rail_rules"],
+            device_options=params["device_options"],
         )
         problems = claims.validate_all(rendered["objects"], rendered["minor"], params["feature_gates"])
     except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:

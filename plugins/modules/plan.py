@@ -79,7 +79,11 @@ options:
     type: list
     elements: path
   device_options:
-    description: Options of the device model (which kinds are published, C(exclude) patterns); see docs/devices.md.
+    description:
+      - Options of the device model (which kinds are published, C(exclude) patterns); see docs/devices.md.
+      - Planning on topologies, C(split_gpu_driver) publishes the GPUs and accelerators under that driver name
+        (the NICs and VFs stay C(dra.aligned.dev)), as the driver run split by kind does; the plan's C(gpu_counts)
+        then shows KAI Scheduler counting them.
     type: dict
     default: {}
   rail_rules:

@@ -68,6 +68,14 @@ options:
         team can name the rail templates (C(gpu-nic-rail-<r>)) the site renders.
     type: dict
     default: {}
+  device_options:
+    description:
+      - The site's device model options (C(aligned_dra_device_options) of its first host), as
+        M(aligned.dra.claims_render) takes them. With C(split_gpu_driver) the collection's GPUs are published
+        under that name - the one KAI counts (C(gpu_driver) C(dra.aligned.dev) resolves to it) - and the
+        C(gpu) DeviceClass selects it; see docs/kai.md.
+    type: dict
+    default: {}
   settings:
     description: The site's team settings (C(aligned_dra_teams)); see docs/teams.md for every key.
     type: dict
@@ -249,6 +257,7 @@ def main():
             "feature_gates": {"type": "dict", "default": {}},
             "claims_settings": {"type": "dict", "default": {}},
             "rail_rules": {"type": "dict", "default": {}},
+            "device_options": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
             "placement_levels": {"type": "list", "elements": "dict", "default": []},
             "plan_file": {"type": "path"},
@@ -266,6 +275,7 @@ def main():
             params["kubernetes_version"],
             params["feature_gates"],
             rail_rules=params["rail_rules"],
+            device_options=params["device_options"],
         )
         claim_conf = claims.settings(params["claims_settings"])
         class_keys = claim_conf["classes"]
@@ -279,7 +289,8 @@ def main():
             class_keys,
             _in_use(module),
             params["placement_levels"],
-            {"gpu": claim_conf["gpu_driver"], "nic": claim_conf["nic_driver"]},
+            # the drivers' names as published: the collection's GPUs under its split GPU driver, if any
+            claims.published_drivers(claim_conf, params["device_options"]),
         )
         problems = teams.validate_all(result["objects"], result["minor"], params["feature_gates"])
     except (teams_settings.TeamsError, kueue_api.KueueError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:

@@ -264,15 +264,31 @@ def _numas(value: Any) -> frozenset[int]:
     return frozenset(found)
 
 
+# The collection driver's own kind attribute, qualified by its domain whatever the driver name.
+ATTR_KIND = f"{dra.DRIVER_NAME}/kind"
+
+
+def collection_device(driver: str, attributes: Mapping[str, Any]) -> bool:
+    """A device of the collection's driver: published as ``dra.aligned.dev``, or by the split GPU driver.
+
+    Run split by kind (``device_options.split_gpu_driver``), the driver
+    publishes its GPUs under another name; their attributes stay under
+    ``dra.aligned.dev/``, so the ``kind`` attribute tells them, not the name.
+    ``attributes`` as :func:`flat_attributes` gives them.
+    """
+    return driver == dra.DRIVER_NAME or attributes.get(ATTR_KIND) in dra.DEVICE_KINDS
+
+
 def published_kind(driver: str, attributes: Mapping[str, Any]) -> str | None:
     """gpu, accelerator, nic, vf or ``None``, from what a driver publishes.
 
-    The collection driver's ``kind``; ``gpu.nvidia.com`` types gpu, mig,
+    The collection driver's ``kind`` (under its main name or a split GPU
+    driver's: :func:`collection_device`); ``gpu.nvidia.com`` types gpu, mig,
     migdyn and vfio; every ``dra.net`` device is a NIC; ``gpu.amd.com`` and
     ``gpu.intel.com`` devices are GPUs, ``gaudi.intel.com`` ones accelerators.
     """
-    if driver == dra.DRIVER_NAME:
-        return attributes.get(f"{dra.DRIVER_NAME}/kind")
+    if collection_device(driver, attributes):
+        return attributes.get(ATTR_KIND)
     if driver == "gpu.nvidia.com":
         return "gpu" if attributes.get("gpu.nvidia.com/type") in ("gpu", "mig", "migdyn", "vfio") else None
     if driver == "dra.net":
@@ -443,7 +459,8 @@ def device_rail(
     ``attributes`` as :func:`flat_attributes` gives them, ``join`` from
     :func:`join_device`; ``rule_rails`` is the node's PCI address -> rail
     under the site's rule (``node/topology/rails.assign``, VFs included).
-    The bundled driver publishes ``dra.aligned.dev/rail``: that is what the
+    The bundled driver (:func:`collection_device`) publishes
+    ``dra.aligned.dev/rail``: that is what the
     scheduler selects on, so it wins, and ``note`` says where the rule gives
     another rail. Other drivers' NICs have the rail of the probed function
     they are joined to (none without a join). A NIC of the bundled driver
@@ -454,7 +471,7 @@ def device_rail(
         return None, None
     address = join.get("address")
     ruled = (rule_rails or {}).get(address) if address else None
-    if driver != dra.DRIVER_NAME:
+    if not collection_device(driver, attributes):
         return ruled, None
     published = attributes.get(dra.ATTR_RAIL)
     if isinstance(published, bool) or not isinstance(published, int):

@@ -80,6 +80,9 @@ LIST_VALUE_FIELDS = {"strings": "string", "ints": "int", "bools": "bool", "versi
 # Device kinds this driver publishes, and the prefix of their names.
 DEVICE_KINDS = ("gpu", "accelerator", "nic", "vf")
 NAME_PREFIX = {"gpu": "gpu", "accelerator": "acc", "nic": "nic", "vf": "vf"}
+# The kinds a split GPU driver (option split_gpu_driver) publishes; the main
+# driver (DRIVER_NAME) keeps the others.
+SPLIT_GPU_KINDS = ("gpu", "accelerator")
 
 DEFAULT_OPTIONS = {
     # which functions become devices
@@ -98,6 +101,11 @@ DEFAULT_OPTIONS = {
     # (see local_numa_nodes); needs DRAListTypeAttributes on in the cluster,
     # which the driver cannot see: the validation stage checks it per site
     "list_attributes": False,
+    # run the driver split by kind: the GPUs and accelerators under this driver
+    # name (a DNS subdomain of at most 63 characters that contains "gpu", so
+    # that KAI Scheduler counts them), the NICs and VFs under DRIVER_NAME;
+    # attributes stay under the domain either way. None (or ''): one driver for all
+    "split_gpu_driver": None,
 }
 
 _DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -163,7 +171,42 @@ def _options(options: dict[str, Any] | None) -> dict[str, Any]:
     for key in ("gpus", "accelerators", "rdma_nics", "plain_nics", "vfs", "list_attributes"):
         if not isinstance(merged[key], bool):
             raise DeviceModelError(f"device_options.{key} must be a boolean")
+    problem = split_gpu_driver_problem(merged["split_gpu_driver"])
+    if problem:
+        raise DeviceModelError(f"device_options.split_gpu_driver {merged['split_gpu_driver']!r}: {problem}")
     return merged
+
+
+def split_gpu_driver_problem(name: object) -> str | None:
+    """Why ``name`` cannot be the split GPU driver's name (``None`` or ``''``: no split, fine), or None."""
+    if name is None or name == "":
+        return None
+    if not is_dns_subdomain(name) or len(str(name)) > LIMITS["driver_name_max_length"]:
+        return f"a driver name must be a DNS subdomain of at most {LIMITS['driver_name_max_length']} characters"
+    if "gpu" not in str(name):
+        return "the name must contain 'gpu': KAI Scheduler counts the devices of drivers whose name does"
+    if name == DRIVER_NAME:
+        return f"it is the main driver's name; the split GPU driver needs a name of its own (not {DRIVER_NAME})"
+    return None
+
+
+def driver_of_kind(kind: str, options: dict[str, Any] | None = None) -> str:
+    """The driver name a published device of ``kind`` has under ``options``.
+
+    ``split_gpu_driver`` for the GPU kinds (:data:`SPLIT_GPU_KINDS`) when the
+    options set it, else :data:`DRIVER_NAME`; the one rule the planner's
+    devices and the claims' DeviceClasses follow.
+    """
+    if kind not in DEVICE_KINDS:
+        raise DeviceModelError(f"kind {kind!r} is not one of {', '.join(DEVICE_KINDS)}")
+    split = _options(options)["split_gpu_driver"]
+    return split if split and kind in SPLIT_GPU_KINDS else DRIVER_NAME
+
+
+def kind_of_name(name: str) -> str | None:
+    """The kind of a published device from its name (:func:`device_name`'s prefix), or None."""
+    prefix = str(name).partition("-")[0]
+    return next((kind for kind, known in NAME_PREFIX.items() if known == prefix), None)
 
 
 def _excluded(device: dict[str, Any], patterns: Iterable[str]) -> bool:

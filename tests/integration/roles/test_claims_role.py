@@ -76,6 +76,24 @@ def test_render_plan_and_write_then_idempotent(tmp_path, trees):
     assert recap(second.stdout)["changed"] == 0
 
 
+def test_a_driver_split_by_kind_gets_its_gpu_class_and_kai_counts_its_gpus_in_the_plan(tmp_path, trees):
+    split = {"exclude": ["eno*"], "split_gpu_driver": "gpu.aligned.dev"}
+    inventory, play = setup(tmp_path, trees, aligned_dra_device_options=split)
+    result = run_playbook(inventory, play)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    site = tmp_path / "out" / "west"
+    gpu_class = yaml.safe_load((site / "claims" / "deviceclass-aligned-gpu.yaml").read_text())
+    assert gpu_class["spec"]["selectors"][0]["cel"]["expression"].startswith('device.driver == "gpu.aligned.dev" && ')
+    nic_class = yaml.safe_load((site / "claims" / "deviceclass-aligned-nic.yaml").read_text())
+    assert nic_class["spec"]["selectors"][0]["cel"]["expression"].startswith('device.driver == "dra.aligned.dev" && ')
+    plan = json.loads((site / "plan.json").read_text())
+    pair1 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
+    # as with one driver (test_render_plan_and_write_then_idempotent), and KAI counts every GPU
+    assert (pair1["nodes"]["dgx1"]["fits"], pair1["nodes"]["dgx1"]["worst_level"], pair1["fits_total"]) == (8, "PXB", 9)
+    assert plan["gpu_counts"]["dgx1"] == {"published": 8, "counted_by_kai": 8}
+    assert all(c["counted_by_kai"] == c["published"] > 0 for c in plan["gpu_counts"].values())
+
+
 def test_a_template_that_is_no_longer_rendered_is_removed(tmp_path, trees):
     inventory, play = setup(tmp_path, trees)
     assert run_playbook(inventory, play).returncode == 0

@@ -218,8 +218,15 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
 # -- DeviceClasses ---------------------------------------------------------------------
 
 
+def published_drivers(conf: dict[str, Any], device_options: dict[str, Any] | None = None) -> dict[str, str]:
+    """``{"gpu", "nic"}``: the drivers of ``gpu_driver``'s GPUs (a split one) and ``nic_driver``'s NICs."""
+    own = {kind: conf[f"{kind}_driver"] for kind in ("gpu", "nic")}
+    return {kind: dra.driver_of_kind(kind, device_options) if v == dra.DRIVER_NAME else v for kind, v in own.items()}
+
+
 def _kind_selector(driver: str, kinds: list[str]) -> str:
-    kind = f'device.attributes["{driver}"].kind'
+    # the collection's attributes are under its domain whatever the driver's name (a split GPU driver's too)
+    kind = f'device.attributes["{dra.DRIVER_NAME}"].kind'
     test = f'{kind} == "{kinds[0]}"' if len(kinds) == 1 else f"{kind} in {list(kinds)!r}".replace("'", '"')
     return f'device.driver == "{driver}" && {test}'
 
@@ -236,15 +243,17 @@ def _class(name: str, expressions: list[str], site: str, extended_resource: str 
     }
 
 
-def device_classes(conf: dict[str, Any], site: str) -> dict[str, dict[str, Any]]:
-    """``{class key: DeviceClass}`` for the drivers the site runs."""
+def device_classes(
+    conf: dict[str, Any], site: str, device_options: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    """``{class key: DeviceClass}`` for the drivers the site runs (the collection's: :func:`dra.driver_of_kind`)."""
     names = conf["classes"]
     extra = conf["selectors"]
     wanted: dict[str, list[str]] = {}
     if dra.DRIVER_NAME in conf["drivers"]:
-        wanted["gpu"] = [_kind_selector(dra.DRIVER_NAME, ["gpu", "accelerator"])]
-        wanted["nic"] = [_kind_selector(dra.DRIVER_NAME, ["nic"])]
-        wanted["vf"] = [_kind_selector(dra.DRIVER_NAME, ["vf"])]
+        wanted["gpu"] = [_kind_selector(dra.driver_of_kind("gpu", device_options), ["gpu", "accelerator"])]
+        wanted["nic"] = [_kind_selector(dra.driver_of_kind("nic", device_options), ["nic"])]
+        wanted["vf"] = [_kind_selector(dra.driver_of_kind("vf", device_options), ["vf"])]
     if "gpu.nvidia.com" in conf["drivers"]:
         wanted["nvidia-gpu"] = [
             'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"'
@@ -387,14 +396,20 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
     return out
 
 
-def _shared_claim(conf: dict[str, Any], site: str, template: dict[str, Any]) -> dict[str, Any]:
-    """The fallback of a fractional GPU without consumable capacity: one claim that pods share."""
+def _shared_claim(conf: dict[str, Any], site: str, template: dict[str, Any], gpu_driver: str) -> dict[str, Any]:
+    """The fallback of a fractional GPU without consumable capacity: one claim that pods share.
+
+    Opaque config is read by the driver it names: ``sharing_config`` naming the collection's driver is
+    meant for the driver of its GPUs, ``gpu_driver`` (:func:`published_drivers`: a split one, if any).
+    """
     request = copy.deepcopy(template["spec"]["spec"]["devices"]["requests"][0])
     request["exactly"].pop("capacity", None)
     spec: dict[str, Any] = {"devices": {"requests": [request]}}
-    sharing = conf["templates"]["fractional_gpu"]["sharing_config"]
+    sharing = copy.deepcopy(conf["templates"]["fractional_gpu"]["sharing_config"])
+    if isinstance(sharing, dict) and sharing.get("driver") == dra.DRIVER_NAME:
+        sharing["driver"] = gpu_driver
     if sharing:
-        spec["devices"]["config"] = [{"requests": [request["name"]], "opaque": copy.deepcopy(sharing)}]
+        spec["devices"]["config"] = [{"requests": [request["name"]], "opaque": sharing}]
     return {
         "apiVersion": dra.API_VERSION,
         "kind": "ResourceClaim",
@@ -512,15 +527,18 @@ def render(
     feature_gates: dict[str, bool] | None = None,
     tolerations: list[dict[str, Any]] | None = None,
     rail_rules: dict[str, Any] | None = None,
+    device_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Objects for one site and minor: ``{"objects", "skipped", "required", "minor", "rails"}``.
 
     ``tolerations`` (DeviceTolerations) go into every request of every template.
     ``rail_rules`` (host -> ``aligned_dra_rails``) declare the site's rails
     (``rails``: their numbers, ``None`` without a rule): the rail templates
-    are rendered for them.
+    are rendered for them. ``device_options``: split by kind (``split_gpu_driver``), the GPU class
+    and the fractional GPU's opaque config name the split driver (a bad one: ``dra.DeviceModelError``).
     """
     conf = settings(raw_settings)
+    drivers = published_drivers(conf, device_options)
     try:
         rails, rail_notes = claim_rails.declared_rails(rail_rules)
     except claim_rails.RailSettingsError as exc:
@@ -531,7 +549,7 @@ def render(
         if gate not in dra_gates.FEATURE_GATES:
             raise ClaimsError(f"aligned_dra_feature_gates: unknown gate {gate!r}")
     tolerations = check_tolerations(tolerations, minor, gates)
-    classes = device_classes(conf, site)
+    classes = device_classes(conf, site, device_options)
     _check_extended_resources(conf, classes, minor, gates)
     objects: list[dict[str, Any]] = list(classes.values())
     skipped = []
@@ -562,7 +580,7 @@ def render(
             objects.append(template)
             continue
         if name == conf["templates"]["fractional_gpu"]["name"]:
-            shared = _shared_claim(conf, site, template)
+            shared = _shared_claim(conf, site, template, drivers["gpu"])
             skipped.append(
                 {
                     "name": name,

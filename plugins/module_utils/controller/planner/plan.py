@@ -104,6 +104,9 @@ def nodes_from_topologies(
 ) -> dict[str, dict[str, Any]]:
     """Planner nodes from probed topologies, with the devices the driver would publish.
 
+    Each device has the driver name it is published under: ``driver`` (the
+    main name), or for the GPU kinds the split GPU driver's name where
+    ``device_options`` set ``split_gpu_driver`` (:func:`dra.driver_of_kind`).
     ``shared``: a table kept between calls (a site's nodes converted one at a
     time) so that attribute values the nodes repeat (model, vendor, driver,
     NUMA node...) are held once; without it, within this call. ``rails``:
@@ -112,6 +115,8 @@ def nodes_from_topologies(
     """
     shared = {} if shared is None else shared
     rails = rails or {}
+    drivers = {kind: dra.driver_of_kind(kind, device_options) for kind in dra.DEVICE_KINDS}
+    drivers = {kind: driver if name == dra.DRIVER_NAME else name for kind, name in drivers.items()}
     nodes = {}
     for node, topology in sorted(topologies.items()):
         devices = []
@@ -120,7 +125,7 @@ def nodes_from_topologies(
             entry["attributes"] = {
                 name: _shared_value(value, shared) for name, value in (device.get("attributes") or {}).items()
             }
-            entry["driver"] = driver
+            entry["driver"] = drivers[dra.kind_of_name(device["name"])]
             entry["pool"] = node
             devices.append(entry)
         nodes[node] = {

@@ -89,7 +89,7 @@ class _Inventory:
             for device in devices:
                 driver = device["driver"]
                 attributes = device_model.flat_attributes(device, driver)
-                if driver == dra.DRIVER_NAME and dra.ATTR_PCI_BUS_ID not in attributes:
+                if device_model.collection_device(driver, attributes) and dra.ATTR_PCI_BUS_ID not in attributes:
                     bdf = _bdf_from_name(device["name"])  # domains the standard attribute cannot hold
                     if bdf:
                         attributes[dra.ATTR_PCI_BUS_ID] = bdf

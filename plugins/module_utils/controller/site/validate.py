@@ -399,6 +399,47 @@ def check_driver(
     return [Problem(host, variable, show(options), reason) for reason in reasons]
 
 
+def check_split_gpu_driver(
+    site: str, hosts: list[str], setting: Callable[[str, str, Any], Any]
+) -> tuple[list[Problem], dict[str, Any]]:
+    """The site's ``aligned_dra_device_options.split_gpu_driver``: ``(problems, device options for the claims)``.
+
+    A valid driver name (:func:`dra.split_gpu_driver_problem`: the message
+    :func:`check_driver` gives too), the same on every host: the claims'
+    GPU class selects one driver name for the whole site. The options
+    returned carry only a valid ``split_gpu_driver`` (empty otherwise), so the
+    claims render that reads them reports no problem of the device options.
+    """
+    variable = "aligned_dra_device_options"
+
+    def split_of(host: str) -> tuple[Any, Any]:
+        options = setting(host, variable, None)
+        name = options.get("split_gpu_driver") if isinstance(options, dict) else None
+        return options, (None if name == "" else name)  # unset, None or '': one driver
+
+    problems = []
+    first_name = split_of(hosts[0])[1]
+    for host in hosts:
+        options, name = split_of(host)
+        reason = dra.split_gpu_driver_problem(name)
+        if reason:
+            problems.append(
+                Problem(host, variable, show(options), f"device_options.split_gpu_driver {name!r}: {reason}")
+            )
+        elif name != first_name and not dra.split_gpu_driver_problem(first_name):
+            problems.append(
+                Problem(
+                    host,
+                    variable,
+                    show(options),
+                    f"site {site} runs its driver split by kind on every host or on none: split_gpu_driver is "
+                    f"{first_name!r} on its first host {hosts[0]}, {name!r} here",
+                )
+            )
+    valid = first_name is not None and not problems
+    return problems, ({"split_gpu_driver": first_name} if valid else {})
+
+
 def check_driver_image(host: str, settings: Mapping[str, Any], root: str = str(COLLECTION_ROOT)) -> list[Problem]:
     """The driver image's Python, glibc and base image (DaemonSet mode): the rule the driver role asks too.
 
@@ -488,6 +529,10 @@ def check_site(
                     gates,
                 )
             )
+    # The driver split by kind: one valid GPU driver name per site, which the claims' GPU class selects.
+    found, device_options = check_split_gpu_driver(site, hosts, setting)
+    if stages & {"driver", "claims", "teams", "utilization", "placement"}:
+        problems += found
     # Placement levels and domains: the placement stage's, and the teams stage's Kueue Topology.
     placement_levels: list[dict[str, str]] | None = []
     if stages & {"placement", "teams"}:
@@ -513,7 +558,9 @@ def check_site(
         {host: setting(host, "aligned_dra_rails", None) for host in hosts}
     )
     try:
-        rendered = claims.render(claim_settings, site, version, gates, rail_rules=rail_rules)
+        rendered = claims.render(
+            claim_settings, site, version, gates, rail_rules=rail_rules, device_options=device_options
+        )
         claim_conf = claims.settings(claim_settings)
         class_keys = claim_conf["classes"]
     except (claims.ClaimsError, dra.DeviceModelError, dra_cel.CelError) as exc:
@@ -530,7 +577,7 @@ def check_site(
                 None,
                 class_keys,
                 placement_levels=placement_levels or [],
-                drivers={"gpu": claim_conf["gpu_driver"], "nic": claim_conf["nic_driver"]},
+                drivers=claims.published_drivers(claim_conf, device_options),
             )
         except (teams_settings.TeamsError, kueue_api.KueueError, dra.DeviceModelError, dra_cel.CelError) as exc:
             problems.extend(site_problem(exc, "aligned_dra_teams"))

@@ -90,3 +90,21 @@ def test_rail_rules_render_the_rail_templates_and_say_the_rails(capsys):
 def test_a_malformed_rail_rule_names_the_host_and_the_field(capsys):
     result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "rail_rules": {"gpu-a01": {"by": "rows"}}})
     assert result["failed"] is True and result["msg"].startswith("gpu-a01: aligned_dra_rails.by: one of pci_order")
+
+
+def test_device_options_split_the_gpu_class_and_a_bad_split_names_the_option(capsys):
+    result = run(
+        capsys, {"site": "s", "kubernetes_version": "1.36", "device_options": {"split_gpu_driver": "gpu.x.io"}}
+    )
+    classes = {f["object"]["metadata"]["name"]: f["object"] for f in result["files"] if f["name"].startswith("device")}
+    assert classes["aligned-gpu"]["spec"]["selectors"][0]["cel"]["expression"].startswith(
+        'device.driver == "gpu.x.io" && device.attributes["dra.aligned.dev"].kind'
+    )
+    assert classes["aligned-nic"]["spec"]["selectors"][0]["cel"]["expression"].startswith(
+        'device.driver == "dra.aligned.dev"'
+    )
+    failed = run(capsys, {"site": "s", "kubernetes_version": "1.36", "device_options": {"split_gpu_driver": "nic.x"}})
+    assert failed["failed"] and failed["msg"] == (
+        "device_options.split_gpu_driver 'nic.x': the name must contain 'gpu': "
+        "KAI Scheduler counts the devices of drivers whose name does"
+    )

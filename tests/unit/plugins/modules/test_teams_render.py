@@ -138,3 +138,18 @@ def test_kai_engine_writes_its_queues_and_fair_share_and_refuses_what_kai_would_
     # the collection's own driver publishes GPUs under a name KAI does not count
     failed = run(capsys, dict(args, claims_settings={}, settings=dict(settings, teams=[{"name": "a"}])))
     assert failed["failed"] and "gpu_driver dra.aligned.dev: the name lacks 'gpu'" in failed["msg"]
+
+
+def test_kai_engine_counts_the_gpus_of_the_collections_driver_run_split_by_kind(capsys, tmp_path):
+    settings = {"engine": "kai", "teams": [{"name": "a", "tier": "production", "templates": ["gpu-nic-pair-1"],
+                                             "quotas": {"gpu": 3, "nic": 3}}]}  # fmt: skip
+    args = {"site": "s", "kubernetes_version": "1.36", "settings": settings, "plan_file": write_plan(tmp_path, 4)}
+    # one driver: refused as KAI would count no GPU
+    failed = run(capsys, args)
+    assert failed["failed"] and "gpu_driver dra.aligned.dev: the name lacks 'gpu'" in failed["msg"]
+    # split by kind: the GPUs are gpu.aligned.dev's, which KAI counts
+    result = run(capsys, dict(args, device_options={"split_gpu_driver": "gpu.aligned.dev"}))
+    assert not result.get("failed"), result.get("msg")
+    assert [q["queue"] for q in result["kai"]["queues"]] == ["aligned-s", "a"]
+    bad = run(capsys, dict(args, device_options={"split_gpu_driver": "dra.aligned.dev"}))
+    assert bad["failed"] and bad["msg"].startswith("device_options.split_gpu_driver 'dra.aligned.dev': ")

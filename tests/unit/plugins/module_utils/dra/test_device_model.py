@@ -490,3 +490,23 @@ def test_probed_node_keeps_only_what_the_join_reads_and_joins_the_same(dgx):
     ]}  # fmt: skip
     slim = device_model.join_device(driver, attributes, device_model.probed_node(inferred), "gpu-0")
     assert slim["numa"] == frozenset({1})
+
+
+def test_the_collection_drivers_devices_are_told_by_their_kind_whatever_the_driver_name(dgx):
+    # run split by kind, the GPUs are published under gpu.aligned.dev, their attributes still under dra.aligned.dev/
+    options = {"split_gpu_driver": "gpu.aligned.dev"}
+    devices = {d["name"]: d for d in dra.devices_from_topology(dgx, options)}
+    probed = device_model.probed_node(dgx)
+    for name, kind, role in (("gpu-0000-1a-00-0", "gpu", "accelerator"), ("nic-0000-1d-00-0", "nic", "nic")):
+        driver = dra.driver_of_kind(kind, options)
+        attributes = device_model.flat_attributes(devices[name], driver)
+        assert device_model.collection_device(driver, attributes)
+        assert device_model.published_kind(driver, attributes) == kind
+        assert device_model.join_device(driver, attributes, probed, name)["role"] == role
+    nvidia, gpu = GPUS["nvidia"]
+    assert not device_model.collection_device(nvidia, device_model.flat_attributes(gpu, nvidia))
+    # a NIC of the collection's driver under another name: its published rail wins over the rule, said apart
+    nic = {"dra.aligned.dev/kind": "nic", dra.ATTR_RAIL: 3}
+    join = {"role": "nic", "address": "0000:1d:00.0"}
+    assert device_model.device_rail("nic.aligned.dev", nic, join, {"0000:1d:00.0": 2})[0] == 3
+    assert device_model.device_rail("dra.net", {}, join, {"0000:1d:00.0": 2}) == (2, None)

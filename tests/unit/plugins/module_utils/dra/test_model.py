@@ -302,3 +302,66 @@ def test_attribute_value_sets():
     assert dra.attribute_value_set({"versions": ["1.0.0"]}) == {("version", "1.0.0")}
     assert dra.attribute_value_set({"ints": 1}) is None
     assert dra.attribute_value_set({"int": 1, "string": "x"}) is None
+
+
+# -- the driver split by kind (split_gpu_driver) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("Gpu.Aligned.Dev", "DNS subdomain of at most 63"),
+        ("gpu_aligned.dev", "DNS subdomain of at most 63"),
+        (42, "DNS subdomain of at most 63"),
+        ("gpu." + "a" * 57 + ".dev", "DNS subdomain of at most 63"),  # 65 characters
+        ("accelerators.aligned.dev", "must contain 'gpu'"),
+        ("dra.aligned.dev", "must contain 'gpu'"),  # the main name lacks gpu: said first
+    ],
+)
+def test_a_bad_split_gpu_driver_is_refused_naming_the_option(name, message):
+    with pytest.raises(dra.DeviceModelError, match=rf"^device_options\.split_gpu_driver .*{message}"):
+        dra.devices_from_topology({"devices": []}, {"split_gpu_driver": name})
+    with pytest.raises(dra.DeviceModelError, match=r"^device_options\.split_gpu_driver "):
+        dra.driver_of_kind("gpu", {"split_gpu_driver": name})
+
+
+def test_the_split_gpu_driver_differs_from_the_main_driver(monkeypatch):
+    # the main name has no "gpu" in it today; were it renamed to one that has, the rule still holds
+    monkeypatch.setattr(dra, "DRIVER_NAME", "gpu.aligned.dev")
+    assert "main driver's name" in dra.split_gpu_driver_problem("gpu.aligned.dev")
+
+
+def test_the_driver_name_of_each_kind_with_and_without_the_split():
+    assert {kind: dra.driver_of_kind(kind) for kind in dra.DEVICE_KINDS} == dict.fromkeys(
+        dra.DEVICE_KINDS, "dra.aligned.dev"
+    )
+    for unset in (None, ""):  # one driver, as the driver role reads it
+        assert {kind: dra.driver_of_kind(kind, {"split_gpu_driver": unset}) for kind in ("gpu", "nic")} == {
+            "gpu": "dra.aligned.dev",
+            "nic": "dra.aligned.dev",
+        }
+    split = {"split_gpu_driver": "gpu.aligned.dev", "exclude": ["eno*"]}
+    assert {kind: dra.driver_of_kind(kind, split) for kind in dra.DEVICE_KINDS} == {
+        "gpu": "gpu.aligned.dev",
+        "accelerator": "gpu.aligned.dev",
+        "nic": "dra.aligned.dev",
+        "vf": "dra.aligned.dev",
+    }
+    assert dra.driver_of_kind("vf", {"split_gpu_driver": "nvidia-gpu.example.com"}) == "dra.aligned.dev"
+    with pytest.raises(dra.DeviceModelError, match="kind 'cpu'"):
+        dra.driver_of_kind("cpu")
+    assert [dra.kind_of_name(n) for n in ("gpu-0000-1b-00-0", "acc-0000-1b-00-0", "nic-x", "vf-x", "eth0")] == [
+        "gpu",
+        "accelerator",
+        "nic",
+        "vf",
+        None,
+    ]
+
+
+def test_the_split_changes_no_device_and_no_attribute(layouts):
+    # the driver name is the slice's; the devices, attributes (under dra.aligned.dev/) and capacities stay
+    topology = layouts("dgx-h100")
+    split = dra.devices_from_topology(topology, {"split_gpu_driver": "gpu.aligned.dev"})
+    assert split == dra.devices_from_topology(topology)
+    assert attr(by_name(split)["gpu-0000-1a-00-0"], "dra.aligned.dev/kind") == "gpu"

@@ -418,3 +418,78 @@ def test_validate_names_the_gated_field_of_a_hand_made_class():
         "which is off on Kubernetes 1.35"
     ]
     assert claims.validate(gpu, "1.35", {"DRAExtendedResource": True}) == []
+
+
+# -- the driver split by kind (aligned_dra_device_options.split_gpu_driver) -----------------------------
+
+SPLIT = {"split_gpu_driver": "gpu.aligned.dev"}
+GPU_CONFIG = {
+    "driver": "dra.aligned.dev",
+    "parameters": {"apiVersion": "dra.aligned.dev/v1alpha1", "kind": "GpuConfig", "sharing": {"strategy": "MPS"}},
+}
+
+
+def test_split_by_kind_the_gpu_class_selects_the_split_driver_and_nothing_else_changes():
+    one = claims.render({}, "s", "1.36")
+    split = claims.render({}, "s", "1.36", device_options=SPLIT)
+    assert claims.validate_all(split["objects"], "1.36") == []
+    expressions = {
+        o["metadata"]["name"]: [s["cel"]["expression"] for s in o["spec"]["selectors"]]
+        for o in split["objects"]
+        if o["kind"] == "DeviceClass"
+    }
+    assert expressions == {
+        "aligned-gpu": [
+            'device.driver == "gpu.aligned.dev" && device.attributes["dra.aligned.dev"].kind in ["gpu", "accelerator"]'
+        ],
+        "aligned-nic": ['device.driver == "dra.aligned.dev" && device.attributes["dra.aligned.dev"].kind == "nic"'],
+        "aligned-vf": ['device.driver == "dra.aligned.dev" && device.attributes["dra.aligned.dev"].kind == "vf"'],
+    }
+    unchanged = [o for o in split["objects"] if o["metadata"]["name"] != "aligned-gpu"]
+    assert unchanged == [o for o in one["objects"] if o["metadata"]["name"] != "aligned-gpu"]
+    # without the split (unset or None), one driver as before
+    assert claims.render({}, "s", "1.36", device_options={"split_gpu_driver": None}) == one
+    assert class_named(one, "aligned-gpu")["spec"]["selectors"][0]["cel"]["expression"].startswith(
+        'device.driver == "dra.aligned.dev"'
+    )
+
+
+def test_gpu_driver_dra_aligned_dev_resolves_to_the_split_driver():
+    conf = claims.settings({})
+    assert claims.published_drivers(conf) == {"gpu": "dra.aligned.dev", "nic": "dra.aligned.dev"}
+    assert claims.published_drivers(conf, SPLIT) == {"gpu": "gpu.aligned.dev", "nic": "dra.aligned.dev"}
+    nvidia = claims.settings({"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com",
+                              "nic_driver": "dra.net"})  # fmt: skip
+    assert claims.published_drivers(nvidia, SPLIT) == {"gpu": "gpu.nvidia.com", "nic": "dra.net"}
+    # NVIDIA's GPUs with the collection's NICs: the split changes no class the templates take
+    mixed = {"drivers": ["dra.aligned.dev", "gpu.nvidia.com"], "gpu_driver": "gpu.nvidia.com"}
+    templates = [o for o in claims.render(mixed, "s", "1.36")["objects"] if o["kind"] != "DeviceClass"]
+    split_templates = [o for o in claims.render(mixed, "s", "1.36", device_options=SPLIT)["objects"]
+                       if o["kind"] != "DeviceClass"]  # fmt: skip
+    assert split_templates == templates
+
+
+@pytest.mark.parametrize(
+    ("options", "sharing", "named"),
+    [
+        ({}, GPU_CONFIG, "dra.aligned.dev"),
+        (SPLIT, GPU_CONFIG, "gpu.aligned.dev"),  # the driver that reads it: the split GPU driver
+        (SPLIT, dict(GPU_CONFIG, driver="gpu.aligned.dev"), "gpu.aligned.dev"),
+        (SPLIT, dict(GPU_CONFIG, driver="gpu.nvidia.com"), "gpu.nvidia.com"),  # another driver's: as given
+    ],
+)
+def test_the_fractional_gpus_sharing_config_names_the_driver_that_reads_it(options, sharing, named):
+    settings = {"templates": {"fractional_gpu": {"sharing_config": sharing}}}
+    given = sharing["driver"]
+    rendered = claims.render(settings, "s", "1.34", device_options=options)
+    shared = next(o for o in rendered["objects"] if o["kind"] == "ResourceClaim")
+    (config,) = shared["spec"]["devices"]["config"]
+    assert config == {"requests": ["gpu"], "opaque": dict(sharing, driver=named)}
+    assert claims.validate(shared, "1.34") == []
+    assert sharing["driver"] == given  # the settings are left as they are
+
+
+@pytest.mark.parametrize("name", ["dra.aligned.dev", "accel.aligned.dev", "GPU.aligned.dev", "gpu." + "x" * 60])
+def test_a_bad_split_gpu_driver_is_refused_naming_the_option(name):
+    with pytest.raises(dra.DeviceModelError, match=r"^device_options\.split_gpu_driver "):
+        claims.render({}, "s", "1.36", device_options={"split_gpu_driver": name})

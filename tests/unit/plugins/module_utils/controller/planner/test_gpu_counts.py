@@ -49,3 +49,25 @@ def test_a_gpu_driver_is_counted_whole_nics_included():
         "n2": {"published": 0, "counted_by_kai": 0},
     }
     assert not gpu_counts.is_gpu(device("dra.aligned.dev", "nic-0", kind="nic"))
+
+
+def test_the_driver_split_by_kind_has_its_gpus_counted_by_kai_and_its_nics_not():
+    topology = {
+        "devices": [
+            {"pci_address": "0000:10:00.0", "kind": "gpu", "pcie_root": "pci0000:0f", "numa_node": 0},
+            {"pci_address": "0000:12:00.0", "kind": "accelerator", "pcie_root": "pci0000:0f", "numa_node": 0},
+            {"pci_address": "0000:11:00.0", "kind": "rdma", "pcie_root": "pci0000:0f", "numa_node": 0,
+             "rdma_devices": ["mlx5_0"]},
+        ],
+        "links": {},
+    }  # fmt: skip
+    nodes = planner.nodes_from_topologies({"n1": topology}, {"split_gpu_driver": "gpu.aligned.dev"})
+    assert {d["name"]: d["driver"] for d in nodes["n1"]["devices"]} == {
+        "acc-0000-12-00-0": "gpu.aligned.dev",
+        "gpu-0000-10-00-0": "gpu.aligned.dev",
+        "nic-0000-11-00-0": "dra.aligned.dev",
+    }
+    assert gpu_counts.node_counts(nodes) == {"n1": {"published": 2, "counted_by_kai": 2}}
+    # the split driver's devices are the collection's by their kind (under dra.aligned.dev/), whatever its name
+    assert gpu_counts.is_gpu(dict(device("dra.aligned.dev", "gpu-2", kind="gpu"), driver="nvidia-gpu.example.com"))
+    assert not gpu_counts.is_gpu(dict(device("dra.aligned.dev", "nic-2", kind="nic"), driver="gpu.aligned.dev"))

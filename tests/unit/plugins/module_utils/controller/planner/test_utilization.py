@@ -12,6 +12,7 @@ import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims_lib
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
+from ansible_collections.aligned.dra.tests.plan_inputs import rail_node
 
 SET = Path(__file__).resolve().parents[5] / "fixtures" / "utilization" / "ai-lab"
 TEAMS = {"llm-train": "llm-training", "vision": "vision-research", "observability": "observability"}
@@ -234,3 +235,46 @@ def test_p5_claims_get_the_gpus_numa_node_from_its_root_and_unknown_ones_may_be_
     # a satisfiable template of unknown level promises nothing that can be checked
     plan["templates"].append({"name": "u", "satisfiable": True, "aligned_level": None, "aligned_level_exact": False})
     assert util.utilization(slices, claims, plan=plan)["alignment"]["promised_level"] is None
+
+
+# a GPU and a NIC behind a VMD domain: no pciBusID or pcieRoot can be published, the address is in the names
+VMD_NODE = rail_node([("10000:01:00.0", "pci10000:00", 0)], [("10000:02:00.0", "pci10000:00", 0)])
+
+
+@pytest.mark.parametrize("fixture", ["dgx-h100", "vmd"])
+def test_the_driver_split_by_kind_is_measured_as_one_driver(fixture):
+    # the GPUs under gpu.aligned.dev, the NICs under dra.aligned.dev: the same classes, levels and counts
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
+    from ansible_collections.aligned.dra.tests.report_sites import topology_of
+
+    topology = VMD_NODE if fixture == "vmd" else topology_of(fixture)
+
+    def measured(options: dict) -> dict:
+        devices = dra.devices_from_topology(topology, options)
+        by_driver: dict[str, list] = {}
+        for device in devices:
+            by_driver.setdefault(dra.driver_of_kind(dra.kind_of_name(device["name"]), options), []).append(device)
+        slices = [s for d, found in sorted(by_driver.items()) for s in dra_slices.resource_slices("n1", found, d)]
+        gpu = next(d["name"] for d in devices if d["name"].startswith("gpu-"))
+        nic = next(d["name"] for d in devices if d["name"].startswith("nic-"))
+        claim = {
+            "metadata": {"name": "pair", "namespace": "vision"},
+            "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "aligned-gpu"}},
+                                              {"name": "n", "exactly": {"deviceClassName": "aligned-nic"}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "g", "driver": dra.driver_of_kind("gpu", options), "pool": "n1", "device": gpu},
+                {"request": "n", "driver": dra.driver_of_kind("nic", options), "pool": "n1", "device": nic}]}}},
+        }  # fmt: skip
+        rendered = claims_lib.render({}, "s", "1.36", device_options=options)["objects"]
+        found = [o for o in rendered if o["kind"] == "DeviceClass"]
+        return util.utilization(slices, [claim], found, TEAMS, {"n1": topology}, site="s")
+
+    one, split = measured({}), measured({"split_gpu_driver": "gpu.aligned.dev"})
+    assert split != one  # the GPUs' labels say their driver
+    assert json.loads(json.dumps(split).replace("gpu.aligned.dev/", "")) == one
+    (allocation,) = split["allocations"]
+    assert allocation["level_source"] == "topology" and allocation["aligned_level"] is not None
+    if fixture == "vmd":
+        assert allocation["aligned_level"] == "PIX"
+    assert split["classes"]["aligned-gpu"]["allocated"] == 1 and split["classes"]["aligned-nic"]["allocated"] == 1

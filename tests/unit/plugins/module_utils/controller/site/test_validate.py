@@ -426,3 +426,66 @@ def test_long_values_are_cut():
 @pytest.mark.parametrize("stage", validate.STAGES)
 def test_every_stage_validates_alone(stage):
     assert run({"a": {"aligned_dra_site": "lab"}}, [stage])[0] == []
+
+
+# -- the driver split by kind (aligned_dra_device_options.split_gpu_driver) ---------------------------
+
+GPU_IN_NAME = "the name must contain 'gpu': KAI Scheduler counts the devices of drivers whose name does"
+KAI_TEAMS = {"engine": "kai", "teams": [{"name": "ml", "quotas": {"gpu": 1, "nic": 1}}]}
+
+
+def test_a_kai_site_whose_driver_runs_split_by_kind_passes():
+    # the GPUs under gpu.aligned.dev: KAI counts them; the NICs stay under dra.aligned.dev
+    split = {"aligned_dra_teams": KAI_TEAMS, "aligned_dra_device_options": {"split_gpu_driver": "gpu.aligned.dev"}}
+    hosts = {name: {"aligned_dra_site": "lab", "aligned_dra_topology": PAIR_NODE_TOPOLOGY, **split} for name in "ab"}
+    assert run(hosts)[0] == []
+    # the same site on one driver is refused as before
+    one = {name: {k: v for k, v in host.items() if k != "aligned_dra_device_options"} for name, host in hosts.items()}
+    assert any("the name lacks 'gpu', so KAI counts no GPU" in p.reason for p in run(one, ["teams"])[0])
+
+
+@pytest.mark.parametrize("stage", ["claims", "teams", "placement", "utilization", "driver"])
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("dra.aligned.dev", GPU_IN_NAME),
+        ("accel.aligned.dev", GPU_IN_NAME),
+        ("GPU.aligned.dev", "a driver name must be a DNS subdomain of at most 63 characters"),
+        ("gpu." + "x" * 60, "a driver name must be a DNS subdomain of at most 63 characters"),
+    ],
+)
+def test_a_bad_split_gpu_driver_is_refused_naming_the_setting(stage, name, reason):
+    options = {"split_gpu_driver": name}
+    host = {"aligned_dra_device_options": options, "aligned_dra_topology": PAIR_NODE_TOPOLOGY}
+    problems = run({"a": host}, [stage])[0]
+    assert [(p.host, p.variable, p.value) for p in problems] == [
+        ("a", "aligned_dra_device_options", validate.show(options))
+    ]
+    assert problems[0].reason == f"device_options.split_gpu_driver {name!r}: {reason}"
+
+
+def test_a_site_runs_its_driver_split_on_every_host_or_on_none():
+    split = {"split_gpu_driver": "gpu.aligned.dev"}
+    hosts = {
+        "a": {"aligned_dra_site": "lab", "aligned_dra_device_options": split},
+        "b": {"aligned_dra_site": "lab", "aligned_dra_device_options": {"exclude": ["eno*"]}},
+        "c": {"aligned_dra_site": "lab", "aligned_dra_device_options": {**split, "exclude": ["eno*"]}},
+    }
+    problems = run(hosts, ["claims"])[0]
+    assert reasons(problems) == [
+        "b aligned_dra_device_options site lab runs its driver split by kind on every host or on none: "
+        "split_gpu_driver is 'gpu.aligned.dev' on its first host a, None here"
+    ]
+    # the probe alone renders nothing that depends on it
+    assert run(hosts, ["probe"])[0] == []
+
+
+def test_an_empty_split_gpu_driver_is_one_driver_as_unset():
+    hosts = {
+        "a": {"aligned_dra_site": "lab", "aligned_dra_device_options": {"split_gpu_driver": ""}},
+        "b": {"aligned_dra_site": "lab", "aligned_dra_device_options": {"split_gpu_driver": None}},
+        "c": {"aligned_dra_site": "lab"},
+    }
+    assert run(hosts, ["claims", "driver"])[0] == []
+    (problem,) = run({"a": {"aligned_dra_device_options": {"split_gpu_driver": False}}}, ["claims"])[0]
+    assert problem.reason.startswith("device_options.split_gpu_driver False: a driver name must be a DNS subdomain")
