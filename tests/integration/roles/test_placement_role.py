@@ -51,13 +51,12 @@ def setup(
     jobs: list | None = None,
     levels: list | None = None,
     plays: tuple[str, ...] = ("placement.yml",),
-    site_hosts: dict[str, dict[str, str]] = HOSTS,
     **extra,
 ) -> tuple[Path, Path]:
     output = tmp_path / "out"
     nodes = output / "west" / "nodes"
     nodes.mkdir(parents=True, exist_ok=True)
-    for host in site_hosts:
+    for host in HOSTS:
         (nodes / f"{host}.json").write_text(json.dumps(aligned_node(8)))
     variables = {
         "aligned_dra_output_dir": str(output),
@@ -69,7 +68,7 @@ def setup(
         "aligned_dra_jobs": JOBS if jobs is None else jobs,
         **extra,
     }
-    hosts = {host: ({} if levels == [] else {"aligned_dra_placement": domains}) for host, domains in site_hosts.items()}
+    hosts = {host: ({} if levels == [] else {"aligned_dra_placement": domains}) for host, domains in HOSTS.items()}
     path = write_inventory(tmp_path / "hosts.yml", hosts, variables)
     play = write_imports(tmp_path / "play.yml", [PLAYBOOKS / name for name in plays])
     return path, play
@@ -355,39 +354,5 @@ def test_jobs_that_fit_are_created_group_objects_first_and_once(api, tmp_path):
     assert "objects of the jobs created" not in out and unfit in out
 
 
-@pytest.mark.slow
-def test_on_a_kai_site_a_job_is_created_with_its_kai_pod_group_in_its_teams_queue(api, tmp_path):
-    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    teams = {"engine": "kai", "teams": [
-        {"name": "llm", "tier": "production", "namespaces": ["llm"], "templates": ["gpu-nic-rails-8-0"]},
-        {"name": "vision", "namespaces": ["vision"], "templates": ["gpu-nic-rail-0"]},
-    ]}  # fmt: skip
-    jobs = [dict(JOBS[0], namespace="llm"), dict(JOBS[1], namespace="vision", workers=3)]
-    settings = {"aligned_dra_jobs_apply": True, "aligned_dra_placement_kubeconfig": str(kubeconfig)}
-    # the first rack's four nodes: what KAI changes is the objects, not the search the other tests cover
-    rack = {host: domains for host, domains in HOSTS.items() if domains["rack"] == "r1"}
-    inventory, play = setup(tmp_path, jobs=jobs, aligned_dra_teams=teams, site_hosts=rack, **settings)
-    checked = run_playbook(inventory, play, "--check", "--diff")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    out = " ".join(checked.stdout.split())
-    assert api.list("podgroups.scheduling.run.ai") == [] and api.list("jobs") == []
-    assert "+ kind: PodGroup " in out and "+ apiVersion: scheduling.run.ai/v2alpha2 " in out
-    first = run_playbook(inventory, play)
-    assert first.returncode == 0, first.stdout + first.stderr
-    groups = {g["metadata"]["name"]: g for g in api.list("podgroups.scheduling.run.ai")}
-    assert groups["pretrain"]["spec"] == {
-        "minMember": 2,
-        "queue": "llm",
-        "priorityClassName": "aligned-production",
-        "preemptibility": "preemptible",
-        "topologyConstraint": {"topology": "west-topology", "requiredTopologyLevel": "aligned.dev/rack"},
-    }
-    assert groups["sweep"]["spec"]["queue"] == "vision"
-    # kube-scheduler's gang objects are not rendered for a KAI job
-    assert api.list("podgroups") == [] and api.list("workloads") == []
-    job = {j["metadata"]["name"]: j for j in api.list("jobs")}["pretrain"]
-    assert job["metadata"]["annotations"]["kai.scheduler/skip-podgrouper"] == "true"
-    assert job["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
-    assert job["spec"]["template"]["metadata"]["annotations"]["pod-group-name"] == "pretrain"
-    placed = json.loads((tmp_path / "out" / "west" / "jobs.json").read_text())
-    assert placed["gangs"]["pretrain"]["mechanism"] == "kai"
+# On a KAI site (KAI PodGroups instead of kube-scheduler's gang objects): the demo's KAI site,
+# tests/integration/playbooks/test_demo_kai_site.py.

@@ -265,56 +265,8 @@ def test_every_rendered_object_lands_and_a_second_run_changes_nothing(api, tmp_p
     assert recap(second.stdout) == {"changed": 0, "failed": 0}
 
 
-# Engine kai: four teams (two in one department) on NVIDIA's GPU driver and DRANET, whose driver names
-# KAI counts right; the NICs' quota stays a ResourceQuota.
-KAI = {
-    "engine": "kai",
-    "kai": {"what_if": {"llm": {"gpu": 8}, "vision": {"gpu": 2}}},
-    "teams": [
-        {"name": "llm", "namespaces": ["llm-train", "llm-eval"], "tier": "production", "department": "ml",
-         "templates": ["gpu-only"], "quotas": {"nvidia-gpu": 2, "dranet-nic": 2}, "over_quota_weight": 2},
-        {"name": "vision", "tier": "research", "department": "ml", "quotas": {"nvidia-gpu": 2},
-         "borrowing_limit": {"nvidia-gpu": 2}},
-        {"name": "speech", "tier": "research", "quotas": {"nvidia-gpu": 1}},
-        {"name": "batch", "tier": "opportunistic", "templates": ["gpu-only"], "quotas": {"nvidia-gpu": 4}},
-    ],
-}  # fmt: skip
-NVIDIA = {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com", "nic_driver": "dra.net"}
-KAI_KINDS = {
-    ("scheduling.run.ai/v2", "Queue"): "queues",
-    ("kai.scheduler/v1alpha1", "Topology"): "topologies.kai.scheduler",
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): "validatingadmissionpolicies",
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): "validatingadmissionpolicybindings",
-}
-
-
-@pytest.mark.slow
-def test_a_kai_site_shows_its_diff_in_check_mode_then_lands_whole_and_once(api, tmp_path):
-    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    extra = dict(PLACED, aligned_dra_claims=NVIDIA)
-    checked = run_apply(tmp_path, kubeconfig, "--check", "--diff", teams=KAI, **extra)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert api.list("queues") == [] and api.list("namespaces") == []
-    assert '"kind": "Queue"' in checked.stdout or "kind: Queue" in checked.stdout  # the dry run's diff
-    first = run_apply(tmp_path, kubeconfig, teams=KAI, **extra)
-    assert first.returncode == 0, first.stdout + first.stderr
-    assert api.rejections == []
-    written = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "out" / "west" / "teams").glob("*.yaml"))]
-    kai_objects = [o for o in written if (o.get("apiVersion"), o.get("kind")) in KAI_KINDS]
-    policies = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-    assert {o["kind"] for o in kai_objects} == {"Queue", "Topology", *policies}
-    for obj in kai_objects:
-        stored = api.get(KAI_KINDS[(obj["apiVersion"], obj["kind"])], obj["metadata"]["name"])
-        assert stored is not None and stored["spec"] == obj["spec"], obj["metadata"]["name"]
-    queues = {q["metadata"]["name"]: q["spec"] for q in api.list("queues")}
-    assert sorted(queues) == ["aligned-west", "aligned-west-ml", "batch", "llm", "speech", "vision"]
-    assert queues["llm"]["parentQueue"] == "aligned-west-ml" and queues["llm"]["resources"]["gpu"]["quota"] == 4
-    assert {q["metadata"]["namespace"] for q in api.list("resourcequotas")} == {"llm-train", "llm-eval"}
-    summary = json.loads((tmp_path / "out" / "west" / "teams.json").read_text())
-    assert summary["engine"] == "kai" and summary["kai"]["what_if"]["fair_share"] is None  # no GPUs in the plan
-    second = run_apply(tmp_path, kubeconfig, teams=KAI, **extra)
-    assert second.returncode == 0, second.stdout + second.stderr
-    assert recap(second.stdout) == {"changed": 0, "failed": 0}
+# Engine kai (four teams, two jobs, applied with check mode and diff): the demo's KAI site,
+# tests/integration/playbooks/test_demo_kai_site.py.
 
 
 @pytest.mark.slow
