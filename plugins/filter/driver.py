@@ -1,8 +1,9 @@
 # Copyright: aligned.dra contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Filters the driver role uses to build its cluster objects, node kubeconfigs, wheel platforms and each
-site's rails file, and to check its image's platform."""
+"""Filters the driver role uses to build its cluster objects, its instances on a node (one plugin, or two split
+by kind), node kubeconfigs, wheel platforms and each site's rails file, and to check its image's platform and
+the split's settings."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver_instances
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import RailRuleError
 
@@ -24,19 +26,34 @@ RAILS_MOUNT = "/etc/aligned-dra/rails"
 
 
 def driver_objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every cluster object of the driver install for ``settings`` (see driver_deploy.objects)."""
+    """Every cluster object of the driver install for ``settings``, split by kind where it says so
+    (see driver_instances.objects)."""
     try:
-        return driver_deploy.objects(dict(settings))
+        return driver_instances.objects(dict(settings))
     except driver_deploy.DeployError as exc:
         raise AnsibleFilterError(f"driver_objects: {exc}") from exc
 
 
-def driver_args(settings: dict[str, Any]) -> list[str]:
-    """Driver options shared by the systemd unit and the DaemonSet (see driver_deploy.driver_args)."""
+def driver_args(settings: dict[str, Any], instance: dict[str, Any] | None = None) -> list[str]:
+    """Driver options shared by the systemd unit and the DaemonSet, of one instance (default: the main plugin;
+    see driver_instances.instance_args)."""
     try:
-        return driver_deploy.driver_args(dict(settings))
+        return driver_instances.instance_args(dict(settings), None if instance is None else dict(instance))
     except driver_deploy.DeployError as exc:
         raise AnsibleFilterError(f"driver_args: {exc}") from exc
+
+
+def driver_instances_of(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The driver's instances on each node, the main plugin first (see driver_instances.instances)."""
+    try:
+        return driver_instances.instances(dict(settings))
+    except driver_deploy.DeployError as exc:
+        raise AnsibleFilterError(f"driver_instances: {exc}") from exc
+
+
+def driver_split_problems(settings: dict[str, Any]) -> list[str]:
+    """``<variable> = <value>: <reason>`` for each rule of the split by kind that ``settings`` break."""
+    return driver_instances.problem_lines(driver_instances.split_problems(dict(settings)))
 
 
 def driver_kubeconfig(token: str, server: str, ca_data: str, node: str) -> dict[str, Any]:
@@ -124,6 +141,8 @@ class FilterModule:
         return {
             "driver_objects": driver_objects,
             "driver_args": driver_args,
+            "driver_instances": driver_instances_of,
+            "driver_split_problems": driver_split_problems,
             "driver_kubeconfig": driver_kubeconfig,
             "driver_wheel_platforms": driver_wheel_platforms,
             "driver_image_problems": driver_image_problems,

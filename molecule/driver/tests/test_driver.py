@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The driver installed in host mode on a podman node, then upgraded and removed.
+"""The driver installed in host mode on a podman node, split by kind, then upgraded and removed.
 
-The tests run in file order and build on each other, as a node's life does:
-install checks, a claim prepared over the DRA socket, an upgrade to a rebuilt
-wheel that must keep that claim, and removal (refused while the claim is
-prepared, then forced). gRPC calls run inside the node with the driver's own
-venv Python, so they use the node's real Unix sockets; the claim lives in the
-strict fake API server that prepare.yml started on the controller.
+The site sets aligned_dra_device_options.split_gpu_driver: two kubelet plugins
+run on the node, the GPUs under gpu.aligned.dev and the NICs under
+dra.aligned.dev. The tests run in file order and build on each other, as a
+node's life does: install checks of both plugins and what each publishes, a
+claim with a GPU of one and a NIC of the other prepared over both DRA sockets,
+an upgrade to a rebuilt wheel that must keep that claim in both, and removal
+(refused while the claim is prepared, then forced). gRPC calls run inside the
+node with the driver's own venv Python, so they use the node's real Unix
+sockets; the claim lives in the strict fake API server that prepare.yml
+started on the controller.
 """
 
 from __future__ import annotations
@@ -16,21 +20,42 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-DRIVER = "dra.aligned.dev"
+DRIVER = "dra.aligned.dev"  # the main plugin: NICs and VFs
+GPU_DRIVER = "gpu.aligned.dev"  # the GPU plugin (molecule.yml's split_gpu_driver): GPUs and accelerators
+DRIVERS = (DRIVER, GPU_DRIVER)
+UNITS = {DRIVER: "aligned-dra-driver.service", GPU_DRIVER: "aligned-dra-driver-gpu.service"}
 NODE = "drv-node1"
 GPU = "gpu-0000-1a-00-0"
 GPU_UUID = "GPU-94ce9b47-c533-4f91-9e9f-a73fd579171e"  # dgx-h100 snapshot, minor 0
+NIC = "nic-0000-1d-00-0"  # the ConnectX on the GPU's PCIe root (mlx5_0, uverbs0)
 VENV_PY = "/opt/aligned-dra/venv/bin/python"
-REG_SOCK = f"/var/lib/kubelet/plugins_registry/{DRIVER}-reg.sock"
-DRA_SOCK = f"/var/lib/kubelet/plugins/{DRIVER}/dra.sock"
-STATE = "/var/lib/aligned-dra/checkpoint.json"
+STATES = {DRIVER: "/var/lib/aligned-dra/checkpoint.json", GPU_DRIVER: "/var/lib/aligned-dra/gpu/checkpoint.json"}
 CDI_DIR = "/var/run/cdi"
-CLAIM, NAMESPACE = "molecule-gpu", "default"
+CLAIM, NAMESPACE = "molecule-gpu-nic", "default"
+
+
+def reg_sock(driver):
+    return f"/var/lib/kubelet/plugins_registry/{driver}-reg.sock"
+
+
+def dra_sock(driver):
+    return f"/var/lib/kubelet/plugins/{driver}/dra.sock"
+
+
+def spec_path(driver, uid):
+    """The driver names its CDI specs by its driver name (the default name keeps the name of earlier releases)."""
+    return (
+        f"{CDI_DIR}/aligned.dev-claim_{uid}.json"
+        if driver == DRIVER
+        else f"{CDI_DIR}/aligned.dev-claim-{driver}_{uid}.json"
+    )
+
 
 PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))
@@ -72,12 +97,26 @@ def api(method, path, body=None, content_type="application/json"):
         return error.code, json.loads(error.read() or b"null")
 
 
-def checkpoint(host):
-    return json.loads(host.file(STATE).content_string)
+def checkpoint(host, driver=DRIVER):
+    return json.loads(host.file(STATES[driver]).content_string)
 
 
-def main_pid(host):
-    return host.run("systemctl show -p MainPID --value aligned-dra-driver.service").stdout.strip()
+def main_pid(host, driver=DRIVER):
+    return host.run(f"systemctl show -p MainPID --value {UNITS[driver]}").stdout.strip()
+
+
+def node_slices(until, deadline=60.0):
+    """The node's ResourceSlices by driver, asked until ``until(slices)`` holds (the deadline only bounds a failure)."""
+    end = time.monotonic() + deadline
+    while True:
+        status, found = api("GET", f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{NODE}")
+        assert status == 200, found
+        by_driver = {}
+        for item in found["items"]:
+            by_driver.setdefault(item["spec"]["driver"], []).extend(d["name"] for d in item["spec"]["devices"])
+        if until(by_driver) or time.monotonic() > end:
+            return by_driver
+        time.sleep(0.5)
 
 
 def playbook(*args, collections=None):
@@ -102,54 +141,75 @@ def recap(proc):
 # -- installed ----------------------------------------------------------------
 
 
-def test_service_enabled_and_active(host):
-    service = host.service("aligned-dra-driver.service")
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_service_enabled_and_active(host, driver):
+    service = host.service(UNITS[driver])
     assert service.is_enabled
     assert service.is_running
 
 
-def test_sockets_owner_and_mode(host):
-    for path in (REG_SOCK, DRA_SOCK):
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_sockets_owner_and_mode(host, driver):
+    for path in (reg_sock(driver), dra_sock(driver)):
         sock = host.file(path)
         assert sock.is_socket, path
         assert (sock.user, sock.group, sock.mode) == ("root", "root", 0o660), path
-    plugin_dir = host.file(f"/var/lib/kubelet/plugins/{DRIVER}")
+    plugin_dir = host.file(f"/var/lib/kubelet/plugins/{driver}")
     assert (plugin_dir.user, plugin_dir.mode) == ("root", 0o700)
     assert host.file("/etc/aligned-dra/kubeconfig").mode == 0o600
-    assert host.file("/var/lib/aligned-dra").mode == 0o700
+    # each plugin its own state directory (the GPU plugin's below the main one's)
+    assert host.file(os.path.dirname(STATES[driver])).mode == 0o700
+    assert checkpoint(host, driver)["driver"] == driver
 
 
-def test_unit_is_hardened(host):
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_unit_is_hardened(host, driver):
     show = host.run(
-        "systemctl show -p User -p NoNewPrivileges -p ProtectSystem -p CapabilityBoundingSet aligned-dra-driver.service"
+        f"systemctl show -p User -p NoNewPrivileges -p ProtectSystem -p CapabilityBoundingSet {UNITS[driver]}"
     ).stdout
     assert "NoNewPrivileges=yes" in show
     assert "ProtectSystem=strict" in show
     assert "CapabilityBoundingSet=cap_net_admin" in show
 
 
-def test_get_info_over_the_registration_socket(host):
-    info = grpc_call(host, "info", REG_SOCK)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_get_info_over_the_registration_socket(host, driver):
+    info = grpc_call(host, "info", reg_sock(driver))
     assert info["type"] == "DRAPlugin"
-    assert info["name"] == DRIVER
-    assert info["endpoint"] == DRA_SOCK
+    assert info["name"] == driver
+    assert info["endpoint"] == dra_sock(driver)
     assert "v1.DRAPlugin" in info["supportedVersions"]
 
 
-def test_devices_published_for_the_node():
-    status, slices = api("GET", f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{NODE}")
-    assert status == 200
-    names = [device["name"] for item in slices["items"] for device in item["spec"]["devices"]]
-    assert GPU in names
-    assert sum(name.startswith("gpu-") for name in names) == 8
+def test_each_plugin_publishes_only_its_kinds():
+    slices = node_slices(lambda found: GPU in found.get(GPU_DRIVER, []) and NIC in found.get(DRIVER, []))
+    assert set(slices) == set(DRIVERS), slices
+    # KAI Scheduler counts the devices of drivers whose name contains "gpu": the GPUs, and only they
+    assert all(name.startswith(("gpu-", "acc-")) for name in slices[GPU_DRIVER]), slices[GPU_DRIVER]
+    assert sum(name.startswith("gpu-") for name in slices[GPU_DRIVER]) == 8
+    assert slices[DRIVER] and all(name.startswith(("nic-", "vf-")) for name in slices[DRIVER]), slices[DRIVER]
+    assert NIC in slices[DRIVER]
 
 
-# -- a claim prepared over the DRA socket --------------------------------------
+# -- a claim with a GPU of one plugin and a NIC of the other, prepared over both DRA sockets ----
 
 
-def test_prepare_writes_cdi_spec_and_checkpoint(host):
+def prepare(host, driver, uid):
+    answer = grpc_call(
+        host, "prepare", dra_sock(driver), json.dumps([{"namespace": NAMESPACE, "name": CLAIM, "uid": uid}])
+    )
+    result = answer["claims"][uid]
+    assert "error" not in result, (driver, result)
+    return result
+
+
+def test_prepare_a_claim_across_both_plugins_writes_each_ones_cdi_spec_and_checkpoint(host):
     path = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
     api("DELETE", f"{path}/{CLAIM}")  # a server kept from an earlier run
+    requests = [
+        {"name": "gpu", "exactly": {"deviceClassName": "aligned-gpu"}},
+        {"name": "nic", "exactly": {"deviceClassName": "aligned-nic"}},
+    ]
     status, claim = api(
         "POST",
         path,
@@ -157,12 +217,17 @@ def test_prepare_writes_cdi_spec_and_checkpoint(host):
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
             "metadata": {"name": CLAIM, "namespace": NAMESPACE},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "aligned-gpu"}}]}},
+            "spec": {"devices": {"requests": requests}},
         },
     )
     assert status == 201, claim
+    # as the scheduler allocates an aligned pair: the GPU from the GPU driver's slice, its NIC from the main one's
+    results = [
+        {"request": "gpu", "driver": GPU_DRIVER, "pool": NODE, "device": GPU},
+        {"request": "nic", "driver": DRIVER, "pool": NODE, "device": NIC},
+    ]
     allocation = {
-        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": NODE, "device": GPU}]},
+        "devices": {"results": results},
         "nodeSelector": {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}]
         },
@@ -173,23 +238,34 @@ def test_prepare_writes_cdi_spec_and_checkpoint(host):
     assert status == 200, claim
     uid = claim["metadata"]["uid"]
 
-    answer = grpc_call(host, "prepare", DRA_SOCK, json.dumps([{"namespace": NAMESPACE, "name": CLAIM, "uid": uid}]))
-    result = answer["claims"][uid]
-    assert "error" not in result, result
-    assert [d["deviceName"] for d in result["devices"]] == [GPU]
-    cdi_ids = result["devices"][0]["cdiDeviceIds"]
-    assert cdi_ids[0].startswith("aligned.dev/claim=")
+    # the kubelet calls each driver of the claim's results; each prepares only its own devices
+    gpu_result, nic_result = prepare(host, GPU_DRIVER, uid), prepare(host, DRIVER, uid)
+    assert [d["deviceName"] for d in gpu_result["devices"]] == [GPU]
+    assert [d["deviceName"] for d in nic_result["devices"]] == [NIC]
+    gpu_ids, nic_ids = gpu_result["devices"][0]["cdiDeviceIds"], nic_result["devices"][0]["cdiDeviceIds"]
+    assert gpu_ids[0].startswith("aligned.dev/claim=") and nic_ids[0].startswith("aligned.dev/claim=")
+    assert gpu_ids[0] != nic_ids[0]  # one container gets both: the CDI names must not clash
 
-    spec = json.loads(host.file(f"{CDI_DIR}/aligned.dev-claim_{uid}.json").content_string)
-    assert spec["kind"] == "aligned.dev/claim"
-    assert spec["cdiVersion"] == "0.5.0"
-    edits = spec["devices"][0]["containerEdits"]
+    gpu_spec = json.loads(host.file(spec_path(GPU_DRIVER, uid)).content_string)
+    assert gpu_spec["kind"] == "aligned.dev/claim"
+    assert gpu_spec["cdiVersion"] == "0.5.0"
+    edits = gpu_spec["devices"][0]["containerEdits"]
     assert edits["deviceNodes"][0] == {"path": "/dev/nvidia0", "hostPath": "/srv/fixture-dev/nvidia0"}
     assert f"NVIDIA_VISIBLE_DEVICES={GPU_UUID}" in edits["env"]
-    assert f"aligned.dev/claim={spec['devices'][0]['name']}" == cdi_ids[0]
+    assert f"aligned.dev/claim={gpu_spec['devices'][0]['name']}" == gpu_ids[0]
 
-    entry = checkpoint(host)["claims"][uid]
-    assert (entry["namespace"], entry["name"]) == (NAMESPACE, CLAIM)
+    nic_spec = json.loads(host.file(spec_path(DRIVER, uid)).content_string)
+    (nic_device,) = nic_spec["devices"]
+    assert f"aligned.dev/claim={nic_device['name']}" == nic_ids[0]
+    nodes = nic_device["containerEdits"]["deviceNodes"]
+    assert {"path": "/dev/infiniband/uverbs0", "hostPath": "/srv/fixture-dev/infiniband/uverbs0"} in nodes
+    # the NIC moves into the pod through the netdev hook, when the runtime creates the container
+    assert nic_device["containerEdits"]["hooks"][0]["hookName"] == "createRuntime"
+
+    for driver, device in ((GPU_DRIVER, GPU), (DRIVER, NIC)):
+        entry = checkpoint(host, driver)["claims"][uid]
+        assert (entry["namespace"], entry["name"]) == (NAMESPACE, CLAIM)
+        assert [d["device"] for d in entry["devices"]] == [device], driver
 
 
 # -- upgrade to a rebuilt wheel ------------------------------------------------
@@ -222,12 +298,11 @@ def installed_version(host):
 
 
 def test_upgrade_to_a_rebuilt_wheel_keeps_the_claim(host):
-    before = checkpoint(host)["claims"]
-    assert len(before) == 1, "the prepare test must run first"
-    uid = next(iter(before))
-    spec_path = f"{CDI_DIR}/aligned.dev-claim_{uid}.json"
-    spec_before = host.file(spec_path).content_string
-    pid_before = main_pid(host)
+    before = {driver: checkpoint(host, driver)["claims"] for driver in DRIVERS}
+    assert all(len(claims) == 1 for claims in before.values()), "the prepare test must run first"
+    uid = next(iter(before[DRIVER]))
+    specs_before = {driver: host.file(spec_path(driver, uid)).content_string for driver in DRIVERS}
+    pids_before = {driver: main_pid(host, driver) for driver in DRIVERS}
     version_before = installed_version(host)
 
     target, version = rebuilt_collection(EPHEMERAL / "upgrade")
@@ -235,7 +310,10 @@ def test_upgrade_to_a_rebuilt_wheel_keeps_the_claim(host):
     check = playbook(str(target / "playbooks" / "driver.yml"), "--check", collections=EPHEMERAL / "upgrade")
     assert check.returncode == 0, check.output[-3000:]
     assert recap(check)["changed"] >= 1
-    assert (installed_version(host), main_pid(host)) == (version_before, pid_before)
+    assert (installed_version(host), {driver: main_pid(host, driver) for driver in DRIVERS}) == (
+        version_before,
+        pids_before,
+    )
 
     proc = playbook(str(target / "playbooks" / "driver.yml"), collections=EPHEMERAL / "upgrade")
     assert proc.returncode == 0, proc.output[-3000:]
@@ -243,15 +321,15 @@ def test_upgrade_to_a_rebuilt_wheel_keeps_the_claim(host):
     assert "Install the driver and its pinned dependencies" in proc.output
 
     assert installed_version(host) == version != version_before
-    assert main_pid(host) not in ("0", pid_before), "the service was not restarted"
-    assert host.service("aligned-dra-driver.service").is_running
-    assert host.file(REG_SOCK).is_socket
-    # The new process took the checkpoint over: the claim and its CDI spec are still there.
-    assert checkpoint(host)["claims"] == before
-    assert host.file(spec_path).content_string == spec_before
-    # The kubelet prepares it again after a restart: the same answer, nothing lost.
-    answer = grpc_call(host, "prepare", DRA_SOCK, json.dumps([{"namespace": NAMESPACE, "name": CLAIM, "uid": uid}]))
-    assert [d["deviceName"] for d in answer["claims"][uid]["devices"]] == [GPU]
+    for driver, device in ((DRIVER, NIC), (GPU_DRIVER, GPU)):
+        assert main_pid(host, driver) not in ("0", pids_before[driver]), f"{UNITS[driver]} was not restarted"
+        assert host.service(UNITS[driver]).is_running
+        assert host.file(reg_sock(driver)).is_socket
+        # The new process took its checkpoint over: the claim and its CDI spec are still there.
+        assert checkpoint(host, driver)["claims"] == before[driver]
+        assert host.file(spec_path(driver, uid)).content_string == specs_before[driver]
+        # The kubelet prepares it again after a restart: the same answer, nothing lost.
+        assert [d["deviceName"] for d in prepare(host, driver, uid)["devices"]] == [device]
 
 
 # -- removal -------------------------------------------------------------------
@@ -260,9 +338,11 @@ def test_upgrade_to_a_rebuilt_wheel_keeps_the_claim(host):
 def test_remove_is_refused_while_a_claim_is_prepared(host):
     proc = playbook(str(PROJECT / "playbooks" / "driver.yml"), "-e", "aligned_dra_driver_state=absent")
     assert proc.returncode != 0
+    # one claim, in both plugins' checkpoints
     assert f"1 claim(s) are still prepared by the driver: {NAMESPACE}/{CLAIM}" in proc.output
-    assert host.service("aligned-dra-driver.service").is_running
-    assert host.file(DRA_SOCK).is_socket
+    for driver in DRIVERS:
+        assert host.service(UNITS[driver]).is_running
+        assert host.file(dra_sock(driver)).is_socket
 
 
 @pytest.mark.parametrize("attempt", ["forced", "again"])
@@ -276,11 +356,12 @@ def test_forced_remove_cleans_up(host, attempt):
     )
     assert proc.returncode == 0, proc.output[-3000:]
     assert (recap(proc)["changed"] > 0) == (attempt == "forced"), proc.output[-3000:]
-    assert not host.file("/etc/systemd/system/aligned-dra-driver.service").exists
-    assert host.run("systemctl is-active aligned-dra-driver.service").stdout.strip() in ("inactive", "unknown")
+    for driver in DRIVERS:
+        assert not host.file(f"/etc/systemd/system/{UNITS[driver]}").exists
+        assert host.run(f"systemctl is-active {UNITS[driver]}").stdout.strip() in ("inactive", "unknown")
     for path in (
-        REG_SOCK,
-        f"/var/lib/kubelet/plugins/{DRIVER}",
+        *(reg_sock(driver) for driver in DRIVERS),
+        *(f"/var/lib/kubelet/plugins/{driver}" for driver in DRIVERS),
         "/opt/aligned-dra",
         "/etc/aligned-dra",
         "/var/lib/aligned-dra",

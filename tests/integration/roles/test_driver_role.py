@@ -5,6 +5,10 @@ What needs no node: refused inventories (nothing written, nothing changed),
 DaemonSet-mode rendering for review or GitOps (files valid for every
 supported Kubernetes minor, idempotent, removed again with state absent), and
 the host-mode removal refusal while the checkpoint lists prepared claims.
+The driver split by kind in host mode: both units written by the role's own
+tasks (check mode with a diff first, then for real, then nothing to change),
+a bad split name refused by the role's preflight, and turning the split off
+refused while the GPU plugin's checkpoint lists prepared claims.
 The install on a real systemd node is the Molecule scenario molecule/driver.
 """
 
@@ -21,10 +25,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from ansible_collections.aligned.dra.tests.integration.roles.test_node_hardening import directives, exec_start_argv
 from ansible_collections.aligned.dra.tests.playbook_runs import (
     PLAYBOOKS,
     REPO,
     environment,
+    recap,
     run_on_localhost,
     run_playbook,
     write_inventory,
@@ -305,3 +311,148 @@ def test_upgrade_removes_the_wheels_of_earlier_releases_from_the_node(tmp_path):
         "requirements-node.txt",
         "deps.tar",
     }
+
+
+# -- the driver split by kind (aligned_dra_device_options.split_gpu_driver) ------------------------
+
+ROLE = REPO / "roles" / "driver"
+SPLIT = {"split_gpu_driver": "gpu.aligned.dev"}
+
+
+def split_unit_play(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """The role's own tasks that build the settings and write the units and the tmpfiles entry, with the
+    node's /etc under tmp_path (every other path as the role's defaults say)."""
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    host = yaml.safe_load((ROLE / "tasks" / "host.yml").read_text())
+    wanted = [t for t in main if "Settings the driver" in t["name"] or "split by kind" in t["name"]]
+    wanted += [t for t in main if t["name"] == "Preflight | The driver's plugins on each node"]
+    wanted += [t for t in host if t["name"].startswith(("Host | tmpfs directories", "Host | systemd units"))]
+    assert len(wanted) == 5, [t["name"] for t in wanted]
+    for task in wanted[3:]:
+        template = task["ansible.builtin.template"]
+        template["src"] = str(ROLE / "templates" / template["src"])
+        template["dest"] = template["dest"].replace("/etc/", f"{tmp_path}/etc/")
+        template.pop("owner"), template.pop("group")
+    (tmp_path / "etc" / "systemd" / "system").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "etc" / "tmpfiles.d").mkdir(exist_ok=True)
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(ROLE / "defaults" / "main.yml")],
+            "tasks": wanted,
+            "handlers": [
+                {"name": "Restart aligned-dra-driver", "ansible.builtin.debug": {"msg": "restart"}},
+                {
+                    "name": "Record that the driver on the node would change",
+                    "ansible.builtin.debug": {"msg": "node changed"},
+                    "listen": "aligned-dra driver node changed",
+                },
+            ],
+        }
+    ]
+    proc = run_on_localhost(
+        write_play(tmp_path / "play.yml", play),
+        *args,
+        # over the role's defaults, as an inventory's would be
+        extra_vars={"aligned_dra_device_options": SPLIT, "aligned_dra_driver_node_name": "gpu-node-1"},
+        env=environment(ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_split_host_mode_writes_both_units_with_check_mode_and_diff_first_then_nothing_to_change(tmp_path):
+    units = tmp_path / "etc" / "systemd" / "system"
+    rehearsed = split_unit_play(tmp_path, "--check", "--diff")
+    assert recap(rehearsed.stdout)["changed"] == 2, rehearsed.stdout  # the tmpfiles entry, the units' task
+    for unit in ("aligned-dra-driver.service", "aligned-dra-driver-gpu.service"):
+        assert f"changed: [localhost] => (item={unit})" in rehearsed.stdout
+    assert "+Description=aligned.dra DRA kubelet plugin (gpu.aligned.dev)" in rehearsed.stdout
+    assert "+Description=aligned.dra DRA kubelet plugin (dra.aligned.dev)" in rehearsed.stdout
+    assert list(units.iterdir()) == []
+
+    written = split_unit_play(tmp_path)
+    assert recap(written.stdout)["changed"] == 2
+    assert sorted(p.name for p in units.iterdir()) == ["aligned-dra-driver-gpu.service", "aligned-dra-driver.service"]
+    main = (units / "aligned-dra-driver.service").read_text()
+    gpu = (units / "aligned-dra-driver-gpu.service").read_text()
+    main_argv, gpu_argv = exec_start_argv(main), exec_start_argv(gpu)
+    for argv in (main_argv, gpu_argv):
+        assert argv[0] == "/opt/aligned-dra/venv/bin/aligned-dra-driver"
+        # the same node, credentials and device model options
+        assert "--node-name=gpu-node-1" in argv and "--kubeconfig=/etc/aligned-dra/kubeconfig" in argv
+    assert {"--driver-name=dra.aligned.dev", "--kinds=nic,vf", "--state-dir=/var/lib/aligned-dra"} <= set(main_argv)
+    assert {"--mps-root=/run/aligned-dra/mps", "--metrics-address=127.0.0.1:8089"} <= set(main_argv)
+    assert {"--driver-name=gpu.aligned.dev", "--kinds=gpu,accelerator", "--state-dir=/var/lib/aligned-dra/gpu"} <= set(
+        gpu_argv
+    )
+    assert {"--mps-root=/run/aligned-dra/mps/gpu", "--metrics-address=127.0.0.1:8090"} <= set(gpu_argv)
+    # each unit may write only its own state; both, the kubelet's plugin directories and the CDI directory
+    shared = ["/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"]
+    assert directives(main)["ReadWritePaths"].split() == [*shared, "/var/lib/aligned-dra", "/run/aligned-dra/mps"]
+    assert directives(gpu)["ReadWritePaths"].split() == [
+        *shared,
+        "/var/lib/aligned-dra/gpu",
+        "/run/aligned-dra/mps/gpu",
+    ]
+    assert directives(gpu)["SyslogIdentifier"] == "aligned-dra-driver-gpu"
+    tmpfiles = (tmp_path / "etc" / "tmpfiles.d" / "aligned-dra-driver.conf").read_text()
+    assert "d /run/aligned-dra/mps/gpu 0700 root root -" in tmpfiles
+
+    again = split_unit_play(tmp_path)
+    assert recap(again.stdout)["changed"] == 0, again.stdout
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"aligned_dra_device_options": {"split_gpu_driver": "nic.aligned.dev"}},
+            'node-a: aligned_dra_device_options.split_gpu_driver = "nic.aligned.dev": ',
+        ),
+        (
+            {"aligned_dra_device_options": SPLIT, "aligned_dra_driver_name": "gpu.aligned.dev"},
+            'aligned_dra_device_options.split_gpu_driver = "gpu.aligned.dev": must differ from aligned_dra_driver_name',
+        ),
+    ],
+    ids=["no-gpu-in-the-name", "the-main-name"],
+)
+def test_the_roles_preflight_refuses_a_bad_split_naming_the_variable(tmp_path, settings, message):
+    """Without the validation stage (the role used on its own), before anything is written."""
+    inv = inventory(
+        tmp_path, {"node-a": {}}, aligned_dra_driver_mode="daemonset", aligned_dra_driver_image=IMAGE, **settings
+    )
+    proc = playbook(inv, "--skip-tags", "validate")
+    assert proc.returncode != 0
+    assert message in proc.output, proc.output
+    assert not (tmp_path / "output").exists()
+
+
+def test_turning_the_split_off_is_refused_while_the_gpu_plugin_holds_prepared_claims(tmp_path):
+    state = tmp_path / "state"
+    (state / "gpu").mkdir(parents=True)
+    (state / "checkpoint.json").write_text(json.dumps({"version": 1, "driver": "dra.aligned.dev", "claims": {}}))
+    claims = {"uid-1": {"namespace": "team-a", "name": "train-0", "devices": [{"kind": "gpu"}]}}
+    (state / "gpu" / "checkpoint.json").write_text(
+        json.dumps({"version": 1, "driver": "gpu.aligned.dev", "node": "node-a", "claims": claims})
+    )
+    inv = inventory(
+        tmp_path,
+        {"node-a": {}},
+        aligned_dra_driver_state_dir=str(state),
+        aligned_dra_driver_node_kubeconfig=str(tmp_path / "kubeconfig"),
+        aligned_dra_driver_preflight=False,
+        aligned_dra_driver_write=False,
+        aligned_dra_driver_wheelhouse_dir=str(tmp_path / "wheelhouse"),
+    )
+    proc = playbook(inv)  # the site phase's rehearsal refuses, before any node changes
+    assert proc.returncode != 0
+    assert (
+        'node-a: aligned_dra_device_options.split_gpu_driver = "" turns the driver split by kind off '
+        "(GPUs back under dra.aligned.dev), and 1 claim(s) with a GPU are still prepared: team-a/train-0."
+    ) in proc.output, proc.output
+    assert "aligned_dra_driver_force: true" in proc.output
+    assert "Wheelhouse on the controller" not in proc.output and not (tmp_path / "wheelhouse").exists()
+    assert (state / "gpu" / "checkpoint.json").exists()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ def _policy(name: str, namespace: str, node_prefix: str, resource: str, operatio
 
 
 def admission_policy(
-    name: str, namespace: str, node_prefix: str, driver_name: str = "dra.aligned.dev"
+    name: str, namespace: str, node_prefix: str, driver_name: str | Sequence[str] = "dra.aligned.dev"
 ) -> list[dict[str, Any]]:
     """Admission policies (and bindings) that tie every driver credential to its node and its driver.
 
@@ -164,9 +165,27 @@ def admission_policy(
     ResourceClaim's status only when the claim is allocated a device of its
     node's pool, and then only the ``status.devices`` entries of that driver
     and pool; the allocation and ``reservedFor`` stay as they are.
+    ``driver_name`` may list several names (a site split by kind,
+    controller/deploy/driver_instances.py): the same credential writes the
+    slices and statuses of each.
     """
-    _subdomain(driver_name, "driver_name", 63)
-    driver = f"'{driver_name}'"
+    names = [driver_name] if isinstance(driver_name, str) else list(driver_name)
+    if not names:
+        raise DeployError("driver_name: no driver name")
+    for each in names:
+        _subdomain(each, "driver_name", 63)
+    if len(names) == 1:
+        shown = f"driver {names[0]}"
+
+        def is_ours(field: str) -> str:
+            return f"{field} == '{names[0]}'"
+    else:
+        shown = "drivers " + ", ".join(names)
+        listed = "[" + ", ".join(f"'{each}'" for each in names) + "]"
+
+        def is_ours(field: str) -> str:
+            return f"{field} in {listed}"
+
     slices = [
         {
             "expression": "request.operation == 'DELETE'"
@@ -182,13 +201,13 @@ def admission_policy(
             "reason": "Forbidden",
         },
         {
-            "expression": f"(request.operation == 'DELETE' || object.spec.driver == {driver})"
-            f" && (request.operation == 'CREATE' || oldObject.spec.driver == {driver})",
-            "message": f"driver credentials may only write ResourceSlices of driver {driver_name}",
+            "expression": f"(request.operation == 'DELETE' || {is_ours('object.spec.driver')})"
+            f" && (request.operation == 'CREATE' || {is_ours('oldObject.spec.driver')})",
+            "message": f"driver credentials may only write ResourceSlices of {shown}",
             "reason": "Forbidden",
         },
     ]
-    mine = f"d.driver == {driver} && d.pool == variables.nodeName"
+    mine = f"{is_ours('d.driver')} && d.pool == variables.nodeName"
     claims = [
         {
             "expression": "has(oldObject.status) && has(oldObject.status.allocation)"
@@ -210,7 +229,7 @@ def admission_policy(
             "expression": f"(has(object.status.devices) ? object.status.devices : []).filter(d, !({mine}))"
             f" == (has(oldObject.status.devices) ? oldObject.status.devices : []).filter(d, !({mine}))",
             "messageExpression": "'node ' + variables.nodeName + ' may only change status.devices entries"
-            f" of driver {driver_name} in its own pool'",
+            f" of {shown} in its own pool'",
             "reason": "Forbidden",
         },
     ]
@@ -242,8 +261,11 @@ def _check(settings: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def credential_objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Namespace, ServiceAccount(s), token Secrets (host mode), ClusterRole, binding, admission policy."""
+def credential_objects(settings: dict[str, Any], driver_names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount(s), token Secrets (host mode), ClusterRole, binding, admission policy.
+
+    ``driver_names``: every name the credentials publish under (default: ``driver_name``).
+    """
     s = _check(settings)
     ns, name = s["namespace"], s["name"]
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)}]
@@ -275,7 +297,7 @@ def credential_objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
     if subjects:
         binding["subjects"] = subjects
     objects.append(binding)
-    objects += admission_policy(name, ns, s["node_prefix"], s["driver_name"])
+    objects += admission_policy(name, ns, s["node_prefix"], driver_names or s["driver_name"])
     return objects
 
 
@@ -448,7 +470,8 @@ def daemonset(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def objects(settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every cluster object of the install, in apply order."""
+    """Every cluster object of the install of one driver, in apply order (a site split by kind:
+    driver_instances.objects)."""
     result = credential_objects(settings)
     if settings.get("mode", "host") == "daemonset":
         result.append(daemonset(settings))

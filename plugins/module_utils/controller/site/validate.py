@@ -132,7 +132,10 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_node_python aligned_dra_driver_node_wheels aligned_dra_driver_objects
     aligned_dra_driver_prepared aligned_dra_driver_registry aligned_dra_driver_removed
     aligned_dra_driver_runtime_versions aligned_dra_driver_runtimes aligned_dra_driver_settings
-    aligned_dra_driver_site_first aligned_dra_driver_slices
+    aligned_dra_driver_site_first aligned_dra_driver_slices aligned_dra_driver_gpu_at_risk
+    aligned_dra_driver_gpu_cdi_specs aligned_dra_driver_gpu_checkpoint_now aligned_dra_driver_gpu_now
+    aligned_dra_driver_gpu_unit aligned_dra_driver_instance aligned_dra_driver_instances
+    aligned_dra_driver_removed_names aligned_dra_driver_split_now
     aligned_dra_driver_token_secret aligned_dra_driver_topology aligned_dra_driver_unit aligned_dra_driver_wheel
     aligned_dra_driver_wheel_build aligned_dra_driver_wheel_target aligned_dra_driver_wheelhouse_deps
     aligned_dra_driver_wheels

@@ -42,3 +42,25 @@ def test_driver_image_problems_say_what_the_validation_stage_says():
 def test_driver_image_problems_needs_every_setting():
     with pytest.raises(AnsibleFilterError, match="aligned_dra_driver_base_image"):
         driver_image_problems({k: v for k, v in IMAGE.items() if k != "aligned_dra_driver_base_image"})
+
+
+def test_the_split_filters_are_registered_and_refuse_with_the_variable_named():
+    from ansible_collections.aligned.dra.plugins.filter.driver import (
+        driver_args,
+        driver_instances_of,
+        driver_split_problems,
+    )
+
+    filters = FilterModule().filters()
+    assert filters["driver_instances"] is driver_instances_of
+    assert filters["driver_split_problems"] is driver_split_problems
+    settings = {"split_gpu_driver": "gpu.aligned.dev"}
+    main, gpu = driver_instances_of(settings)
+    assert driver_args(settings) == driver_args(settings, main) != driver_args(settings, gpu)
+    assert "--kinds=gpu,accelerator" in driver_args(settings, gpu)
+    assert driver_split_problems(settings) == []
+    bad = {"split_gpu_driver": "nic.aligned.dev"}
+    (line,) = driver_split_problems(bad)
+    assert line.startswith('aligned_dra_device_options.split_gpu_driver = "nic.aligned.dev": ')
+    with pytest.raises(AnsibleFilterError, match=r"driver_instances: aligned_dra_device_options\.split_gpu_driver"):
+        driver_instances_of(bad)
