@@ -125,12 +125,14 @@ def check_counting(
     if gpu_driver is not None and not counts_as_gpu(gpu_driver):
         problems.append(
             f"aligned_dra_claims.gpu_driver {gpu_driver}: the name lacks 'gpu', so KAI counts no GPU on any "
-            "node; publish GPUs under a driver whose name contains 'gpu'"
+            "node; publish GPUs under a driver whose name contains 'gpu' (the collection's driver: run it split "
+            "by kind, aligned_dra_device_options.split_gpu_driver: gpu.aligned.dev)"
         )
     elif gpu_driver is not None and gpu_driver == nic_driver:
         problems.append(
             f"aligned_dra_claims.nic_driver {nic_driver} is the GPU driver: KAI counts every device of the GPU "
-            "driver's slices as a GPU, NICs included"
+            "driver's slices as a GPU, NICs included (the collection's driver: run it split by kind, "
+            "aligned_dra_device_options.split_gpu_driver)"
         )
     gpus = set(gpu_classes(conf, claim_objects))
     by_name = {
