@@ -73,9 +73,9 @@ def test_the_demo_kai_site_shows_its_diff_then_lands_whole_and_once(api, tmp_pat
     # the queue tree, the policies and the Topology, stored as rendered
     objects = written(tmp_path, "teams") + written(tmp_path, "jobs")
     for obj in [o for o in objects if (o.get("apiVersion"), o.get("kind")) in KAI_KINDS]:
-        stored = api.get(KAI_KINDS[(obj["apiVersion"], obj["kind"])], obj["metadata"]["name"],
-                         obj["metadata"].get("namespace") or "")  # fmt: skip
-        assert stored is not None and stored["spec"] == obj["spec"], obj["metadata"]["name"]
+        plural, name = KAI_KINDS[(obj["apiVersion"], obj["kind"])], obj["metadata"]["name"]
+        stored = api.get(plural, name, obj["metadata"].get("namespace") or "")
+        assert stored is not None and stored["spec"] == obj["spec"], name
     queues = {q["metadata"]["name"]: q["spec"] for q in api.list("queues")}
     assert sorted(queues) == ["aligned-kai-north", "aligned-kai-north-llm", "batch", "finetune", "pretrain", "vision"]
     assert queues["finetune"]["resources"]["gpu"] == {"quota": 4, "limit": 8, "overQuotaWeight": 2}
@@ -83,8 +83,8 @@ def test_the_demo_kai_site_shows_its_diff_then_lands_whole_and_once(api, tmp_pat
     assert policies == [f"aligned-kai-north-kai-{p}" for p in ("podgroups", "queues", "scheduler")]
     # each job: a KAI PodGroup on its team's queue, its Job on KAI's scheduler
     groups = {g["metadata"]["name"]: g["spec"] for g in api.list("podgroups.scheduling.run.ai")}
-    assert {name: spec["queue"] for name, spec in groups.items()} == {"pretrain-2x8": "pretrain",
-                                                                     "finetune-sweep": "finetune"}  # fmt: skip
+    queues_of_groups = {name: spec["queue"] for name, spec in groups.items()}
+    assert queues_of_groups == {"pretrain-2x8": "pretrain", "finetune-sweep": "finetune"}
     assert groups["pretrain-2x8"]["minMember"] == 2
     # kube-scheduler's gang objects are not rendered for a KAI job; the Job skips KAI's pod grouper
     assert api.list("podgroups") == [] and api.list("workloads") == []

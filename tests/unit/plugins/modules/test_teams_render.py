@@ -141,8 +141,8 @@ def test_kai_engine_writes_its_queues_and_fair_share_and_refuses_what_kai_would_
 
 
 def test_kai_engine_counts_the_gpus_of_the_collections_driver_run_split_by_kind(capsys, tmp_path):
-    settings = {"engine": "kai", "teams": [{"name": "a", "tier": "production", "templates": ["gpu-nic-pair-1"],
-                                             "quotas": {"gpu": 3, "nic": 3}}]}  # fmt: skip
+    team = {"name": "a", "tier": "production", "templates": ["gpu-nic-pair-1"], "quotas": {"gpu": 3, "nic": 3}}
+    settings = {"engine": "kai", "teams": [team]}
     args = {"site": "s", "kubernetes_version": "1.36", "settings": settings, "plan_file": write_plan(tmp_path, 4)}
     # one driver: refused as KAI would count no GPU
     failed = run(capsys, args)

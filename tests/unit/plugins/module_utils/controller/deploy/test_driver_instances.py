@@ -73,7 +73,9 @@ def test_each_plugin_gets_its_own_name_kinds_and_directories_on_the_command_line
     assert "--state-dir=/var/lib/aligned-dra/gpu" in gpu_args and "--mps-root=/run/aligned-dra/mps/gpu" in gpu_args
     # the rest is shared
     same = {"--driver-name", "--kinds", "--state-dir", "--mps-root"}
-    assert [a for a in main_args if a.split("=")[0] not in same] == [a for a in gpu_args if a.split("=")[0] not in same]
+    assert [a for a in main_args if a.split("=", maxsplit=1)[0] not in same] == [
+        a for a in gpu_args if a.split("=", maxsplit=1)[0] not in same
+    ]
 
 
 def test_the_driver_command_line_takes_each_plugins_arguments():
