@@ -29,6 +29,12 @@ rename)::
       }
     }
 
+``share`` (fractional GPUs only, absent in entries of earlier releases and of
+whole GPUs): ``{"request": {"memory": <bytes>, "compute": <percent>}, "limit":
+{...}}``, each key only when known: what the share is guaranteed and what MPS
+lets it use (:mod:`aligned_dra_driver.share_limits`); the reclaim watcher reads
+it. Adding it keeps ``version`` 1: earlier releases keep keys they do not know.
+
 ``returning`` (only while there is one): ``{"<PCI address>": <netdev record>}``,
 the NICs whose claim was unprepared while their interface was not back in the
 host namespace yet (the kernel moves a NIC back when the pod's namespace is
@@ -70,7 +76,8 @@ given the UIDs of this driver's claim specs now in the CDI directory
 - a claim entry with a malformed field (UID key, namespace, name, each device's
   pool, device, request names, PCI address, kind, CDI device IDs, share ID,
   netdev (with the NIC's host state, addresses and routes where recorded),
-  mps, the CDI spec's version, kind and device names): refused, naming the
+  mps, share (its request and limit: memory an integer >= 0, compute an
+  integer 1..100), the CDI spec's version, kind and device names): refused, naming the
   field path (``claims["<uid>"].devices[0].pci_address``).
 
 :meth:`Checkpoint.check_writable` refuses a state directory that cannot be
@@ -220,6 +227,19 @@ def _check_netdev(value: object, where: str) -> None:
                 raise _Invalid(f"{where}.{key}[{index}]", bad)
 
 
+def _check_share(value: object, where: str) -> None:
+    """``{"request": {memory, compute}, "limit": {...}}``; keys of later releases are kept unchecked."""
+    share = _object(value, where)
+    for part in ("request", "limit"):
+        amounts = _object(_field(share, part, where), f"{where}.{part}")
+        memory = amounts.get("memory")
+        if "memory" in amounts and (not _is_int(memory) or memory < 0):
+            raise _Invalid(f"{where}.{part}.memory", f"{show(memory)} is not a number of bytes")
+        compute = amounts.get("compute")
+        if "compute" in amounts and (not _is_int(compute) or not 1 <= compute <= 100):
+            raise _Invalid(f"{where}.{part}.compute", f"{show(compute)} is not a percent (an integer 1 to 100)")
+
+
 def _check_device(value: object, where: str, node: str) -> None:
     device = _object(value, where)
     pool = _field(device, "pool", where)
@@ -248,6 +268,8 @@ def _check_device(value: object, where: str, node: str) -> None:
         _check_netdev(device["netdev"], f"{where}.netdev")
     if "mps" in device and not isinstance(device["mps"], bool):
         raise _Invalid(f"{where}.mps", f"{show(device['mps'])} is not true or false")
+    if "share" in device:
+        _check_share(device["share"], f"{where}.share")
 
 
 def _check_spec(value: object, where: str, uid: str) -> None:

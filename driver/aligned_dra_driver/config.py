@@ -25,7 +25,10 @@ earlier one.
     sharing:
       strategy: TimeSlicing      # or MPS
       timeSlice: Default         # Default, Short, Medium, Long (TimeSlicing; set with nvidia-smi)
-      mps: {activeThreadPercentage: 50, pinnedDeviceMemoryLimit: 10Gi}
+      mps:
+        activeThreadPercentage: 50       # the request (without consumedCapacity)
+        pinnedDeviceMemoryLimit: 10Gi
+        limits: {memory: 40Gi, compute: 80}  # thin provisioning: up to these while the GPU has room
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ KINDS = ("NicConfig", "GpuConfig")
 NIC_FIELDS = {"apiVersion", "kind", "interfaceName", "mtu", "addresses", "routes", "moveToPod"}
 GPU_FIELDS = {"apiVersion", "kind", "sharing"}
 SHARING_FIELDS = {"strategy", "timeSlice", "mps"}
-MPS_FIELDS = {"activeThreadPercentage", "pinnedDeviceMemoryLimit"}
+MPS_FIELDS = {"activeThreadPercentage", "pinnedDeviceMemoryLimit", "limits"}
+LIMIT_FIELDS = {"memory", "compute"}
 STRATEGIES = ("TimeSlicing", "MPS")
 TIME_SLICES = ("Default", "Short", "Medium", "Long")
 MAX_ADDRESSES = 16
@@ -164,6 +168,27 @@ def validate_nic(obj: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def validate_limits(limits: Any, where: str) -> dict[str, int]:
+    """``sharing.mps.limits``: ``{memory: bytes, compute: percent}``, at least one of them."""
+    if not isinstance(limits, dict):
+        raise ConfigError(f"{where} must be a mapping with memory (a quantity like 40Gi) and/or compute (1..100)")
+    _unknown(limits, LIMIT_FIELDS, where)
+    if not limits:
+        raise ConfigError(f"{where} is empty: give memory (a quantity like 40Gi), compute (1..100) or both")
+    checked: dict[str, int] = {}
+    if "memory" in limits:
+        memory = parse_quantity(limits["memory"], f"{where}.memory")
+        if memory == 0:
+            raise ConfigError(f"{where}.memory: 0 is no limit; give a quantity like 40Gi")
+        checked["memory"] = memory
+    if "compute" in limits:
+        compute = limits["compute"]
+        if not isinstance(compute, int) or isinstance(compute, bool) or not 1 <= compute <= 100:
+            raise ConfigError(f"{where}.compute: {show(compute)} must be an integer percent in 1..100")
+        checked["compute"] = compute
+    return checked
+
+
 def validate_gpu(obj: dict[str, Any], where: str) -> dict[str, Any]:
     _unknown(obj, GPU_FIELDS, where)
     out: dict[str, Any] = {}
@@ -196,6 +221,8 @@ def validate_gpu(obj: dict[str, Any], where: str) -> dict[str, Any]:
             checked_mps["pinnedDeviceMemoryLimit"] = parse_quantity(
                 mps["pinnedDeviceMemoryLimit"], f"{where}.sharing.mps.pinnedDeviceMemoryLimit"
             )
+        if "limits" in mps:
+            checked_mps["limits"] = validate_limits(mps["limits"], f"{where}.sharing.mps.limits")
         checked["mps"] = checked_mps
     out["sharing"] = checked
     return out

@@ -18,7 +18,9 @@ and are never part of an answer.
 The node's devices come from :mod:`aligned_dra_driver.inventory`, the CDI
 container edits of each prepared device from
 :mod:`aligned_dra_driver.container_edits`, the per-claim locks from
-:mod:`aligned_dra_driver.claim_locks`.
+:mod:`aligned_dra_driver.claim_locks`, a fractional GPU's request and limit
+(recorded in the checkpoint and the claim's status) from
+:mod:`aligned_dra_driver.share_limits`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .collection import dra
 from .container_edits import PrepareError, gpu_edits, nic_edits
 from .inventory import Inventory, Options, scan
 from .netdev import netdevs_of, restore_name
+from .share_limits import checked_share
 from .sharing import SharingError
 from .validation import claim_ref_problem, is_dns_label, is_uid, show
 
@@ -457,9 +460,14 @@ class Driver:
             if share_id:
                 entry_status["shareID"] = share_id
             if kind in GPU_KINDS:
+                published = next((d for d in inventory.devices if d.get("name") == device_name), None)
+                at = f"results[{index}] (request {request!r}, device {device_name})"
+                share = checked_share(result, cfg, published, at, f"claim {namespace}/{name} ({uid})")
                 edits = gpu_edits(self.opts, topo, uid, result, cfg, claim)
                 if "ALIGNED_DRA_GPU_SHARING=MPS" in edits["env"]:
                     record["mps"] = True
+                if share is not None:  # thin provisioning: what is guaranteed and what may be used
+                    record["share"] = entry_status["data"] = share
                 vendor = self.vendor.lookup((topo.get("gpu") or {}).get("uuid"), topo["pci_address"])
                 if vendor:
                     ids.append(vendor)

@@ -12,7 +12,9 @@ a ``shareID``; Prepare turns it into CUDA MPS limits
 served by one MPS control daemon per GPU that the driver starts.
 
 On older clusters the same limits come from a ``GpuConfig`` with
-``sharing.strategy: MPS`` in a claim that several pods share. ``TimeSlicing``
+``sharing.strategy: MPS`` in a claim that several pods share. The MPS limits
+are the share's *limit*: its request, or ``sharing.mps.limits`` where given
+(thin provisioning, :mod:`aligned_dra_driver.share_limits`). ``TimeSlicing``
 sets the GPU's time slice (``nvidia-smi compute-policy --set-timeslice``:
 Default 0, Short 1, Medium 2, Long 3) when it is not ``Default``.
 """
@@ -23,6 +25,8 @@ import os
 import shutil
 import subprocess
 from typing import Any
+
+from .share_limits import gpu_share
 
 GIB = 2**30
 MPS_CONTROL = "nvidia-cuda-mps-control"
@@ -55,12 +59,6 @@ def make_shareable(device: dict[str, Any]) -> dict[str, Any]:
     shared["capacity"] = capacity
     shared["allowMultipleAllocations"] = True
     return shared
-
-
-def _bytes(value: Any) -> int:
-    from .config import parse_quantity
-
-    return parse_quantity(value, "consumedCapacity.memory")
 
 
 def mps_directory(mps_root: str, pci_address: str) -> str:
@@ -141,25 +139,17 @@ def set_time_slice(topo: dict[str, Any], time_slice: str) -> None:
 def gpu_sharing_edits(
     opts: Any, topo: dict[str, Any], uid: str, result: dict[str, Any], cfg: dict[str, Any], claim: dict[str, Any]
 ) -> dict[str, Any]:
-    """Environment and mounts that enforce a GPU share; empty when the GPU is not shared."""
-    consumed = result.get("consumedCapacity") or {}
+    """Environment and mounts that enforce a GPU share (its limit); empty when the GPU is not shared."""
     sharing = cfg.get("sharing") or {}
-    mps = dict(sharing.get("mps") or {})
-    if consumed:
-        if "compute" in consumed:
-            mps["activeThreadPercentage"] = int(str(consumed["compute"]))
-        if "memory" in consumed:
-            mps["pinnedDeviceMemoryLimit"] = _bytes(consumed["memory"])
-        strategy = "MPS"
-    elif sharing:
-        strategy = sharing["strategy"]
-    else:
-        return {}
-    if strategy == "TimeSlicing":
+    share = gpu_share(result, cfg)
+    if share is None and sharing.get("strategy") != "MPS":
+        if sharing.get("strategy") != "TimeSlicing":
+            return {}
         time_slice = sharing.get("timeSlice", "Default")
         if time_slice != "Default":
             set_time_slice(topo, time_slice)
         return {"env": [f"ALIGNED_DRA_GPU_SHARING=TimeSlicing/{time_slice}"]}
+    limit = share["limit"] if share else {}  # MPS without a share of its own: no limits, as before
     if topo.get("vendor_id") != "0x10de":
         raise SharingError(f"MPS sharing needs an NVIDIA GPU; {topo['pci_address']} is {topo.get('vendor_id')}")
     gpu = topo.get("gpu") or {}
@@ -168,10 +158,10 @@ def gpu_sharing_edits(
         "ALIGNED_DRA_GPU_SHARING=MPS",
         "CUDA_MPS_PIPE_DIRECTORY=/run/nvidia-mps",
     ]
-    if "activeThreadPercentage" in mps:
-        env.append(f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={mps['activeThreadPercentage']}")
-    if "pinnedDeviceMemoryLimit" in mps:
-        mib = max(1, mps["pinnedDeviceMemoryLimit"] // 2**20)
+    if "compute" in limit:
+        env.append(f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={limit['compute']}")
+    if "memory" in limit:
+        mib = max(1, limit["memory"] // 2**20)
         env.append(f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT={gpu.get('uuid') or 0}={mib}M")
     mounts = [
         {

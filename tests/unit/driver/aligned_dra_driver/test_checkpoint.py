@@ -68,6 +68,7 @@ def entry(uid: str = UID, node: str = NODE) -> dict[str, Any]:
                 "cdi_device_ids": [f"aligned.dev/claim={uid}-gpu-0000-18-00-0-{SHARE}", "nvidia.com/gpu=0"],
                 "share_id": SHARE,
                 "mps": True,
+                "share": {"request": {"memory": 10 * 2**30, "compute": 25}, "limit": {"memory": 40 * 2**30}},
             },
             {
                 "pool": node,
@@ -178,6 +179,24 @@ def test_an_entry_of_an_earlier_release_without_the_nics_host_state_loads(tmp_pa
         del old["devices"][0]["netdev"][key]
     write(tmp_path, document({UID: old}))
     assert store(tmp_path).load([UID]) == {UID: old}
+
+
+def test_an_entry_of_an_earlier_release_without_the_share_loads_and_saves_without_it(tmp_path):
+    old = entry()
+    del old["devices"][1]["share"]
+    write(tmp_path, document({UID: old}))
+    checkpoint = store(tmp_path)
+    assert checkpoint.load([UID]) == {UID: old}
+    checkpoint.save()
+    assert "share" not in json.loads((tmp_path / "checkpoint.json").read_text())["claims"][UID]["devices"][1]
+
+
+def test_a_share_round_trips_with_only_the_keys_known_and_keys_of_later_releases(tmp_path):
+    claims = {UID: entry()}
+    claims[UID]["devices"][1]["share"] = {"request": {}, "limit": {"compute": 60, "burst": 1}, "since": "x"}
+    checkpoint = store(tmp_path)
+    checkpoint.save(claims)
+    assert store(tmp_path).load([UID]) == claims
 
 
 def test_the_nics_still_to_come_back_are_kept_and_the_file_has_no_key_without_them(tmp_path):
@@ -373,6 +392,7 @@ def test_another_node_is_refused(tmp_path):
 
 D0 = "devices.0"
 NET = "devices.0.netdev"
+SH = "devices.1.share"
 SPEC = "cdi_spec"
 FIELD_CASES = [
     ("namespace", "Not_A_Label", ".namespace", "is not a DNS label"),
@@ -401,6 +421,13 @@ FIELD_CASES = [
     (f"{D0}.share_id", "not-a-uid", ".devices[0].share_id", "is not null or a UID"),
     (f"{D0}.share_id", DELETE, ".devices[0].share_id", "missing"),
     (f"{D0}.mps", "yes", ".devices[0].mps", "'yes' is not true or false"),
+    (SH, [], ".devices[1].share", "a list, not an object"),
+    (f"{SH}.request", DELETE, ".devices[1].share.request", "missing"),
+    (f"{SH}.limit", None, ".devices[1].share.limit", "null, not an object"),
+    (f"{SH}.request.memory", "10Gi", ".devices[1].share.request.memory", "'10Gi' is not a number of bytes"),
+    (f"{SH}.limit.memory", -1, ".devices[1].share.limit.memory", "-1 is not a number of bytes"),
+    (f"{SH}.request.compute", 101, ".devices[1].share.request.compute", "101 is not a percent (an integer 1 to 100)"),
+    (f"{SH}.limit.compute", True, ".devices[1].share.limit.compute", "True is not a percent"),
     (NET, "ens1f0", ".devices[0].netdev", "a string, not an object"),
     (f"{NET}.original_name", "bad/name", ".devices[0].netdev.original_name", "is not an interface name"),
     (f"{NET}.original_name", "a" * 16, ".devices[0].netdev.original_name", "is not an interface name"),

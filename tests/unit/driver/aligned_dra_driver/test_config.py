@@ -77,3 +77,34 @@ def test_quantities():
     assert config.parse_quantity("10Gi", "x") == 10 * 2**30
     assert config.parse_quantity("512M", "x") == 512 * 10**6
     assert config.parse_quantity(1024, "x") == 1024
+
+
+def gpu_limits(limits):
+    return [entry("FromClaim", kind="GpuConfig", sharing={"strategy": "MPS", "mps": {"limits": limits}})]
+
+
+def test_mps_limits_are_read_as_bytes_and_percent():
+    cfg = config.effective(gpu_limits({"memory": "40Gi", "compute": 80}), DRIVER, "r", "gpu")
+    assert cfg["sharing"]["mps"] == {"limits": {"memory": 40 * 2**30, "compute": 80}}
+    assert config.effective(gpu_limits({"compute": 100}), DRIVER, "r", "gpu")["sharing"]["mps"] == {
+        "limits": {"compute": 100}
+    }
+
+
+@pytest.mark.parametrize(
+    ("limits", "needle"),
+    [
+        ({}, r"sharing\.mps\.limits is empty"),
+        ([], r"sharing\.mps\.limits must be a mapping"),
+        ({"memory": "lots"}, r"sharing\.mps\.limits\.memory: 'lots' is not a quantity"),
+        ({"memory": "0Gi"}, r"sharing\.mps\.limits\.memory: 0 is no limit"),
+        ({"compute": 101}, r"sharing\.mps\.limits\.compute: 101 must be an integer percent in 1\.\.100"),
+        ({"compute": 0}, r"sharing\.mps\.limits\.compute: 0 must be"),
+        ({"compute": True}, r"sharing\.mps\.limits\.compute: True must be"),
+        ({"compute": "50"}, r"sharing\.mps\.limits\.compute: '50' must be"),
+        ({"memory": "1Gi", "cores": 2}, r"sharing\.mps\.limits: unknown field\(s\) cores"),
+    ],
+)
+def test_bad_mps_limits_name_the_field(limits, needle):
+    with pytest.raises(config.ConfigError, match=needle):
+        config.effective(gpu_limits(limits), DRIVER, "r", "gpu")

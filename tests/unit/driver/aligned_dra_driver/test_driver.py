@@ -544,3 +544,119 @@ def test_a_full_cdi_directory_at_start_is_reported_and_retried(node, monkeypatch
     assert "CDI spec cannot be written" in again.prepare([ref])[ref[1]]["error"]
     monkeypatch.setattr(cdi, "write_spec", real_write)
     assert again.retry_restore()["rewritten"] == [ref[1]] and spec.exists() and again.restore_pending == {}
+
+
+# -- thin provisioning: a fractional GPU's request and limit -------------------------------------
+
+GIB = 2**30
+
+
+@pytest.fixture
+def mps_started(monkeypatch, tmp_path):
+    """The GPUs whose MPS daemon Prepare started (replaced: no nvidia-cuda-mps-control here)."""
+    from aligned_dra_driver import sharing
+
+    started = []
+
+    def ensure(mps_root, pci_address, uuid_):
+        started.append(pci_address)
+        return str(tmp_path)
+
+    monkeypatch.setattr(sharing, "ensure_mps_daemon", ensure)
+    return started
+
+
+def one_share(kube, name, memory="10Gi", compute="25", **sharing):
+    result = {"request": "gpu", "device": h.GPU, "shareID": str(uuid.uuid4())}
+    if memory or compute:
+        result["consumedCapacity"] = {k: v for k, v in (("memory", memory), ("compute", compute)) if v}
+    return kube.add(h.claim_object(name, [result], gpu_config(**sharing) if sharing else None))
+
+
+def limits(**values):
+    return {"strategy": "MPS", "mps": {"limits": values}}
+
+
+def test_a_limit_within_room_is_enforced_recorded_and_reported(node, mps_started):
+    driver, kube = make(node, fractional_gpus=True)
+    ref = one_share(kube, "thin", **limits(memory="40Gi", compute=80))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    share = {"request": {"memory": 10 * GIB, "compute": 25}, "limit": {"memory": 40 * GIB, "compute": 80}}
+    (device,) = driver.checkpoint.claims[ref[1]]["devices"]
+    assert device["share"] == share and device["mps"] is True
+    env = driver.checkpoint.claims[ref[1]]["cdi_spec"]["devices"][0]["containerEdits"]["env"]
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=80" in env
+    assert f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT={h.GPU_UUID}=40960M" in env
+    ((_ns, _name, devices),) = kube.statuses
+    assert devices[0]["data"] == share
+    again, _kube = make(node, fractional_gpus=True)  # a restart reads the share back
+    assert again.checkpoint.claims[ref[1]]["devices"][0]["share"] == share
+
+
+def test_without_limits_the_limit_is_the_request_from_consumed_capacity_or_the_gpu_config(node, mps_started):
+    driver, kube = make(node, fractional_gpus=True)
+    granted = one_share(kube, "granted")
+    configured = one_share(
+        kube, "configured", memory=None, compute=None, strategy="MPS", mps={"activeThreadPercentage": 30}
+    )
+    answers = driver.prepare([granted, configured])
+    assert all("error" not in a for a in answers.values())
+    claims = driver.checkpoint.claims
+    assert claims[granted[1]]["devices"][0]["share"] == {
+        "request": {"memory": 10 * GIB, "compute": 25},
+        "limit": {"memory": 10 * GIB, "compute": 25},
+    }
+    assert claims[configured[1]]["devices"][0]["share"] == {"request": {"compute": 30}, "limit": {"compute": 30}}
+    env = claims[configured[1]]["cdi_spec"]["devices"][0]["containerEdits"]["env"]
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30" in env and not any("PINNED" in e for e in env)
+
+
+@pytest.mark.parametrize(
+    ("sharing", "needle"),
+    [
+        (limits(memory="96Gi"), "sharing.mps.limits.memory 96Gi (request 10Gi) is above the GPU's memory 80Gi"),
+        (limits(memory="8Gi"), "sharing.mps.limits.memory 8Gi is below the request 10Gi"),
+        (limits(compute=20), "sharing.mps.limits.compute 20% is below the request 25%"),
+        (limits(compute=101), "sharing.mps.limits.compute: 101 must be an integer percent in 1..100"),
+    ],
+)
+def test_a_refused_limit_fails_its_claim_only(node, mps_started, sharing, needle):
+    driver, kube = make(node, fractional_gpus=True)
+    bad = one_share(kube, "greedy", **sharing)
+    good = one_share(kube, "modest", **limits(memory="20Gi"))
+    answers = driver.prepare([bad, good])
+    error = answers[bad[1]]["error"]
+    assert error.startswith(f"claim default/greedy ({bad[1]}): ") and needle in error
+    if "must be" not in needle:  # the configuration's own check names the config entry instead
+        assert f"results[0] (request 'gpu', device {h.GPU})" in error
+    assert "error" not in answers[good[1]]
+    assert set(driver.checkpoint.claims) == {good[1]}
+    assert len(mps_started) == 1  # the refused share started nothing
+    assert [name for _ns, name, _devices in kube.statuses] == ["modest"]
+
+
+def test_limits_on_a_whole_gpu_are_refused_and_whole_gpus_are_unchanged(node, mps_started):
+    driver, kube = make(node)
+    whole = kube.add(h.claim_object("whole", [{"request": "gpu", "device": h.GPU}], gpu_config(**limits(compute=50))))
+    error = driver.prepare([whole])[whole[1]]["error"]
+    assert error.startswith(f"claim default/whole ({whole[1]}): results[0] (request 'gpu', device {h.GPU}): ")
+    assert "sharing.mps.limits is set, but this GPU is not shared" in error
+    plain = one_gpu(kube, "plain")
+    assert "error" not in driver.prepare([plain])[plain[1]]
+    (device,) = driver.checkpoint.claims[plain[1]]["devices"]
+    assert "share" not in device and "mps" not in device
+    assert "data" not in kube.statuses[-1][2][0]
+    assert mps_started == []
+
+
+def test_a_gpu_without_published_memory_takes_the_memory_limit_unchecked_and_says_so(node, mps_started, caplog):
+    driver, kube = make(node, fractional_gpus=True)
+    for device in driver.inventory.devices:
+        device.get("capacity", {}).pop("memory", None)  # a model name that states no memory size
+    ref = one_share(kube, "unknown", memory=None, **limits(memory="500Gi"))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    assert driver.checkpoint.claims[ref[1]]["devices"][0]["share"] == {
+        "request": {"compute": 25},
+        "limit": {"memory": 500 * GIB, "compute": 25},
+    }
+    assert any("the GPU's memory is not known" in m and "default/unknown" in m for m in caplog.messages)
