@@ -135,6 +135,20 @@ def parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds one API request may take (connecting: at most 3); Prepare cuts it to what its budget has left",
     )
+    p.add_argument(
+        "--reclaim",
+        choices=("off", "evict"),
+        default="off",
+        help="evict: when a GPU runs short of memory, evict the pods of a fractional claim using more than its "
+        "memory request (needs nvidia-ml-py; docs/thin-provisioning.md)",
+    )
+    p.add_argument(
+        "--reclaim-margin",
+        type=float,
+        default=5.0,
+        help="percent of a GPU's memory that must stay free before claims above their request are evicted",
+    )
+    p.add_argument("--reclaim-interval", type=float, default=2.0, help="seconds between two reclaim polls")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -197,6 +211,10 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         usage_error("aligned-dra-driver: --aer-hold must not be negative")
     if not 0.1 <= args.api_timeout <= 30:
         usage_error("aligned-dra-driver: --api-timeout must lie in 0.1..30 seconds (Prepare's budget is 25 s)")
+    if not 0 < args.reclaim_margin < 100:  # NaN fails too
+        usage_error("aligned-dra-driver: --reclaim-margin must lie between 0 and 100 percent (exclusive)")
+    if not 0.1 <= args.reclaim_interval <= 3600:
+        usage_error("aligned-dra-driver: --reclaim-interval must lie in 0.1..3600 seconds")
     # A rails file that is missing or broken is not a usage error: it is read again at every scan (a
     # ConfigMap volume fills in later) and only the rail attribute waits for it, never the kubelet
     if args.rails_file is not None and not args.rails_file.strip():
@@ -260,6 +278,21 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         timeout=max(60.0, 3 * args.rescan_interval), sysfs_root=opts.sysfs_root, aer_hold=args.aer_hold
     )
     metrics.watch_health(monitor, args.driver_name)
+    reclaimer = None
+    if args.reclaim == "evict":  # pynvml is imported by the watcher's first poll, never here
+        from .reclaim import Reclaimer
+
+        reclaimer = Reclaimer(
+            lambda: driver.checkpoint.claims,  # replaced whole under the state lock: read without it
+            kube,
+            metrics,
+            driver_name=args.driver_name,
+            node_name=args.node_name,
+            procfs_root=opts.procfs_root,
+            margin=args.reclaim_margin,
+            interval=args.reclaim_interval,
+            step_budget=args.api_timeout,
+        )
     return {
         "opts": opts,
         "metrics": metrics,
@@ -268,6 +301,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "publisher": publisher,
         "monitor": monitor,
         "status_queue": status_queue,
+        "reclaimer": reclaimer,
     }
 
 
@@ -314,6 +348,7 @@ class Runner:
         self.publisher = parts["publisher"]
         self.monitor = parts["monitor"]
         self.status_queue = parts["status_queue"]
+        self.reclaimer = parts["reclaimer"]
         self.fractional_pending = args.fractional_gpus == "auto"
         # what the configuration says about DRADeviceTaints; off for good once the API server drops the field
         self.device_taints = args.device_taints == "on"
@@ -472,6 +507,8 @@ class Runner:
             self.metrics_server.start()
             LOG.info("metrics on port %d", self.metrics_server.port)
         self.status_queue.start()
+        if self.reclaimer is not None:
+            self.reclaimer.start()
         # The kubelet is served from the scan on, before any API request: a node that boots into a slow or
         # unreachable control plane still registers and unprepares; the publications run in their own thread.
         scanned = self.scan()
@@ -513,6 +550,8 @@ class Runner:
         watcher.stop()
         self.servers.stop(grace=STOP_GRACE)
         self.status_queue.stop()
+        if self.reclaimer is not None:
+            self.reclaimer.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()
         if self.driver.state_lock.acquire(timeout=1.0):

@@ -142,6 +142,8 @@ class Kube:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             # refused, reset, timed out, DNS, TLS: urllib3 (retries off) raises these directly
             raise ApiError(0, f"API server unreachable: {_transport_reason(exc)}") from exc
+        except (TypeError, ValueError) as exc:  # the client's own check of a body (pydantic): never sent
+            raise ApiError(400, f"400 the client refused the request: {' '.join(str(exc).split())[:300]}") from exc
         try:
             return json.loads(data) if data else None
         except ValueError as exc:
@@ -255,3 +257,35 @@ class Kube:
                 raise
             return "cleared"
         raise ApiError(409, "conflict")  # not reached: the last attempt returns or raises
+
+    # -- pods and events (reclaim) ------------------------------------------------
+
+    def get_pod(self, namespace: str, name: str, deadline: float | None = None) -> dict[str, Any]:
+        return self._call(self.core.read_namespaced_pod, name, namespace, deadline=deadline)
+
+    def evict_pod(self, namespace: str, name: str, uid: str | None = None, deadline: float | None = None) -> str:
+        """A policy/v1 Eviction of the pod: ``"evicted"``, ``"refused"`` (429: a PodDisruptionBudget forbids it
+        now, or the server asks to wait) or ``"gone"`` (no such pod, or with ``uid`` another pod of that name).
+
+        Any other failure raises ApiError.
+        """
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+        try:
+            self._call(self.core.create_namespaced_pod_eviction, name, namespace, body, deadline=deadline)
+        except ApiError as exc:
+            if exc.status == 429:
+                return "refused"
+            if exc.status in (404, 409):
+                return "gone"
+            raise
+        return "evicted"
+
+    def create_event(self, namespace: str, body: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+        """Create a core/v1 Event (``body`` whole, ``metadata.generateName`` for its name)."""
+        return self._call(self.core.create_namespaced_event, namespace, body, deadline=deadline)

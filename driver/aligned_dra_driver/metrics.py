@@ -102,6 +102,19 @@ class Metrics:
         self.rail_nics = Gauge(
             "aligned_dra_rail_nics", "RDMA NICs (PFs) on a rail at the last scan", registry=self.registry
         )
+        # --reclaim=evict (reclaim.py); gpu: the GPU's published device name
+        self.reclaims = Counter(
+            "aligned_dra_reclaims",
+            "Fractional GPU claims evicted because the GPU ran short of memory while they used more than requested",
+            ["gpu"],
+            registry=self.registry,
+        )
+        self.gpu_bytes_above_request = Gauge(
+            "aligned_dra_gpu_bytes_above_request",
+            "Bytes of GPU memory the fractional claims on a GPU use above their requests (pods as last read)",
+            ["gpu"],
+            registry=self.registry,
+        )
         self._last_publish_wall: float | None = None
 
     def watch_health(self, monitor: Any, driver: str) -> None:

@@ -91,3 +91,37 @@ def test_an_empty_or_unknown_kind_is_a_usage_error(tmp_path, capsys, kinds, mess
         cli.build(args)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--reclaim-margin=0", "--reclaim-margin must lie between 0 and 100"),
+        ("--reclaim-margin=100", "--reclaim-margin must lie between 0 and 100"),
+        ("--reclaim-margin=nan", "--reclaim-margin must lie between 0 and 100"),
+        ("--reclaim-interval=0", "--reclaim-interval must lie in 0.1..3600"),
+        ("--reclaim-interval=inf", "--reclaim-interval must lie in 0.1..3600"),
+    ],
+)
+def test_bad_reclaim_values_are_usage_errors(tmp_path, capsys, option, message):
+    args = cli.parser().parse_args(["--node-name=n1", f"--sysfs-root={tmp_path}", "--reclaim=evict", option])
+    with pytest.raises(SystemExit) as exited:
+        cli.build(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_reclaim_is_off_by_default_and_never_imports_nvml_at_start(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # an import of it would raise
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+    )
+    base = ["--node-name=n1", f"--sysfs-root={tmp_path}", f"--kubeconfig={kubeconfig}", f"--state-dir={tmp_path}"]
+    assert cli.build(cli.parser().parse_args(base))["reclaimer"] is None
+    parts = cli.build(cli.parser().parse_args([*base, "--reclaim=evict", "--reclaim-margin=7.5"]))
+    assert parts["reclaimer"].margin == 7.5 and parts["reclaimer"].interval == 2.0
+    assert parts["reclaimer"].nvml is None
