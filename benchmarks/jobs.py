@@ -53,6 +53,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs  # noqa: E402
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner  # noqa: E402
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates  # noqa: E402
 
 TARGET_SECONDS = 2.0
 NODES = 1000
@@ -71,9 +72,12 @@ def site(count: int = NODES) -> tuple[dict, list, list, dict]:
     """``(nodes, classes, templates, placement)`` of the site (1,000 nodes by default)."""
     topologies = plan_benchmark.site(count)
     rails = {node: plan_rails.node_rails(node, topology, RULE)[0] for node, topology in topologies.items()}
-    nodes = planner.nodes_from_topologies(topologies, rails=rails)
+    shareable = dra_gates.shares_gpus(plan_benchmark.MINOR)  # the GPUs as the driver publishes them there
+    nodes = planner.nodes_from_topologies(topologies, rails=rails, shareable_gpus=shareable)
     settings = {"templates": {"pairs": {"counts": [1, 2, 4, 8]}, "pairs_fallback": {"enabled": False}}}
-    objects = claims.render(settings, "bench", "1.36", rail_rules=dict.fromkeys(topologies, RULE))["objects"]
+    objects = claims.render(settings, "bench", plan_benchmark.MINOR, rail_rules=dict.fromkeys(topologies, RULE))[
+        "objects"
+    ]
     classes = [o for o in objects if o["kind"] == "DeviceClass"]
     templates = [o for o in objects if o["kind"] == "ResourceClaimTemplate"]
     domains = {name: {"block": f"b{i // 100:02d}", "rack": f"r{i // 10:03d}"} for i, name in enumerate(sorted(nodes))}

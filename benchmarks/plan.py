@@ -43,6 +43,9 @@ sys.path.insert(0, str(REPO / ".cache" / "collections"))
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims  # noqa: E402
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner  # noqa: E402
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates  # noqa: E402
+
+MINOR = "1.36"  # the site's minor: the claims rendered for it, its GPUs shared by capacity
 
 TARGET_SECONDS = 5.0
 SIZES = (100, 250, 500, 1000)
@@ -102,7 +105,7 @@ def site(nodes: int) -> dict:
 
 def objects() -> list:
     settings = {"templates": {"pairs": {"counts": [1, 2, 4, 8]}, "pairs_fallback": {"counts": [1, 2]}}}
-    rendered = claims.render(settings, "bench", "1.36")
+    rendered = claims.render(settings, "bench", MINOR)
     templates = [o for o in rendered["objects"] if o["kind"] == "ResourceClaimTemplate"]
     assert len(templates) == 10, [t["metadata"]["name"] for t in templates]
     return rendered["objects"]
@@ -112,8 +115,9 @@ def run_plan(topologies: dict, objs: list, shape_cache: bool = True) -> tuple[fl
     classes = [o for o in objs if o["kind"] == "DeviceClass"]
     templates = [o for o in objs if o["kind"] == "ResourceClaimTemplate"]
     start = time.perf_counter()
-    nodes = planner.nodes_from_topologies(topologies)
-    result = planner.plan("bench", nodes, classes, templates, kubernetes_version="1.36", shape_cache=shape_cache)
+    # the GPUs as the driver publishes them on 1.36: shareable
+    nodes = planner.nodes_from_topologies(topologies, shareable_gpus=dra_gates.shares_gpus(MINOR))
+    result = planner.plan("bench", nodes, classes, templates, kubernetes_version=MINOR, shape_cache=shape_cache)
     return time.perf_counter() - start, result
 
 
@@ -128,7 +132,7 @@ def baseline(topologies: dict, objs: list) -> float:
         }
     )
     programs = [dra_cel.environment().compile(e) for e in expressions]
-    nodes = planner.nodes_from_topologies(topologies)
+    nodes = planner.nodes_from_topologies(topologies, shareable_gpus=dra_gates.shares_gpus(MINOR))
     views = [
         dra_cel.cel_device(d, d["driver"], dra_cel.referenced_domains(expressions))
         for n in nodes.values()

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 from typing import Any
 
+from .collection import dra
 from .share_limits import gpu_share
 
 GIB = 2**30
@@ -36,29 +37,13 @@ class SharingError(RuntimeError):
     """The requested share cannot be enforced."""
 
 
-def _gib(quantity: str) -> int | None:
-    if quantity.endswith("Gi") and quantity[:-2].isdigit():
-        return int(quantity[:-2])
-    return None
-
-
 def make_shareable(device: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a published GPU that several claims may allocate, with memory and compute capacities."""
-    shared = dict(device)
-    capacity = {k: dict(v) for k, v in (device.get("capacity") or {}).items()}
-    memory = capacity.get("memory")
-    if memory and _gib(memory["value"]):
-        memory["requestPolicy"] = {
-            "default": "1Gi",
-            "validRange": {"min": "1Gi", "max": memory["value"], "step": "1Gi"},
-        }
-    capacity["compute"] = {
-        "value": "100",
-        "requestPolicy": {"default": "100", "validRange": {"min": "1", "max": "100", "step": "1"}},
-    }
-    shared["capacity"] = capacity
-    shared["allowMultipleAllocations"] = True
-    return shared
+    """A copy of a published GPU that several claims may allocate, with memory and compute capacities.
+
+    The collection's device model holds the rule (``dra.make_shareable``), so that the planner plans on
+    the GPUs the driver publishes.
+    """
+    return dra.make_shareable(device)
 
 
 def mps_directory(mps_root: str, pci_address: str) -> str:

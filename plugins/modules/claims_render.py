@@ -82,6 +82,20 @@ options:
         characters, lacks C(gpu) or is C(dra.aligned.dev)) fail the task naming the option.
     type: dict
     default: {}
+  fractional_burst:
+    description:
+      - The site's burstable fractional GPUs (C(aligned_dra_fractional_burst)) - C(memory) and C(compute), factors
+        of at least 1 (limit = factor x request), and C(name) (default C(fractional-gpu-burst)). Empty - none.
+      - Where the minor renders the fractional template (consumable capacity), a template of that name is rendered
+        after it with the same request and a GpuConfig (driver C(dra.aligned.dev), or the split GPU driver) whose
+        C(sharing.mps.limits) carries C(memory) (factor x C(templates.fractional_gpu.memory); the driver caps it
+        at the GPU's memory) and C(compute) (factor x the C(sharing_config)'s MPS C(activeThreadPercentage),
+        capped at 100). Where the fractional template is a shared claim, or C(gpu_driver) is not the
+        collection's, it is left out and RV(left_out) says why.
+      - A factor below 1 or not a number, an unknown key, or a C(compute) factor without an MPS share fails the
+        task naming the setting. See docs/claims.md.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -115,6 +129,16 @@ EXAMPLES = r"""
         rails: {counts: [1, 8]}
     rail_rules:
       gpu-a01: {by: netdev_name, pattern: '^nic(\d+)$', count: 8}
+  register: rendered
+
+- name: Render a burstable fractional GPU (request 20Gi, limit 40Gi) beside the fractional one
+  aligned.dra.claims_render:
+    site: ai-west
+    kubernetes_version: "1.36"
+    settings:
+      templates:
+        fractional_gpu: {memory: 20Gi}
+    fractional_burst: {memory: 2.0}
   register: rendered
 """
 
@@ -154,6 +178,7 @@ files:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
@@ -169,12 +194,13 @@ def main():
             "tolerations": {"type": "list", "elements": "dict", "default": []},
             "rail_rules": {"type": "dict", "default": {}},
             "device_options": {"type": "dict", "default": {}},
+            "fractional_burst": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
     params = module.params
     try:
-        rendered = claims.render(
+        rendered = burst.render(
             params["settings"],
             params["site"],
             params["kubernetes_version"],
@@ -182,6 +208,7 @@ def main():
             tolerations=params["tolerations"],
             rail_rules=params["rail_rules"],
             device_options=params["device_options"],
+            fractional_burst=params["fractional_burst"],
         )
         problems = claims.validate_all(rendered["objects"], rendered["minor"], params["feature_gates"])
     except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:

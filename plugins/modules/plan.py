@@ -37,8 +37,18 @@ options:
     type: str
     required: true
   kubernetes_version:
-    description: Kubernetes minor the objects were rendered for (C(1.34) to C(1.37)).
+    description:
+      - Kubernetes minor the objects were rendered for (C(1.34) to C(1.37)).
+      - With O(feature_gates) it says whether the GPUs of probed topologies are shareable, as the bundled
+        driver publishes them where the cluster serves consumable capacity (C(DRAConsumableCapacity), on from
+        1.36) - C(allowMultipleAllocations) with C(memory) and C(compute) capacities; without it they are not.
     type: str
+  feature_gates:
+    description:
+      - The site's declared feature gates (C(aligned_dra_feature_gates)), over the minor's defaults; only
+        C(DRAConsumableCapacity) matters here (shareable GPUs, see O(kubernetes_version)).
+    type: dict
+    default: {}
   objects:
     description:
       - DeviceClasses and ResourceClaimTemplates (and shared ResourceClaims) to plan, as rendered by
@@ -205,6 +215,11 @@ plan:
       (one GPU-NIC pair of unknown level, and no exact C(SYS)); C(null) with C(worst_level_exact=true) means
       no allocation holds both a GPU and a NIC. C(templates[].worst_level_text) and C(aligned_level_text)
       read the level (C(SYS)), a bound after a less-than-or-equal sign (U+2264), C(unknown) or C(none).
+    - C(thin) has one entry per burstable template (a GpuConfig with C(sharing.mps.limits), see
+      C(aligned_dra_fractional_burst) in docs/claims.md), none without them - the thin ratio C(ratio) of the site,
+      and per node and per GPU (C(nodes), C(gpus)), the claims of the template that fit by request times
+      min(limit, the GPU's memory) over the memory of the GPUs that hold them; C(bound=true) where a search gave up
+      (a lower bound), V(null) where a GPU publishes no memory. With O(return_plan=summary) it has no C(nodes).
     - C(nodes_failed) and C(node_counts) say which of the site's nodes were left out of the plan, and why.
     - With O(return_plan=summary), C(templates[]) has no C(nodes); O(dest) has them.
   returned: always
@@ -258,6 +273,7 @@ def main():
         argument_spec={
             "site": {"type": "str", "required": True},
             "kubernetes_version": {"type": "str"},
+            "feature_gates": {"type": "dict", "default": {}},
             "objects": {"type": "list", "elements": "dict", "required": True},
             "required": {"type": "list", "elements": "str", "default": []},
             "topologies": {"type": "dict"},

@@ -77,8 +77,11 @@ options:
       - V(whole) - a GPU pod takes C(num_gpu) whole GPUs (a share below one GPU rounds up to one).
       - V(fractional) - a 1-GPU pod asking for less than 1000 milli takes that share of one GPU; other GPU
         pods take whole GPUs.
+      - V(thin) - placed as V(fractional), by request (burstable fractional GPUs - the trace's C(gpu_limit) is
+        what a pod may use while its GPU has room, not what it takes); RV(replay) gains C(thin), the GPU memory
+        promised (the limits) against guaranteed (the requests). Falls back to whole GPUs as V(fractional) does.
     type: str
-    choices: [whole, fractional]
+    choices: [whole, fractional, thin]
     default: whole
   order:
     description:
@@ -151,6 +154,9 @@ replay:
     - In timeline mode C(timeline) - C(time), C(occupied_milli), C(requested_milli) (a step series), C(peak),
       C(unstarted) (names) and C(unstarted_gpu_pods).
     - C(teams) (pods per team) and C(tiers) (pods per tier) when the trace names them.
+    - With V(thin) applied, C(thin) - C(promised_milli) (the placed GPU pods' limits), C(guaranteed_milli) (their
+      requests), C(over_request_milli), their shares of the capacity, C(pods_with_limit), and C(basis) and
+      C(time) (at saturation, or the instant most is promised).
   returned: always
   type: dict
 """
@@ -171,7 +177,7 @@ def main():
             "plan": {"type": "path"},
             "gpu_class": {"type": "str", "default": "aligned-gpu"},
             "fractional_template": {"type": "str", "default": "fractional-gpu"},
-            "policy": {"type": "str", "choices": ["whole", "fractional"], "default": "whole"},
+            "policy": {"type": "str", "choices": ["whole", "fractional", "thin"], "default": "whole"},
             "order": {"type": "str", "choices": ["pack", "spread"], "default": "pack"},
             "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
             "dest": {"type": "path"},

@@ -76,6 +76,12 @@ options:
         C(gpu) DeviceClass selects it; see docs/kai.md.
     type: dict
     default: {}
+  fractional_burst:
+    description:
+      - The site's burstable fractional GPUs (C(aligned_dra_fractional_burst)), as M(aligned.dra.claims_render)
+        takes them, so a team can name the burstable template; see docs/thin-provisioning.md.
+    type: dict
+    default: {}
   settings:
     description: The site's team settings (C(aligned_dra_teams)); see docs/teams.md for every key.
     type: dict
@@ -198,6 +204,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
@@ -258,6 +265,7 @@ def main():
             "claims_settings": {"type": "dict", "default": {}},
             "rail_rules": {"type": "dict", "default": {}},
             "device_options": {"type": "dict", "default": {}},
+            "fractional_burst": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
             "placement_levels": {"type": "list", "elements": "dict", "default": []},
             "plan_file": {"type": "path"},
@@ -269,13 +277,14 @@ def main():
     params = module.params
     plan = _plan(module)
     try:
-        rendered_claims = claims.render(
+        rendered_claims = burst.render(
             params["claims_settings"],
             params["site"],
             params["kubernetes_version"],
             params["feature_gates"],
             rail_rules=params["rail_rules"],
             device_options=params["device_options"],
+            fractional_burst=params["fractional_burst"],
         )
         claim_conf = claims.settings(params["claims_settings"])
         class_keys = claim_conf["classes"]

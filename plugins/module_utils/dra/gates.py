@@ -105,6 +105,17 @@ def gate_enabled(gate: str, minor: str, overrides: dict[str, bool] | None = None
     return FEATURE_GATES[gate][minor_of(minor)]
 
 
+def shares_gpus(minor: str | None, overrides: dict[str, bool] | None = None) -> bool:
+    """Whether GPUs are shared by capacity on a cluster of ``minor``: ``DRAConsumableCapacity`` is on.
+
+    The claims render's rule for the fractional template (its ``capacity`` requests are gated
+    fields; where the gate is off it renders the shared ResourceClaim instead) and the bundled
+    driver's (``--fractional-gpus=auto``: on from 1.36, where the gate is on by default); the
+    planner plans on shareable GPUs (:func:`model.make_shareable`) exactly then. No minor: False.
+    """
+    return minor is not None and gate_enabled("DRAConsumableCapacity", minor, overrides)
+
+
 def list_attributes_problem(minor: str, overrides: dict[str, bool] | None = None) -> str | None:
     """Why the ``list_attributes`` device option cannot be used on ``minor``; None where it can.
 

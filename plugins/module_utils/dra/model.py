@@ -472,3 +472,40 @@ def _device(
             put(own + "sriovNumVFs", sriov.get("numvfs") or 0)
 
     return {"name": device_name(kind, bdf), "attributes": attrs, "capacity": capacity}
+
+
+# -- shareable GPUs (consumable capacity) -------------------------------------
+
+
+def _whole_gib(quantity: str) -> int | None:
+    if quantity.endswith("Gi") and quantity[:-2].isdigit():
+        return int(quantity[:-2])
+    return None
+
+
+def make_shareable(device: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a published GPU that several claims may allocate, with memory and compute capacities.
+
+    What the bundled driver publishes on clusters with consumable capacity
+    (``--fractional-gpus``) and what the planner plans on there:
+    ``allowMultipleAllocations: true``, ``memory`` (when stated in whole GiB)
+    with a request policy in 1 GiB steps up to the memory size, and
+    ``compute`` (percent) 1..100. Both policies have a default, which the
+    scheduler consumes for a claim that does not request the capacity: a
+    claim without a ``compute`` request takes all of it (100).
+    """
+    shared = dict(device)
+    capacity = {k: dict(v) for k, v in (device.get("capacity") or {}).items()}
+    memory = capacity.get("memory")
+    if memory and _whole_gib(memory["value"]):
+        memory["requestPolicy"] = {
+            "default": "1Gi",
+            "validRange": {"min": "1Gi", "max": memory["value"], "step": "1Gi"},
+        }
+    capacity["compute"] = {
+        "value": "100",
+        "requestPolicy": {"default": "100", "validRange": {"min": "1", "max": "100", "step": "1"}},
+    }
+    shared["capacity"] = capacity
+    shared["allowMultipleAllocations"] = True
+    return shared

@@ -22,8 +22,12 @@ one node, given what earlier claims already hold there:
   "one value" and "all values differ" (KEP-5491); a device without the
   attribute fails both;
 - a device is used by at most one claim, unless it allows multiple
-  allocations (consumable capacity): then capacity requests are subtracted
-  from what it has left; a request's capacity must fit the device either way.
+  allocations (consumable capacity): then each allocation consumes every
+  capacity of the device (:func:`consumption`): its request rounded up by the
+  capacity's ``requestPolicy``, or for a capacity it does not request the
+  policy's ``default`` (the whole capacity without a policy), as the
+  scheduler does; a request that breaks a policy does not fit. A request's
+  capacity must fit the device either way.
   Devices that consume shared counters (partitionable devices) fit only while
   their counter set has enough left;
 - a device taint with effect NoSchedule or NoExecute keeps the device out
@@ -135,6 +139,9 @@ class Device:
         "_domains",
         "attributes",
         "capacity",
+        "policies",
+        "policy_key",
+        "_consumption",
         "multi",
         "counters",
         "taints",
@@ -169,6 +176,17 @@ class Device:
             domain, ident = dra.split_qualified_name(name, driver)
             self.capacity[f"{domain}/{ident}"] = parse_quantity(value.get("value"))
         self.multi = bool(device.get("allowMultipleAllocations"))
+        # {capacity: :func:`_policy`} of the capacities with a requestPolicy; policy_key: the policies
+        # as written (strings hash fast: the shape signature holds it)
+        self.policies = {}
+        self.policy_key = ()
+        if self.multi:
+            for name, value in (device.get("capacity") or {}).items():
+                if value.get("requestPolicy"):
+                    domain, ident = dra.split_qualified_name(name, driver)
+                    self.policies[f"{domain}/{ident}"] = _policy(value["requestPolicy"])
+            self.policy_key = tuple(sorted((n, v[5]) for n, v in self.policies.items()))
+        self._consumption: dict[RequestAlternative, dict[str, Fraction] | None] = {}
         # taints that keep the scheduler away (an effect of None only informs)
         self.taints = tuple(t for t in device.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
         self.counters = [
@@ -210,6 +228,78 @@ class Device:
             return selector.evaluate(self.view)
         key = tuple(self.read(r) for r in selector.reads)
         return selector.evaluate_keyed(key, lambda: self.view)
+
+
+_POLICIES: dict[tuple, tuple] = {}  # the policies of a site repeat: parsed once
+
+
+def _policy(policy: dict[str, Any]) -> tuple:
+    """A capacity's ``requestPolicy`` as ``(default, min, max, step, valid values, as written)``, quantities as
+    Fractions (None where absent)."""
+    valid_range = policy.get("validRange") or {}
+    written = (
+        policy.get("default"),
+        valid_range.get("min"),
+        valid_range.get("max"),
+        valid_range.get("step"),
+        tuple(policy.get("validValues") or ()),
+    )
+    written = tuple(None if v is None else str(v) for v in written[:4]) + (tuple(str(v) for v in written[4]),)
+    if written not in _POLICIES:
+        parsed = tuple(None if v is None else parse_quantity(v) for v in written[:4])
+        _POLICIES[written] = parsed + (tuple(parse_quantity(v) for v in written[4]), written)
+    return _POLICIES[written]
+
+
+def _rounded(amount: Fraction, policy: tuple) -> Fraction:
+    """A requested amount as the scheduler consumes it: up to the range's next step, or the next valid value."""
+    _default, low, _high, step, values, _written = policy
+    if low is not None:
+        if amount < low:
+            return low
+        if step is None:
+            return amount
+        steps = -((low - amount) // step)  # ceil((amount - low) / step)
+        return low + steps * step
+    return next((value for value in values if amount <= value), amount)
+
+
+def _breaks(value: Fraction, policy: tuple) -> bool:
+    default, low, high, step, values, _written = policy
+    if default is not None and value == default:
+        return False
+    if low is not None:
+        return (high is not None and value > high) or (step is not None and (value - low) % step != 0)
+    return bool(values) and value not in values
+
+
+def consumption(device: Device, alternative: RequestAlternative) -> dict[str, Fraction] | None:
+    """What one allocation of ``alternative`` consumes of a multi-allocatable device; None where a request
+    breaks a ``requestPolicy``.
+
+    Every capacity of the device is consumed, as kube-scheduler does (KEP-5075,
+    ``CmpRequestOverCapacity``): a requested amount rounded up by the policy, for a
+    capacity not requested the policy's ``default`` or, without a policy, all of it.
+    """
+    if alternative in device._consumption:
+        return device._consumption[alternative]
+    requested = {
+        (name if "/" in name else f"{device.driver}/{name}"): amount for name, amount in alternative.capacity.items()
+    }
+    found: dict[str, Fraction] | None = {}
+    for name, have in device.capacity.items():
+        policy = device.policies.get(name)
+        amount = requested.get(name)
+        if amount is None:
+            value = policy[0] if policy is not None and policy[0] is not None else have
+        else:
+            value = amount if policy is None else _rounded(amount, policy)
+        if policy is not None and _breaks(value, policy):
+            found = None
+            break
+        found[name] = value
+    device._consumption[alternative] = found
+    return found
 
 
 class NodeDevices:
@@ -453,11 +543,16 @@ class ClaimAllocator:
         for name, amount in alternative.capacity.items():
             qualified = name if "/" in name else f"{device.driver}/{name}"
             have = device.capacity.get(qualified)
-            if have is None:
+            if have is None or amount > have:
                 return False
-            left = have - self.consumed.get(device.key, {}).get(qualified, 0) if device.multi else have
-            if amount > left:
+        if device.multi:
+            needs = consumption(device, alternative)
+            if needs is None:
                 return False
+            spent = self.consumed.get(device.key, {})
+            for name, amount in needs.items():
+                if amount > device.capacity[name] - spent.get(name, 0):
+                    return False
         for counter_set, needs in device.counters:
             pool = self.node.shared.get(counter_set)
             if pool is None:
@@ -531,9 +626,8 @@ def hold_devices(alternative: RequestAlternative, devices: list[Device], used, c
             continue  # admin access leaves the device to others
         if device.multi:
             spent = consumed.setdefault(device.key, {})
-            for name, amount in alternative.capacity.items():
-                qualified = name if "/" in name else f"{device.driver}/{name}"
-                spent[qualified] = spent.get(qualified, 0) + amount
+            for name, amount in (consumption(device, alternative) or {}).items():
+                spent[name] = spent.get(name, 0) + amount
         else:
             used.add(device.key)
         spend_counters(device, counters_used)

@@ -14,8 +14,10 @@ is changed anywhere: the modules only turn it into ``fail_json``.
 ``plan`` module (``objects``, ``topologies``, ``topology_dir``,
 ``topology_files``, ``slices``, ``slice_files``, ``device_options``,
 ``nodes_failed``, ``node_counts``, ``rail_rules``, ``rail_rule``,
-``rail_node_names``, ``rail_addresses``); one a module does not have reads as
-not given.
+``rail_node_names``, ``rail_addresses``, ``kubernetes_version``,
+``feature_gates``); one a module does not have reads as not given. The minor
+and the gates decide whether the GPUs of probed topologies are shareable, as
+the driver publishes them there (:func:`shares_gpus`).
 
 Runs on the controller; no Ansible imports.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
+from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import read_json_dir
@@ -165,6 +168,18 @@ def rails_of(
     return found
 
 
+def shares_gpus(params: Mapping[str, Any]) -> bool:
+    """Whether the site's GPUs are published shareable: its minor serves consumable capacity
+    (:func:`dra_gates.shares_gpus`, with ``feature_gates``); False without ``kubernetes_version``."""
+    version = params.get("kubernetes_version")
+    if not version:
+        return False
+    try:
+        return dra_gates.shares_gpus(str(version), params.get("feature_gates") or None)
+    except dra.DeviceModelError as exc:
+        raise InputError(str(exc)) from None
+
+
 def planner_nodes(
     params: Mapping[str, Any],
     slices: list[dict[str, Any]] | None,
@@ -176,24 +191,28 @@ def planner_nodes(
 ) -> dict[str, dict[str, Any]]:
     """The planner's nodes, from the slices or else the topologies (topology files read one node at a time).
 
-    ``rules``: each node's rail rule; the rail problems found go into ``problems``.
+    ``rules``: each node's rail rule; the rail problems found go into ``problems``. GPUs of
+    topologies are shareable where the site's minor serves consumable capacity (:func:`shares_gpus`).
     """
     if slices is None and not topologies:
         raise InputError("topologies, topology_files, topology_dir, slices or slice_files must give the site's devices")
     options = _option(params, "device_options")
+    shareable = shares_gpus(params) if slices is None else False
     try:
         if slices is not None:
             return planner.nodes_from_slices(slices, topologies, rails_of(params, rules, topologies or {}, problems))
         if files is None:
             rails = rails_of(params, rules, topologies, problems)
-            return planner.nodes_from_topologies(topologies, options, rails=rails)
+            return planner.nodes_from_topologies(topologies, options, rails=rails, shareable_gpus=shareable)
         nodes = {}
         shared: dict[tuple, Any] = {}  # attribute values the site's nodes repeat, held once
         for node in sorted(topologies):
             one = {node: read_topology(node, files[node])}
             inputs.check_topologies(one, topology_field)
             rails = rails_of(params, rules, one, problems)
-            nodes.update(planner.nodes_from_topologies(one, options, shared=shared, rails=rails))
+            nodes.update(
+                planner.nodes_from_topologies(one, options, shared=shared, rails=rails, shareable_gpus=shareable)
+            )
         return nodes
     except (planner.PlanError, dra.DeviceModelError) as exc:
         message = str(exc)

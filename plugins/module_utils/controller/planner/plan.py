@@ -23,6 +23,7 @@ import gc
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import gpu_counts
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import thin as plan_thin
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import (
     ClaimAllocator,
     DeviceConstraint,
@@ -95,12 +96,18 @@ def _shared_value(value: Any, shared: dict[tuple, Any]) -> Any:
     return value
 
 
+def _attribute(device: dict[str, Any], name: str) -> Any:
+    value = (device.get("attributes") or {}).get(name) or {}
+    return next(iter(value.values()), None)
+
+
 def nodes_from_topologies(
     topologies: dict[str, dict[str, Any]],
     device_options: dict[str, Any] | None = None,
     driver: str = dra.DRIVER_NAME,
     shared: dict[tuple, Any] | None = None,
     rails: dict[str, dict[str, int]] | None = None,
+    shareable_gpus: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Planner nodes from probed topologies, with the devices the driver would publish.
 
@@ -111,7 +118,9 @@ def nodes_from_topologies(
     time) so that attribute values the nodes repeat (model, vendor, driver,
     NUMA node...) are held once; without it, within this call. ``rails``:
     node -> {PCI address: rail} under the site's rule (:func:`plan_rails.node_rails`),
-    published on the NICs as the driver does.
+    published on the NICs as the driver does. ``shareable_gpus``: the GPUs
+    are published shareable (:func:`dra.make_shareable`), as the driver does
+    where the site serves consumable capacity (:func:`dra_gates.shares_gpus`).
     """
     shared = {} if shared is None else shared
     rails = rails or {}
@@ -121,6 +130,8 @@ def nodes_from_topologies(
     for node, topology in sorted(topologies.items()):
         devices = []
         for device in dra.devices_from_topology(topology, device_options, rails.get(node)):
+            if shareable_gpus and _attribute(device, dra.DRIVER_NAME + "/kind") == "gpu":
+                device = dra.make_shareable(device)  # the driver's test, on its own kind attribute
             entry = dict(device)
             entry["attributes"] = {
                 name: _shared_value(value, shared) for name, value in (device.get("attributes") or {}).items()
@@ -435,6 +446,7 @@ class _Shapes:
                         d.join.get("numa_from"),
                     ),
                     tuple(sorted(d.capacity.items())),
+                    d.policy_key,
                     d.multi,
                     tuple((c, tuple(sorted(n.items()))) for c, n in d.counters),
                     tuple(tuple(sorted(t.items())) for t in d.taints),
@@ -513,6 +525,7 @@ def plan(
         if paused:
             gc.enable()
     result["warnings"] = list(warnings or []) + result["warnings"]
+    result["thin"] = plan_thin.thin(result, templates, nodes)  # burstable templates: memory promised / there
     return result
 
 
@@ -525,6 +538,7 @@ def plan_summary(result: dict[str, Any]) -> dict[str, Any]:
     """
     summary = dict(result)
     summary["templates"] = [{k: v for k, v in entry.items() if k != "nodes"} for entry in result["templates"]]
+    summary["thin"] = [{k: v for k, v in entry.items() if k != "nodes"} for entry in result.get("thin") or []]
     warnings = result.get("warnings") or []
     if len(warnings) > SUMMARY_WARNINGS:
         # they can name every NIC of the site; the whole list is in dest

@@ -4,7 +4,7 @@
 ``trace`` reads the pods of a trace (the openb CSV of a published production
 GPU-sharing trace, or the collection's generic CSV), ``nodes`` the nodes (an
 openb node list, or a site's ``plan.json``), ``engine`` places the pods
-(saturation or timeline, whole or fractional GPUs, pack or spread) and
+(saturation or timeline, whole, fractional or thin GPUs, pack or spread) and
 ``result`` turns the outcome into the ``replay`` result. docs/replay.md
 describes the semantics.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 TRACE_FORMATS = ("openb", "csv")
-POLICIES = ("whole", "fractional")
+POLICIES = ("whole", "fractional", "thin")
 ORDERS = ("pack", "spread")
 MODES = ("saturation", "timeline")
 # One GPU, in milli-GPUs (openb's unit).

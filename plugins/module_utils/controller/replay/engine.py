@@ -7,7 +7,8 @@ The rules (docs/replay.md, "Semantics"):
   a node of one of them. Under ``whole`` a GPU pod takes ``num_gpu`` whole
   GPUs (a share below one GPU rounds up to one); under ``fractional`` a
   1-GPU pod with a share below 1000 milli takes that share of one GPU, any
-  other GPU pod whole GPUs.
+  other GPU pod whole GPUs; ``thin`` places as ``fractional`` (by request:
+  limits are not counted, the result says what they promise).
 - ``pack``: the feasible node with the least free GPU milli after placement
   (ties: least free CPU, then the node's name); ``spread``: the most (ties:
   most free CPU, then the name). On the node, each request (larger first)
@@ -59,10 +60,10 @@ class Need:
 
 
 def need_of(pod: Pod, policy: str) -> Need:
-    """What the pod takes under the policy: whole GPUs, except a share of one GPU under ``fractional``."""
+    """What the pod takes under the policy: whole GPUs, except a share of one GPU under ``fractional`` and ``thin``."""
     if not pod.num_gpu:
         return Need(0, 0)
-    if policy == "fractional" and pod.num_gpu == 1 and pod.gpu_milli < GPU_MILLI:
+    if policy in ("fractional", "thin") and pod.num_gpu == 1 and pod.gpu_milli < GPU_MILLI:
         return Need(0, pod.gpu_milli)
     return Need(pod.num_gpu, 0)
 

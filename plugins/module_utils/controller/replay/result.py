@@ -140,6 +140,44 @@ def _groups(pods: list[Pod], outcome: engine.Outcome, attribute: str) -> dict[st
     return dict(sorted(groups.items()))
 
 
+def _thin(pods: list[Pod], outcome: engine.Outcome) -> dict[str, Any]:
+    """GPU memory promised (the placed GPU pods' limits) against guaranteed (their requests), in milli-GPUs.
+
+    Saturation: the pods placed at the stop. Timeline: the instant most is
+    promised (the first such; pods leave before pods arrive at one instant).
+    """
+    by_name = {pod.name: pod for pod in pods}
+    placed = [by_name[name] for name in outcome.placed if by_name[name].gpu]
+    if outcome.mode == "saturation":
+        promised, guaranteed, at = sum(p.limit_milli for p in placed), sum(p.requested_milli for p in placed), None
+    else:
+        events = []
+        for pod in placed:
+            events.append((pod.created, 1, pod.limit_milli, pod.requested_milli))
+            if pod.deleted is not None:
+                phase = 0 if pod.deleted > pod.created else 2
+                events.append((pod.deleted, phase, -pod.limit_milli, -pod.requested_milli))
+        events.sort(key=lambda e: (e[0], e[1]))
+        promised = guaranteed = now_promised = now_guaranteed = 0
+        at = None
+        for position, (time, _phase, limit, request) in enumerate(events):
+            now_promised += limit
+            now_guaranteed += request
+            last = position + 1 == len(events) or events[position + 1][0] != time
+            if last and now_promised > promised:
+                promised, guaranteed, at = now_promised, now_guaranteed, time
+    return {
+        "basis": "at saturation" if outcome.mode == "saturation" else "at the peak of promised",
+        "time": at,
+        "promised_milli": promised,
+        "guaranteed_milli": guaranteed,
+        "over_request_milli": promised - guaranteed,
+        "promised_share": _share(promised, outcome.capacity),
+        "guaranteed_share": _share(guaranteed, outcome.capacity),
+        "pods_with_limit": sum(1 for p in placed if p.limit_milli > p.requested_milli),
+    }
+
+
 def summarise(
     pods: list[Pod],
     specs: list[NodeSpec],
@@ -174,6 +212,8 @@ def summarise(
         "first_unplaced": first,
         **_shares(outcome),
     }
+    if applied == "thin":
+        result["thin"] = _thin(pods, outcome)
     if outcome.mode == "timeline":
         result["timeline"] = _timeline(outcome)
     for key, attribute in (("teams", "team"), ("tiers", "tier")):
@@ -216,7 +256,7 @@ def replay(
         specs, info = replay_nodes.read_openb_nodes(str(nodes))
     pods = replay_trace.read_trace(trace, trace_format)
     applied, fallback = policy, None
-    if policy == "fractional" and info.get("fractional_reason"):
+    if policy in ("fractional", "thin") and info.get("fractional_reason"):
         applied, fallback = "whole", info["fractional_reason"]
     info.pop("fractional_reason", None)
     models = bool(info["limits"]["gpu_model"])

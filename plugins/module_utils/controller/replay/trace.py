@@ -45,7 +45,7 @@ OPENB_COLUMNS = (
     "scheduled_time",
 )
 CSV_REQUIRED = ("name", "submit", "gpus")
-CSV_OPTIONAL = ("end", "team", "tier", "gpu_memory", "cpu", "memory", "gpu_model")
+CSV_OPTIONAL = ("end", "team", "tier", "gpu_memory", "cpu", "memory", "gpu_model", "gpu_limit")
 _INTEGER = re.compile(r"-?[0-9]+")
 # Times beyond this (some 31,000 years) are typos, not traces.
 MAX_SECONDS = 10**12
@@ -69,6 +69,7 @@ class Pod:
         "team",
         "tier",
         "gpu_memory_mib",
+        "gpu_limit_milli",
     )
 
     def __init__(
@@ -85,6 +86,7 @@ class Pod:
         team: str | None = None,
         gpu_memory_mib: int | None = None,
         tier: str | None = None,
+        gpu_limit_milli: int | None = None,
     ) -> None:
         self.name = name
         self.line = line
@@ -98,6 +100,8 @@ class Pod:
         self.team = team
         self.tier = tier
         self.gpu_memory_mib = gpu_memory_mib
+        # per GPU, what the pod may use above its request while the GPU has room (thin); None: its request
+        self.gpu_limit_milli = gpu_limit_milli
 
     @property
     def gpu(self) -> bool:
@@ -107,6 +111,11 @@ class Pod:
     def requested_milli(self) -> int:
         """Milli-GPUs the pod asks for: its share of each of its GPUs."""
         return self.num_gpu * self.gpu_milli
+
+    @property
+    def limit_milli(self) -> int:
+        """Milli-GPUs the pod is promised (its limit on each GPU; without one, its request)."""
+        return self.num_gpu * (self.gpu_milli if self.gpu_limit_milli is None else self.gpu_limit_milli)
 
     def __repr__(self) -> str:
         return f"Pod({self.name!r}, gpus={self.num_gpu}x{self.gpu_milli}, t={self.created}..{self.deleted})"
@@ -295,6 +304,25 @@ def _gpus(row: _Row) -> tuple[int, int]:
     return int(number), GPU_MILLI
 
 
+def _limit(row: _Row, num_gpu: int, gpu_milli: int) -> int | None:
+    """The ``gpu_limit`` column: milli of one GPU, at least the request's share and at most one GPU; None: empty."""
+    if not row.text("gpu_limit"):
+        return None
+    number = _decimal(row, "gpu_limit")
+    milli = number * GPU_MILLI
+    if milli != milli.to_integral_value():
+        raise row.error("gpu_limit", f"{row.text('gpu_limit')!r} is finer than a milli-GPU (0.001)")
+    if number > 1:
+        raise row.error("gpu_limit", f"{row.text('gpu_limit')!r} is above 1: a limit is a fraction of one GPU")
+    if not num_gpu:
+        raise row.error("gpu_limit", f"{row.text('gpu_limit')!r}: a pod without GPUs has no GPU limit")
+    if milli < gpu_milli:
+        raise row.error(
+            "gpu_limit", f"{row.text('gpu_limit')!r} is below the request ({row.text('gpus')}): a limit is at least it"
+        )
+    return int(milli)
+
+
 def _quantity(row: _Row, column: str, unit: Fraction, empty: int | None) -> int | None:
     """A Kubernetes quantity in ``unit`` (rounded up); ``empty`` when the cell is empty."""
     value = row.text(column)
@@ -368,6 +396,7 @@ def read_generic(path: str, option: str = "trace") -> list[Pod]:
                 team=row.text("team") or None,
                 tier=row.text("tier") or None,
                 gpu_memory_mib=_quantity(row, "gpu_memory", MIB, None),
+                gpu_limit_milli=_limit(row, num_gpu, gpu_milli),
             )
         )
     return _unique(pods, option)

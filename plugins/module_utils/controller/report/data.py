@@ -306,7 +306,50 @@ def plan_view(plan: Mapping[str, Any], max_errors: int = 20) -> dict[str, Any]:
         )
     meta = ", ".join(f"{k} {plan[k]}" for k in ("kubernetes_version", "driver") if plan.get(k) not in (None, ""))
     rails = sorted({int(rail) for t in templates if t["per_rail"] is not None for rail in t["per_rail"]})
-    return {"meta": meta, "templates": templates, "tainted": _taint_rows(plan), "rails": [str(r) for r in rails]}
+    view = {"meta": meta, "templates": templates, "tainted": _taint_rows(plan), "rails": [str(r) for r in rails]}
+    view["thin"] = thin_rows(plan.get("thin") or [])
+    return view
+
+
+def thin_text(ratio: float | None, bound: bool) -> str:
+    """A thin ratio as people read it: ``1.50``, ``≥ 1.50`` (a lower bound), ``unknown``."""
+    if ratio is None:
+        return "unknown"
+    return f"\u2265 {ratio:.2f}" if bound else f"{ratio:.2f}"
+
+
+def thin_rows(entries: list[Mapping[str, Any]], max_nodes: int = 8) -> list[dict[str, Any]]:
+    """Per burstable template (plan.json ``thin``): the site's thin ratio and its nodes grouped by ratio."""
+    rows = []
+    for entry in entries:
+        groups: dict[str, list[str]] = {}
+        for node, part in sorted((entry.get("nodes") or {}).items()):
+            if part["claims"]:
+                groups.setdefault(thin_text(part["ratio"], part["bound"]), []).append(node)
+        rows.append(
+            {
+                "template": str(entry["template"]),
+                "request": _gib(entry["request_memory"]),
+                "limit": _gib(entry["limit_memory"]),
+                "claims": entry["claims"],
+                "ratio": thin_text(entry["ratio"], entry["bound"]),
+                "over": entry["ratio"] is not None and entry["ratio"] > 1,
+                "groups": [
+                    {
+                        "ratio": ratio,
+                        "count": len(nodes),
+                        "nodes": ", ".join(nodes[:max_nodes]),
+                        "more": len(nodes) > max_nodes,
+                    }
+                    for ratio, nodes in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+                ],
+            }
+        )
+    return rows
+
+
+def _gib(amount: int | None) -> str:
+    return "unknown" if amount is None else f"{amount / 2**30:g} GiB"
 
 
 def _per_rail(fits: Mapping[str, int] | None) -> dict[str, int] | None:

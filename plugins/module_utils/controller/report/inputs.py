@@ -78,7 +78,39 @@ def validate_plan(plan: Any, source: str = "plan.json") -> dict[str, Any]:
         isinstance(t, dict) and isinstance(t.get("node"), str) and isinstance(t.get("device"), str) for t in tainted
     ):
         raise ReportError(f"{source}: 'tainted_devices' must be a list of objects with 'node' and 'device'")
+    _check_thin(plan.get("thin", []), f"{source}: thin")
     return plan
+
+
+def _ratio(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0)
+
+
+def _check_thin(thin: Any, where: str) -> None:
+    """The thin ratios of burstable templates (planner/thin.py): numbers, booleans and counts only."""
+    if not isinstance(thin, list):
+        raise ReportError(f"{where} must be a list")
+    for index, entry in enumerate(thin):
+        at = f"{where}[{index}]"
+        if not isinstance(entry, dict):
+            raise ReportError(f"{at} must be an object")
+        _require_keys(entry, ("template", "request_memory", "limit_memory", "claims", "ratio", "bound"), at)
+        for key in ("request_memory", "limit_memory", "claims"):
+            if not _count(entry[key]):
+                raise ReportError(f"{at}.{key} {entry[key]!r} is not a count")
+        if not _ratio(entry["ratio"]) or not isinstance(entry["bound"], bool):
+            raise ReportError(f"{at}: 'ratio' must be a number or null and 'bound' a boolean")
+        nodes = entry.get("nodes", {})
+        if not isinstance(nodes, dict):
+            raise ReportError(f"{at}.nodes must be an object")
+        for node, part in nodes.items():
+            if not (
+                isinstance(part, dict)
+                and _count(part.get("claims"))
+                and _ratio(part.get("ratio"))
+                and isinstance(part.get("bound"), bool)
+            ):
+                raise ReportError(f"{at}.nodes.{node} needs 'claims' (a count), 'ratio' (a number or null), 'bound'")
 
 
 def _check_fits_per_rail(fits: Any, where: str) -> None:
@@ -225,7 +257,21 @@ def validate_replay(replay: Any, source: str = "replay.json") -> dict[str, Any]:
             _require_keys(run["first_unplaced"], ("name",), f"{where}.first_unplaced")
         if run["mode"] == "timeline":
             _check_series(run.get("timeline"), f"{where}.timeline")
+        if run.get("thin") is not None:
+            _check_replay_thin(run["thin"], f"{where}.thin")
     return replay
+
+
+def _check_replay_thin(thin: Any, where: str) -> None:
+    """The thin policy's figures (replay/result.py): counts, shares (numbers or null), a basis and a time."""
+    keys = ("promised_milli", "guaranteed_milli", "over_request_milli", "pods_with_limit")
+    _require_keys(thin, (*keys, "promised_share", "guaranteed_share", "basis", "time"), where)
+    for key in keys:
+        if not _count(thin[key]):
+            raise ReportError(f"{where}.{key} {thin[key]!r} is not a count")
+    for key in ("promised_share", "guaranteed_share", "time"):
+        if thin[key] is not None and not _number(thin[key]):
+            raise ReportError(f"{where}.{key} {thin[key]!r} is not a number")
 
 
 def _check_series(line: Any, where: str) -> None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The replay section of the site report: a workload trace replayed with whole and fractional GPUs.
+"""The replay section of the site report: a workload trace replayed with whole, fractional and thin GPUs.
 
 Reads ``<site>/replay.json`` (``playbooks/replay.yml``: one ``replay`` result
 of :mod:`aligned.dra.replay` per policy) and computes what the section shows
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
-POLICY_ORDER = ("whole", "fractional")
-COLOURS = {"whole": "#4e79a7", "fractional": "#f28e2b"}
+POLICY_ORDER = ("whole", "fractional", "thin")
+COLOURS = {"whole": "#4e79a7", "fractional": "#f28e2b", "thin": "#e15759"}
 OTHER_COLOUR = "#59a14f"
 CAPACITY_COLOUR = "#8c8c8c"
 # The time chart: plot area and margins, in pixels.
@@ -220,6 +220,28 @@ def _row(name: str, run: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def thin_rows(runs: list[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Per run with ``thin`` (the thin policy applied): GPU memory promised against guaranteed, in GPUs."""
+    rows = []
+    for name, run in runs:
+        thin = run.get("thin")
+        if not thin:
+            continue
+        rows.append(
+            {
+                "policy": str(name),
+                "promised": _gpus(thin["promised_milli"]),
+                "guaranteed": _gpus(thin["guaranteed_milli"]),
+                "over": _gpus(thin["over_request_milli"]),
+                "promised_share": _percent(thin["promised_share"]),
+                "guaranteed_share": _percent(thin["guaranteed_share"]),
+                "pods_with_limit": int(thin["pods_with_limit"]),
+                "basis": str(thin["basis"]) + ("" if thin.get("time") is None else f" (t = {thin['time']:g} s)"),
+            }
+        )
+    return rows
+
+
 def replay_view(replay: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the replay section shows: the inputs, the ratio, what the shares are of, the chart, a row per policy."""
     runs = policies_of(replay)
@@ -254,4 +276,5 @@ def replay_view(replay: Mapping[str, Any]) -> dict[str, Any] | None:
         "legend": [{"policy": str(name), "colour": COLOURS.get(name, OTHER_COLOUR)} for name, _run in runs],
         "left_header": "GPU pods that could not start" if timeline else "pods not tried",
         "rows": [_row(name, run) for name, run in runs],
+        "thin": thin_rows(runs),
     }

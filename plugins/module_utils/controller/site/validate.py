@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
@@ -561,9 +562,8 @@ def check_site(
         {host: setting(host, "aligned_dra_rails", None) for host in hosts}
     )
     try:
-        rendered = claims.render(
-            claim_settings, site, version, gates, rail_rules=rail_rules, device_options=device_options
-        )
+        burst_factors = setting(first, "aligned_dra_fractional_burst", None)
+        rendered = burst.render(claim_settings, site, version, gates, None, rail_rules, device_options, burst_factors)
         claim_conf = claims.settings(claim_settings)
         class_keys = claim_conf["classes"]
     except (claims.ClaimsError, dra.DeviceModelError, dra_cel.CelError) as exc:

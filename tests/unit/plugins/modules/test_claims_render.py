@@ -108,3 +108,15 @@ def test_device_options_split_the_gpu_class_and_a_bad_split_names_the_option(cap
         "device_options.split_gpu_driver 'nic.x': the name must contain 'gpu': "
         "KAI Scheduler counts the devices of drivers whose name does"
     )
+
+
+def test_a_burstable_template_is_rendered_validated_or_left_out(capsys):
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "fractional_burst": {"memory": 2.0}})
+    names = [f["name"] for f in result["files"]]
+    assert (
+        names.index("claimtemplate-fractional-gpu-burst.yaml") == names.index("claimtemplate-fractional-gpu.yaml") + 1
+    )
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.35", "fractional_burst": {"memory": 2.0}})
+    assert [item["name"] for item in result["left_out"]] == ["fractional-gpu", "fractional-gpu-burst"]
+    result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "fractional_burst": {"memory": 0.5}})
+    assert result["failed"] is True and result["msg"].startswith("aligned_dra_fractional_burst.memory: 0.5 is below 1")

@@ -63,3 +63,10 @@ def test_includes_in_a_selector_needs_the_gate():
         "off on Kubernetes 1.36"
     ]
     assert dra_gates.fields_disabled(cls, "1.36", {"DRAListTypeAttributes": True}) == []
+
+
+def test_gpus_are_shared_where_consumable_capacity_is_on():
+    assert [dra_gates.shares_gpus(m) for m in dra_gates.SUPPORTED_MINORS] == [False, False, True, True]
+    assert dra_gates.shares_gpus("1.34", {"DRAConsumableCapacity": True}) is True
+    assert dra_gates.shares_gpus("v1.36.1", {"DRAConsumableCapacity": False}) is False
+    assert dra_gates.shares_gpus(None) is False

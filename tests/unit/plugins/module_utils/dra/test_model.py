@@ -365,3 +365,20 @@ def test_the_split_changes_no_device_and_no_attribute(layouts):
     split = dra.devices_from_topology(topology, {"split_gpu_driver": "gpu.aligned.dev"})
     assert split == dra.devices_from_topology(topology)
     assert attr(by_name(split)["gpu-0000-1a-00-0"], "dra.aligned.dev/kind") == "gpu"
+
+
+def test_a_shareable_gpu_is_a_copy_with_capacities_and_policies(layouts):
+    gpu = by_name(dra.devices_from_topology(layouts("dgx-h100")))["gpu-0000-1a-00-0"]
+    before = repr(gpu)
+    shared = dra.make_shareable(gpu)
+    assert repr(gpu) == before  # the device itself is left as it was
+    assert shared["allowMultipleAllocations"] is True
+    assert shared["capacity"]["memory"] == {
+        "value": "80Gi",
+        "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"}},
+    }
+    assert shared["capacity"]["compute"]["requestPolicy"]["default"] == "100"
+    # memory not stated in whole GiB (or not at all) gets no policy; compute always
+    odd = dra.make_shareable({"name": "gpu-x", "capacity": {"memory": {"value": "81920Mi"}}})
+    assert odd["capacity"]["memory"] == {"value": "81920Mi"}
+    assert set(dra.make_shareable({"name": "gpu-y"})["capacity"]) == {"compute"}

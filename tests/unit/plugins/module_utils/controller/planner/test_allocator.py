@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import allocator
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.tests.plan_inputs import CLASSES, device_class, exactly, template
 
 NUMA = "resource.kubernetes.io/numaNode"
@@ -41,6 +42,30 @@ def test_capacity_requests_and_shared_devices():
     gpu["allowMultipleAllocations"] = False
     result = {t["name"]: t for t in planner.plan("s", nodes, CLASSES, [slice_20])["templates"]}
     assert result["slice"]["fits_total"] == 1
+
+
+def test_request_policies_round_up_fill_defaults_and_refuse_what_breaks_them():
+    gpu = {
+        "name": "gpu-0",
+        "driver": "dra.aligned.dev",
+        "pool": "n1",
+        "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
+        "capacity": {"memory": {"value": "80Gi"}, "bandwidth": {"value": "10"}},
+    }
+    shared = dra.make_shareable(gpu)  # memory 1Gi steps up to 80Gi (default 1Gi), compute 1..100 (default 100)
+    nodes = {"n1": {"devices": [shared], "links": {}}}
+
+    def fits(**requests) -> int:
+        item = template("t", [exactly("gpu", "gpu", capacity={"requests": requests})])
+        return planner.plan("s", nodes, CLASSES, [item])["templates"][0]["fits_total"]
+
+    # compute not requested: its default, all of it; bandwidth has no policy: all of it too
+    assert fits(memory="20Gi") == 1
+    assert fits(memory="20Gi", compute="25", bandwidth="2") == 4
+    assert fits(memory="19500Mi", compute="10", bandwidth="1") == 4  # rounded up to 20Gi: 4, not 4.2
+    assert fits(memory="81Gi", compute="10", bandwidth="1") == 0  # above the policy's max
+    assert fits(compute="10", bandwidth="1") == 10  # memory's default (1Gi) each; compute 10 x 10 %
+    assert fits(memory="20Gi", compute="25", bandwidth="11") == 0  # more than the device has
 
 
 def test_shared_counters_limit_partitions():

@@ -181,3 +181,51 @@ def test_teams_and_tiers_count_the_pods_left_out(tmp_path):
 def test_wrong_options_are_named(args, message):
     with pytest.raises(ReplayError, match=message):
         result.replay(PODS, **args)
+
+
+# -- thin: placed by request, limits promised -----------------------------------------------------
+
+
+def _one_gpu_node(tmp_path):
+    nodes = tmp_path / "n.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,64000,1000000,1,V100\n")
+    return str(nodes)
+
+
+def test_thin_places_by_request_and_reports_promised_against_guaranteed(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,gpus,gpu_limit\na,0,0.25,0.5\nb,1,0.25,\nc,2,0.5,1\nd,3,0.25,0.5\n")
+    nodes = _one_gpu_node(tmp_path)
+    runs = {p: result.replay(str(trace), "csv", nodes=nodes, policy=p) for p in ("whole", "fractional", "thin")}
+    assert [runs[p]["pods_placed"] for p in ("whole", "fractional", "thin")] == [1, 3, 3]
+    assert runs["thin"]["first_unplaced"]["name"] == "d"
+    assert "thin" not in runs["whole"] and "thin" not in runs["fractional"]
+    assert runs["thin"]["thin"] == {
+        "basis": "at saturation",
+        "time": None,
+        "promised_milli": 1750,
+        "guaranteed_milli": 1000,
+        "over_request_milli": 750,
+        "promised_share": 1.75,
+        "guaranteed_share": 1.0,
+        "pods_with_limit": 2,
+    }
+    same = ("pods_placed", "gpu_allocated_share", "gpu_requested_share", "first_unplaced")
+    assert {k: runs["thin"][k] for k in same} == {k: runs["fractional"][k] for k in same}
+
+
+def test_thin_in_timeline_mode_reports_the_peak_of_promised(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,end,gpus,gpu_limit\na,0,10,0.25,0.5\nb,5,20,0.5,1\nc,10,,0.25,\n")
+    out = result.replay(str(trace), "csv", nodes=_one_gpu_node(tmp_path), policy="thin", mode="timeline")
+    thin = out["thin"]
+    assert (thin["time"], thin["promised_milli"], thin["guaranteed_milli"]) == (5, 1500, 750)
+    assert thin["basis"] == "at the peak of promised" and out["pods_placed"] == 3
+
+
+def test_thin_falls_back_to_whole_as_fractional_does():
+    old = result.replay(PODS, plan=str(FIXTURES / "plan-1.35.json"), policy="thin")
+    assert old["policy_applied"] == "whole" and "shared ResourceClaim fractional-gpu-shared" in old["fallback"]
+    assert "thin" not in old
+    new = result.replay(PODS, plan=str(FIXTURES / "plan-1.36.json"), policy="thin")
+    assert new["policy_applied"] == "thin" and new["thin"]["promised_milli"] == new["thin"]["guaranteed_milli"]

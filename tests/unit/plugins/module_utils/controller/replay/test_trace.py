@@ -194,3 +194,34 @@ def test_generic_needs_its_columns(tmp_path):
         trace.read_trace(write(tmp_path, "name,submit", "a,0"), "csv")
     with pytest.raises(ReplayError, match=r"unknown column\(s\) num_gpu"):
         trace.read_trace(write(tmp_path, "name,submit,gpus,num_gpu", "a,0,1,1"), "csv")
+
+
+# -- gpu_limit: what a burstable fractional pod may use above its request ----------------------------
+
+
+def test_generic_gpu_limit_is_read_as_milli_of_one_gpu(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("name,submit,gpus,gpu_limit\na,0,0.25,0.5\nb,0,0.25,\nc,0,2,1\nd,0,0,\n")
+    pods = {pod.name: pod for pod in trace.read_generic(str(path))}
+    assert (pods["a"].gpu_limit_milli, pods["a"].requested_milli, pods["a"].limit_milli) == (500, 250, 500)
+    assert (pods["b"].gpu_limit_milli, pods["b"].limit_milli) == (None, 250)
+    assert (pods["c"].gpu_limit_milli, pods["c"].limit_milli) == (1000, 2000)
+    assert pods["d"].limit_milli == 0
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("a,0,0.5,0.25", r"line 2, column gpu_limit: '0.25' is below the request \(0.5\)"),
+        ("a,0,0.5,1.5", r"column gpu_limit: '1.5' is above 1: a limit is a fraction of one GPU"),
+        ("a,0,0.5,0.0005", r"column gpu_limit: '0.0005' is finer than a milli-GPU"),
+        ("a,0,0,0.5", r"column gpu_limit: '0.5': a pod without GPUs has no GPU limit"),
+        ("a,0,2,0.5", r"column gpu_limit: '0.5' is below the request \(2\)"),
+        ("a,0,0.5,lots", r"column gpu_limit: 'lots' is not a decimal number"),
+    ],
+)
+def test_generic_gpu_limit_errors_name_the_line_and_the_column(tmp_path, row, message):
+    path = tmp_path / "t.csv"
+    path.write_text("name,submit,gpus,gpu_limit\n" + row + "\n")
+    with pytest.raises(ReplayError, match=r"^trace: line 2, " + message.removeprefix("line 2, ")):
+        trace.read_generic(str(path))

@@ -80,3 +80,25 @@ def test_inventory_rows_and_layout_facts_show_the_rails():
     assert "no rail: excluded by the rule" in nics["0000:5a:00.0"]["bits"]
     assert view["matrix"]["rails"] is True
     assert "RDMA NICs on" not in data.layout_view(0, group, site_summary("s", nodes), [])["facts"]
+
+
+def test_thin_rows_mark_bounds_and_unknown_ratios():
+    entry = {
+        "template": "b",
+        "request_memory": 20 * 2**30,
+        "limit_memory": 40 * 2**30,
+        "claims": 5,
+        "ratio": 1.25,
+        "bound": True,
+        "nodes": {
+            "a": {"claims": 4, "ratio": 2.0, "bound": False},
+            "b": {"claims": 1, "ratio": None, "bound": False},
+            "c": {"claims": 0, "ratio": None, "bound": False},
+            "d": {"claims": 4, "ratio": 2.0, "bound": True},
+        },
+    }
+    (row,) = data.thin_rows([entry])
+    assert row["ratio"] == "\u2265 1.25" and row["request"] == "20 GiB" and row["limit"] == "40 GiB" and row["over"]
+    assert {g["ratio"]: g["nodes"] for g in row["groups"]} == {"2.00": "a", "unknown": "b", "\u2265 2.00": "d"}
+    assert data.thin_text(None, True) == "unknown"
+    assert data.thin_rows([]) == []

@@ -63,3 +63,38 @@ def test_summary_rails_are_read_per_node_and_a_bad_entry_is_refused():
     ):
         with pytest.raises(inputs.ReportError, match=re.escape(message)):
             inputs.summary_rails({"per_node": {"a": {"rails": bad}}}, "s.json")
+
+
+@pytest.mark.parametrize(
+    ("thin", "message"),
+    [
+        ({}, "thin must be a list"),
+        ([{"template": "b"}], r"thin\[0\] has no 'request_memory'"),
+        (
+            [{"template": "b", "request_memory": 1, "limit_memory": 2, "claims": -1, "ratio": 1.0, "bound": False}],
+            r"thin\[0\]\.claims -1 is not a count",
+        ),
+        (
+            [{"template": "b", "request_memory": 1, "limit_memory": 2, "claims": 1, "ratio": "2", "bound": False}],
+            "'ratio' must be a number or null",
+        ),
+        (
+            [
+                {
+                    "template": "b",
+                    "request_memory": 1,
+                    "limit_memory": 2,
+                    "claims": 1,
+                    "ratio": 1.0,
+                    "bound": False,
+                    "nodes": {"n1": {"claims": 1, "ratio": "<b>"}},
+                }
+            ],
+            r"thin\[0\]\.nodes\.n1 needs",
+        ),
+    ],
+)
+def test_a_bad_thin_entry_is_refused(thin, message):
+    plan = {"schema_version": 1, "templates": [], "thin": thin}
+    with pytest.raises(inputs.ReportError, match=message):
+        inputs.validate_plan(plan)

@@ -548,3 +548,36 @@ def test_site_page_shows_kai_queues_and_the_fair_share_what_if(tmp_path):
     (tmp_path / "east" / "teams.json").write_text(json.dumps(dict(summary, kai={"queues": [{"queue": "x"}]})))
     with pytest.raises(inputs.ReportError, match=r"kai.queues\[0\] has no 'priority'"):
         pages.build_reports(str(tmp_path))
+
+
+def test_plan_section_shows_the_thin_ratio_of_burstable_templates():
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+
+    gpus = [
+        {
+            "name": f"gpu-{i}",
+            "driver": "dra.aligned.dev",
+            "pool": node,
+            "allowMultipleAllocations": True,
+            "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for node, i in (("n1", 0), ("n2", 0))
+    ]
+    planned = {"n1": {"devices": [gpus[0]]}, "n2": {"devices": [gpus[1]]}}
+    rendered = burst.render({}, "s", "1.36", fractional_burst={"memory": 2})["objects"]
+    classes = [o for o in rendered if o["kind"] == "DeviceClass"]
+    templates = [o for o in rendered if o["kind"] != "DeviceClass"]
+    plan = inputs.validate_plan(planner.plan("s", planned, classes, templates, kubernetes_version="1.36"))
+    html = pages.plan_html(plan)
+    assert [a.get("class") for t, a in parse(html) if t == "table" and a.get("class") == "thin"] == ["thin"]
+    assert "Thin provisioning of burstable fractional GPUs" in html
+    # 4 claims of 20Gi on each 80Gi GPU, each promised 40Gi: 160 of 80Gi
+    assert '<tr data-template="fractional-gpu-burst"><td>fractional-gpu-burst</td><td class="num">20 GiB</td>' in html
+    assert '<td class="num warn">2.00</td>' in html
+    assert "thin ratio 2.00: 2 nodes (n1, n2)" in html
+    assert "evicting the pod" in html
+    # no burstable template: no section
+    plain = [t for t in templates if t["metadata"]["name"] != "fractional-gpu-burst"]
+    assert "Thin provisioning" not in pages.plan_html(inputs.validate_plan(planner.plan("s", planned, classes, plain)))

@@ -165,3 +165,41 @@ def test_the_site_page_shows_the_replay_after_the_plan(tmp_path):
     (tmp_path / "lab" / "replay.json").write_text('{"schema_version": 1}')
     with pytest.raises(inputs.ReportError, match=r"lab/replay.json: 'policies' must be an object"):
         pages.build_reports(str(tmp_path))
+
+
+def thin_replay(tmp_path, mode="saturation"):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,gpus,gpu_limit\na,0,0.25,0.5\nb,1,0.25,\nc,2,0.5,1\nd,3,0.25,0.5\n")
+    nodes = tmp_path / "n.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,64000,1000000,1,V100\n")
+    runs = {
+        policy: result.replay(str(trace), "csv", nodes=str(nodes), policy=policy, mode=mode)
+        for policy in ("thin", "whole", "fractional")
+    }
+    return json.loads(json.dumps({"schema_version": 1, "site": "lab", "policies": runs}))
+
+
+@pytest.mark.parametrize("mode", ["saturation", "timeline"])
+def test_the_thin_policy_shows_memory_promised_against_guaranteed(tmp_path, mode):
+    replay = inputs.validate_replay(thin_replay(tmp_path, mode))
+    page = parsed(pages.replay_html(replay))
+    assert [a["data-policy"] for t, a in page.tags if t == "tr" and "data-policy" in a] == [
+        "whole",
+        "fractional",
+        "thin",
+        "thin",  # the row of the thin table
+    ]
+    text = " ".join(page.text)
+    assert "GPU memory promised" in text and "evicting pods" in text
+    if mode == "saturation":
+        assert "1.75" in text and "175.0 %" in text and "at saturation" in text
+
+
+def test_bad_thin_figures_are_refused(tmp_path):
+    replay = thin_replay(tmp_path)
+    replay["policies"]["thin"]["thin"]["promised_milli"] = "<b>"
+    with pytest.raises(inputs.ReportError, match=r"policies\.thin\.thin\.promised_milli '<b>' is not a count"):
+        inputs.validate_replay(replay)
+    del replay["policies"]["thin"]["thin"]["basis"]
+    with pytest.raises(inputs.ReportError, match=r"policies\.thin\.thin has no 'basis'"):
+        inputs.validate_replay(replay)

@@ -489,3 +489,15 @@ def test_an_empty_split_gpu_driver_is_one_driver_as_unset():
     assert run(hosts, ["claims", "driver"])[0] == []
     (problem,) = run({"a": {"aligned_dra_device_options": {"split_gpu_driver": False}}}, ["claims"])[0]
     assert problem.reason.startswith("device_options.split_gpu_driver False: a driver name must be a DNS subdomain")
+
+
+# -- burstable fractional GPUs (aligned_dra_fractional_burst) ---------------------------------------
+
+
+def test_a_bad_burst_factor_is_refused_naming_the_setting_and_a_good_one_passes():
+    site = {"aligned_dra_site": "lab", "aligned_dra_kubernetes_version": "1.36"}
+    good = {"a": dict(site, aligned_dra_fractional_burst={"memory": 2.0})}
+    assert run(good, ["claims"])[0] == []
+    bad = {"a": dict(site, aligned_dra_fractional_burst={"memory": 0.5})}
+    (problem,) = run(bad, ["claims"])[0]
+    assert problem.variable == "aligned_dra_fractional_burst" and "site lab" in problem.reason
