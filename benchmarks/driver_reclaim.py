@@ -149,10 +149,10 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 def timed_polls(watcher: Reclaimer, samples: int) -> list[float]:
-    for _ in range(WARM_UP):
+    for _warm in range(WARM_UP):
         watcher.poll()
     times = []
-    for _ in range(samples):
+    for _sample in range(samples):
         started = time.perf_counter()
         done = watcher.poll()
         times.append(time.perf_counter() - started)

@@ -58,9 +58,8 @@ class NVMLError(Exception):
 
     def __new__(cls, value: int | None = None) -> NVMLError:
         value = cls._value if value is None else value
-        if cls is NVMLError:
-            cls = _SUBCLASSES.get(value, NVMLError)
-        obj = Exception.__new__(cls)
+        kind = _SUBCLASSES.get(value, NVMLError) if cls is NVMLError else cls
+        obj = Exception.__new__(kind)
         obj.value = value
         return obj
 

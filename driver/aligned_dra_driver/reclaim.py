@@ -267,7 +267,7 @@ class Reclaimer:
         from .kube import ApiError
 
         nvml_error = getattr(self.nvml, "NVMLError", None)
-        if isinstance(nvml_error, type) and isinstance(exc, nvml_error):
+        if isinstance(nvml_error, type) and issubclass(type(exc), nvml_error):
             lost = {getattr(self.nvml, n, None) for n in ("NVML_ERROR_NOT_FOUND", "NVML_ERROR_GPU_IS_LOST")}
             if getattr(exc, "value", None) in lost - {None}:
                 self._failed(pci, f"GPU {pci} is gone from NVML", exc)

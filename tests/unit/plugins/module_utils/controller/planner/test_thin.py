@@ -65,9 +65,9 @@ def test_the_ratio_per_gpu_node_and_site():
 
 
 def test_unknown_memory_leaves_the_ratio_null():
-    classes, templates = objects()
+    _classes, templates = objects()
     nodes = dict(NODES, n3={"devices": [gpu("n3", "gpu-a", None)]})
-    _, burst_template = [t for t in templates if t["metadata"]["name"].startswith("fractional")]
+    burst_template = next(t for t in templates if t["metadata"]["name"] == "fractional-gpu-burst")
     # a GPU without memory takes no capacity request; a claim without one fits it once
     (entry,) = thin.thin(
         {
@@ -84,7 +84,7 @@ def test_unknown_memory_leaves_the_ratio_null():
 
 
 def test_a_node_whose_search_gave_up_is_a_bound():
-    _, templates = objects()
+    _classes, templates = objects()
     burst_template = next(t for t in templates if t["metadata"]["name"] == "fractional-gpu-burst")
     planned = {
         "templates": [
