@@ -6,12 +6,12 @@ docs/claims.md "Burstable fractional GPUs") gives each limit as a factor of the 
 site's minor renders the fractional template (consumable capacity), :func:`render` adds a template
 beside it (``fractional-gpu-burst``) with the same request and a ``GpuConfig`` whose
 ``sharing.mps.limits`` the GPU driver reads: memory ``factor x request`` (the driver caps it at the
-GPU's memory, the plan's thin ratio too), compute ``factor x`` the MPS share, capped at 100 %.
+GPU's memory, the plan's thin ratio too), compute ``factor x`` the template's compute request (or,
+without one, the MPS share of its ``sharing_config``), capped at 100 %.
 Where the fractional template falls back to a shared claim, a pod has no request of its own for a
 limit to exceed: the burstable template is left out with the reason.
 
-:func:`render` is :func:`render.render` plus this template (the ``claims_render`` module calls it):
-``render.py`` is at the house rules' 700 lines.
+:func:`render` is :func:`render.render` plus this template (the ``claims_render`` module calls it).
 
 Runs on the controller; no Ansible imports.
 """
@@ -83,12 +83,15 @@ def limits(conf: dict[str, Any], factors: dict[str, Any]) -> dict[str, Any]:
             raise claims.ClaimsError(f"aligned_dra_claims.templates.fractional_gpu.memory: {exc}") from None
         out["memory"] = quantity(request * factors["memory"])
     if factors["compute"] is not None:
-        share = _mps(fractional["sharing_config"]).get("activeThreadPercentage")
+        # the compute the scheduler grants (the template's request), else the GpuConfig's MPS share
+        share = fractional["compute"]
+        if share is None:
+            share = _mps(fractional["sharing_config"]).get("activeThreadPercentage")
         if isinstance(share, bool) or not isinstance(share, int) or not 1 <= share <= 100:
             raise claims.ClaimsError(
                 f"{SETTING}.compute: the fractional template asks for no compute share for the factor to multiply: "
-                "set aligned_dra_claims.templates.fractional_gpu.sharing_config "
-                "(parameters.sharing.mps.activeThreadPercentage, 1..100) or leave compute out"
+                "set aligned_dra_claims.templates.fractional_gpu.compute (1..100) or its sharing_config "
+                "(parameters.sharing.mps.activeThreadPercentage, 1..100), or leave compute out"
             )
         out["compute"] = min(100, math.ceil(share * factors["compute"]))
     return out

@@ -19,6 +19,7 @@ import copy
 import re
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import tolerations as claim_tolerations
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -59,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
             "enabled": True,
             "name": "fractional-gpu",
             "memory": "20Gi",
+            # percent of the GPU's compute, requested beside the memory: a share that asks for no compute
+            # consumes the published default (all of it) and holds the GPU alone
+            "compute": 25,
             "sharing_config": None,
             "selectors": {},
         },
@@ -185,6 +189,7 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
         counts = merged["templates"][kind]["counts"]
         if not isinstance(counts, list) or not all(isinstance(n, int) and 1 <= n <= 8 for n in counts):
             raise ClaimsError(f"aligned_dra_claims.templates.{kind}.counts must be a list of integers 1..8")
+    _check_fractional(merged["templates"]["fractional_gpu"])
     try:
         claim_rails.check_settings(merged["templates"]["rails"])
     except claim_rails.RailSettingsError as exc:
@@ -213,6 +218,23 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
     if not dra.is_dns_label(merged["namespace"]):
         raise ClaimsError(f"aligned_dra_claims.namespace {merged['namespace']!r} is not a DNS label")
     return merged
+
+
+def _check_fractional(options: dict[str, Any]) -> None:
+    """The fractional template's request: memory a positive quantity, compute a percent 1..100 or null."""
+    where = "aligned_dra_claims.templates.fractional_gpu"
+    try:
+        memory = dra_cel.parse_quantity(str(options["memory"]))
+    except ValueError as exc:
+        raise ClaimsError(f"{where}.memory: {exc}") from None
+    if memory <= 0 or isinstance(options["memory"], bool):
+        raise ClaimsError(f"{where}.memory: {options['memory']!r} is not a positive quantity (20Gi, 512Mi)")
+    compute = options["compute"]
+    if compute is not None and (isinstance(compute, bool) or not isinstance(compute, int) or not 1 <= compute <= 100):
+        raise ClaimsError(
+            f"{where}.compute: {compute!r} must be a percent of the GPU's compute, an integer 1..100 "
+            "(or null to request memory only, which holds a whole GPU's compute)"
+        )
 
 
 # -- DeviceClasses ---------------------------------------------------------------------
@@ -369,7 +391,7 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
                     _exactly(
                         "gpu",
                         gpu,
-                        capacity={"requests": {"memory": str(fractional["memory"])}},
+                        capacity={"requests": _fractional_request(fractional)},
                         **sel("fractional_gpu", "gpu"),
                     )
                 ],
@@ -396,6 +418,14 @@ def claim_templates(conf: dict[str, Any], site: str, classes: dict[str, dict[str
     return out
 
 
+def _fractional_request(options: dict[str, Any]) -> dict[str, str]:
+    """The capacity a fractional claim consumes: its memory, and its compute share where it asks for one."""
+    request = {"memory": str(options["memory"])}
+    if options["compute"] is not None:
+        request["compute"] = str(options["compute"])
+    return request
+
+
 def _shared_claim(conf: dict[str, Any], site: str, template: dict[str, Any], gpu_driver: str) -> dict[str, Any]:
     """The fallback of a fractional GPU without consumable capacity: one claim that pods share.
 
@@ -416,85 +446,6 @@ def _shared_claim(conf: dict[str, Any], site: str, template: dict[str, Any], gpu
         "metadata": dict(template["metadata"], name=template["metadata"]["name"] + "-shared"),
         "spec": spec,
     }
-
-
-# -- device taint tolerations -------------------------------------------------------------------
-
-TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
-TOLERATION_OPERATORS = ("Equal", "Exists")
-TOLERATION_EFFECTS = ("NoSchedule", "NoExecute")
-_LABEL_PART_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-
-
-def _label_value(value: str) -> bool:
-    return len(value) <= 63 and bool(_LABEL_PART_RE.fullmatch(value))
-
-
-def _label_key(key: str) -> bool:
-    """A label name: ``name`` or ``prefix/name``, the prefix a DNS subdomain."""
-    prefix, sep, name = key.rpartition("/")
-    return (not sep or dra.is_dns_subdomain(prefix)) and _label_value(name)
-
-
-def check_tolerations(tolerations: Any, minor: str, gates: dict[str, bool]) -> list[dict[str, Any]]:
-    """The site's DeviceTolerations (resource.k8s.io/v1), checked; refused where DRADeviceTaints is off.
-
-    Where the gate is off the API server would drop every ``tolerations`` field, so a
-    template that relies on one is refused rather than rendered without it.
-    """
-    where = "aligned_dra_claims_tolerations"
-    if not tolerations:
-        return []
-    if not isinstance(tolerations, list):
-        raise ClaimsError(f"{where} must be a list of tolerations")
-    if not dra_gates.gate_enabled("DRADeviceTaints", minor, gates):
-        raise ClaimsError(
-            f"{where}: device taint tolerations need feature gate DRADeviceTaints, which is off on Kubernetes "
-            f"{minor}; turn it on in aligned_dra_feature_gates (alpha before 1.36) or remove the tolerations"
-        )
-    limit = dra.LIMITS["tolerations_max_length"]
-    if len(tolerations) > limit:
-        raise ClaimsError(f"{where}: {len(tolerations)} tolerations, a request takes at most {limit}")
-    checked = []
-    for index, item in enumerate(tolerations):
-        at = f"{where}[{index}]"
-        if not isinstance(item, dict):
-            raise ClaimsError(f"{at} must be a mapping")
-        unknown = sorted(set(item) - set(TOLERATION_FIELDS))
-        if unknown:
-            raise ClaimsError(f"{at}: unknown field {unknown[0]!r} (known: {', '.join(TOLERATION_FIELDS)})")
-        key = item.get("key") or ""
-        operator = item.get("operator") or "Equal"
-        value = item.get("value") or ""
-        effect = item.get("effect") or ""
-        if operator not in TOLERATION_OPERATORS:
-            raise ClaimsError(f"{at}.operator {operator!r} is not one of {', '.join(TOLERATION_OPERATORS)}")
-        if key and not (isinstance(key, str) and _label_key(key)):
-            raise ClaimsError(f"{at}.key {key!r} is not a label name (prefix/name)")
-        if not key and operator != "Exists":
-            raise ClaimsError(f"{at}: without a key the operator must be Exists")
-        if operator == "Exists" and value:
-            raise ClaimsError(f"{at}: operator Exists takes no value")
-        if value and not (isinstance(value, str) and _label_value(value)):
-            raise ClaimsError(f"{at}.value {value!r} is not a label value")
-        if effect and effect not in TOLERATION_EFFECTS:
-            raise ClaimsError(f"{at}.effect {effect!r} is not one of {', '.join(TOLERATION_EFFECTS)} (or empty)")
-        seconds = item.get("tolerationSeconds")
-        if seconds is not None:
-            if not isinstance(seconds, int) or isinstance(seconds, bool):
-                raise ClaimsError(f"{at}.tolerationSeconds must be an integer")
-            if effect != "NoExecute":
-                raise ClaimsError(f"{at}.tolerationSeconds applies only to effect NoExecute")
-        checked.append({k: item[k] for k in TOLERATION_FIELDS if item.get(k) not in (None, "")})
-    return checked
-
-
-def _tolerating(template: dict[str, Any], tolerations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The template with the tolerations in every request (``exactly`` and each ``firstAvailable`` entry)."""
-    for request in template["spec"]["spec"]["devices"]["requests"]:
-        for spec in [request["exactly"]] if request.get("exactly") else request.get("firstAvailable") or []:
-            spec["tolerations"] = copy.deepcopy(tolerations)
-    return template
 
 
 # -- rendering per minor -----------------------------------------------------------------------
@@ -548,7 +499,10 @@ def render(
     for gate in gates:
         if gate not in dra_gates.FEATURE_GATES:
             raise ClaimsError(f"aligned_dra_feature_gates: unknown gate {gate!r}")
-    tolerations = check_tolerations(tolerations, minor, gates)
+    try:
+        tolerations = claim_tolerations.check(tolerations, minor, gates)
+    except claim_tolerations.TolerationError as exc:
+        raise ClaimsError(str(exc)) from None
     classes = device_classes(conf, site, device_options)
     _check_extended_resources(conf, classes, minor, gates)
     objects: list[dict[str, Any]] = list(classes.values())
@@ -570,7 +524,7 @@ def render(
     names = set()
     for template in claim_templates(conf, site, classes) + pinned:
         if tolerations:
-            template = _tolerating(template, tolerations)
+            template = claim_tolerations.tolerating(template, tolerations)
         name = template["metadata"]["name"]
         if name in names:
             raise ClaimsError(f"aligned_dra_claims.templates: two templates are named {name!r}")

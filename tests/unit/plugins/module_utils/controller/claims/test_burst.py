@@ -22,8 +22,17 @@ def named(rendered, name):
     return next(o for o in rendered["objects"] if o["metadata"]["name"] == name)
 
 
+def test_the_compute_limit_multiplies_the_compute_the_template_requests():
+    rendered = burst.render({}, "s", "1.36", fractional_burst={"compute": 1.5})
+    made = named(rendered, "fractional-gpu-burst")["spec"]["spec"]["devices"]
+    # the default request: 20Gi and 25 % of the GPU's compute, which the scheduler grants
+    assert made["requests"][0]["exactly"]["capacity"] == {"requests": {"memory": "20Gi", "compute": "25"}}
+    assert made["config"][0]["opaque"]["parameters"]["sharing"]["mps"] == {"limits": {"compute": 38}}
+
+
 def test_the_burstable_template_has_the_fractional_request_and_the_limits():
-    settings = {"templates": {"fractional_gpu": {"memory": "20Gi", "sharing_config": MPS_SHARE}}}
+    # no compute request: the compute share is the GpuConfig's MPS share
+    settings = {"templates": {"fractional_gpu": {"memory": "20Gi", "compute": None, "sharing_config": MPS_SHARE}}}
     rendered = burst.render(settings, "s", "1.36", fractional_burst={"memory": 2.0, "compute": 1.5})
     names = [o["metadata"]["name"] for o in rendered["objects"]]
     assert names[names.index("fractional-gpu") + 1] == "fractional-gpu-burst"
@@ -129,12 +138,19 @@ def test_unset_renders_what_render_renders():
         ({"memory": 2, "name": "Bad_Name"}, r"aligned_dra_fractional_burst\.name: 'Bad_Name'"),
         ({"memory": 2, "name": "gpu-only"}, r"aligned_dra_fractional_burst\.name: 'gpu-only' is the name of another"),
         ([2.0], r"aligned_dra_fractional_burst must be a mapping"),
-        ({"compute": 2}, r"aligned_dra_fractional_burst\.compute: the fractional template asks for no compute share"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_setting(value, match):
     with pytest.raises(claims.ClaimsError, match=match):
         burst.render({}, "s", "1.36", fractional_burst=value)
+
+
+def test_a_compute_factor_without_a_compute_share_is_refused():
+    memory_only = {"templates": {"fractional_gpu": {"compute": None}}}
+    with pytest.raises(
+        claims.ClaimsError, match=r"aligned_dra_fractional_burst\.compute: the fractional template asks"
+    ):
+        burst.render(memory_only, "s", "1.36", fractional_burst={"compute": 2})
 
 
 def test_a_time_slicing_sharing_config_is_refused():

@@ -113,6 +113,18 @@ def test_sharing_config_is_attached_to_the_shared_claim():
     assert claims.validate(shared, "1.34") == []
 
 
+def test_the_fractional_request_asks_for_compute_too_unless_told_not_to():
+    def capacity(options):
+        rendered = claims.render({"templates": {"fractional_gpu": options}}, "s", "1.36")
+        template = next(o for o in rendered["objects"] if o["metadata"]["name"] == "fractional-gpu")
+        return template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]
+
+    # without a compute request a claim consumes the published default, all of the GPU's compute
+    assert capacity({}) == {"memory": "20Gi", "compute": "25"}
+    assert capacity({"memory": "10Gi", "compute": 12}) == {"memory": "10Gi", "compute": "12"}
+    assert capacity({"compute": None}) == {"memory": "20Gi"}
+
+
 def test_names_counts_and_selectors_are_configurable():
     settings = {
         "classes": {"gpu": "h100", "nic": "cx7"},
@@ -144,6 +156,12 @@ def test_names_counts_and_selectors_are_configurable():
         ({"required": ["ghost"]}, "'ghost' is not rendered"),
         ({"namespace": "Bad_NS"}, "namespace"),
         ({"templates": {"pairs": {"name": "x"}, "gpu_only": {"name": "x"}}}, "two templates are named 'x'"),
+        ({"templates": {"fractional_gpu": {"compute": 0}}}, r"fractional_gpu\.compute: 0 must be a percent"),
+        ({"templates": {"fractional_gpu": {"compute": 101}}}, r"fractional_gpu\.compute: 101 must be a percent"),
+        ({"templates": {"fractional_gpu": {"compute": "25"}}}, r"fractional_gpu\.compute: '25' must be a percent"),
+        ({"templates": {"fractional_gpu": {"compute": True}}}, r"fractional_gpu\.compute: True must be a percent"),
+        ({"templates": {"fractional_gpu": {"memory": "20 Gi"}}}, r"fractional_gpu\.memory: "),
+        ({"templates": {"fractional_gpu": {"memory": "0"}}}, r"fractional_gpu\.memory: '0' is not a positive"),
     ],
 )
 def test_bad_settings_name_the_setting(settings, message):

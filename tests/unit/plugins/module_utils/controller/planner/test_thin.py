@@ -2,8 +2,8 @@
 """The thin ratio of burstable templates, worked out by hand on hand-written GPUs.
 
 The burstable template asks for 20Gi and may use up to 40Gi (factor 2). n1 has
-two 80Gi GPUs and one 30Gi GPU, all shared by capacity: 4 + 4 + 1 claims fit
-by request; the 30Gi GPU's claim is promised at most its 30Gi. n2's 80Gi GPU
+two 80Gi GPUs and one 30Gi GPU, all shared by capacity (memory, and compute of
+which the template asks 25 %): 4 + 4 + 1 claims fit by request; the 30Gi GPU's claim is promised at most its 30Gi. n2's 80Gi GPU
 is not shared: one claim takes it whole. n3's GPU publishes no memory.
 """
 
@@ -24,7 +24,8 @@ def gpu(node, name, memory, multi=True):
         "pool": node,
         "allowMultipleAllocations": multi,
         "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
-        "capacity": {"memory": {"value": memory}} if memory else {},
+        # as the bundled driver publishes a shared GPU: memory and a compute percent
+        "capacity": {"memory": {"value": memory}, "compute": {"value": "100"}} if memory else {},
     }
     return device
 

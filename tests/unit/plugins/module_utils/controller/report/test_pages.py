@@ -561,7 +561,7 @@ def test_plan_section_shows_the_thin_ratio_of_burstable_templates():
             "pool": node,
             "allowMultipleAllocations": True,
             "attributes": {"dra.aligned.dev/kind": {"string": "gpu"}},
-            "capacity": {"memory": {"value": "80Gi"}},
+            "capacity": {"memory": {"value": "80Gi"}, "compute": {"value": "100"}},
         }
         for node, i in (("n1", 0), ("n2", 0))
     ]
