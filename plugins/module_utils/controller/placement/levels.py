@@ -23,6 +23,13 @@ level, so it may not be declared.
   apply removes the label; other labels are never touched;
 - :func:`domain_tree` gives, per level, each domain with its parent and hosts.
 
+Levels read from what the cluster publishes (node labels, DRA device
+attributes) or named by a provider's preset take other forms
+(:func:`is_sourced`): :mod:`controller.placement.level_specs` checks them and
+:mod:`controller.placement.sources` reads each node's domains into the same
+site placement; :func:`check_levels` and :func:`site_placement` hand them on,
+and :func:`node_labels` writes no label the cluster already has.
+
 Controller-side; no Ansible imports.
 """
 
@@ -54,6 +61,10 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Kueue's Topology takes at most 16 levels (spec.levels maxItems); the hostname is the last one.
 MAX_LEVELS = 15
 LEVEL_KEYS = ("name", "label")
+# Keys of the other level forms (controller/placement/level_specs.py): a level entry that has one, or a
+# mapping with a preset, is read from the cluster or named by a preset instead of the inventory.
+SOURCE_KEYS = ("source", "key", "driver", "attribute", "compose")
+PRESET_KEYS = ("preset", "levels", "drop", "nvlink")
 _HOSTS_SHOWN = 3
 _VALUE_WIDTH = 80
 
@@ -86,16 +97,38 @@ def did_you_mean(name: object, known: Iterable[str]) -> str:
     return f"; did you mean {close}?" if close else ""
 
 
+def is_sourced(levels: Any) -> bool:
+    """Whether ``levels`` take the preset form (a mapping with :data:`PRESET_KEYS`) or name a ``source``.
+
+    Such levels are checked by :func:`level_specs.check_level_specs`; the
+    inventory form (``[{name, label}]``) stays with this module unchanged.
+    """
+    if isinstance(levels, dict):
+        return any(key in levels for key in PRESET_KEYS)
+    return isinstance(levels, list) and any(
+        isinstance(level, dict) and any(key in level for key in SOURCE_KEYS) for level in levels
+    )
+
+
 def check_levels(levels: Any, where: str = LEVELS_VARIABLE) -> list[dict[str, str]]:
     """The site's levels, widest first, as ``[{"name", "label"}]``; raises :class:`PlacementError`.
 
     ``None`` is no levels. Each name is a DNS label and each label a label key,
     both unique; ``kubernetes.io/hostname`` (the implied last level) and
     :data:`SITE_LABEL` (the collection sets it) are refused, and so are
-    more than :data:`MAX_LEVELS` levels.
+    more than :data:`MAX_LEVELS` levels. Levels in the preset form or with
+    a ``source`` (:func:`is_sourced`) are checked by
+    :func:`level_specs.check_level_specs` and come back in the same shape,
+    ``label`` being the key the schedulers read (the cluster's own for a
+    level read from a node label).
     """
     if levels is None:
         return []
+    if is_sourced(levels):
+        # levels read from the cluster or named by a preset: checked in their own module, which imports this one
+        from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import level_specs
+
+        return level_specs.levels_of(level_specs.check_level_specs(levels, where))
     if not isinstance(levels, list):
         raise PlacementError(
             f"{where}: must be a list of {{name, label}}, widest level first (got {type(levels).__name__})"
@@ -117,26 +150,30 @@ def check_levels(levels: Any, where: str = LEVELS_VARIABLE) -> list[dict[str, st
             hint = did_you_mean(unknown[0], LEVEL_KEYS)
             raise PlacementError(f"{at}: unknown key {unknown[0]!r}{hint} (known: name, label)")
         name, label = level.get("name"), level.get("label")
-        if not dra.is_dns_label(name):
-            raise PlacementError(
-                f"{at}.name: {name!r} is not a DNS label (lower-case letters, digits and '-', at most 63)"
-            )
-        if name in names:
-            raise PlacementError(f"{at}.name: {name!r} is also the name of level {names[name]}")
-        if not isinstance(label, str) or not is_label_name(label):
-            raise PlacementError(
-                f"{at}.label: {label!r} is not a label key ([DNS subdomain/]name, the name at most 63 "
-                "letters, digits, '-', '_' or '.')"
-            )
-        if label == HOSTNAME_LABEL:
-            raise PlacementError(f"{at}.label: {HOSTNAME_LABEL} is the implied last level; leave it out")
-        if label == SITE_LABEL:
-            raise PlacementError(f"{at}.label: {SITE_LABEL} is set by the collection (the node's site)")
-        if label in labels:
-            raise PlacementError(f"{at}.label: {label!r} is also the label of level {labels[label]}")
+        check_name_label(at, name, label, names, labels)
         names[name] = labels[label] = index
         out.append({"name": name, "label": label})
     return out
+
+
+def check_name_label(at: str, name: Any, label: Any, names: Mapping[str, int], labels: Mapping[str, int]) -> None:
+    """Level ``at``'s name (a DNS label) and node label key, neither used by an earlier level (``names``,
+    ``labels``: ``{name or label: index}``); raises :class:`PlacementError` naming the field."""
+    if not dra.is_dns_label(name):
+        raise PlacementError(f"{at}.name: {name!r} is not a DNS label (lower-case letters, digits and '-', at most 63)")
+    if name in names:
+        raise PlacementError(f"{at}.name: {name!r} is also the name of level {names[name]}")
+    if not isinstance(label, str) or not is_label_name(label):
+        raise PlacementError(
+            f"{at}.label: {label!r} is not a label key ([DNS subdomain/]name, the name at most 63 "
+            "letters, digits, '-', '_' or '.')"
+        )
+    if label == HOSTNAME_LABEL:
+        raise PlacementError(f"{at}.label: {HOSTNAME_LABEL} is the implied last level; leave it out")
+    if label == SITE_LABEL:
+        raise PlacementError(f"{at}.label: {SITE_LABEL} is set by the collection (the node's site)")
+    if label in labels:
+        raise PlacementError(f"{at}.label: {label!r} is also the label of level {labels[label]}")
 
 
 def site_label_problem(site: str) -> str | None:
@@ -221,6 +258,16 @@ def _who(hosts: list[str]) -> str:
     return f"{len(hosts)} hosts ({', '.join(hosts[:_HOSTS_SHOWN])}{more})"
 
 
+def shown(value: Any) -> str:
+    """A value as problems show it (JSON, cut to one short line)."""
+    return _text(value)
+
+
+def who(hosts: list[str]) -> str:
+    """Hosts as problems name them: one by name, many with the count."""
+    return _who(hosts)
+
+
 def _nesting_problems(names: list[str], domains: dict[str, dict[str, str | None]]) -> list[HostProblem]:
     """A domain inside two domains of the level above: said for each of its hosts."""
     problems = []
@@ -249,7 +296,11 @@ def group_problems(problems: Iterable[HostProblem]) -> list[str]:
 
 
 def site_placement(
-    levels: Any, per_host: Mapping[str, Any], node_names: Mapping[str, str]
+    levels: Any,
+    per_host: Mapping[str, Any],
+    node_names: Mapping[str, str],
+    nodes: Any = None,
+    slices: Any = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The site placement of the hosts of ``per_host`` (``{host: its aligned_dra_placement}``), and its problems.
 
@@ -260,7 +311,16 @@ def site_placement(
     says why), ``node_names`` ``{host: Kubernetes node name}`` (the host where
     ``node_names`` has none). ``problems`` are sentences naming host(s), level
     and value; empty when the placement may be used.
+
+    Levels read from the cluster (:func:`is_sourced`) are read by
+    :func:`sources.sourced_placement` from ``nodes`` and ``slices`` (the
+    cluster's Node and ResourceSlice objects); the placement then also has
+    ``sources``, which :func:`node_labels` reads.
     """
+    if is_sourced(levels):
+        from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import sources
+
+        return sources.sourced_placement(levels, per_host, node_names, nodes, slices)
     checked = check_levels(levels)
     domains, found = placement_problems(checked, per_host)
     names = {host: str(node_names.get(host) or host) for host in domains}
@@ -286,15 +346,33 @@ def node_name_problems(node_names: Mapping[str, str]) -> list[HostProblem]:
 
 
 def node_labels(placement: Mapping[str, Any], host: str, site: str | None = None) -> dict[str, str]:
-    """The labels the collection owns on ``host``'s node: each level's domain, and the site label."""
+    """The labels the collection owns on ``host``'s node: each level's domain, and the site label.
+
+    A level read from a label the cluster already has (``written`` false in
+    the placement's ``sources``) is used as it is: the collection writes no
+    label of its own for it.
+    """
     levels = placement.get("levels") or []
     if not levels:
         return {}
     row = placement["domains"].get(host) or {}
-    labels = {level["label"]: row[level["name"]] for level in levels if row.get(level["name"]) is not None}
+    written = written_levels(placement)
+    labels = {
+        level["label"]: row[level["name"]]
+        for level in levels
+        if level["name"] in written and row.get(level["name"]) is not None
+    }
     if site is not None:
         labels[SITE_LABEL] = site
     return labels
+
+
+def written_levels(placement: Mapping[str, Any]) -> set[str]:
+    """The names of the levels whose node label the collection writes: all of them without ``sources``."""
+    sources = placement.get("sources")
+    if sources is None:
+        return {level["name"] for level in placement.get("levels") or []}
+    return {source["name"] for source in sources if source.get("written")}
 
 
 def node_label_objects(placement: Mapping[str, Any], site: str | None = None) -> list[dict[str, Any]]:

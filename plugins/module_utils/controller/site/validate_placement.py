@@ -17,6 +17,15 @@ use (:mod:`controller.placement.levels`, :mod:`controller.jobs.spec`):
 - :func:`check_jobs` - the jobs are well formed and name claim templates the
   site's catalogue renders for its minor (``placement``).
 
+Levels read from the cluster or named by a preset
+(:mod:`controller.placement.level_specs`) are checked by
+:func:`check_sourced_hosts` instead of the inventory check: the hosts'
+``aligned_dra_placement`` holds the inventory levels only, and
+``aligned_dra_placement_cluster`` says where the Nodes and ResourceSlices
+come from; with ``source: files`` they are read here and every node's value
+is checked (:func:`sources.sourced_problems`), with ``source: cluster`` the
+placement role reads them.
+
 Each returns ``(host, variable, value shown, reason)`` tuples; the validation
 makes them its problems. Controller-side; no Ansible imports.
 """
@@ -24,6 +33,7 @@ makes them its problems. Controller-side; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import level_specs, sources
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import (
     NODE_NAME_SETTINGS,
@@ -41,6 +51,7 @@ if TYPE_CHECKING:
 LEVELS = placement.LEVELS_VARIABLE
 PLACEMENT = placement.PLACEMENT_VARIABLE
 JOBS = jobs_spec.JOBS_VARIABLE
+CLUSTER = sources.CLUSTER_VARIABLE
 KUEUE_ENGINES = ("kueue", "both")
 
 
@@ -76,6 +87,8 @@ def check_hosts(
     site: str, hosts: list[str], setting: Setting, levels: list[dict[str, str]], show: Callable[[Any], str]
 ) -> Found:
     """Every host's ``aligned_dra_placement`` against the site's levels, nesting and node names included."""
+    if placement.is_sourced(setting(hosts[0], LEVELS, None)):
+        return check_sourced_hosts(site, hosts, setting, show)
     per_host = {host: setting(host, PLACEMENT, None) for host in hosts}
     _domains, found = placement.placement_problems(levels, per_host)
     if levels:
@@ -87,6 +100,35 @@ def check_hosts(
         problem = placement.site_label_problem(site)
         if problem:
             found += [placement.HostProblem(host, "aligned_dra_site", show(site), problem) for host in hosts]
+    return [(p.host, p.field, p.value, p.reason) for p in found]
+
+
+def check_sourced_hosts(site: str, hosts: list[str], setting: Setting, show: Callable[[Any], str]) -> Found:
+    """Levels read from the cluster: the cluster setting, the hosts' inventory levels and, with
+    ``source: files``, every node's value read from the files (node, level and value named)."""
+    levels = setting(hosts[0], LEVELS, None)
+    try:
+        specs = level_specs.check_level_specs(levels)
+    except placement.PlacementError:
+        return []  # check_levels said it
+    raw = setting(hosts[0], CLUSTER, None)
+    try:
+        cluster = sources.check_cluster_setting(raw, specs)
+        nodes, slices = sources.load_files(cluster) if cluster["source"] == "files" else (None, None)
+    except placement.PlacementError as exc:
+        holders = _holders(hosts, setting, CLUSTER, show) if raw is not None else hosts
+        return [(host, CLUSTER, show(raw), f"site {site}: {exc}") for host in holders]
+    names = {
+        host: kubernetes_node_name(host, {name: setting(host, name, None) for name in NODE_NAME_SETTINGS})
+        for host in hosts
+    }
+    per_host = {host: setting(host, PLACEMENT, None) for host in hosts}
+    _placement, found = sources.sourced_problems(levels, per_host, names, nodes, slices)
+    if cluster["source"] == "cluster":  # read by the placement role, not here
+        found = [problem for problem in found if problem.value != sources.NOT_READ]
+    problem = placement.site_label_problem(site)
+    if problem:
+        found += [placement.HostProblem(host, "aligned_dra_site", show(site), problem) for host in hosts]
     return [(p.host, p.field, p.value, p.reason) for p in found]
 
 
