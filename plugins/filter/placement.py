@@ -11,6 +11,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import level_specs, sources
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
 
 # A host's site and node name as rail_rules reads them: the placement and the rails of a site are
@@ -21,6 +22,13 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import SITE
 
 def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _cluster_objects(raw_levels: Any, raw_setting: Any) -> tuple[list[Any] | None, list[Any] | None]:
+    """The Nodes and ResourceSlices that levels read from the cluster need (files or the API server)."""
+    if not placement.is_sourced(raw_levels):
+        return None, None
+    return sources.read_objects(raw_setting, level_specs.check_level_specs(raw_levels))
 
 
 def placement_filter(hostvars: Mapping[str, Any], hosts: Iterable[str], site: str) -> dict[str, Any]:
@@ -61,10 +69,13 @@ def placement_filter(hostvars: Mapping[str, Any], hosts: Iterable[str], site: st
             f"{placement.LEVELS_VARIABLE} differs from the site's first host {first}; levels are per site"
         )
     try:
+        nodes, slices = _cluster_objects(raw_levels, members[first].get(sources.CLUSTER_VARIABLE))
         result, found = placement.site_placement(
             raw_levels,
             {host: variables.get(placement.PLACEMENT_VARIABLE) for host, variables in members.items()},
             {host: kubernetes_node_name(host, variables) for host, variables in members.items()},
+            nodes=nodes,
+            slices=slices,
         )
     except placement.PlacementError as exc:
         return dict(empty, problems=[*problems, f"site {site}: {exc}"])

@@ -89,7 +89,8 @@ options:
   placement_levels:
     description:
       - The site's placement levels (C(aligned_dra_placement_levels)), widest first, each a C(name) and the
-        node C(label) that carries it.
+        node C(label) that carries it, or in the forms read from the cluster (a level with a C(source), or a
+        C(preset) mapping; the Topology then lists the keys the cluster's nodes carry).
       - With engine C(kueue) or C(both) and at least one level, a Kueue C(Topology) named C(<site>-topology)
         is rendered with the level labels and C(kubernetes.io/hostname) last, and every ResourceFlavor names
         it in C(topologyName); without node groups the site's flavor then selects the label
@@ -98,8 +99,7 @@ options:
         C(kueue.notes) says so.
       - With engine C(kai) and at least one level, a KAI C(Topology) named C(<site>-topology) lists the level
         labels and C(kubernetes.io/hostname) last.
-    type: list
-    elements: dict
+    type: raw
     default: []
   plan_file:
     description:
@@ -267,7 +267,7 @@ def main():
             "device_options": {"type": "dict", "default": {}},
             "fractional_burst": {"type": "dict", "default": {}},
             "settings": {"type": "dict", "default": {}},
-            "placement_levels": {"type": "list", "elements": "dict", "default": []},
+            "placement_levels": {"type": "raw", "default": []},
             "plan_file": {"type": "path"},
             "utilization_file": {"type": "path"},
             "dest": {"type": "path"},

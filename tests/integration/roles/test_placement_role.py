@@ -356,3 +356,54 @@ def test_jobs_that_fit_are_created_group_objects_first_and_once(api, tmp_path):
 
 # On a KAI site (KAI PodGroups instead of kube-scheduler's gang objects): the demo's KAI site,
 # tests/integration/playbooks/test_demo_kai_site.py.
+
+
+# The same blocks and racks as GKE's node labels publish them (real keys; the values are the hosts' domains).
+GKE_LEVELS = [
+    {"name": "block", "source": "node_label", "key": "cloud.google.com/gce-topology-block"},
+    {"name": "rack", "source": "node_label", "key": "cloud.google.com/gce-topology-subblock"},
+]
+
+
+def test_levels_read_from_node_labels_place_as_the_inventory_and_write_no_label_of_theirs(tmp_path):
+    with FakeApiServer(minor="1.36") as api:
+        for host, domains in HOSTS.items():
+            labels = {"team": "x", GKE_LEVELS[0]["key"]: domains["block"], GKE_LEVELS[1]["key"]: domains["rack"]}
+            api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": host, "labels": labels}})
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        settings = {
+            "aligned_dra_placement_apply": True,
+            "aligned_dra_placement_kubeconfig": kubeconfig,
+            "aligned_dra_placement_cluster": {"source": "cluster", "kubeconfig": kubeconfig, "context": "fake"},
+        }
+        inventory, play = setup(tmp_path, levels=GKE_LEVELS, **settings)
+        data = yaml.safe_load(inventory.read_text())
+        for host in data["aligned_dra_nodes"]["hosts"].values():
+            host.pop("aligned_dra_placement")
+        inventory.write_text(yaml.safe_dump(data))
+        run = run_playbook(inventory, play)
+        assert run.returncode == 0, run.stdout + run.stderr
+        out = " ".join(run.stdout.split())
+        assert "west: levels block > rack (block, rack read from the cluster, labels used as they are)" in out
+        # the cluster's keys are used as they are: only the site label (which Kueue's flavors select) is ours
+        assert api.get("nodes", "gpu-09")["metadata"]["labels"] == {
+            "team": "x",
+            GKE_LEVELS[0]["key"]: "b2",
+            GKE_LEVELS[1]["key"]: "r3",
+            "aligned.dev/site": "west",
+        }
+        placed = {job["name"]: job for job in json.loads((tmp_path / "out" / "west" / "jobs.json").read_text())["jobs"]}
+        assert placed["pretrain"]["domain"] == {"level": "rack", "name": "r1"}
+        assert placed["sweep"]["fits"] and len(placed["sweep"]["domains"]) == 2
+        assert placed["sweep-rack"]["reason"].startswith("no rack holds 6 workers: the most is rack r1 with 4")
+        # a node whose label is gone is refused by the validation, naming node, level and key, before any change
+        labels = dict(api.get("nodes", "gpu-05")["metadata"]["labels"])
+        del labels[GKE_LEVELS[1]["key"]]
+        api.delete("nodes", "gpu-05")
+        api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-05", "labels": labels}})
+        (tmp_path / "out" / "west" / "jobs.json").unlink()
+        refused = run_playbook(inventory, play)
+        assert refused.returncode != 0
+        out = " ".join(refused.stdout.split())
+        assert "gpu-05" in out and "cloud.google.com/gce-topology-subblock" in out, out[-3000:]
+        assert not (tmp_path / "out" / "west" / "jobs.json").exists()

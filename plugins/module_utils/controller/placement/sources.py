@@ -13,7 +13,8 @@ and ResourceSlice objects, from where ``aligned_dra_placement_cluster`` says:
 - :func:`check_cluster_setting` checks that setting against the levels;
 - :func:`load_files` reads the files, :func:`api_client` and
   :func:`read_cluster` the API server (a thin list of Nodes and
-  ResourceSlices through an already-built client);
+  ResourceSlices through an already-built client); :func:`read_objects`
+  does what the setting says (the placement filter and the validation);
 - :func:`sourced_placement` gives the site placement
   :func:`levels.site_placement` gives for the inventory form
   (``{"levels", "domains", "node_names"}``, plus ``sources``: every level's
@@ -177,6 +178,31 @@ def read_cluster(client: Any, wanted: Needs) -> tuple[list[Any] | None, list[Any
         response = kubernetes.client.ResourceV1Api(client).list_resource_slice(_preload_content=False)
         slices = json.loads(response.data).get("items") or []
     return nodes, slices
+
+
+def read_objects(
+    raw_setting: Any, specs: list[dict[str, Any]], where: str = CLUSTER_VARIABLE
+) -> tuple[list[Any] | None, list[Any] | None]:
+    """``(nodes, slices)`` the checked levels read, from where ``aligned_dra_placement_cluster`` says.
+
+    Levels of the inventory only: ``(None, None)``, nothing read. Raises
+    :class:`levels.PlacementError` naming the setting: a bad setting, a file
+    that cannot be read, an API server that cannot be reached or refuses.
+    """
+    setting = check_cluster_setting(raw_setting, specs, where)
+    wanted = needs(specs)
+    if not wanted.any:
+        return None, None
+    if setting["source"] == "files":
+        nodes, slices = load_files(setting, where)
+        return (nodes if wanted.nodes else None), (slices if wanted.slices else None)
+    try:
+        return read_cluster(api_client(setting), wanted)
+    except Exception as exc:  # the client's errors: configuration, connection, HTTP status
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise placement.PlacementError(
+            f"{where}: cannot read the cluster's Nodes and ResourceSlices: {reason}"
+        ) from None
 
 
 # -- the cluster's objects, by node ---------------------------------------------------------------

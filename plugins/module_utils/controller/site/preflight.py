@@ -98,6 +98,14 @@ _TRIGGERS = (
     ("placement", "aligned_dra_jobs", [], bool, "render"),
     ("placement", "aligned_dra_placement_apply", False, _truthy, "cluster"),
     ("placement", "aligned_dra_jobs_apply", False, _truthy, "cluster"),
+    # levels read from the API server (the validation reads it too)
+    (
+        "placement",
+        "aligned_dra_placement_cluster",
+        None,
+        lambda v: isinstance(v, dict) and v.get("source") == "cluster",
+        "cluster",
+    ),
     ("what_if", "aligned_dra_what_if_site", "", lambda v: True, "render"),
 )
 

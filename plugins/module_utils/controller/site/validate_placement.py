@@ -104,8 +104,9 @@ def check_hosts(
 
 
 def check_sourced_hosts(site: str, hosts: list[str], setting: Setting, show: Callable[[Any], str]) -> Found:
-    """Levels read from the cluster: the cluster setting, the hosts' inventory levels and, with
-    ``source: files``, every node's value read from the files (node, level and value named)."""
+    """Levels read from the cluster: the cluster setting, the hosts' inventory levels and every node's value
+    (node, level and value named), read from the files or the API server the setting names (read-only: the
+    values are checked before anything changes)."""
     levels = setting(hosts[0], LEVELS, None)
     try:
         specs = level_specs.check_level_specs(levels)
@@ -113,8 +114,7 @@ def check_sourced_hosts(site: str, hosts: list[str], setting: Setting, show: Cal
         return []  # check_levels said it
     raw = setting(hosts[0], CLUSTER, None)
     try:
-        cluster = sources.check_cluster_setting(raw, specs)
-        nodes, slices = sources.load_files(cluster) if cluster["source"] == "files" else (None, None)
+        nodes, slices = sources.read_objects(raw, specs)
     except placement.PlacementError as exc:
         holders = _holders(hosts, setting, CLUSTER, show) if raw is not None else hosts
         return [(host, CLUSTER, show(raw), f"site {site}: {exc}") for host in holders]
@@ -124,8 +124,6 @@ def check_sourced_hosts(site: str, hosts: list[str], setting: Setting, show: Cal
     }
     per_host = {host: setting(host, PLACEMENT, None) for host in hosts}
     _placement, found = sources.sourced_problems(levels, per_host, names, nodes, slices)
-    if cluster["source"] == "cluster":  # read by the placement role, not here
-        found = [problem for problem in found if problem.value != sources.NOT_READ]
     problem = placement.site_label_problem(site)
     if problem:
         found += [placement.HostProblem(host, "aligned_dra_site", show(site), problem) for host in hosts]

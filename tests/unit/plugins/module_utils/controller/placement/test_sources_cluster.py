@@ -106,14 +106,26 @@ def test_the_validation_reads_files_and_refuses_what_the_placement_would():
     )
 
 
-def test_the_validation_leaves_a_cluster_read_to_the_role_but_checks_the_rest():
-    cluster = {"source": "cluster", "kubeconfig": "~/.kube/config"}
+def test_the_validation_reads_the_api_server_and_refuses_what_the_placement_would(served, tmp_path):
+    api, _nodes, _slices = served
+    cluster = {"source": "cluster", "kubeconfig": str(api.write_kubeconfig(tmp_path / "kubeconfig")), "context": "fake"}
     assert validation(site("gke", cluster)) == []
     hostvars = site("gke", cluster)
     hostvars["gke-a4x-pool-3"]["aligned_dra_placement"] = {"subblock": "x"}
     assert [item[1] for item in validation(hostvars)] == ["aligned_dra_placement.subblock"]
-    found = validation(site("gke", cluster), name="west site")
-    assert len(found) == 8 and found[0][1:3] == ("aligned_dra_site", "west site")
+    # a node the cluster does not have is named as the files would name it
+    hostvars = site("gke", cluster)
+    hostvars["not-a-node"] = hostvars["gke-a4x-pool-0"]
+    assert {item[0] for item in validation(hostvars)} == {"not-a-node"}
+
+
+def test_the_validation_names_the_setting_when_the_cluster_cannot_be_read(tmp_path):
+    with FakeApiServer(minor="1.35") as api:
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+    # the server is gone: the connection is refused
+    found = validation(site("gke", {"source": "cluster", "kubeconfig": kubeconfig, "context": "fake"}))
+    assert len(found) == 8 and {item[1] for item in found} == {"aligned_dra_placement_cluster"}
+    assert "cannot read the cluster's Nodes and ResourceSlices" in found[0][3]
 
 
 def test_the_validation_refuses_a_missing_or_wrong_cluster_setting():

@@ -67,6 +67,12 @@ def test_placement_renders_for_jobs_and_talks_to_the_cluster_only_to_apply():
     }
     started = {"a": {"aligned_dra_jobs_apply": "yes"}}
     assert preflight.features(["a"], lookup_from(started), ["placement"])["cluster"] == "aligned_dra_jobs_apply on a"
+    read = {"a": {"aligned_dra_placement_cluster": {"source": "cluster"}}}
+    assert preflight.features(["a"], lookup_from(read), ["placement"]) == {
+        "cluster": "aligned_dra_placement_cluster on a"
+    }
+    files = {"a": {"aligned_dra_placement_cluster": {"source": "files", "node_files": ["/n.json"]}}}
+    assert preflight.features(["a"], lookup_from(files), ["placement"]) == {}
 
 
 def test_settings_of_stages_not_run_are_ignored():
