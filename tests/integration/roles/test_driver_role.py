@@ -145,6 +145,68 @@ def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, wheelhouse):
     assert not (tmp_path / "output").exists()
 
 
+def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goes_back_when_off(tmp_path, wheelhouse):
+    """aligned_dra_driver_reclaim: off renders what a site without the setting had; evict (check mode with a
+    diff first) adds the options, hostPID, the ClusterRole's rules and nvidia-ml-py to the image's build context,
+    idempotently; off again takes all of it back."""
+    base = {
+        "aligned_dra_driver_mode": "daemonset",
+        "aligned_dra_driver_image": IMAGE,
+        "aligned_dra_driver_wheelhouse_dir": str(wheelhouse),
+    }
+    out = tmp_path / "output" / "lab" / "driver"
+    files = ("daemonset.yaml", "image/Containerfile", "image/requirements-node.txt", "image/deps.tar")
+
+    def run(reclaim: dict | None, *args: str) -> subprocess.CompletedProcess:
+        settings = dict(base, **({"aligned_dra_driver_reclaim": reclaim} if reclaim is not None else {}))
+        proc = playbook(inventory(tmp_path, {"node-a": {}}, **settings), *args)
+        assert proc.returncode == 0, proc.output
+        return proc
+
+    run(None)
+    before = {name: (out / name).read_bytes() for name in files}
+
+    evict = {"mode": "evict", "margin": 10, "interval": 0.5}
+    rehearsed = run(evict, "--check", "--diff")
+    assert "\n+      hostPID: true\n" in rehearsed.stdout and "\n+  - pods/eviction\n" in rehearsed.stdout
+    assert "\n+        - --reclaim=evict\n" in rehearsed.stdout
+    assert "\n+COPY reclaim/ /wheels/reclaim/\n" in rehearsed.stdout
+    assert {name: (out / name).read_bytes() for name in files} == before
+
+    first = run(evict)
+    assert "may evict any pod of the cluster" in first.output and "ANY pod of the cluster" in first.output
+    objects = [o for o in yaml.safe_load_all((out / "daemonset.yaml").read_text()) if o]
+    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True
+    assert [a for a in pod["containers"][0]["args"] if a.startswith("--reclaim")] == [
+        "--reclaim=evict",
+        "--reclaim-margin=10",
+        "--reclaim-interval=0.5",
+    ]
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.36.0", strict=True)
+    reclaim = out / "image" / "reclaim"
+    pins = (ROLE / "files" / "requirements-reclaim.txt").read_text()
+    assert (reclaim / "requirements-reclaim.txt").read_text() == pins
+    (wheel,) = [p.name for p in reclaim.iterdir() if p.suffix == ".whl"]
+    pinned = next(line for line in pins.splitlines() if line.startswith("nvidia-ml-py=="))
+    assert wheel.startswith("nvidia_ml_py-" + pinned.split("==")[1] + "-") and wheel.endswith("-none-any.whl"), wheel
+    containerfile = (out / "image" / "Containerfile").read_text()
+    assert "--find-links /wheels/reclaim --requirement /wheels/reclaim/requirements-reclaim.txt" in containerfile
+    # the driver wheels of earlier builds are removed from the context's top: the reclaim wheel stays
+    assert (out / "image" / "deps.tar").read_bytes() == before["image/deps.tar"]
+
+    again = run(evict)
+    assert changed(again) == 0, again.output
+
+    run({"mode": False, "margin": 20})  # YAML's unquoted off
+    assert {name: (out / name).read_bytes() for name in files} == before
+    assert not reclaim.exists()
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
@@ -168,6 +230,16 @@ def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, wheelhouse):
             {"aligned_dra_driver_base_image": "registry.local/library/python:3.13-slim-bookworm"},
             "the base image registry.local/library/python:3.13-slim-bookworm (aligned_dra_driver_base_image) "
             "is Python 3.13: set '3.13', or a python:3.12 base image",
+        ),
+        # The reclaim watcher: its argument spec, the driver's bounds, and no watcher without fractional GPUs.
+        ({"aligned_dra_driver_reclaim": {"mode": "kill"}}, "value of mode must be one of: off, evict, got: kill"),
+        (
+            {"aligned_dra_driver_reclaim": {"mode": "evict", "margin": 0}},
+            "aligned_dra_driver_reclaim.margin = 0: must be a number of percent more than 0 and less than 100",
+        ),
+        (
+            {"aligned_dra_driver_reclaim": {"mode": "evict"}, "aligned_dra_kubernetes_version": "1.35"},
+            'aligned_dra_driver_reclaim.mode = "evict": reclaim needs fractional GPUs',
         ),
     ],
 )
@@ -319,7 +391,7 @@ ROLE = REPO / "roles" / "driver"
 SPLIT = {"split_gpu_driver": "gpu.aligned.dev"}
 
 
-def split_unit_play(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def split_unit_play(tmp_path: Path, *args: str, extra: dict | None = None) -> subprocess.CompletedProcess:
     """The role's own tasks that build the settings and write the units and the tmpfiles entry, with the
     node's /etc under tmp_path (every other path as the role's defaults say)."""
     main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
@@ -355,7 +427,7 @@ def split_unit_play(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         write_play(tmp_path / "play.yml", play),
         *args,
         # over the role's defaults, as an inventory's would be
-        extra_vars={"aligned_dra_device_options": SPLIT, "aligned_dra_driver_node_name": "gpu-node-1"},
+        extra_vars={"aligned_dra_device_options": SPLIT, "aligned_dra_driver_node_name": "gpu-node-1", **(extra or {})},
         env=environment(ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
         cwd=REPO,
     )
@@ -403,6 +475,42 @@ def test_split_host_mode_writes_both_units_with_check_mode_and_diff_first_then_n
 
     again = split_unit_play(tmp_path)
     assert recap(again.stdout)["changed"] == 0, again.stdout
+
+
+def test_split_host_mode_with_reclaim_gives_only_the_gpu_unit_the_watcher_and_takes_it_back(tmp_path):
+    """aligned_dra_driver_reclaim evict: the GPU plugin's unit gets the options (check mode with a diff first,
+    then for real, then nothing to change); the NIC plugin's stays as it was; off again, both are as before."""
+    units = tmp_path / "etc" / "systemd" / "system"
+    split_unit_play(tmp_path)
+    before = {p.name: p.read_text() for p in units.iterdir()}
+    evict = {"aligned_dra_driver_reclaim": {"mode": "evict", "margin": 10, "interval": 1}}
+
+    rehearsed = split_unit_play(tmp_path, "--check", "--diff", extra=evict)
+    assert recap(rehearsed.stdout)["changed"] == 1, rehearsed.stdout
+    assert "changed: [localhost] => (item=aligned-dra-driver-gpu.service)" in rehearsed.stdout
+    assert '\n+    "--reclaim=evict" \\\n' in rehearsed.stdout
+    assert {p.name: p.read_text() for p in units.iterdir()} == before
+
+    written = split_unit_play(tmp_path, extra=evict)
+    assert recap(written.stdout)["changed"] == 1
+    main = (units / "aligned-dra-driver.service").read_text()
+    assert main == before["aligned-dra-driver.service"]
+    gpu_argv = exec_start_argv((units / "aligned-dra-driver-gpu.service").read_text())
+    assert [a for a in gpu_argv if a.startswith("--reclaim")] == [
+        "--reclaim=evict",
+        "--reclaim-margin=10",
+        "--reclaim-interval=1",
+    ]
+    assert "--procfs-root=/proc" in gpu_argv  # the host's processes, whose PIDs NVML names
+    assert [a for a in gpu_argv if not a.startswith("--reclaim")] == exec_start_argv(
+        before["aligned-dra-driver-gpu.service"]
+    )
+
+    again = split_unit_play(tmp_path, extra=evict)
+    assert recap(again.stdout)["changed"] == 0, again.stdout
+
+    split_unit_play(tmp_path, extra={"aligned_dra_driver_reclaim": {"mode": "off"}})
+    assert {p.name: p.read_text() for p in units.iterdir()} == before
 
 
 @pytest.mark.parametrize(

@@ -26,17 +26,19 @@ its driver name), its own state directory, MPS directory and metrics port:
   running pods. A driver's scan reads only names shaped like PCI addresses, so
   the main plugin's never sees the ``gpu`` directory.
 - metrics: the GPU plugin listens on ``metrics_port + 1`` (0 stays 0: off).
+- reclaim (``aligned_dra_driver_reclaim``, docs/thin-provisioning.md): only the plugin that publishes
+  GPUs runs the watcher (it watches the GPUs of its own checkpoint); the NIC plugin gets no option.
 
 Pure functions, no Ansible imports: the ``driver`` role calls them through the
 ``aligned.dra.driver_instances``, ``aligned.dra.driver_args``,
 ``aligned.dra.driver_objects`` and ``aligned.dra.driver_split_problems`` filters,
-and the validation stage can ask :func:`split_problems` for the same words.
+and the validation stage can ask :func:`split_problems` and :func:`reclaim_problems` for the same words.
 """
 
 from __future__ import annotations
 
 import copy
-import json
+import re
 from typing import Any
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver
@@ -57,6 +59,10 @@ CONTAINERS = {"main": "driver", "gpu": "driver-gpu"}
 PORT_NAMES = {"main": "metrics", "gpu": "metrics-gpu"}
 # KAI Scheduler's rule: a DRA GPU is a device of a driver whose name contains this
 KAI_GPU_WORD = "gpu"
+# The driver's --fractional-gpus=auto shares GPUs from this Kubernetes minor on
+# (aligned_dra_driver.cli.fractional_by_version); the reclaim watcher has nothing to do without them.
+FRACTIONAL_FLAG = "--fractional-gpus"
+FRACTIONAL_AUTO_FROM = (1, 36)
 
 
 def split_name(settings: dict[str, Any]) -> str:
@@ -117,7 +123,80 @@ def split_problems(settings: dict[str, Any]) -> list[tuple[str, Any, str]]:
 
 def problem_lines(problems: list[tuple[str, Any, str]]) -> list[str]:
     """``<variable> = <value as JSON>: <reason>``, the words the role's preflight and the validation stage say."""
-    return [f"{variable} = {json.dumps(value, default=str)}: {reason}" for variable, value, reason in problems]
+    return driver.problem_lines(problems)
+
+
+def fractional_gpus(settings: dict[str, Any]) -> str:
+    """The ``--fractional-gpus`` the plugin that publishes GPUs runs with: ``on``, ``off`` or ``auto``.
+
+    ``fractional_gpus`` in ``settings``: on. Host mode: the last one in ``extra_args`` (the unit puts
+    them after the role's options, and the driver takes the last); the DaemonSet takes no extra args.
+    """
+    value = "on" if settings.get("fractional_gpus") else "auto"
+    if settings.get("mode", "host") != "host":
+        return value
+    args = [str(arg) for arg in settings.get("extra_args") or []]
+    for index, arg in enumerate(args):
+        if arg.startswith(FRACTIONAL_FLAG + "="):
+            value = arg.split("=", 1)[1]
+        elif arg == FRACTIONAL_FLAG and index + 1 < len(args):
+            value = args[index + 1]
+    return value
+
+
+def reclaim_problems(settings: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """``(variable, value, reason)`` for every rule of the reclaim watcher that ``settings`` break.
+
+    The setting's own shape (:func:`driver.reclaim_problems`); with ``mode: evict``, what only the install
+    knows: the GPUs are shared (a watcher without fractional GPUs never acts, and the nodes would still
+    hold the right to evict any pod of the cluster), and host mode's ``extra_args`` do not set the
+    watcher a second time.
+    """
+    problems = driver.reclaim_problems(settings.get("reclaim"))
+    if problems or not driver.reclaim_args(settings):
+        return problems
+    host = settings.get("mode", "host") == "host"
+    fractional = fractional_gpus(settings)
+    version = str(settings.get("kubernetes_version") or "")
+    minor = re.match(r"^1\.([0-9]+)", version)
+    reason = ""
+    if fractional == "off":
+        reason = "the driver runs with --fractional-gpus=off (aligned_dra_driver_extra_args)"
+    elif fractional == "auto" and minor and (1, int(minor.group(1))) < FRACTIONAL_AUTO_FROM:
+        reason = (
+            f"the driver's --fractional-gpus=auto shares GPUs from Kubernetes 1.{FRACTIONAL_AUTO_FROM[1]} on, "
+            f"and the site runs {version} (aligned_dra_kubernetes_version)"
+        )
+    if reason:
+        remedy = "set mode off" + (
+            ", or give the driver --fractional-gpus=on (aligned_dra_driver_extra_args) on a cluster with"
+            " DRAConsumableCapacity enabled"
+            if host
+            else ""
+        )
+        problems.append(
+            (
+                f"{driver.RECLAIM_VARIABLE}.mode",
+                "evict",
+                f"reclaim needs fractional GPUs, but {reason}: the watcher would never act, while every node's "
+                f"credentials could evict any pod of the cluster; {remedy}",
+            )
+        )
+    for arg in (settings.get("extra_args") or []) if host else []:
+        if str(arg).startswith("--reclaim"):
+            problems.append(
+                (
+                    "aligned_dra_driver_extra_args",
+                    arg,
+                    f"sets the reclaim watcher too: set it in {driver.RECLAIM_VARIABLE} only",
+                )
+            )
+    return problems
+
+
+def runs_reclaim(instance: dict[str, Any]) -> bool:
+    """Whether the instance runs the reclaim watcher (when it is on): the plugin that publishes GPUs."""
+    return not instance["kinds"] or "gpu" in instance["kinds"]
 
 
 def _port(value: Any) -> int | None:
@@ -144,6 +223,9 @@ def instances(settings: dict[str, Any]) -> list[dict[str, Any]]:
     that publishes NICs).
     """
     split = split_name(settings)
+    problems = reclaim_problems(settings)
+    if problems:
+        raise driver.DeployError("; ".join(problem_lines(problems)))
     port = settings.get("metrics_port", DEFAULT_METRICS_PORT)
     if _port(port) is None or not 0 <= _port(port) <= 65535:
         raise driver.DeployError(f"metrics_port: {port!r} must be 0 (off) or a TCP port")
@@ -195,6 +277,7 @@ def instance_args(settings: dict[str, Any], instance: dict[str, Any] | None = No
             driver_name=instance["name"],
             state_dir=instance["state_dir"],
             mps_root=instance["mps_root"],
+            reclaim=settings.get("reclaim") if runs_reclaim(instance) else None,
         )
     )
     if instance["kinds"]:

@@ -237,3 +237,100 @@ def test_policies_of_one_driver_keep_their_expressions():
         dd.admission_policy("a", "b", "c-", [])
     with pytest.raises(dd.DeployError, match="driver_name"):
         dd.admission_policy("a", "b", "c-", ["dra.aligned.dev", "Bad Name"])
+
+
+# -- the reclaim watcher runs in the plugin that publishes GPUs ------------------------------------
+
+EVICT = {"mode": "evict", "margin": 10, "interval": 1}
+
+
+def reclaim_args(args):
+    return [a for a in args if a.startswith("--reclaim")]
+
+
+@pytest.mark.parametrize("reclaim", [None, {"mode": "off"}, {"mode": False}])
+@pytest.mark.parametrize("settings", [DS, HOST, dict(DS, **SPLIT), dict(HOST, **SPLIT)])
+def test_reclaim_off_leaves_every_plugin_as_it_was(settings, reclaim):
+    on = dict(settings, reclaim=reclaim, extra_args=["--reclaim=evict", "--fractional-gpus=off"])
+    assert di.instances(on) == di.instances(settings)
+    for instance in di.instances(settings):
+        assert di.instance_args(on, instance) == di.instance_args(settings, instance)
+    assert di.objects(on) == di.objects(settings)
+
+
+def test_split_only_the_gpu_plugin_runs_the_watcher():
+    settings = dict(SPLIT, reclaim=EVICT)
+    main, gpu = di.instances(settings)
+    assert reclaim_args(di.instance_args(settings, main)) == []
+    assert reclaim_args(di.instance_args(settings, gpu)) == [
+        "--reclaim=evict",
+        "--reclaim-margin=10",
+        "--reclaim-interval=1",
+    ]
+    assert [di.runs_reclaim(i) for i in (main, gpu)] == [False, True]
+    # one plugin for every kind runs it itself
+    (one,) = di.instances({"reclaim": EVICT})
+    assert reclaim_args(di.instance_args({"reclaim": EVICT}, one)) == reclaim_args(dd.driver_args({"reclaim": EVICT}))
+
+
+@pytest.mark.parametrize("minor", ["1.34.0", "1.37.0"])
+def test_the_split_daemonset_with_reclaim_gives_the_gpu_container_the_options_and_the_pod_host_pid(minor):
+    objects = di.objects(dict(DS, **SPLIT, reclaim=EVICT))
+    for obj in objects:
+        kubernetes_validate.validate(obj, minor, strict=True)
+    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    main, gpu = pod["containers"]
+    assert reclaim_args(main["args"]) == [] and len(reclaim_args(gpu["args"])) == 3
+    assert pod["hostPID"] is True
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        # the driver's --fractional-gpus=auto shares GPUs from 1.36 on
+        ({"kubernetes_version": "1.35"}, "the site runs 1.35 (aligned_dra_kubernetes_version)"),
+        ({"kubernetes_version": "1.34", "mode": "daemonset"}, "the site runs 1.34"),
+        ({"extra_args": ["--fractional-gpus=off"]}, "--fractional-gpus=off (aligned_dra_driver_extra_args)"),
+        ({"extra_args": ["--fractional-gpus", "off"], "kubernetes_version": "1.37"}, "--fractional-gpus=off"),
+        # the last one wins, as on the driver's command line
+        ({"extra_args": ["--fractional-gpus=on", "--fractional-gpus=off"]}, "--fractional-gpus=off"),
+        ({"fractional_gpus": True, "extra_args": ["--fractional-gpus=off"]}, "--fractional-gpus=off"),
+    ],
+)
+def test_reclaim_without_fractional_gpus_is_refused(settings, words):
+    settings = dict(settings, reclaim={"mode": "evict"})
+    problems = di.reclaim_problems(settings)
+    assert [p[0] for p in problems] == ["aligned_dra_driver_reclaim.mode"], problems
+    (line,) = di.problem_lines(problems)
+    assert "reclaim needs fractional GPUs" in line and words in line and "evict any pod" in line, line
+    with pytest.raises(dd.DeployError, match=r"aligned_dra_driver_reclaim\.mode"):
+        di.instances(settings)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"kubernetes_version": "1.36"},
+        {"kubernetes_version": "1.37", "mode": "daemonset"},
+        {},  # no minor known: the driver decides
+        {"kubernetes_version": "1.35", "extra_args": ["--fractional-gpus=on"]},
+        {"kubernetes_version": "1.35", "fractional_gpus": True, "mode": "daemonset"},
+        # the DaemonSet takes no extra args: they neither turn the GPUs off nor set the watcher twice
+        {"kubernetes_version": "1.36", "mode": "daemonset", "extra_args": ["--fractional-gpus=off", "--reclaim=off"]},
+    ],
+)
+def test_reclaim_with_fractional_gpus_is_accepted(settings):
+    settings = dict(settings, reclaim={"mode": "evict"})
+    assert di.reclaim_problems(settings) == []
+    assert reclaim_args(di.instance_args(settings)) == ["--reclaim=evict", "--reclaim-margin=5", "--reclaim-interval=2"]
+
+
+def test_reclaim_set_twice_in_host_mode_is_refused():
+    settings = {"reclaim": {"mode": "evict"}, "extra_args": ["--health-service", "--reclaim-interval=1"]}
+    assert di.problem_lines(di.reclaim_problems(settings)) == [
+        'aligned_dra_driver_extra_args = "--reclaim-interval=1": sets the reclaim watcher too: '
+        "set it in aligned_dra_driver_reclaim only"
+    ]
