@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import reclaim
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
@@ -85,18 +85,8 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
-# The reclaim watcher's rights (docs/thin-provisioning.md#turning-it-on): the pods of a claim, their eviction
-# (the Eviction API honours PodDisruptionBudgets) and the Events that say why. Cluster-wide: RBAC cannot
-# limit an eviction to the pods of the credential's node.
-RECLAIM_RULES = (
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-)
-
-
-def cluster_role(name: str, reclaim: bool = False) -> dict[str, Any]:
-    """The driver's ClusterRole; ``reclaim``: with the reclaim watcher's rules (:data:`RECLAIM_RULES`)."""
+def cluster_role(name: str, reclaims: bool = False) -> dict[str, Any]:
+    """The driver's ClusterRole; ``reclaims``: with the reclaim watcher's rules (:data:`reclaim.RULES`)."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -112,8 +102,8 @@ def cluster_role(name: str, reclaim: bool = False) -> dict[str, Any]:
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
         ],
     }
-    if reclaim:
-        role["rules"] += [dict(rule, apiGroups=list(rule["apiGroups"])) for rule in RECLAIM_RULES]
+    if reclaims:
+        role["rules"] += [dict(rule, apiGroups=list(rule["apiGroups"])) for rule in reclaim.RULES]
     return role
 
 
@@ -306,7 +296,7 @@ def credential_objects(settings: dict[str, Any], driver_names: Sequence[str] | N
             secret["metadata"]["annotations"] = {"kubernetes.io/service-account.name": account}
             objects += [sa, secret]
             subjects.append({"kind": "ServiceAccount", "name": account, "namespace": ns})
-    objects.append(cluster_role(name, reclaim=bool(reclaim_args(settings))))
+    objects.append(cluster_role(name, reclaims=bool(reclaim_args(settings))))
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -380,14 +370,8 @@ def driver_args(settings: dict[str, Any]) -> list[str]:
     return args
 
 
-# -- the reclaim watcher (aligned_dra_driver_reclaim; docs/thin-provisioning.md#reclaim) ------------
-RECLAIM_VARIABLE = "aligned_dra_driver_reclaim"
-RECLAIM_DEFAULTS: dict[str, Any] = {"mode": "off", "margin": 5, "interval": 2}
-# The driver's own bounds (aligned_dra_driver.cli): low, high, whether they are allowed, what the number is
-RECLAIM_BOUNDS = {
-    "margin": (0.0, 100.0, False, "a number of percent more than 0 and less than 100 (of the GPU's memory)"),
-    "interval": (0.1, 3600.0, True, "a number of seconds from 0.1 to 3600"),
-}
+# -- the reclaim watcher (aligned_dra_driver_reclaim; controller/deploy/reclaim.py) ----------------
+RECLAIM_VARIABLE = reclaim.VARIABLE
 
 
 def problem_lines(problems: list[tuple[str, Any, str]]) -> list[str]:
@@ -395,58 +379,18 @@ def problem_lines(problems: list[tuple[str, Any, str]]) -> list[str]:
     return [f"{variable} = {json.dumps(value, default=str)}: {reason}" for variable, value, reason in problems]
 
 
-def _reclaim_mode(value: Any) -> str | None:
-    # YAML 1.1 reads an unquoted off as false
-    if value is False:
-        return "off"
-    return value if isinstance(value, str) and value in ("off", "evict") else None
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def reclaim_problems(value: Any) -> list[tuple[str, Any, str]]:
-    """``(variable, value, reason)`` for every part of the reclaim setting that is wrong; empty when it holds.
-
-    ``value`` is the role's ``aligned_dra_driver_reclaim``: ``{mode: off|evict, margin: PERCENT,
-    interval: SECONDS}``, each key optional (:data:`RECLAIM_DEFAULTS`); None or ``{}``: off.
-    """
-    if value is None or value == {}:
-        return []
-    if not isinstance(value, dict):
-        return [(RECLAIM_VARIABLE, value, "must be a dict with mode (off or evict), margin and interval")]
-    problems = [
-        (f"{RECLAIM_VARIABLE}.{key}", value[key], "is no key of it (mode, margin, interval)")
-        for key in value
-        if key not in RECLAIM_DEFAULTS
-    ]
-    if _reclaim_mode(value.get("mode", "off")) is None:
-        problems.append((f"{RECLAIM_VARIABLE}.mode", value.get("mode"), "must be off or evict"))
-    for key, (low, high, closed, what) in RECLAIM_BOUNDS.items():
-        number = _number(value.get(key, RECLAIM_DEFAULTS[key]))
-        if number is None or not (low <= number <= high if closed else low < number < high):
-            problems.append((f"{RECLAIM_VARIABLE}.{key}", value.get(key), f"must be {what}"))
-    return problems
+    """:func:`reclaim.problems` of the role's ``aligned_dra_driver_reclaim``."""
+    return reclaim.problems(value)
 
 
 def reclaim_args(settings: dict[str, Any]) -> list[str]:
     """The driver's reclaim options for ``settings['reclaim']``: none where it is off (or unset)."""
     value = settings.get("reclaim")
-    problems = reclaim_problems(value)
+    problems = reclaim.problems(value)
     if problems:
         raise DeployError("; ".join(problem_lines(problems)))
-    if not value or _reclaim_mode(value.get("mode", "off")) != "evict":
-        return []
-    numbers = {key: _number(value.get(key, default)) for key, default in RECLAIM_DEFAULTS.items() if key != "mode"}
-    shown = {key: str(int(n)) if n is not None and n.is_integer() else repr(n) for key, n in numbers.items()}
-    return ["--reclaim=evict", f"--reclaim-margin={shown['margin']}", f"--reclaim-interval={shown['interval']}"]
+    return reclaim.args(value)
 
 
 def device_taints(kubernetes_version: Any, feature_gates: Any = None) -> bool:
@@ -544,8 +488,7 @@ def daemonset(settings: dict[str, Any]) -> dict[str, Any]:
     if settings.get("image_pull_secrets"):
         pod_spec["imagePullSecrets"] = [{"name": n} for n in settings["image_pull_secrets"]]
     if reclaim_args(settings):
-        # NVML names a GPU's processes by their host PID; the watcher finds each one's pod in /proc/<pid>/cgroup
-        pod_spec["hostPID"] = True
+        reclaim.pod_spec(settings["reclaim"], pod_spec, container)
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",

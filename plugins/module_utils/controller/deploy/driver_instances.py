@@ -41,7 +41,7 @@ import copy
 import re
 from typing import Any
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver, reclaim
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 SPLIT_KEY = "split_gpu_driver"
@@ -291,6 +291,8 @@ def _container(template: dict[str, Any], settings: dict[str, Any], instance: dic
     container = copy.deepcopy(template)
     container["name"] = instance["container"]
     container["args"] = ["--node-name=$(NODE_NAME)", "--dev-root=/dev", *instance_args(settings, instance)]
+    if not runs_reclaim(instance):
+        reclaim.without_nvml(container)
     for key in ("ports", "livenessProbe", "readinessProbe"):
         container.pop(key, None)
     port = instance["metrics_port"]
