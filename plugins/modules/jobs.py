@@ -55,7 +55,8 @@ options:
   placement:
     description:
       - The site's levels and each node's domains, as the C(aligned.dra.placement) filter returns them
-        (C(levels), C(domains), C(node_names)); its C(problems) are refused.
+        (C(levels), C(domains), C(node_names), and C(sources) where levels are read from the cluster's node
+        labels or device attributes); its C(problems) are refused.
     type: dict
     default: {}
   objects:
@@ -139,7 +140,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 placement:
-  description: The content of C(jobs.json) - per job C(name), C(fits), C(domain), C(workers), C(reason) (docs/jobs.md).
+  description:
+    - The content of C(jobs.json) - per job C(name), C(fits), C(domain), C(workers), C(reason) (docs/jobs.md).
+    - Where levels are read from the cluster (the placement has C(sources)), C(level_sources) says where
+      each level comes from - C(inventory), C(node_label) with its C(key), or C(device_attribute) with its
+      C(driver) and C(attribute) - and the node label the schedulers read.
   returned: always
   type: dict
 files:

@@ -5,7 +5,8 @@
 this order, each check once:
 
 1. the site name (every object carries it as a label) and the placement's
-   shape and problems (the ``aligned.dra.placement`` filter's);
+   shape (its ``sources`` too, where each level is read from, when it has
+   them) and problems (the ``aligned.dra.placement`` filter's);
 2. the jobs rendered (:func:`render.render_jobs`: the jobs checked against
    the levels, the claims' and teams' namespaces and the catalogue, the
    objects validated for the minor);
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs_render
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import search, site_view
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import presets, search, site_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import PlacementError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held as planner_held
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
@@ -99,8 +100,29 @@ def _checked_placement(site: str, placement: Mapping[str, Any]) -> None:
         site_view.check_shape(placement)
     except site_view.PlacementShapeError as exc:
         raise JobsRunError(str(exc)) from None
+    problem = _sources_problem(placement.get("sources"))
+    if problem:
+        raise JobsRunError(f"placement.sources: {problem}")
     if placement.get("problems"):
         raise JobsRunError("placement: " + "; ".join(str(p) for p in placement["problems"]))
+
+
+def _sources_problem(sources: Any) -> str | None:
+    """What is wrong with the placement's ``sources`` (where each level is read from), or None; absent is fine."""
+    if sources is None:
+        return None
+    if not isinstance(sources, list):
+        return f"must be a list of level entries (got {type(sources).__name__})"
+    needed = {presets.INVENTORY: (), presets.NODE_LABEL: ("key",), presets.DEVICE_ATTRIBUTE: ("driver", "attribute")}
+    for index, entry in enumerate(sources):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            return f"[{index}] must be a level entry with a name (as the aligned.dra.placement filter gives it)"
+        if entry.get("source") not in needed:
+            return f"[{index}] ({entry['name']}): source {entry.get('source')!r} is not one of {', '.join(needed)}"
+        for key in needed[entry["source"]]:
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                return f"[{index}] ({entry['name']}): a {entry['source']} level needs its {key}"
+    return None
 
 
 def _rendered(params: Mapping[str, Any], placement: Mapping[str, Any]) -> dict[str, Any]:

@@ -109,7 +109,8 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
 
 # Where ``nvlink: true`` goes in a preset's stack: after this level (None: last, the finest).
 # On GKE the subblock is the NVLink domain of A4X, and a host is finer than a clique.
-NVLINK_AFTER: dict[str, str | None] = dict.fromkeys(PRESETS) | {"gke": "subblock"}
+# On CoreWeave an NVL72 rack is the NVLink domain: the clique goes right above the rack level.
+NVLINK_AFTER: dict[str, str | None] = dict.fromkeys(PRESETS) | {"gke": "subblock", "coreweave": "leafgroup"}
 
 # The provider's own NVLink domain, for ``nvlink: {...}`` instead of the clique label.
 NVLINK_ALTERNATIVES: dict[str, dict[str, Any]] = {

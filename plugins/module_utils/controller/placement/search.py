@@ -68,7 +68,9 @@
   fits on upper bounds, or does not fit on lower ones.
 
 ``jobs.json``: ``schema_version`` (1), ``site``, ``kubernetes_version`` (the
-minor), ``levels`` (names, widest first), ``free_devices`` (``utilization``
+minor), ``levels`` (names, widest first), ``level_sources`` (where each level
+comes from, :func:`level_sources`; only where the placement has ``sources``,
+levels read from the cluster), ``free_devices`` (``utilization``
 or ``empty site``), ``warnings`` (held hosts and devices the site does not
 have) and ``jobs``, each with ``name``, ``namespace``, ``template``,
 ``worker_count``, ``placement`` (``level``, ``mode``; both null without one),
@@ -97,7 +99,7 @@ from __future__ import annotations
 
 import gc
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import capacity, choice
+from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import capacity, choice, presets
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices, PlanError
@@ -224,6 +226,8 @@ class _Site:
         self.compiled: dict[str, Any] = {}
         self.caps: dict[str, int] = {}
         self.levels = [level["name"] for level in placement.get("levels") or []]
+        self.sources = {entry["name"]: entry for entry in level_sources(placement)}
+        self.sourced = placement.get("sources") is not None
         self.domains = placement.get("domains") or {}
         self.warnings: list[str] = []
         self.step_limit = step_limit
@@ -274,7 +278,7 @@ def _place_jobs(
         if template is not None and template.get("kind", "ResourceClaimTemplate") == "ResourceClaimTemplate":
             state.compile(job["template"], job["workers"])
     state.prepare()
-    return {
+    result = {
         "schema_version": SCHEMA_VERSION,
         "site": site,
         "kubernetes_version": dra_gates.minor_of(kubernetes_version) if kubernetes_version else None,
@@ -283,6 +287,49 @@ def _place_jobs(
         "jobs": [_place_job(state, job) for job in jobs],
         "warnings": state.warnings,
     }
+    if state.sourced:
+        # only where levels are read from the cluster: an inventory site's jobs.json stays as it was
+        result["level_sources"] = list(state.sources.values())
+    return result
+
+
+def level_sources(placement: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Where each level of ``placement`` comes from, widest first, as ``jobs.json`` says it.
+
+    ``[{"name", "label" (the node label the schedulers read), "source"}]``,
+    ``source`` ``inventory`` (``aligned_dra_placement``, written as node label
+    ``label``), ``node_label`` (with ``key``: the cluster's own label) or
+    ``device_attribute`` (with ``driver`` and ``attribute``, qualified: the
+    value the node's devices carry, written as node label ``label``). A level
+    the placement's ``sources`` (levels read from the cluster,
+    :func:`sources.sourced_placement`) does not name comes from the inventory.
+    """
+    found = {entry.get("name"): entry for entry in placement.get("sources") or [] if isinstance(entry, dict)}
+    out = []
+    for level in placement.get("levels") or []:
+        spec = found.get(level["name"]) or {}
+        source = spec.get("source") or presets.INVENTORY
+        entry: dict[str, Any] = {"name": level["name"], "label": level.get("label"), "source": source}
+        if source == presets.NODE_LABEL:
+            entry["key"] = spec.get("key")
+        elif source == presets.DEVICE_ATTRIBUTE:
+            entry["driver"] = spec.get("driver")
+            entry["attribute"] = presets.qualified(spec.get("driver"), spec.get("attribute"))
+        out.append(entry)
+    return out
+
+
+def missing_text(source: Mapping[str, Any] | None) -> str:
+    """Why a host has no domain at a level read from the cluster, in parentheses; nothing for the inventory's."""
+    kind = (source or {}).get("source")
+    if kind == presets.NODE_LABEL and source:
+        if source.get("key") == presets.CLIQUE_LABEL:
+            return f" ({presets.CLIQUE_LABEL} not set: the NVLink fabric is not ready)"
+        return f" (node label {source.get('key')} not set)"
+    if kind == presets.DEVICE_ATTRIBUTE and source:
+        fabric = ": the NVLink fabric is not ready" if source.get("attribute") in presets.NVLINK_ATTRIBUTES else ""
+        return f" (device attribute {source.get('attribute')} not set{fabric})"
+    return ""
 
 
 # -- one job ------------------------------------------------------------------------------------
@@ -336,6 +383,7 @@ class _Scope:
         name, workers = job["template"], job["workers"]
         level = (job["placement"] or {}).get("level")
         self.level = level
+        self.source = state.sources.get(level) if level is not None else None
         self.preferred = (job["placement"] or {}).get("mode") == "preferred"
         self.rails_on = bool(state.rails) and state.nics[name]
         self.groups: dict[str | None, list[str]] = {}
@@ -549,7 +597,7 @@ def _reason(scope: _Scope, job: dict[str, Any], signature: Signature | None, fig
     if level is None or scope.preferred:
         text = f"the site holds {site_total} of {asked}{rails}"
     elif not scope.groups:
-        text = f"no host has a {level}"
+        text = f"no host has a {level}{missing_text(scope.source)}"
     elif len(scope.groups) == 1:
         (domain,) = scope.groups
         text = f"{level} {domain} holds {site_total} of {asked}{rails}"
@@ -561,7 +609,7 @@ def _reason(scope: _Scope, job: dict[str, Any], signature: Signature | None, fig
     notes = []
     if scope.without_domain and scope.groups:
         left_out = "is" if scope.without_domain == 1 else "are"
-        notes.append(f"{_hosts(scope.without_domain)} no {level} and {left_out} left out")
+        notes.append(f"{_hosts(scope.without_domain)} no {level}{missing_text(scope.source)} and {left_out} left out")
     if scope.rails_on:
         unknown = sum(1 for r in scope.per_node.values() if r.unknown_rails)
         if unknown:

@@ -326,7 +326,9 @@ def validate_jobs(jobs: Any, source: str = "jobs.json") -> dict[str, Any]:
     """Check the fields of the job placements (``aligned.dra.jobs``) that the report reads.
 
     Counts are used as sizes in the picture: only whole numbers are accepted.
-    ``domains_of_nodes`` is optional (written by the module, not the planner).
+    ``domains_of_nodes`` is optional (written by the module, not the planner),
+    and so is ``level_sources`` (jobs.json written before levels named their
+    source); when given it names the ``levels`` in their order.
     """
     if not isinstance(jobs, dict) or jobs.get("schema_version") != 1:
         raise ReportError(f"{source}: expected a JSON object with schema_version 1")
@@ -335,6 +337,7 @@ def validate_jobs(jobs: Any, source: str = "jobs.json") -> dict[str, Any]:
     for key in ("levels", "warnings"):
         if not (isinstance(jobs.get(key, []), list) and all(isinstance(v, str) for v in jobs.get(key, []))):
             raise ReportError(f"{source}: '{key}' must be a list of texts")
+    _check_level_sources(jobs.get("level_sources"), jobs.get("levels", []), f"{source}: level_sources")
     for index, job in enumerate(jobs["jobs"]):
         name = job.get("name") if isinstance(job, dict) else None
         where = f"{source}: jobs[{index}]" + (f" ({name})" if isinstance(name, str) else "")
@@ -418,3 +421,26 @@ def _check_domains_of_nodes(found: Any, where: str) -> None:
     for host, row in found["nodes"].items():
         if not isinstance(row, list) or len(row) != len(levels) or not all(d is None or _text(d) for d in row):
             raise ReportError(f"{where}.nodes.{host} must list a domain (a text or null) for each of {levels}")
+
+
+# what each source of a level names beside it (placement/search.py level_sources)
+_SOURCE_KEYS = {"inventory": (), "node_label": ("key",), "device_attribute": ("driver", "attribute")}
+
+
+def _check_level_sources(found: Any, levels: Any, where: str) -> None:
+    """``[{"name", "label", "source", "key" | "driver", "attribute"}]``, one per level in order, or absent."""
+    if found is None:
+        return
+    if not isinstance(found, list):
+        raise ReportError(f"{where} must be a list of the levels' sources")
+    for number, entry in enumerate(found):
+        at = f"{where}[{number}]"
+        _require_keys(entry, ("name", "source"), at)
+        if entry["source"] not in _SOURCE_KEYS:
+            raise ReportError(f"{at}.source {entry['source']!r} is not one of {', '.join(_SOURCE_KEYS)}")
+        for key in ("label", *_SOURCE_KEYS[entry["source"]]):
+            if not _text(entry.get(key)):
+                raise ReportError(f"{at}.{key} {entry.get(key)!r} is not a text")
+    names = [entry["name"] for entry in found]
+    if names != levels:
+        raise ReportError(f"{where} names {names}, not the levels {levels}")

@@ -17,6 +17,14 @@ Reads what :func:`placement.search.place_checked_jobs` wrote (checked by
   bottom to the share of the job it holds. Without levels the nodes are one
   group; without ``domains_of_nodes`` only the workers' nodes are drawn,
   grouped by the job's domains.
+- **Where each level comes from** (``level_sources`` in ``jobs.json``): the
+  inventory, a node label the cluster publishes (``rack — node label
+  node.coreweave.cloud/rack``, ``nvlink — node label nvidia.com/gpu.clique``)
+  or a device attribute of a DRA driver, named beside the level's name.
+- **Nodes without a value** at a level (a node label not set, the NVLink
+  fabric not ready) are drawn, not dropped: in a box ``no <level>`` (class
+  ``missing``) after the level's domains, its tooltip saying which label or
+  attribute is not set, and a warning above the table names them.
 
 Sizes: cells shrink with the site (5 px above :data:`CELL_SIZES`' last
 limit). Free cells are drawn per column as one dashed stroke whose tooltip
@@ -92,6 +100,35 @@ def _domain_text(level: str | None, name: str | None) -> str:
     return f"no {level}" if name is None else f"{level} {name}"
 
 
+# the label GPU Feature Discovery and NVIDIA's DRA driver set once a node's NVLink fabric is ready
+# (controller/placement/presets.py CLIQUE_LABEL, spelt out: the report reads jobs.json only)
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+NVLINK_ATTRIBUTES = ("oke.dra.net/gpuMemoryFabricId",)
+HOSTS_NAMED = 10  # hosts named in a warning about values that are not set
+
+
+def source_text(entry: Mapping[str, Any]) -> str:
+    """Where a level comes from (an entry of ``level_sources``), as the report names it."""
+    if entry.get("source") == "node_label":
+        return f"node label {entry.get('key')}"
+    if entry.get("source") == "device_attribute":
+        return f"device attribute {entry.get('attribute')} of driver {entry.get('driver')}, as node label {entry.get('label')}"
+    return f"inventory (aligned_dra_placement.{entry.get('name')}), as node label {entry.get('label')}"
+
+
+def missing_text(level: str, entry: Mapping[str, Any] | None) -> str:
+    """What is not set on a node without a domain at ``level``: its label, attribute or inventory field
+    (``entry``: the level's ``level_sources`` entry; None: the inventory, as jobs.json without them)."""
+    entry = entry or {"name": level, "source": "inventory"}
+    if entry.get("source") == "node_label":
+        fabric = ": the NVLink fabric is not ready" if entry.get("key") == CLIQUE_LABEL else ""
+        return f"node label {entry.get('key')} not set{fabric}"
+    if entry.get("source") == "device_attribute":
+        fabric = ": the NVLink fabric is not ready" if entry.get("attribute") in NVLINK_ATTRIBUTES else ""
+        return f"device attribute {entry.get('attribute')} not set{fabric}"
+    return f"aligned_dra_placement.{entry.get('name')} not set"
+
+
 # --------------------------------------------------------------------------
 # The groups: from domains_of_nodes, or from the job's own workers
 # --------------------------------------------------------------------------
@@ -152,7 +189,7 @@ class _Shape:
 
 
 def _label(group: _Group) -> str:
-    return group.name if group.name is not None else "-"
+    return group.name if group.name is not None else f"no {group.level}"
 
 
 def _label_width(group: _Group, inset: int) -> int:
@@ -212,9 +249,10 @@ def _column_path(x: int, y: int, count: int, shape: _Shape) -> str:
 class _Base:
     """The part of every job's picture that is the site: boxes, cells and their tooltips."""
 
-    def __init__(self, root: _Group) -> None:
+    def __init__(self, root: _Group, sources: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         hosts = sum(len(leaf.hosts) for leaf in root.leaves())
         self.root = root
+        self.sources = dict(sources or {})
         self.shape = _Shape(hosts, max((len(leaf.hosts) for leaf in root.leaves()), default=1), bool(root.children))
         _measure(root, MAX_WIDTH, self.shape)
         root.x = root.y = 0
@@ -227,12 +265,16 @@ class _Base:
     def _group(self, group: _Group) -> dict[str, Any]:
         where = ", ".join(_domain_text(level, name) for level, name in group.above)
         name = _domain_text(group.level, group.name) if group.level is not None else "the nodes"
+        missing = group.level is not None and group.name is None
+        if missing:
+            # nodes without a value at the level: drawn in their own box, which says what is not set
+            name = f"{name} ({missing_text(str(group.level), self.sources.get(str(group.level)))})"
         if group.level is not None and group.name is not None:
             self.boxes[(group.level, group.name)] = group
         leaf = not group.children
         count = len(group.hosts) if leaf else sum(len(g.hosts) for g in group.leaves())
         found = {
-            "cls": "leaf" if leaf else "dom",
+            "cls": ("leaf" if leaf else "dom") + (" missing" if missing else ""),
             "x": group.x,
             "y": group.y,
             "w": group.w,
@@ -484,13 +526,40 @@ def _caption(job: Mapping[str, Any]) -> str:
     return f"{plural(job['worker_count'], 'worker')} on {plural(nodes, 'node')}{where}{proven}{notes}"
 
 
+def _levels_text(levels: list[str], sources: Mapping[str, Mapping[str, Any]]) -> str:
+    """The levels, widest first, each with where it comes from where ``jobs.json`` says it."""
+    if not sources:
+        return ", ".join(str(level) for level in levels)
+    return "; ".join(f"{level} — {source_text(sources[level])}" if level in sources else str(level) for level in levels)
+
+
+def missing_warnings(mapped: Mapping[str, Any] | None, sources: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Per level, the nodes of ``domains_of_nodes`` without a value there, and what is not set."""
+    if not mapped:
+        return []
+    found = []
+    for index, level in enumerate(mapped["levels"]):
+        hosts = sorted((h for h, row in mapped["nodes"].items() if row[index] is None), key=natural_key)
+        if not hosts:
+            continue
+        named = ", ".join(hosts[:HOSTS_NAMED]) + (
+            f" and {len(hosts) - HOSTS_NAMED} more" if len(hosts) > HOSTS_NAMED else ""
+        )
+        found.append(
+            f"{plural(len(hosts), 'node')} without a {level} ({missing_text(level, sources.get(level))}): {named}; "
+            f"drawn in the box 'no {level}', never in a {level} of their own"
+        )
+    return found
+
+
 def jobs_view(jobs: Mapping[str, Any]) -> dict[str, Any]:
     """What the jobs section shows: what was placed on what, a row and a picture per job."""
     mapped = jobs.get("domains_of_nodes")
-    base = _Base(site_tree(mapped)) if mapped and mapped["nodes"] else None
+    sources = {str(entry["name"]): entry for entry in jobs.get("level_sources") or []}
+    base = _Base(site_tree(mapped), sources) if mapped and mapped["nodes"] else None
     pictures = []
     for job in jobs["jobs"]:
-        own = base or (_Base(worker_tree(job)) if job["workers"] else None)
+        own = base or (_Base(worker_tree(job), sources) if job["workers"] else None)
         pictures.append(
             {
                 "name": str(job["name"]),
@@ -503,9 +572,10 @@ def jobs_view(jobs: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "minor": str(jobs.get("kubernetes_version") or ""),
         "free": str(jobs.get("free_devices") or ""),
-        "levels": ", ".join(str(level) for level in levels),
+        "levels": _levels_text(levels, sources),
+        "level_sources": [{"name": str(n), "source": source_text(e)} for n, e in sources.items()],
         "mapped": base is not None,
-        "warnings": [str(w) for w in jobs.get("warnings") or []],
+        "warnings": [str(w) for w in jobs.get("warnings") or []] + missing_warnings(mapped, sources),
         "rows": [_row(job) for job in jobs["jobs"]],
         "pictures": pictures,
         "shades": [

@@ -458,17 +458,19 @@ def node_label_note(site: str, flavors: dict[str | None, dict[str, Any]], topolo
     level_labels = ", ".join(label for label in levels if label != placement.HOSTNAME_LABEL)
     if None in flavors:
         selected = f"the ResourceFlavor {flavors[None]['name']} selects {SITE_LABEL}={site}"
-        applied = f"{SITE_LABEL} and the level labels"
+        applied = f"{SITE_LABEL} and the level labels it writes"
     else:
         names = ", ".join(flavor["name"] for flavor in flavors.values())
         selected = f"the ResourceFlavors {names} select their node groups' labels (aligned_dra_teams.kueue.node_groups)"
-        applied = "the level labels"
+        applied = "the level labels it writes"
     return (
         f"{selected}, and Kueue's Topology Aware Scheduling counts only the nodes "
         f"that carry those and every level label ({level_labels}): the placement stage puts {applied} on the "
         f"site's nodes only with aligned_dra_placement_apply: true, else apply {site}/placement/node-labels.yaml of "
         "the output directory "
-        "(kubectl apply --server-side --field-manager=aligned.dra.placement); until the nodes carry them TAS "
+        "(kubectl apply --server-side --field-manager=aligned.dra.placement); a level read from a label the "
+        "cluster's nodes already carry (a provider's topology key, nvidia.com/gpu.clique) is not written, and a "
+        "node without it counts for none of these flavors; until the nodes carry them TAS "
         "finds no node for the flavors, and since every flavor of the site's ClusterQueues has a topology, "
         "Kueue v0.19.2 schedules every workload of these queues through TAS, with or without a topology "
         "annotation (KEP-2724 implicit TAS), so every one of them waits"

@@ -115,7 +115,9 @@ def test_nvlink_adds_the_clique_level_where_the_preset_puts_it():
 
 def test_nvlink_may_name_the_providers_own_domain_and_where_it_goes():
     specs = check_level_specs({"preset": "coreweave", "nvlink": presets.NVLINK_ALTERNATIVES["coreweave"]})
-    assert specs[-1]["key"] == "ds.coreweave.com/nvlink.domain" and specs[-1]["nvlink"]
+    # an NVL72 rack is one NVLink domain: the domain sits right above the rack
+    assert [spec["name"] for spec in specs] == ["fabric", "superpod", "leafgroup", "nvlink", "rack"]
+    assert specs[3]["key"] == "ds.coreweave.com/nvlink.domain" and specs[3]["nvlink"]
     oke = check_level_specs({"preset": "oke-dranet", "nvlink": presets.NVLINK_ALTERNATIVES["oke-dranet"]})
     assert oke[-1]["attribute"] == "oke.dra.net/gpuMemoryFabricId" and "key" not in oke[-1]
     assert oke[-1]["label"] == "aligned.dev/nvlink" and oke[-1]["written"]

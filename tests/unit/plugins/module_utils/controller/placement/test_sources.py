@@ -123,6 +123,15 @@ def test_the_gke_clique_is_the_nvlink_level_and_a_node_without_it_is_not_ready()
     ]
 
 
+def test_coreweaves_own_nvlink_domain_as_docs_jobs_md_sets_it_holds_the_racks():
+    nodes, _slices = objects("coreweave")
+    raw = {"preset": "coreweave", "nvlink": {"key": "ds.coreweave.com/nvlink.domain"}}
+    placement, problems = place(raw, nodes)
+    assert problems == []
+    assert [level["name"] for level in placement["levels"]] == ["fabric", "superpod", "leafgroup", "nvlink", "rack"]
+    assert all(row["nvlink"] for row in placement["domains"].values())
+
+
 def test_an_oke_node_without_its_gpu_memory_fabric_is_not_ready():
     nodes, slices = objects("oke-dranet")
     raw = {"preset": "oke-dranet", "nvlink": {"source": "device_attribute", "driver": "dra.net",
