@@ -11,6 +11,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.placement i
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate_placement
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.placement.test_sources import (
+    FILES,
+    levels_of,
     objects,
     setting,
 )
@@ -54,6 +56,40 @@ def test_nodes_and_slices_read_from_the_api_server_give_what_the_files_give(serv
         from_files = levels.site_placement(raw, scope, {}, nodes=nodes, slices=slices)
         from_cluster = levels.site_placement(raw, scope, {}, nodes=read_nodes, slices=read_slices)
         assert from_cluster == from_files and from_files[1] == []
+
+
+@pytest.fixture(scope="module")
+def every_preset():
+    """Every fixture's Nodes and slices in one fake cluster (its names differ from fixture to fixture)."""
+    found = {preset: objects(preset) for preset in FILES}
+    with FakeApiServer(minor="1.35") as api:
+        for nodes, slices in found.values():
+            for obj in [*nodes, *slices]:
+                api.create(obj)
+        assert api.rejections == []
+        client = api.api_client()
+        try:
+            yield found, sources.read_cluster(client, sources.Needs(nodes=True, slices=True))
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize("preset", sorted(FILES))
+def test_every_preset_read_from_the_api_server_places_and_refuses_as_from_its_files(every_preset, preset):
+    found, (served_nodes, served_slices) = every_preset
+    nodes, slices = found[preset]
+    hosts = dict.fromkeys(node["metadata"]["name"] for node in nodes)
+    assert levels.site_placement(levels_of(preset), hosts, {}, nodes=served_nodes, slices=served_slices) == (
+        levels.site_placement(levels_of(preset), hosts, {}, nodes=nodes, slices=slices)
+    )
+    # and a node the cluster's objects leave without a value is refused alike, naming node, level and value
+    missing = {**hosts, "not-in-the-cluster": None}
+    from_cluster = levels.site_placement(levels_of(preset), missing, {}, nodes=served_nodes, slices=served_slices)
+    assert (
+        from_cluster[1]
+        and from_cluster[1] == levels.site_placement(levels_of(preset), missing, {}, nodes=nodes, slices=slices)[1]
+    )
+    assert all("not-in-the-cluster" in problem for problem in from_cluster[1])
 
 
 def test_read_cluster_reads_nothing_it_does_not_need():
