@@ -35,7 +35,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,9 +46,8 @@ from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402
 
 from ansible_collections.aligned.dra.tests import driver_harness as h  # noqa: E402
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer  # noqa: E402
-from ansible_collections.aligned.dra.tests.fake_nvml import FakeNvml  # noqa: E402
+from ansible_collections.aligned.dra.tests.fake_nvml import GIB, GpuNode, pod_cgroup, share_entry  # noqa: E402
 
-GIB = 1 << 30
 GPUS = 8
 CLAIMS_PER_GPU = 8
 WARM_UP = 3
@@ -70,77 +68,35 @@ class TimedKube(Kube):
         return answer
 
 
-class Node:
+class Node(GpuNode):
     def __init__(self, root: Path, api: FakeApiServer) -> None:
-        self.root = root
+        super().__init__(root)
         self.api = api
-        self.nvml = FakeNvml()
         self.checkpoint: dict[str, dict] = {}
-        self.pid = 1000
         self.claims: list[tuple[str, str, str]] = []  # (claim name, bus ID, pod name)
         self.pids: dict[str, int] = {}  # pod name -> its process
         for index in range(GPUS):
             bus = f"0000:{0x18 + index:02x}:00.0"
-            self.nvml.add_gpu(bus, 80 * GIB)
-            self.process(bus, 0.3, f"0::/kubepods.slice/kubepods-pod{self.uid_()}.slice/cri-containerd-a.scope", False)
-            self.process(bus, 0.2, "0::/system.slice/nvidia-persistenced.service", False)
+            self.add_gpu(bus, 80 * GIB, mps_server_gib=0.3, host_gib=0.2)
             for share in range(CLAIMS_PER_GPU):
                 self.claim(f"c{index}-{share}", bus)
-
-    @staticmethod
-    def uid_() -> str:
-        return str(uuid.uuid4()).replace("-", "_")
-
-    def process(self, bus: str, gib: float, cgroup: str, mps_client: bool = True) -> int:
-        self.pid += 1
-        (self.root / str(self.pid)).mkdir(parents=True)
-        (self.root / str(self.pid) / "cgroup").write_text(cgroup + "\n")
-        self.nvml.run(bus, self.pid, int(gib * GIB), mps_client)
-        return self.pid
 
     def claim(self, name: str, bus: str) -> None:
         device = "gpu-" + bus.replace(":", "-").replace(".", "-")
         stored = self.api.create(h.claim_object(name, [{"request": "gpu", "device": device}]))
         uid = stored["metadata"]["uid"]
-        self.checkpoint[uid] = {
-            "namespace": "default",
-            "name": name,
-            "devices": [
-                {
-                    "pool": h.NODE,
-                    "device": device,
-                    "request_names": ["gpu"],
-                    "pci_address": bus,
-                    "kind": "gpu",
-                    "cdi_device_ids": [f"aligned.dev/claim={uid}-gpu"],
-                    "share_id": str(uuid.uuid4()),
-                    "mps": True,
-                    "share": {"request": {"memory": 8 * GIB, "compute": 12}, "limit": {"memory": 40 * GIB}},
-                }
-            ],
-        }
+        self.checkpoint[uid] = share_entry(uid, name, bus, h.NODE, request_gib=8, limit_gib=40, compute=12)
         self.claims.append((name, bus, f"{name}-pod"))
         self.place(len(self.claims) - 1)
 
     def place(self, index: int) -> None:
         """The claim's pod (made again after an eviction) and its process using 6 GiB."""
         name, bus, pod_name = self.claims[index]
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": pod_name, "namespace": "default"},
-            "spec": {"nodeName": h.NODE, "priority": index % 3, "containers": [{"name": "c", "image": "busybox"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        }
-        pod_uid = self.api.create(pod)["metadata"]["uid"]
+        pod_uid = self.api.create(h.pod_object(pod_name, priority=index % 3))["metadata"]["uid"]
         self.api.store[("resourceclaims", "default", name)].setdefault("status", {})["reservedFor"] = [
             {"resource": "pods", "name": pod_name, "uid": pod_uid}
         ]
-        cgroup = (
-            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
-            f"{pod_uid.replace('-', '_')}.slice/cri-containerd-{'cd' * 32}.scope"
-        )
-        self.pids[pod_name] = self.process(bus, 6, cgroup)
+        self.pids[pod_name] = self.process(bus, 6, pod_cgroup(pod_uid))
 
 
 def percentile(values: list[float], pct: float) -> float:

@@ -267,6 +267,30 @@ def hook_command() -> str:
     return str(path)
 
 
+MPS_STAND_IN = """#!/bin/sh
+# test stand-in for nvidia-cuda-mps-control
+if [ "$1" = "-d" ]; then : > "$CUDA_MPS_PIPE_DIRECTORY/control"; else cat > /dev/null; rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"; fi
+"""
+
+
+def gpu_tools(root: Path) -> tuple[dict[str, str], Path]:
+    """A driver process's ``env`` for fractional GPUs and reclaim: a stand-in of ``nvidia-cuda-mps-control`` first
+    on its PATH, tests/fake_nvml.py as ``pynvml`` on its PYTHONPATH; and the fake NVML's state file (write it with
+    ``FakeNvml.write_state``; until then NVML is missing)."""
+    from ansible_collections.aligned.dra.tests import fake_nvml
+
+    bin_dir, shim, state = root / "bin", root / "nvml", root / "nvml.json"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-cuda-mps-control").write_text(MPS_STAND_IN)
+    (bin_dir / "nvidia-cuda-mps-control").chmod(0o755)
+    shim.mkdir()
+    fake_nvml.write_module(shim, state)
+    return {
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONPATH": os.pathsep.join([str(shim), driver_env()["PYTHONPATH"]]),
+    }, state
+
+
 class DriverProcess:
     """The real driver as a child process, with a gRPC client on its sockets."""
 
@@ -439,6 +463,17 @@ def node_object(name: str = NODE) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
 
 
+def pod_object(name: str, priority: int = 0, namespace: str = "default") -> dict[str, Any]:
+    """A running, ready pod on this node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"nodeName": NODE, "priority": priority, "containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
 def claim_object(
     name: str,
     results: list[dict[str, Any]],
@@ -467,6 +502,18 @@ def claim_object(
         },
         "status": {"allocation": allocation},
     }
+
+
+def shared_claim(api: Any, name: str, pod: str, memory: str = "10Gi", compute: str = "25") -> tuple[dict, str]:
+    """A fractional GPU claim (``memory`` and ``compute`` requested) reserved for a new running pod, in the fake
+    API server: its reference for Prepare, and the pod's UID."""
+    pod_uid = api.create(pod_object(pod))["metadata"]["uid"]
+    capacity = {"memory": memory, "compute": compute}
+    obj = claim_object(
+        name, [{"request": "gpu", "device": GPU, "shareID": str(uuid.uuid4()), "consumedCapacity": capacity}]
+    )
+    obj["status"]["reservedFor"] = [{"resource": "pods", "name": pod, "uid": pod_uid}]
+    return claim_ref(api.create(obj)), pod_uid
 
 
 def nic_config(source: str = "FromClaim", requests: list[str] | None = None, **fields: Any) -> dict[str, Any]:

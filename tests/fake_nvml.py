@@ -22,6 +22,10 @@ An instance stands for the module (``FakeNvml().nvmlInit()``, as ``pynvml.nvmlIn
 process, :meth:`FakeNvml.from_state_file` reads its GPUs from a JSON file at every call (written by the test
 with :meth:`FakeNvml.write_state`), and :func:`write_module` writes a ``pynvml.py`` that stands for the real
 module on that process's ``PYTHONPATH``.
+
+:class:`GpuNode` builds a node as the watcher reads it: the GPUs with the processes NVML lists on a node (the MPS
+server, a host daemon), each process's ``<procfs>/<pid>/cgroup`` (:func:`pod_cgroup` for a pod's container), and
+:func:`share_entry` the checkpoint entry of a fractional claim.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +53,8 @@ _MESSAGES = {
     NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
     NVML_ERROR_GPU_IS_LOST: "GPU is lost",
 }
+GIB = 1 << 30
+HOST_CGROUP = "0::/system.slice/nvidia-persistenced.service"  # a host daemon's process: no pod's
 _BUS_ID = re.compile(r"(?:[0-9a-f]{4}|[0-9a-f]{8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])")
 
 
@@ -279,6 +286,63 @@ class FakeNvml:
         self.calls.append("nvmlDeviceGetMPSComputeRunningProcesses")
         gpu = self._gpu(handle)
         return [ProcessInfo(pid, used) for pid, (used, mps) in sorted(gpu.processes.items()) if mps]
+
+
+def pod_cgroup(pod_uid: str, qos: str | None = "burstable", systemd: bool = True, container: str = "cd" * 32) -> str:
+    """A pod's container process in ``/proc/<pid>/cgroup``, as the kubelet names it: the systemd cgroup driver
+    (containerd, cgroup v2) or cgroupfs (cgroup v1); ``qos`` None for a Guaranteed pod (no QoS level)."""
+    if systemd:
+        slices = "/kubepods.slice" + (f"/kubepods-{qos}.slice" if qos else "")
+        pod = f"kubepods{f'-{qos}' if qos else ''}-pod{pod_uid.replace('-', '_')}.slice"
+        return f"0::{slices}/{pod}/cri-containerd-{container}.scope"
+    return f"12:memory:/kubepods{f'/{qos}' if qos else ''}/pod{pod_uid}/{container}"
+
+
+class GpuNode:
+    """A node as the reclaim watcher reads it: the GPUs of a :class:`FakeNvml`, their processes, and each
+    process's cgroup file under ``procfs`` (which pod it belongs to, if any)."""
+
+    def __init__(self, procfs: str | Path, nvml: FakeNvml | None = None, first_pid: int = 1000) -> None:
+        self.nvml = nvml if nvml is not None else FakeNvml()
+        self.procfs = Path(procfs)
+        self.pid = first_pid
+
+    def add_gpu(self, bus_id: str, total: int = 80 * GIB, mps_server_gib: float = 0, host_gib: float = 0) -> None:
+        """A GPU with what NVML lists on every node: the MPS server (in the driver's own pod) and a host daemon."""
+        self.nvml.add_gpu(bus_id, total)
+        self.process(bus_id, mps_server_gib, pod_cgroup(str(uuid.uuid4()), "besteffort", container="ab" * 32), False)
+        self.process(bus_id, host_gib, HOST_CGROUP, mps_client=False)
+
+    def process(self, bus_id: str, gib: float, cgroup: str, mps_client: bool = True) -> int:
+        """A new process using ``gib`` GiB of the GPU, in ``cgroup``; its PID."""
+        self.pid += 1
+        (self.procfs / str(self.pid)).mkdir(parents=True)
+        (self.procfs / str(self.pid) / "cgroup").write_text(cgroup + "\n")
+        self.nvml.run(bus_id, self.pid, int(gib * GIB), mps_client)
+        return self.pid
+
+
+def share_entry(
+    uid: str, name: str, bus_id: str, pool: str, request_gib: float | None, limit_gib: float, compute: int = 25
+) -> dict[str, Any]:
+    """The driver's checkpoint entry of a fractional claim on one GPU (MPS), as Prepare writes it (no CDI spec: the
+    watcher never reads it); ``request_gib`` None: an entry written before requests were recorded."""
+    device: dict[str, Any] = {
+        "pool": pool,
+        "device": "gpu-" + bus_id.replace(":", "-").replace(".", "-"),
+        "request_names": ["gpu"],
+        "pci_address": bus_id,
+        "kind": "gpu",
+        "cdi_device_ids": [f"aligned.dev/claim={uid}-gpu"],
+        "share_id": str(uuid.uuid4()),
+        "mps": True,
+    }
+    if request_gib is not None:
+        device["share"] = {
+            "request": {"memory": int(request_gib * GIB), "compute": compute},
+            "limit": {"memory": int(limit_gib * GIB)},
+        }
+    return {"namespace": "default", "name": name, "devices": [device]}
 
 
 def write_module(directory: str | Path, state_file: str | Path) -> Path:

@@ -7,6 +7,10 @@ entry, no spec), with no half-written file left. Then the test does what the
 kubelet does (it repeats the interrupted call) and checks that the end state is
 clean: after the final Unprepare no CDI file, no checkpoint entry, and the NIC
 (a veth renamed as a pod would leave it) back under its original name.
+
+The driver runs with reclaim on (``--reclaim=evict``, NVML being tests/fake_nvml.py), a fractional claim
+prepared before the first kill and never unprepared, on a GPU kept short of memory: the watcher reads
+that claim from the API at every poll, through every kill, and the claim must come through each one whole.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import pytest
 from pyroute2 import IPRoute
 
 from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests import fake_nvml
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]
@@ -44,17 +49,34 @@ def state(node):
     return claims, specs
 
 
-def check_consistent(node, uids):
+def check_consistent(node, uids, kept=()):
+    """Every claim whole or absent, and ``kept`` (claims no call touches) whole; the claims of ``uids`` held."""
     claims, specs = state(node)
     leftovers = [p.name for d in (node.cdi, node.state) for p in d.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
     ours = {name for name in specs if name.startswith("aligned.dev-claim_")}
     assert ours == {f"aligned.dev-claim_{uid}.json" for uid in claims}
-    for uid in uids:
+    assert set(kept) <= set(claims)
+    for uid in [*uids, *kept]:
         if uid in claims:
             spec = json.loads(specs[f"aligned.dev-claim_{uid}.json"].read_text())
             assert spec == claims[uid]["cdi_spec"]
-    return claims
+    return {uid: claims[uid] for uid in uids if uid in claims}
+
+
+def reclaim_on(node, api):
+    """The driver's arguments and environment for reclaim, and the fractional claim (to prepare) the watcher
+    polls: its pod's process uses 8 GiB of its 10 GiB request and a host process 70 GiB, 1.5 GiB of 80 free
+    (below the 5 % margin): every poll reads the claim from the API, none evicts."""
+    env, nvml_state = h.gpu_tools(node.root)
+    gpus = fake_nvml.GpuNode(node.proc)
+    gpus.add_gpu(h.GPU_BDF)
+    share, pod_uid = h.shared_claim(api, "shared", "sharer")
+    gpus.process(h.GPU_BDF, 8, fake_nvml.pod_cgroup(pod_uid))
+    gpus.process(h.GPU_BDF, 70, "0::/system.slice/training.service", mps_client=False)
+    gpus.nvml.write_state(nvml_state)
+    extra = ["--reclaim=evict", "--reclaim-interval=0.1", f"--mps-root={node.root / 'mps'}"]
+    return extra, env, share
 
 
 def sync_sysfs(node):
@@ -129,11 +151,14 @@ def test_kill_9_at_random_points(veth):
         ),
         0,
     )
-    with FakeApiServer("1.35") as api:
+    with FakeApiServer("1.36") as api:
         api.create(h.node_object())
         config = [h.nic_config(interfaceName=POD_NAME, addresses=["10.55.0.2/24"])]
-        driver = h.DriverProcess(node, api).start()
+        extra, env, share = reclaim_on(node, api)
+        kept = [share["uid"]]
+        driver = h.DriverProcess(node, api, extra=extra, env=env).start()
         h.wait_until(lambda: api.list("resourceslices"), timeout=30, what="the first publication")
+        assert driver.prepare([share]).claims[share["uid"]].error == ""
         time.sleep(WARM_UP)
         windows = {}
         try:
@@ -167,7 +192,7 @@ def test_kill_9_at_random_points(veth):
                 before = {p.name for p in node.cdi.iterdir()}
                 driver.start()
                 time.sleep(WARM_UP)
-                after = check_consistent(node, uids)
+                after = check_consistent(node, uids, kept)
                 if before - {p.name for p in node.cdi.iterdir()}:
                     outcomes["prepare_specs_without_checkpoint"] += 1  # killed between spec and checkpoint
                 elif set(uids) <= set(after):
@@ -175,7 +200,7 @@ def test_kill_9_at_random_points(veth):
                 # the kubelet repeats Prepare until it gets an answer
                 answer = driver.prepare(refs)
                 assert all(answer.claims[u].error == "" for u in uids)
-                claims = check_consistent(node, uids)
+                claims = check_consistent(node, uids, kept)
                 assert set(uids) <= set(claims)
                 # a pod ran: its NIC came back to the host under the pod's name
                 rename(HOST, POD_NAME)
@@ -191,7 +216,7 @@ def test_kill_9_at_random_points(veth):
                     renamed = bool(ipr.link_lookup(ifname=HOST))
                 driver.start()
                 time.sleep(WARM_UP)
-                left = check_consistent(node, uids)
+                left = check_consistent(node, uids, kept)
                 if renamed and left:
                     outcomes["unprepare_nic_back_claims_kept"] += 1  # killed between restore and checkpoint
                 elif not left:
@@ -201,7 +226,9 @@ def test_kill_9_at_random_points(veth):
                 assert all(answer.claims[u].error == "" for u in uids)
                 sync_sysfs(node)
                 claims, specs = state(node)
-                assert claims == {} and [n for n in specs if n.startswith("aligned.dev-claim_")] == []
+                assert list(claims) == kept and [n for n in specs if n.startswith("aligned.dev-claim_")] == [
+                    f"aligned.dev-claim_{share['uid']}.json"
+                ]
                 with IPRoute() as ipr:
                     assert ipr.link_lookup(ifname=HOST), f"run {run}: the NIC was not renamed back"
                 for ref in refs:

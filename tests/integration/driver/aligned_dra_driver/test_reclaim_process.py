@@ -6,14 +6,13 @@ Unprepare go on.
 
 NVML is ``tests/fake_nvml.py``, reached by the driver process as ``pynvml`` through a test-only stand-in
 module on its ``PYTHONPATH`` (``fake_nvml.write_module``); the driver has no switch of its own for it.
-``nvidia-cuda-mps-control`` is a stand-in script on the driver's PATH, as in test_fractional_gpus.py.
+``nvidia-cuda-mps-control`` is a stand-in script on the driver's PATH, as in test_fractional_gpus.py
+(``driver_harness.gpu_tools`` writes both).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 
 import pytest
 
@@ -21,47 +20,16 @@ from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests import fake_nvml
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 
-GIB = 1 << 30
-MPS_STAND_IN = """#!/bin/sh
-# test stand-in for nvidia-cuda-mps-control
-if [ "$1" = "-d" ]; then : > "$CUDA_MPS_PIPE_DIRECTORY/control"; else cat > /dev/null; rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"; fi
-"""
+GIB = fake_nvml.GIB
 
 
 @pytest.fixture
 def setup():
     root = h.short_tmp()
     node = h.NodeTree.build(root)
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-cuda-mps-control").write_text(MPS_STAND_IN)
-    (bin_dir / "nvidia-cuda-mps-control").chmod(0o755)
-    shim = root / "nvml"
-    shim.mkdir()
-    state = root / "nvml.json"
-    fake_nvml.write_module(shim, state)
-    env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "PYTHONPATH": os.pathsep.join([str(shim), h.driver_env()["PYTHONPATH"]]),
-    }
+    env, state = h.gpu_tools(root)
     yield node, env, state
     shutil.rmtree(root, ignore_errors=True)
-
-
-def pod(name: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"nodeName": h.NODE, "priority": 0, "containers": [{"name": "c", "image": "busybox"}]},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-def running(node: h.NodeTree, nvml: fake_nvml.FakeNvml, pid: int, cgroup: str, used: int, mps: bool) -> None:
-    (node.proc / str(pid)).mkdir(parents=True, exist_ok=True)
-    (node.proc / str(pid) / "cgroup").write_text(cgroup + "\n")
-    nvml.run(h.GPU_BDF, pid, used, mps)
 
 
 def metric(port: int, name: str, labels: str):
@@ -74,8 +42,9 @@ def metric(port: int, name: str, labels: str):
 
 def test_a_claim_above_its_request_is_evicted_and_a_missing_nvml_never_stops_the_driver(setup):
     node, env, state = setup
-    nvml = fake_nvml.FakeNvml()
-    nvml.add_gpu(h.GPU_BDF, 80 * GIB)
+    gpus = fake_nvml.GpuNode(node.proc, first_pid=424200)
+    gpus.add_gpu(h.GPU_BDF, 80 * GIB)
+    nvml = gpus.nvml
     nvml.write_state(state)
     port = h.free_port()
     extra = [
@@ -88,25 +57,11 @@ def test_a_claim_above_its_request_is_evicted_and_a_missing_nvml_never_stops_the
         api.create(h.node_object())
         driver = h.DriverProcess(node, api, env=env, extra=extra).start()
         try:
-            pod_uid = api.create(pod("train"))["metadata"]["uid"]
-            obj = h.claim_object(
-                "thin",
-                [
-                    {
-                        "request": "gpu",
-                        "device": h.GPU,
-                        "shareID": str(uuid.uuid4()),
-                        "consumedCapacity": {"memory": "10Gi", "compute": "25"},
-                    }
-                ],
-            )
-            obj["status"]["reservedFor"] = [{"resource": "pods", "name": "train", "uid": pod_uid}]
-            ref = h.claim_ref(api.create(obj))
+            ref, pod_uid = h.shared_claim(api, "thin", "train")
             assert driver.prepare([ref]).claims[ref["uid"]].error == ""
             # the pod's MPS client uses 30 GiB (request 10 GiB), another container 46 GiB: 3.5 GiB free of 80
-            cgroup = f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{pod_uid.replace('-', '_')}"
-            running(node, nvml, 424201, cgroup + ".slice/cri-containerd-0a.scope", 30 * GIB, True)
-            running(node, nvml, 424202, "0::/system.slice/batch.service", 46 * GIB, False)
+            gpus.process(h.GPU_BDF, 30, fake_nvml.pod_cgroup(pod_uid, container="0a"), mps_client=True)
+            gpus.process(h.GPU_BDF, 46, "0::/system.slice/batch.service", mps_client=False)
             nvml.write_state(state)
             gpu = f'gpu="{h.GPU}"'
             assert h.wait_until(lambda: metric(port, "aligned_dra_reclaims_total", gpu), what="the reclaim") == 1

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 import errno
 import json
 import shutil
@@ -15,52 +14,8 @@ import pytest
 from aligned_dra_driver import driver as drv
 from aligned_dra_driver.inventory import Options
 
+from ansible_collections.aligned.dra.tests import driver_doubles as d
 from ansible_collections.aligned.dra.tests import driver_harness as h
-
-
-class ClaimsInMemory:
-    """Test double of the driver's Kube: claims from a dict, status writes recorded."""
-
-    def __init__(self) -> None:
-        self.claims: dict[tuple[str, str], dict] = {}
-        self.statuses: list[tuple[str, str, list]] = []
-        self.cleared: list[tuple[str, str, str, str, str]] = []
-        self.fail_clearing: Exception | None = None
-        self.last: dict[str, str] = {}  # uid -> the last status operation queued
-
-    def add(self, claim: dict) -> tuple[str, str, str]:
-        claim = copy.deepcopy(claim)
-        claim["metadata"]["uid"] = str(uuid.uuid4())
-        self.claims[("default", claim["metadata"]["name"])] = claim
-        return "default", claim["metadata"]["uid"], claim["metadata"]["name"]
-
-    def get_claim(self, namespace: str, name: str, deadline: float | None = None) -> dict:
-        return self.claims[(namespace, name)]
-
-    def apply_claim_status(self, namespace: str, name: str, devices: list, uid: str | None = None) -> dict:
-        self.statuses.append((namespace, name, devices))
-        return {}
-
-    def remove_claim_status(self, namespace: str, name: str, uid: str, driver: str, pool: str) -> str:
-        if self.fail_clearing:
-            raise self.fail_clearing
-        self.cleared.append((namespace, name, uid, driver, pool))
-        return "cleared"
-
-
-class StatusRecorder:
-    """Test double of the driver's status queue: apply and clear go straight to the claims double, in order."""
-
-    def __init__(self, kube: ClaimsInMemory) -> None:
-        self.kube = kube
-
-    def apply(self, namespace: str, name: str, uid: str, devices: list) -> None:
-        self.kube.apply_claim_status(namespace, name, devices, uid=uid)
-        self.kube.last[uid] = "apply"
-
-    def clear(self, namespace: str, name: str, uid: str) -> None:
-        self.kube.remove_claim_status(namespace, name, uid, h.DRIVER, h.NODE)
-        self.kube.last[uid] = "clear"
 
 
 @pytest.fixture
@@ -72,8 +27,8 @@ def node():
 
 def make(node, **extra):
     opts = Options(**node.options(**extra))
-    kube = ClaimsInMemory()
-    driver = drv.Driver(opts, kube, status_queue=StatusRecorder(kube))
+    kube = d.ClaimsInMemory()
+    driver = drv.Driver(opts, kube, status_queue=d.StatusRecorder(kube))
     driver.restore()
     driver.rescan()
     return driver, kube
@@ -390,7 +345,7 @@ def test_an_unprepare_that_cannot_remove_the_spec_keeps_the_claim(node, monkeypa
     assert ref[1] in driver.checkpoint.claims
 
 
-class SlowClaims(ClaimsInMemory):
+class SlowClaims(d.ClaimsInMemory):
     """Claims whose GET blocks until released, or until the caller's deadline (then a timeout, as Kube does)."""
 
     def __init__(self) -> None:
@@ -414,7 +369,7 @@ def make_slow(node, **extra):
     driver, _kube = make(node, **extra)
     kube = SlowClaims()
     driver.kube = kube
-    driver.status = StatusRecorder(kube)
+    driver.status = d.StatusRecorder(kube)
     return driver, kube
 
 

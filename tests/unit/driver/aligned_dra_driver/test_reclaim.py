@@ -22,10 +22,10 @@ from aligned_dra_driver.kube import ApiError
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.reclaim import Reclaimer, pod_uid_of_cgroup
 
+from ansible_collections.aligned.dra.tests import driver_doubles as d
 from ansible_collections.aligned.dra.tests import driver_harness as h
-from ansible_collections.aligned.dra.tests.fake_nvml import FakeNvml
+from ansible_collections.aligned.dra.tests.fake_nvml import GIB, GpuNode, pod_cgroup, share_entry
 
-GIB = 1 << 30
 GPU_A, DEV_A = "0000:18:00.0", "gpu-0000-18-00-0"
 GPU_B, DEV_B = "0000:3b:00.0", "gpu-0000-3b-00-0"
 
@@ -83,57 +83,24 @@ class PodsAndClaims:
         return body
 
 
-class Node:
+class Node(GpuNode):
     """A node's fractional claims: checkpoint entries, the API's claims and pods, processes on fake GPUs."""
 
     def __init__(self, root) -> None:
-        self.nvml = FakeNvml()
-        self.proc = root / "proc"
+        super().__init__(root / "proc")
         self.kube = PodsAndClaims()
         self.metrics = Metrics()
         self.checkpoint: dict[str, dict] = {}
-        self.pid = 1000
-        self.nvml.add_gpu(GPU_A, 80 * GIB)
-        self.nvml.add_gpu(GPU_B, 80 * GIB)
         # the MPS server (in the driver's own pod) and a host process use each GPU too, as NVML reports them
-        for bus in (GPU_A, GPU_B):
-            self.process(
-                bus,
-                0,
-                "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"
-                f"{str(uuid.uuid4()).replace('-', '_')}.slice/cri-containerd-{'ab' * 32}.scope",
-                mps_client=False,
-            )
-            self.process(bus, 0, "0::/system.slice/nvidia-persistenced.service", mps_client=False)
-
-    def process(self, bus: str, gib: float, cgroup: str, mps_client: bool = True) -> int:
-        self.pid += 1
-        (self.proc / str(self.pid)).mkdir(parents=True)
-        (self.proc / str(self.pid) / "cgroup").write_text(cgroup + "\n")
-        self.nvml.run(bus, self.pid, int(gib * GIB), mps_client)
-        return self.pid
+        self.add_gpu(GPU_A, 80 * GIB)
+        self.add_gpu(GPU_B, 80 * GIB)
 
     def claim(
         self, name: str, bus: str, request_gib: float | None, use_gib: float, priority: int = 0, pods: int = 1
     ) -> tuple[str, list[str]]:
         """A fractional claim on one GPU, its pods using ``use_gib`` in all; (claim UID, pod names)."""
         uid = str(uuid.uuid4())
-        device = {
-            "pool": h.NODE,
-            "device": "gpu-" + bus.replace(":", "-").replace(".", "-"),
-            "request_names": ["gpu"],
-            "pci_address": bus,
-            "kind": "gpu",
-            "cdi_device_ids": [f"aligned.dev/claim={uid}-gpu"],
-            "share_id": str(uuid.uuid4()),
-            "mps": True,
-        }
-        if request_gib is not None:
-            device["share"] = {
-                "request": {"memory": int(request_gib * GIB), "compute": 25},
-                "limit": {"memory": 80 * GIB},
-            }
-        self.checkpoint[uid] = {"namespace": "default", "name": name, "devices": [device]}
+        self.checkpoint[uid] = share_entry(uid, name, bus, h.NODE, request_gib, limit_gib=80)
         reserved, names = [], []
         for index in range(pods):
             pod_uid, pod_name = str(uuid.uuid4()), f"{name}-pod{index}"
@@ -144,14 +111,7 @@ class Node:
             reserved.append({"resource": "pods", "name": pod_name, "uid": pod_uid})
             names.append(pod_name)
             # systemd and cgroupfs drivers, both as the kubelet names a pod's cgroup
-            cgroup = (
-                (
-                    f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
-                    f"{pod_uid.replace('-', '_')}.slice/cri-containerd-{'cd' * 32}.scope"
-                )
-                if index % 2 == 0
-                else (f"12:memory:/kubepods/burstable/pod{pod_uid}/{'ef' * 32}")
-            )
+            cgroup = pod_cgroup(pod_uid) if index % 2 == 0 else pod_cgroup(pod_uid, systemd=False, container="ef" * 32)
             self.process(bus, use_gib / pods, cgroup)
         self.kube.claims[("default", name)] = {
             "metadata": {"name": name, "namespace": "default", "uid": uid},
@@ -163,7 +123,7 @@ class Node:
         values = dict(
             driver_name=h.DRIVER,
             node_name=h.NODE,
-            procfs_root=str(self.proc),
+            procfs_root=str(self.procfs),
             margin=5.0,
             interval=0.05,
             step_budget=2.0,
@@ -336,39 +296,13 @@ def test_an_api_that_refuses_is_retried_with_backoff(node):
     assert GPU_A not in watcher.backoff
 
 
-class ClaimsInMemory:
-    """Test double of the driver's Kube for Prepare: claims from a dict, status writes dropped."""
-
-    def __init__(self) -> None:
-        self.claims: dict[tuple[str, str], dict] = {}
-
-    def add(self, claim: dict) -> tuple[str, str, str]:
-        claim = copy.deepcopy(claim)
-        claim["metadata"]["uid"] = str(uuid.uuid4())
-        self.claims[("default", claim["metadata"]["name"])] = claim
-        return "default", claim["metadata"]["uid"], claim["metadata"]["name"]
-
-    def get_claim(self, namespace: str, name: str, deadline: float | None = None) -> dict:
-        return self.claims[(namespace, name)]
-
-
-class NoStatus:
-    """Test double of the driver's status queue: writes dropped."""
-
-    def apply(self, *args: object) -> None:
-        return None
-
-    def clear(self, *args: object) -> None:
-        return None
-
-
 @pytest.mark.parametrize("trouble", ["nvml-missing", "api-hangs"])
 def test_prepare_and_unprepare_never_wait_for_the_watcher(node, trouble):
     root = h.short_tmp()
     try:
         tree = h.NodeTree.build(root)
-        claims = ClaimsInMemory()
-        driver = drv.Driver(Options(**tree.options()), claims, status_queue=NoStatus())
+        claims = d.ClaimsInMemory()
+        driver = drv.Driver(Options(**tree.options()), claims, status_queue=d.StatusRecorder(claims))
         driver.restore()
         driver.rescan()
         node.claim("greedy", GPU_A, 8, 76)
@@ -381,7 +315,7 @@ def test_prepare_and_unprepare_never_wait_for_the_watcher(node, trouble):
             extra.get("nvml_loader", lambda: node.nvml),
             driver_name=h.DRIVER,
             node_name=h.NODE,
-            procfs_root=str(node.proc),
+            procfs_root=str(node.procfs),
             interval=0.01,
             step_budget=30.0,
         )
