@@ -379,11 +379,6 @@ def problem_lines(problems: list[tuple[str, Any, str]]) -> list[str]:
     return [f"{variable} = {json.dumps(value, default=str)}: {reason}" for variable, value, reason in problems]
 
 
-def reclaim_problems(value: Any) -> list[tuple[str, Any, str]]:
-    """:func:`reclaim.problems` of the role's ``aligned_dra_driver_reclaim``."""
-    return reclaim.problems(value)
-
-
 def reclaim_args(settings: dict[str, Any]) -> list[str]:
     """The driver's reclaim options for ``settings['reclaim']``: none where it is off (or unset)."""
     value = settings.get("reclaim")

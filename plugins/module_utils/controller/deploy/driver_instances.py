@@ -147,12 +147,12 @@ def fractional_gpus(settings: dict[str, Any]) -> str:
 def reclaim_problems(settings: dict[str, Any]) -> list[tuple[str, Any, str]]:
     """``(variable, value, reason)`` for every rule of the reclaim watcher that ``settings`` break.
 
-    The setting's own shape (:func:`driver.reclaim_problems`); with ``mode: evict``, what only the install
+    The setting's own shape (:func:`reclaim.problems`); with ``mode: evict``, what only the install
     knows: the GPUs are shared (a watcher without fractional GPUs never acts, and the nodes would still
     hold the right to evict any pod of the cluster), and host mode's ``extra_args`` do not set the
     watcher a second time.
     """
-    problems = driver.reclaim_problems(settings.get("reclaim"))
+    problems = reclaim.problems(settings.get("reclaim"))
     if problems or not driver.reclaim_args(settings):
         return problems
     host = settings.get("mode", "host") == "host"

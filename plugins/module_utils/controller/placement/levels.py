@@ -195,7 +195,7 @@ def placement_problems(
     ``levels`` are checked ones (:func:`check_levels`).
     """
     names = [level["name"] for level in levels]
-    shown = ", ".join(names)
+    listed = ", ".join(names)
     domains: dict[str, dict[str, str | None]] = {}
     problems: list[HostProblem] = []
     for host in sorted(per_host):
@@ -206,7 +206,7 @@ def placement_problems(
             raw = {}
         if not isinstance(raw, dict):
             problems.append(
-                HostProblem(host, PLACEMENT_VARIABLE, _text(raw), "must map each level name to the host's domain")
+                HostProblem(host, PLACEMENT_VARIABLE, shown(raw), "must map each level name to the host's domain")
             )
             continue
         if raw and not names:
@@ -214,7 +214,7 @@ def placement_problems(
                 HostProblem(
                     host,
                     PLACEMENT_VARIABLE,
-                    _text(raw),
+                    shown(raw),
                     f"the site declares no levels ({LEVELS_VARIABLE}); set them in the site's group_vars",
                 )
             )
@@ -223,26 +223,30 @@ def placement_problems(
             field = f"{PLACEMENT_VARIABLE}.{key}"
             hint = did_you_mean(key, names)
             problems.append(
-                HostProblem(host, field, _text(raw[key]), f"the site declares no level {key!r}{hint} (levels: {shown})")
+                HostProblem(
+                    host, field, shown(raw[key]), f"the site declares no level {key!r}{hint} (levels: {listed})"
+                )
             )
         for name in names:
             field = f"{PLACEMENT_VARIABLE}.{name}"
             if name not in raw or raw[name] is None:
                 problems.append(
-                    HostProblem(host, field, "(not set)", f"every host needs a domain at every level (levels: {shown})")
+                    HostProblem(
+                        host, field, "(not set)", f"every host needs a domain at every level (levels: {listed})"
+                    )
                 )
                 continue
             problem = label_value_problem(raw[name])
             if problem:
-                problems.append(HostProblem(host, field, _text(raw[name]), problem))
+                problems.append(HostProblem(host, field, shown(raw[name]), problem))
                 continue
             row[name] = raw[name]
     problems += _nesting_problems(names, domains)
     return domains, problems
 
 
-def _text(value: Any) -> str:
-    """A value as messages write it: JSON, cut to one short line."""
+def shown(value: Any) -> str:
+    """A value as messages (and :mod:`sources`') write it: JSON, cut to one short line."""
     try:
         text = json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
@@ -250,22 +254,12 @@ def _text(value: Any) -> str:
     return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 3] + "..."
 
 
-def _who(hosts: list[str]) -> str:
+def who(hosts: list[str]) -> str:
     """Hosts as a message names them: one by name, many with the count."""
     if len(hosts) == 1:
         return f"host {hosts[0]}"
     more = f" and {len(hosts) - _HOSTS_SHOWN} more" if len(hosts) > _HOSTS_SHOWN else ""
     return f"{len(hosts)} hosts ({', '.join(hosts[:_HOSTS_SHOWN])}{more})"
-
-
-def shown(value: Any) -> str:
-    """A value as problems show it (JSON, cut to one short line)."""
-    return _text(value)
-
-
-def who(hosts: list[str]) -> str:
-    """Hosts as problems name them: one by name, many with the count."""
-    return _who(hosts)
 
 
 def _nesting_problems(names: list[str], domains: dict[str, dict[str, str | None]]) -> list[HostProblem]:
@@ -279,11 +273,11 @@ def _nesting_problems(names: list[str], domains: dict[str, dict[str, str | None]
         for domain, by_parent in sorted(parents.items()):
             if len(by_parent) < 2:
                 continue
-            where = " and ".join(f"{upper} {parent} ({_who(hosts)})" for parent, hosts in sorted(by_parent.items()))
+            where = " and ".join(f"{upper} {parent} ({who(hosts)})" for parent, hosts in sorted(by_parent.items()))
             reason = f"{lower} {domain} is in {where}; a domain sits inside one domain of the level above"
             for hosts in by_parent.values():
                 field = f"{PLACEMENT_VARIABLE}.{lower}"
-                problems += [HostProblem(host, field, _text(domain), reason) for host in hosts]
+                problems += [HostProblem(host, field, shown(domain), reason) for host in hosts]
     return problems
 
 
@@ -292,7 +286,7 @@ def group_problems(problems: Iterable[HostProblem]) -> list[str]:
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for problem in sorted(set(problems)):
         grouped.setdefault((problem.field, problem.value, problem.reason), []).append(problem.host)
-    return sorted(f"{_who(hosts)}: {field} = {value}: {reason}" for (field, value, reason), hosts in grouped.items())
+    return sorted(f"{who(hosts)}: {field} = {value}: {reason}" for (field, value, reason), hosts in grouped.items())
 
 
 def site_placement(
@@ -337,8 +331,8 @@ def node_name_problems(node_names: Mapping[str, str]) -> list[HostProblem]:
     problems = []
     for node, hosts in sorted(by_node.items()):
         if len(hosts) > 1:
-            reason = f"{_who(sorted(hosts))} are all Kubernetes node {node}; one host per node"
-            problems += [HostProblem(host, NODE_NAME_VARIABLE, _text(node), reason) for host in hosts]
+            reason = f"{who(sorted(hosts))} are all Kubernetes node {node}; one host per node"
+            problems += [HostProblem(host, NODE_NAME_VARIABLE, shown(node), reason) for host in hosts]
     return problems
 
 

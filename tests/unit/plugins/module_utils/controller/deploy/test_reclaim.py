@@ -97,7 +97,7 @@ def test_reclaim_options_are_accepted_by_the_driver_command_line():
     ],
 )
 def test_a_bad_reclaim_setting_is_refused_naming_the_variable(setting, variable, words):
-    problems = dd.reclaim_problems(setting)
+    problems = reclaim.problems(setting)
     assert [p[0] for p in problems] == [variable], problems
     (line,) = dd.problem_lines(problems)
     assert line.startswith(f"{variable} = ") and words in line, line
@@ -108,8 +108,8 @@ def test_a_bad_reclaim_setting_is_refused_naming_the_variable(setting, variable,
 
 @pytest.mark.parametrize("margin", [0.5, 5, 99.9, "5"])
 def test_reclaim_bounds_are_the_drivers(margin):
-    assert dd.reclaim_problems({"mode": "evict", "margin": margin, "interval": 0.1}) == []
-    assert dd.reclaim_problems({"mode": "evict", "interval": 3600}) == []
+    assert reclaim.problems({"mode": "evict", "margin": margin, "interval": 0.1}) == []
+    assert reclaim.problems({"mode": "evict", "interval": 3600}) == []
 
 
 NVML_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
