@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """How fast does the bundled DRA driver prepare claims and build its ResourceSlices?
 
-Prints, measured in this process on a fixture node (tests/driver_harness.py):
+Prints, measured in this process on a fixture node (tests/support/harnesses/driver.py):
 
 - Prepare latency p50/p99 of one claim with 1 GPU + 1 NIC (NicConfig with a
   name, MTU and address), excluding the API round trip: the claim is handed to
@@ -49,7 +49,7 @@ from aligned_dra_driver.driver import Driver  # noqa: E402
 from aligned_dra_driver.fsutil import atomic_write  # noqa: E402
 from aligned_dra_driver.inventory import Options  # noqa: E402
 
-from ansible_collections.aligned.dra.tests import driver_harness as h  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 
 TARGET_P50_MS = 5.0
 TARGET_P99_MS = 20.0

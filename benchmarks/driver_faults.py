@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """How does the driver answer the kubelet while the API server hangs, and how fast does it recover?
 
-Starts ONE real driver process (tests/driver_harness.py) on a fixture node
+Starts ONE real driver process (tests/support/harnesses/driver.py) on a fixture node
 against the strict fake API server, through the fault-injecting proxy
-(tests/fault_proxy.py), and prints, each against the no-fault run measured in
+(tests/support/harnesses/fault_proxy.py), and prints, each against the no-fault run measured in
 the same process (the named baseline):
 
 - Prepare latency p50/p99 of one claim (1 GPU) over the real gRPC socket, the
@@ -45,9 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
-from ansible_collections.aligned.dra.tests import driver_harness as h  # noqa: E402
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer  # noqa: E402
-from ansible_collections.aligned.dra.tests.fault_proxy import FaultProxy  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.harnesses.fault_proxy import FaultProxy  # noqa: E402
 
 KUBELET_TIMEOUT = 45.0
 BACKOFF_CAP = 30.0

@@ -4,7 +4,7 @@
 
 Measured in this process on a node of 8 GPUs (80 GiB each) with 64 fractional claims (8 per GPU, each
 with one pod whose MPS client uses 6 GiB of its 8 GiB request; each GPU also runs its MPS server and a
-host process, as NVML lists them), NVML being the strict fake of ``tests/fake_nvml.py``, the API the
+host process, as NVML lists them), NVML being the strict fake of ``tests/support/fakes/nvml.py``, the API the
 strict fake API server over HTTP, the pods' cgroups (``<procfs>/<pid>/cgroup``, systemd form) files in a
 temporary directory:
 
@@ -44,9 +44,9 @@ from aligned_dra_driver.kube import Kube  # noqa: E402
 from aligned_dra_driver.metrics import Metrics  # noqa: E402
 from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402
 
-from ansible_collections.aligned.dra.tests import driver_harness as h  # noqa: E402
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer  # noqa: E402
-from ansible_collections.aligned.dra.tests.fake_nvml import GIB, GpuNode, pod_cgroup, share_entry  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 
 GPUS = 8
 CLAIMS_PER_GPU = 8

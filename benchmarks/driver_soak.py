@@ -3,7 +3,7 @@
 """Does one driver process keep its open files, threads and memory through 1,000 Prepare/Unprepare cycles?
 
 Starts ONE real driver process (``python -m aligned_dra_driver``, as the
-integration tests do: tests/driver_harness.py) on a fixture node against the
+integration tests do: tests/support/harnesses/driver.py) on a fixture node against the
 strict fake API server, and runs Prepare then Unprepare of a fresh claim (1 GPU
 + 1 NIC with a NicConfig; v1 and v1beta1 in turn) over its real Unix socket,
 1,000 times after a warm-up. It samples the process's open file descriptors
@@ -35,8 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
-from ansible_collections.aligned.dra.tests import driver_harness as h  # noqa: E402
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 
 BOUND_FDS = 0
 BOUND_THREADS = 0

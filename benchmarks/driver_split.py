@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What does running the driver split by kind cost a Prepare?
 
-Prints, measured in this process on fixture nodes (tests/driver_harness.py) with the strict fake
+Prints, measured in this process on fixture nodes (tests/support/harnesses/driver.py) with the strict fake
 API server, the latency of NodePrepareResources for one claim with 1 GPU + 1 NIC over the real
 gRPC sockets (the claim GET, the CDI spec, the checkpoint with fdatasync; the status write is in
 the background):
@@ -34,8 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
-from ansible_collections.aligned.dra.tests import driver_harness as h  # noqa: E402
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 
 GPU_DRIVER = "gpu.aligned.dev"
 NIC_DRIVER = h.DRIVER

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """TEST HARNESS: a node with two RDMA NICs for the driver's rails (tests only, never shipped).
 
-The driver harness's node (``driver_harness.layout``: one GPU, the RoCE NIC
+The driver harness's node (``harnesses.driver.layout``: one GPU, the RoCE NIC
 ``aldnic0``/``mlx5_0`` at 0000:19:00.0 with one VF, the management NIC
 ``eno1``) plus a second RoCE NIC ``aldnic1``/``mlx5_1`` at 0000:1a:00.0, and
 the moves a pod makes: :func:`to_pod` takes a NIC's interface (and in RDMA
@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 NIC_A, NIC_B = h.NIC_BDF, "0000:1a:00.0"
 VF_A = "0000:19:00.1"
@@ -39,7 +39,7 @@ def layout() -> dict[str, Any]:
 
 
 def build(root: Path) -> h.NodeTree:
-    """The node's tree under ``root`` (as ``driver_harness.NodeTree.build``, with the layout above)."""
+    """The node's tree under ``root`` (as ``harnesses.driver.NodeTree.build``, with the layout above)."""
     h.sysfs_builder.build(layout(), root)
     tree = h.NodeTree(root)
     for directory in (tree.cdi, tree.state, tree.kubelet, tree.vendor_cdi):

@@ -19,7 +19,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.fault_proxy import FaultProxy
+from ansible_collections.aligned.dra.tests.support.harnesses.fault_proxy import FaultProxy
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
 NODE_PATH = "/api/v1/nodes/n1"

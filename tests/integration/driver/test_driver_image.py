@@ -33,9 +33,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, write_inventory
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -77,7 +77,7 @@ def run_role(work: Path, base: str, image: str, metrics_port: int) -> subprocess
         "aligned_dra_driver_image_glibc": GLIBC,
         "aligned_dra_driver_wheelhouse_dir": str(work / "wheelhouse"),
         "aligned_dra_driver_metrics_port": metrics_port,
-        # what the fixture node's tree asks of the device model (driver_harness excludes eno*)
+        # what the fixture node's tree asks of the device model (the driver harness excludes eno*)
         "aligned_dra_device_options": {"exclude": ["eno*"]},
     }
     inventory = write_inventory(work / "inventory.yml", [h.NODE], variables)
@@ -128,7 +128,7 @@ def driver_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 
 
 class ImageDriver(h.DriverProcess):
-    """The driver image run by podman as the DaemonSet runs it, on the fixture node (``driver_harness``)."""
+    """The driver image run by podman as the DaemonSet runs it, on the fixture node (``tests/support/harnesses/driver.py``)."""
 
     def __init__(self, node: h.NodeTree, api: FakeApiServer, image: str, daemonset: dict[str, Any]) -> None:
         super().__init__(node, api)

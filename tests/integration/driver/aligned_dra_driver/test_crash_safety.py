@@ -8,7 +8,7 @@ kubelet does (it repeats the interrupted call) and checks that the end state is
 clean: after the final Unprepare no CDI file, no checkpoint entry, and the NIC
 (a veth renamed as a pod would leave it) back under its original name.
 
-The driver runs with reclaim on (``--reclaim=evict``, NVML being tests/fake_nvml.py), a fractional claim
+The driver runs with reclaim on (``--reclaim=evict``, NVML being tests/support/fakes/nvml.py), a fractional claim
 prepared before the first kill and never unprepared, on a GPU kept short of memory: the watcher reads
 that claim from the API at every poll, through every kill, and the claim must come through each one whole.
 """
@@ -26,9 +26,9 @@ import grpc
 import pytest
 from pyroute2 import IPRoute
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
-from ansible_collections.aligned.dra.tests import fake_nvml
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]
 

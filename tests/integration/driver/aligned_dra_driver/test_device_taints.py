@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 KEY = "dra.aligned.dev/unhealthy"
 SCAN = 0.5  # the harness's --rescan-interval

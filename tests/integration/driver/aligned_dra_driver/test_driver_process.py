@@ -12,8 +12,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 wait_for = h.wait_until
 

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The real driver process under faults: the API server refusing, hanging, resetting, failing and slow
-(tests/fault_proxy.py between the driver and the strict fake API server), full and read-only state and
+(tests/support/harnesses/fault_proxy.py between the driver and the strict fake API server), full and read-only state and
 CDI directories (tiny tmpfs mounts, read-only bind mounts), and damaged checkpoints.
 
 Every test checks what an operator relies on: the exit code, the CDI directory, the checkpoint, the
 claim's status in the API server, /healthz and /metrics, and that no descriptor or thread is left behind.
 
 Every driver runs with reclaim on (``--reclaim=evict``, polling every 0.1 s) on Kubernetes 1.36, NVML being
-tests/fake_nvml.py: each test prepares a fractional claim (``share``) on a GPU a host process keeps short of
+tests/support/fakes/nvml.py: each test prepares a fractional claim (``share``) on a GPU a host process keeps short of
 memory, so that the watcher reads that claim from the API at every poll and meets each fault too; it must
 never hold up Prepare, Unprepare, the publications or the stop. One test has it evict while the API holds
 the eviction.
@@ -28,10 +28,10 @@ import time
 import pytest
 from aligned_dra_driver.cli import STOP_BOUND
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
-from ansible_collections.aligned.dra.tests import fake_nvml
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.fault_proxy import FaultProxy
+from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses.fault_proxy import FaultProxy
 
 KUBELET_TIMEOUT = 45.0  # the kubelet's per-call timeout: the driver must answer before it
 STOP_TIMEOUT = 30.0  # TimeoutStopSec and terminationGracePeriodSeconds the driver role renders

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 MPS_STAND_IN = """#!/bin/sh
 # test stand-in for nvidia-cuda-mps-control

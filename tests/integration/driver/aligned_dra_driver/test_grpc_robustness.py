@@ -22,8 +22,8 @@ from aligned_dra_driver.proto import dra_v1_pb2, registration_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 DRA = {
     "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources": "prepare",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from aligned_dra_driver.kube import ApiError, Kube
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 STATUS_PATH = r"/resourceclaims/c/status$"
 OURS = [{"driver": h.DRIVER, "pool": h.NODE, "device": h.GPU}, {"driver": h.DRIVER, "pool": h.NODE, "device": h.NIC}]
@@ -101,7 +101,7 @@ def test_a_deleted_or_recreated_claim_is_left_alone(api, claim):
 def proxied(api, tmp_path):
     from aligned_dra_driver.kube import load_client
 
-    from ansible_collections.aligned.dra.tests.fault_proxy import FaultProxy
+    from ansible_collections.aligned.dra.tests.support.harnesses.fault_proxy import FaultProxy
 
     api.create(h.claim_object("c", [{"request": "gpu", "device": h.GPU}]))
     with FaultProxy(api.url) as proxy:

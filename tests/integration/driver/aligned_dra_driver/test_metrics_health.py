@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 free_port, get, metric = h.free_port, h.http_get, h.metric_value
 

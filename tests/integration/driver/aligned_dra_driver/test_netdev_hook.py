@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = pytest.mark.netns
 

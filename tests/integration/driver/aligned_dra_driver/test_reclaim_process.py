@@ -4,10 +4,10 @@ above its request while the GPU runs short, and its pod is evicted through the s
 ``kill -9`` the driver starts again on a node where NVML is missing: the watcher backs off and Prepare and
 Unprepare go on.
 
-NVML is ``tests/fake_nvml.py``, reached by the driver process as ``pynvml`` through a test-only stand-in
+NVML is ``tests/support/fakes/nvml.py``, reached by the driver process as ``pynvml`` through a test-only stand-in
 module on its ``PYTHONPATH`` (``fake_nvml.write_module``); the driver has no switch of its own for it.
 ``nvidia-cuda-mps-control`` is a stand-in script on the driver's PATH, as in test_fractional_gpus.py
-(``driver_harness.gpu_tools`` writes both).
+(``harnesses.driver.gpu_tools`` writes both).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import shutil
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
-from ansible_collections.aligned.dra.tests import fake_nvml
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 GIB = fake_nvml.GIB
 

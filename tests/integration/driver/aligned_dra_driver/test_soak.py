@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = pytest.mark.slow
 

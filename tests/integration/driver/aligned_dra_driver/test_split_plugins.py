@@ -14,8 +14,8 @@ import shutil
 import pytest
 from aligned_dra_driver import cdi
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 GPU_DRIVER = "gpu.aligned.dev"
 NIC_DRIVER = h.DRIVER  # dra.aligned.dev, the default name

@@ -14,8 +14,8 @@ import pytest
 from aligned_dra_driver import driver as drv
 from aligned_dra_driver.inventory import Options
 
-from ansible_collections.aligned.dra.tests import driver_doubles as d
-from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from aligned_dra_driver import inventory
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 
 @pytest.fixture

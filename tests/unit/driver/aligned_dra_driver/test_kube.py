@@ -10,8 +10,8 @@ import pytest
 from aligned_dra_driver.kube import ApiError, Kube
 from aligned_dra_driver.reclaim import event_body
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.unit.fake_apiserver.objects import pdb_obj, pod_obj
 
 

@@ -25,8 +25,8 @@ from aligned_dra_driver import netdev_hook
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests import driver_harness as h
 from ansible_collections.aligned.dra.tests.fake_netlink import FakeIPRoute, FakeKernel
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 HOST_NIC = "aldnic0"  # the fixture NIC's name in the host (its sysfs entry)
 POD_PID, HOST_NET_PID, GONE_PID = 4242, 77, 999

@@ -2,7 +2,7 @@
 """Reclaim (``--reclaim=evict``): which claim's pods go when a GPU runs short, and that nothing it meets (NVML
 missing, a GPU gone, an API that refuses or hangs) stops it or holds Prepare and Unprepare.
 
-NVML is ``tests/fake_nvml.py``; the API is a double of the driver's Kube (claims, pods, evictions, events).
+NVML is ``tests/support/fakes/nvml.py``; the API is a double of the driver's Kube (claims, pods, evictions, events).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from aligned_dra_driver.kube import ApiError
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.reclaim import Reclaimer, pod_uid_of_cgroup
 
-from ansible_collections.aligned.dra.tests import driver_doubles as d
-from ansible_collections.aligned.dra.tests import driver_harness as h
-from ansible_collections.aligned.dra.tests.fake_nvml import GIB, GpuNode, pod_cgroup, share_entry
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
 
 GPU_A, DEV_A = "0000:18:00.0", "gpu-0000-18-00-0"
 GPU_B, DEV_B = "0000:3b:00.0", "gpu-0000-3b-00-0"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.addresses import ipv4_addresses
-from ansible_collections.aligned.dra.tests import driver_harness as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = [pytest.mark.netns]
 

@@ -12,7 +12,7 @@ Interface
 
 ::
 
-    from ansible_collections.aligned.dra.tests.fault_proxy import FaultProxy
+    from ansible_collections.aligned.dra.tests.support.harnesses.fault_proxy import FaultProxy
 
     with FakeApiServer() as api, FaultProxy(api.url) as proxy:
         proxy.write_kubeconfig(tmp_path / "kubeconfig")      # points at the proxy

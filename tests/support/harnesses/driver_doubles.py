@@ -2,7 +2,7 @@
 """TEST DOUBLES for the bundled DRA driver run in process (tests only, never shipped): what stands for its Kube
 and its status queue when a test builds ``aligned_dra_driver.driver.Driver`` itself.
 
-    from ansible_collections.aligned.dra.tests import driver_doubles as d
+    from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
     kube = d.ClaimsInMemory()
     driver = Driver(Options(**node.options()), kube, status_queue=d.StatusRecorder(kube))
     ref = kube.add(h.claim_object("c", [{"request": "gpu", "device": h.GPU}]))
@@ -14,7 +14,7 @@ import copy
 import uuid
 from typing import Any
 
-from ansible_collections.aligned.dra.tests.driver_harness import DRIVER, NODE
+from ansible_collections.aligned.dra.tests.support.harnesses.driver import DRIVER, NODE
 
 
 class ClaimsInMemory:

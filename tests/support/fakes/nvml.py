@@ -349,16 +349,20 @@ def write_module(directory: str | Path, state_file: str | Path) -> Path:
     """Write ``directory/pynvml.py``: on a driver process's ``PYTHONPATH`` it is this fake, reading
     ``state_file`` at every call (a test-only stand-in: the driver has no switch of its own for it)."""
     path = Path(directory) / "pynvml.py"
-    here = str(Path(__file__).resolve().parent)
+    this_file = str(Path(__file__).resolve())
+    # loaded by its path, under a name of its own: the folder of fakes is not put on the driver's sys.path
     path.write_text(
-        "# TEST STAND-IN for nvidia-ml-py's pynvml, written by tests/fake_nvml.py: never on a node\n"
+        "# TEST STAND-IN for nvidia-ml-py's pynvml, written by tests/support/fakes/nvml.py: never on a node\n"
+        "import importlib.util\n"
         "import sys\n"
-        f"sys.path.insert(0, {here!r})\n"
-        "import fake_nvml\n"
-        f"sys.modules[__name__] = fake_nvml.FakeNvml.from_state_file({str(state_file)!r})\n"
+        f"_spec = importlib.util.spec_from_file_location('aligned_dra_fake_nvml', {this_file!r})\n"
+        "_fake_nvml = importlib.util.module_from_spec(_spec)\n"
+        "sys.modules[_spec.name] = _fake_nvml\n"
+        "_spec.loader.exec_module(_fake_nvml)\n"
+        f"sys.modules[__name__] = _fake_nvml.FakeNvml.from_state_file({str(state_file)!r})\n"
     )
     return path
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit("tests/fake_nvml.py is a test helper, not a program")
+    sys.exit("tests/support/fakes/nvml.py is a test helper, not a program")

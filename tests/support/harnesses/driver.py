@@ -7,7 +7,7 @@ stand-in whose device nodes are real character devices (major 1, minor 3:
 driver process (``python -m aligned_dra_driver``) against the strict fake API
 server, and talks to it over its real Unix sockets with a gRPC client.
 
-    from ansible_collections.aligned.dra.tests import driver_harness as h
+    from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
     node = h.NodeTree.build(tmp_dir, nic_name="aldnic0")
     with FakeApiServer("1.35") as api, h.DriverProcess(node, api) as drv:
         drv.prepare([h.claim_ref(claim)])
@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 DRIVER_SRC = REPO / "driver"
 sys.path.insert(0, str(REPO / "tests"))
 import sysfs_builder  # noqa: E402
@@ -275,9 +275,9 @@ if [ "$1" = "-d" ]; then : > "$CUDA_MPS_PIPE_DIRECTORY/control"; else cat > /dev
 
 def gpu_tools(root: Path) -> tuple[dict[str, str], Path]:
     """A driver process's ``env`` for fractional GPUs and reclaim: a stand-in of ``nvidia-cuda-mps-control`` first
-    on its PATH, tests/fake_nvml.py as ``pynvml`` on its PYTHONPATH; and the fake NVML's state file (write it with
+    on its PATH, tests/support/fakes/nvml.py as ``pynvml`` on its PYTHONPATH; and the fake NVML's state file (write it with
     ``FakeNvml.write_state``; until then NVML is missing)."""
-    from ansible_collections.aligned.dra.tests import fake_nvml
+    from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 
     bin_dir, shim, state = root / "bin", root / "nvml", root / "nvml.json"
     bin_dir.mkdir()

@@ -1,0 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FAKES for the tests (never shipped): strict stand-ins for what a test cannot have.
+
+- ``nvml``: a fake NVML (``pynvml`` of nvidia-ml-py) for the driver's reclaim watcher, and a node of GPUs and
+  procfs cgroups it reads.
+"""
