@@ -14,7 +14,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
-from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver_instances
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver_instances, monitoring
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import RailRuleError
 
@@ -136,6 +136,54 @@ def driver_rails_objects(objects: list[dict[str, Any]], document: dict[str, Any]
     return out
 
 
+def driver_monitoring_problems(
+    settings: dict[str, Any], site: dict[str, Any] | None = None, addresses: dict[str, Any] | None = None
+) -> list[str]:
+    """``<variable> = <value>: <reason>`` for each problem of ``settings['monitoring']`` (aligned_dra_monitoring,
+    controller/deploy/monitoring.py); ``site``: host -> its setting, for the hosts of the site that disagree;
+    ``addresses``: node -> host mode's metrics address."""
+    settings = dict(settings)
+    value = settings.get("monitoring")
+    found = monitoring.problems(value, settings) + monitoring.site_problems(dict(site or {}))
+    found += monitoring.address_problems(value, str(settings.get("mode", "host")), dict(addresses or {}))
+    return monitoring.problem_lines(found)
+
+
+def _monitoring_parts(settings: dict[str, Any]) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:
+    settings = dict(settings)
+    value = settings.get("monitoring")
+    found = monitoring.problems(value, settings)
+    if found:
+        raise AnsibleFilterError("driver_monitoring: " + "; ".join(monitoring.problem_lines(found)))
+    try:
+        return value, settings, driver_instances.instances(settings)
+    except driver_deploy.DeployError as exc:
+        raise AnsibleFilterError(f"driver_monitoring: {exc}") from exc
+
+
+def driver_monitoring_objects(
+    objects: list[dict[str, Any]], settings: dict[str, Any], addresses: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The objects with the site's monitoring (aligned_dra_monitoring): the DaemonSet's GPU plugin given NVML
+    where use is measured, and the monitors, rules and dashboard after the rest. Off: unchanged."""
+    value, settings, found = _monitoring_parts(settings)
+    out = [copy.deepcopy(item) for item in objects]
+    daemonset = next((item for item in out if item.get("kind") == "DaemonSet"), None)
+    if daemonset is not None and monitoring.nvml(value):
+        pod = daemonset["spec"]["template"]["spec"]
+        gpu = next(item["container"] for item in found if driver_instances.runs_reclaim(item))
+        container = next(item for item in pod["containers"] if item["name"] == gpu)
+        monitoring.pod_spec(value, settings, pod, container)
+    return out + monitoring.objects(value, settings, found, dict(addresses or {}))
+
+
+def driver_monitoring_files(settings: dict[str, Any], addresses: dict[str, Any] | None = None) -> dict[str, str]:
+    """Without the operator, the scrape configuration (and rule file) for a plain Prometheus: path below the
+    site's driver directory -> text. None with the operator, or off."""
+    value, settings, found = _monitoring_parts(settings)
+    return monitoring.files(value, settings, found, dict(addresses or {}))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -148,4 +196,7 @@ class FilterModule:
             "driver_image_problems": driver_image_problems,
             "driver_rails_files": driver_rails_files,
             "driver_rails_objects": driver_rails_objects,
+            "driver_monitoring_problems": driver_monitoring_problems,
+            "driver_monitoring_objects": driver_monitoring_objects,
+            "driver_monitoring_files": driver_monitoring_files,
         }

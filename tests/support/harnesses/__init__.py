@@ -3,5 +3,11 @@
 
 - ``driver``: the bundled DRA driver as a process on a fixture node, with a gRPC client on its sockets;
 - ``driver_doubles``: in-process doubles of the driver's Kube and status queue;
-- ``fault_proxy``: an HTTP proxy between the driver and the fake API server that injects faults.
+- ``driver_rails_node``: the driver's node with a second RDMA NIC, for the rails;
+- ``fault_proxy``: an HTTP proxy between the driver and the fake API server that injects faults;
+- ``playbook_runs``: every ``ansible-playbook`` run of the integration tests, their inventories and recaps;
+- ``installed_collection``: the collection built and installed as users get it;
+- ``browser``: headless Chromium driven over the DevTools protocol;
+- ``admission_policies``: a ValidatingAdmissionPolicy's CEL run as the API server runs it;
+- ``role_messages``: a module run in-process and a role's message rendered, as the docs show them.
 """
