@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report  # noqa: E402
-from ansible_collections.aligned.dra.tests.browser import Browser, find_chromium  # noqa: E402
-from ansible_collections.aligned.dra.tests.report_sites import identical_site  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.harnesses.browser import Browser, find_chromium  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import identical_site  # noqa: E402
 
 SIZE_TARGET = 2 * 1024 * 1024
 RENDER_TARGET_MS = 2000.0

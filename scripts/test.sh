@@ -167,7 +167,7 @@ pytest_parallel() {
     # one worker per core keeps both cores busy. loadfile keeps a file's tests,
     # and so its module- and session-scoped fixtures (built images, wheels,
     # installed collections), on one worker.
-    # Files in the order tests/suite_timing.py gives them (the slowest first,
+    # Files in the order tests/support/suite_timing.py gives them (the slowest first,
     # from the last run's figures), not xdist's order by number of tests: a
     # long file that starts last leaves the other worker idle. The run's own
     # figures land in .cache/timings for the end-of-run table.
@@ -268,7 +268,7 @@ print_slowest_pytest_files() {
     local file="$TIMINGS/pytest-files.json"
     [[ -s "$file" && "$file" -nt "$TIMINGS/.run-started" ]] || return 0
     echo "    pytest, the ten slowest files (seconds, setup + call + teardown of their tests):"
-    python tests/suite_timing.py "$file" 10 | sed 's/^/  /'
+    python tests/support/suite_timing.py "$file" 10 | sed 's/^/  /'
 }
 
 print_summary() {

@@ -42,14 +42,14 @@ def _podman_ready() -> bool:
 
 
 def _chromium() -> str | None:
-    from ansible_collections.aligned.dra.tests.browser import find_chromium
+    from ansible_collections.aligned.dra.tests.support.harnesses.browser import find_chromium
 
     return find_chromium()
 
 
 def _suite_timing():
     # Imported on first use: the collection link checked above makes it importable.
-    from ansible_collections.aligned.dra.tests import suite_timing
+    from ansible_collections.aligned.dra.tests.support import suite_timing
 
     return suite_timing
 
@@ -71,7 +71,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slowest files first (tests/suite_timing.py); skip, with the reason, tests whose real component is unavailable."""
+    """Slowest files first (tests/support/suite_timing.py); skip, with the reason, tests whose real component is unavailable."""
     timing = _suite_timing()
     timing.slowest_files_first(items, timing.read_durations(timing.COMMITTED, timing.LAST_RUN))
     needs_podman = [item for item in items if item.get_closest_marker("podman")]

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.installed_collection import build, run
-from ansible_collections.aligned.dra.tests.playbook_runs import run_in_project
-from ansible_collections.aligned.dra.tests.report_sites import topology_of, write_site
+from ansible_collections.aligned.dra.tests.support.harnesses.installed_collection import build, run
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import run_in_project
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of, write_site
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,6 +111,7 @@ def test_the_tarball_holds_nothing_that_only_works_in_the_checkout(built):
         "tests/unit/",
         "tests/integration/",
         "tests/fixtures/",
+        "tests/support/",
         "tests/fake_apiserver/",
         "tests/sysfs_builder/",
         "tests/durations.json",

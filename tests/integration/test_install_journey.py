@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests import installed_collection as ic
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import run_in_project
+from ansible_collections.aligned.dra.tests.support.harnesses import installed_collection as ic
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import run_in_project
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""tests/fake_netlink.py answers as the kernel does: the same steps on a real veth in two namespaces and on the fake.
+"""tests/support/fakes/netlink.py answers as the kernel does: the same steps on a real veth in two namespaces and on the fake.
 
 Each step's outcome (the link's addresses and routes as
 :func:`aligned_dra_driver.netdev_addresses.read` sees them, or the errno of a
@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from aligned_dra_driver import netdev_addresses as layer3
 
-from ansible_collections.aligned.dra.tests.fake_netlink import FakeIPRoute, FakeKernel
+from ansible_collections.aligned.dra.tests.support.fakes.netlink import FakeIPRoute, FakeKernel
 
 pytestmark = pytest.mark.netns
 

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""tests/suite_timing.py: seconds per test file, the order pytest runs files in, and the table's figures."""
+"""tests/support/suite_timing.py: seconds per test file, the order pytest runs files in, and the table's figures."""
 
 from __future__ import annotations
 
 import json
 from types import SimpleNamespace
 
-from ansible_collections.aligned.dra.tests import suite_timing
+from ansible_collections.aligned.dra.tests.support import suite_timing
 
 
 def item(nodeid: str) -> SimpleNamespace:

@@ -34,8 +34,12 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, write_inventory
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    run_playbook,
+    write_inventory,
+)
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.node import topology
 from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import archive as snapshot
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import (
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     environment,
     recap,

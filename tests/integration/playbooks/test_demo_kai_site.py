@@ -19,7 +19,13 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, REPO, recap, run_playbook, write_imports
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    REPO,
+    recap,
+    run_playbook,
+    write_imports,
+)
 
 DEMO = REPO / "inventories" / "demo"
 STAGES = ("validate.yml", "probe.yml", "claims.yml", "teams.yml", "placement.yml")

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook, write_inventory
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    recap,
+    run_playbook,
+    write_inventory,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, tree_vars, write_inventory
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    run_playbook,
+    tree_vars,
+    write_inventory,
+)
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import (
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     REPO,
     recap,

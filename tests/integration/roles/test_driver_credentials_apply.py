@@ -20,7 +20,12 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, recap, run_playbook, write_inventory
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    recap,
+    run_playbook,
+    write_inventory,
+)
 
 NODES = ("gpu-a", "gpu-b")
 

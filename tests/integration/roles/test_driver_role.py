@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.integration.roles.test_node_hardening import directives, exec_start_argv
-from ansible_collections.aligned.dra.tests.playbook_runs import (
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     REPO,
     environment,

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, write_inventory
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    run_playbook,
+    write_inventory,
+)
 
 
 def remove(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

@@ -18,7 +18,12 @@ import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook, tree_vars, write_inventory
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    run_playbook,
+    tree_vars,
+    write_inventory,
+)
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 REPO = Path(__file__).resolve().parents[3]

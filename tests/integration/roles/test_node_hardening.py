@@ -20,7 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.playbook_runs import REPO, environment, run_on_localhost, write_play
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    REPO,
+    environment,
+    run_on_localhost,
+    write_play,
+)
 
 ROLES = REPO / "roles"
 

@@ -23,14 +23,14 @@ import yaml
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.plan_inputs import NIC_NAME_RULE, aligned_node
-from ansible_collections.aligned.dra.tests.playbook_runs import (
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     recap,
     run_playbook,
     write_imports,
     write_inventory,
 )
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import NIC_NAME_RULE, aligned_node
 
 LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
 # 16 nodes, 2 blocks x 2 racks x 4 nodes, each with 8 GPU+NIC pairs, NIC i on rail i.

@@ -20,10 +20,15 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import pages as report
-from ansible_collections.aligned.dra.tests.browser import Browser, find_chromium
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
-from ansible_collections.aligned.dra.tests.playbook_runs import PLAYBOOKS, run_playbook
-from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for, topology_of, write_site
+from ansible_collections.aligned.dra.tests.support.harnesses.browser import Browser, find_chromium
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import PLAYBOOKS, run_playbook
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import (
+    identical_site,
+    plan_for,
+    topology_of,
+    write_site,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "inventories" / "demo"

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.playbook_runs import (
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     REPO,
     recap,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests import playbook_runs
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.playbook_runs import (
+from ansible_collections.aligned.dra.tests.support.harnesses import playbook_runs
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     environment,
     recap,

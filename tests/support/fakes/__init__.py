@@ -2,5 +2,6 @@
 """FAKES for the tests (never shipped): strict stand-ins for what a test cannot have.
 
 - ``nvml``: a fake NVML (``pynvml`` of nvidia-ml-py) for the driver's reclaim watcher, and a node of GPUs and
-  procfs cgroups it reads.
+  procfs cgroups it reads;
+- ``netlink``: network namespaces with links, addresses and routes, answering pyroute2's ``IPRoute`` calls.
 """

@@ -9,5 +9,6 @@
 - ``installed_collection``: the collection built and installed as users get it;
 - ``browser``: headless Chromium driven over the DevTools protocol;
 - ``admission_policies``: a ValidatingAdmissionPolicy's CEL run as the API server runs it;
-- ``role_messages``: a module run in-process and a role's message rendered, as the docs show them.
+- ``role_messages``: a module run in-process and a role's message rendered, as the docs show them;
+- ``prometheus``: a real Prometheus on loopback and its ``promtool``.
 """

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import driver_rails_node as r
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver_rails_node as r
 
 RAIL = "dra.aligned.dev/rail"
 NETDEV = "dra.aligned.dev/netdev"

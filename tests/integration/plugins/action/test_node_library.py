@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.aligned.dra.plugins.action import node_library as action
 from ansible_collections.aligned.dra.plugins.modules import node_library as module
-from ansible_collections.aligned.dra.tests.playbook_runs import recap, run_on_localhost, write_play
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import recap, run_on_localhost, write_play
 
 FILES = ["node/__init__.py", "node/network/__init__.py", "node/network/kmod.py"]
 

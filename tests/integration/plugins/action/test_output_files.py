@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ansible_collections.aligned.dra.tests.playbook_runs import recap, run_on_localhost, write_play
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import recap, run_on_localhost, write_play
 
 OBJECT_TEMPLATE = """\
 # {{ ansible_managed | comment(decoration='') | trim }}

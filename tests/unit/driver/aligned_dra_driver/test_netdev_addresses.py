@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What a NIC's addresses and routes become: read, filtered, carried into the pod, written as hook arguments.
 
-The netlink side runs on tests/fake_netlink.py here (held to the kernel in
+The netlink side runs on tests/support/fakes/netlink.py here (held to the kernel in
 tests/unit/test_fake_netlink.py) and on real veths in
 tests/integration/driver/aligned_dra_driver/test_pod_nic_rail.py.
 """
@@ -16,7 +16,7 @@ from aligned_dra_driver.container_edits import PrepareError, hook_args
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests.fake_netlink import FakeIPRoute, FakeKernel, Msg
+from ansible_collections.aligned.dra.tests.support.fakes.netlink import FakeIPRoute, FakeKernel, Msg
 
 NIC = 7
 

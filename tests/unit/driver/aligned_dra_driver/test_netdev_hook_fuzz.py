@@ -7,7 +7,7 @@ traceback; and a run that does not succeed must leave every network namespace
 exactly as it found it. Real veths in namespaces would cost a namespace move
 per example, so the netlink layer is the strict fake below; the same refusals
 run on real veths in tests/integration/driver/aligned_dra_driver/test_netdev_hook.py, and the fake
-(tests/fake_netlink.py) is held to the kernel's answers in tests/unit/test_fake_netlink.py.
+(tests/support/fakes/netlink.py) is held to the kernel's answers in tests/unit/test_fake_netlink.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from aligned_dra_driver import netdev_hook
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests.fake_netlink import FakeIPRoute, FakeKernel
+from ansible_collections.aligned.dra.tests.support.fakes.netlink import FakeIPRoute, FakeKernel
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 HOST_NIC = "aldnic0"  # the fixture NIC's name in the host (its sysfs entry)

@@ -14,8 +14,8 @@ from aligned_dra_driver import inventory
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.rails import FACTS_NAME, Rails, held_addresses, returning_addresses
 
-from ansible_collections.aligned.dra.tests import driver_rails_node as r
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver_rails_node as r
 
 RAIL = "dra.aligned.dev/rail"
 BEFORE = {r.DEV_A: 0, r.DEV_B: 1, r.DEV_VF: 0}

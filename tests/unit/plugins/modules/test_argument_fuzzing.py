@@ -68,9 +68,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov as sriov_lib
-from ansible_collections.aligned.dra.tests import fuzz_controller_arguments, fuzz_node_arguments
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
-from ansible_collections.aligned.dra.tests.fuzz_values import (
+from ansible_collections.aligned.dra.tests.support.fuzzing import controller_arguments as fuzz_controller_arguments
+from ansible_collections.aligned.dra.tests.support.fuzzing import node_arguments as fuzz_node_arguments
+from ansible_collections.aligned.dra.tests.support.fuzzing.values import (
     FIXTURES,
     JOB_HOSTS,
     JOB_UTILIZATION,
@@ -83,9 +84,9 @@ from ansible_collections.aligned.dra.tests.fuzz_values import (
     module_spec,
     module_spec_cache,
 )
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
-from ansible_collections.aligned.dra.tests.plan_inputs import aligned_node
-from ansible_collections.aligned.dra.tests.report_sites import topology_of, write_site
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import aligned_node
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of, write_site
 from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 # Examples per module: enough to reach every option and mutation many times,

@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.modules import jobs
-from ansible_collections.aligned.dra.tests.plan_inputs import NIC_NAME_RULE, aligned_node
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import NIC_NAME_RULE, aligned_node
 
 RULE = dict(NIC_NAME_RULE, count=8)
 RACKS = {"gpu-01": "r1", "gpu-02": "r1", "gpu-03": "r2", "gpu-04": "r2"}

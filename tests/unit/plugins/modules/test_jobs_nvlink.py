@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.tests.plan_inputs import aligned_node
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import aligned_node
 from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
     CLIQUE,
     CLIQUES,

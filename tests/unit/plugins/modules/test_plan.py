@@ -13,9 +13,9 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.modules import plan
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
-from ansible_collections.aligned.dra.tests.plan_inputs import pair_objects as objects
-from ansible_collections.aligned.dra.tests.plan_inputs import resource_slice
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import pair_objects as objects
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import resource_slice
 
 
 def run(capsys, args: dict) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.modules import site_report
-from ansible_collections.aligned.dra.tests.report_sites import plan_for, topology_of, write_site
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import plan_for, topology_of, write_site
 
 
 def run(capsys, args: dict) -> dict:

@@ -129,7 +129,7 @@ def test_the_live_node_gives_the_rdma_nics_interface_addresses(tmp_path):
 @pytest.fixture
 def rails_node(tmp_path, monkeypatch):
     """Two RoCE NICs (driver_rails_node), probed as if the tree were this machine's /sys; nic A in a pod."""
-    from ansible_collections.aligned.dra.tests import driver_rails_node as r
+    from ansible_collections.aligned.dra.tests.support.harnesses import driver_rails_node as r
 
     tree = r.build(tmp_path / "node")
     monkeypatch.setattr(topology_info, "LIVE_SYSFS", str(tree.sys.resolve()))

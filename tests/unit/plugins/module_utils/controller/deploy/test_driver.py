@@ -7,7 +7,7 @@ import kubernetes_validate
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as dd
-from ansible_collections.aligned.dra.tests.admission_policies import evaluate_policy
+from ansible_collections.aligned.dra.tests.support.harnesses.admission_policies import evaluate_policy
 
 MINORS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
 DS = {"mode": "daemonset", "image": "registry.example/aligned-dra-driver:0.1.0", "exclude": ["eno*"]}
@@ -200,7 +200,7 @@ def test_wheel_platforms_cover_the_node_glibc_newest_first():
             dd.wheel_platforms(*bad)
 
 
-# -- the admission policies, evaluated (tests/admission_policies.py) --------------------------------
+# -- the admission policies, evaluated (tests/support/harnesses/admission_policies.py) --------------------------------
 
 NS = "aligned-dra"
 D = "dra.aligned.dev"

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as dd
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver_instances as di
-from ansible_collections.aligned.dra.tests.admission_policies import evaluate_policy
+from ansible_collections.aligned.dra.tests.support.harnesses.admission_policies import evaluate_policy
 
 SPLIT = {"split_gpu_driver": "gpu.aligned.dev"}
 DS = {"mode": "daemonset", "image": "registry.example/aligned-dra-driver:0.1.0", "exclude": ["eno*"]}

@@ -3,7 +3,7 @@
 
 The eight GKE A4X nodes of ``tests/fixtures/placement_sources/gke-nodes.yaml`` (``{preset: gke,
 nvlink: true}``: block → subblock → nvlink, read from ``nvidia.com/gpu.clique`` → host), each two
-GPU-NIC pairs on rails 0-1 (``tests/plan_inputs.py``): four cliques of two nodes, so a clique holds two
+GPU-NIC pairs on rails 0-1 (``tests/support/sites/plan_inputs.py``): four cliques of two nodes, so a clique holds two
 workers of ``gpu-nic-rail-0`` (one rail-0 NIC per node) and the site eight. Clique values are
 ``<clusterUUID>.<cliqueID>``: they hold a '.'.
 """
@@ -21,7 +21,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.placement i
     site_view,
     sources,
 )
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,
     rail_objects,

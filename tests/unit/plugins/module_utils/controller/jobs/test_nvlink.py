@@ -21,7 +21,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import search
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai, kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import TOPOLOGY_ANNOTATIONS
-from ansible_collections.aligned.dra.tests.plan_inputs import site_placement
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import site_placement
 from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
     CLIQUE,
     CLIQUES,

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Job planner capacity: held devices as the allocator sees them, the rail signatures tried, and the
-narrowed search, on hand-written devices (``tests/plan_inputs.py``: NIC i of ``rail_node`` is ``nic<i>``,
+narrowed search, on hand-written devices (``tests/support/sites/plan_inputs.py``: NIC i of ``rail_node`` is ``nic<i>``,
 on rail i under ``NIC_NAME_RULE``)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import capacity
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     CLASSES,
     NIC_NAME_RULE,
     exactly,

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The job planner on small sites worked out by hand.
 
-Nodes from ``tests/plan_inputs.py``: pair i of ``aligned_node`` is GPU ``0000:<i+1>1:00.0`` and NIC
+Nodes from ``tests/support/sites/plan_inputs.py``: pair i of ``aligned_node`` is GPU ``0000:<i+1>1:00.0`` and NIC
 ``0000:<i+1>2:00.0`` on root ``pci0000:<i+1>0``; NIC i's interface is ``nic<i>``, so ``NIC_NAME_RULE``
 puts it on rail i. Templates are the claims role's (``gpu-nic-pair-1``: a GPU and a NIC on one root;
 ``gpu-nic-rail-<r>``: a GPU and a NIC of rail r, pinned; ``gpu-only``: one GPU).
@@ -17,7 +17,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import choice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,
     rail_node,

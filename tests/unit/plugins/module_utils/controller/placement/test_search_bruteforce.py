@@ -38,7 +38,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import natural_key
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     CLASSES,
     KIND,
     device_class,

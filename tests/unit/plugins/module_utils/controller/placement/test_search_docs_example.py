@@ -24,8 +24,8 @@ import yaml
 from ansible_collections.aligned.dra.plugins.filter.placement import placement_filter
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.modules import jobs as jobs_module
-from ansible_collections.aligned.dra.tests.plan_inputs import aligned_node
-from ansible_collections.aligned.dra.tests.role_messages import role_message, run_module
+from ansible_collections.aligned.dra.tests.support.harnesses.role_messages import role_message, run_module
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import aligned_node
 
 REPO = Path(__file__).resolve().parents[6]
 PAGE = REPO / "docs" / "jobs.md"

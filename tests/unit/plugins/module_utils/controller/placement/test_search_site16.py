@@ -17,7 +17,7 @@ site itself: its domain, its node's free devices, its GPUs and NICs on one root,
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,
     rail_node,

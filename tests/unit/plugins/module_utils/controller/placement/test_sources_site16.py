@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     rail_objects,
     rail_planner_nodes,

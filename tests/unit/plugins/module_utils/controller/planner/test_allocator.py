@@ -15,7 +15,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.tests.plan_inputs import CLASSES, device_class, exactly, template
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import CLASSES, device_class, exactly, template
 
 NUMA = "resource.kubernetes.io/numaNode"
 

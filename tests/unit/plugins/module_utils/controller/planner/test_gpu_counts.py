@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import gpu_counts
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.tests.plan_inputs import CLASSES
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import CLASSES
 
 
 def device(driver: str, name: str, **attributes: str) -> dict:

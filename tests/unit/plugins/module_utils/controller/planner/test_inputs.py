@@ -16,8 +16,13 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
-from ansible_collections.aligned.dra.tests.plan_inputs import NIC_NAME_RULE, aligned_node, pair_objects, template
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
+    NIC_NAME_RULE,
+    aligned_node,
+    pair_objects,
+    template,
+)
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 
 
 def test_a_module_without_the_other_options_reads_them_as_not_given():

@@ -12,7 +12,13 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
-from ansible_collections.aligned.dra.tests.plan_inputs import CLASSES, KIND, device_class, exactly, template
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
+    CLASSES,
+    KIND,
+    device_class,
+    exactly,
+    template,
+)
 
 ROOT = "resource.kubernetes.io/pcieRoot"
 NUMA = "resource.kubernetes.io/numaNode"

@@ -2,7 +2,7 @@
 """Levels never overclaim: a site of AWS p5.48xlarge-like nodes planned from other drivers' ResourceSlices.
 
 NVIDIA's GPU driver publishes each H100 with its pcieRoot and no numaNode;
-DRANET publishes the EFA NICs with both (``tests/plan_inputs.py`` has the
+DRANET publishes the EFA NICs with both (``tests/support/sites/plan_inputs.py`` has the
 layout). ``gpu-efa-unaligned`` asks for two GPUs and two NICs with no
 constraint, so the scheduler's order pairs GPUs with NICs of other switches,
 two of its four allocations across NUMA nodes. A summary (an allocation's,
@@ -14,7 +14,7 @@ decides it.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.tests.plan_inputs import p5_objects, p5_slices
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import p5_objects, p5_slices
 
 NODES = ("p5-0001", "p5-0002")
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Rails in the plan: each allocation's rails, claims per rail, templates pinned to rails, other drivers' NICs.
 
-The sites are small enough to work out by hand (``tests/plan_inputs.py``: pair i of a node is GPU i
+The sites are small enough to work out by hand (``tests/support/sites/plan_inputs.py``: pair i of a node is GPU i
 and NIC i on one PCIe root, NIC i's interface is ``nic<i>``, so ``by: netdev_name`` puts it on rail i).
 """
 
@@ -14,7 +14,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner imp
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,
     rail_node,

@@ -16,7 +16,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.tests.plan_inputs import CLASSES, exactly, template
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import CLASSES, exactly, template
 
 GI = 2**30
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import thin
-from ansible_collections.aligned.dra.tests.plan_inputs import CLASSES, exactly, split_objects, template
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import CLASSES, exactly, split_objects, template
 
 GI = 2**30
 

@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims_lib
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
-from ansible_collections.aligned.dra.tests.plan_inputs import rail_node
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import rail_node
 
 SET = Path(__file__).resolve().parents[5] / "fixtures" / "utilization" / "ai-lab"
 TEAMS = {"llm-train": "llm-training", "vision": "vision-research", "observability": "observability"}
@@ -209,7 +209,7 @@ def p5_claim(name: str, node: str, gpu: str, nic: str) -> dict:
 
 
 def test_p5_claims_get_the_gpus_numa_node_from_its_root_and_unknown_ones_may_be_below_the_promise():
-    from ansible_collections.aligned.dra.tests.plan_inputs import p5_slices
+    from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import p5_slices
 
     # gpu-4 (switch 4, NUMA node 1) with an EFA NIC of switch 1 (NUMA node 0); the second node's NICs
     # publish no NUMA node, so nothing tells where gpu-4 is
@@ -246,7 +246,7 @@ def test_the_driver_split_by_kind_is_measured_as_one_driver(fixture):
     # the GPUs under gpu.aligned.dev, the NICs under dra.aligned.dev: the same classes, levels and counts
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
     from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
-    from ansible_collections.aligned.dra.tests.report_sites import topology_of
+    from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
 
     topology = VMD_NODE if fixture == "vmd" else topology_of(fixture)
 

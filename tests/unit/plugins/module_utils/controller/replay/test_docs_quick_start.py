@@ -22,8 +22,8 @@ import yaml
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.modules import plan as plan_module
 from ansible_collections.aligned.dra.plugins.modules import replay as replay_module
-from ansible_collections.aligned.dra.tests.report_sites import topology_of
-from ansible_collections.aligned.dra.tests.role_messages import role_message, run_module
+from ansible_collections.aligned.dra.tests.support.harnesses.role_messages import role_message, run_module
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
 
 REPO = Path(__file__).resolve().parents[6]
 PAGE = REPO / "docs" / "replay.md"

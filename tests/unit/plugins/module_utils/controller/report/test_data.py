@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import data
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
-from ansible_collections.aligned.dra.tests.report_sites import topology_of
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
 
 
 def test_alignment_score_buckets():
@@ -35,7 +35,7 @@ def test_an_unknown_level_is_shown_as_unknown_and_nothing_as_none():
     assert data.badge_level(None, True) == (None, True)  # the badge reads None as "none": nothing measured
     assert data.badge_level("PHB", False) == ("PHB", False)
     from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
-    from ansible_collections.aligned.dra.tests.plan_inputs import p5_slices
+    from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import p5_slices
 
     claim = {"metadata": {"name": "blind", "namespace": "ns"}, "status": {"allocation": {"devices": {"results": [
         {"request": "g", "driver": "gpu.nvidia.com", "pool": "p5", "device": "gpu-4"},
@@ -45,7 +45,7 @@ def test_an_unknown_level_is_shown_as_unknown_and_nothing_as_none():
 
 
 def test_plan_view_gives_capacity_per_rail_in_rail_order_and_nothing_without_it():
-    from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for
+    from ansible_collections.aligned.dra.tests.support.sites.report_sites import identical_site, plan_for
 
     plan = plan_for("s", identical_site("vm-flat", 2))
     assert data.plan_view(plan)["rails"] == []

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs
-from ansible_collections.aligned.dra.tests.report_sites import identical_site, plan_for
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import identical_site, plan_for
 
 
 @pytest.mark.parametrize(

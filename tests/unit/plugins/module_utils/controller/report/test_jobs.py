@@ -19,7 +19,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as job_planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import jobs as section
-from ansible_collections.aligned.dra.tests.plan_inputs import (
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,
     rail_objects,
@@ -27,7 +27,7 @@ from ansible_collections.aligned.dra.tests.plan_inputs import (
     site_placement,
     split_objects,
 )
-from ansible_collections.aligned.dra.tests.report_sites import topology_of, write_site
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of, write_site
 
 EVIL = '"><img src=x onerror=alert(1)><script src="https://evil.example/x.js"></script><b x=\''
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import layouts
-from ansible_collections.aligned.dra.tests.report_sites import DEMO_FIXTURES, identical_site, topology_of, with_identity
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import (
+    DEMO_FIXTURES,
+    identical_site,
+    topology_of,
+    with_identity,
+)
 
 # ---------------------------------------------------------------- fingerprints
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
-from ansible_collections.aligned.dra.tests.report_sites import (
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import (
     DEMO_FIXTURES,
     identical_site,
     parse,
@@ -140,7 +140,7 @@ def test_a_bounded_plan_level_is_shown_as_a_bound():
 def test_an_unknown_plan_level_is_shown_as_unknown_never_as_a_level():
     # p5-like nodes whose EFA NICs publish no numaNode: one PHB bound and unknown pairs in every allocation
     from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-    from ansible_collections.aligned.dra.tests.plan_inputs import p5_objects, p5_slices
+    from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import p5_objects, p5_slices
 
     objects = p5_objects()
     classes = [o for o in objects if o["kind"] == "DeviceClass"]
@@ -161,7 +161,7 @@ def test_an_unknown_plan_level_is_shown_as_unknown_never_as_a_level():
 
 def test_a_team_whose_claims_have_unknown_levels_shows_unknown():
     from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
-    from ansible_collections.aligned.dra.tests.plan_inputs import p5_slices
+    from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import p5_slices
 
     claim = {"metadata": {"name": "blind", "namespace": "ns"}, "status": {"allocation": {"devices": {"results": [
         {"request": "g", "driver": "gpu.nvidia.com", "pool": "p5", "device": "gpu-4"},

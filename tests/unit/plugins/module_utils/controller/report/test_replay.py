@@ -13,7 +13,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import replay as section
-from ansible_collections.aligned.dra.tests.report_sites import plan_for, topology_of, write_site
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import plan_for, topology_of, write_site
 
 FIXTURES = Path(__file__).resolve().parents[5] / "fixtures" / "replay"
 EVIL = '"><script src="https://evil.example/x.js"></script><b x=\''

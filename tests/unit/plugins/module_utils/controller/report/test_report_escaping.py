@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
-from ansible_collections.aligned.dra.tests.report_sites import plan_for, topology_of
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import plan_for, topology_of
 
 EVIL = '"><img src=x onerror=alert(1)><script src="https://evil.example/x.js"></script><b x=\''
 

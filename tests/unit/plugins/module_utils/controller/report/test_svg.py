@@ -13,7 +13,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg 
     fit_text,
     text_width,
 )
-from ansible_collections.aligned.dra.tests.report_sites import DEMO_FIXTURES, parse, topology_of
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import DEMO_FIXTURES, parse, topology_of
 
 # ---------------------------------------------------------------- picture
 

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY
 
 REPO = Path(__file__).resolve().parents[6]
 NAME = re.compile(r"\baligned_dra_[a-z0-9_]*[a-z0-9]\b")

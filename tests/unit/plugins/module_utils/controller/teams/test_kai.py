@@ -13,7 +13,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai, kai_api, kai_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import TeamsError
-from ansible_collections.aligned.dra.tests.admission_policies import evaluate_policy
+from ansible_collections.aligned.dra.tests.support.harnesses.admission_policies import evaluate_policy
 
 REPO = Path(__file__).resolve().parents[6]
 FIXTURES = REPO / "tests" / "fixtures" / "kai-scheduler-v0.17.0"

@@ -16,7 +16,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.teams impor
     kueue_schemas,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
-from ansible_collections.aligned.dra.tests.kueue_teams import (
+from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import (
     CAPACITY_TEAMS,
     GPU,
     NIC,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_mappings
-from ansible_collections.aligned.dra.tests.kueue_teams import GPU
+from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import GPU
 
 
 def test_template_refusals_name_what_kueue_refuses():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue, kueue_api, kueue_what_if
-from ansible_collections.aligned.dra.tests.kueue_teams import (
+from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import (
     CAPACITY_TEAMS,
     GPU,
     NIC,

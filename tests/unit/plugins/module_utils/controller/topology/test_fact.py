@@ -9,7 +9,7 @@ import os
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 
 
 def whole() -> dict:

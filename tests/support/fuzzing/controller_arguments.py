@@ -15,7 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests.fuzz_values import (
+from ansible_collections.aligned.dra.tests.support.fuzzing.values import (
     BAD_OBJECT_FILES,
     BAD_PLAN_FILES,
     BAD_VERSIONS,
@@ -41,7 +41,7 @@ from ansible_collections.aligned.dra.tests.fuzz_values import (
     job_catalogue,
     job_placement,
 )
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 
 
 def base_claims_render(draw, root: Path) -> dict[str, Any]:

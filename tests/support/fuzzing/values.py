@@ -21,10 +21,10 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests.plan_inputs import NIC_NAME_RULE, aligned_node, pair_objects
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import NIC_NAME_RULE, aligned_node, pair_objects
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SRIOV_LAYOUT = FIXTURES / "network" / "sriov-lab.yml"
 UTILIZATION_SET = FIXTURES / "utilization" / "ai-lab"
 PACKAGE = "ansible_collections.aligned.dra.plugins.modules."

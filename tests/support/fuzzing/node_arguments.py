@@ -14,8 +14,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests.fuzz_values import Broken
-from ansible_collections.aligned.dra.tests.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.fuzzing.values import Broken
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 
 
 def _sriov_pf(draw) -> dict[str, Any]:

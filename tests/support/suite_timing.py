@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "tests" / "durations.json"
 LAST_RUN = REPO / ".cache" / "timings" / "pytest-files.json"
 
@@ -66,7 +66,7 @@ def slowest(durations: Mapping[str, float], count: int = 10) -> Iterable[tuple[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python tests/suite_timing.py FILE [COUNT]``: print the COUNT (10) slowest test files of FILE."""
+    """``python tests/support/suite_timing.py FILE [COUNT]``: print the COUNT (10) slowest test files of FILE."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 BUNDLED = REPO / ".cache" / "collections" / "ansible_collections"
 
 

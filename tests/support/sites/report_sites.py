@@ -19,7 +19,7 @@ from typing import Any
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 TREES = REPO / ".cache" / "sysfs"
 
 # The fixtures the demo's nodes are made of (their pictures and matrices are tested one by one).

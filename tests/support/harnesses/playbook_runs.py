@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 PLAYBOOKS = REPO / "playbooks"
 
 # Every node of these inventories is this machine, run with the controller's Python.

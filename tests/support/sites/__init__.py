@@ -1,0 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TEST FIXTURES built in Python (never shipped): the nodes, sites and teams the tests plan, report and queue on.
+
+- ``plan_inputs``: a small hand-written node, its claim objects, DeviceClasses and ResourceClaimTemplates;
+- ``report_sites``: topologies and sites for the site report's tests and benchmark;
+- ``kueue_teams``: team settings and the Kueue queues they render to;
+- ``kai_fair_share_reference``: an independent model of KAI Scheduler's GPU fair share, to check ours against.
+"""
