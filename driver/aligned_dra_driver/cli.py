@@ -149,6 +149,15 @@ def parser() -> argparse.ArgumentParser:
         help="percent of a GPU's memory that must stay free before claims above their request are evicted",
     )
     p.add_argument("--reclaim-interval", type=float, default=2.0, help="seconds between two reclaim polls")
+    p.add_argument(
+        "--usage",
+        choices=("on", "off"),
+        default="on",
+        help="measure GPU use per claim and per GPU with NVML and export it on /metrics (docs/monitoring.md); on "
+        "where NVML loads (needs nvidia-ml-py), else aligned_dra_usage_available 0. A driver publishing no GPU "
+        "measures nothing",
+    )
+    p.add_argument("--usage-interval", type=float, default=15.0, help="seconds between two usage polls")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -215,6 +224,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         usage_error("aligned-dra-driver: --reclaim-margin must lie between 0 and 100 percent (exclusive)")
     if not 0.1 <= args.reclaim_interval <= 3600:
         usage_error("aligned-dra-driver: --reclaim-interval must lie in 0.1..3600 seconds")
+    if not 0.1 <= args.usage_interval <= 3600:
+        usage_error("aligned-dra-driver: --usage-interval must lie in 0.1..3600 seconds")
     # A rails file that is missing or broken is not a usage error: it is read again at every scan (a
     # ConfigMap volume fills in later) and only the rail attribute waits for it, never the kubelet
     if args.rails_file is not None and not args.rails_file.strip():
@@ -278,21 +289,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         timeout=max(60.0, 3 * args.rescan_interval), sysfs_root=opts.sysfs_root, aer_hold=args.aer_hold
     )
     metrics.watch_health(monitor, args.driver_name)
-    reclaimer = None
-    if args.reclaim == "evict":  # pynvml is imported by the watcher's first poll, never here
-        from .reclaim import Reclaimer
-
-        reclaimer = Reclaimer(
-            lambda: driver.checkpoint.claims,  # replaced whole under the state lock: read without it
-            kube,
-            metrics,
-            driver_name=args.driver_name,
-            node_name=args.node_name,
-            procfs_root=opts.procfs_root,
-            margin=args.reclaim_margin,
-            interval=args.reclaim_interval,
-            step_budget=args.api_timeout,
-        )
+    reclaimer, watcher = gpu_watchers(args, opts, driver, kube, metrics)
     return {
         "opts": opts,
         "metrics": metrics,
@@ -302,7 +299,57 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "monitor": monitor,
         "status_queue": status_queue,
         "reclaimer": reclaimer,
+        "watcher": watcher,
     }
+
+
+def gpu_watchers(args: argparse.Namespace, opts: Any, driver: Any, kube: Any, metrics: Any) -> tuple[Any, Any]:
+    """The reclaimer (``--reclaim=evict``) and the GPU watcher (``--usage=on``) over one NVML reader.
+
+    pynvml is imported by the first poll, never here. A driver publishing no GPU measures nothing. With
+    usage on, the watcher's thread runs the reclaim steps too (one poll of NVML, not two); with usage off,
+    the reclaimer runs its own thread.
+    """
+    from .usage import GpuWatcher, NvmlReader, nvidia_gpus
+
+    usage = args.usage == "on" and bool(opts.device_options.get("gpus", True))
+    operations = tuple(op for op, on in (("usage", usage), ("reclaim", args.reclaim == "evict")) if on)
+    reader = NvmlReader(procfs_root=opts.procfs_root, metrics=metrics, operations=operations or ("usage",))
+    claims = lambda: driver.checkpoint.claims  # noqa: E731 -- replaced whole under the state lock: read without it
+    reclaimer = None
+    if args.reclaim == "evict":
+        from .reclaim import Reclaimer
+
+        reclaimer = Reclaimer(
+            claims,
+            kube,
+            metrics,
+            driver_name=args.driver_name,
+            node_name=args.node_name,
+            procfs_root=opts.procfs_root,
+            margin=args.reclaim_margin,
+            interval=args.reclaim_interval,
+            step_budget=args.api_timeout,
+            reader=reader if usage else None,
+            claim_pods=driver.claim_pods,
+        )
+    if not usage:
+        return reclaimer, None
+    from .usage_metrics import UsageCollector
+
+    watcher = GpuWatcher(
+        reader,
+        claims,
+        lambda: nvidia_gpus(driver.inventory),
+        driver.claim_pods,
+        kube,
+        metrics,
+        usage_interval=args.usage_interval,
+        reclaimer=reclaimer,
+        step_budget=args.api_timeout,
+    )
+    metrics.registry.register(UsageCollector(watcher, claims, driver.claim_pods))
+    return reclaimer, watcher
 
 
 def fractional_by_version(kube: Any) -> bool:
@@ -349,6 +396,7 @@ class Runner:
         self.monitor = parts["monitor"]
         self.status_queue = parts["status_queue"]
         self.reclaimer = parts["reclaimer"]
+        self.watcher = parts["watcher"]
         self.fractional_pending = args.fractional_gpus == "auto"
         # what the configuration says about DRADeviceTaints; off for good once the API server drops the field
         self.device_taints = args.device_taints == "on"
@@ -507,7 +555,9 @@ class Runner:
             self.metrics_server.start()
             LOG.info("metrics on port %d", self.metrics_server.port)
         self.status_queue.start()
-        if self.reclaimer is not None:
+        if self.watcher is not None:  # runs the reclaim steps too
+            self.watcher.start()
+        elif self.reclaimer is not None:
             self.reclaimer.start()
         # The kubelet is served from the scan on, before any API request: a node that boots into a slow or
         # unreachable control plane still registers and unprepares; the publications run in their own thread.
@@ -550,7 +600,9 @@ class Runner:
         watcher.stop()
         self.servers.stop(grace=STOP_GRACE)
         self.status_queue.stop()
-        if self.reclaimer is not None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        elif self.reclaimer is not None:
             self.reclaimer.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()

@@ -34,6 +34,7 @@ from typing import Any
 from . import cdi, config
 from .checkpoint import Checkpoint
 from .claim_locks import ClaimLocks
+from .claim_pods import ClaimPods, reserved_pods
 from .collection import dra
 from .container_edits import PrepareError, gpu_edits, nic_edits
 from .inventory import Inventory, Options, scan
@@ -85,6 +86,8 @@ class Driver:
         # serializes putting back the NICs of checkpoint.returning (the scan thread and Prepare)
         self.returns_lock = threading.Lock()
         self.remove_unknown_specs = True  # off when the CDI directory could not be listed at start
+        # the pods of each prepared claim (status.reservedFor as Prepare read it): the GPU watcher's, no API cost
+        self.claim_pods = ClaimPods()
 
     # -- start-up ------------------------------------------------------------------
 
@@ -242,6 +245,7 @@ class Driver:
         deadline = self._deadline(budget)
         answers: dict[str, dict[str, Any]] = {}
         fresh: dict[str, dict[str, Any]] = {}
+        fresh_pods: dict[str, list[tuple[str, str]]] = {}
         statuses: list[tuple[str, str, str, list[dict[str, Any]]]] = []
         held: list[str] = []
         try:
@@ -287,6 +291,7 @@ class Driver:
                     self._count("prepare", "error", started)
                     continue
                 fresh[uid] = entry
+                fresh_pods[uid] = reserved_pods(claim)
                 answers[uid] = {"devices": entry["devices"]}
                 statuses.append((namespace, name, uid, status))
                 self._count("prepare", "ok", started)
@@ -297,6 +302,9 @@ class Driver:
                         cdi.remove_spec_quietly(self.opts.cdi_dir, uid, driver_name=self.opts.driver_name)
                         answers[uid] = {"error": f"claim {uid} not prepared: {error}"}
                     statuses = []
+                    fresh_pods = {}
+            for uid, pods in fresh_pods.items():
+                self.claim_pods.set(uid, pods)
             if self.status is not None:
                 # queued while the claims are still held: a later Unprepare's clear comes after this apply
                 for namespace, name, uid, status in statuses:
@@ -591,7 +599,8 @@ class Driver:
                         self._ensure_spec(uid, entry)  # still prepared: its spec stays usable
                         answers[uid] = f"unprepare of claim {uid}: {error}; the claim stays prepared"
                     removed = {}
-            for entry in removed.values():
+            for uid, entry in removed.items():
+                self.claim_pods.forget(uid)  # its usage series go with it
                 self._stop_unused_mps(entry)
             if self.status is not None:
                 for uid, entry in removed.items():

@@ -25,8 +25,16 @@ above their request must go. A thread of its own polls every
    and on the claim, and counts ``aligned_dra_reclaims_total{gpu}``.
 
 ``aligned_dra_gpu_bytes_above_request{gpu}`` is set every poll from the
-claims' pods as last read from the API (read only under pressure: between, a
-new pod's use is not counted).
+claims' pods (:class:`~aligned_dra_driver.claim_pods.ClaimPods`: recorded by
+Prepare, read again by the usage poll when an unknown pod's process appears,
+and under pressure).
+
+NVML is the driver's one :class:`~aligned_dra_driver.usage.NvmlReader`: with
+``--usage=on`` the GPU watcher's thread calls :meth:`Reclaimer.poll` and the
+usage poll of the same tick reuses its readings; with ``--usage=off`` the
+reclaimer runs a thread and a reader of its own.
+An eviction answered 404 or 409 (the pod is gone or going) holds the GPU like
+a sent one: the pod's processes are waited for, not evicted again.
 
 NVML missing (no ``nvidia-ml-py``, no ``libnvidia-ml``), a GPU that vanished,
 an API that refuses or hangs (each request bounded by the driver's API
@@ -38,8 +46,6 @@ backoff; nothing here ever blocks Prepare or Unprepare.
 from __future__ import annotations
 
 import logging
-import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -47,34 +53,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .claim_pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+from .usage import BACKOFF_BASE, BACKOFF_CAP, NvmlReader, load_pynvml
+
 LOG = logging.getLogger("aligned_dra_driver.reclaim")
-BACKOFF_BASE = 1.0  # seconds before the first retry after a failure
-BACKOFF_CAP = 60.0
+__all__ = ["BACKOFF_BASE", "BACKOFF_CAP", "Reclaimer", "load_pynvml", "pod_uid_of_cgroup", "shared_gpus"]
 # after an eviction, no other claim of that GPU is evicted while the evicted pods' processes still use it, for
 # at most this long (a pod's default terminationGracePeriodSeconds is 30)
 HOLD_SECONDS = 45.0
 MIB = 1024 * 1024
-# cgroupfs: .../kubepods/burstable/pod<uid>/<container>; systemd: .../kubepods-burstable-pod<uid_>.slice/...
-_POD_RE = re.compile(
-    r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?(?=/|$)"
-)
-
-
-def pod_uid_of_cgroup(text: str) -> str | None:
-    """The pod UID in the contents of a ``/proc/<pid>/cgroup`` file, or None (not a pod's process)."""
-    for line in text.splitlines():
-        path = line.split(":", 2)[-1].strip().lower()
-        found = _POD_RE.findall(path)
-        if found:
-            return found[-1].replace("_", "-")
-    return None
-
-
-def load_pynvml() -> Any:
-    """The real ``pynvml`` (package ``nvidia-ml-py``); ImportError when it is not installed."""
-    import pynvml
-
-    return pynvml
 
 
 @dataclass
@@ -149,20 +136,23 @@ class Reclaimer:
         margin: float = 5.0,
         interval: float = 2.0,
         step_budget: float = 10.0,
+        reader: NvmlReader | None = None,
+        claim_pods: ClaimPods | None = None,
     ) -> None:
         self.claims = claims
         self.kube = kube
         self.metrics = metrics
-        self.nvml_loader = nvml_loader
+        # shared with the usage poll (which then begins each tick), else a reader of its own
+        self.owns_reader = reader is None
+        self.reader = reader or NvmlReader(nvml_loader, procfs_root, metrics, ("reclaim",))
         self.driver_name = driver_name
         self.node_name = node_name
         self.procfs_root = procfs_root
         self.margin = margin
         self.interval = interval
         self.step_budget = step_budget
-        self.nvml: Any = None
-        self.pods: dict[str, list[tuple[str, str]]] = {}  # claim UID -> its pods (name, uid) as last read
-        self.backoff: dict[str, _Backoff] = {}  # "nvml" or a PCI address
+        self.pods = claim_pods if claim_pods is not None else ClaimPods()  # claim UID -> its pods (name, uid)
+        self.backoff: dict[str, _Backoff] = {}  # a PCI address
         self.holds: dict[str, _Hold] = {}
         self.gauged: set[str] = set()  # the GPUs (device names) aligned_dra_gpu_bytes_above_request has
         self.polls = 0
@@ -191,11 +181,22 @@ class Reclaimer:
                 self.metrics.errors.labels(operation="reclaim").inc()
             self._stop.wait(self._next_wait())
 
+    @property
+    def nvml(self) -> Any:
+        return self.reader.nvml
+
+    @property
+    def nvml_loader(self) -> Callable[[], Any]:
+        return self.reader.loader
+
+    @nvml_loader.setter
+    def nvml_loader(self, loader: Callable[[], Any]) -> None:
+        self.reader.loader = loader
+
     def _next_wait(self) -> float:
         """The interval, or less when NVML's retry comes sooner."""
-        entry = self.backoff.get("nvml")
-        if entry is not None and entry.failures:
-            return max(0.0, min(self.interval, entry.until - time.monotonic()))
+        if self.reader.nvml is None and self.reader.backoff.failures:
+            return max(0.0, min(self.interval, self.reader.backoff.until - time.monotonic()))
         return self.interval
 
     # -- failures -------------------------------------------------------------------------------
@@ -219,33 +220,19 @@ class Reclaimer:
         if entry is not None and entry.failures:
             LOG.info("reclaim: %s works again after %d failure(s)", key, entry.failures)
 
-    def _nvml_ready(self, now: float) -> bool:
-        if self.nvml is not None:
-            return True
-        if self._waiting("nvml", now):
-            return False
-        try:
-            nvml = self.nvml_loader()
-            nvml.nvmlInit()
-        except Exception as exc:  # ImportError, NVMLError (no libnvidia-ml, no driver), anything
-            self._failed("nvml", "NVML is not usable", exc)
-            return False
-        self.nvml = nvml
-        self._succeeded("nvml")
-        return True
-
     # -- one poll -------------------------------------------------------------------------------
 
     def poll(self) -> list[dict[str, Any]]:
         """One step over every GPU with fractional claims; the reclaims it made."""
         self.polls += 1
         now = time.monotonic()
-        if not self._nvml_ready(now):
+        if self.owns_reader:
+            self.reader.begin()
+        if not self.reader.ready(now):
             return []
-        gpus = shared_gpus(dict(self.claims()))
-        known = {s.uid for shares in gpus.values() for s in shares}
-        for uid in [u for u in self.pods if u not in known]:  # claims unprepared since
-            del self.pods[uid]
+        claims = dict(self.claims())
+        gpus = shared_gpus(claims)
+        self.pods.keep_only(set(claims))  # claims unprepared since
         for device in self.gauged - {shares[0].device for shares in gpus.values()}:  # no shares left
             self.metrics.gpu_bytes_above_request.remove(device)
             self.gauged.discard(device)
@@ -266,62 +253,32 @@ class Reclaimer:
     def _gpu_failed(self, pci: str, exc: Exception) -> None:
         from .kube import ApiError
 
-        nvml_error = getattr(self.nvml, "NVMLError", None)
-        if isinstance(nvml_error, type) and issubclass(type(exc), nvml_error):
-            lost = {getattr(self.nvml, n, None) for n in ("NVML_ERROR_NOT_FOUND", "NVML_ERROR_GPU_IS_LOST")}
-            if getattr(exc, "value", None) in lost - {None}:
-                self._failed(pci, f"GPU {pci} is gone from NVML", exc)
-            elif getattr(exc, "value", None) == getattr(self.nvml, "NVML_ERROR_UNINITIALIZED", object()):
-                self.nvml = None  # initialized again at the next poll
-                self._failed(pci, "NVML lost its initialization", exc)
-            else:
-                self._failed(pci, f"NVML failed on GPU {pci}", exc)
+        kind = self.reader.lost(exc)  # "uninitialized": initialized again at the next poll
+        if kind == "gone":
+            self.reader.forget(pci)
+            self._failed(pci, f"GPU {pci} is gone from NVML", exc)
+        elif kind == "uninitialized":
+            self._failed(pci, "NVML lost its initialization", exc)
+        elif kind == "nvml":
+            self._failed(pci, f"NVML failed on GPU {pci}", exc)
         elif isinstance(exc, ApiError):
             self._failed(pci, f"the API server failed for GPU {pci}", exc)
         else:
             LOG.debug("reclaim: unexpected failure on GPU %s", pci, exc_info=True)
             self._failed(pci, f"unexpected failure on GPU {pci}", exc)
 
-    def _usage(self, handle: Any) -> dict[str, int]:
-        """Bytes used per pod UID on a GPU (processes of no pod and unknown amounts left out)."""
-        by_pid: dict[int, int] = {}
-        lists = [self.nvml.nvmlDeviceGetComputeRunningProcesses]
-        mps = getattr(self.nvml, "nvmlDeviceGetMPSComputeRunningProcesses", None)
-        if mps is not None:
-            lists.append(mps)
-        for read in lists:
-            for process in read(handle):
-                used = getattr(process, "usedGpuMemory", None)
-                if isinstance(used, int) and used >= 0:
-                    by_pid[process.pid] = max(by_pid.get(process.pid, 0), used)
-        usage: dict[str, int] = {}
-        for pid, used in by_pid.items():
-            pod = self._pod_of(pid)
-            if pod is not None:
-                usage[pod] = usage.get(pod, 0) + used
-        return usage
-
-    def _pod_of(self, pid: int) -> str | None:
-        try:
-            with open(os.path.join(self.procfs_root, str(pid), "cgroup"), encoding="utf-8", errors="replace") as f:
-                return pod_uid_of_cgroup(f.read())
-        except OSError:  # the process ended since NVML listed it
-            return None
-
     def _poll_gpu(self, pci: str, shares: list[Share]) -> dict[str, Any] | None:
-        # bytes: what every nvidia-ml-py release takes (later ones turn a str into bytes themselves)
-        handle = self.nvml.nvmlDeviceGetHandleByPciBusId(pci.encode("ascii"))
-        memory = self.nvml.nvmlDeviceGetMemoryInfo(handle)
-        usage = self._usage(handle)
+        memory = self.reader.read(pci)  # this tick's reading: the usage poll of the tick takes the same
+        usage = memory.by_pod()
         pressure = memory.free < memory.total * self.margin / 100.0
         held = pressure and self._held(pci, usage)
         deadline = time.monotonic() + self.step_budget
         if pressure and not held:
             for share in shares:
-                self.pods[share.uid] = self._claim_pods(share, deadline)
+                self.pods.set(share.uid, read_claim_pods(self.kube, share.namespace, share.name, share.uid, deadline))
 
         def use_of(share: Share) -> int:
-            return sum(usage.get(pod_uid, 0) for _name, pod_uid in self.pods.get(share.uid, []))
+            return sum(usage.get(pod_uid, 0) for _name, pod_uid in self.pods.get(share.uid))
 
         above = sum(max(0, use_of(s) - s.request) for s in shares if s.request is not None)
         self.metrics.gpu_bytes_above_request.labels(gpu=shares[0].device).set(above)
@@ -329,12 +286,22 @@ class Reclaimer:
         if not pressure or held:
             return None
         over = [s for s in shares if s.request is not None and use_of(s) > s.request]
-        candidates = [Candidate(s, self.pods.get(s.uid, []), use_of(s), self._priority(s, deadline)) for s in over]
+        candidates = [Candidate(s, self.pods.get(s.uid), use_of(s), self._priority(s, deadline)) for s in over]
         candidates.sort(key=lambda c: (c.priority, -(c.use - (c.share.request or 0)), c.share.uid))
         for candidate in candidates:
-            evicted = self._evict(candidate, deadline)
+            evicted, going = self._evict(candidate, deadline)
             if evicted:
-                return self._reclaimed(candidate, evicted, memory)
+                return self._reclaimed(candidate, evicted, memory, going)
+            if going:  # the pods are gone or going already: wait for their processes as after an eviction
+                LOG.info(
+                    "reclaim: the pods of claim %s/%s are gone or going (404/409): GPU %s waits for their "
+                    "processes to end",
+                    candidate.share.namespace,
+                    candidate.share.name,
+                    pci,
+                )
+                self.holds[pci] = _Hold({uid for _name, uid in going}, time.monotonic() + HOLD_SECONDS)
+                return None
         return None
 
     def _held(self, pci: str, usage: dict[str, int]) -> bool:
@@ -347,34 +314,13 @@ class Reclaimer:
         del self.holds[pci]
         return False
 
-    def _claim_pods(self, share: Share, deadline: float) -> list[tuple[str, str]]:
-        """The claim's pods from ``status.reservedFor``: none when it is gone or its name holds another claim."""
-        from .kube import ApiError
-
-        try:
-            claim = self.kube.get_claim(share.namespace, share.name, deadline=deadline)
-        except ApiError as exc:
-            if exc.status == 404:
-                return []
-            raise
-        metadata = claim.get("metadata") if isinstance(claim, dict) else None
-        if not isinstance(metadata, dict) or metadata.get("uid") != share.uid:
-            return []
-        status = claim.get("status") if isinstance(claim.get("status"), dict) else {}
-        pods = []
-        for ref in status.get("reservedFor") or []:
-            if isinstance(ref, dict) and ref.get("resource") == "pods" and not ref.get("apiGroup"):
-                if isinstance(ref.get("name"), str) and isinstance(ref.get("uid"), str):
-                    pods.append((ref["name"], ref["uid"]))
-        return pods
-
     def _priority(self, share: Share, deadline: float) -> int:
         """The highest ``spec.priority`` of the claim's pods (0 when unset): a claim goes as late as its most
         important pod."""
         from .kube import ApiError
 
         priorities = []
-        for name, _uid in self.pods.get(share.uid, []):
+        for name, _uid in self.pods.get(share.uid):
             try:
                 pod = self.kube.get_pod(share.namespace, name, deadline=deadline)
             except ApiError as exc:
@@ -385,9 +331,10 @@ class Reclaimer:
             priorities.append(value if isinstance(value, int) and not isinstance(value, bool) else 0)
         return max(priorities, default=0)
 
-    def _evict(self, candidate: Candidate, deadline: float) -> list[tuple[str, str]]:
-        """Evict the claim's pods; those evicted (empty when a PodDisruptionBudget refused them all)."""
+    def _evict(self, candidate: Candidate, deadline: float) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """Evict the claim's pods; those evicted, and those already gone or going (404, 409)."""
         evicted = []
+        going = []
         for name, uid in candidate.pods:
             answer = self.kube.evict_pod(candidate.share.namespace, name, uid=uid, deadline=deadline)
             if answer == "refused":
@@ -400,9 +347,13 @@ class Reclaimer:
                 )
             elif answer == "evicted":
                 evicted.append((name, uid))
-        return evicted
+            elif answer == "gone":
+                going.append((name, uid))
+        return evicted, going
 
-    def _reclaimed(self, candidate: Candidate, evicted: list[tuple[str, str]], memory: Any) -> dict[str, Any]:
+    def _reclaimed(
+        self, candidate: Candidate, evicted: list[tuple[str, str]], memory: Any, going: list[tuple[str, str]]
+    ) -> dict[str, Any]:
         share = candidate.share
         request = share.request or 0
         message = (
@@ -412,7 +363,8 @@ class Reclaimer:
         )
         LOG.warning("reclaim: %s/%s: %s", share.namespace, share.name, message)
         self.metrics.reclaims.labels(gpu=share.device).inc()
-        self.holds[share.pci] = _Hold({uid for _name, uid in evicted}, time.monotonic() + HOLD_SECONDS)
+        held = {uid for _name, uid in evicted + going}
+        self.holds[share.pci] = _Hold(held, time.monotonic() + HOLD_SECONDS)
         involved = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid} for name, uid in evicted]
         involved.append(
             {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "name": share.name, "uid": share.uid}

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """FAKE NVML for the tests (never shipped): a strict stand-in for the ``pynvml`` functions of ``nvidia-ml-py``
-that the driver's reclaim watcher (``aligned_dra_driver/reclaim.py``) calls.
+that the driver's NVML reader (``aligned_dra_driver/usage.py``: the usage poll and the reclaim watcher) calls.
 
 Strict as the real library is:
 
@@ -16,7 +16,13 @@ Strict as the real library is:
 - a GPU's process lists hold every process on it, whatever container it runs in: the pods' processes, the
   MPS server, other containers' and the host's. ``nvmlDeviceGetComputeRunningProcesses`` lists the
   processes with a compute context of their own (the MPS server among them),
-  ``nvmlDeviceGetMPSComputeRunningProcesses`` the MPS clients.
+  ``nvmlDeviceGetMPSComputeRunningProcesses`` the MPS clients;
+- ``nvmlDeviceGetUUID`` answers ``GPU-<uuid>`` as a str (nvidia-ml-py decodes NVML's bytes);
+- ``nvmlDeviceGetProcessUtilization(handle, timeStamp)`` returns the samples (``pid``, ``timeStamp`` in
+  microseconds, ``smUtil`` and ``memUtil`` in percent, ``encUtil``, ``decUtil``) taken after ``timeStamp``;
+  with none, NVML answers ``NVML_ERROR_NOT_FOUND`` (it never returns an empty list), and a GPU that keeps no
+  per-process samples (:meth:`FakeNvml.add_gpu` ``utilization=False``) ``NVML_ERROR_NOT_SUPPORTED``. Samples
+  come from :meth:`FakeNvml.sample`; NVML keeps a bounded buffer, here the last 100 per GPU.
 
 An instance stands for the module (``FakeNvml().nvmlInit()``, as ``pynvml.nvmlInit()``). For a driver
 process, :meth:`FakeNvml.from_state_file` reads its GPUs from a JSON file at every call (written by the test
@@ -45,6 +51,7 @@ NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
 _MESSAGES = {
     NVML_ERROR_UNINITIALIZED: "Uninitialized",
     NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
@@ -52,6 +59,7 @@ _MESSAGES = {
     NVML_ERROR_NOT_FOUND: "Not Found",
     NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
     NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
 }
 GIB = 1 << 30
 HOST_CGROUP = "0::/system.slice/nvidia-persistenced.service"  # a host daemon's process: no pod's
@@ -85,6 +93,10 @@ class NVMLError_InvalidArgument(NVMLError):
     _value = NVML_ERROR_INVALID_ARGUMENT
 
 
+class NVMLError_NotSupported(NVMLError):
+    _value = NVML_ERROR_NOT_SUPPORTED
+
+
 class NVMLError_NotFound(NVMLError):
     _value = NVML_ERROR_NOT_FOUND
 
@@ -102,6 +114,7 @@ _SUBCLASSES = {
     for sub in (
         NVMLError_Uninitialized,
         NVMLError_InvalidArgument,
+        NVMLError_NotSupported,
         NVMLError_NotFound,
         NVMLError_LibraryNotFound,
         NVMLError_GpuIsLost,
@@ -128,12 +141,30 @@ class ProcessInfo:
     computeInstanceId: int = 0xFFFFFFFF
 
 
+@dataclass(frozen=True)
+class ProcessUtilizationSample:
+    """``c_nvmlProcessUtilizationSample_t``: ``timeStamp`` in microseconds, the rest in percent."""
+
+    pid: int
+    timeStamp: int
+    smUtil: int
+    memUtil: int
+    encUtil: int = 0
+    decUtil: int = 0
+
+
+SAMPLES_KEPT = 100
+
+
 @dataclass
 class _Gpu:
     total: int
     reserved: int
     generation: int
     processes: dict[int, tuple[int | None, bool]] = field(default_factory=dict)  # pid -> (bytes, MPS client)
+    uuid: str = ""
+    utilization: bool = True  # keeps per-process samples
+    samples: list[list[int]] = field(default_factory=list)  # [pid, timeStamp, smUtil, memUtil]
 
 
 class _Handle:
@@ -163,11 +194,13 @@ class FakeNvml:
 
     NVMLError = NVMLError
     NVMLError_Uninitialized = NVMLError_Uninitialized
+    NVMLError_NotSupported = NVMLError_NotSupported
     NVMLError_NotFound = NVMLError_NotFound
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVMLError_GpuIsLost = NVMLError_GpuIsLost
     NVML_ERROR_UNINITIALIZED = NVML_ERROR_UNINITIALIZED
     NVML_ERROR_INVALID_ARGUMENT = NVML_ERROR_INVALID_ARGUMENT
+    NVML_ERROR_NOT_SUPPORTED = NVML_ERROR_NOT_SUPPORTED
     NVML_ERROR_NOT_FOUND = NVML_ERROR_NOT_FOUND
     NVML_ERROR_LIBRARY_NOT_FOUND = NVML_ERROR_LIBRARY_NOT_FOUND
     NVML_ERROR_GPU_IS_LOST = NVML_ERROR_GPU_IS_LOST
@@ -178,15 +211,29 @@ class FakeNvml:
         self.gpus: dict[str, _Gpu] = {}
         self.init_count = 0
         self.calls: list[str] = []
+        self.failing = False  # every call after nvmlInit raises NVML_ERROR_UNKNOWN (a driver in trouble)
         self._generation = 0
+        self._clock = 1_000_000  # microseconds, as NVML's sample timestamps
 
     # -- the test's side ----------------------------------------------------------------------------
 
-    def add_gpu(self, bus_id: str, total: int, reserved: int = 512 * 1024 * 1024) -> None:
+    def add_gpu(self, bus_id: str, total: int, reserved: int = 512 * 1024 * 1024, utilization: bool = True) -> None:
         if total <= 0 or not 0 <= reserved < total:
             raise ValueError("a GPU needs total > reserved >= 0 bytes")
         self._generation += 1
-        self.gpus[_bus_key(bus_id)] = _Gpu(total, reserved, self._generation)
+        gpu_uuid = f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{bus_id}/{self._generation}')}"
+        self.gpus[_bus_key(bus_id)] = _Gpu(total, reserved, self._generation, uuid=gpu_uuid, utilization=utilization)
+
+    def uuid_of(self, bus_id: str) -> str:
+        return self.gpus[_bus_key(bus_id)].uuid
+
+    def sample(self, bus_id: str, pid: int, sm: int, mem: int = 0) -> None:
+        """NVML sampled the process: ``sm`` percent of the SMs busy (a later timestamp than every sample before)."""
+        gpu = self.gpus[_bus_key(bus_id)]
+        if pid not in gpu.processes or not 0 <= sm <= 100:
+            raise ValueError(f"pid {pid} does not run on {bus_id}, or {sm} is no percent")
+        self._clock += 1000
+        gpu.samples = (gpu.samples + [[pid, self._clock, sm, mem]])[-SAMPLES_KEPT:]
 
     def remove_gpu(self, bus_id: str) -> None:
         """The GPU fell off the bus: NOT_FOUND for its bus ID, GPU_IS_LOST for handles taken before."""
@@ -211,11 +258,14 @@ class FakeNvml:
                 "reserved": gpu.reserved,
                 "generation": gpu.generation,
                 "processes": [[pid, used, mps] for pid, (used, mps) in sorted(gpu.processes.items())],
+                "uuid": gpu.uuid,
+                "utilization": gpu.utilization,
+                "samples": gpu.samples,
             }
             for bus, gpu in self.gpus.items()
         }
         tmp = Path(str(path) + ".tmp")
-        tmp.write_text(json.dumps({"library": self.library, "gpus": state}))
+        tmp.write_text(json.dumps({"library": self.library, "failing": self.failing, "gpus": state}))
         tmp.replace(path)
 
     @classmethod
@@ -229,8 +279,17 @@ class FakeNvml:
             return
         data = json.loads(self.state_file.read_text())
         self.library = data["library"]
+        self.failing = data.get("failing", False)
         self.gpus = {
-            bus: _Gpu(g["total"], g["reserved"], g["generation"], {p: (u, m) for p, u, m in g["processes"]})
+            bus: _Gpu(
+                g["total"],
+                g["reserved"],
+                g["generation"],
+                {p: (u, m) for p, u, m in g["processes"]},
+                g.get("uuid", ""),
+                g.get("utilization", True),
+                g.get("samples", []),
+            )
             for bus, g in data["gpus"].items()
         }
 
@@ -250,6 +309,8 @@ class FakeNvml:
     def _initialized(self) -> None:
         if self.init_count <= 0:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
+        if self.failing:
+            raise NVMLError(NVML_ERROR_UNKNOWN)
 
     def _gpu(self, handle: Any) -> _Gpu:
         self._initialized()
@@ -286,6 +347,22 @@ class FakeNvml:
         self.calls.append("nvmlDeviceGetMPSComputeRunningProcesses")
         gpu = self._gpu(handle)
         return [ProcessInfo(pid, used) for pid, (used, mps) in sorted(gpu.processes.items()) if mps]
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        self.calls.append("nvmlDeviceGetUUID")
+        return self._gpu(handle).uuid
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[ProcessUtilizationSample]:
+        self.calls.append("nvmlDeviceGetProcessUtilization")
+        gpu = self._gpu(handle)
+        if not isinstance(timeStamp, int) or isinstance(timeStamp, bool) or timeStamp < 0:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)  # a c_ulonglong
+        if not gpu.utilization:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        samples = [ProcessUtilizationSample(p, t, sm, mem) for p, t, sm, mem in gpu.samples if t > timeStamp]
+        if not samples:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return samples
 
 
 def pod_cgroup(pod_uid: str, qos: str | None = "burstable", systemd: bool = True, container: str = "cd" * 32) -> str:

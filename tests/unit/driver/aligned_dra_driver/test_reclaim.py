@@ -268,7 +268,7 @@ def test_missing_nvml_is_retried_with_backoff(node):
     assert watcher.poll() == [] and watcher.poll() == []
     assert len(loads) == 1  # the second poll came before the retry
     assert node.metric("aligned_dra_errors_total", 'operation="reclaim"') == 1
-    watcher.backoff["nvml"].until = 0.0  # the retry is due
+    watcher.reader.backoff.until = 0.0  # the retry is due
     watcher.nvml_loader = lambda: node.nvml
     assert len(watcher.poll()) == 1
 

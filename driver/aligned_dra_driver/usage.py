@@ -1,0 +1,397 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GPU use per claim (``--usage=on``, the default where NVML loads): one NVML reader per driver.
+
+:class:`NvmlReader` is the driver's only NVML: initialized by the watcher's first poll (never by Prepare),
+retried with capped exponential backoff when it fails, one log line per run of failures. Per GPU it reads
+the memory, the processes of the compute and the MPS lists (other containers' processes too), each mapped
+to its pod through ``<procfs-root>/<pid>/cgroup`` (cached while NVML lists the PID), and the processes' SM
+utilization where NVML samples it. Readings are kept for one tick: the reclaim watcher and the usage poll
+of a tick share them (one poll, not two).
+
+:class:`GpuWatcher` is the one thread that polls: every ``--reclaim-interval`` the reclaim step
+(:mod:`aligned_dra_driver.reclaim`) and every ``--usage-interval`` the usage snapshot of every NVIDIA GPU
+the driver publishes. A process of a pod that no prepared claim names makes it read that GPU's claims
+(``status.reservedFor``) again: at most :data:`MAX_CLAIM_READS` per poll, backed off per GPU after a
+failure, and a pod still unknown after a read is not asked about again while its processes live.
+
+:class:`UsageCollector` turns the last snapshot into series at scrape time, joined with the claims prepared
+*now*: an unprepared claim's series are gone at the next scrape, and every label value comes from a
+prepared claim or a published GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .claim_pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+
+LOG = logging.getLogger("aligned_dra_driver.usage")
+BACKOFF_BASE = 1.0  # seconds before the first retry after a failure (jittered to half..full)
+BACKOFF_CAP = 60.0
+MAX_CLAIM_READS = 32  # claim GETs one usage poll may make to find the pods of unknown processes
+
+
+def load_pynvml() -> Any:
+    """The real ``pynvml`` (package ``nvidia-ml-py``); ImportError when it is not installed."""
+    import pynvml
+
+    return pynvml
+
+
+@dataclass
+class GpuReading:
+    """One GPU as NVML showed it in one tick (bytes; ``sm``: 0..1 per PID, only where NVML sampled it)."""
+
+    pci: str
+    uuid: str
+    total: int
+    free: int
+    used: int
+    processes: dict[int, int] = field(default_factory=dict)  # pid -> bytes (amounts NVML knows)
+    pods: dict[int, str | None] = field(default_factory=dict)  # pid -> pod UID, None: no pod's process
+    sm: dict[int, float] = field(default_factory=dict)
+
+    def by_pod(self) -> dict[str, int]:
+        """Bytes per pod UID (processes of no pod left out)."""
+        usage: dict[str, int] = {}
+        for pid, used in self.processes.items():
+            pod = self.pods.get(pid)
+            if pod is not None:
+                usage[pod] = usage.get(pod, 0) + used
+        return usage
+
+
+@dataclass
+class Backoff:
+    failures: int = 0
+    until: float = 0.0
+
+    def waiting(self, now: float) -> bool:
+        return now < self.until
+
+    def failed(self) -> float:
+        from .status import backoff_delay
+
+        delay = backoff_delay(self.failures, BACKOFF_BASE, BACKOFF_CAP)
+        self.failures += 1
+        self.until = time.monotonic() + delay
+        return delay
+
+
+class NvmlReader:
+    """The driver's NVML, shared by the usage poll and the reclaim watcher."""
+
+    def __init__(
+        self,
+        loader: Callable[[], Any] = load_pynvml,
+        procfs_root: str = "/proc",
+        metrics: Any = None,
+        operations: tuple[str, ...] = ("usage",),
+    ) -> None:
+        self.loader = loader
+        self.procfs_root = procfs_root
+        self.metrics = metrics
+        self.operations = operations  # the errors_total labels an NVML failure counts under
+        self.nvml: Any = None
+        self.backoff = Backoff()
+        self.cache: dict[str, GpuReading] = {}  # this tick's readings
+        self._pid_pods: dict[int, str | None] = {}
+        self._seen: set[int] = set()
+        self._uuids: dict[str, str] = {}
+        self._sm_since: dict[str, int] = {}
+        self._sm_unsupported: set[str] = set()
+
+    def count_error(self) -> None:
+        if self.metrics is not None:
+            for operation in self.operations:
+                self.metrics.errors.labels(operation=operation).inc()
+
+    def ready(self, now: float | None = None) -> bool:
+        """NVML initialized (tried now unless backing off); a failure logs once per run of failures."""
+        if self.nvml is not None:
+            return True
+        if self.backoff.waiting(time.monotonic() if now is None else now):
+            return False
+        try:
+            nvml = self.loader()
+            nvml.nvmlInit()
+        except Exception as exc:  # ImportError, NVMLError (no libnvidia-ml, no driver), anything
+            self.failed_init(exc)
+            return False
+        if self.backoff.failures:
+            LOG.info("NVML works again after %d failure(s)", self.backoff.failures)
+        self.nvml = nvml
+        self.backoff = Backoff()
+        return True
+
+    def failed_init(self, exc: BaseException) -> None:
+        delay = self.backoff.failed()
+        level = logging.WARNING if self.backoff.failures == 1 else logging.DEBUG
+        LOG.log(
+            level,
+            "NVML is not usable (%d in a row; next try in %.1f s, tried again with backoff): %s: GPU use is not "
+            "measured and nothing is reclaimed until it works",
+            self.backoff.failures,
+            delay,
+            exc,
+        )
+        self.count_error()
+
+    def lost(self, exc: BaseException) -> str:
+        """What an NVML exception of a GPU means: ``gone``, ``uninitialized`` (NVML started again at the next
+        poll), ``nvml`` (another NVML error) or ``other`` (not NVML's)."""
+        nvml_error = getattr(self.nvml, "NVMLError", None)
+        if not (isinstance(nvml_error, type) and isinstance(exc, nvml_error)):
+            return "other"
+        value = getattr(exc, "value", None)
+        if value in {getattr(self.nvml, n, None) for n in ("NVML_ERROR_NOT_FOUND", "NVML_ERROR_GPU_IS_LOST")} - {None}:
+            return "gone"
+        if value == getattr(self.nvml, "NVML_ERROR_UNINITIALIZED", object()):
+            self.nvml = None
+            return "uninitialized"
+        return "nvml"
+
+    def begin(self) -> None:
+        """A new tick: readings are taken again; PIDs no GPU listed in the last tick leave the cgroup cache."""
+        self.cache = {}
+        for pid in [p for p in self._pid_pods if p not in self._seen]:
+            del self._pid_pods[pid]
+        self._seen = set()
+
+    def read(self, pci: str) -> GpuReading:
+        """The GPU's reading of this tick (taken now if not yet); NVML's exceptions pass through."""
+        reading = self.cache.get(pci)
+        if reading is not None:
+            return reading
+        nvml = self.nvml
+        # bytes: what every nvidia-ml-py release takes (later ones turn a str into bytes themselves)
+        handle = nvml.nvmlDeviceGetHandleByPciBusId(pci.encode("ascii"))
+        memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        uuid = self._uuids.get(pci)
+        if uuid is None:
+            raw = nvml.nvmlDeviceGetUUID(handle)
+            uuid = self._uuids[pci] = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+        reading = GpuReading(pci, uuid, int(memory.total), int(memory.free), int(memory.used))
+        lists = [nvml.nvmlDeviceGetComputeRunningProcesses]
+        mps = getattr(nvml, "nvmlDeviceGetMPSComputeRunningProcesses", None)
+        if mps is not None:
+            lists.append(mps)
+        for list_processes in lists:
+            for process in list_processes(handle):
+                used = getattr(process, "usedGpuMemory", None)
+                if isinstance(used, int) and used >= 0:
+                    reading.processes[process.pid] = max(reading.processes.get(process.pid, 0), used)
+        for pid in reading.processes:
+            reading.pods[pid] = self._pod_of(pid)
+        reading.sm = self._sm(pci, handle)
+        self.cache[pci] = reading
+        return reading
+
+    def forget(self, pci: str) -> None:
+        """A GPU gone: its UUID is read again when it comes back."""
+        self._uuids.pop(pci, None)
+        self._sm_since.pop(pci, None)
+
+    def _pod_of(self, pid: int) -> str | None:
+        self._seen.add(pid)
+        if pid in self._pid_pods:
+            return self._pid_pods[pid]
+        try:
+            path = os.path.join(self.procfs_root, str(pid), "cgroup")
+            with open(path, encoding="utf-8", errors="replace") as f:
+                pod = pod_uid_of_cgroup(f.read())
+        except OSError:  # the process ended since NVML listed it: not cached, it may be read next time
+            return None
+        self._pid_pods[pid] = pod
+        return pod
+
+    def _sm(self, pci: str, handle: Any) -> dict[int, float]:
+        """Mean SM utilization per PID over NVML's samples since the last poll; {} where NVML has none."""
+        read = getattr(self.nvml, "nvmlDeviceGetProcessUtilization", None)
+        if read is None or pci in self._sm_unsupported:
+            return {}
+        nvml_error = getattr(self.nvml, "NVMLError", Exception)
+        try:
+            samples = read(handle, self._sm_since.get(pci, 0))
+        except nvml_error as exc:
+            if getattr(exc, "value", None) == getattr(self.nvml, "NVML_ERROR_NOT_SUPPORTED", object()):
+                self._sm_unsupported.add(pci)
+                LOG.info("GPU %s gives no per-process utilization: claims on it have no SM series", pci)
+            # NVML_ERROR_NOT_FOUND: no sample since the timestamp; anything else: no figure, never a 0
+            return {}
+        sums: dict[int, list[float]] = {}
+        newest = self._sm_since.get(pci, 0)
+        for sample in samples:
+            sums.setdefault(int(sample.pid), []).append(min(100.0, max(0.0, float(sample.smUtil))))
+            newest = max(newest, int(sample.timeStamp))
+        self._sm_since[pci] = newest
+        return {pid: sum(values) / len(values) / 100.0 for pid, values in sums.items()}
+
+
+def nvidia_gpus(inventory: Any) -> dict[str, str]:
+    """``{pci address: device name}`` of the NVIDIA GPUs in the driver's last scan (what NVML can read)."""
+    gpus = {}
+    for name, topo in (getattr(inventory, "by_name", None) or {}).items():
+        if name.startswith("gpu-") and topo.get("vendor_id") == "0x10de" and topo.get("pci_address"):
+            gpus[topo["pci_address"]] = name
+    return gpus
+
+
+def claims_on(claims: dict[str, Any], pci: str) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (uid, entry)
+        for uid, entry in sorted(claims.items())
+        if any(d.get("kind") == "gpu" and d.get("pci_address") == pci for d in entry.get("devices") or [])
+    ]
+
+
+class GpuWatcher:
+    """The thread that reads NVML: the reclaim step and the usage snapshot share each tick's readings."""
+
+    def __init__(
+        self,
+        reader: NvmlReader,
+        claims: Callable[[], dict[str, Any]],
+        gpus: Callable[[], dict[str, str]],
+        claim_pods: ClaimPods,
+        kube: Any,
+        metrics: Any,
+        *,
+        usage_interval: float = 15.0,
+        reclaimer: Any = None,
+        step_budget: float = 10.0,
+    ) -> None:
+        self.reader = reader
+        self.claims = claims
+        self.gpus = gpus
+        self.claim_pods = claim_pods
+        self.kube = kube
+        self.metrics = metrics
+        self.usage_interval = usage_interval
+        self.reclaimer = reclaimer
+        self.step_budget = step_budget
+        self.snapshot: dict[str, GpuReading] = {}  # the last usage poll's readings: replaced whole
+        self.available = False  # NVML answered at the last usage poll
+        self.usage_polls = 0
+        self.backoff: dict[str, Backoff] = {}  # per GPU: NVML failures
+        self.read_backoff: dict[str, Backoff] = {}  # per GPU: its claims' reads
+        self.foreign: set[str] = set()  # pods whose GPU's claims were read and named none of them
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._usage_due = 0.0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="gpu-watch", daemon=True)
+        self._thread.start()
+        LOG.info("GPU use measured every %g s", self.usage_interval)
+
+    def stop(self, timeout: float = 1.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # never ends the thread
+                LOG.exception("the GPU watcher's poll failed unexpectedly")
+                self.metrics.errors.labels(operation="usage").inc()
+            self._stop.wait(self._next_wait())
+
+    def _next_wait(self) -> float:
+        wait = max(0.0, self._usage_due - time.monotonic())
+        if self.reclaimer is not None:
+            wait = min(wait, self.reclaimer.interval)
+        if self.reader.nvml is None:
+            wait = min(wait, max(0.0, self.reader.backoff.until - time.monotonic()))
+        return wait
+
+    def tick(self) -> None:
+        """One tick: a reclaim step when reclaim is on, the usage poll when it is due; one reading per GPU."""
+        self.reader.begin()
+        if self.reclaimer is not None:
+            self.reclaimer.poll()
+        if time.monotonic() >= self._usage_due:
+            self._usage_due = time.monotonic() + self.usage_interval
+            self.poll_usage()
+
+    def poll_usage(self) -> None:
+        """Read every published NVIDIA GPU into a new snapshot (GPUs that fail are left out, backed off)."""
+        self.usage_polls += 1
+        now = time.monotonic()
+        if not self.reader.ready(now):
+            self.available = False
+            self.snapshot = {}
+            return
+        claims = dict(self.claims())
+        self.claim_pods.keep_only(set(claims))
+        readings: dict[str, GpuReading] = {}
+        failed = 0
+        gpus = self.gpus()
+        for pci in sorted(gpus):
+            entry = self.backoff.get(pci)
+            if entry is not None and entry.waiting(now):
+                failed += 1
+                continue
+            try:
+                readings[pci] = self.reader.read(pci)
+            except Exception as exc:
+                failed += 1
+                self._gpu_failed(pci, exc)
+                if self.reader.nvml is None:  # NVML lost its initialization: started again next poll
+                    break
+                continue
+            if self.backoff.pop(pci, None) is not None:
+                LOG.info("GPU %s answers NVML again", pci)
+        self.available = self.reader.nvml is not None and not (gpus and failed == len(gpus))
+        self._find_pods(readings, claims)
+        self.snapshot = readings if self.available else {}
+
+    def _gpu_failed(self, pci: str, exc: Exception) -> None:
+        kind = self.reader.lost(exc)
+        entry = self.backoff.setdefault(pci, Backoff())
+        delay = entry.failed()
+        if kind == "gone":
+            self.reader.forget(pci)
+        what = {"gone": "is gone from NVML", "uninitialized": ": NVML lost its initialization"}.get(kind, "failed")
+        level = logging.WARNING if entry.failures == 1 else logging.DEBUG
+        LOG.log(level, "usage: GPU %s %s (%d in a row; next try in %.1f s): %s", pci, what, entry.failures, delay, exc)
+        self.metrics.errors.labels(operation="usage").inc()
+
+    def _find_pods(self, readings: dict[str, GpuReading], claims: dict[str, Any]) -> None:
+        """Read again the claims of a GPU where a process of an unknown pod runs (bounded, backed off)."""
+        from .kube import ApiError
+
+        running = {pod for r in readings.values() for pod in r.pods.values() if pod is not None}
+        self.foreign &= running  # a pod gone: asked about again should it come back
+        budget = MAX_CLAIM_READS
+        now = time.monotonic()
+        for pci, reading in sorted(readings.items()):
+            known = {pod for pods in self.claim_pods.snapshot().values() for _name, pod in pods}
+            unknown = {p for p in reading.pods.values() if p is not None and p not in known} - self.foreign
+            if not unknown or (pci in self.read_backoff and self.read_backoff[pci].waiting(now)):
+                continue
+            on_gpu = claims_on(claims, pci)
+            if len(on_gpu) > budget:
+                return  # the next poll goes on
+            budget -= len(on_gpu)
+            deadline = time.monotonic() + self.step_budget
+            try:
+                for uid, entry in on_gpu:
+                    pods = read_claim_pods(self.kube, entry["namespace"], entry["name"], uid, deadline)
+                    self.claim_pods.set(uid, pods)
+            except ApiError as exc:
+                delay = self.read_backoff.setdefault(pci, Backoff()).failed()
+                LOG.warning("usage: reading the claims of GPU %s failed (next try in %.1f s): %s", pci, delay, exc)
+                self.metrics.errors.labels(operation="usage").inc()
+                continue
+            self.read_backoff.pop(pci, None)
+            known = {pod for pods in self.claim_pods.snapshot().values() for _name, pod in pods}
+            self.foreign |= unknown - known
