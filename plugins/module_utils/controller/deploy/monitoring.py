@@ -353,6 +353,11 @@ def _target(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
 
 
+def _yaml(data: Any, **options: Any) -> str:
+    # plain types first: the role's values are str subclasses (Ansible's tagged strings) YAML cannot represent
+    return yaml.safe_dump(json.loads(json.dumps(data)), **options)
+
+
 def files(
     value: Any, settings: dict[str, Any], instances: list[dict[str, Any]], addresses: dict[str, str]
 ) -> dict[str, str]:
@@ -368,10 +373,10 @@ def files(
     )
     out = {
         SCRAPE_FILE: header
-        + yaml.safe_dump({"scrape_configs": [scrape_config(value, settings, instances, addresses)]}, sort_keys=False)
+        + _yaml({"scrape_configs": [scrape_config(value, settings, instances, addresses)]}, sort_keys=False)
     }
     if s["rules"]:
-        out[RULES_FILE] = "# aligned.dra driver: alerting rules (docs/monitoring.md#alerts).\n" + yaml.safe_dump(
+        out[RULES_FILE] = "# aligned.dra driver: alerting rules (docs/monitoring.md#alerts).\n" + _yaml(
             monitoring_rules.rule_file(), sort_keys=False, width=1000
         )
     return out
