@@ -9,7 +9,8 @@
 #
 # Every step is skipped when its stamp (a checksum of its inputs) or its result
 # is already there, so a re-run takes seconds. Steps:
-#   1. Debian packages (podman, runc, debootstrap, hwloc, ...) when missing
+#   1. Debian packages (podman, runc, debootstrap, hwloc, prometheus for the
+#      monitoring tests, ...) when missing
 #   2. .venv from a Python >= 3.12, pip install -r requirements-dev.txt (exact pins)
 #   3. kubernetes.core and containers.podman taken out of the `ansible` wheel
 #      (Galaxy is unreachable) into .cache/collections, plus a symlink
@@ -58,7 +59,7 @@ _aligned_dra_env() {
 ALIGNED_DRA_ANSIBLE_BUNDLE="14.5.0"           # `ansible` wheel the collections come from
 ALIGNED_DRA_BUNDLED_COLLECTIONS="kubernetes/core containers/podman"
 ALIGNED_DRA_APT_PACKAGES="git podman runc uidmap fuse-overlayfs slirp4netns catatonit \
-debootstrap hwloc iproute2 shellcheck chromium fonts-dejavu-core openssh-client tar gzip"
+debootstrap hwloc iproute2 shellcheck chromium fonts-dejavu-core openssh-client tar gzip prometheus"
 ALIGNED_DRA_NODE_PACKAGES="python3,systemd,systemd-sysv,dbus,iproute2"
 
 _log() { printf '[bootstrap] %s\n' "$*" >&2; }
