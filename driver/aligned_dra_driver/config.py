@@ -34,7 +34,9 @@ earlier one.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from fractions import Fraction
 from typing import Any
 
 from .validation import is_ifname, show
@@ -50,18 +52,31 @@ STRATEGIES = ("TimeSlicing", "MPS")
 TIME_SLICES = ("Default", "Short", "Medium", "Long")
 MAX_ADDRESSES = 16
 MAX_ROUTES = 32
-_QUANTITY_RE = re.compile(r"([0-9]{1,20})(Ki|Mi|Gi|Ti|K|M|G|T)?")
+# a Kubernetes quantity (resource.Quantity): a signed decimal number, then a binary or decimal suffix or a
+# decimal exponent; "K" is no Kubernetes suffix ("k" is), but earlier releases of this driver accepted it
+_QUANTITY_RE = re.compile(
+    r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkKMGTPE]))?"
+)
 _UNITS = {
-    None: 1,
-    "K": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
+    None: Fraction(1),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "k": Fraction(10**3),
+    "K": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
 }
+MAX_QUANTITY_TEXT = 64
 
 
 class ConfigError(ValueError):
@@ -104,11 +119,30 @@ def route_spec(destination: Any, gateway: Any = None) -> tuple[Any, Any]:
 
 
 def parse_quantity(value: Any, where: str) -> int:
-    """Bytes of a plain integer quantity (``10Gi``, ``512M``, ``1073741824``)."""
-    match = _QUANTITY_RE.fullmatch(str(value)) if isinstance(value, (str, int)) else None
+    """Bytes of a Kubernetes quantity (``10Gi``, ``1.5Gi``, ``1Pi``, ``512M``, ``1e9``, ``1073741824``), rounded
+    up to a whole byte as Kubernetes rounds a quantity's value; a negative one is refused."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    match = _QUANTITY_RE.fullmatch(text) if text is not None and len(text) <= MAX_QUANTITY_TEXT else None
     if not match:
         raise ConfigError(f"{where}: {show(value)} is not a quantity like 10Gi")
-    return int(match.group(1)) * _UNITS[match.group(2)]
+    number, exponent, suffix = match.groups()
+    if exponent is not None and abs(int(exponent)) > 30:
+        raise ConfigError(f"{where}: {show(value)} is out of range")
+    amount = Fraction(number) * (Fraction(10) ** int(exponent) if exponent is not None else _UNITS[suffix])
+    if amount < 0:
+        raise ConfigError(f"{where}: {show(value)} is negative")
+    return math.ceil(amount)
+
+
+def parse_percent(value: Any, where: str) -> int:
+    """An integer percent 1..100, as an integer or a string of one (``80``, ``"80"``: how
+    ``capacity.requests`` must write it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigError(f"{where}: {show(value)} must be an integer percent in 1..100")
+    text = str(value).strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 3 or not 1 <= int(text) <= 100:
+        raise ConfigError(f"{where}: {show(value)} must be an integer percent in 1..100")
+    return int(text)
 
 
 def _unknown(obj: dict[str, Any], allowed: set[str], where: str) -> None:
@@ -182,10 +216,7 @@ def validate_limits(limits: Any, where: str) -> dict[str, int]:
             raise ConfigError(f"{where}.memory: 0 is no limit; give a quantity like 40Gi")
         checked["memory"] = memory
     if "compute" in limits:
-        compute = limits["compute"]
-        if not isinstance(compute, int) or isinstance(compute, bool) or not 1 <= compute <= 100:
-            raise ConfigError(f"{where}.compute: {show(compute)} must be an integer percent in 1..100")
-        checked["compute"] = compute
+        checked["compute"] = parse_percent(limits["compute"], f"{where}.compute")
     return checked
 
 

@@ -470,7 +470,7 @@ class Driver:
             if kind in GPU_KINDS:
                 published = next((d for d in inventory.devices if d.get("name") == device_name), None)
                 at = f"results[{index}] (request {request!r}, device {device_name})"
-                share = checked_share(result, cfg, published, at, f"claim {namespace}/{name} ({uid})")
+                share = checked_share(result, cfg, published, at, f"claim {namespace}/{name} ({uid})", claim)
                 edits = gpu_edits(self.opts, topo, uid, result, cfg, claim)
                 if "ALIGNED_DRA_GPU_SHARING=MPS" in edits["env"]:
                     record["mps"] = True

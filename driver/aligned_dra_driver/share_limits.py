@@ -17,8 +17,10 @@ and in the claim's ``status.devices[].data`` as
 ``{"request": {...}, "limit": {...}}``, keys present only when known.
 
 Refused (a :class:`~aligned_dra_driver.config.ConfigError`, so the claim's
-Prepare fails and the other claims of the call go on): a limit below the
-request, a memory limit above the GPU's published memory, ``limits`` on a GPU
+Prepare fails and the other claims of the call go on): a share whose request
+asked for no memory (compute only: the scheduler's default of 1 GiB would pin
+it), ``sharing.strategy: TimeSlicing`` on a share (time slicing cannot enforce
+it), a limit below the request, a memory limit above the GPU's published memory, ``limits`` on a GPU
 that is not shared (no ``consumedCapacity`` and no MPS share: ``sharing.strategy``
 MPS with ``pinnedDeviceMemoryLimit`` or ``activeThreadPercentage``). A compute limit
 above 100 never gets here: :mod:`aligned_dra_driver.config` refuses it.
@@ -89,6 +91,12 @@ def gpu_share(result: dict[str, Any], cfg: dict[str, Any], where: str = "") -> d
     """
     limits = ((cfg.get("sharing") or {}).get("mps") or {}).get("limits")
     prefix = f"{where}: " if where else ""
+    if result.get("consumedCapacity") and (cfg.get("sharing") or {}).get("strategy") == "TimeSlicing":
+        raise ConfigError(
+            f"{prefix}sharing.strategy is TimeSlicing, but the scheduler gave this claim a share of the GPU "
+            f"(consumedCapacity {show(result['consumedCapacity'])}), which time slicing cannot enforce; set "
+            "sharing.strategy to MPS or leave it out (a share is enforced with MPS)"
+        )
     request = share_request(result, cfg)
     if request is None:
         if limits:
@@ -107,6 +115,40 @@ def gpu_share(result: dict[str, Any], cfg: dict[str, Any], where: str = "") -> d
                 f"{shown(key, request[key])}; a limit is at least the request"
             )
     return {"request": request, "limit": limit}
+
+
+def unasked_memory(claim: dict[str, Any], result: dict[str, Any]) -> str | None:
+    """Why a share on a GPU with a ``memory`` capacity cannot be prepared as the scheduler gave it; None if it can.
+
+    A request that asks for no memory (``capacity.requests.memory``; compute only, or no capacity at all)
+    is given the published capacity's default (1 GiB) by the scheduler, and MPS would pin the workload to
+    it: refused, with what to write instead.
+    """
+    consumed = result.get("consumedCapacity") or {}
+    if "memory" not in consumed:
+        return None
+    request = str(result.get("request") or "")
+    name, _sep, sub = request.partition("/")
+    spec = (claim.get("spec") or {}).get("devices") or {}
+    entry = next((r for r in spec.get("requests") or [] if isinstance(r, dict) and r.get("name") == name), None)
+    if isinstance(entry, dict) and sub:
+        entry = next(
+            (r for r in entry.get("firstAvailable") or [] if isinstance(r, dict) and r.get("name") == sub), None
+        )
+    elif isinstance(entry, dict):
+        entry = entry.get("exactly")
+    if not isinstance(entry, dict):
+        return None  # the request cannot be found: the scheduler's figure stands
+    asked = ((entry.get("capacity") or {}).get("requests") or {}) if isinstance(entry.get("capacity"), dict) else {}
+    if isinstance(asked, dict) and "memory" in asked:
+        return None
+    field = f"spec.devices.requests[{name}]" + (f".firstAvailable[{sub}]" if sub else ".exactly") + ".capacity.requests"
+    return (
+        f"the request asks for no GPU memory ({field}.memory is not set), so the scheduler gave it the shared "
+        f"GPU's default of {show(consumed['memory'])} and MPS would pin the workload to it; ask for the memory it "
+        'needs (capacity: {requests: {memory: 16Gi, compute: "25"}}), or for a whole GPU from a class '
+        "without sharing"
+    )
 
 
 def published_memory(device: dict[str, Any] | None) -> int | None:
@@ -145,16 +187,25 @@ def unchecked_memory(share: dict[str, dict[str, int]], cfg: dict[str, Any], memo
 
 
 def checked_share(
-    result: dict[str, Any], cfg: dict[str, Any], device: dict[str, Any] | None, where: str, claim: str
+    result: dict[str, Any],
+    cfg: dict[str, Any],
+    device: dict[str, Any] | None,
+    where: str,
+    claim: str,
+    full_claim: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, int]] | None:
     """:func:`gpu_share` weighed against the published ``device``'s memory; None for a whole GPU.
 
     ``where`` names the result in errors, ``claim`` the claim in the warning about a GPU whose memory is
-    not published (its memory limit is then taken unchecked).
+    not published (its memory limit is then taken unchecked). ``full_claim`` (the ResourceClaim) shows
+    whether the request asked for memory at all (:func:`unasked_memory`).
     """
     share = gpu_share(result, cfg, where)
     if share is None:
         return None
+    unasked = unasked_memory(full_claim or {}, result)
+    if unasked:
+        raise ConfigError(f"{where}: {unasked}")
     memory = published_memory(device)
     problem = room_problem(share, cfg, memory)
     if problem:

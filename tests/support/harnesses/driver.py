@@ -481,8 +481,12 @@ def claim_object(
     namespace: str = "default",
     driver: str = DRIVER,
 ) -> dict[str, Any]:
-    """An allocated ResourceClaim; ``results`` entries: {request, device[, pool, driver, shareID]}."""
+    """An allocated ResourceClaim; ``results`` entries: {request, device[, pool, driver, shareID, consumedCapacity]}.
+
+    A result's ``consumedCapacity`` is what its request asked for (``capacity.requests``), as the scheduler
+    writes it from the request."""
     requests = sorted({r["request"].split("/")[0] for r in results}) or ["none"]
+    asked = {r["request"]: r["consumedCapacity"] for r in results if r.get("consumedCapacity")}
     allocation: dict[str, Any] = {
         "devices": {
             "results": [{"driver": r.get("driver", driver), "pool": r.get("pool", NODE), **r} for r in results]
@@ -498,7 +502,18 @@ def claim_object(
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "devices": {"requests": [{"name": req, "exactly": {"deviceClassName": "aligned"}} for req in requests]}
+            "devices": {
+                "requests": [
+                    {
+                        "name": req,
+                        "exactly": {
+                            "deviceClassName": "aligned",
+                            **({"capacity": {"requests": asked[req]}} if req in asked else {}),
+                        },
+                    }
+                    for req in requests
+                ]
+            }
         },
         "status": {"allocation": allocation},
     }

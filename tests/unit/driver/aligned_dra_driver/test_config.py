@@ -92,6 +92,24 @@ def test_mps_limits_are_read_as_bytes_and_percent():
 
 
 @pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ({"memory": "1.5Gi"}, {"memory": 3 * 2**29}),
+        ({"memory": "1Pi"}, {"memory": 2**50}),
+        ({"memory": "1.5e9"}, {"memory": 1_500_000_000}),
+        ({"memory": "40G"}, {"memory": 40 * 10**9}),
+        ({"memory": "1500m"}, {"memory": 2}),  # a fraction of a byte rounds up, as Kubernetes rounds a value
+        (
+            {"memory": 2**30, "compute": "80"},
+            {"memory": 2**30, "compute": 80},
+        ),  # compute as capacity.requests writes it
+    ],
+)
+def test_mps_limits_take_every_kubernetes_quantity_and_a_quoted_percent(given, read):
+    assert config.effective(gpu_limits(given), DRIVER, "r", "gpu")["sharing"]["mps"] == {"limits": read}
+
+
+@pytest.mark.parametrize(
     ("limits", "needle"),
     [
         ({}, r"sharing\.mps\.limits is empty"),
@@ -101,7 +119,11 @@ def test_mps_limits_are_read_as_bytes_and_percent():
         ({"compute": 101}, r"sharing\.mps\.limits\.compute: 101 must be an integer percent in 1\.\.100"),
         ({"compute": 0}, r"sharing\.mps\.limits\.compute: 0 must be"),
         ({"compute": True}, r"sharing\.mps\.limits\.compute: True must be"),
-        ({"compute": "50"}, r"sharing\.mps\.limits\.compute: '50' must be"),
+        ({"compute": "50%"}, r"sharing\.mps\.limits\.compute: '50%' must be"),
+        ({"compute": "1e2"}, r"sharing\.mps\.limits\.compute: '1e2' must be"),
+        ({"compute": 80.0}, r"sharing\.mps\.limits\.compute: 80\.0 must be"),
+        ({"memory": "-1Gi"}, r"sharing\.mps\.limits\.memory: '-1Gi' is negative"),
+        ({"memory": "1.5Gb"}, r"sharing\.mps\.limits\.memory: '1\.5Gb' is not a quantity"),
         ({"memory": "1Gi", "cores": 2}, r"sharing\.mps\.limits: unknown field\(s\) cores"),
     ],
 )

@@ -100,7 +100,8 @@ def test_a_consumed_compute_that_is_no_percent_is_refused(compute):
 def test_the_published_memory():
     assert share_limits.published_memory(GPU_80GI) == 80 * GIB
     assert share_limits.published_memory({"capacity": {"compute": {"value": "100"}}}) is None
-    assert share_limits.published_memory({"capacity": {"memory": {"value": "1.5Ti"}}}) is None
+    assert share_limits.published_memory({"capacity": {"memory": {"value": "1.5Ti"}}}) == 3 * 2**39
+    assert share_limits.published_memory({"capacity": {"memory": {"value": "lots"}}}) is None
     assert share_limits.published_memory(None) is None
 
 
@@ -140,3 +141,42 @@ def test_an_unknown_gpu_memory_is_said_and_only_the_provable_is_refused(caplog):
 
 def test_checked_share_of_a_whole_gpu_is_none():
     assert share_limits.checked_share({}, {}, GPU_80GI, WHERE, "c") is None
+
+
+def test_time_slicing_on_a_share_is_refused_naming_the_field():
+    with pytest.raises(ConfigError, match=r"^results\[0\].*sharing\.strategy is TimeSlicing.*consumedCapacity"):
+        share_limits.gpu_share(consumed(), {"sharing": {"strategy": "TimeSlicing"}}, WHERE.split(" ")[0])
+    # a whole GPU time-sliced is what TimeSlicing is for
+    assert share_limits.gpu_share({}, {"sharing": {"strategy": "TimeSlicing", "timeSlice": "Long"}}) is None
+
+
+def _claim(capacity=None, sub=False):
+    request = {"deviceClassName": "aligned-gpu", **({"capacity": {"requests": capacity}} if capacity else {})}
+    entry = (
+        {"name": "gpu", "firstAvailable": [{"name": "big", **request}]} if sub else {"name": "gpu", "exactly": request}
+    )
+    return {"spec": {"devices": {"requests": [entry]}}}
+
+
+@pytest.mark.parametrize(
+    ("claim", "request_name", "field"),
+    [
+        (_claim({"compute": "25"}), "gpu", r"spec\.devices\.requests\[gpu\]\.exactly\.capacity\.requests\.memory"),
+        (_claim(), "gpu", r"spec\.devices\.requests\[gpu\]\.exactly"),
+        (_claim({"compute": "25"}, sub=True), "gpu/big", r"requests\[gpu\]\.firstAvailable\[big\]\.capacity"),
+    ],
+)
+def test_a_share_that_asked_for_no_memory_is_refused_saying_to_ask(claim, request_name, field):
+    result = {**consumed(memory="1Gi"), "request": request_name}
+    with pytest.raises(ConfigError, match=field + r".*default of '1Gi'.*ask for the memory it needs"):
+        share_limits.checked_share(result, {}, GPU_80GI, WHERE, "claim default/c (u)", claim)
+
+
+def test_a_share_that_asked_for_memory_or_a_gpu_without_memory_capacity_is_prepared():
+    asked = {**consumed(memory="1Gi"), "request": "gpu"}
+    assert share_limits.checked_share(asked, {}, GPU_80GI, WHERE, "c", _claim({"memory": "1Gi"}))["request"] == {
+        "memory": GIB,
+        "compute": 25,
+    }
+    compute_only_gpu = {**consumed(memory=None), "request": "gpu"}  # no memory capacity published: none consumed
+    assert share_limits.checked_share(compute_only_gpu, {}, None, WHERE, "c", _claim({"compute": "25"})) is not None
