@@ -69,7 +69,7 @@ def test_monitoring_renders_with_check_mode_and_diff_first_idempotently_and_goes
     [
         (
             {"aligned_dra_monitoring": {"grafana": True, "graphana": True}},
-            "aligned_dra_monitoring.graphana = true: is no key",
+            "aligned_dra_monitoring.graphana",
         ),
         (
             {"aligned_dra_monitoring": {"rules": True}, "aligned_dra_driver_metrics_port": 0},
