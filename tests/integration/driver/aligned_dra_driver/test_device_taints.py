@@ -27,14 +27,16 @@ SCAN = 0.5  # the harness's --rescan-interval
 WITHIN_A_SCAN = 8.0
 
 
-@pytest.fixture
-def node():
-    root = h.short_tmp()
+def node_with_aer_baseline(root: Path) -> h.NodeTree:
     tree = h.NodeTree.build(root)
     # an AER-capable GPU with no fatal error yet: the driver's baseline
     (tree.sys / "bus" / "pci" / "devices" / h.GPU_BDF / "aer_dev_fatal").write_text(aer(0))
-    yield tree
-    shutil.rmtree(root, ignore_errors=True)
+    return tree
+
+
+@pytest.fixture
+def build_node():
+    return node_with_aer_baseline
 
 
 def aer(total: int) -> str:

@@ -19,22 +19,6 @@ wait_for = h.wait_until
 
 
 @pytest.fixture
-def node():
-    root = h.short_tmp()
-    yield h.NodeTree.build(root)
-    import shutil
-
-    shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def api():
-    with FakeApiServer("1.35") as server:
-        server.create(h.node_object())
-        yield server
-
-
-@pytest.fixture
 def driver(node, api):
     with h.DriverProcess(node, api) as process:
         yield process

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -28,7 +27,6 @@ import time
 import pytest
 from aligned_dra_driver.cli import STOP_BOUND
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses.fault_proxy import FaultProxy
@@ -63,17 +61,13 @@ class Node(h.NodeTree):
 
 
 @pytest.fixture
-def node():
-    root = h.short_tmp()
-    yield Node.build(root)
-    shutil.rmtree(root, ignore_errors=True)
+def build_node():
+    return Node.build
 
 
 @pytest.fixture
-def api():
-    with FakeApiServer("1.36") as server:
-        server.create(h.node_object())
-        yield server
+def kubernetes_minor():
+    return "1.36"
 
 
 @pytest.fixture

@@ -14,15 +14,12 @@ disk.
 
 from __future__ import annotations
 
-import shutil
-
 import grpc
 import pytest
 from aligned_dra_driver.proto import dra_v1_pb2, registration_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 DRA = {
@@ -81,22 +78,8 @@ STRUCTURED = (
 
 
 @pytest.fixture(scope="module")
-def node():
-    root = h.short_tmp()
-    yield h.NodeTree.build(root)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def api():
-    with FakeApiServer("1.35") as server:
-        server.create(h.node_object())
-        yield server
-
-
-@pytest.fixture(scope="module")
-def driver(node, api):
-    with h.DriverProcess(node, api, extra=["--health-service"]) as process:
+def driver(module_node, module_api):
+    with h.DriverProcess(module_node, module_api, extra=["--health-service"]) as process:
         yield process
 
 
@@ -151,20 +134,20 @@ ALL_METHODS = [*DRA, *REGISTRATION, HEALTH]
 
 
 @pytest.mark.parametrize("path", ALL_METHODS)
-def test_structured_malformed_messages_are_answered_with_a_status(driver, api, node, raw, path):
-    before = disk(node)
+def test_structured_malformed_messages_are_answered_with_a_status(driver, module_api, module_node, raw, path):
+    before = disk(module_node)
     seen = {}
     for payload in STRUCTURED:
         code = send(raw, path, payload)
         assert code in ACCEPTED, (payload[:40], code)
         seen[code] = seen.get(code, 0) + 1
     assert grpc.StatusCode.INTERNAL in seen or grpc.StatusCode.INVALID_ARGUMENT in seen, seen
-    assert_serving_and_unchanged(driver, api, node, before)
+    assert_serving_and_unchanged(driver, module_api, module_node, before)
 
 
 @pytest.mark.parametrize("path", ALL_METHODS)
-def test_random_bytes_are_answered_with_a_status_and_change_nothing(driver, api, node, raw, path):
-    before = disk(node)
+def test_random_bytes_are_answered_with_a_status_and_change_nothing(driver, module_api, module_node, raw, path):
+    before = disk(module_node)
     codes = []
 
     @settings(
@@ -188,11 +171,11 @@ def test_random_bytes_are_answered_with_a_status_and_change_nothing(driver, api,
 
     check()
     assert len(codes) >= EXAMPLES_PER_METHOD
-    assert_serving_and_unchanged(driver, api, node, before)
+    assert_serving_and_unchanged(driver, module_api, module_node, before)
 
 
-def test_a_message_above_the_size_limit_is_refused_and_serving_goes_on(driver, api, node, raw):
-    before = disk(node)
+def test_a_message_above_the_size_limit_is_refused_and_serving_goes_on(driver, module_api, module_node, raw):
+    before = disk(module_node)
     big = dra_v1_pb2.NodePrepareResourcesRequest(
         claims=[dra_v1_pb2.Claim(namespace="default", uid="u" * 1000, name="n") for _index in range(6000)]
     ).SerializeToString()
@@ -202,4 +185,4 @@ def test_a_message_above_the_size_limit_is_refused_and_serving_goes_on(driver, a
     )
     status = registration_pb2.RegistrationStatus(plugin_registered=False, error="x" * (3 * 2**20))
     assert send(raw, REGISTRATION[1], status.SerializeToString()) == grpc.StatusCode.OK
-    assert_serving_and_unchanged(driver, api, node, before)
+    assert_serving_and_unchanged(driver, module_api, module_node, before)

@@ -6,18 +6,11 @@ from __future__ import annotations
 import pytest
 from aligned_dra_driver.kube import ApiError, Kube
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 STATUS_PATH = r"/resourceclaims/c/status$"
 OURS = [{"driver": h.DRIVER, "pool": h.NODE, "device": h.GPU}, {"driver": h.DRIVER, "pool": h.NODE, "device": h.NIC}]
 OTHER = {"driver": "gpu.example.com", "pool": "other-pool", "device": "other-0"}
-
-
-@pytest.fixture
-def api():
-    with FakeApiServer("1.35") as server:
-        yield server
 
 
 @pytest.fixture

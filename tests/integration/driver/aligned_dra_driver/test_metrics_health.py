@@ -3,22 +3,12 @@
 
 from __future__ import annotations
 
-import shutil
 import time
-
-import pytest
 
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 free_port, get, metric = h.free_port, h.http_get, h.metric_value
-
-
-@pytest.fixture
-def node():
-    root = h.short_tmp()
-    yield h.NodeTree.build(root)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_metrics_and_health(node):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -58,10 +59,8 @@ def pod():
 
 
 @pytest.fixture
-def node():
-    root = h.short_tmp()
-    yield h.NodeTree.build(root, nic_name=HOST)
-    shutil.rmtree(root, ignore_errors=True)
+def build_node():
+    return functools.partial(h.NodeTree.build, nic_name=HOST)
 
 
 def fake_procfs(node, *pids, links=None):

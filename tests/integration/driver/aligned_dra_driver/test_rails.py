@@ -19,17 +19,8 @@ BEFORE = {r.DEV_A: 0, r.DEV_B: 1, r.DEV_VF: 0}
 
 
 @pytest.fixture
-def node():
-    root = h.short_tmp()
-    yield r.build(root)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def api():
-    with FakeApiServer("1.35") as server:
-        server.create(h.node_object())
-        yield server
+def build_node():
+    return r.build
 
 
 def pool(api: FakeApiServer) -> tuple[int, dict[str, dict[str, Any]]]:

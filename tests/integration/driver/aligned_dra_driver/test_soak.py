@@ -9,7 +9,6 @@ real Unix socket.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -17,13 +16,6 @@ from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def node():
-    root = h.short_tmp()
-    yield h.NodeTree.build(root)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_200_cycles_leave_open_files_and_threads_where_they_were(node):

@@ -9,7 +9,6 @@ Everything waits on an answer (a socket, a gRPC call, an API read with a deadlin
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from aligned_dra_driver import cdi
@@ -36,23 +35,9 @@ def plugin(node: h.NodeTree, api: FakeApiServer, name: str, kinds: str, env: dic
 
 # one pair for the module: the first test only reads, the second prepares, restarts and unprepares
 @pytest.fixture(scope="module")
-def node():
-    root = h.short_tmp()
-    yield h.NodeTree.build(root)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def api():
-    with FakeApiServer("1.35") as server:
-        server.create(h.node_object())
-        yield server
-
-
-@pytest.fixture(scope="module")
-def mps_calls(node):
+def mps_calls(module_node):
     """The stand-in's record of its calls (absent until one is made)."""
-    bin_dir = node.root / "bin"
+    bin_dir = module_node.root / "bin"
     bin_dir.mkdir()
     script = bin_dir / "nvidia-cuda-mps-control"
     script.write_text(MPS_STAND_IN)
@@ -61,10 +46,10 @@ def mps_calls(node):
 
 
 @pytest.fixture(scope="module")
-def pair(node, api, mps_calls):
+def pair(module_node, module_api, mps_calls):
     env = {"PATH": f"{mps_calls.parent}:/usr/bin:/bin"}
-    gpu = plugin(node, api, GPU_DRIVER, "gpu,accelerator", env)
-    nic = plugin(node, api, NIC_DRIVER, "nic,vf", env)
+    gpu = plugin(module_node, module_api, GPU_DRIVER, "gpu,accelerator", env)
+    nic = plugin(module_node, module_api, NIC_DRIVER, "nic,vf", env)
     try:
         for process in (gpu, nic):  # both start at once: the pair comes up in the time of one
             process.start(wait=False)
@@ -84,16 +69,16 @@ def published(api: FakeApiServer) -> dict[str, list[dict]]:
     return by_driver if set(by_driver) == {GPU_DRIVER, NIC_DRIVER} else {}
 
 
-def test_each_plugin_registers_and_publishes_only_its_kinds(pair, api, node):
+def test_each_plugin_registers_and_publishes_only_its_kinds(pair, module_api, module_node):
     gpu, nic = pair
     for process, name in ((gpu, GPU_DRIVER), (nic, NIC_DRIVER)):
         info = process.register()
         assert (info.name, info.endpoint) == (name, str(process.dra_socket))
         # nothing of one is the other's: sockets, instance lock and checkpoint go by the driver name
-        assert (node.kubelet / "plugins" / name / "driver.lock").exists()
-        assert json.loads((node.root / name / "checkpoint.json").read_text())["driver"] == name
-    assert not (node.state / "checkpoint.json").exists()
-    devices = h.wait_until(lambda: published(api), what="the slices of both drivers")
+        assert (module_node.kubelet / "plugins" / name / "driver.lock").exists()
+        assert json.loads((module_node.root / name / "checkpoint.json").read_text())["driver"] == name
+    assert not (module_node.state / "checkpoint.json").exists()
+    devices = h.wait_until(lambda: published(module_api), what="the slices of both drivers")
     assert [d["name"] for d in devices[GPU_DRIVER]] == [h.GPU]
     assert [d["name"] for d in devices[NIC_DRIVER]] == [h.NIC]
     (gpu_device,), (nic_device,) = devices[GPU_DRIVER], devices[NIC_DRIVER]
@@ -101,16 +86,18 @@ def test_each_plugin_registers_and_publishes_only_its_kinds(pair, api, node):
     assert gpu_device["attributes"]["dra.aligned.dev/kind"] == {"string": "gpu"}
     for standard in ("resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"):
         assert gpu_device["attributes"][standard] == nic_device["attributes"][standard]
-    assert api.rejections == []
+    assert module_api.rejections == []
 
 
 def spec_files(node: h.NodeTree) -> dict[str, dict]:
     return {p.name: json.loads(p.read_text()) for p in node.cdi.iterdir() if p.name.endswith(".json")}
 
 
-def test_a_claim_of_both_is_prepared_by_both_and_a_restart_keeps_the_others_spec(pair, api, node, mps_calls):
+def test_a_claim_of_both_is_prepared_by_both_and_a_restart_keeps_the_others_spec(
+    pair, module_api, module_node, mps_calls
+):
     gpu, nic = pair
-    claim = api.create(
+    claim = module_api.create(
         h.claim_object(
             "both",
             [{"request": "gpu", "device": h.GPU, "driver": GPU_DRIVER}, {"request": "nic", "device": h.NIC}],
@@ -126,7 +113,7 @@ def test_a_claim_of_both_is_prepared_by_both_and_a_restart_keeps_the_others_spec
     assert [d.device_name for d in answers[NIC_DRIVER].devices] == [h.NIC]
 
     gpu_file, nic_file = f"aligned.dev-claim-{GPU_DRIVER}_{uid}.json", f"aligned.dev-claim_{uid}.json"
-    specs = spec_files(node)
+    specs = spec_files(module_node)
     assert set(specs) == {gpu_file, nic_file}
     names = {file: {d["name"] for d in spec["devices"]} for file, spec in specs.items()}
     assert names == {gpu_file: {f"{uid}-{h.GPU}"}, nic_file: {f"{uid}-{h.NIC}"}}
@@ -137,7 +124,7 @@ def test_a_claim_of_both_is_prepared_by_both_and_a_restart_keeps_the_others_spec
         lambda: (
             {
                 (s["driver"], s["device"])
-                for s in api.get("resourceclaims", "both", "default")["status"].get("devices", [])
+                for s in module_api.get("resourceclaims", "both", "default")["status"].get("devices", [])
             }
             == wanted
         ),
@@ -146,28 +133,28 @@ def test_a_claim_of_both_is_prepared_by_both_and_a_restart_keeps_the_others_spec
 
     # the NIC plugin dies; meanwhile its spec is lost, strays of both appear, the GPU plugin's MPS daemon runs
     nic.kill9()
-    gpu_spec = (node.cdi / gpu_file).read_bytes()
-    nic_spec = (node.cdi / nic_file).read_bytes()
-    (node.cdi / nic_file).unlink()
-    stray = node.cdi / "aligned.dev-claim_00000000-0000-4000-8000-00000000beef.json"
+    gpu_spec = (module_node.cdi / gpu_file).read_bytes()
+    nic_spec = (module_node.cdi / nic_file).read_bytes()
+    (module_node.cdi / nic_file).unlink()
+    stray = module_node.cdi / "aligned.dev-claim_00000000-0000-4000-8000-00000000beef.json"
     stray.write_text("{}")
-    halves = {name: node.cdi / f".{cdi.spec_prefix(name)}x.json.tmp" for name in (GPU_DRIVER, NIC_DRIVER)}
+    halves = {name: module_node.cdi / f".{cdi.spec_prefix(name)}x.json.tmp" for name in (GPU_DRIVER, NIC_DRIVER)}
     for half in halves.values():
         half.write_text("{")
-    control = node.root / "mps" / h.GPU_BDF.replace(":", "-") / "pipe" / "control"
+    control = module_node.root / "mps" / h.GPU_BDF.replace(":", "-") / "pipe" / "control"
     control.parent.mkdir(parents=True)
     control.write_text("")
     nic.start()  # restores before it serves: ready means restored
 
-    assert (node.cdi / nic_file).read_bytes() == nic_spec
+    assert (module_node.cdi / nic_file).read_bytes() == nic_spec
     assert not stray.exists() and not halves[NIC_DRIVER].exists()
-    assert (node.cdi / gpu_file).read_bytes() == gpu_spec and halves[GPU_DRIVER].exists()
+    assert (module_node.cdi / gpu_file).read_bytes() == gpu_spec and halves[GPU_DRIVER].exists()
     assert control.exists() and not mps_calls.exists()  # not the NIC plugin's to stop
     again = nic.prepare([ref]).claims[uid]
     assert [d.device_name for d in again.devices] == [h.NIC] and again.error == ""
 
     # each Unprepare removes its own spec only
     assert nic.unprepare([ref]).claims[uid].error == ""
-    assert set(spec_files(node)) == {gpu_file}
+    assert set(spec_files(module_node)) == {gpu_file}
     assert gpu.unprepare([ref]).claims[uid].error == ""
-    assert spec_files(node) == {}
+    assert spec_files(module_node) == {}
