@@ -309,12 +309,16 @@ class FakeNvml:
     def _initialized(self) -> None:
         if self.init_count <= 0:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
+
+    def _loaded(self) -> None:
+        """The state of now (a driver process's file read again); every call fails while ``failing``."""
+        self._load()
         if self.failing:
             raise NVMLError(NVML_ERROR_UNKNOWN)
 
     def _gpu(self, handle: Any) -> _Gpu:
         self._initialized()
-        self._load()
+        self._loaded()
         if not isinstance(handle, _Handle):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         gpu = self.gpus.get(handle.bus)
@@ -325,7 +329,7 @@ class FakeNvml:
     def nvmlDeviceGetHandleByPciBusId(self, pciBusId: Any) -> _Handle:
         self.calls.append("nvmlDeviceGetHandleByPciBusId")
         self._initialized()
-        self._load()
+        self._loaded()
         key = _bus_key(pciBusId)
         gpu = self.gpus.get(key)
         if gpu is None:
