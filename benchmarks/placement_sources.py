@@ -24,7 +24,7 @@ checked, nesting, node names):
 Target (from the project's issue): reading 1,000 Nodes and their slices adds
 at most 2 s to the placement stage; the added time is the slowest of the
 sourced runs minus the baseline, said apart for objects or JSON files and for
-YAML files (parsed by ``controller/site/inputs.load_documents`` with PyYAML's
+YAML files (parsed by ``controller/inputs/site.load_documents`` with PyYAML's
 pure-Python loader, timed once). Reading from an API server is not measured
 here (no cluster): its list calls add the network.
 Run: ``.venv/bin/python benchmarks/placement_sources.py``; ``--nodes`` makes
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from jobs import timed  # noqa: E402 - benchmarks/jobs.py: the median of repeated calls
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels, sources  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels, sources  # noqa: E402
 
 TARGET_SECONDS = 2.0
 NODES = 1000

@@ -21,7 +21,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import preflight
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import preflight
 from ansible_collections.aligned.dra.plugins.plugin_utils.inventory import node_hosts
 
 DEFAULT_MINOR = "1.36"  # roles/claims/defaults/main.yml

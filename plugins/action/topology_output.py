@@ -17,7 +17,7 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aligned.dra.plugins.module_utils import json_file
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import site_of
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import site_of
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 
 

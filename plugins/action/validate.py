@@ -5,7 +5,7 @@
 
 Each host's variables are read once from ``hostvars`` (templated, wherever
 they were set: inventory, group_vars, host_vars, facts, extra vars); the
-checks themselves are :mod:`module_utils.validate`, which the module runs too.
+stage itself is :func:`module_utils.controller.validation.stage.run`, which the module runs too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import stage, validate
 from ansible_collections.aligned.dra.plugins.plugin_utils.inventory import node_hosts
 
 
@@ -48,9 +48,8 @@ class ActionModule(ActionBase):
         def setting(host: str, name: str, default: Any) -> Any:
             return view(host).get(name, default)
 
-        problems, sites = validate.validate(hosts, names, setting, args["stages"])
-        result.update(changed=False, hosts=len(hosts), sites=sorted(set(sites.values())))
-        result["problems"] = [problem.__dict__.copy() for problem in problems]
-        if problems:
-            result.update(failed=True, msg=validate.report(problems, sites))
+        checked, message = stage.run(hosts, names, setting, args["stages"])
+        result.update(checked)
+        if message:
+            result.update(failed=True, msg=message)
         return result

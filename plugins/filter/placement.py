@@ -11,12 +11,12 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import level_specs, sources
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import level_specs, shared, sources
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 
 # A host's site and node name as rail_rules reads them: the placement and the rails of a site are
 # read from the same hosts.
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import kubernetes_node_name, site_of
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import kubernetes_node_name, site_of
 from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import SITE_LABEL
 
 
@@ -59,25 +59,25 @@ def placement_filter(hostvars: Mapping[str, Any], hosts: Iterable[str], site: st
     if not members:
         return empty
     first = next(iter(members))
-    raw_levels = members[first].get(placement.LEVELS_VARIABLE)
+    raw_levels = members[first].get(shared.LEVELS_VARIABLE)
     problems = []
     wanted = _key(raw_levels or [])
-    differ = sorted(h for h, v in members.items() if _key(v.get(placement.LEVELS_VARIABLE) or []) != wanted)
+    differ = sorted(h for h, v in members.items() if _key(v.get(shared.LEVELS_VARIABLE) or []) != wanted)
     if differ:
         problems.append(
             f"{', '.join(differ[:3])}{' and more' if len(differ) > 3 else ''}: "
-            f"{placement.LEVELS_VARIABLE} differs from the site's first host {first}; levels are per site"
+            f"{shared.LEVELS_VARIABLE} differs from the site's first host {first}; levels are per site"
         )
     try:
         nodes, slices = _cluster_objects(raw_levels, members[first].get(sources.CLUSTER_VARIABLE))
         result, found = placement.site_placement(
             raw_levels,
-            {host: variables.get(placement.PLACEMENT_VARIABLE) for host, variables in members.items()},
+            {host: variables.get(shared.PLACEMENT_VARIABLE) for host, variables in members.items()},
             {host: kubernetes_node_name(host, variables) for host, variables in members.items()},
             nodes=nodes,
             slices=slices,
         )
-    except placement.PlacementError as exc:
+    except shared.PlacementError as exc:
         return dict(empty, problems=[*problems, f"site {site}: {exc}"])
     problems += found
     if result["levels"]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import kubernetes_node_name, site_of
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import kubernetes_node_name, site_of
 
 RULE = "aligned_dra_rails"
 

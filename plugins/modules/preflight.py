@@ -96,7 +96,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import preflight
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import preflight
 
 
 def main():
@@ -124,12 +124,8 @@ def main():
         },
         supports_check_mode=True,
     )
-    for item in module.params["python"]:
-        missing = [key for key in ("name", "import", "version") if not item.get(key)]
-        if missing:
-            module.fail_json(msg=f"python: entry {item!r} lacks {', '.join(missing)}")
     try:
-        results = preflight.check_python(module.params["python"])
+        results = preflight.run(module.params["python"])
     except preflight.PreflightError as exc:
         module.fail_json(msg=f"python: {exc}")
     module.exit_json(changed=False, python=results, interpreter=sys.executable)

@@ -122,9 +122,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_lib
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import (

@@ -106,7 +106,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import stage, validate
 
 
 def main():
@@ -123,20 +123,14 @@ def main():
     for host in hosts:
         if not isinstance(settings.get(host), dict):
             module.fail_json(msg=f"settings.{host}: must map the host's variable names to values")
-    problems, sites = validate.validate(
+    result, message = stage.run(
         hosts,
         lambda host: list(settings[host]),
         lambda host, name, default: settings[host].get(name, default),
         module.params["stages"],
     )
-    result = {
-        "changed": False,
-        "hosts": len(hosts),
-        "sites": sorted(set(sites.values())),
-        "problems": [problem.__dict__.copy() for problem in problems],
-    }
-    if problems:
-        module.fail_json(msg="settings: " + validate.report(problems, sites), **result)
+    if message:
+        module.fail_json(msg="settings: " + message, **result)
     module.exit_json(**result)
 
 

@@ -68,7 +68,7 @@ def test_the_tarball_holds_what_the_docs_promise(built):
         "plugins/action/preflight.py",
         "playbooks/validate.yml",
         "plugins/action/validate.py",
-        "plugins/module_utils/controller/site/validate.py",
+        "plugins/module_utils/controller/validation/validate.py",
         "playbooks/capture.yml",
         "playbooks/what_if.yml",
         "plugins/modules/topology_capture.py",

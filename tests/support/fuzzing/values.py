@@ -595,7 +595,7 @@ def job_catalogue(minor: str) -> list[dict[str, Any]]:
 @functools.cache
 def _job_placement(levels: bool) -> dict[str, Any]:
     # what the aligned.dra.placement filter does, without importing a controller plugin (ansible.errors) here
-    from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 
     placed, problems = placement.site_placement(
         PLACEMENT_LEVELS if levels else None,

@@ -8,7 +8,7 @@ the node, so the validation, ``summary.json``, the plan and the published
 ``dra.aligned.dev/rail`` cannot disagree.
 
 :func:`host_rails` reads one host's rule against its probe, and every view
-of the rails calls it: the validation (``controller/site/validate_rails``),
+of the rails calls it: the validation (``controller/validation/validate_rails``),
 ``summary.json``, ``summary.md`` and the report
 (``controller/fabric/rails_summary``) and the plan
 (``controller/planner/rails``). The rail templates (``controller/claims/rails``)
@@ -78,7 +78,7 @@ def host_rails(
     """One host's rails under its ``aligned_dra_rails``; ``None`` without a rule (set to null or ``{}``).
 
     ``node_name`` is the Kubernetes node name a per-node map is keyed by
-    (default ``host``; ``controller/site/inputs.kubernetes_node_name``);
+    (default ``host``; ``controller/inputs/site.kubernetes_node_name``);
     ``topology`` the probe result (``None``: not probed), whose
     ``netdev_addresses`` the ``subnet`` rule reads.
 

@@ -32,14 +32,12 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement_levels
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.levels import check_levels
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, kai_gang, nccl, workload
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.checks import JOB_LABEL
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement_levels
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import (
-    PlacementError,
-    check_levels,
-)
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_conf
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (

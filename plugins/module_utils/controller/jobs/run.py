@@ -25,10 +25,11 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import presets
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import search, site_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs_render
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import presets, search, site_view
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import PlacementError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held as planner_held
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner

@@ -12,10 +12,7 @@ Controller-side; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import (
-    PlacementError,
-    did_you_mean,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError, did_you_mean
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import DEFAULT_TIER, team_namespaces
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 

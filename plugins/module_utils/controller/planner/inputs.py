@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import inputs
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError

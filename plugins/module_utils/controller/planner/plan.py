@@ -375,7 +375,7 @@ def plan_node(
             break
     if result["fits"] >= max_claims > 1:
         result["capped"] = f"stopped counting at {max_claims} claims"
-    _summarise_levels(result, result["allocations"])
+    summarise_levels(result, result["allocations"])
     if per_rail:
         result["fits_per_rail"] = plan_rails.fits_per_rail(result["allocations"], node.rails)
     if result["fits"] == 0 and "search_limit" not in result:
@@ -383,7 +383,7 @@ def plan_node(
     return result
 
 
-def _summarise_levels(target: dict[str, Any], parts: list[dict[str, Any]], text: bool = False) -> None:
+def summarise_levels(target: dict[str, Any], parts: list[dict[str, Any]], text: bool = False) -> None:
     """``worst_level``/``aligned_level`` and their ``*_exact`` over allocations or node results.
 
     Never better than a part: one unknown part (``None``, exact false) makes
@@ -400,7 +400,7 @@ def _summarise_levels(target: dict[str, Any], parts: list[dict[str, Any]], text:
             target[key + "_text"] = device_model.summary_level_text(level, exact)
 
 
-class _Shapes:
+class NodeShapes:
     """Plans of nodes that look the same to a template are computed once.
 
     Two nodes have one shape when their devices agree, in order, on name and
@@ -567,7 +567,7 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
     domains = dra_cel.referenced_domains(compiler.selectors)
     prepared = [NodeDevices(name, data, domains) for name, data in sorted(nodes.items())]
     site_rails = sorted({rail for node in prepared for rail in node.rails})
-    shapes = _Shapes(compiler, compiled, shape_cache)
+    shapes = NodeShapes(compiler, compiled, shape_cache)
     report_templates = []
     for index, (name, (requests, constraints)) in enumerate(compiled):
         shared_claim = kinds[name] == "ResourceClaim"
@@ -608,7 +608,7 @@ def _plan(site, nodes, classes, templates, required, kubernetes_version, driver,
             if name in pinned
             else None
         )
-        _summarise_levels(entry, list(entry["nodes"].values()), text=True)
+        summarise_levels(entry, list(entry["nodes"].values()), text=True)
         entry["satisfiable"] = entry["fits_total"] > 0 and not entry["errors"]
         if not entry["satisfiable"]:
             entry["reason"] = (

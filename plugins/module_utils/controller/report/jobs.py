@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import natural_key
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.levels import natural_key
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data import badge_level
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import text_label, text_width
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import plural, worst_level
@@ -101,7 +101,7 @@ def _domain_text(level: str | None, name: str | None) -> str:
 
 
 # the label GPU Feature Discovery and NVIDIA's DRA driver set once a node's NVLink fabric is ready
-# (controller/placement/presets.py CLIQUE_LABEL, spelt out: the report reads jobs.json only)
+# (controller/domains/presets.py CLIQUE_LABEL, spelt out: the report reads jobs.json only)
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 NVLINK_ATTRIBUTES = ("oke.dra.net/gpuMemoryFabricId",)
 HOSTS_NAMED = 10  # hosts named in a warning about values that are not set

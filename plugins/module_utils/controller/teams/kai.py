@@ -37,7 +37,8 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import shared
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
     crd_checks,
     kai_admission,
@@ -254,7 +255,7 @@ def topology(site: str, placement_levels: list[dict[str, str]] | None) -> dict[s
     """The site's KAI ``Topology`` (widest level first, ``kubernetes.io/hostname`` last); None without levels."""
     try:
         levels = placement.check_levels(placement_levels)
-    except placement.PlacementError as exc:
+    except shared.PlacementError as exc:
         raise KaiError(str(exc)) from None
     if not levels:
         return None

@@ -130,7 +130,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import shared
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
     kueue_checks,
     kueue_mappings,
@@ -420,7 +421,7 @@ def topology(site: str, placement_levels: list[dict[str, str]] | None) -> dict[s
     """The site's Kueue ``Topology`` (levels widest first, ``kubernetes.io/hostname`` last); None without levels."""
     try:
         levels = placement.check_levels(placement_levels)
-    except placement.PlacementError as exc:
+    except shared.PlacementError as exc:
         raise KueueError(str(exc)) from None
     if not levels:
         return None
@@ -440,7 +441,7 @@ def _topology_flavors(flavors: dict[str | None, dict[str, Any]], site: str, name
         if group is None:
             problem = placement.site_label_problem(site)
             if problem:
-                raise KueueError(f"{placement.LEVELS_VARIABLE}: {problem} ({SITE_LABEL})")
+                raise KueueError(f"{shared.LEVELS_VARIABLE}: {problem} ({SITE_LABEL})")
             # Kueue: "at least one nodeLabel is required when topology is set"
             flavor["node_labels"] = {SITE_LABEL: site}
 
@@ -455,7 +456,7 @@ def node_label_note(site: str, flavors: dict[str | None, dict[str, Any]], topolo
     defaulting of TAS annotations"; ``isTASImplied``), and none is admitted while no node matches.
     """
     levels = [level["nodeLabel"] for level in topology_object["spec"]["levels"]]
-    level_labels = ", ".join(label for label in levels if label != placement.HOSTNAME_LABEL)
+    level_labels = ", ".join(label for label in levels if label != shared.HOSTNAME_LABEL)
     if None in flavors:
         selected = f"the ResourceFlavor {flavors[None]['name']} selects {SITE_LABEL}={site}"
         applied = f"{SITE_LABEL} and the level labels it writes"

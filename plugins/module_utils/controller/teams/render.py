@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import levels as placement
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
     kai,
     kai_api,

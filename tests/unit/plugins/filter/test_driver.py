@@ -7,7 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aligned.dra.plugins.filter.driver import FilterModule, driver_image_problems
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import validate
 
 IMAGE = {
     "aligned_dra_driver_mode": "daemonset",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site import preflight
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import preflight
 
 MODULES = Path(__file__).resolve().parents[4] / "plugins" / "modules"
 

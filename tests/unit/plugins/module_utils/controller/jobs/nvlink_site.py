@@ -14,13 +14,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels, presets, sources
+from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import site_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs_run
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import (
-    levels,
-    presets,
-    site_view,
-    sources,
-)
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,

@@ -16,9 +16,9 @@ import json
 
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import search
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import kai_gang, workload
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement import search
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai, kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import TOPOLOGY_ANNOTATIONS
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import site_placement

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.spec import (
     DEFAULT_IMAGE,
     check_job_namespaces,
@@ -13,7 +14,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.spec i
     check_jobs,
     team_entries,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.placement.levels import PlacementError
 
 LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
 JOB = {"name": "train", "workers": 4, "template": "gpu-nic-pair-1"}

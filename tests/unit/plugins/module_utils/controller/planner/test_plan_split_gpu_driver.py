@@ -27,7 +27,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dr
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import NIC_NAME_RULE, site_placement
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import REPO, topology_of
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.placement import (
+from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.gangs import (
     test_search_site16 as site16,
 )
 

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The validation stage: the whole site's input checked before anything changes, and the controller preflight.
+
+- ``stage``: the stage's one entry, ``run``, which the ``validate`` module and action call;
+- ``validate``: argument specs, unknown names, the checks across hosts and stages, the message;
+- ``validate_placement``: the placement levels and each host's domains, and the jobs' placement;
+- ``validate_rails``: every host's rail rule read against its probe;
+- ``preflight``: the Python packages the controller needs (standard library only), entered
+  through its own ``run``, which the ``preflight`` module calls.
+
+A top-layer package: it imports the controller's engines and vocabulary; nothing imports it.
+"""

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shape checks of the controller-side modules' free-form inputs: every refusal names the path."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
+
+SLICE = {
+    "kind": "ResourceSlice",
+    "metadata": {"name": "n1-dra"},
+    "spec": {
+        "nodeName": "n1",
+        "driver": "dra.aligned.dev",
+        "pool": {"name": "n1", "generation": 1},
+        "devices": [{"name": "gpu-0", "attributes": {"kind": {"string": "gpu"}}, "capacity": {}}],
+    },
+}
+CLAIM = {
+    "metadata": {"name": "c", "namespace": "ns"},
+    "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+    "status": {"allocation": {"devices": {"results": [{"driver": "d", "pool": "p", "device": "g", "request": "r"}]}}},
+}
+CLASS = {"kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": "true"}}]}}
+
+
+def test_well_formed_inputs_pass():
+    inputs.check_slices([SLICE], "slices")
+    inputs.check_claims([CLAIM], "claims")
+    inputs.check_classes([CLASS], "classes")
+    inputs.check_objects([CLASS, dict(CLAIM, kind="ResourceClaim")], "objects")
+    inputs.check_topologies({"n1": {"devices": [{"pci_address": "0000:01:00.0", "kind": "gpu"}], "links": {}}}, "t")
+    inputs.check_plan({"templates": [{"aligned_level": "PIX"}], "classes": {"gpu": {"devices": 8}}}, "plan_file")
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "message"),
+    [
+        (inputs.check_slices, [5], "slices[0]: must be a mapping (got int)"),
+        (inputs.check_slices, [{"spec": {"devices": [{"name": ""}]}}], "slices[0].spec.devices[0].name: must be"),
+        (inputs.check_slices, [{"spec": {"pool": {"generation": "1"}}}], "slices[0].spec.pool.generation: must be"),
+        (inputs.check_claims, [{"metadata": {}}], "claims[0].metadata.name: must be a non-empty string"),
+        (inputs.check_claims, [dict(CLAIM, status={"allocation": 5})], "claims[0].status.allocation: must be"),
+        (inputs.check_classes, [{"metadata": {"name": "x"}, "spec": {"selectors": [{"cel": {"expression": 5}}]}}],
+         "classes[0].spec.selectors[0].cel.expression: must be a string"),
+        (inputs.check_objects, [{"kind": "ResourceClaimTemplate", "metadata": {"name": "t"}, "spec": {"spec": 5}}],
+         "objects[0].spec.spec: must be a mapping"),
+        (inputs.check_topologies, {"n1": {"devices": [{"pci_address": 5, "kind": "gpu"}]}},
+         "topologies.n1.devices[0].pci_address: must be a string"),
+        (inputs.check_topologies, {"n1": {"links": {"g": 5}}}, "topologies.n1.links.g: must be a mapping"),
+        (inputs.check_plan, {"classes": {"gpu": {"devices": -1}}}, "plan.classes.gpu.devices: must be a device count"),
+    ],
+)  # fmt: skip
+def test_wrong_shapes_name_the_path(check, value, message):
+    field = {inputs.check_topologies: "topologies", inputs.check_plan: "plan"}.get(check) or message.split("[")[0]
+    with pytest.raises(inputs.InputError) as caught:
+        check(value, field)
+    assert str(caught.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "message"),
+    [
+        ("kind: ResourceSliceList\nitems: 5\n", "s.yaml", "'items' of a ResourceSliceList must be a list"),
+        ("just a string\n", "s.yaml", "holds str"),
+        ("{", "s.json", "cannot read"),
+        ("a: [\n", "s.yaml", "cannot read"),
+    ],
+)
+def test_load_documents_refuses_what_is_no_object(tmp_path, text, name, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(inputs.InputError) as caught:
+        inputs.load_documents(str(path), "slice_files")
+    assert str(caught.value).startswith("slice_files: ") and message in str(caught.value)
+
+
+def test_load_documents_reads_lists_and_documents(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("kind: ResourceSliceList\nitems: [{kind: ResourceSlice}]\n---\n[{kind: A}]\n---\nkind: B\n")
+    assert [o["kind"] for o in inputs.load_documents(str(path), "f")] == ["ResourceSlice", "A", "B"]
+
+
+def test_kubernetes_node_name_is_the_driver_node_name_else_the_host():
+    assert inputs.kubernetes_node_name("a", {"aligned_dra_driver_node_name": "k8s-a"}) == "k8s-a"
+    assert inputs.kubernetes_node_name("a", {"aligned_dra_driver_node_name": ""}) == "a"
+
+
+def test_a_host_without_a_site_is_in_the_default_site():
+    assert inputs.site_of({"aligned_dra_site": "lab-east"}) == "lab-east"
+    assert inputs.site_of({}) == inputs.site_of({"aligned_dra_site": None}) == "default"
+    assert inputs.site_of({"aligned_dra_site": ""}) == inputs.DEFAULT_SITE
