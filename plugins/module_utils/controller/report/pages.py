@@ -34,7 +34,7 @@ import hashlib
 import json
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails_summary
-from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import InputError, check_topologies
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report import driver_metrics
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data import (
     UNKNOWN_LEVEL,
     alignment_score,
@@ -65,6 +65,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg 
     node_picture,
     usage_chart,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import InputError, check_topologies
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import (
     family_counts_text,
@@ -260,6 +261,7 @@ def site_report(
     summary_file: Mapping[str, Any] | None = None,
     replay: Mapping[str, Any] | None = None,
     jobs: Mapping[str, Any] | None = None,
+    driver: bool = False,
 ) -> dict[str, Any]:
     """Build a site page. Returns ``{"html", "summary", "score", "layouts", "failed"}``.
 
@@ -318,6 +320,8 @@ def site_report(
         teams=teams_html(teams) if teams is not None else None,
         utilization=utilization_html(utilization) if utilization is not None else None,
         failed=failed["rows"],
+        # a site with the bundled driver: what its /metrics exports (docs/monitoring.md)
+        driver_metrics=driver_metrics.rows() if driver else None,
         inventory=inventory_rows(summary, layout_of),
         rails=summary["rails"],
         layouts=layouts,
@@ -430,6 +434,8 @@ def build_reports(
         if summary_file is not None and not isinstance(summary_file, dict):
             raise ReportError(f"site {site}: summary {summary_path} is not a JSON object")
         summary_rails(summary_file, summary_path)
+        # the driver role writes a driver/ folder in the output of a site with the bundled driver
+        extra["driver"] = os.path.isdir(os.path.join(output_dir, site, "driver"))
         result = site_report(
             site, nodes, warn_levels, plan, device_options=device_options, summary_file=summary_file, **extra
         )
