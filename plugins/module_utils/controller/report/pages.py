@@ -34,6 +34,7 @@ import hashlib
 import json
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails_summary
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import InputError, check_topologies
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import driver_metrics
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data import (
     UNKNOWN_LEVEL,
@@ -65,7 +66,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg 
     node_picture,
     usage_chart,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.site.inputs import InputError, check_topologies
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import (
     family_counts_text,
