@@ -12,8 +12,10 @@
   topology vocabulary; every module_utils file parses as Python 3.9, the
   oldest node Python, and so do the fake kernel and the VF writer that the
   Molecule nodes run.
-- No import circle among the controller's packages (``controller/jobs`` ->
-  ``placement`` -> ``planner``, never back).
+- The controller in layers (vocabulary, engines and models, stages): no
+  package imports a higher layer's, no import circle among its packages nor
+  among its files (imports inside functions counted), and no ``_private``
+  name taken from another package anywhere under ``module_utils``.
 """
 
 from __future__ import annotations
@@ -136,41 +138,88 @@ def test_the_import_check_reads_all_import_forms(tmp_path):
     }
 
 
-# The shapes of the free-form inputs (site/inputs.py) are read by the stages' libraries (the planner's
-# inputs among them) and sit in the package of the validation stage, which imports every stage: a layer
-# below the packages, counted as a node of its own.
-OWN_NODES = ("site.inputs",)
+# -- the controller's layers and imports -----------------------------------------------------------
+
+CONTROLLER = MODULE_UTILS / "controller"
+# The layers of docs/development.md, bottom first: a package imports packages of its own layer or of a
+# lower one, never of a higher one. Every controller package is placed here (a new one must be).
+VOCABULARY, ENGINES, STAGES = 0, 1, 2
+LAYERS = {
+    "inputs": VOCABULARY,
+    "domains": VOCABULARY,
+    "topology": ENGINES,
+    "planner": ENGINES,
+    "claims": ENGINES,
+    "fabric": ENGINES,
+    "replay": ENGINES,
+    "report": ENGINES,
+    "deploy": ENGINES,
+    "gangs": ENGINES,
+    "teams": ENGINES,
+    "schedulers": ENGINES,
+    "schedulers.kueue": ENGINES,
+    "schedulers.kai": ENGINES,
+    "jobs": ENGINES,
+    "validation": STAGES,
+    "stages": STAGES,
+}
 
 
-def controller_node(dotted: str) -> str | None:
-    """The node of the controller's import graph a dotted name below ``controller.`` belongs to (its package)."""
-    parts = dotted.split(".")
-    if len(parts) < 2:
-        return None
-    for node in OWN_NODES:
-        if parts[: node.count(".") + 1] == node.split("."):
-            return node
-    return parts[0]
-
-
-def controller_graph() -> dict[str, set[str]]:
-    """``{package: the other packages it imports}`` over every file under ``controller/``."""
-    graph: dict[str, set[str]] = {}
-    root = MODULE_UTILS / "controller"
+def dotted_modules(root: Path) -> dict[str, Path]:
+    """``{dotted name below root: file}`` of every module under ``root``; a package is named by its ``__init__``."""
+    found = {}
     for path in sorted(root.rglob("*.py")):
-        source = controller_node(".".join(path.relative_to(root).with_suffix("").parts))
-        if source is None:
-            continue
-        graph.setdefault(source, set())
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            found[".".join(parts)] = path
+    return found
+
+
+def package_of(module: str, modules: dict[str, Path]) -> str:
+    """The package (folder, dotted) a module of ``modules`` sits in: itself for a package's ``__init__``."""
+    return module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def imported_module(name: str, modules: dict[str, Path]) -> str | None:
+    """The module of ``modules`` a dotted import names: the longest one that is a prefix of it."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in modules:
+            return ".".join(parts[:end])
+    return None
+
+
+def file_graph(root: Path = CONTROLLER, prefix: str = "controller") -> dict[str, set[str]]:
+    """``{module: the other modules under root it imports}``, imports inside functions counted."""
+    modules = dotted_modules(root)
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        graph[module] = set()
         for name in collection_imports(path):
-            target = controller_node(name[len("controller.") :]) if name.startswith("controller.") else None
-            if target is not None and target != source:
-                graph[source].add(target)
+            if name.startswith(prefix + "."):
+                target = imported_module(name[len(prefix) + 1 :], modules)
+                if target is not None and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def package_graph(root: Path = CONTROLLER, prefix: str = "controller") -> dict[str, set[str]]:
+    """``{package: the other packages under root it imports}`` (every folder with Python is a package)."""
+    modules = dotted_modules(root)
+    graph: dict[str, set[str]] = {}
+    for module, targets in file_graph(root, prefix).items():
+        source = package_of(module, modules)
+        if source:
+            graph.setdefault(source, set()).update(
+                package_of(target, modules) for target in targets if package_of(target, modules) not in ("", source)
+            )
     return graph
 
 
 def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The packages of each circle (strongly connected component of more than one), sorted."""
+    """The nodes of each circle (strongly connected component of more than one), sorted."""
     reach = {node: set() for node in graph}
     for node in graph:
         stack = list(graph[node])
@@ -183,17 +232,123 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(list(circle) for circle in circles if len(circle) > 1)
 
 
+def layer_breaches(graph: dict[str, set[str]], layers: dict[str, int]) -> list[str]:
+    """Each import of a package of a higher layer, and each package the layers do not place."""
+    unplaced = [f"{package}: not in a layer" for package in sorted(graph) if package not in layers]
+    upward = [
+        f"{package} imports {target}, a higher layer"
+        for package in sorted(graph)
+        for target in sorted(graph[package])
+        if package in layers and target in layers and layers[target] > layers[package]
+    ]
+    return unplaced + upward
+
+
+def private_imports(root: Path = MODULE_UTILS, prefix: str = PREFIX) -> list[str]:
+    """Each ``_private`` name one package takes from another's module: imported by name or read off the module."""
+    modules = dotted_modules(root)
+    found = []
+    for module, path in modules.items():
+        package = package_of(module, modules)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                continue
+            if node.module != prefix and not node.module.startswith(prefix + "."):
+                continue
+            source = node.module[len(prefix) + 1 :]
+            for alias in node.names:
+                dotted = f"{source}.{alias.name}".strip(".")
+                target = dotted if dotted in modules else source
+                if target in modules and package_of(target, modules) != package:
+                    if alias.name.startswith("_"):
+                        found.append(f"{module} imports {dotted}")
+                    if dotted in modules:
+                        aliases[alias.asname or alias.name] = dotted
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                if node.attr.startswith("_") and not node.attr.startswith("__"):
+                    found.append(f"{module} reads {aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
 def test_no_import_circle_among_the_controller_packages():
-    graph = controller_graph()
-    assert {"jobs", "placement", "planner", "teams"} <= set(graph)
+    graph = package_graph()
+    assert {"jobs", "domains", "gangs", "planner", "inputs", "validation"} <= set(graph)
     assert import_circles(graph) == []
+
+
+def test_no_import_circle_among_the_controller_files_counting_imports_inside_functions():
+    graph = file_graph()
+    assert "domains.sources" in graph["domains.levels"], "the graph misses an import the controller has"
+    assert import_circles(graph) == []
+
+
+def test_no_private_name_is_imported_across_packages():
+    assert private_imports() == []
+
+
+def test_the_controller_packages_import_only_their_layer_and_lower_ones():
+    graph = package_graph()
+    assert {"inputs", "domains", "gangs", "validation"} <= set(LAYERS)
+    assert layer_breaches(graph, LAYERS) == []
 
 
 def test_the_circle_check_finds_a_circle_through_several_packages():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
     assert import_circles(graph) == [["a", "b", "c"]]
-    assert controller_node("site.inputs.InputError") == "site.inputs"
-    assert controller_node("site.validate") == "site" and controller_node("placement.search.place") == "placement"
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_the_graphs_see_a_file_circle_behind_an_import_inside_a_function(tmp_path):
+    base = f"{PREFIX}.controller"
+    root = write_tree(
+        tmp_path / "controller",
+        {
+            "one/__init__.py": "",
+            "one/low.py": f"def f():\n    from {base}.one import high\n",
+            "one/high.py": f"from {base}.one.low import f\n",
+            "two/__init__.py": "",
+            "two/user.py": f"from {base}.one import high\n",
+        },
+    )
+    files = file_graph(root)
+    assert files["one.low"] == {"one.high"} and files["one.high"] == {"one.low"}
+    assert import_circles(files) == [["one.high", "one.low"]]
+    assert package_graph(root) == {"one": set(), "two": {"one"}}
+
+
+def test_the_layer_check_finds_an_upward_import_and_an_unplaced_package():
+    graph = {"words": set(), "engine": {"words"}, "stage": {"engine", "words"}, "new": set()}
+    layers = {"words": 0, "engine": 1, "stage": 2}
+    assert layer_breaches(graph, layers) == ["new: not in a layer"]
+    graph["words"] = {"stage"}
+    assert layer_breaches(graph, layers) == ["new: not in a layer", "words imports stage, a higher layer"]
+
+
+def test_the_private_check_finds_both_forms_across_packages_only(tmp_path):
+    root = write_tree(
+        tmp_path / "module_utils",
+        {
+            "a/__init__.py": "",
+            "a/lib.py": "_HIDDEN = 1\n\ndef _helper():\n    return 1\n",
+            "a/same.py": f"from {PREFIX}.a.lib import _HIDDEN\nfrom {PREFIX}.a import lib\nlib._helper()\n",
+            "b/__init__.py": "",
+            "b/user.py": (
+                f"from {PREFIX}.a.lib import _HIDDEN\n"
+                f"from {PREFIX}.a import lib as other\n"
+                "def f():\n    return other._helper(), other.__name__\n"
+            ),
+        },
+    )
+    assert private_imports(root) == ["b.user imports a.lib._HIDDEN", "b.user reads a.lib._helper"]
 
 
 # What the Molecule nodes run with the node image's Python: the fake SR-IOV kernel and its VF writer.
@@ -238,7 +393,7 @@ def package_map(text: str) -> set[str]:
 
 
 def test_the_package_map_names_every_package_once():
-    assert "plugins/module_utils/controller/placement/" in python_packages()
+    assert "plugins/module_utils/controller/domains/" in python_packages()
     mapped = package_map(DEVELOPMENT_DOC.read_text(encoding="utf-8"))
     assert [p for p in python_packages() if p not in mapped] == [], "packages missing from the map"
     assert [p for p in sorted(mapped) if p not in python_packages()] == [], "the map names folders that hold no code"
