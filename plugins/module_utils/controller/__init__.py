@@ -3,8 +3,10 @@
 it still parses as Python 3.9 because ansible-test compiles every module_utils file for every
 node Python).
 
-- ``site``: inputs and their checks before anything changes (validation, preflight, shapes of
-  free-form inputs);
+- ``inputs``: the site inputs (a host's site and Kubernetes node name, shapes of free-form inputs);
+- ``domains``: the topology levels (block, rack, ...) and each node's domains;
+- ``gangs``: the gang search that places each multi-node job whole;
+- ``validation``: the checks before anything changes (the validation stage, the preflight);
 - ``topology``: the slim node fact and its store, node and site summaries, failed-node accounting;
 - ``deploy``: how the bundled driver is installed (cluster objects, DaemonSet, host mode);
 - ``claims``: DeviceClasses and ResourceClaimTemplates per Kubernetes minor;
