@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.integration.roles.test_driver_role import IMAGE, changed, inventory, playbook
+from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import IMAGE, changed, inventory, playbook
 
 BASE = {
     "aligned_dra_driver_mode": "daemonset",

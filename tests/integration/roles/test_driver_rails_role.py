@@ -24,7 +24,7 @@ import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.integration.roles.test_node_hardening import exec_start_argv, render
+from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import exec_start_argv, render
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     recap,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -25,34 +24,21 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.integration.roles.test_node_hardening import directives, exec_start_argv
+from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import (
+    IMAGE,
+    changed,
+    directives,
+    exec_start_argv,
+    inventory,
+    playbook,
+)
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
-    PLAYBOOKS,
     REPO,
     environment,
     recap,
     run_on_localhost,
-    run_playbook,
-    write_inventory,
     write_play,
 )
-
-IMAGE = "registry.example.com/aligned-dra-driver:0.1.0"
-
-
-def inventory(tmp_path: Path, hosts: dict[str, dict] | None = None, **common) -> Path:
-    variables = {"aligned_dra_output_dir": str(tmp_path / "output"), "aligned_dra_site": "lab", **common}
-    return write_inventory(tmp_path / "inventory.yml", hosts or {"node-a": {}, "node-b": {}}, variables)
-
-
-def playbook(inv: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_playbook(inv, PLAYBOOKS / "driver.yml", *args)
-
-
-def changed(proc: subprocess.CompletedProcess) -> int:
-    counts = [int(n) for n in re.findall(r"changed=(\d+)", proc.output)]  # type: ignore[attr-defined]
-    assert counts, proc.output  # type: ignore[attr-defined]
-    return sum(counts)
 
 
 @pytest.fixture(scope="session")

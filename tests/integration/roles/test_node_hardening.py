@@ -12,73 +12,16 @@ sriov roles create on a node are read from the roles' tasks.
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
-    REPO,
-    environment,
-    run_on_localhost,
-    write_play,
-)
+from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import directives, exec_start_argv, render
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import REPO
 
 ROLES = REPO / "roles"
-
-
-def render(tmp_path: Path, template: str, **overrides) -> str:
-    """One template of the driver role rendered with the role's defaults and ``overrides``."""
-    settings = {
-        "kubelet_dir": "/var/lib/kubelet",
-        "cdi_dir": "/var/run/cdi",
-        "state_dir": "/var/lib/aligned-dra",
-        "mps_root": "/run/aligned-dra/mps",
-        "exclude": overrides.pop("exclude", []),
-        "log_level": "INFO",
-    }
-    out = tmp_path / template.removesuffix(".j2")
-    play = [
-        {
-            "name": "render",
-            "hosts": "localhost",
-            "gather_facts": False,
-            "vars_files": [str(ROLES / "driver" / "defaults" / "main.yml")],
-            "tasks": [
-                {
-                    "ansible.builtin.template": {
-                        "src": str(ROLES / "driver" / "templates" / template),
-                        "dest": str(out),
-                        "mode": "0644",
-                    }
-                }
-            ],
-        }
-    ]
-    extra = {"aligned_dra_driver_settings": settings, "aligned_dra_driver_node_name": "gpu-node-1", **overrides}
-    proc = run_on_localhost(
-        write_play(tmp_path / "render.yml", play),
-        extra_vars=extra,
-        env=environment(ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out.read_text()
-
-
-def directives(unit: str) -> dict[str, str]:
-    joined = re.sub(r"\\\n", " ", unit)
-    pairs = (line.split("=", 1) for line in joined.splitlines() if "=" in line and not line.startswith("#"))
-    return {k.strip(): v.strip() for k, v in pairs}
-
-
-def exec_start_argv(unit: str) -> list[str]:
-    """ExecStart split as systemd does for the quoting the template uses (\\\\ and \\" in double quotes)."""
-    words = shlex.split(directives(unit)["ExecStart"], posix=True)
-    return [w.replace("%%", "%").replace("$$", "$") for w in words]
 
 
 def test_driver_unit_runs_as_root_with_net_admin_only_and_a_read_only_system(tmp_path):

@@ -314,7 +314,7 @@ JOB_FIGURES = """[...document.querySelectorAll('figure.job')].map(f => ({
 @pytest.mark.browser
 def test_jobs_section_draws_each_job_on_the_site_in_the_browser(tmp_path, browser):
     """The planner's jobs on a small site and three jobs on 1,000 nodes: texts fit, workers inside their domains."""
-    from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.report.test_jobs import (
+    from ansible_collections.aligned.dra.tests.support.sites.report_jobs import (
         planned,
         thousand_nodes,
     )

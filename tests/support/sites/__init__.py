@@ -3,6 +3,7 @@
 
 - ``plan_inputs``: a small hand-written node, its claim objects, DeviceClasses and ResourceClaimTemplates;
 - ``report_sites``: topologies and sites for the site report's tests and benchmark;
+- ``report_jobs``: jobs.json files for the report's jobs section, and its figures read back;
 - ``kueue_teams``: team settings and the Kueue queues they render to;
 - ``kai_fair_share_reference``: an independent model of KAI Scheduler's GPU fair share, to check ours against.
 """

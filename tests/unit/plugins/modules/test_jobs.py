@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.modules import jobs
+from ansible_collections.aligned.dra.tests.support.harnesses.jobs_module import run
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import NIC_NAME_RULE, aligned_node
 
 RULE = dict(NIC_NAME_RULE, count=8)
@@ -49,14 +48,6 @@ def site(tmp_path: Path, extra_nodes: tuple[str, ...] = ()) -> dict:
         "rail_rules": {host: RULE for host in (*RACKS, *extra_nodes)},
         "dest": str(tmp_path / "jobs.json"),
     }
-
-
-def run(capsys, args: dict, fails: bool = False) -> dict:
-    with patch_module_args(args), pytest.raises(SystemExit):
-        jobs.main()
-    result = json.loads(capsys.readouterr().out)
-    assert bool(result.get("failed")) is fails, result
-    return result
 
 
 def test_check_mode_predicts_then_jobs_json_is_written_once(capsys, tmp_path):

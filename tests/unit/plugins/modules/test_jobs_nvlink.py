@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.tests.support.harnesses.jobs_module import run
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import aligned_node
 from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
     CLIQUE,
@@ -23,7 +24,6 @@ from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.
     RULES,
     gke_placement,
 )
-from ansible_collections.aligned.dra.tests.unit.plugins.modules.test_jobs import run
 
 TRAIN = {
     "name": "train",

@@ -14,14 +14,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import jobs as section
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
-    CLIQUE,
-    CLIQUES,
-    gke_placement,
-    nvlink_job,
-    place,
-)
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.report.test_jobs import (
+from ansible_collections.aligned.dra.tests.support.sites.report_jobs import (
     box,
     figure,
     inside,
@@ -29,6 +22,13 @@ from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.
     jobs_file,
     of,
     worker,
+)
+from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
+    CLIQUE,
+    CLIQUES,
+    gke_placement,
+    nvlink_job,
+    place,
 )
 
 NOT_READY = ("gke-a4x-pool-6", "gke-a4x-pool-7")
