@@ -290,6 +290,12 @@ class GpuWatcher:
         self._thread = threading.Thread(target=self._run, name="gpu-watch", daemon=True)
         self._thread.start()
         LOG.info("GPU use measured every %g s", self.usage_interval)
+        if self.reclaimer is not None:
+            LOG.info(
+                "reclaim on: evicting above-request claims below %.1f%% free GPU memory, every %g s",
+                self.reclaimer.margin,
+                self.reclaimer.interval,
+            )
 
     def stop(self, timeout: float = 1.0) -> None:
         self._stop.set()
@@ -320,9 +326,14 @@ class GpuWatcher:
             self.reclaimer.poll()
         if time.monotonic() >= self._usage_due:
             self._usage_due = time.monotonic() + self.usage_interval
-            self.poll_usage()
+            self._poll_usage()
 
     def poll_usage(self) -> None:
+        """A usage poll of fresh readings (outside a tick: the tests and the benchmark call it)."""
+        self.reader.begin()
+        self._poll_usage()
+
+    def _poll_usage(self) -> None:
         """Read every published NVIDIA GPU into a new snapshot (GPUs that fail are left out, backed off)."""
         self.usage_polls += 1
         now = time.monotonic()

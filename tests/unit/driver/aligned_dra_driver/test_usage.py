@@ -381,3 +381,45 @@ def test_prepare_records_the_claim_s_pods_and_unprepare_forgets_them():
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "watched", "reclaim_thread"),
+    [
+        ([], True, False),  # usage on by default
+        (["--reclaim=evict"], True, False),  # one thread and one reader: the watcher runs the reclaim steps
+        (["--usage=off", "--reclaim=evict"], False, True),
+        (["--usage=off"], False, False),
+        (["--kinds=nic,vf", "--reclaim=evict"], False, True),  # publishes no GPU: measures nothing
+    ],
+)
+def test_the_command_line_gives_one_nvml_reader(argv, watched, reclaim_thread):
+    from types import SimpleNamespace
+
+    from aligned_dra_driver import cli
+
+    args = cli.parser().parse_args(["--node-name", h.NODE, *argv])
+    opts = SimpleNamespace(procfs_root="/proc", device_options=cli.device_options(args))
+    driver = SimpleNamespace(checkpoint=SimpleNamespace(claims={}), claim_pods=ClaimPods(), inventory=None)
+    metrics = Metrics()
+    reclaimer, watcher = cli.gpu_watchers(args, opts, driver, None, metrics)
+    assert (watcher is not None) == watched
+    assert (reclaimer is not None and reclaimer.owns_reader) == reclaim_thread
+    if watcher is not None and reclaimer is not None:
+        assert reclaimer.reader is watcher.reader and watcher.reclaimer is reclaimer
+        assert watcher.reader.operations == ("usage", "reclaim")
+    if reclaimer is not None:
+        assert reclaimer.pods is driver.claim_pods
+    families = {family.name for family in text_string_to_metric_families(metrics.render().decode())}
+    assert ("aligned_dra_usage_available" in families) == watched
+
+
+@pytest.mark.parametrize("interval", ["0", "0.05", "3601", "nan"])
+def test_a_usage_interval_out_of_range_is_a_usage_error(interval, capsys):
+    from aligned_dra_driver import cli
+
+    args = cli.parser().parse_args(["--node-name", h.NODE, "--sysfs-root", "/", f"--usage-interval={interval}"])
+    with pytest.raises(SystemExit) as exited:
+        cli.build(args)
+    assert exited.value.code == 2
+    assert "--usage-interval must lie in 0.1..3600 seconds" in capsys.readouterr().err
