@@ -390,8 +390,8 @@ class GpuWatcher:
             if not unknown or (pci in self.read_backoff and self.read_backoff[pci].waiting(now)):
                 continue
             on_gpu = claims_on(claims, pci)
-            if len(on_gpu) > budget:
-                return  # the next poll goes on
+            if len(on_gpu) > budget and budget < MAX_CLAIM_READS:
+                return  # the next poll goes on (a GPU with more claims than the bound is read alone)
             budget -= len(on_gpu)
             deadline = time.monotonic() + self.step_budget
             try:

@@ -423,3 +423,20 @@ def test_a_usage_interval_out_of_range_is_a_usage_error(interval, capsys):
         cli.build(args)
     assert exited.value.code == 2
     assert "--usage-interval must lie in 0.1..3600 seconds" in capsys.readouterr().err
+
+
+def test_claim_reads_for_unknown_pods_are_bounded_per_poll(node, monkeypatch):
+    from aligned_dra_driver import usage
+
+    monkeypatch.setattr(usage, "MAX_CLAIM_READS", 3)
+    for index in range(2):
+        node.claim(f"a{index}", GPU_A, 1, 1, known=False)
+    for index in range(4):  # more claims than the bound: read alone, in a poll of its own
+        node.claim(f"b{index}", GPU_B, 1, 1, known=False)
+    watcher = node.watcher()
+    watcher.poll_usage()
+    assert sorted(node.kube.reads) == ["a0", "a1"]  # GPU B's 4 reads wait for the next poll
+    watcher.poll_usage()
+    assert sorted(node.kube.reads[2:]) == ["b0", "b1", "b2", "b3"]
+    watcher.poll_usage()
+    assert len(node.kube.reads) == 6
