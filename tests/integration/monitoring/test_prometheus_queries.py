@@ -25,6 +25,8 @@ WHOLE = {"device": "gpu-1", "gpu_uuid": "GPU-bbbb"}
 CLAIMS = [
     ({"namespace": "team-a", "claim": "c1", "pod": "p1", **SHARED}, 10 * GIB, 20 * GIB, 12 * GIB, 0.5),
     ({"namespace": "team-b", "claim": "c2", "pod": "p2", **SHARED}, 20 * GIB, 20 * GIB, 19 * GIB, None),
+    # a second pod of c2: its series repeat the claim's request and limit, with its own use
+    ({"namespace": "team-b", "claim": "c2", "pod": "p2b", **SHARED}, 20 * GIB, 20 * GIB, 0, None),
     ({"namespace": "team-a", "claim": "c3", "pod": "p3", **WHOLE}, 80 * GIB, 80 * GIB, 0, None),
 ]
 GPUS = [(SHARED, 80 * GIB, 34 * GIB, 3 * GIB), (WHOLE, 80 * GIB, 0, 0)]
@@ -87,23 +89,17 @@ def ask(server, name: str, at: float, by: tuple[str, ...]) -> dict:
 
 def test_the_dashboards_per_gpu_queries_give_each_share_its_request_limit_and_use(backfilled):
     server, at = backfilled
-    by = ("device", "claim")
-    assert ask(server, "share_request", at, by) == {
-        ("gpu-0", "c1"): 10 * GIB,
-        ("gpu-0", "c2"): 20 * GIB,
-        ("gpu-1", "c3"): 80 * GIB,
-    }
-    assert ask(server, "share_limit", at, by) == {
-        ("gpu-0", "c1"): 20 * GIB,
-        ("gpu-0", "c2"): 20 * GIB,
-        ("gpu-1", "c3"): 80 * GIB,
-    }
-    assert ask(server, "share_used", at, by) == {
-        ("gpu-0", "c1"): 12 * GIB,
-        ("gpu-0", "c2"): 19 * GIB,
-        ("gpu-1", "c3"): 0,
-    }
-    assert ask(server, "share_sm", at, by) == {("gpu-0", "c1"): 0.5}  # absent where NVML does not say, never 0
+    by = ("device", "claim", "pod")
+    shares = [("gpu-0", "c1", "p1"), ("gpu-0", "c2", "p2"), ("gpu-0", "c2", "p2b"), ("gpu-1", "c3", "p3")]
+    assert ask(server, "share_request", at, by) == dict(
+        zip(shares, [10 * GIB, 20 * GIB, 20 * GIB, 80 * GIB], strict=True)
+    )
+    assert ask(server, "share_limit", at, by) == dict(
+        zip(shares, [20 * GIB, 20 * GIB, 20 * GIB, 80 * GIB], strict=True)
+    )
+    assert ask(server, "share_used", at, by) == dict(zip(shares, [12 * GIB, 19 * GIB, 0, 0], strict=True))
+    # absent where NVML does not say, never 0
+    assert ask(server, "share_sm", at, by) == {("gpu-0", "c1", "p1"): 0.5}
     assert ask(server, "gpu_total", at, ("device",)) == {"gpu-0": 80 * GIB, "gpu-1": 80 * GIB}
     assert ask(server, "gpu_used", at, ("device",)) == {"gpu-0": 34 * GIB, "gpu-1": 0}
     assert ask(server, "gpu_unattributed", at, ("device",)) == {"gpu-0": 3 * GIB, "gpu-1": 0}
@@ -113,7 +109,10 @@ def test_the_dashboards_per_namespace_queries_set_use_against_allocation(backfil
     server, at = backfilled
     by = ("namespace",)
     assert ask(server, "namespace_used", at, by) == {"team-a": 12 * GIB, "team-b": 19 * GIB}
-    assert ask(server, "namespace_allocated", at, by) == {"team-a": 90 * GIB, "team-b": 20 * GIB}
+    assert ask(server, "namespace_allocated", at, by) == {
+        "team-a": 90 * GIB,
+        "team-b": 20 * GIB,
+    }  # c2 counted once for its two pods
     assert ask(server, "namespace_used_ratio", at, by) == pytest.approx({"team-a": 12 / 90, "team-b": 0.95})
     # in GPUs' worth: a 10 GiB request on an 80 GiB GPU is 1/8 of it
     assert ask(server, "namespace_gpus_allocated", at, by) == pytest.approx({"team-a": 1.125, "team-b": 0.25})
@@ -130,9 +129,10 @@ def test_the_dcgm_join_gives_each_pod_its_gpus_utilisation_where_the_documented_
     assert joined == {
         ("team-a", "p1", "GPU-aaaa"): 70,
         ("team-b", "p2", "GPU-aaaa"): 70,
+        ("team-b", "p2b", "GPU-aaaa"): 70,
         ("team-a", "p3", "GPU-bbbb"): 0,
     }
-    assert server.values(monitoring_dashboard.DCGM_JOIN, at, ("pod",)) == {"p1": 70, "p2": 70, "p3": 0}
+    assert server.values(monitoring_dashboard.DCGM_JOIN, at, ("pod",)) == {"p1": 70, "p2": 70, "p2b": 70, "p3": 0}
     short = (
         "DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(namespace,pod) "
         'label_replace(aligned_dra_claim_device_info, "UUID", "$1", "gpu_uuid", "(.*)")'

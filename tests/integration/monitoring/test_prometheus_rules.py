@@ -16,6 +16,8 @@ pytestmark = pytest.mark.skipif(not prometheus.available(), reason="Debian's pro
 
 TARGET = 'job="aligned-dra-driver", instance="10.0.0.1:8089", node="node-a"'
 CLAIM = 'namespace="team-a", claim="train", pod="train-0", device="gpu-0", gpu_uuid="GPU-aaaa"'
+# the idle alert is the claim's: its pods folded
+IDLE_CLAIM = 'namespace="team-a", claim="train", device="gpu-0", gpu_uuid="GPU-aaaa"'
 RULES = {rule["alert"]: rule for rule in monitoring_rules.alerts()}
 
 
@@ -134,7 +136,7 @@ CASES = [
         "AlignedDraGpuAllocatedIdle",
         [(f"aligned_dra_claim_gpu_memory_used_bytes{{{TARGET}, {CLAIM}}}", "0x90")],
         "70m",
-        f"{TARGET}, {CLAIM}",
+        f"{TARGET}, {IDLE_CLAIM}",
         "",
     ),
     (
@@ -144,7 +146,7 @@ CASES = [
             (f"aligned_dra_claim_gpu_sm_utilization_ratio{{{TARGET}, {CLAIM}}}", "0x90"),
         ],
         "70m",
-        f"{TARGET}, {CLAIM}",
+        f"{TARGET}, {IDLE_CLAIM}",
         "",
     ),
     (
@@ -161,6 +163,16 @@ CASES = [
         "AlignedDraGpuAllocatedIdle",
         [(f"aligned_dra_claim_gpu_memory_used_bytes{{{TARGET}, {CLAIM}}}", "0x90")],
         "50m",
+        None,
+        "",
+    ),
+    (
+        "AlignedDraGpuAllocatedIdle",
+        [
+            (f"aligned_dra_claim_gpu_memory_used_bytes{{{TARGET}, {CLAIM}}}", "0x90"),
+            (f'aligned_dra_claim_gpu_memory_used_bytes{{{TARGET}, {IDLE_CLAIM}, pod="train-1"}}', "1000x90"),
+        ],
+        "70m",
         None,
         "",
     ),

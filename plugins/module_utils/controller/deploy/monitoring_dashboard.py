@@ -36,6 +36,13 @@ DCGM_JOIN = (
 )
 # The GPU's fraction each claim is allocated (its memory request over the GPU's memory), and uses
 _SHARE_OF_GPU = "on(instance, gpu_uuid) group_left() aligned_dra_gpu_memory_total_bytes{" + _GPU + "}"
+# A claim several pods share repeats its request and limit on each pod's series: folded per claim and device
+# before a sum (its use is each pod's own processes', summed as it is)
+_ALLOCATED = (
+    "max by (instance, node, namespace, claim, device, gpu_uuid) (aligned_dra_claim_gpu_memory_request_bytes{"
+    + _CLAIM
+    + "})"
+)
 QUERIES = {
     "gpu_total": f"aligned_dra_gpu_memory_total_bytes{{{_GPU}}}",
     "gpu_used": f"aligned_dra_gpu_memory_used_bytes{{{_GPU}}}",
@@ -45,11 +52,10 @@ QUERIES = {
     "share_used": f"aligned_dra_claim_gpu_memory_used_bytes{{{_CLAIM}}}",
     "share_sm": f"aligned_dra_claim_gpu_sm_utilization_ratio{{{_CLAIM}}}",
     "namespace_used": f"sum by (namespace) (aligned_dra_claim_gpu_memory_used_bytes{{{_CLAIM}}})",
-    "namespace_allocated": f"sum by (namespace) (aligned_dra_claim_gpu_memory_request_bytes{{{_CLAIM}}})",
+    "namespace_allocated": f"sum by (namespace) ({_ALLOCATED})",
     "namespace_used_ratio": f"sum by (namespace) (aligned_dra_claim_gpu_memory_used_bytes{{{_CLAIM}}})"
-    f" / sum by (namespace) (aligned_dra_claim_gpu_memory_request_bytes{{{_CLAIM}}})",
-    "namespace_gpus_allocated": f"sum by (namespace) (aligned_dra_claim_gpu_memory_request_bytes{{{_CLAIM}}}"
-    f" / {_SHARE_OF_GPU})",
+    f" / sum by (namespace) ({_ALLOCATED})",
+    "namespace_gpus_allocated": f"sum by (namespace) ({_ALLOCATED} / {_SHARE_OF_GPU})",
     "namespace_gpus_used": f"sum by (namespace) (aligned_dra_claim_gpu_memory_used_bytes{{{_CLAIM}}} / {_SHARE_OF_GPU})",
     "pod_gpu_utilization_dcgm": DCGM_JOIN.replace(f'{{job="{JOB}"}}', f"{{{_CLAIM}}}"),
 }

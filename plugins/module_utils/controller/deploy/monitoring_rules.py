@@ -31,6 +31,8 @@ IDLE_SM_RATIO = 0.01
 # how old the last ResourceSlice publication may be: the driver republishes at least every rescan
 PUBLISH_AGE_SECONDS = 900
 API_ERRORS_IN_A_ROW = 3
+# one claim's device on one node: its pods' series folded (each repeats the claim's request and limit)
+_CLAIM_KEY = "job, instance, node, namespace, claim, device, gpu_uuid"
 
 
 def _alert(name: str, expr: str, duration: str, severity: str, summary: str, description: str) -> dict[str, Any]:
@@ -124,12 +126,13 @@ def alerts() -> list[dict[str, Any]]:
         ),
         _alert(
             "AlignedDraGpuAllocatedIdle",
-            f"aligned_dra_claim_gpu_memory_used_bytes{{{job}}} == 0"
-            f" or aligned_dra_claim_gpu_sm_utilization_ratio{{{job}}} < {IDLE_SM_RATIO}",
+            # per claim: a claim several pods share is idle only when all of them are
+            f"max by ({_CLAIM_KEY}) (aligned_dra_claim_gpu_memory_used_bytes{{{job}}}) == 0"
+            f" or max by ({_CLAIM_KEY}) (aligned_dra_claim_gpu_sm_utilization_ratio{{{job}}}) < {IDLE_SM_RATIO}",
             "1h",
             "info",
             "Claim {{ $labels.namespace }}/{{ $labels.claim }} holds GPU {{ $labels.device }} idle",
-            "The GPU (or share of it) allocated to pod {{ $labels.pod }} on {{ $labels.node }} has had no memory "
+            "The GPU (or share of it) allocated to claim {{ $labels.claim }} on {{ $labels.node }} has had no memory "
             f"used or under {round(IDLE_SM_RATIO * 100)}% SM use for an hour: it could serve another workload.",
         ),
         _alert(
