@@ -10,10 +10,10 @@ Usage::
 Reads the CRDs of the kinds the teams stage renders (Kueue: ClusterQueue,
 Cohort, LocalQueue, ResourceFlavor, Topology, WorkloadPriorityClass; KAI
 Scheduler: Queue, PodGroup, Topology) and writes
-plugins/module_utils/controller/teams/<project>_schemas.py: per kind, its
+plugins/module_utils/controller/schedulers/<project>/schemas.py: per kind, its
 apiVersion, scope and the ``openAPIV3Schema`` of its served storage version as
 a compact JSON string, with the schema ``description`` texts left out (they do
-not validate anything). The teams unit tests regenerate both modules from
+not validate anything). The schedulers' unit tests regenerate both modules from
 tests/fixtures/ and compare them with the committed ones.
 """
 
@@ -28,7 +28,7 @@ import yaml
 PROJECTS = {
     "kueue": {
         "title": "Kueue",
-        "module": "kueue_schemas",
+        "module": "schedulers/kueue/schemas.py",
         "constant": "KUEUE",
         "source": "https://github.com/kubernetes-sigs/kueue",
         "tag": "v0.19.2",
@@ -46,7 +46,7 @@ PROJECTS = {
     },
     "kai": {
         "title": "KAI Scheduler",
-        "module": "kai_schemas",
+        "module": "schedulers/kai/schemas.py",
         "constant": "KAI",
         "source": "https://github.com/kai-scheduler/KAI-Scheduler",
         "tag": "v0.17.0",
@@ -150,9 +150,7 @@ def main(argv: list[str]) -> int:
         return 2
     root = Path(__file__).resolve().parent.parent
     module = PROJECTS[argv[1]]["module"]
-    target = (
-        Path(argv[3]) if len(argv) == 4 else root / "plugins" / "module_utils" / "controller" / "teams" / f"{module}.py"
-    )
+    target = Path(argv[3]) if len(argv) == 4 else root / "plugins" / "module_utils" / "controller" / module
     target.write_text(render(argv[1], Path(argv[2])), encoding="utf-8")
     return 0
 

@@ -178,10 +178,7 @@ files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
-from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, claims_render
 
 
 def main():
@@ -198,34 +195,11 @@ def main():
         },
         supports_check_mode=True,
     )
-    params = module.params
     try:
-        rendered = burst.render(
-            params["settings"],
-            params["site"],
-            params["kubernetes_version"],
-            params["feature_gates"],
-            tolerations=params["tolerations"],
-            rail_rules=params["rail_rules"],
-            device_options=params["device_options"],
-            fractional_burst=params["fractional_burst"],
-        )
-        problems = claims.validate_all(rendered["objects"], rendered["minor"], params["feature_gates"])
-    except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
-        module.fail_json(msg=str(exc))
-    if problems:
-        # The objects come from the settings (selectors, classes, templates): say so.
-        module.fail_json(msg="settings: rendered objects are not valid: " + " | ".join(problems), problems=problems)
-    files = [{"name": claims.file_name(o), "object": o} for o in rendered["objects"]]
-    module.exit_json(
-        changed=False,
-        files=files,
-        objects=rendered["objects"],
-        left_out=rendered["skipped"],
-        required=rendered["required"],
-        minor=rendered["minor"],
-        rails=rendered["rails"],
-    )
+        result = claims_render.run(module.params)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

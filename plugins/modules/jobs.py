@@ -165,7 +165,7 @@ minor:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs_run
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, jobs
 
 
 def main():
@@ -195,9 +195,9 @@ def main():
         supports_check_mode=True,
     )
     try:
-        response = jobs_run.run_jobs(module.params, module.check_mode, module._diff)
-    except jobs_run.JobsRunError as exc:
-        module.fail_json(msg=str(exc))
+        response = jobs.run(module.params, module.check_mode, module._diff)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
     module.exit_json(**response)
 
 

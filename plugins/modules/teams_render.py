@@ -199,61 +199,9 @@ kai:
   type: dict
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
-from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
-from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
-
-
-def _read_json(module, option):
-    """``(True, content)`` of the JSON file that option names; ``(False, None)`` when not given or absent."""
-    path = module.params[option]
-    if not path or not os.path.exists(path):
-        return False, None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return True, json.load(handle)
-    except (OSError, ValueError) as exc:
-        module.fail_json(msg=f"{option}: cannot read {path}: {exc}")
-
-
-def _plan(module):
-    found, plan = _read_json(module, "plan_file")
-    if found:
-        try:
-            inputs.check_plan(plan, "plan_file")
-        except inputs.InputError as exc:
-            module.fail_json(msg=str(exc))
-    return plan
-
-
-def _in_use(module):
-    """Devices per team and class in use now, from this run's utilization.json; None when unknown."""
-    found, used = _read_json(module, "utilization_file")
-    if not found:
-        return None
-    path = module.params["utilization_file"]
-    rows = used.get("teams") if isinstance(used, dict) else None
-    if not isinstance(rows, dict) or not all(
-        isinstance(row, dict)
-        and isinstance(row.get("devices"), dict)
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in row["devices"].values())
-        for row in rows.values()
-    ):
-        module.fail_json(
-            msg=f"utilization_file: {path}: teams must map team names to rows with device counts per class"
-        )
-    return {team: dict(row["devices"]) for team, row in rows.items()}
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, teams_render
 
 
 def main():
@@ -274,77 +222,11 @@ def main():
         },
         supports_check_mode=True,
     )
-    params = module.params
-    plan = _plan(module)
     try:
-        rendered_claims = burst.render(
-            params["claims_settings"],
-            params["site"],
-            params["kubernetes_version"],
-            params["feature_gates"],
-            rail_rules=params["rail_rules"],
-            device_options=params["device_options"],
-            fractional_burst=params["fractional_burst"],
-        )
-        claim_conf = claims.settings(params["claims_settings"])
-        class_keys = claim_conf["classes"]
-        result = teams.render(
-            params["settings"],
-            params["site"],
-            rendered_claims["objects"],
-            params["kubernetes_version"],
-            params["feature_gates"],
-            plan,
-            class_keys,
-            _in_use(module),
-            params["placement_levels"],
-            # the drivers' names as published: the collection's GPUs under its split GPU driver, if any
-            claims.published_drivers(claim_conf, params["device_options"]),
-        )
-        problems = teams.validate_all(result["objects"], result["minor"], params["feature_gates"])
-    except (teams_settings.TeamsError, kueue_api.KueueError, claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
-        module.fail_json(msg=str(exc))
-    if problems:
-        module.fail_json(msg="rendered team objects are not valid: " + " | ".join(problems), problems=problems)
-    if result["problems"]:
-        module.fail_json(
-            msg="quotas exceed the site's capacity: " + " | ".join(result["problems"]), capacity=result["capacity"]
-        )
-
-    summary = {
-        "schema_version": 1,
-        "site": params["site"],
-        "kubernetes_version": result["minor"],
-        "capacity_source": "plan.json" if plan is not None else None,
-        "tiers": result["tiers"],
-        "teams": result["teams"],
-        "capacity": result["capacity"],
-        "engine": result["engine"],
-        "kueue": result["kueue"],
-        "kai": result["kai"],
-    }
-    changed = False
-    diff = {}
-    dest = params["dest"]
-    if dest:
-        try:
-            changed, diff = write_json_file(dest, summary, module.check_mode)
-        except JsonFileError as exc:
-            module.fail_json(msg=str(exc))
-    response = {
-        "changed": changed,
-        "objects": result["objects"],
-        "files": [{"name": teams.file_name(o), "object": o} for o in result["objects"]],
-        "capacity": result["capacity"],
-        "teams": result["teams"],
-        "minor": result["minor"],
-        "engine": result["engine"],
-        "kueue": result["kueue"],
-        "kai": result["kai"],
-    }
-    if module._diff and diff:
-        response["diff"] = diff
-    module.exit_json(**response)
+        result = teams_render.run(module.params, module.check_mode, module._diff)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -84,10 +84,10 @@ def test_the_tarball_holds_what_the_docs_promise(built):
         "driver/pyproject.toml",
         "changelogs/changelog.yaml",
         "tests/sanity/ignore-2.21.txt",
-        "plugins/module_utils/controller/teams/kueue.py",
-        "plugins/module_utils/controller/teams/kueue_schemas.py",
+        "plugins/module_utils/controller/schedulers/kueue/objects.py",
+        "plugins/module_utils/controller/schedulers/kueue/schemas.py",
         "licenses/kueue-v0.19.2-LICENSE",
-        "plugins/module_utils/controller/teams/kai_schemas.py",
+        "plugins/module_utils/controller/schedulers/kai/schemas.py",
         "licenses/kai-scheduler-v0.17.0-LICENSE",
     ):
         assert promised in names, promised

@@ -2,8 +2,8 @@
 """TEST REFERENCE: an independent model of KAI Scheduler v0.17.0's GPU fair-share division. Never shipped.
 
 Models the proportion plugin's resource_division for one resource (GPU), no usage history and kValue = 1.0.
-tests/unit/plugins/module_utils/controller/teams/test_kai_fair_share.py cross-checks the product's
-implementation (plugins/module_utils/controller/teams/kai_fair_share.py) against it on generated queue trees;
+tests/unit/plugins/module_utils/controller/schedulers/kai/test_fair_share.py cross-checks the product's
+implementation (plugins/module_utils/controller/schedulers/kai/fair_share.py) against it on generated queue trees;
 it was written apart from it, from the rule alone. Everything is IEEE double with no epsilon, as in KAI.
 
 Style: queues are plain dicts. Each sibling level is handled by one pure function, `divide_level`, which returns

@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """TEST FIXTURE: team settings and the Kueue queues they render to, for the kueue tests.
 
-The tests of ``plugins/module_utils/controller/teams/kueue*.py`` render their
+The tests of ``plugins/module_utils/controller/schedulers/kueue/`` render their
 queues with these helpers. Never shipped.
 """
 
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams
 
 CLASS_KEYS = claims.settings({})["classes"]

@@ -5,7 +5,7 @@
 
 - **The jobs** are those :func:`jobs.spec.check_jobs` returns, checked once
   by the caller: the jobs module's runner passes those the renderer checked,
-  :func:`jobs.run.place_jobs` checks a list as the inventory gives it. The
+  :func:`jobs.place.place_jobs` checks a list as the inventory gives it. The
   search reads them as they are.
 - **Each job on its own, all or nothing.** A job is placed on the site as it
   is now: the free devices are those not in ``held`` (this run's

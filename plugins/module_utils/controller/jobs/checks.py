@@ -18,9 +18,10 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import kai_gang, workload
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai as kai_teams
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import gangs as kai_gang
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai_teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     QUEUE_LABEL,
     TOPOLOGY_ANNOTATIONS,
 )

@@ -31,19 +31,21 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement_levels
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.levels import check_levels
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, kai_gang, nccl, workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, nccl, workload
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.checks import JOB_LABEL
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_settings
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_conf
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import gangs as kai_gang
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import settings as kai_settings
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     QUEUE_LABEL,
     TOPOLOGY_ANNOTATIONS,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_conf
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import MANAGED, SITE_LABEL
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-ENGINES_WITH_KUEUE = ("kueue", "both")
 
 RAILS_ANNOTATION = claim_rails.RAILS_ANNOTATION
 CLAIM_NAME = "devices"
@@ -225,14 +226,14 @@ def _job(
 
 def _kai_site(site: str, engine: str, raw: Mapping[str, Any] | None, levels: list[dict[str, str]]) -> dict | None:
     """What a KAI site's jobs need: the scheduler name, the site's KAI Topology, each tier's PriorityClass."""
-    if engine != "kai":
+    if not schedulers.uses_kai(engine):
         return None
     raw = raw or {}
     teams = [t for t in raw.get("teams") or [] if isinstance(t, dict)]
     try:
         classes = teams_conf.tier_classes(dict(raw))
         scheduler_name = kai_settings.site_settings(raw.get("kai"), site, teams)["scheduler_name"]
-    except teams_conf.TeamsError as exc:
+    except (teams_conf.TeamsError, schedulers.SchedulerError) as exc:
         raise JobsError(str(exc)) from None
     return {
         "scheduler_name": scheduler_name,
@@ -273,7 +274,7 @@ def _kueue(
     job: dict[str, Any], engine: str, teams: list[dict[str, Any]]
 ) -> tuple[str | None, dict[str, str], list[dict[str, str]]]:
     """``(queue, pod template annotations, left_out)`` of the Kueue engine."""
-    if engine not in ENGINES_WITH_KUEUE:
+    if not schedulers.uses_kueue(engine):
         if job["queue"]:
             reason = (
                 f"Kueue queue {job['queue']!r} left out: aligned_dra_teams.engine is {engine}, Kueue manages no job"
@@ -327,7 +328,7 @@ def _one_job(
     affinity = None
     if placement and not gang.topology_enforced:
         affinity = _affinity(job, placement["label"], placement["mode"])
-    queue, annotations, kueue_left_out = _kueue(job, engine if kai_site is None else "kai", teams)
+    queue, annotations, kueue_left_out = _kueue(job, engine if kai_site is None else schedulers.KAI, teams)
     if rails:
         annotations[RAILS_ANNOTATION] = ",".join(str(r) for r in rails)
     env = _env(job, nccl.nccl_env(job["workers"], rails))

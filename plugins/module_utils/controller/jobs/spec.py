@@ -12,6 +12,7 @@ Controller-side; no Ansible imports.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError, did_you_mean
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import DEFAULT_TIER, team_namespaces
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -155,7 +156,7 @@ def team_entries(teams_settings: Mapping[str, Any] | None) -> tuple[str, list[di
     (:func:`settings.team_namespaces`, as the teams stage reads them), the templates copied into them and
     its tier."""
     conf = teams_settings or {}
-    engine = conf.get("engine") or "resourcequota"
+    engine = conf.get("engine") or schedulers.DEFAULT_ENGINE
     listed = conf.get("teams") or []
     if not isinstance(listed, list):
         raise PlacementError(f"aligned_dra_teams.teams: must be a list of teams (got {type(listed).__name__})")

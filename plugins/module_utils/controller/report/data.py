@@ -7,6 +7,7 @@ plan, teams and utilization sections, the failed nodes and the index of sites.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric.rails_summary import rails_in_short
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import (
     RAIL_UNKNOWN,
@@ -417,7 +418,7 @@ def _amounts(values: Mapping[str, Any] | None, missing: str = "-") -> str:
 def kueue_rows(queues: Mapping[str, Any] | None) -> dict[str, Any]:
     """The Kueue engine's rows of the teams section: queues per team and the what-if outcome."""
     if not queues:
-        return {"engine": "resourcequota", "queues": [], "what_if": None, "notes": []}
+        return {"engine": schedulers.RESOURCEQUOTA, "queues": [], "what_if": None, "notes": []}
     rows = [
         {
             "name": str(t["name"]),
@@ -450,7 +451,7 @@ def kueue_rows(queues: Mapping[str, Any] | None) -> dict[str, Any]:
                 for cls, row in sorted((outcome.get("over_capacity") or {}).items())
             ],
         }
-    return {"engine": "kueue", "queues": rows, "what_if": what_if, "notes": [str(n) for n in queues.get("notes") or []]}
+    return {"engine": schedulers.KUEUE, "queues": rows, "what_if": what_if, "notes": [str(n) for n in queues.get("notes") or []]}
 
 
 def _gpus(value: Any, unlimited: str) -> str:
@@ -510,7 +511,7 @@ def kai_rows(scheduled: Mapping[str, Any]) -> dict[str, Any]:
         for n in scheduled.get("nodes") or []
     ]
     return {
-        "engine": "kai",
+        "engine": schedulers.KAI,
         "kai_nodes": nodes,
         "kai_queues": rows,
         "scheduler_name": str(scheduled.get("scheduler_name")),

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
-    kai,
-    kai_api,
-    kueue,
-    kueue_api,
-    kueue_checks,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import api as kueue_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -137,7 +136,7 @@ def team_objects(
                 ns_labels[teams_settings.ADMIN_ACCESS_LABEL] = "true"
             out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": ns_labels}})
             capped = {cls: n for cls, n in team["quotas"].items() if cls not in queued}
-            if capped and conf.get("engine", "resourcequota") != "kueue":
+            if capped and conf.get("engine", schedulers.DEFAULT_ENGINE) != schedulers.KUEUE:
                 hard = {}
                 for cls, count in sorted(capped.items()):
                     hard[quota_resource(cls)] = str(count)
@@ -258,7 +257,7 @@ def render(
             f"admin_access needs the DRAAdminAccess feature gate, which is off on Kubernetes {minor}"
         )
     scheduled = None
-    if conf["engine"] == "kai":
+    if schedulers.uses_kai(conf["engine"]):
         allocated = None if in_use is None else kai.in_use_gpus(in_use, kai.gpu_classes(conf, claim_objects))
         scheduled = kai.render(conf, site, claim_objects, plan, drivers, placement_levels, allocated)
     queued = frozenset(scheduled["gpu_classes"]) if scheduled else frozenset()
@@ -268,7 +267,7 @@ def render(
     if scheduled is not None:
         _kai_guidance(objects, scheduled)
         objects += scheduled["objects"]
-    if conf["engine"] in ("kueue", "both"):
+    if schedulers.uses_kueue(conf["engine"]):
         queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use, placement_levels)
         # queues["problems"] is the same check on the same numbers (guaranteed quota x namespaces against
         # the plan's devices; classes counted in memory are unknown to both): capacity_check reports it once

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -68,7 +69,6 @@ TEAM_KEYS = (
     "kai",
 )
 SETTINGS_KEYS = ("tiers", "teams", "oversubscription", "extended_resources", "engine", "kueue", "kai")
-ENGINES = ("resourcequota", "kueue", "both", "kai")
 # the team keys only one engine reads (checked by that engine's module)
 KAI_TEAM_KEYS = ("over_quota_weight", "kai")
 KUEUE_KEYS = ("cohort", "node_groups", "resource_names", "what_if")
@@ -136,11 +136,11 @@ def settings(
     extended = _extended_resources(raw.get("extended_resources") or {}, classes, keys)
     factors = _oversubscription(raw.get("oversubscription") or {}, classes, keys)
 
-    engine = raw.get("engine", "resourcequota")
-    if engine not in ENGINES:
-        raise TeamsError(f"aligned_dra_teams.engine must be one of {', '.join(ENGINES)} (got {engine!r})")
+    engine = raw.get("engine", schedulers.DEFAULT_ENGINE)
+    if engine not in schedulers.ENGINES:
+        raise TeamsError(f"aligned_dra_teams.engine must be one of {', '.join(schedulers.ENGINES)} (got {engine!r})")
     kueue = _kueue_settings(raw.get("kueue"), engine, classes, keys, tiers)
-    if engine != "kai" and raw.get("kai"):
+    if not schedulers.uses_kai(engine) and raw.get("kai"):
         raise TeamsError(f"aligned_dra_teams.kai is set but engine is {engine}; set engine: kai")
     site = {
         "tiers": tiers,
@@ -151,7 +151,7 @@ def settings(
         "node_groups": kueue["node_groups"],
     }
     teams = _teams(raw.get("teams") or [], site)
-    if engine == "kueue":
+    if engine == schedulers.KUEUE:
         _check_kueue_extended_resources(teams, extended)
     return {
         "tiers": tiers,
@@ -264,7 +264,7 @@ def _teams(teams_raw: Any, site: dict[str, Any]) -> list[dict[str, Any]]:
         if department is not None and not dra.is_dns_label(department):
             raise TeamsError(f"{where}.department {department!r} is not a DNS label")
         for key in KAI_TEAM_KEYS:
-            if key in team and site["engine"] != "kai":
+            if key in team and not schedulers.uses_kai(site["engine"]):
                 raise TeamsError(f"{where}.{key} is read by engine kai only (engine is {site['engine']})")
         node_group = team.get("node_group")
         node_groups = site["node_groups"]
@@ -363,9 +363,9 @@ def _team_amounts(
         for option in ("borrowing_limit", "lending_limit")
     }
     for option, amounts in limits.items():
-        if amounts and engine == "resourcequota":
+        if amounts and engine == schedulers.RESOURCEQUOTA:
             raise TeamsError(f"{where}.{option} needs engine kueue or both (a ResourceQuota cannot lend or borrow)")
-        if amounts and engine == "kai" and option == "lending_limit":
+        if amounts and schedulers.uses_kai(engine) and option == "lending_limit":
             # a KAI queue lends all of its quota that it does not use, and reclaims it when it needs it
             raise TeamsError(f"{where}.lending_limit: KAI Scheduler has no lending limit; use engine kueue or both")
         for cls in amounts:
@@ -398,7 +398,7 @@ def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str]
         cls = _resolve_class(where, key, classes, keys)
         if isinstance(count, str):
             # consumable capacity: Kueue counts the memory a claim requests, a ResourceQuota only devices
-            if engine != "kueue":
+            if engine != schedulers.KUEUE:
                 raise TeamsError(
                     f"{where}.{key}: {count!r} is an amount of capacity, which only engine kueue counts "
                     f"(a ResourceQuota counts devices); give a device count or set engine: kueue"
@@ -432,7 +432,7 @@ def _kueue_settings(
     if raw is None:
         raw = {}
     _check_keys("aligned_dra_teams.kueue", raw, KUEUE_KEYS)
-    if raw and engine in ("resourcequota", "kai"):
+    if raw and not schedulers.uses_kueue(engine):
         raise TeamsError(f"aligned_dra_teams.kueue is set but engine is {engine}; set engine: kueue or both")
     cohort = raw.get("cohort")
     if cohort is not None and not dra.is_dns_label(cohort):

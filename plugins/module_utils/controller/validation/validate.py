@@ -34,12 +34,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import DEFAULT_SITE, site_of
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
@@ -585,7 +585,7 @@ def check_site(
                 placement_levels=placement_levels or [],
                 drivers=claims.published_drivers(claim_conf, device_options),
             )
-        except (teams_settings.TeamsError, kueue_api.KueueError, dra.DeviceModelError, dra_cel.CelError) as exc:
+        except (teams_settings.TeamsError, schedulers.SchedulerError, dra.DeviceModelError, dra_cel.CelError) as exc:
             problems.extend(site_problem(exc, "aligned_dra_teams"))
     if "placement" in stages and placement_levels is not None:
         found = validate_placement.check_jobs(

@@ -32,6 +32,7 @@ makes them its problems. Controller-side; no Ansible imports.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import level_specs, shared, sources
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import (
@@ -52,7 +53,6 @@ LEVELS = shared.LEVELS_VARIABLE
 PLACEMENT = shared.PLACEMENT_VARIABLE
 JOBS = jobs_spec.JOBS_VARIABLE
 CLUSTER = sources.CLUSTER_VARIABLE
-KUEUE_ENGINES = ("kueue", "both")
 
 
 def _holders(hosts: list[str], setting: Setting, variable: str, key: Callable[[Any], str]) -> list[str]:
@@ -80,7 +80,7 @@ def uses_levels(stages: Iterable[str], levels: list[dict[str, str]] | None, team
     if "placement" in stages:
         return True
     engine = teams_settings.get("engine") if isinstance(teams_settings, dict) else None
-    return "teams" in stages and bool(levels) and engine in KUEUE_ENGINES
+    return "teams" in stages and bool(levels) and schedulers.uses_kueue(engine)
 
 
 def check_hosts(

@@ -19,7 +19,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy impo
     monitoring_dashboard,
     monitoring_rules,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import crd_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import crd_checks
 
 REPO = Path(__file__).resolve().parents[6]
 # The CRDs are read where the shared folder keeps them (its README: not copied into the project)

@@ -5,7 +5,7 @@ labels instead of the inventory: the same site placement, and every job placed a
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     rail_objects,

@@ -14,7 +14,7 @@ import copy
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import choice
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (

@@ -16,7 +16,7 @@ from typing import Any
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels, presets, sources
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import site_view
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs_run
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs_place
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,
@@ -69,6 +69,6 @@ def place(job_list: list[dict], placement: dict[str, Any] | None = None) -> dict
     nodes, problems = rail_planner_nodes({host: aligned_node(2) for host in HOSTS}, RULES)
     assert problems == []
     classes, templates = split_objects(rail_objects(RULES))
-    result = jobs_run.place_jobs("a4x", job_list, nodes, classes, templates, placement, kubernetes_version="1.36")
+    result = jobs_place.place_jobs("a4x", job_list, nodes, classes, templates, placement, kubernetes_version="1.36")
     result["domains_of_nodes"] = site_view.domains_of_nodes(placement)
     return result

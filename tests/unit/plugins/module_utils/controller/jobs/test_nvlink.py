@@ -17,10 +17,12 @@ import json
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import search
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import kai_gang, workload
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai, kueue
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import TOPOLOGY_ANNOTATIONS
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import gangs as kai_gang
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import TOPOLOGY_ANNOTATIONS
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import site_placement
 from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
     CLIQUE,

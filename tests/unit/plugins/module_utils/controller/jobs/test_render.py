@@ -22,7 +22,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import workload
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 
 GOLDEN = Path(__file__).parent / "golden"

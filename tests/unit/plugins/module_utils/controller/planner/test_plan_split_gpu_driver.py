@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The jobs module's work: a site's jobs rendered, placed on the site and written to ``jobs.json``.
+"""The ``jobs`` stage: a site's jobs rendered, placed on the site and written to ``jobs.json``.
 
-:func:`run_jobs` takes the module's parameters and returns its result, in
+:func:`run` takes the module's parameters and returns its result, in
 this order, each check once:
 
 1. the site name (every object carries it as a label) and the placement's
@@ -16,9 +16,8 @@ this order, each check once:
 4. those checked jobs placed (:func:`search.place_checked_jobs`) and
    ``jobs.json`` written (only when its content changes; not in check mode).
 
-A failure raises :class:`JobsRunError` with the message the module fails
-with. :func:`place_jobs` is the placement of a job list as the inventory
-gives it (checked first, a malformed job a :class:`PlanError` naming it).
+A failure raises :class:`StageError` with the message the module fails
+with.
 
 Runs on the controller; no Ansible imports.
 """
@@ -29,11 +28,10 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.domains imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import search, site_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs_render
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held as planner_held
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import label_value_problem
@@ -41,54 +39,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonF
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Mapping
     from typing import Any
-
-
-class JobsRunError(ValueError):
-    """What the jobs module fails with; the message names the input."""
-
-
-def place_jobs(
-    site: str,
-    jobs: Any,
-    nodes: dict[str, dict[str, Any]],
-    classes: list[dict[str, Any]],
-    templates: list[dict[str, Any]],
-    placement: Mapping[str, Any],
-    held: Mapping[str, Iterable[str]] | None = None,
-    kubernetes_version: str | None = None,
-    driver: str = dra.DRIVER_NAME,
-    step_limit: int = planner.DEFAULT_STEP_LIMIT,
-    held_uncertain: Mapping[str, int] | None = None,
-    claims_namespace: str | None = None,
-) -> dict[str, Any]:
-    """``jobs.json`` of ``jobs`` as the inventory gives them (``aligned_dra_jobs``).
-
-    The jobs are checked and normalised by :func:`spec.check_jobs` against the
-    placement's levels, their namespaces defaulting to ``claims_namespace``
-    (its output passes unchanged; a malformed job raises :class:`PlanError`
-    naming it), then placed by :func:`search.place_checked_jobs`, which takes
-    the other arguments.
-    """
-    placement = placement or {}
-    try:
-        checked = jobs_spec.check_jobs(jobs, placement.get("levels") or [], claims_namespace, where="jobs")
-    except PlacementError as exc:
-        raise PlanError(str(exc)) from None
-    return search.place_checked_jobs(
-        site,
-        checked,
-        nodes,
-        classes,
-        templates,
-        placement,
-        held=held,
-        kubernetes_version=kubernetes_version,
-        driver=driver,
-        step_limit=step_limit,
-        held_uncertain=held_uncertain,
-    )
 
 
 def _checked_placement(site: str, placement: Mapping[str, Any]) -> None:
@@ -96,16 +48,16 @@ def _checked_placement(site: str, placement: Mapping[str, Any]) -> None:
     # every object carries the site as a label: a site that cannot be one is the input's fault, not the renderer's
     problem = label_value_problem(site)
     if problem:
-        raise JobsRunError(f"site: {problem}")
+        raise StageError(f"site: {problem}")
     try:
         site_view.check_shape(placement)
     except site_view.PlacementShapeError as exc:
-        raise JobsRunError(str(exc)) from None
+        raise StageError(str(exc)) from None
     problem = _sources_problem(placement.get("sources"))
     if problem:
-        raise JobsRunError(f"placement.sources: {problem}")
+        raise StageError(f"placement.sources: {problem}")
     if placement.get("problems"):
-        raise JobsRunError("placement: " + "; ".join(str(p) for p in placement["problems"]))
+        raise StageError("placement: " + "; ".join(str(p) for p in placement["problems"]))
 
 
 def _sources_problem(sources: Any) -> str | None:
@@ -139,7 +91,7 @@ def _rendered(params: Mapping[str, Any], placement: Mapping[str, Any]) -> dict[s
             jobs_render.template_rails(params["objects"]),
         )
     except (jobs_render.JobsError, PlacementError, dra.DeviceModelError) as exc:
-        raise JobsRunError(str(exc)) from None
+        raise StageError(str(exc)) from None
 
 
 def _placed(params: Mapping[str, Any], placement: Mapping[str, Any], rendered: dict[str, Any]) -> dict[str, Any]:
@@ -162,9 +114,9 @@ def _placed(params: Mapping[str, Any], placement: Mapping[str, Any], rendered: d
             kubernetes_version=rendered["minor"],
         )
     except (planner_inputs.InputError, planner_held.HeldError) as exc:
-        raise JobsRunError(str(exc)) from None
+        raise StageError(str(exc)) from None
     except (PlanError, dra.DeviceModelError, CelError) as exc:
-        raise JobsRunError(f"{params['site']}: {exc}") from None
+        raise StageError(f"{params['site']}: {exc}") from None
     result["held_shared"] = in_use["shared"]
     result["held_spanning"] = in_use["spanning"]
     # the rail rules' problems explain the NICs of unknown rail a reason may count
@@ -173,7 +125,7 @@ def _placed(params: Mapping[str, Any], placement: Mapping[str, Any], rendered: d
     return result
 
 
-def run_jobs(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
+def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
     """The jobs module's result: ``changed``, ``placement`` (``jobs.json``), ``files``, ``left_out``,
     ``minor``, and ``diff`` of ``dest`` when ``diff`` is asked and the file changes."""
     placement = params["placement"]
@@ -187,7 +139,7 @@ def run_jobs(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[st
         try:
             changed, file_diff = write_json_file(params["dest"], result, check_mode)
         except JsonFileError as exc:
-            raise JobsRunError(str(exc)) from None
+            raise StageError(str(exc)) from None
     response = {
         "changed": changed,
         "placement": result,

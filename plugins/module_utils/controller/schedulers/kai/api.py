@@ -19,8 +19,8 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_schemas
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import TeamsError
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import schemas as kai_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.dra.scheduler_counts import kai_counts_as_gpu
 
 KAI_VERSION = kai_schemas.KAI_VERSION
@@ -52,7 +52,7 @@ POLICY_RESOURCES = (
 )
 
 
-class KaiError(TeamsError):
+class KaiError(schedulers.SchedulerError):
     """Team settings KAI Scheduler cannot serve (or would miscount); the message names the setting."""
 
 

@@ -31,7 +31,7 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_mappings
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mappings as kueue_mappings
 from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import GPU
 
 

@@ -39,15 +39,13 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import shared
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
-    crd_checks,
-    kai_admission,
-    kai_api,
-    kai_fair_share,
-    kai_schemas,
-    kai_settings,
-)
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kai_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import crd_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import admission as kai_admission
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import fair_share as kai_fair_share
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import schemas as kai_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import settings as kai_settings
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai.api import (
     QUEUE_API_VERSION,
     QUEUE_LABEL,
     TOPOLOGY_API_VERSION,

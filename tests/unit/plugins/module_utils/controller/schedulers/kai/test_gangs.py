@@ -7,8 +7,9 @@ import copy
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks, kai_gang
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import gangs as kai_gang
 
 LEVELS = [{"name": "block", "label": "aligned.dev/block"}, {"name": "rack", "label": "aligned.dev/rack"}]
 RAILS = {"gpu-nic-rail-0": [0], "gpu-nic-pair-1": None}

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import crd_checks, kueue_schemas
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import crd_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import schemas as kueue_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     API_VERSION,
     CONFIG_API_VERSION,
     GATE_CAPACITY,

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai, kai_api, kai_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import schemas as kai_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import TeamsError
 from ansible_collections.aligned.dra.tests.support.harnesses.admission_policies import evaluate_policy
 
-REPO = Path(__file__).resolve().parents[6]
+REPO = Path(__file__).resolve().parents[7]
 FIXTURES = REPO / "tests" / "fixtures" / "kai-scheduler-v0.17.0"
 # NVIDIA's GPU driver and DRANET: the GPU driver's name contains "gpu" and its slices hold GPUs only
 CLAIMS = {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com", "nic_driver": "dra.net"}
@@ -40,6 +42,9 @@ SITE_TEAMS = [
     {"name": "research", "tier": "research", "quotas": {"gpu": 4}, "kai": {"cpu": {"quota": 8000, "limit": 16000}}},
     {"name": "batch", "tier": "opportunistic", "quotas": {"gpu": 8}, "templates": ["fractional-gpu"]},
 ]
+
+# the team model's refusals and KAI's own
+REFUSED = (TeamsError, kai_api.KaiError)
 
 
 def claim_objects(settings: dict | None = None) -> list[dict]:
@@ -124,7 +129,7 @@ def test_the_site_settings_name_the_parent_queue_and_scheduler():
 def test_bad_team_settings_are_refused_by_name(change, message):
     raw = site()
     raw["teams"][2].update(change)
-    with pytest.raises(TeamsError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(REFUSED, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
         render(raw)
 
 
@@ -139,17 +144,17 @@ def test_bad_site_settings_are_refused_by_name():
         ({"kai": {"parent_queue": ""}}, "aligned_dra_teams.kai.parent_queue: '' is not a queue name"),
         ({"kai": {"parent_queue": "default-queue"}}, "'default-queue' is a queue KAI Scheduler makes for itself"),
     ):
-        with pytest.raises(TeamsError, match=message.replace("[", r"\[")):
+        with pytest.raises(REFUSED, match=message.replace("[", r"\[")):
             render(site(**extra))
-    with pytest.raises(TeamsError, match="aligned_dra_teams.kai is set but engine is kueue"):
+    with pytest.raises(REFUSED, match="aligned_dra_teams.kai is set but engine is kueue"):
         render({"engine": "kueue", "kai": {"scheduler_name": "kai-scheduler"}, "teams": []})
-    with pytest.raises(TeamsError, match=r"teams\[t\].over_quota_weight is read by engine kai only"):
+    with pytest.raises(REFUSED, match=r"teams\[t\].over_quota_weight is read by engine kai only"):
         render({"engine": "kueue", "teams": [{"name": "t", "over_quota_weight": 2}]})
-    with pytest.raises(TeamsError, match="aligned_dra_teams.kueue is set but engine is kai"):
+    with pytest.raises(REFUSED, match="aligned_dra_teams.kueue is set but engine is kai"):
         render(site(kueue={"cohort": "c"}))
     clash = site()
     clash["teams"][2]["name"] = "aligned-lab"
-    with pytest.raises(TeamsError, match="the queue name 'aligned-lab' is given twice"):
+    with pytest.raises(REFUSED, match="the queue name 'aligned-lab' is given twice"):
         render(clash)
 
 
@@ -159,16 +164,16 @@ def test_bad_site_settings_are_refused_by_name():
 def test_a_gpu_driver_whose_name_lacks_gpu_is_refused():
     ours = {"drivers": ["dra.aligned.dev"]}
     raw = {"engine": "kai", "teams": [{"name": "t", "quotas": {"aligned-gpu": 1}}]}
-    with pytest.raises(TeamsError, match="gpu_driver dra.aligned.dev: the name lacks 'gpu', so KAI counts no GPU"):
+    with pytest.raises(REFUSED, match="gpu_driver dra.aligned.dev: the name lacks 'gpu', so KAI counts no GPU"):
         render(raw, ours)
-    with pytest.raises(TeamsError, match="nic_driver gpu.example.com is the GPU driver"):
+    with pytest.raises(REFUSED, match="nic_driver gpu.example.com is the GPU driver"):
         render(site(), drivers={"gpu": "gpu.example.com", "nic": "gpu.example.com"})
 
 
 def test_templates_kai_would_miscount_are_refused_naming_them():
     renamed = dict(CLAIMS, classes={"nvidia-gpu": "nvidia-accelerators", "dranet-nic": "dranet-gpu-nics"})
     raw = {"engine": "kai", "teams": [{"name": "t", "templates": ["gpu-nic-pair-1"], "quotas": {"gpu": 1}}]}
-    with pytest.raises(TeamsError) as caught:
+    with pytest.raises(REFUSED) as caught:
         render(raw, renamed)
     text = str(caught.value)
     assert "template gpu-nic-pair-1: request gpu-0 asks for GPUs of class nvidia-accelerators" in text
@@ -346,7 +351,7 @@ def test_embedded_schemas_match_the_crds():
     spec = importlib.util.spec_from_file_location("crd_schemas_generator", REPO / "scripts" / "crd_schemas.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
-    committed = (REPO / "plugins" / "module_utils" / "controller" / "teams" / "kai_schemas.py").read_text(
+    committed = (REPO / "plugins" / "module_utils" / "controller" / "schedulers" / "kai" / "schemas.py").read_text(
         encoding="utf-8"
     )
     assert generator.render("kai", FIXTURES) == committed, (

@@ -9,12 +9,10 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
-    kueue,
-    kueue_api,
-    kueue_checks,
-    kueue_schemas,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import api as kueue_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import schemas as kueue_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
 from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import (
     CAPACITY_TEAMS,
@@ -30,7 +28,7 @@ from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import (
     rich,
 )
 
-REPO = Path(__file__).resolve().parents[6]
+REPO = Path(__file__).resolve().parents[7]
 FIXTURES = REPO / "tests" / "fixtures" / "kueue-v0.19.2"
 
 
@@ -441,7 +439,7 @@ def test_embedded_schemas_match_the_crds():
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     generated = generator.render("kueue", FIXTURES)
-    committed = (REPO / "plugins" / "module_utils" / "controller" / "teams" / "kueue_schemas.py").read_text(
+    committed = (REPO / "plugins" / "module_utils" / "controller" / "schedulers" / "kueue" / "schemas.py").read_text(
         encoding="utf-8"
     )
     assert generated == committed, "run: .venv/bin/python scripts/crd_schemas.py kueue tests/fixtures/kueue-v0.19.2"

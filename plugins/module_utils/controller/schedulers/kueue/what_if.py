@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     TEAM_LABEL,
     TIER_LABEL,
     UNIT_DEVICES,
@@ -21,7 +21,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue
     amount,
     amount_out,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,29 +174,8 @@ class _Model:
         return None
 
 
-def _model_input(rendered_or_conf: dict[str, Any]) -> dict[str, Any]:
-    if "objects" in rendered_or_conf and "mappings" in rendered_or_conf:
-        return rendered_or_conf
-    conf = rendered_or_conf
-    names = sorted({cls for team in conf.get("teams") or [] for cls in (team.get("quotas") or {})})
-    stubs = [
-        {
-            "apiVersion": dra.API_VERSION,
-            "kind": "DeviceClass",
-            "metadata": {"name": cls},
-            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "what.if"'}}]},
-        }
-        for cls in names
-    ]
-    bare = dict(conf, kueue=dict(conf.get("kueue") or {}, what_if=[]), engine="kueue")
-    # kueue imports this module (render runs the site's what-if): imported here, when it is first needed
-    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue
-
-    return kueue.render(bare, "what-if", stubs)
-
-
 def what_if(
-    rendered_or_conf: dict[str, Any],
+    rendered: dict[str, Any],
     capacity: dict[str, Any] | None = None,
     demands: list[dict[str, Any]] | tuple = (),
     field: str = "what_if",
@@ -206,9 +184,9 @@ def what_if(
 
     ``field`` names the workloads in messages (the inventory setting they came from).
 
-    ``rendered_or_conf`` is what :func:`kueue.render` returned (its ClusterQueues,
-    Cohorts and WorkloadPriorityClasses are read) or checked team settings
-    (rendered first against stub DeviceClasses: device counts only).
+    ``rendered`` is what :func:`objects.render` returned (its ClusterQueues,
+    Cohorts and WorkloadPriorityClasses are read); :func:`objects.what_if_from_settings`
+    renders checked team settings first.
     ``demands`` are workloads ``{"team", "name", "class", "devices" (an int,
     or a quantity string on a class counted by capacity), "tier" (default:
     the team's), "running" (already admitted)}``. ``capacity`` (``{class:
@@ -248,7 +226,6 @@ def what_if(
     "over_capacity": {class or class@flavor: {"capacity", "admitted", "over"}}}``: only classes (in devices)
     where more was admitted than the hardware has.
     """
-    rendered = _model_input(rendered_or_conf)
     objects = rendered["objects"]
     roots = _cohort_roots(objects)
     queues = {o["metadata"]["name"]: _Queue(o, roots) for o in objects if o.get("kind") == "ClusterQueue"}

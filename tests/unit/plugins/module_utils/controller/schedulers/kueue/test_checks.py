@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
 from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import CAPACITY_TEAMS, GPU, queue, render, rich
 
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_fair_share as fs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import fair_share as fs
 from ansible_collections.aligned.dra.tests.support.sites.kai_fair_share_reference import (
     reference_fair_shares,
     reference_unassigned,

@@ -130,14 +130,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import shared
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import (
-    kueue_checks,
-    kueue_mappings,
-    kueue_what_if,
-)
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mappings as kueue_mappings
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import what_if as kueue_what_if
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     API_VERSION,
     INT32,
     MANAGED,
@@ -303,7 +302,7 @@ def render(
 
     Settings Kueue cannot serve raise :class:`KueueError`.
     """
-    if conf.get("engine", "kueue") == "resourcequota":
+    if conf.get("engine", schedulers.KUEUE) == schedulers.RESOURCEQUOTA:
         return {
             "objects": [],
             "configuration": None,
@@ -365,6 +364,28 @@ def render(
         devices = {cls: (v or {}).get("devices") for cls, v in (((plan or {}).get("classes")) or {}).items()}
         result["what_if"] = kueue_what_if.what_if(result, devices, demands, "aligned_dra_teams.kueue.what_if")
     return result
+
+
+def what_if_from_settings(
+    conf: dict[str, Any],
+    capacity: dict[str, Any] | None = None,
+    demands: list[dict[str, Any]] | tuple = (),
+    field: str = "what_if",
+) -> dict[str, Any]:
+    """:func:`what_if.what_if` on checked team settings, rendered first against stub DeviceClasses (device counts
+    only) and without the site's own what-if workloads."""
+    names = sorted({cls for team in conf.get("teams") or [] for cls in (team.get("quotas") or {})})
+    stubs = [
+        {
+            "apiVersion": dra.API_VERSION,
+            "kind": "DeviceClass",
+            "metadata": {"name": cls},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "what.if"'}}]},
+        }
+        for cls in names
+    ]
+    bare = dict(conf, kueue=dict(conf.get("kueue") or {}, what_if=[]), engine=schedulers.KUEUE)
+    return kueue_what_if.what_if(render(bare, "what-if", stubs), capacity, demands, field)
 
 
 def _priority_classes(tiers: dict[str, dict[str, Any]], site: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kai_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai.api import (
     DEFAULT_SCHEDULER_NAME,
     RESERVED_QUEUES,
     UNLIMITED,

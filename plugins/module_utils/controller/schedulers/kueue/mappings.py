@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kueue_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     CONFIG_API_VERSION,
     GATE_CAPACITY,
     GATE_DRA,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue, kueue_api, kueue_what_if
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import api as kueue_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import what_if as kueue_what_if
 from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import (
     CAPACITY_TEAMS,
     GPU,
@@ -162,7 +164,7 @@ def test_what_if_reclaim_needs_the_workload_within_nominal():
 
 def test_what_if_from_settings_and_bad_demands():
     conf = conf_for([{"name": "a", "tier": "production", "quotas": {"gpu": 4}}])
-    out = kueue_what_if.what_if(conf, {GPU: 2}, [w("a", "a1", 3)])
+    out = kueue.what_if_from_settings(conf, {GPU: 2}, [w("a", "a1", 3)])
     # admitted by quota (3 <= 4), over the hardware (3 > 2): its pods would wait for devices
     assert out["teams"]["a"]["admitted"] == ["a1"] and out["over_capacity"][GPU] == {
         "capacity": 2,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_schemas
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import schemas as kueue_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import labels
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -61,7 +62,7 @@ UNIT_DEVICES = "devices"
 UNIT_CAPACITY = "capacity"
 
 
-class KueueError(ValueError):
+class KueueError(schedulers.SchedulerError):
     """Team settings Kueue cannot serve; the message names the setting."""
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kueue_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import api as kueue_api
 
 
 def test_quantities():

@@ -27,8 +27,8 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import kai_api
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.kai_api import (
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai.api import (
     POLICY_RESOURCES,
     QUEUE_LABEL,
 )

@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The quota and gang schedulers a site's teams and jobs run under: the engine list, defined once here.
+
+``aligned_dra_teams.engine`` is one of :data:`ENGINES`: ``resourcequota``
+(ResourceQuotas only), ``kueue``, ``both`` (ResourceQuotas and Kueue) or
+``kai`` (KAI Scheduler). :func:`schedulers_of` says which scheduler packages
+an engine runs; :func:`uses_kueue` and :func:`uses_kai` ask it for one.
+
+Each scheduler package offers the same small interface, module by module:
+
+- ``settings``: its part of ``aligned_dra_teams`` checked;
+- ``objects``: its objects for the site's teams (``render``);
+- ``checks``: its objects checked against its CRDs (``validate_objects``);
+- ``what_if``: its model of admission for a list of workloads;
+- ``gangs``: what a multi-node job carries to be scheduled as one gang.
+
+Packages and modules:
+
+- :mod:`kueue` (``api``, ``schemas``, ``settings``, ``objects``, ``mappings``, ``checks``, ``what_if``, ``gangs``);
+- :mod:`kai` (``api``, ``schemas``, ``settings``, ``objects``, ``admission``, ``checks``, ``fair_share``
+  and ``what_if``, ``gangs``);
+- :mod:`crd_checks`: a CRD's objects checked as its API server would (both schedulers' ``checks``).
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+RESOURCEQUOTA = "resourcequota"
+KUEUE = "kueue"
+BOTH = "both"
+KAI = "kai"
+# the values of aligned_dra_teams.engine, in the order messages list them
+ENGINES = (RESOURCEQUOTA, KUEUE, BOTH, KAI)
+DEFAULT_ENGINE = RESOURCEQUOTA
+# the scheduler packages each engine runs (ResourceQuotas are the team model's own)
+_SCHEDULERS = {RESOURCEQUOTA: (), KUEUE: (KUEUE,), BOTH: (KUEUE,), KAI: (KAI,)}
+ENGINES_WITH_KUEUE = tuple(e for e in ENGINES if KUEUE in _SCHEDULERS[e])
+ENGINES_WITH_QUOTAS = (RESOURCEQUOTA, BOTH)
+
+
+class SchedulerError(ValueError):
+    """Team settings a scheduler cannot serve (or would miscount); the message names the setting.
+
+    Each scheduler package raises its own subclass (Kueue's ``KueueError``, KAI's ``KaiError``).
+    """
+
+
+def schedulers_of(engine: str) -> tuple[str, ...]:
+    """The scheduler packages (``kueue``, ``kai``) an engine runs; none for ``resourcequota`` or an unknown name."""
+    return _SCHEDULERS.get(engine, ())
+
+
+def uses_kueue(engine: str) -> bool:
+    """Whether the engine renders Kueue's objects (``kueue``, ``both``)."""
+    return KUEUE in schedulers_of(engine)
+
+
+def uses_kai(engine: str) -> bool:
+    """Whether the engine renders KAI Scheduler's objects (``kai``)."""
+    return KAI in schedulers_of(engine)

@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The controller's stages, one module per Ansible module, each entered through one ``run`` (the top layer).
+
+A module under ``plugins/modules/`` is its arguments, ``run`` and the exit:
+``run`` takes the module's parameters (and, where the module changes files,
+check mode and diff) and returns the module's result, or raises
+:class:`StageError` with the message (and the result fields) the module fails with.
+
+- :mod:`claims_render`: a site's DeviceClasses and ResourceClaimTemplates;
+- :mod:`teams_render`: a site's team objects (namespaces, quotas, priorities, Kueue's or KAI Scheduler's);
+- :mod:`jobs`: a site's jobs rendered, placed and written to ``jobs.json``;
+- :mod:`plan`: the site's claims planned on its nodes (``plan.json``);
+- :mod:`utilization`: the devices in use per node, team and class (``utilization.json``);
+- :mod:`replay`: a workload trace replayed on the site's devices;
+- :mod:`site_report`: the site report's pages;
+- :mod:`topology_output`: the nodes' topology files.
+
+The validation stage and the preflight are :mod:`controller.validation`.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class StageError(Exception):
+    """A stage's failure: the message its module fails with, and the result fields it returns beside it."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.fields = fields
