@@ -10,7 +10,14 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import IMAGE, changed, inventory, playbook
+from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import (
+    IMAGE,
+    changed,
+    exec_start_argv,
+    inventory,
+    playbook,
+    render,
+)
 
 BASE = {
     "aligned_dra_driver_mode": "daemonset",
@@ -95,3 +102,15 @@ def test_hosts_of_a_site_that_disagree_are_refused_before_anything_is_written(tm
     assert proc.returncode != 0
     assert "aligned_dra_monitoring: must be the same on every host of a site" in proc.output, proc.output
     assert not (tmp_path / "output").exists()
+
+
+@pytest.mark.parametrize(
+    ("address", "argument"),
+    [(None, "127.0.0.1:8089"), ("10.0.0.5", "10.0.0.5:8089"), ("fd00::5", "[fd00::5]:8089")],
+    ids=["default", "ipv4", "ipv6"],
+)
+def test_the_host_mode_unit_binds_the_metrics_address_the_host_gives(tmp_path, address, argument):
+    """aligned_dra_driver_metrics_address: where host mode's /metrics listens (loopback unless the host says)."""
+    extra = {} if address is None else {"aligned_dra_driver_metrics_address": address}
+    argv = exec_start_argv(render(tmp_path, "aligned-dra-driver.service.j2", **extra))
+    assert [a for a in argv if a.startswith("--metrics-address=")] == [f"--metrics-address={argument}"]
