@@ -402,3 +402,54 @@ def test_the_package_map_names_every_package_once():
 def test_the_package_map_check_reads_the_table():
     text = "# x\n\n## Package map\n\n| path | what |\n|---|---|\n| `a/` | one |\n| `b/c/` | two |\n\n## Next\n| `d/` | no |\n"
     assert package_map(text) == {"a/", "b/c/"}
+
+
+# -- test files are not libraries -----------------------------------------------------------------
+
+TESTS_PACKAGE = "ansible_collections.aligned.dra.tests"
+
+
+def imported_test_files(source: str) -> list[str]:
+    """The test files (``test_*.py``) that ``source`` imports, anywhere in it, as the modules it names."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.rsplit(".", 1)[-1].startswith("test_")]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            if module.rsplit(".", 1)[-1].startswith("test_"):
+                found.append(module)
+            elif module.startswith((TESTS_PACKAGE, ".")):  # a test module taken from its package
+                found += [f"{module}.{a.name}" for a in node.names if a.name.startswith("test_")]
+    return found
+
+
+def test_no_test_file_imports_another():
+    """What test files share lives in tests/support/ or in a conftest.py of their folder, not in a test file."""
+    found = {}
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if "__pycache__" in path.parts or path.is_relative_to(REPO / "tests" / "output"):
+            continue
+        if imported := imported_test_files(path.read_text(encoding="utf-8")):
+            found[path.relative_to(REPO).as_posix()] = imported
+    assert found == {}
+
+
+def test_the_test_file_check_finds_test_files_imported_any_way():
+    source = (
+        "import a.test_b\n"
+        f"from {TESTS_PACKAGE}.unit import test_c as c, helpers\n"
+        f"from {TESTS_PACKAGE}.unit.test_d import f\n"
+        "from .test_e import g\n"
+        "def h():\n"
+        f"    from {TESTS_PACKAGE}.integration.test_f import i\n"
+        f"from {TESTS_PACKAGE}.support.sites import plan_inputs\n"
+        "from hypothesis import test_case_like_name\n"
+    )
+    assert imported_test_files(source) == [
+        "a.test_b",
+        f"{TESTS_PACKAGE}.unit.test_c",
+        f"{TESTS_PACKAGE}.unit.test_d",
+        ".test_e",
+        f"{TESTS_PACKAGE}.integration.test_f",
+    ]

@@ -14,7 +14,7 @@ import json
 import re
 from html.parser import HTMLParser
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as job_planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as job_planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,

@@ -8,13 +8,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as dd
 from ansible_collections.aligned.dra.tests.support.harnesses.admission_policies import evaluate_policy
-
-MINORS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
-DS = {"mode": "daemonset", "image": "registry.example/aligned-dra-driver:0.1.0", "exclude": ["eno*"]}
-
-
-def by_kind(objects, kind):
-    return [o for o in objects if o["kind"] == kind]
+from ansible_collections.aligned.dra.tests.support.sites.driver_deploy import DS, MINORS, by_kind
 
 
 @pytest.mark.parametrize("minor", MINORS)

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as dd
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver_instances, reclaim
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.deploy.test_driver import (
+from ansible_collections.aligned.dra.tests.support.sites.driver_deploy import (
     DS,
     MINORS,
     by_kind,

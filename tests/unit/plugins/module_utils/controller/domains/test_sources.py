@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -20,23 +19,14 @@ import yaml
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels, sources
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.level_specs import check_level_specs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.shared import PlacementError
+from ansible_collections.aligned.dra.tests.support.sites.domain_sources import (
+    FILES,
+    GCE_DRANET,
+    levels_of,
+    objects,
+    setting,
+)
 
-FIXTURES = Path(__file__).resolve().parents[5] / "fixtures" / "placement_sources"
-FILES = {
-    "gke": ("gke-nodes.yaml", None),
-    "eks": ("eks-nodes.json", None),
-    "oke": ("oke-nodes.yaml", None),
-    "nebius": ("nebius-nodes.yaml", None),
-    "coreweave": ("coreweave-nodes.yaml", None),
-    "topograph": ("topograph-nodes.yaml", None),
-    "azure-dranet": ("azure-dranet-nodes.yaml", "azure-dranet-slices.yaml"),
-    "oke-dranet": ("oke-dranet-nodes.yaml", "oke-dranet-slices.yaml"),
-    "gce-dranet": ("gce-dranet-nodes.yaml", "gce-dranet-slices.yaml"),
-}
-GCE_DRANET = [
-    {"name": name, "source": "device_attribute", "driver": "dra.net", "attribute": f"gce.dra.net/{attribute}"}
-    for name, attribute in (("block", "block"), ("subblock", "subBlock"), ("host", "host"))
-]
 # the first node's values, as the fixtures hold them
 FIRST = {
     "gke": ("gke-a4x-pool-0", "28ad5e41bc47fe05f7813641d90c3362"),
@@ -44,23 +34,6 @@ FIRST = {
     "coreweave": ("g7b2c1-0", "us-east-04a-ib-1"),
     "topograph": ("dgx-0", "core-0"),
 }
-
-
-def setting(preset: str) -> dict:
-    node_file, slice_file = FILES[preset]
-    return {
-        "source": "files",
-        "node_files": [str(FIXTURES / node_file)],
-        "slice_files": [str(FIXTURES / slice_file)] if slice_file else [],
-    }
-
-
-def objects(preset: str) -> tuple[list, list]:
-    return sources.load_files(setting(preset))
-
-
-def levels_of(preset: str):
-    return GCE_DRANET if preset == "gce-dranet" else {"preset": preset}
 
 
 def place(raw, nodes, slices=None, hosts=None, per_host=None):

@@ -1,19 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The 16-node acceptance site (test_search_site16.py) with its blocks and racks read from the nodes'
+"""The 16-node acceptance site (tests/support/sites/site16.py) with its blocks and racks read from the nodes'
 labels instead of the inventory: the same site placement, and every job placed as before."""
 
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
+from ansible_collections.aligned.dra.tests.support.sites import site16
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     rail_objects,
     rail_planner_nodes,
     split_objects,
-)
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.gangs import (
-    test_search_site16 as site16,
 )
 
 KEYS = {"block": "aligned.dev/block", "rack": "aligned.dev/rack"}  # as an earlier run of the collection labelled them

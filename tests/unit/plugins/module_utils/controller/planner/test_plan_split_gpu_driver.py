@@ -3,7 +3,7 @@
 
 The proof the split asks for, on the planner library (no playbook): every site of the demo
 (``inventories/demo``: lab-east's real sysfs snapshots, ai-west's built trees, each host's rail rule)
-and the job planner's 16-node acceptance site (``placement/test_search_site16.py``) are planned with
+and the job planner's 16-node acceptance site (``tests/support/sites/site16.py``) are planned with
 their own device options without ``split_gpu_driver``, and again with it (``gpu.aligned.dev``, or the
 site's own name), each with the claim catalogue rendered for those options. Both plans agree on everything (every template on every node:
 fits, levels, allocations, rails, reasons; the classes' members) once the split driver's name is
@@ -25,11 +25,9 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
+from ansible_collections.aligned.dra.tests.support.sites import site16
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import NIC_NAME_RULE, site_placement
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import REPO, topology_of
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.gangs import (
-    test_search_site16 as site16,
-)
 
 DEMO = REPO / "inventories" / "demo"
 SPLIT = "gpu.aligned.dev"
