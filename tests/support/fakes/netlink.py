@@ -3,7 +3,7 @@
 
 Lives in ``tests/`` only, never shipped. It plays the kernel only where the netdev
 hook and :mod:`aligned_dra_driver.netdev_addresses` depend on it, as strictly as
-the kernel (``tests/unit/test_fake_netlink.py`` runs the same steps on real veths):
+the kernel (``tests/unit/support/fakes/test_netlink.py`` runs the same steps on real veths):
 
 - a namespace is named by a file (``<procfs>/<pid>/ns/net``); an fd or path is
   mapped to it by inode, as ``net_ns_fd`` works;

@@ -2,7 +2,7 @@
 """What a NIC's addresses and routes become: read, filtered, carried into the pod, written as hook arguments.
 
 The netlink side runs on tests/support/fakes/netlink.py here (held to the kernel in
-tests/unit/test_fake_netlink.py) and on real veths in
+tests/unit/support/fakes/test_netlink.py) and on real veths in
 tests/integration/driver/aligned_dra_driver/test_pod_nic_rail.py.
 """
 

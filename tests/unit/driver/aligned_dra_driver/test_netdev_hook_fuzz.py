@@ -7,7 +7,7 @@ traceback; and a run that does not succeed must leave every network namespace
 exactly as it found it. Real veths in namespaces would cost a namespace move
 per example, so the netlink layer is the strict fake below; the same refusals
 run on real veths in tests/integration/driver/aligned_dra_driver/test_netdev_hook.py, and the fake
-(tests/support/fakes/netlink.py) is held to the kernel's answers in tests/unit/test_fake_netlink.py.
+(tests/support/fakes/netlink.py) is held to the kernel's answers in tests/unit/support/fakes/test_netlink.py.
 """
 
 from __future__ import annotations
