@@ -189,7 +189,7 @@ def bench_slices(samples: int) -> dict[str, float]:
 
 def bench_grpc(node: h.NodeTree, samples: int) -> dict[str, float] | None:
     try:
-        from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+        from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
     except ImportError:
         return None
     times = []

@@ -44,7 +44,7 @@ from aligned_dra_driver.kube import Kube  # noqa: E402
 from aligned_dra_driver.metrics import Metrics  # noqa: E402
 from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer  # noqa: E402
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry  # noqa: E402
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 

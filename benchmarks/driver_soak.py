@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer  # noqa: E402
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 
 BOUND_FDS = 0

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Helpers of the tests (never shipped), one package per concern.
 
-- ``fakes``: strict stand-ins for what a test cannot have (NVML, netlink);
+- ``fakes``: strict stand-ins for what a test cannot have (the Kubernetes API server, NVML, netlink);
 - ``harnesses``: what runs a real part under test and talks to it (the driver, ``ansible-playbook``, Chromium,
   the installed collection, admission policies' CEL, modules and role messages);
 - ``fuzzing``: the argument fuzzer's vocabulary and each module's valid and broken arguments;

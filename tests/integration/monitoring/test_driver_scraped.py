@@ -14,8 +14,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy impo
     monitoring_dashboard,
     monitoring_rules,
 )
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import prometheus
 

@@ -4,7 +4,7 @@
 Two DGX H100 snapshots, the collection's driver split by kind (GPUs under
 ``gpu.aligned.dev``), engine ``kai`` with four teams in a department and
 two jobs: the stages validate, probe, claims, teams and placement run with
-ansible-playbook against tests/fake_apiserver/ (Kubernetes 1.35's schemas,
+ansible-playbook against tests/support/fakes/apiserver/ (Kubernetes 1.35's schemas,
 KAI Scheduler's kinds from its CRDs, unknown fields refused): check mode
 shows the diff and writes nothing to the cluster, the apply lands every
 object, and a second run changes nothing.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     REPO,

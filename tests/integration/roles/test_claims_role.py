@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The claims role through real ansible-playbook runs: probe, render, plan, write, apply.
 
-The apply path talks to tests/fake_apiserver/ (a strict in-memory API server:
+The apply path talks to tests/support/fakes/apiserver/ (a strict in-memory API server:
 no real kube-apiserver can run here) through kubernetes.core.k8s.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     REPO,

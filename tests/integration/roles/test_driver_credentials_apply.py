@@ -4,7 +4,7 @@
 ``playbooks/driver.yml --tags apply`` with a controller kubeconfig: the site's
 Namespace, one ServiceAccount and token Secret per node, the ClusterRole and
 its binding, and the two ValidatingAdmissionPolicies with their bindings go through
-kubernetes.core.k8s server-side apply to tests/fake_apiserver/ (validated
+kubernetes.core.k8s server-side apply to tests/support/fakes/apiserver/ (validated
 against Kubernetes 1.35's schemas, unknown fields refused). The fake's token
 controller fills the token Secrets, as the node's kubeconfig step waits for.
 A second run changes nothing.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     recap,

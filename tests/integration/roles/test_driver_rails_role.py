@@ -6,7 +6,7 @@ once, in a ConfigMap the DaemonSet mounts, ``--rails-file`` in its
 arguments; a changed rule changes the ConfigMap and not the pod template; no
 rule anywhere, none of it; a run with ``--limit`` still writes every node of
 the site; with a kubeconfig, the ConfigMap lands on the strict fake API server
-(tests/fake_apiserver/) and is removed once the site has no rails. Host
+(tests/support/fakes/apiserver/) and is removed once the site has no rails. Host
 mode: the unit's ``--rails-file`` (rendered from the role's template), the
 node's copy of the file (the role's own tasks, in check mode with a diff,
 then for real), and ``state: absent`` removing it from the node and the
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import exec_start_argv, render
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     run_playbook,

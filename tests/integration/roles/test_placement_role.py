@@ -3,10 +3,10 @@
 
 The nodes' probed topologies are written into ``<out>/west/nodes/`` (no probe:
 the placement stage reads them as the claims stage does). The label and job
-applies talk to tests/fake_apiserver/ (strict, in memory: no real
+applies talk to tests/support/fakes/apiserver/ (strict, in memory: no real
 kube-apiserver runs here; it validates the jobs' Job, Service, Workload and
 PodGroup against the 1.36 schemas), which models server-side apply's
-ownership of label keys per field manager (tests/fake_apiserver/apply.py).
+ownership of label keys per field manager (tests/support/fakes/apiserver/apply.py).
 One run goes through the utilization stage first, with a claim file holding
 a NIC, as site.yml runs it; one through the claims stage first, whose claim
 catalogue the placement takes instead of rendering it again.
@@ -22,7 +22,7 @@ import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     recap,

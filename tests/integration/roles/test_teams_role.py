@@ -3,7 +3,7 @@
 
 The apply tests send every rendered object (Namespaces, ResourceQuotas,
 PriorityClasses, ResourceClaimTemplates; Kueue's and KAI Scheduler's objects)
-through kubernetes.core.k8s server-side apply to tests/fake_apiserver/, which
+through kubernetes.core.k8s server-side apply to tests/support/fakes/apiserver/, which
 validates it against Kubernetes 1.35's schemas (the schedulers' against their
 CRDs) and refuses unknown fields; a second run changes nothing.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     REPO,

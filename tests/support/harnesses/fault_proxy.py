@@ -258,7 +258,7 @@ class FaultProxy:
 
     def write_kubeconfig(self, path: str | Path) -> Path:
         """Write a kubeconfig that points at this proxy and return its path."""
-        from ansible_collections.aligned.dra.tests.fake_apiserver import write_kubeconfig
+        from ansible_collections.aligned.dra.tests.support.fakes.apiserver import write_kubeconfig
 
         return write_kubeconfig(path, self.url)
 

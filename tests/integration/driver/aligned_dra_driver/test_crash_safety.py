@@ -26,8 +26,8 @@ import grpc
 import pytest
 from pyroute2 import IPRoute
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 MPS_STAND_IN = """#!/bin/sh

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 free_port, get, metric = h.free_port, h.http_get, h.metric_value

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 pytestmark = [pytest.mark.podman, pytest.mark.netns]

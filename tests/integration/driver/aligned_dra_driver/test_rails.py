@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_rails_node as r
 

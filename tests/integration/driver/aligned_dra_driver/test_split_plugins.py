@@ -13,7 +13,7 @@ import json
 import pytest
 from aligned_dra_driver import cdi
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 GPU_DRIVER = "gpu.aligned.dev"

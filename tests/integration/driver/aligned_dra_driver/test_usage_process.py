@@ -15,8 +15,8 @@ import shutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 GIB = fake_nvml.GIB

@@ -7,7 +7,7 @@ import pytest
 from aligned_dra_driver import publisher
 from aligned_dra_driver.kube import Kube
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 
 
 def devices(count: int, prefix: str = "vf") -> list[dict]:

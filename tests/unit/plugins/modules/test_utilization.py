@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims_lib
 from ansible_collections.aligned.dra.plugins.modules import utilization
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 
 SET = Path(__file__).resolve().parents[3] / "fixtures" / "utilization" / "ai-lab"
 TEAMS = {

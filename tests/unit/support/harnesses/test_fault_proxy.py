@@ -18,7 +18,7 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.fault_proxy import FaultProxy
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels, sources
 from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import validate_placement
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.sites.domain_sources import (
     FILES,
     levels_of,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Objects and raw requests shared by the fake API server's tests (tests/unit/fake_apiserver/)."""
+"""Objects and raw requests shared by the fake API server's tests (tests/unit/support/fakes/apiserver/)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import urllib.error
 import urllib.request
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Label ownership under server-side apply in the fake API server (tests/fake_apiserver/apply.py)."""
+"""Label ownership under server-side apply in the fake API server (tests/support/fakes/apiserver/apply.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import kubernetes.client
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.fake_apiserver.apply import (
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver.apply import (
     ApplyConflict,
     LabelOwnership,
     manager_of,

@@ -10,7 +10,7 @@ import kubernetes.client
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import (
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import (
     ApiError,
     FakeApiServer,
     match_label_selector,
@@ -18,7 +18,7 @@ from ansible_collections.aligned.dra.tests.fake_apiserver import (
     qualified_name_problem,
     schema_error,
 )
-from ansible_collections.aligned.dra.tests.unit.fake_apiserver.objects import (
+from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import (
     pod_obj,
     post,
     slice_obj,

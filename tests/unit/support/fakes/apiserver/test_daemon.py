@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-DAEMON = Path(__file__).resolve().parents[2] / "fake_apiserver" / "daemon.py"
+DAEMON = Path(__file__).resolve().parents[4] / "support" / "fakes" / "apiserver" / "daemon.py"
 # Any 127/8 address is on the loopback interface: a stand-in for a gateway address the nodes reach.
 OTHER = "127.0.0.2"
 
@@ -75,7 +75,7 @@ def test_address_must_be_ipv4(tmp_path):
 
 
 def test_daemon_workload_options(api):
-    from ansible_collections.aligned.dra.tests.fake_apiserver.daemon import create_workload
+    from ansible_collections.aligned.dra.tests.support.fakes.apiserver.daemon import create_workload
 
     api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-b"}})
     create_workload(api, ["node-a", "node-b"], ["node-a/default/web-1"], ["kube-system/agent"])

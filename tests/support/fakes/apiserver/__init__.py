@@ -21,7 +21,7 @@ Interface
 
 ::
 
-    from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
+    from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 
     with FakeApiServer(minor="1.35") as api:          # gates=dict(...) to override defaults
         api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
@@ -91,7 +91,7 @@ Verbs: get, list (``labelSelector`` with ``=``, ``==``, ``!=``, ``in``,
 server-side apply ``application/apply-patch+yaml`` (``fieldManager`` required;
 the applied configuration is merged into the live object with the same list-map
 rules; field ownership is modelled for the keys of ``metadata.labels`` only
-(``fake_apiserver.apply``: a manager's apply removes the label keys it applied
+(``apiserver.apply``: a manager's apply removes the label keys it applied
 before and leaves out, unless another manager owns them, and a changed value of
 a key another manager owns is a 409 conflict without ``force=true``; no
 ``managedFields`` are shown; ``api.label_owners.of(key)`` tells the owners), delete, deletecollection. ``dryRun=All`` validates

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""TEST HARNESS: run the strict fake API server (tests/fake_apiserver/) as a background process.
+"""TEST HARNESS: run the strict fake API server (tests/support/fakes/apiserver/) as a background process.
 
 Tests only, never shipped. Molecule scenarios start it on the controller in
 ``prepare`` and stop it in ``cleanup``; nodes that share the controller's
 network (podman ``--network host``) reach it on 127.0.0.1.
 
-    python tests/fake_apiserver/daemon.py start DIR [--minor 1.35] [--node NAME ...]
+    python tests/support/fakes/apiserver/daemon.py start DIR [--minor 1.35] [--node NAME ...]
         [--pod NODE/NAMESPACE/NAME ...] [--daemonset NAMESPACE/NAME ...] [--address IP]
-    python tests/fake_apiserver/daemon.py stop DIR
+    python tests/support/fakes/apiserver/daemon.py stop DIR
 
 ``start`` returns once the server answers, leaving in DIR: ``kubeconfig``
 (points at the server), ``url``, ``pid`` and ``log``. The given Nodes exist
@@ -31,8 +31,8 @@ every connection through to the server; ``url`` and ``kubeconfig`` name that
 address.
 
 Run it as a script, as the Molecule scenarios do (``python
-tests/fake_apiserver/daemon.py``); its server process imports the package as
-``fake_apiserver`` from ``tests/``. The script's folder comes first on
+tests/support/fakes/apiserver/daemon.py``); its server process imports the package as
+``apiserver`` from ``tests/support/fakes/``. The script's folder comes first on
 ``sys.path``, so no module of the package may be named like a module of the
 standard library (hence ``selector``, not ``selectors``).
 """
@@ -53,7 +53,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent  # tests/fake_apiserver
+HERE = Path(__file__).resolve().parent  # tests/support/fakes/apiserver
 
 
 def _alive(pid_file: Path) -> int | None:
@@ -232,7 +232,7 @@ def serve(
     directory: Path, minor: str, nodes: list[str], pods: list[str], daemonsets: list[str], address: str | None = None
 ) -> int:
     sys.path.insert(0, str(HERE.parent))
-    from fake_apiserver import FakeApiServer, write_kubeconfig
+    from apiserver import FakeApiServer, write_kubeconfig
 
     api = FakeApiServer(minor=minor).start()
     url = api.url

@@ -6,8 +6,8 @@ from __future__ import annotations
 import kubernetes.client
 import pytest
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.unit.fake_apiserver.objects import NODE, owner, pod_obj
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import NODE, owner, pod_obj
 
 
 @pytest.fixture

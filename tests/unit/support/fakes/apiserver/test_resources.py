@@ -21,10 +21,10 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.aligned.dra.tests.fake_apiserver import WORKLOAD_API, FakeApiServer
-from ansible_collections.aligned.dra.tests.unit.fake_apiserver.objects import claim_obj, post, slice_obj
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import WORKLOAD_API, FakeApiServer
+from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import claim_obj, post, slice_obj
 
-GOLDEN = Path(__file__).resolve().parents[1] / "plugins" / "module_utils" / "controller" / "jobs" / "golden"
+GOLDEN = Path(__file__).resolve().parents[3] / "plugins" / "module_utils" / "controller" / "jobs" / "golden"
 PLURALS = {"Service": "services", "Job": "jobs", "Workload": "workloads", "PodGroup": "podgroups"}
 
 

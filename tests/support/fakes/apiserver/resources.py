@@ -27,7 +27,7 @@ GATE_DEFAULTS: dict[str, dict[str, bool]] = {
 
 
 KUEUE_GROUP = "kueue.x-k8s.io"
-_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 # The schedulers' CustomResourceDefinitions, copied unmodified (tests/fixtures/kueue-v0.19.2 and
 # tests/fixtures/kai-scheduler-v0.17.0): per API group, the folder of its CRD files and the name errors give.
 CRD_GROUPS = {
