@@ -285,6 +285,7 @@ class GpuWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._usage_due = 0.0
+        self._reclaim_due = 0.0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpu-watch", daemon=True)
@@ -314,7 +315,7 @@ class GpuWatcher:
     def _next_wait(self) -> float:
         wait = max(0.0, self._usage_due - time.monotonic())
         if self.reclaimer is not None:
-            wait = min(wait, self.reclaimer.interval)
+            wait = min(wait, max(0.0, self._reclaim_due - time.monotonic()))
         if self.reader.nvml is None:
             wait = min(wait, max(0.0, self.reader.backoff.until - time.monotonic()))
         return wait
@@ -322,7 +323,8 @@ class GpuWatcher:
     def tick(self) -> None:
         """One tick: a reclaim step when reclaim is on, the usage poll when it is due; one reading per GPU."""
         self.reader.begin()
-        if self.reclaimer is not None:
+        if self.reclaimer is not None and time.monotonic() >= self._reclaim_due:
+            self._reclaim_due = time.monotonic() + self.reclaimer.interval
             self.reclaimer.poll()
         if time.monotonic() >= self._usage_due:
             self._usage_due = time.monotonic() + self.usage_interval

@@ -440,3 +440,14 @@ def test_claim_reads_for_unknown_pods_are_bounded_per_poll(node, monkeypatch):
     assert sorted(node.kube.reads[2:]) == ["b0", "b1", "b2", "b3"]
     watcher.poll_usage()
     assert len(node.kube.reads) == 6
+
+
+def test_each_step_keeps_its_own_interval_in_the_shared_thread(node):
+    node.claim("train", GPU_A, 10, 12)
+    reclaimer = _reclaimer(node, shared=True)
+    reclaimer.interval = 3600.0  # reclaim far less often than usage
+    watcher = node.watcher(reclaimer)
+    watcher.usage_interval = 0.0
+    for _ in range(3):
+        watcher.tick()
+    assert reclaimer.polls == 1 and watcher.usage_polls == 3
