@@ -233,39 +233,7 @@ unsatisfied:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
-
-
-def _respond(module, params, result):
-    """Writes the plan to ``dest``, and exits with it (or its summary), failing on unsatisfied required templates."""
-    changed = False
-    diff = {}
-    dest = params["dest"]
-    if dest:
-        try:
-            changed, diff = write_json_file(dest, result, module.check_mode)
-        except JsonFileError as exc:
-            module.fail_json(msg=str(exc))
-
-    unsatisfied = result["required_unsatisfied"]
-    returned = planner.plan_summary(result) if params["return_plan"] == "summary" else result
-    response = {"changed": changed, "plan": returned, "unsatisfied": unsatisfied}
-    if module._diff and diff:
-        response["diff"] = diff
-    if unsatisfied and params["fail_on_unsatisfied"]:
-        reasons = []
-        for entry in result["templates"]:
-            if entry["name"] in unsatisfied:
-                reasons.append(f"{entry['name']}: {entry.get('reason', 'unsatisfiable')}")
-        module.fail_json(
-            msg="required templates cannot be satisfied on site " + params["site"] + ": " + "; ".join(reasons),
-            **response,
-        )
-    module.exit_json(**response)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, plan
 
 
 def main():
@@ -297,26 +265,11 @@ def main():
         required_if=[("return_plan", "summary", ("dest",))],
         supports_check_mode=True,
     )
-    params = module.params
     try:
-        site = planner_inputs.load_site(params, required=params["required"])
-    except planner_inputs.InputError as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        result = planner.plan(
-            params["site"],
-            site.nodes,
-            site.classes,
-            site.templates,
-            required=params["required"],
-            kubernetes_version=params["kubernetes_version"],
-            warnings=site.warnings,
-        )
-    except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
-        module.fail_json(msg=str(exc))
-
-    result.update(site.accounted)
-    _respond(module, params, result)
+        result = plan.run(module.params, module.check_mode, module._diff)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

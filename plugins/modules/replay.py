@@ -163,9 +163,7 @@ replay:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, replay
 
 
 def main():
@@ -186,31 +184,11 @@ def main():
         required_one_of=[("nodes", "plan")],
         supports_check_mode=True,
     )
-    params = module.params
     try:
-        replay = replay_result.replay(
-            params["trace"],
-            trace_format=params["trace_format"],
-            nodes=params["nodes"],
-            plan=params["plan"],
-            policy=params["policy"],
-            order=params["order"],
-            mode=params["mode"],
-            gpu_class=params["gpu_class"],
-            fractional_template=params["fractional_template"],
-        )
-    except ReplayError as exc:
-        module.fail_json(msg=str(exc))
-    changed, diff = False, {}
-    if params["dest"]:
-        try:
-            changed, diff = write_json_file(params["dest"], replay, module.check_mode)
-        except JsonFileError as exc:
-            module.fail_json(msg=str(exc))
-    response = {"changed": changed, "replay": replay}
-    if module._diff and diff:
-        response["diff"] = diff
-    module.exit_json(**response)
+        result = replay.run(module.params, module.check_mode, module._diff)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

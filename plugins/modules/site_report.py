@@ -135,21 +135,9 @@ sites:
       warnings: 0
 """
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.report.pages import ReportError, build_reports
-from ansible_collections.aligned.dra.plugins.module_utils.dra.model import DeviceModelError
-
-
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, site_report
 
 
 def main() -> None:
@@ -168,76 +156,10 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    params = module.params
-    output_dir = os.path.normpath(params["output_dir"])
-    index = os.path.join(output_dir, "index.json")
-    if module.check_mode and not os.path.isfile(index):
-        # A first run in check mode: the earlier stages did not write what the report reads.
-        module.exit_json(
-            changed=True,
-            index=os.path.join(output_dir, "index.html"),
-            files=[],
-            sites={},
-            msg=f"{index} is not written yet (check mode on a first run): the report would be written from it",
-        )
-    if not os.path.isdir(output_dir):
-        module.fail_json(msg=f"output_dir: {output_dir} is not a directory")
     try:
-        built = build_reports(
-            output_dir,
-            params["sites"],
-            params["warn_levels"],
-            device_options=params["device_options"],
-            templates=params["templates"],
-        )
-    except DeviceModelError as exc:
-        message = str(exc)
-        module.fail_json(msg=message if message.startswith("device_options") else f"device_options: {message}")
-    except ReportError as exc:
-        message = str(exc)
-        # Everything else the report reads lies in output_dir: say so.
-        if not message.startswith(("warn_levels", "sites", "templates")):
-            message = f"output_dir: {message}"
-        module.fail_json(msg=message)
-    changed_files = []
-    before_lines = []
-    after_lines = []
-    for rel, html in sorted(built["files"].items()):
-        path = os.path.join(output_dir, rel)
-        data = html.encode("utf-8")
-        old = _read(path)
-        if old == data:
-            continue
-        changed_files.append(path)
-        before_lines.append(f"{rel}: {'absent' if old is None else f'{len(old)} bytes'}")
-        after_lines.append(f"{rel}: {len(data)} bytes")
-        if module.check_mode:
-            continue
-        try:
-            # A site listed in index.json whose directory is not there yet gets one.
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".report-", dir=os.path.dirname(path))
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        except OSError as exc:
-            module.fail_json(
-                msg=f"output_dir: cannot write {path}: {exc.strerror or exc}", changed=bool(changed_files[:-1])
-            )
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, path)
-    result = {
-        "changed": bool(changed_files),
-        "index": os.path.join(output_dir, "index.html"),
-        "files": changed_files,
-        "sites": built["sites"],
-    }
-    if module._diff and changed_files:
-        result["diff"] = {
-            "before_header": output_dir,
-            "after_header": output_dir,
-            "before": "\n".join(before_lines) + "\n",
-            "after": "\n".join(after_lines) + "\n",
-        }
+        result = site_report.run(module.params, module.check_mode, module._diff, module.atomic_move)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
     module.exit_json(**result)
 
 

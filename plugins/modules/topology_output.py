@@ -68,7 +68,7 @@ nodes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils import json_file
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, topology_output
 
 
 def main() -> None:
@@ -80,21 +80,10 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    p = module.params
-    nodes, problem = json_file.node_entries(p["nodes"], p["sites"])
-    if problem:
-        module.fail_json(msg=problem)
     try:
-        written = json_file.write_node_files(p["output_dir"], nodes, p["sites"], module.check_mode)
-    except json_file.JsonFileError as exc:
-        module.fail_json(msg=str(exc))
-    result = {"changed": bool(written), "written": written, "nodes": len(nodes)}
-    if written and module._diff:
-        result["diff"] = {
-            "before": "",
-            "after": "".join(path + "\n" for path in written),
-            "after_header": "files written",
-        }
+        result = topology_output.run(module.params, module.check_mode, module._diff)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
     module.exit_json(**result)
 
 

@@ -117,59 +117,9 @@ utilization:
   type: dict
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_lib
-from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
-    JsonFileError,
-    read_json_dir,
-    write_json_file,
-)
-
-
-def _from_files(module, key):
-    found = []
-    for path in module.params[key] or []:
-        try:
-            found.extend(inputs.load_documents(path, key))
-        except inputs.InputError as exc:
-            module.fail_json(msg=str(exc))
-    return found
-
-
-def _from_cluster(module):
-    try:
-        import kubernetes
-    except ImportError:
-        module.fail_json(msg="from_cluster needs the Python package kubernetes on the controller")
-    params = module.params
-    try:
-        if params["kubeconfig"] or params["context"]:
-            kubernetes.config.load_kube_config(config_file=params["kubeconfig"], context=params["context"])
-        else:
-            try:
-                kubernetes.config.load_incluster_config()
-            except kubernetes.config.ConfigException:
-                kubernetes.config.load_kube_config()
-        api = kubernetes.client.ResourceV1Api()
-        raw = {}
-        for key, call in (
-            ("slices", api.list_resource_slice),
-            ("claims", api.list_resource_claim_for_all_namespaces),
-            ("classes", api.list_device_class),
-        ):
-            response = call(_preload_content=False)
-            raw[key] = json.loads(response.data).get("items") or []
-    except Exception as exc:  # the client raises ApiException, urllib3 and config errors
-        module.fail_json(msg=f"from_cluster: cannot list the DRA objects: {exc}")
-    return raw["slices"], raw["claims"], raw["classes"]
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, utilization
 
 
 def main():
@@ -192,72 +142,11 @@ def main():
         mutually_exclusive=[("slices", "slice_files"), ("claims", "claim_files")],
         supports_check_mode=True,
     )
-    params = module.params
-    classes = params["classes"]
-    given = [k for k in ("slices", "claims", "slice_files", "claim_files") if params[k]]
-    if params["from_cluster"] and given:
-        module.fail_json(msg=f"from_cluster reads the cluster; {', '.join(given)} cannot be given with it")
-    if params["from_cluster"]:
-        slices, claims, cluster_classes = _from_cluster(module)
-        classes = classes if classes is not None else cluster_classes
-    else:
-        slices = params["slices"] if params["slices"] is not None else _from_files(module, "slice_files")
-        claims = params["claims"] if params["claims"] is not None else _from_files(module, "claim_files")
-        if not params["slices"] and not params["slice_files"]:
-            module.fail_json(msg="from_cluster, slices or slice_files must give the site's ResourceSlices")
-    plan = None
-    if params["plan_file"] and os.path.exists(params["plan_file"]):
-        try:
-            with open(params["plan_file"], encoding="utf-8") as handle:
-                plan = json.load(handle)
-        except (OSError, ValueError) as exc:
-            module.fail_json(msg=f"plan_file: cannot read {params['plan_file']}: {exc}")
     try:
-        topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
-    except ValueError as exc:
-        module.fail_json(msg=f"topology_dir: {exc}")
-    files = {"slices": "slice_files", "claims": "claim_files"}
-    try:
-        for key, check in (("slices", inputs.check_slices), ("claims", inputs.check_claims)):
-            field = key if params["from_cluster"] or params[key] is not None else files[key]
-            check(slices if key == "slices" else claims, field)
-        inputs.check_classes(classes, "classes")
-        inputs.check_topologies(topologies, "topology_dir")
-        if plan is not None:
-            inputs.check_plan(plan, "plan_file")
-        namespaces = teams_lib.teams_by_namespace(params["teams"])
-    except (inputs.InputError, teams_lib.TeamsError) as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        # The classes compile on their own first, so that their errors name the option.
-        planner.Compiler(classes or [])
-    except (planner.PlanError, CelError) as exc:
-        module.fail_json(msg=f"classes: {exc}")
-    try:
-        result = util.utilization(
-            slices,
-            claims,
-            classes,
-            namespaces,
-            topologies,
-            site=params["site"],
-            plan=plan,
-        )
-    except (util.UtilizationError, planner.PlanError, CelError) as exc:
-        module.fail_json(msg=str(exc))
-
-    changed = False
-    diff = {}
-    dest = params["dest"]
-    if dest:
-        try:
-            changed, diff = write_json_file(dest, result, module.check_mode)
-        except JsonFileError as exc:
-            module.fail_json(msg=str(exc))
-    response = {"changed": changed, "utilization": result}
-    if module._diff and diff:
-        response["diff"] = diff
-    module.exit_json(**response)
+        result = utilization.run(module.params, module.check_mode, module._diff)
+    except StageError as exc:
+        module.fail_json(msg=str(exc), **exc.fields)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ``utilization`` stage: the devices in use per node, team and class, written to ``utilization.json``.
+
+:func:`run` takes the module's parameters, in this order: the site's
+ResourceSlices, claims and classes (from the cluster, read-only, or given or
+in files), the plan and the topology files when given, each input's shape,
+the teams' namespaces, the classes compiled on their own (so that their errors
+name the option), the utilization (:func:`util.utilization`), and ``dest``
+written (only when its content changes; not in check mode).
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_lib
+from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
+    JsonFileError,
+    read_json_dir,
+    write_json_file,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+
+def _from_files(params: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    found = []
+    for path in params[key] or []:
+        try:
+            found.extend(inputs.load_documents(path, key))
+        except inputs.InputError as exc:
+            raise StageError(str(exc)) from None
+    return found
+
+
+def _from_cluster(params: Mapping[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    try:
+        import kubernetes
+    except ImportError:
+        raise StageError("from_cluster needs the Python package kubernetes on the controller") from None
+    try:
+        if params["kubeconfig"] or params["context"]:
+            kubernetes.config.load_kube_config(config_file=params["kubeconfig"], context=params["context"])
+        else:
+            try:
+                kubernetes.config.load_incluster_config()
+            except kubernetes.config.ConfigException:
+                kubernetes.config.load_kube_config()
+        api = kubernetes.client.ResourceV1Api()
+        raw = {}
+        for key, call in (
+            ("slices", api.list_resource_slice),
+            ("claims", api.list_resource_claim_for_all_namespaces),
+            ("classes", api.list_device_class),
+        ):
+            response = call(_preload_content=False)
+            raw[key] = json.loads(response.data).get("items") or []
+    except Exception as exc:  # the client raises ApiException, urllib3 and config errors
+        raise StageError(f"from_cluster: cannot list the DRA objects: {exc}") from None
+    return raw["slices"], raw["claims"], raw["classes"]
+
+
+def _objects(params: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """The site's ResourceSlices, claims and classes: from the cluster, or as given or in files."""
+    classes = params["classes"]
+    given = [k for k in ("slices", "claims", "slice_files", "claim_files") if params[k]]
+    if params["from_cluster"] and given:
+        raise StageError(f"from_cluster reads the cluster; {', '.join(given)} cannot be given with it")
+    if params["from_cluster"]:
+        slices, claims, cluster_classes = _from_cluster(params)
+        classes = classes if classes is not None else cluster_classes
+    else:
+        slices = params["slices"] if params["slices"] is not None else _from_files(params, "slice_files")
+        claims = params["claims"] if params["claims"] is not None else _from_files(params, "claim_files")
+        if not params["slices"] and not params["slice_files"]:
+            raise StageError("from_cluster, slices or slice_files must give the site's ResourceSlices")
+    return slices, claims, classes
+
+
+def _plan(params: Mapping[str, Any]) -> Any:
+    if not (params["plan_file"] and os.path.exists(params["plan_file"])):
+        return None
+    try:
+        with open(params["plan_file"], encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise StageError(f"plan_file: cannot read {params['plan_file']}: {exc}") from None
+
+
+def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
+    """The module's result: ``changed``, ``utilization``, and ``diff`` of ``dest`` when ``diff`` is asked and the
+    file changes."""
+    slices, claims, classes = _objects(params)
+    plan = _plan(params)
+    try:
+        topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
+    except ValueError as exc:
+        raise StageError(f"topology_dir: {exc}") from None
+    files = {"slices": "slice_files", "claims": "claim_files"}
+    try:
+        for key, check in (("slices", inputs.check_slices), ("claims", inputs.check_claims)):
+            field = key if params["from_cluster"] or params[key] is not None else files[key]
+            check(slices if key == "slices" else claims, field)
+        inputs.check_classes(classes, "classes")
+        inputs.check_topologies(topologies, "topology_dir")
+        if plan is not None:
+            inputs.check_plan(plan, "plan_file")
+        namespaces = teams_lib.teams_by_namespace(params["teams"])
+    except (inputs.InputError, teams_lib.TeamsError) as exc:
+        raise StageError(str(exc)) from None
+    try:
+        # The classes compile on their own first, so that their errors name the option.
+        planner.Compiler(classes or [])
+    except (planner.PlanError, CelError) as exc:
+        raise StageError(f"classes: {exc}") from None
+    try:
+        result = util.utilization(slices, claims, classes, namespaces, topologies, site=params["site"], plan=plan)
+    except (util.UtilizationError, planner.PlanError, CelError) as exc:
+        raise StageError(str(exc)) from None
+    changed = False
+    file_diff: dict[str, Any] = {}
+    dest = params["dest"]
+    if dest:
+        try:
+            changed, file_diff = write_json_file(dest, result, check_mode)
+        except JsonFileError as exc:
+            raise StageError(str(exc)) from None
+    response = {"changed": changed, "utilization": result}
+    if diff and file_diff:
+        response["diff"] = file_diff
+    return response
