@@ -19,8 +19,8 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import workload
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import gangs as kai_gang
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai_teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     QUEUE_LABEL,
     TOPOLOGY_ANNOTATIONS,
@@ -127,7 +127,7 @@ def object_problems(obj: dict[str, Any], minor: str, gates: dict[str, bool] | No
     minor = dra_gates.minor_of(minor)
     gates = dict(gates or {})
     if kai_gang.is_kai_group(obj):  # KAI's CRD, not a Kubernetes kind: its own schema, no gates
-        problems = [p.split(": ", 1)[1] for p in kai_teams.validate_objects([obj])]
+        problems = [p.split(": ", 1)[1] for p in kai_checks.validate_objects([obj])]
         return problems + _metadata_problems(obj.get("metadata") or {}, "metadata.", True, False)
     problems = _schema_problems(obj, minor)
     problems += _metadata_problems(obj.get("metadata") or {}, "metadata.", True, obj.get("kind") == "Service")

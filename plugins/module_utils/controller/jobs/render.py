@@ -18,7 +18,7 @@ per job, in the job's namespace:
   keeps every worker in the domain of the first (a preferred level: a preferred affinity);
 - under a Kueue engine (``kueue``/``both``): the queue label (the job's ``queue``, else its namespace's
   team LocalQueue), ``suspend: true`` (Kueue admits the job) and Kueue's topology annotation for the
-  level;
+  level (:mod:`kueue_gangs`);
 - under engine ``kai``: a KAI PodGroup with the gang, queue, priority and topology constraint instead of
   kube-scheduler's gang objects and affinity (:mod:`kai_gang`).
 
@@ -41,10 +41,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs.checks import JOB_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import gangs as kai_gang
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import settings as kai_settings
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
-    QUEUE_LABEL,
-    TOPOLOGY_ANNOTATIONS,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import gangs as kueue_gangs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import QUEUE_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_conf
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -94,7 +92,7 @@ def _with_label(placement: dict[str, Any] | None, levels: Mapping[str, str]) -> 
 
 
 def team_queue(teams: list[dict[str, Any]], namespace: str) -> str | None:
-    """The LocalQueue of ``namespace``'s team: one per team namespace, named like the team (teams/kueue.py)."""
+    """The LocalQueue of ``namespace``'s team: one per team namespace, named like the team (schedulers/kueue/objects.py)."""
     for team in teams:
         if namespace in team["namespaces"]:
             return team["name"]
@@ -270,29 +268,6 @@ def _gang_summary(gang: workload.Gang) -> dict[str, Any]:
     return {"mechanism": mechanism, "objects": kinds}
 
 
-def _kueue(
-    job: dict[str, Any], engine: str, teams: list[dict[str, Any]]
-) -> tuple[str | None, dict[str, str], list[dict[str, str]]]:
-    """``(queue, pod template annotations, left_out)`` of the Kueue engine."""
-    if not schedulers.uses_kueue(engine):
-        if job["queue"]:
-            reason = (
-                f"Kueue queue {job['queue']!r} left out: aligned_dra_teams.engine is {engine}, Kueue manages no job"
-            )
-            return None, {}, [{"name": job["name"], "reason": reason}]
-        return None, {}, []
-    queue = job["queue"] or team_queue(teams, job["namespace"])
-    if not queue:
-        reason = (
-            f"Kueue queue label left out: namespace {job['namespace']!r} belongs to no team and the job names no "
-            "queue; Kueue does not manage the job, which runs outside the teams' quotas"
-        )
-        return None, {}, [{"name": job["name"], "reason": reason}]
-    placement = job["placement"]
-    annotations = {TOPOLOGY_ANNOTATIONS[placement["mode"]]: placement["label"]} if placement else {}
-    return queue, annotations, []
-
-
 def _one_job(
     site: str,
     job: dict[str, Any],
@@ -328,7 +303,9 @@ def _one_job(
     affinity = None
     if placement and not gang.topology_enforced:
         affinity = _affinity(job, placement["label"], placement["mode"])
-    queue, annotations, kueue_left_out = _kueue(job, engine if kai_site is None else schedulers.KAI, teams)
+    queue, annotations, kueue_left_out = kueue_gangs.job_queue(
+        job, engine if kai_site is None else schedulers.KAI, team_queue(teams, job["namespace"])
+    )
     if rails:
         annotations[RAILS_ANNOTATION] = ",".join(str(r) for r in rails)
     env = _env(job, nccl.nccl_env(job["workers"], rails))

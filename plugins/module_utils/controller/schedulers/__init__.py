@@ -6,20 +6,24 @@
 ``kai`` (KAI Scheduler). :func:`schedulers_of` says which scheduler packages
 an engine runs; :func:`uses_kueue` and :func:`uses_kai` ask it for one.
 
-Each scheduler package offers the same small interface, module by module:
+Each scheduler package offers the same small interface, a module each:
 
-- ``settings``: its part of ``aligned_dra_teams`` checked;
-- ``objects``: its objects for the site's teams (``render``);
-- ``checks``: its objects checked against its CRDs (``validate_objects``);
-- ``what_if``: its model of admission for a list of workloads;
-- ``gangs``: what a multi-node job carries to be scheduled as one gang.
+- settings: KAI's ``kai.settings``; Kueue's part of ``aligned_dra_teams``
+  (``kueue``) is still read with the team settings (``teams.settings``);
+- objects: ``render`` of ``kueue.objects`` and ``kai.objects``, the scheduler's
+  objects for the site's teams;
+- checks: ``validate_objects`` of ``kueue.checks`` and ``kai.checks``, the objects
+  against the scheduler's CRDs (:mod:`crd_checks`);
+- what-if: ``kueue.what_if`` (admission and preemption) and ``kai.fair_share``
+  (the fair-share division), each run by ``render`` when the site asks for it;
+- gangs: what a multi-node job carries for the scheduler (``kueue.gangs``: the
+  queue and the topology annotation; ``kai.gangs``: its PodGroup).
 
-Packages and modules:
-
-- :mod:`kueue` (``api``, ``schemas``, ``settings``, ``objects``, ``mappings``, ``checks``, ``what_if``, ``gangs``);
-- :mod:`kai` (``api``, ``schemas``, ``settings``, ``objects``, ``admission``, ``checks``, ``fair_share``
-  and ``what_if``, ``gangs``);
-- :mod:`crd_checks`: a CRD's objects checked as its API server would (both schedulers' ``checks``).
+Packages and modules: :mod:`kueue` (``api``, ``schemas``, ``objects``,
+``mappings``, ``checks``, ``what_if``, ``gangs``), :mod:`kai` (``api``,
+``schemas``, ``settings``, ``objects``, ``admission``, ``checks``,
+``fair_share``, ``gangs``), and :mod:`crd_checks`: a CRD's objects checked as
+its API server would (both schedulers' ``checks``).
 
 Runs on the controller; no Ansible imports.
 """
@@ -35,8 +39,6 @@ ENGINES = (RESOURCEQUOTA, KUEUE, BOTH, KAI)
 DEFAULT_ENGINE = RESOURCEQUOTA
 # the scheduler packages each engine runs (ResourceQuotas are the team model's own)
 _SCHEDULERS = {RESOURCEQUOTA: (), KUEUE: (KUEUE,), BOTH: (KUEUE,), KAI: (KAI,)}
-ENGINES_WITH_KUEUE = tuple(e for e in ENGINES if KUEUE in _SCHEDULERS[e])
-ENGINES_WITH_QUOTAS = (RESOURCEQUOTA, BOTH)
 
 
 class SchedulerError(ValueError):

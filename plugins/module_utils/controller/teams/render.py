@@ -31,6 +31,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller import sche
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import api as kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
@@ -339,7 +340,7 @@ def validate_all(objects: list[dict[str, Any]], minor: str, feature_gates: dict[
     """Schema (strict, per minor), gates and DRA limits of every object; empty when all may be applied.
 
     Kueue's objects are checked against Kueue's own CRD schemas (:func:`kueue_checks.validate_objects`),
-    KAI Scheduler's against KAI's (:func:`kai.validate_objects`).
+    KAI Scheduler's against KAI's (:func:`kai_checks.validate_objects`).
     """
 
     def group(obj: dict[str, Any]) -> str:
@@ -351,7 +352,7 @@ def validate_all(objects: list[dict[str, Any]], minor: str, feature_gates: dict[
     return (
         claims.validate_all(others, minor, feature_gates)
         + (kueue_checks.validate_objects(queues) if queues else [])
-        + (kai.validate_objects(scheduled) if scheduled else [])
+        + (kai_checks.validate_objects(scheduled) if scheduled else [])
     )
 
 

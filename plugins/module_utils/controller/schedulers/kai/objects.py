@@ -39,11 +39,8 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import shared
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import crd_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import admission as kai_admission
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import fair_share as kai_fair_share
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import schemas as kai_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import settings as kai_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai.api import (
     QUEUE_API_VERSION,
@@ -363,18 +360,3 @@ def _site_gpus(plan: dict[str, Any] | None, gpus: list[str]) -> int | None:
     counts = [(classes.get(cls) or {}).get("devices") for cls in gpus]
     counts = [c for c in counts if isinstance(c, int)]
     return max(counts) if counts else None
-
-
-def validate_objects(objects: list[dict[str, Any]]) -> list[str]:
-    """KAI objects against KAI's CRD schemas (strict, CEL rules); empty when all may be applied."""
-    problems = []
-    for obj in objects:
-        kind = obj.get("kind")
-        label = f"{kind} {(obj.get('metadata') or {}).get('name')}"
-        if kind not in kai_schemas.API_VERSIONS or obj.get("apiVersion") != kai_schemas.API_VERSIONS[kind]:
-            problems.append(
-                f"{label}: no embedded schema for {obj.get('apiVersion')} {kind} (KAI {kai_api.KAI_VERSION})"
-            )
-            continue
-        problems += [f"{label}: {p}" for p in crd_checks.object_problems(kai_schemas, obj)]
-    return problems

@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import schemas as kai_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
@@ -327,14 +328,14 @@ def test_the_topology_lists_the_placement_levels_hostname_last():
 
 def test_objects_are_checked_against_kais_crds():
     queue = queues_of(render(site()))["train"]
-    assert kai.validate_objects([queue]) == []
+    assert kai_checks.validate_objects([queue]) == []
     broken = copy.deepcopy(queue)
     broken["spec"]["resources"]["gpu"]["borrow"] = 1
     broken["spec"]["priority"] = "high"
-    problems = kai.validate_objects([broken])
+    problems = kai_checks.validate_objects([broken])
     assert "Queue train: spec.priority: 'high' is not of type 'integer'" in problems
     assert any(p.startswith("Queue train: spec.resources.gpu.borrow: unknown field") for p in problems)
-    assert kai.validate_objects([dict(queue, apiVersion="scheduling.run.ai/v1")]) == [
+    assert kai_checks.validate_objects([dict(queue, apiVersion="scheduling.run.ai/v1")]) == [
         "Queue train: no embedded schema for scheduling.run.ai/v1 Queue (KAI v0.17.0)"
     ]
     # the CRD's own CEL rules run too: a Topology's node labels must be unique
@@ -344,7 +345,7 @@ def test_objects_are_checked_against_kais_crds():
         "metadata": {"name": "t"},
         "spec": {"levels": [{"nodeLabel": "a/b"}, {"nodeLabel": "a/b"}]},
     }
-    assert kai.validate_objects([topology]) == ["Topology t: spec.levels: nodeLabel must be unique"]
+    assert kai_checks.validate_objects([topology]) == ["Topology t: spec.levels: nodeLabel must be unique"]
 
 
 def test_embedded_schemas_match_the_crds():
