@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import plan as plan_benchmark  # noqa: E402 - benchmarks/plan.py: the same 1,000 nodes
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims  # noqa: E402
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs  # noqa: E402
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs  # noqa: E402
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner  # noqa: E402
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails  # noqa: E402
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates  # noqa: E402
