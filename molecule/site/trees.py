@@ -2,8 +2,8 @@
 """TEST HARNESS: the writable sysfs trees of the Molecule "site" scenario's nodes.
 
 Tests only, never shipped. Each node gets a layout of tests/fixtures/ built
-by tests/sysfs_builder/ into OUTDIR/<node>/ (sys/ and proc/), which
-prepare.yml copies into the node at /fixture, where tests/fake_sysfs_sriov.py
+by tests/support/node_side/sysfs_builder/ into OUTDIR/<node>/ (sys/ and proc/), which
+prepare.yml copies into the node at /fixture, where tests/support/node_side/fake_sysfs_sriov.py
 plays the kernel's part of SR-IOV writes:
 
 - site-dgx: tests/fixtures/layouts/dgx-h100.yml (8 x H100, 8 x ConnectX-7
@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(PROJECT / "tests"))
+sys.path.insert(0, str(PROJECT / "tests" / "support" / "node_side"))
 
 import sysfs_builder  # noqa: E402
 

@@ -112,7 +112,6 @@ def test_the_tarball_holds_nothing_that_only_works_in_the_checkout(built):
         "tests/integration/",
         "tests/fixtures/",
         "tests/support/",
-        "tests/sysfs_builder/",
         "tests/durations.json",
         "tests/conftest.py",
         "ansible.cfg",

@@ -6,5 +6,7 @@
   the installed collection, admission policies' CEL, modules and role messages);
 - ``fuzzing``: the argument fuzzer's vocabulary and each module's valid and broken arguments;
 - ``sites``: nodes, sites, teams and queues the tests build, and the reference model of KAI's fair share;
+- ``node_side``: what the Molecule nodes run with the node image's Python: the fake SR-IOV kernel and the
+  sysfs fixture builder;
 - ``suite_timing``: the suite's own clock, per test file (tests/conftest.py, scripts/test.sh).
 """

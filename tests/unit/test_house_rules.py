@@ -352,9 +352,7 @@ def test_the_private_check_finds_both_forms_across_packages_only(tmp_path):
 
 
 # What the Molecule nodes run with the node image's Python: the fake SR-IOV kernel and its VF writer.
-NODE_SIDE_TEST_HELPERS = sorted(
-    [REPO / "tests" / "fake_sysfs_sriov.py", *(REPO / "tests" / "sysfs_builder").glob("*.py")]
-)
+NODE_SIDE_TEST_HELPERS = sorted((REPO / "tests" / "support" / "node_side").rglob("*.py"))
 
 
 @pytest.mark.parametrize(

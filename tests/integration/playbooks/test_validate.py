@@ -20,7 +20,7 @@ from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs impor
     tree_vars,
     write_inventory,
 )
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 """playbooks/network.yml (rdma + sriov roles) through real ansible-playbook runs.
 
 Two "nodes" are fake SR-IOV trees on the controller (local connection);
-tests/fake_sysfs_sriov.py watches them and plays the kernel's part when the
+tests/support/node_side/fake_sysfs_sriov.py watches them and plays the kernel's part when the
 modules write sriov_numvfs, as in the Molecule scenario.
 """
 
@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
@@ -24,7 +23,8 @@ from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs impor
     tree_vars,
     write_inventory,
 )
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+from ansible_collections.aligned.dra.tests.support.node_side.fake_sysfs_sriov import watch
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = REPO / "tests" / "fixtures" / "network" / "sriov-lab.yml"

@@ -29,7 +29,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER_SRC = REPO / "driver"
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support" / "node_side"))
 import sysfs_builder  # noqa: E402
 
 DRIVER = "dra.aligned.dev"

@@ -346,7 +346,7 @@ def test_every_supported_minor_accepts_what_the_driver_writes(node, minor):
 
 
 def test_vf_count_changes_are_republished(api):
-    from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
+    from ansible_collections.aligned.dra.tests.support.node_side.fake_sysfs_sriov import FakeSriovKernel
 
     root = h.short_tmp()
     node = h.NodeTree.build(root, totalvfs=4)

@@ -78,7 +78,7 @@ def test_status_entries_carry_conditions_and_network_data(node):
 
 
 def test_amd_accelerators_get_render_card_and_kfd_nodes(tmp_path):
-    from ansible_collections.aligned.dra.tests import sysfs_builder
+    from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder
 
     root = tmp_path / "mi300x"
     sysfs_builder.build(sysfs_builder.load_layout("mi300x"), root)

@@ -11,7 +11,7 @@ from aligned_dra_driver import health, pcihealth
 from aligned_dra_driver import inventory as driver_inventory
 from aligned_dra_driver.inventory import Inventory
 
-from ansible_collections.aligned.dra.tests import sysfs_builder
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder
 
 BDF = "0000:19:00.0"
 NAME = "nic-0000-19-00-0"

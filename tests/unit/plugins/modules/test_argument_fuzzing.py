@@ -68,7 +68,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov as sriov_lib
-from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
 from ansible_collections.aligned.dra.tests.support.fuzzing import controller_arguments as fuzz_controller_arguments
 from ansible_collections.aligned.dra.tests.support.fuzzing import node_arguments as fuzz_node_arguments
 from ansible_collections.aligned.dra.tests.support.fuzzing.values import (
@@ -84,10 +83,11 @@ from ansible_collections.aligned.dra.tests.support.fuzzing.values import (
     module_spec,
     module_spec_cache,
 )
+from ansible_collections.aligned.dra.tests.support.node_side.fake_sysfs_sriov import FakeSriovKernel
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import aligned_node
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of, write_site
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 # Examples per module: enough to reach every option and mutation many times,
 # few enough that the file stays well under a minute (figures in docs/development.md).

@@ -10,7 +10,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.modules import sriov
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 
 LAYOUT = Path(__file__).resolve().parents[3] / "fixtures" / "network" / "sriov-lab.yml"
 

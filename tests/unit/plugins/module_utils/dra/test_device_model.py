@@ -22,9 +22,9 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dr
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, probe
 from ansible_collections.aligned.dra.tests.fixtures.materialize import FIXTURES as FIXTURES_DIR
 from ansible_collections.aligned.dra.tests.fixtures.materialize import names
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import resource_slice
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
 
 FIXTURES = names()
 KIND = dra.DRIVER_NAME + "/kind"

@@ -236,7 +236,7 @@ SNC2_LAYOUT = {
 
 @pytest.fixture(scope="module")
 def snc2(tmp_path_factory):
-    from ansible_collections.aligned.dra.tests import sysfs_builder
+    from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder
 
     root = sysfs_builder.build_tree(SNC2_LAYOUT, tmp_path_factory.mktemp("snc2"))
     return probe(str(root / "sys"), str(root / "proc"))

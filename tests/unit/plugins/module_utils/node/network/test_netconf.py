@@ -2,7 +2,7 @@
 """The boot-time entry point: same library, state file in, JSON line out.
 
 The SR-IOV case runs with the library's plain file writes (as at boot) while
-tests/fake_sysfs_sriov.py watches the tree and plays the kernel's part.
+tests/support/node_side/fake_sysfs_sriov.py watches the tree and plays the kernel's part.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import netconf
-from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import watch
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+from ansible_collections.aligned.dra.tests.support.node_side.fake_sysfs_sriov import watch
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 
 LAYOUT = Path(__file__).resolve().parents[5] / "fixtures" / "network" / "sriov-lab.yml"
 

@@ -2,7 +2,7 @@
 """SR-IOV desired state against a fake sysfs that behaves like the kernel.
 
 The tree is tests/fixtures/network/sriov-lab.yml (two ConnectX-7 ports, one
-with 2 VFs; an E810; an I210 without SR-IOV); tests/fake_sysfs_sriov.py plays
+with 2 VFs; an E810; an I210 without SR-IOV); tests/support/node_side/fake_sysfs_sriov.py plays
 the kernel's side of sriov_numvfs writes and of rtnetlink for VF properties.
 """
 
@@ -18,8 +18,8 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
-from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeLinks, FakeSriovKernel
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+from ansible_collections.aligned.dra.tests.support.node_side.fake_sysfs_sriov import FakeLinks, FakeSriovKernel
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 
 LAYOUT = Path(__file__).resolve().parents[5] / "fixtures" / "network" / "sriov-lab.yml"
 CX0, CX1, E810, I210 = "0000:01:00.0", "0000:01:00.1", "0000:81:00.0", "0000:02:00.0"

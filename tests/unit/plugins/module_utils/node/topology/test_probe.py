@@ -17,7 +17,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.node import topology as topology_module
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree
 
 
 def run(root: Path) -> dict:

@@ -13,7 +13,7 @@ One module per subsystem, as in ``plugins/module_utils/node/topology/``:
 and kernfs-style links), ``numa`` (CPUs, NUMA nodes, ``/proc``), ``pci`` (one
 function's files and links), ``pci_walk`` (host bridges, bus numbers,
 switches), ``sriov`` (a PF's capability and the one VF writer, which
-``tests/fake_sysfs_sriov.py`` uses too), ``netdevs``, ``rdma``, ``gpus``,
+``tests/support/node_side/fake_sysfs_sriov.py`` uses too), ``netdevs``, ``rdma``, ``gpus``,
 ``nvme``; ``builder`` holds what one build shares and the entry points.
 
 Usage::
@@ -21,7 +21,7 @@ Usage::
     from sysfs_builder import build_tree, load_layout
     root = build_tree(load_layout("dgx-h100"), tmp_path)   # root/sys, root/proc
 
-    python tests/sysfs_builder tests/fixtures/layouts/dgx-h100.yml OUTDIR [--list]
+    python tests/support/node_side/sysfs_builder tests/fixtures/layouts/dgx-h100.yml OUTDIR [--list]
 
 Layout format (YAML mapping; every key optional unless marked)
 ==============================================================

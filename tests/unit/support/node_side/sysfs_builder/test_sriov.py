@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """VFs: routing IDs, bus numbers, physfn and virtfnN links, one writer for layouts and the fake kernel
-(tests/sysfs_builder/sriov.py)."""
+(tests/support/node_side/sysfs_builder/sriov.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ import os
 import re
 from pathlib import Path
 
-from ansible_collections.aligned.dra.tests import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.fake_sysfs_sriov import FakeSriovKernel
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import NUMA1, TESTS, pci_class, pci_functions, read
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
+from ansible_collections.aligned.dra.tests.support.node_side.fake_sysfs_sriov import FakeSriovKernel
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import (
+    NUMA1,
+    TESTS,
+    pci_class,
+    pci_functions,
+    read,
+)
 
 
 def test_sriov_8x64_has_512_consistent_vfs(trees: dict[str, Path]) -> None:

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""RDMA devices with several ports, next to the less common layout keys (tests/sysfs_builder/rdma.py)."""
+"""RDMA devices with several ports, next to the less common layout keys (tests/support/node_side/sysfs_builder/rdma.py)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ansible_collections.aligned.dra.tests import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import pci_functions, read
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import pci_functions, read
 
 
 def test_multiport_rdma_missing_bridge_and_dangling_links(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One PCI function's files and its bus/pci/devices link (tests/sysfs_builder/pci.py)."""
+"""One PCI function's files and its bus/pci/devices link (tests/support/node_side/sysfs_builder/pci.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import BDF_RE, LAYOUTS, pci_functions, read
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import (
+    BDF_RE,
+    LAYOUTS,
+    pci_functions,
+    read,
+)
 
 
 @pytest.mark.parametrize("name", LAYOUTS)

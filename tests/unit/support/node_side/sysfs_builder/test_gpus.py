@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""DRM cards and render nodes of AMD GPUs (tests/sysfs_builder/gpus.py)."""
+"""DRM cards and render nodes of AMD GPUs (tests/support/node_side/sysfs_builder/gpus.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import pci_functions, read
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import pci_functions, read
 
 
 def test_mi300x_gpu_and_nic_share_a_host_bridge(trees: dict[str, Path]) -> None:

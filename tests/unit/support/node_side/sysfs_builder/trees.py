@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the tests of tests/sysfs_builder/ share: the layouts and readers of a built tree.
+"""What the tests of tests/support/node_side/sysfs_builder/ share: the layouts and readers of a built tree.
 
 They check properties of the produced trees that a kernel guarantees and that
 the topology probe relies on (links resolve, SR-IOV links agree both ways,
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[2]
+TESTS = Path(__file__).resolve().parents[4]
 
 LAYOUTS = sorted(p.stem for p in (TESTS / "fixtures" / "layouts").glob("*.yml"))
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The command line, as a function and as a script, and the build time of the biggest layout
-(tests/sysfs_builder/builder.py)."""
+(tests/support/node_side/sysfs_builder/builder.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import TESTS
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import TESTS
 
 
 def test_cli_builds_a_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,10 +43,10 @@ def test_sriov_8x64_build_time(tmp_path: Path, record_property: pytest.RecordPro
 
 
 def test_the_package_runs_as_a_script(tmp_path: Path) -> None:
-    """As the Molecule scenarios build their trees: ``python tests/sysfs_builder LAYOUT OUTDIR``."""
+    """As the Molecule scenarios build their trees: ``python tests/support/node_side/sysfs_builder LAYOUT OUTDIR``."""
     layout = TESTS / "fixtures" / "network" / "sriov-lab.yml"
     run = subprocess.run(
-        [sys.executable, str(TESTS / "sysfs_builder"), str(layout), str(tmp_path / "t")],
+        [sys.executable, str(TESTS / "support" / "node_side" / "sysfs_builder"), str(layout), str(tmp_path / "t")],
         capture_output=True,
         text=True,
         check=False,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.tests.fixtures import materialize as mat
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import LAYOUTS
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS
 
 
 def test_materialize_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:

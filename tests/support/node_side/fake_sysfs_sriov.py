@@ -15,7 +15,7 @@ module, strictly following ``drivers/pci/iov.c`` (``sriov_numvfs_store``):
   VF driver when ``sriov_drivers_autoprobe`` is 1, each bound VF with a
   network interface ``<pf interface>vN`` when the PF has one. The entries
   are written by the fixture builder's VF writer
-  (``tests/sysfs_builder/sriov.py``), so a VF made here looks like one a
+  (``tests/support/node_side/sysfs_builder/sriov.py``), so a VF made here looks like one a
   layout makes: its attributes copied from the PF, a config header whose
   IDs read FFFFh; its interface has a zero MAC and the next free ifindex;
 - ``sriov_drivers_autoprobe`` takes 0 or 1 (``EINVAL`` otherwise).
@@ -24,7 +24,7 @@ Two ways to drive it:
 
 - :class:`FakeSriovKernel` is a :class:`~sriov.SysfsWriter`: the library's
   writes go through it and fail with the kernel's errno (unit tests).
-- ``python tests/fake_sysfs_sriov.py watch SYSFS_ROOT`` polls the tree's
+- ``python tests/support/node_side/fake_sysfs_sriov.py watch SYSFS_ROOT`` polls the tree's
   ``sriov_numvfs`` files and reacts to plain file writes (Molecule nodes, where
   the module and the boot-time unit write with ``open()``); a refused value is
   written back to the previous count, which the library notices because the
@@ -58,8 +58,8 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 try:  # pytest: the collection's tests/ package
-    from ansible_collections.aligned.dra.tests.sysfs_builder import netdevs, pci, sriov, sysfs
-except ImportError:  # a script: the builder package lies beside this file (tests/, or a node's copy)
+    from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import netdevs, pci, sriov, sysfs
+except ImportError:  # a script: the builder package lies beside this file (here, or a node's copy)
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
     from sysfs_builder import netdevs, pci, sriov, sysfs
@@ -77,7 +77,7 @@ def _library(name: str) -> Any:
         # where the role installed the library for the boot-time unit.
         for path in (
             os.environ.get("ALIGNED_DRA_LIBRARY", "/usr/local/lib/aligned-dra"),
-            os.path.join(os.path.dirname(_HERE), ".cache", "collections"),
+            os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), ".cache", "collections"),
         ):
             if path not in sys.path:
                 sys.path.insert(0, path)

@@ -13,7 +13,7 @@ from typing import Any
 
 Spec = dict[str, Any]
 
-LAYOUT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "layouts"
+LAYOUT_DIR = Path(__file__).resolve().parents[3] / "fixtures" / "layouts"
 
 _LINK_SPEEDS = {1: "2.5", 2: "5.0", 3: "8.0", 4: "16.0", 5: "32.0", 6: "64.0"}
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import fake_sysfs_sriov
-from ansible_collections.aligned.dra.tests.sysfs_builder import build_tree, load_layout
+from ansible_collections.aligned.dra.tests.support.node_side import fake_sysfs_sriov
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[3]
+NODE_SIDE = TESTS / "support" / "node_side"
 LAYOUT = TESTS / "fixtures" / "network" / "sriov-lab.yml"
 PF = "sys/bus/pci/devices/0000:01:00.0"
 
@@ -78,11 +79,11 @@ def test_command_line(monkeypatch):
 
 
 def test_a_standalone_copy_needs_only_the_standard_library(tmp_path):
-    """What molecule/*/prepare.yml copies to a node: this file and tests/sysfs_builder/*.py beside it."""
+    """What molecule/*/prepare.yml copies to a node: this file and tests/support/node_side/sysfs_builder/*.py beside it."""
     (tmp_path / "sysfs_builder").mkdir()
-    for module in (TESTS / "sysfs_builder").glob("*.py"):
+    for module in (NODE_SIDE / "sysfs_builder").glob("*.py"):
         shutil.copy(module, tmp_path / "sysfs_builder")
-    shutil.copy(TESTS / "fake_sysfs_sriov.py", tmp_path)
+    shutil.copy(NODE_SIDE / "fake_sysfs_sriov.py", tmp_path)
     # -I: neither the checkout nor the environment's paths; the script finds its package by itself.
     usage = subprocess.run(
         [sys.executable, "-I", "fake_sysfs_sriov.py", "--help"],

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The tree of every layout, built once for the tests of tests/sysfs_builder/."""
+"""The tree of every layout, built once for the tests of tests/support/node_side/sysfs_builder/."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import LAYOUTS
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The layouts of tests/fixtures/layouts and the errors a bad layout gets (tests/sysfs_builder/layouts.py)."""
+"""The layouts of tests/fixtures/layouts and the errors a bad layout gets (tests/support/node_side/sysfs_builder/layouts.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import LAYOUTS, NUMA1
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS, NUMA1
 
 
 def test_expected_layouts_exist() -> None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Where functions sit: switches, host bridges, domains, VMD and VMBus (tests/sysfs_builder/pci_walk.py)."""
+"""Where functions sit: switches, host bridges, domains, VMD and VMBus (tests/support/node_side/sysfs_builder/pci_walk.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ import os
 import re
 from pathlib import Path
 
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import pci_ancestors, pci_class, pci_functions, read
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import (
+    pci_ancestors,
+    pci_class,
+    pci_functions,
+    read,
+)
 
 DGX_PAIRS = {
     "0000:1a:00.0": "0000:1d:00.0",

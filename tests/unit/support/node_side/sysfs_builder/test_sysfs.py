@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Links as kernfs writes them: relative, resolving inside the tree, class links to their device (tests/sysfs_builder/sysfs.py)."""
+"""Links as kernfs writes them: relative, resolving inside the tree, class links to their device (tests/support/node_side/sysfs_builder/sysfs.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import DANGLING_OK, LAYOUTS, pci_functions, read
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import (
+    DANGLING_OK,
+    LAYOUTS,
+    pci_functions,
+    read,
+)
 
 
 @pytest.mark.parametrize("name", LAYOUTS)

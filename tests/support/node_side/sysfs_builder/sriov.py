@@ -8,7 +8,7 @@ FFFFh, ``uevent``, ``subsystem``, ``driver`` and ``bus/pci`` links), its
 ``physfn`` link, its network interface and the PF's ``virtfnN`` link. Two
 callers, one writer: the builder for a layout's ``numvfs``
 (:class:`SriovWriter`, which then adds a VF's RDMA device, :mod:`.rdma`) and
-``tests/fake_sysfs_sriov.py`` for a write of ``sriov_numvfs``.
+``tests/support/node_side/fake_sysfs_sriov.py`` for a write of ``sriov_numvfs``.
 
 The fake kernel runs on Molecule nodes with the node's Python: this package
 imports only the standard library (PyYAML only when a layout file is loaded)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""CPUs, NUMA nodes and the kernel's cpulist and cpumask formats (tests/sysfs_builder/numa.py)."""
+"""CPUs, NUMA nodes and the kernel's cpulist and cpumask formats (tests/support/node_side/sysfs_builder/numa.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.unit.sysfs_builder.trees import LAYOUTS, read
+from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS, read
 
 
 @pytest.mark.parametrize("name", LAYOUTS)
