@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Teams of a site: namespaces, device quotas, priority tiers and admin access.
+"""Teams of a site: namespaces, device quotas, priority tiers and admin access, engine-neutral.
 
-:func:`render` turns a site's team settings (inventory ``aligned_dra_teams``,
+:func:`team_objects` and :func:`priority_classes` turn a site's checked team
+settings (:func:`settings.settings` of inventory ``aligned_dra_teams``,
 documented in docs/teams.md) and the site's rendered claim objects (from
 :mod:`claims`) into the objects that give every team a fair, enforced share:
 
@@ -15,10 +16,11 @@ documented in docs/teams.md) and the site's rendered claim objects (from
   with the team's priority class; for teams with admin access, one template per
   DeviceClass that asks for every device with ``adminAccess``.
 
-The settings are read and checked first, by :func:`settings.settings`.
 :func:`capacity_check` compares the guaranteed quotas per class with the
 site's capacity from the planner (``plan.json`` ``classes``) and reports
-oversubscription, which is allowed only up to a factor the site sets.
+oversubscription, which is allowed only up to a factor the site sets. The
+site's teams with their engine's objects (Kueue's, KAI Scheduler's) are the
+``teams_render`` stage's (``controller/stages/teams_render``).
 
 Runs on the controller; no Ansible imports.
 """
@@ -28,29 +30,20 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
-from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import api as kueue_api
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
-from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
+from ansible_collections.aligned.dra.plugins.module_utils.dra import labels as dra_labels
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-TEAM_LABEL = kueue_api.TEAM_LABEL
-TIER_LABEL = kueue_api.TIER_LABEL
+TEAM_LABEL = dra_labels.TEAM_LABEL
+TIER_LABEL = dra_labels.TIER_LABEL
 PRIORITY_ANNOTATION = "aligned.dev/priority-class"
-QUEUE_ANNOTATION = "aligned.dev/kueue-queue-name"
 USAGE_ANNOTATION = "aligned.dev/usage"
 QUOTA_NAME = "aligned-dra-devices"
-MANAGED = kueue_api.MANAGED
+MANAGED = dra_labels.MANAGED
 
 
 # -- objects -----------------------------------------------------------------------------------
@@ -63,7 +56,7 @@ def quota_resource(class_name: str) -> str:
 
 def _labels(site: str, team: dict[str, Any], tiers: dict[str, Any]) -> dict[str, str]:
     labels = dict(MANAGED)
-    labels.update({kueue_api.SITE_LABEL: site, TEAM_LABEL: team["name"], TIER_LABEL: team["tier"]})
+    labels.update({dra_labels.SITE_LABEL: site, TEAM_LABEL: team["name"], TIER_LABEL: team["tier"]})
     return labels
 
 
@@ -74,7 +67,7 @@ def priority_classes(conf: dict[str, Any], site: str) -> list[dict[str, Any]]:
             "kind": "PriorityClass",
             "metadata": {
                 "name": tier["name"],
-                "labels": dict(MANAGED, **{TIER_LABEL: key, kueue_api.SITE_LABEL: site}),
+                "labels": dict(MANAGED, **{TIER_LABEL: key, dra_labels.SITE_LABEL: site}),
             },
             "value": tier["value"],
             "preemptionPolicy": tier["preemption_policy"],
@@ -184,7 +177,7 @@ def capacity_check(conf: dict[str, Any], plan: dict[str, Any] | None) -> tuple[l
         guaranteed = conf["tiers"][team["tier"]]["guaranteed"]
         for cls, count in team["quotas"].items():
             if isinstance(count, str):
-                continue  # an amount of capacity (Kueue): checked by kueue.render, not in devices
+                continue  # an amount of capacity (Kueue): checked by Kueue's render, not in devices
             total = count * len(team["namespaces"])
             row = rows.setdefault(
                 cls,
@@ -219,160 +212,3 @@ def capacity_check(conf: dict[str, Any], plan: dict[str, Any] | None) -> tuple[l
                 f"{capacity} and {allowed} (aligned_dra_teams.oversubscription)"
             )
     return [rows[k] for k in sorted(rows)], problems
-
-
-def render(
-    raw_settings: dict[str, Any] | None,
-    site: str,
-    claim_objects: list[dict[str, Any]],
-    kubernetes_version: str,
-    feature_gates: dict[str, bool] | None = None,
-    plan: dict[str, Any] | None = None,
-    class_keys: dict[str, str] | None = None,
-    in_use: dict[str, dict[str, int]] | None = None,
-    placement_levels: list[dict[str, str]] | None = None,
-    drivers: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue",
-    "kai"}``.
-
-    With engine ``kueue`` or ``both``, ``kueue`` holds what :func:`kueue.render`
-    returns besides its objects (the manager configuration, the queues per
-    team); ``in_use`` (devices per team and class in use now) adds what each
-    team has idle and could lend; ``placement_levels`` (the site's
-    ``aligned_dra_placement_levels``) add a Kueue Topology that every flavor names.
-
-    ``problems`` holds the capacity problems; invalid objects raise nothing here,
-    :func:`validate_all` checks them.
-    """
-    # every object carries the site as a label value, and Kueue's names start with it
-    problem = placement.label_value_problem(site)
-    if problem:
-        raise teams_settings.TeamsError(f"site: {problem}")
-    conf = teams_settings.settings(raw_settings, claim_objects, class_keys)
-    minor = dra_gates.minor_of(kubernetes_version)
-    if any(t["admin_access"] for t in conf["teams"]) and not dra_gates.gate_enabled(
-        "DRAAdminAccess", minor, feature_gates
-    ):
-        raise teams_settings.TeamsError(
-            f"admin_access needs the DRAAdminAccess feature gate, which is off on Kubernetes {minor}"
-        )
-    scheduled = None
-    if schedulers.uses_kai(conf["engine"]):
-        allocated = None if in_use is None else kai.in_use_gpus(in_use, kai.gpu_classes(conf, claim_objects))
-        scheduled = kai.render(conf, site, claim_objects, plan, drivers, placement_levels, allocated)
-    queued = frozenset(scheduled["gpu_classes"]) if scheduled else frozenset()
-    objects = priority_classes(conf, site) + team_objects(conf, site, claim_objects, queued)
-    rows, problems = capacity_check(conf, plan)
-    queues = None
-    if scheduled is not None:
-        _kai_guidance(objects, scheduled)
-        objects += scheduled["objects"]
-    if schedulers.uses_kueue(conf["engine"]):
-        queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use, placement_levels)
-        # queues["problems"] is the same check on the same numbers (guaranteed quota x namespaces against
-        # the plan's devices; classes counted in memory are unknown to both): capacity_check reports it once
-        _queue_guidance(objects, queues["objects"])
-        objects += queues["objects"]
-    summary = [
-        {
-            "name": t["name"],
-            "namespaces": t["namespaces"],
-            "tier": t["tier"],
-            "priority_class": conf["tiers"][t["tier"]]["name"],
-            "guaranteed": conf["tiers"][t["tier"]]["guaranteed"],
-            "templates": t["templates"],
-            "quotas": t["quotas"],
-            "admin_access": t["admin_access"],
-        }
-        for t in conf["teams"]
-    ]
-    return {
-        "objects": objects,
-        "capacity": rows,
-        "problems": problems,
-        "teams": summary,
-        "tiers": conf["tiers"],
-        "minor": minor,
-        "engine": conf["engine"],
-        "kueue": None if queues is None else {k: v for k, v in queues.items() if k not in ("objects", "problems")},
-        "kai": None if scheduled is None else {k: v for k, v in scheduled.items() if k != "objects"},
-    }
-
-
-def _kai_guidance(objects: list[dict[str, Any]], scheduled: dict[str, Any]) -> None:
-    """Template copies say which KAI queue and scheduler their namespace's workloads name.
-
-    KAI reads ``kai.scheduler/queue`` from the pod or its top owner (Job,
-    JobSet...), never from a claim, its template or the namespace, so the copy
-    carries it in its usage annotation for people and tools to read.
-    """
-    teams = {row["team"] for row in scheduled["queues"] if row.get("team")}
-    for obj in objects:
-        team = (obj["metadata"].get("labels") or {}).get(TEAM_LABEL)
-        if obj["kind"] != "ResourceClaimTemplate" or team not in teams:
-            continue
-        annotations = obj["metadata"].setdefault("annotations", {})
-        annotations[USAGE_ANNOTATION] += (
-            f"; workloads set the label {kai_api.QUEUE_LABEL}: {team} (on the pod or its top owner)"
-            f" and pods schedulerName: {scheduled['scheduler_name']}"
-        )
-
-
-def _queue_guidance(objects: list[dict[str, Any]], queue_objects: list[dict[str, Any]]) -> None:
-    """Template copies say which LocalQueue their namespace's workloads name.
-
-    Kueue reads ``kueue.x-k8s.io/queue-name`` from the workload (Job, JobSet,
-    pod), never from a claim or its template, so the copy carries it as an
-    annotation for people and tools to read, not as a label Kueue would act on.
-    """
-    queues = {o["metadata"]["namespace"]: o["metadata"]["name"] for o in queue_objects if o["kind"] == "LocalQueue"}
-    for obj in objects:
-        namespace = obj["metadata"].get("namespace")
-        if obj["kind"] != "ResourceClaimTemplate" or namespace not in queues:
-            continue
-        annotations = obj["metadata"].setdefault("annotations", {})
-        annotations[QUEUE_ANNOTATION] = queues[namespace]
-        annotations[USAGE_ANNOTATION] += f"; workloads set the label {kueue_api.QUEUE_LABEL}: {queues[namespace]}"
-
-
-def validate_all(objects: list[dict[str, Any]], minor: str, feature_gates: dict[str, bool] | None = None) -> list[str]:
-    """Schema (strict, per minor), gates and DRA limits of every object; empty when all may be applied.
-
-    Kueue's objects are checked against Kueue's own CRD schemas (:func:`kueue_checks.validate_objects`),
-    KAI Scheduler's against KAI's (:func:`kai_checks.validate_objects`).
-    """
-
-    def group(obj: dict[str, Any]) -> str:
-        return str(obj.get("apiVersion", "")).rpartition("/")[0]
-
-    queues = [o for o in objects if group(o) == kueue_api.API_GROUP]
-    scheduled = [o for o in objects if group(o) in kai_api.API_GROUPS]
-    others = [o for o in objects if group(o) != kueue_api.API_GROUP and group(o) not in kai_api.API_GROUPS]
-    return (
-        claims.validate_all(others, minor, feature_gates)
-        + (kueue_checks.validate_objects(queues) if queues else [])
-        + (kai_checks.validate_objects(scheduled) if scheduled else [])
-    )
-
-
-def file_name(obj: dict[str, Any]) -> str:
-    """Stable file name in ``<site>/teams/``."""
-    kind = {
-        "Namespace": "namespace",
-        "ResourceQuota": "quota",
-        "PriorityClass": "priorityclass",
-        "ResourceClaimTemplate": "claimtemplate",
-        "ResourceClaim": "claim",
-        "WorkloadPriorityClass": "kueue-priorityclass",
-        "Cohort": "kueue-cohort",
-        "ResourceFlavor": "kueue-flavor",
-        "Topology": "kai-topology" if obj.get("apiVersion") == kai_api.TOPOLOGY_API_VERSION else "kueue-topology",
-        "ClusterQueue": "kueue-clusterqueue",
-        "LocalQueue": "kueue-localqueue",
-        "Queue": "kai-queue",
-        "ValidatingAdmissionPolicy": "admissionpolicy",
-        "ValidatingAdmissionPolicyBinding": "admissionpolicybinding",
-    }.get(obj["kind"], obj["kind"].lower())
-    namespace = obj["metadata"].get("namespace")
-    return f"{kind}-{namespace + '-' if namespace else ''}{obj['metadata']['name']}.yaml"

@@ -40,7 +40,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import DEFAULT_SITE, site_of
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import (

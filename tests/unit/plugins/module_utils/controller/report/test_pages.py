@@ -240,7 +240,7 @@ def _teams_and_utilization():
 
     from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
     from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization
-    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
     from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 
     objects = claims.render({"drivers": ["dra.aligned.dev", "gpu.nvidia.com", "dra.net"]}, "east", "1.36")["objects"]
@@ -302,7 +302,7 @@ def test_build_reports_reads_teams_and_utilization_and_refuses_bad_files(tmp_pat
 
 def test_site_page_shows_kueue_queues_idle_devices_and_the_what_if_outcome(tmp_path):
     from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
 
     objects = claims.render({}, "east", "1.36")["objects"]
     raw = {
@@ -516,7 +516,7 @@ def test_what_the_validation_would_refuse_is_a_warning_of_the_layout():
 
 def test_site_page_shows_kai_queues_and_the_fair_share_what_if(tmp_path):
     from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-    from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
 
     nvidia = {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com", "nic_driver": "dra.net"}
     objects = claims.render(nvidia, "east", "1.36")["objects"]

@@ -14,7 +14,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import schemas as kai_schemas
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import TeamsError
 from ansible_collections.aligned.dra.tests.support.harnesses.admission_policies import evaluate_policy
 

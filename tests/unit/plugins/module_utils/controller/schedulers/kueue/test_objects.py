@@ -13,7 +13,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import schemas as kueue_schemas
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams_model
 from ansible_collections.aligned.dra.tests.support.sites.kueue_teams import (
     CAPACITY_TEAMS,
     GPU,
@@ -117,7 +118,7 @@ def test_cohorts_flavors_queues_and_priorities():
     }
     # WorkloadPriorityClasses mirror the tiers' PriorityClasses
     conf = conf_for(RICH, kueue_conf={"node_groups": NODE_GROUPS})
-    pcs = {p["metadata"]["name"]: p["value"] for p in teams.priority_classes(conf, "s")}
+    pcs = {p["metadata"]["name"]: p["value"] for p in teams_model.priority_classes(conf, "s")}
     assert {w["metadata"]["name"]: w["value"] for w in kinds["WorkloadPriorityClass"]} == pcs
     labels = vision["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "aligned.dra" and labels["aligned.dev/site"] == "s"

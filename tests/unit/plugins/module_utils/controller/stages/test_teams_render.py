@@ -7,7 +7,8 @@ import kubernetes_validate
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 
@@ -83,7 +84,7 @@ def test_namespaces_quotas_templates_and_admin_access():
     copies = [(t["metadata"]["namespace"], t["metadata"]["name"]) for t in kinds["ResourceClaimTemplate"]]
     assert ("vision-a", "gpu-nic-pair-1") in copies and ("vision-b", "gpu-nic-pair-1") in copies
     copy = next(t for t in kinds["ResourceClaimTemplate"] if t["metadata"]["namespace"] == "vision-a")
-    assert copy["metadata"]["annotations"][teams.PRIORITY_ANNOTATION] == "aligned-production"
+    assert copy["metadata"]["annotations"][teams_model.PRIORITY_ANNOTATION] == "aligned-production"
     assert copy["spec"] == next(o for o in objects() if o["metadata"]["name"] == "gpu-nic-pair-1")["spec"]
     admin = [t for t in kinds["ResourceClaimTemplate"] if t["metadata"]["name"].endswith("-admin-access")]
     assert {t["metadata"]["namespace"] for t in admin} == {"mon"}
@@ -233,7 +234,7 @@ def test_template_copies_name_the_local_queue_for_kueue_workloads():
     for copy_ in copies:
         annotations = copy_["metadata"]["annotations"]
         assert annotations[teams.QUEUE_ANNOTATION] == "vision"
-        assert "kueue.x-k8s.io/queue-name: vision" in annotations[teams.USAGE_ANNOTATION]
+        assert "kueue.x-k8s.io/queue-name: vision" in annotations[teams_model.USAGE_ANNOTATION]
         assert "kueue.x-k8s.io/queue-name" not in (copy_["metadata"].get("labels") or {})
     # without Kueue the copies say nothing about queues
     plain = render(
