@@ -8,7 +8,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import capacity
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (

@@ -36,7 +36,7 @@ import random
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.levels import natural_key
-from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import run as jobs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     CLASSES,
