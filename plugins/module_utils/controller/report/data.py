@@ -451,7 +451,12 @@ def kueue_rows(queues: Mapping[str, Any] | None) -> dict[str, Any]:
                 for cls, row in sorted((outcome.get("over_capacity") or {}).items())
             ],
         }
-    return {"engine": schedulers.KUEUE, "queues": rows, "what_if": what_if, "notes": [str(n) for n in queues.get("notes") or []]}
+    return {
+        "engine": schedulers.KUEUE,
+        "queues": rows,
+        "what_if": what_if,
+        "notes": [str(n) for n in queues.get("notes") or []],
+    }
 
 
 def _gpus(value: Any, unlimited: str) -> str:
