@@ -12,7 +12,7 @@ from aligned_dra_driver.reclaim import event_body
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
-from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import pdb_obj, pod_obj
+from ansible_collections.aligned.dra.tests.support.sites.apiserver_objects import pdb_obj, pod_obj
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.tests.support.harnesses.jobs_module import run
-from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import aligned_node
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
+from ansible_collections.aligned.dra.tests.support.sites.nvlink_site import (
     CLIQUE,
     CLIQUES,
     HOSTS,
     RULES,
     gke_placement,
 )
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import aligned_node
 
 TRAIN = {
     "name": "train",

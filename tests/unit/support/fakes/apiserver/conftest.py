@@ -7,7 +7,7 @@ import kubernetes.client
 import pytest
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import NODE, owner, pod_obj
+from ansible_collections.aligned.dra.tests.support.sites.apiserver_objects import NODE, owner, pod_obj
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import kubernetes.client
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import (
+from ansible_collections.aligned.dra.tests.support.sites.apiserver_objects import (
     pdb_obj,
     pod_obj,
     post,

@@ -22,7 +22,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import WORKLOAD_API, FakeApiServer
-from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import claim_obj, post, slice_obj
+from ansible_collections.aligned.dra.tests.support.sites.apiserver_objects import claim_obj, post, slice_obj
 
 GOLDEN = Path(__file__).resolve().parents[3] / "plugins" / "module_utils" / "controller" / "jobs" / "golden"
 PLURALS = {"Service": "services", "Job": "jobs", "Workload": "workloads", "PodGroup": "podgroups"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import (
+from ansible_collections.aligned.dra.tests.support.sites.apiserver_objects import (
     slice_obj,
 )
 

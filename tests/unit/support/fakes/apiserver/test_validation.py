@@ -18,7 +18,7 @@ from ansible_collections.aligned.dra.tests.support.fakes.apiserver import (
     qualified_name_problem,
     schema_error,
 )
-from ansible_collections.aligned.dra.tests.unit.support.fakes.apiserver.objects import (
+from ansible_collections.aligned.dra.tests.support.sites.apiserver_objects import (
     pod_obj,
     post,
     slice_obj,

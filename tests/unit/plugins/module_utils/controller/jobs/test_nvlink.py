@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A job in one NVLink domain on a site whose levels the cluster publishes (GKE A4X, ``nvidia.com/gpu.clique``).
 
-The site (``nvlink_site.py``): eight nodes, four cliques of two, each node one rail-0 NIC. Placed: in one
+The site (``tests/support/sites/nvlink_site.py``): eight nodes, four cliques of two, each node one rail-0 NIC. Placed: in one
 clique, or, where none holds the job, the reason names the clique that came closest; ``jobs.json``
 names the clique and where each level comes from. Rendered: every scheduler reads the clique key
 (Kueue's Topology and annotation, kube-scheduler's Workload/PodGroup constraint or the pod affinity,
@@ -23,8 +23,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import TOPOLOGY_ANNOTATIONS
-from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import site_placement
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
+from ansible_collections.aligned.dra.tests.support.sites.nvlink_site import (
     CLIQUE,
     CLIQUES,
     GKE_NVLINK,
@@ -32,6 +31,7 @@ from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.
     nvlink_job,
     place,
 )
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import site_placement
 
 GKE_KEYS = [f"cloud.google.com/gce-topology-{level}" for level in ("block", "subblock")]
 HOST_KEY = "cloud.google.com/gce-topology-host"

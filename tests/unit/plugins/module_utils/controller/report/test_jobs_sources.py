@@ -2,7 +2,7 @@
 """The jobs section on a site whose levels the cluster publishes: each level's source named, NVLink domains
 drawn, nodes without a value marked instead of dropped; ``level_sources`` as the report reads it.
 
-The GKE A4X site of ``jobs/nvlink_site.py`` (block → subblock → nvlink from ``nvidia.com/gpu.clique`` →
+The GKE A4X site of ``tests/support/sites/nvlink_site.py`` (block → subblock → nvlink from ``nvidia.com/gpu.clique`` →
 host, four cliques of two nodes) is placed by the job planner itself; the rest is written by hand.
 """
 
@@ -14,6 +14,13 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import inputs, pages
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report import jobs as section
+from ansible_collections.aligned.dra.tests.support.sites.nvlink_site import (
+    CLIQUE,
+    CLIQUES,
+    gke_placement,
+    nvlink_job,
+    place,
+)
 from ansible_collections.aligned.dra.tests.support.sites.report_jobs import (
     box,
     figure,
@@ -22,13 +29,6 @@ from ansible_collections.aligned.dra.tests.support.sites.report_jobs import (
     jobs_file,
     of,
     worker,
-)
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.controller.jobs.nvlink_site import (
-    CLIQUE,
-    CLIQUES,
-    gke_placement,
-    nvlink_job,
-    place,
 )
 
 NOT_READY = ("gke-a4x-pool-6", "gke-a4x-pool-7")

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Objects and raw requests shared by the fake API server's tests (tests/unit/support/fakes/apiserver/)."""
+"""TEST FIXTURE: objects and raw requests for the fake API server's tests (tests/unit/support/fakes/apiserver/) and
+the driver's Kube tests. Never shipped."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A site whose levels the cluster publishes, NVLink domains included, for the jobs, module and report tests.
+"""TEST FIXTURE: a site whose levels the cluster publishes, NVLink domains included, for the jobs, module and report tests.
 
 The eight GKE A4X nodes of ``tests/fixtures/placement_sources/gke-nodes.yaml`` (``{preset: gke,
 nvlink: true}``: block → subblock → nvlink, read from ``nvidia.com/gpu.clique`` → host), each two
@@ -25,7 +25,7 @@ from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     split_objects,
 )
 
-FIXTURES = Path(__file__).resolve().parents[5] / "fixtures" / "placement_sources"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "placement_sources"
 GKE_NVLINK = {"preset": "gke", "nvlink": True}
 CLIQUE = presets.CLIQUE_LABEL
 HOSTS = [f"gke-a4x-pool-{i}" for i in range(8)]
