@@ -142,7 +142,8 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_removed_names aligned_dra_driver_split_now
     aligned_dra_driver_token_secret aligned_dra_driver_topology aligned_dra_driver_unit aligned_dra_driver_wheel
     aligned_dra_driver_wheel_build aligned_dra_driver_wheel_target aligned_dra_driver_wheelhouse_deps
-    aligned_dra_driver_wheels
+    aligned_dra_driver_wheels aligned_dra_driver_metrics_addresses aligned_dra_driver_nvml
+    aligned_dra_driver_monitoring_files
     aligned_dra_k8s_node aligned_dra_network_cordoned aligned_dra_network_old_library
     aligned_dra_node_failure aligned_dra_node_stage aligned_dra_node_accounting aligned_dra_claims_accounting
     aligned_dra_rdma_disruptive aligned_dra_rdma_plan aligned_dra_rdma_result aligned_dra_rdma_state
