@@ -315,7 +315,11 @@ def gpu_watchers(args: argparse.Namespace, opts: Any, driver: Any, kube: Any, me
     usage = args.usage == "on" and bool(opts.device_options.get("gpus", True))
     operations = tuple(op for op, on in (("usage", usage), ("reclaim", args.reclaim == "evict")) if on)
     reader = NvmlReader(procfs_root=opts.procfs_root, metrics=metrics, operations=operations or ("usage",))
-    claims = lambda: driver.checkpoint.claims  # noqa: E731 -- replaced whole under the state lock: read without it
+
+    def claims() -> Any:
+        # replaced whole under the state lock: read without it
+        return driver.checkpoint.claims
+
     reclaimer = None
     if args.reclaim == "evict":
         from .reclaim import Reclaimer

@@ -147,7 +147,7 @@ class NvmlReader:
         """What an NVML exception of a GPU means: ``gone``, ``uninitialized`` (NVML started again at the next
         poll), ``nvml`` (another NVML error) or ``other`` (not NVML's)."""
         nvml_error = getattr(self.nvml, "NVMLError", None)
-        if not (isinstance(nvml_error, type) and isinstance(exc, nvml_error)):
+        if not (isinstance(nvml_error, type) and issubclass(type(exc), nvml_error)):
             return "other"
         value = getattr(exc, "value", None)
         if value in {getattr(self.nvml, n, None) for n in ("NVML_ERROR_NOT_FOUND", "NVML_ERROR_GPU_IS_LOST")} - {None}:

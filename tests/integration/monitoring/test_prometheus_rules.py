@@ -27,7 +27,7 @@ def labels_of(selector: str) -> dict[str, str]:
 
 def expected(alert: str, series: str, value: str = "") -> dict:
     """The alert as promtool reports it: the series' labels, the severity, and the annotations filled in."""
-    labels = {k: v for k, v in labels_of(series).items()}
+    labels = dict(labels_of(series))
     rule = RULES[alert]
 
     def fill(text: str) -> str:

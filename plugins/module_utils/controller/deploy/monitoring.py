@@ -35,8 +35,6 @@ import ipaddress
 import json
 import re
 
-import yaml
-
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import (
     monitoring_dashboard,
     monitoring_rules,
@@ -256,7 +254,9 @@ def objects(
                 "spec": {
                     "jobLabel": "app.kubernetes.io/name",
                     "selector": {"matchLabels": dict(POD_LABELS)},
-                    "podMetricsEndpoints": [_endpoint(s, name, "__meta_kubernetes_pod_node_name") for name, _ in ports],
+                    "podMetricsEndpoints": [
+                        _endpoint(s, name, "__meta_kubernetes_pod_node_name") for name, _number in ports
+                    ],
                 },
             }
         )
@@ -291,7 +291,9 @@ def objects(
                 "spec": {
                     "jobLabel": "app.kubernetes.io/name",
                     "selector": {"matchLabels": dict(LABELS, **{"app.kubernetes.io/component": "metrics"})},
-                    "endpoints": [_endpoint(s, port, "__meta_kubernetes_endpoint_node_name") for port, _ in ports],
+                    "endpoints": [
+                        _endpoint(s, port, "__meta_kubernetes_endpoint_node_name") for port, _number in ports
+                    ],
                 },
             },
         ]
@@ -336,14 +338,14 @@ def scrape_config(
             },
             {
                 "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                "regex": "|".join(name for name, _ in ports),
+                "regex": "|".join(name for name, _number in ports),
                 "action": "keep",
             },
             {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
         ]
     else:
         entry["static_configs"] = [
-            {"targets": [_target(addresses[node], number) for _, number in ports], "labels": {"node": node}}
+            {"targets": [_target(addresses[node], number) for _name, number in ports], "labels": {"node": node}}
             for node in sorted(addresses)
         ]
     return entry
@@ -355,6 +357,8 @@ def _target(address: str, port: int) -> str:
 
 def _yaml(data: Any, **options: Any) -> str:
     # plain types first: the role's values are str subclasses (Ansible's tagged strings) YAML cannot represent
+    import yaml  # here, not at the top: module_utils import without PyYAML (ansible-test sanity import)
+
     return yaml.safe_dump(json.loads(json.dumps(data)), **options)
 
 

@@ -145,7 +145,7 @@ def test_checked_share_of_a_whole_gpu_is_none():
 
 def test_time_slicing_on_a_share_is_refused_naming_the_field():
     with pytest.raises(ConfigError, match=r"^results\[0\].*sharing\.strategy is TimeSlicing.*consumedCapacity"):
-        share_limits.gpu_share(consumed(), {"sharing": {"strategy": "TimeSlicing"}}, WHERE.split(" ")[0])
+        share_limits.gpu_share(consumed(), {"sharing": {"strategy": "TimeSlicing"}}, WHERE.split(" ", maxsplit=1)[0])
     # a whole GPU time-sliced is what TimeSlicing is for
     assert share_limits.gpu_share({}, {"sharing": {"strategy": "TimeSlicing", "timeSlice": "Long"}}) is None
 

@@ -63,7 +63,11 @@ class Node(GpuNode):
         self.add_gpu(GPU_A, 80 * GIB, mps_server_gib=0.5, host_gib=1)
         self.add_gpu(GPU_B, 80 * GIB)
         self.loader = lambda: self.nvml
-        self.reader = NvmlReader(lambda: self.loader(), str(self.procfs), self.metrics, ("usage",))
+        self.reader = NvmlReader(self.load, str(self.procfs), self.metrics, ("usage",))
+
+    def load(self):
+        """NVML as the test's current loader gives it (a test swaps the loader to fail or go missing)."""
+        return self.loader()
 
     def claim(self, name: str, bus: str, request_gib: float | None, use_gib: float, known: bool = True) -> str:
         """A fractional claim with one pod using ``use_gib``; ``known``: its pod recorded by Prepare."""
@@ -230,7 +234,7 @@ def test_nvml_missing_leaves_only_the_flag_logs_once_and_counts(node, caplog):
     node.loader = missing
     watcher = node.watcher()
     with caplog.at_level(logging.DEBUG, "aligned_dra_driver.usage"):
-        for _ in range(3):
+        for _retry in range(3):
             node.reader.backoff.until = 0.0  # each retry is due
             watcher.poll_usage()
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -448,6 +452,6 @@ def test_each_step_keeps_its_own_interval_in_the_shared_thread(node):
     reclaimer.interval = 3600.0  # reclaim far less often than usage
     watcher = node.watcher(reclaimer)
     watcher.usage_interval = 0.0
-    for _ in range(3):
+    for _poll in range(3):
         watcher.tick()
     assert reclaimer.polls == 1 and watcher.usage_polls == 3
