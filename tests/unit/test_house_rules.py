@@ -12,10 +12,13 @@
   topology vocabulary; every module_utils file parses as Python 3.9, the
   oldest node Python, and so do the fake kernel and the VF writer that the
   Molecule nodes run.
-- The controller in layers (vocabulary, engines and models, stages): no
-  package imports a higher layer's, no import circle among its packages nor
-  among its files (imports inside functions counted), and no ``_private``
-  name taken from another package anywhere under ``module_utils``.
+- The controller in layers (vocabulary, engines and models, stages), read
+  from the table of docs/development.md's "Layers", which places every
+  controller package once: no package imports a higher layer's, no import
+  circle among its packages nor among its files (imports inside functions
+  counted), and no ``_private`` name taken from another package anywhere
+  under ``module_utils``.
+- No test file imports another.
 """
 
 from __future__ import annotations
@@ -141,28 +144,32 @@ def test_the_import_check_reads_all_import_forms(tmp_path):
 # -- the controller's layers and imports -----------------------------------------------------------
 
 CONTROLLER = MODULE_UTILS / "controller"
+DEVELOPMENT_DOC = REPO / "docs" / "development.md"
+LAYER_TABLE_HEADER = "| layer | packages | may import |"
+
+
+def layer_table(text: str) -> list[list[str]]:
+    """The packages of each row of the "Layers" section's table, bottom first, dotted (``schedulers.kueue``)."""
+    body = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    lines = body.split(LAYER_TABLE_HEADER + "\n", 1)[1].splitlines()
+    rows = []
+    for line in lines[1:]:  # below the |---| line, up to the table's end
+        if not line.startswith("|"):
+            break
+        packages = line.split("|")[2]
+        rows.append([name.strip("/").replace("/", ".") for name in packages.split("`")[1::2]])
+    return rows
+
+
+def layers(rows: list[list[str]]) -> dict[str, int]:
+    """``{package: its layer, 0 the lowest}`` (a package named in two rows keeps the higher: a test refuses it)."""
+    return {package: layer for layer, packages in enumerate(rows) for package in packages}
+
+
 # The layers of docs/development.md, bottom first: a package imports packages of its own layer or of a
-# lower one, never of a higher one. Every controller package is placed here (a new one must be).
-VOCABULARY, ENGINES, STAGES = 0, 1, 2
-LAYERS = {
-    "inputs": VOCABULARY,
-    "domains": VOCABULARY,
-    "topology": ENGINES,
-    "planner": ENGINES,
-    "claims": ENGINES,
-    "fabric": ENGINES,
-    "replay": ENGINES,
-    "report": ENGINES,
-    "deploy": ENGINES,
-    "gangs": ENGINES,
-    "teams": ENGINES,
-    "schedulers": ENGINES,
-    "schedulers.kueue": ENGINES,
-    "schedulers.kai": ENGINES,
-    "jobs": ENGINES,
-    "validation": STAGES,
-    "stages": STAGES,
-}
+# lower one, never of a higher one. Every controller package is placed there (a new one must be).
+LAYER_ROWS = layer_table(DEVELOPMENT_DOC.read_text(encoding="utf-8"))
+LAYERS = layers(LAYER_ROWS)
 
 
 def dotted_modules(root: Path) -> dict[str, Path]:
@@ -291,8 +298,26 @@ def test_no_private_name_is_imported_across_packages():
 
 def test_the_controller_packages_import_only_their_layer_and_lower_ones():
     graph = package_graph()
-    assert {"inputs", "domains", "gangs", "validation"} <= set(LAYERS)
+    assert LAYERS["inputs"] < LAYERS["gangs"] < LAYERS["validation"]
     assert layer_breaches(graph, LAYERS) == []
+
+
+def test_the_layer_table_places_each_controller_package_once_and_names_no_other():
+    placed = [package for packages in LAYER_ROWS for package in packages]
+    assert sorted(p for p in set(placed) if placed.count(p) > 1) == [], "packages in more than one layer"
+    assert sorted(set(placed) - set(package_graph())) == [], "the table names folders that are no package"
+    assert sorted(set(package_graph()) - set(placed)) == [], "controller packages in no layer"
+
+
+def test_the_layer_table_reader_reads_the_rows_bottom_first():
+    text = (
+        "# x\n\n## Layers\n\nprose naming `node/`\n\n"
+        f"{LAYER_TABLE_HEADER}\n|---|---|---|\n"
+        "| words | `a/`, `b/` | words |\n| engines | `c/`, `c/d/` | `a/` and below |\n\n"
+        "after the table, `e/`\n\n## Next\n\n| later | `f/` | x |\n"
+    )
+    assert layer_table(text) == [["a", "b"], ["c", "c.d"]]
+    assert layers(layer_table(text)) == {"a": 0, "b": 0, "c": 1, "c.d": 1}
 
 
 def test_the_circle_check_finds_a_circle_through_several_packages():
@@ -362,44 +387,6 @@ NODE_SIDE_TEST_HELPERS = sorted((REPO / "tests" / "support" / "node_side").rglob
 )
 def test_module_utils_parse_as_python_3_9(path):
     ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 9))
-
-
-# -- the map of packages in docs/development.md --------------------------------------------------
-
-DEVELOPMENT_DOC = REPO / "docs" / "development.md"
-# tests/unit and tests/integration mirror the code layout below them: one line each in the map.
-MIRRORS = ("tests/unit", "tests/integration")
-
-
-def python_packages() -> list[str]:
-    """Every folder of plugins/, driver/ and tests/ that holds Python (mirrors counted once), as ``path/``."""
-    found = set()
-    for tree in ("plugins", "driver", "tests"):
-        for path in (REPO / tree).rglob("*.py"):
-            folder = path.parent.relative_to(REPO).as_posix()
-            if "__pycache__" in folder or folder.startswith("tests/output"):
-                continue
-            mirror = next((m for m in MIRRORS if folder == m or folder.startswith(m + "/")), None)
-            found.add(f"{mirror or folder}/")
-    return sorted(found)
-
-
-def package_map(text: str) -> set[str]:
-    """The paths the "Package map" section's table names in its first column."""
-    section = text.split("\n## Package map\n", 1)[1].split("\n## ", 1)[0]
-    return {row.split("`")[1] for row in section.splitlines() if row.startswith("| `")}
-
-
-def test_the_package_map_names_every_package_once():
-    assert "plugins/module_utils/controller/domains/" in python_packages()
-    mapped = package_map(DEVELOPMENT_DOC.read_text(encoding="utf-8"))
-    assert [p for p in python_packages() if p not in mapped] == [], "packages missing from the map"
-    assert [p for p in sorted(mapped) if p not in python_packages()] == [], "the map names folders that hold no code"
-
-
-def test_the_package_map_check_reads_the_table():
-    text = "# x\n\n## Package map\n\n| path | what |\n|---|---|\n| `a/` | one |\n| `b/c/` | two |\n\n## Next\n| `d/` | no |\n"
-    assert package_map(text) == {"a/", "b/c/"}
 
 
 # -- test files are not libraries -----------------------------------------------------------------

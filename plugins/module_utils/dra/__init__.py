@@ -9,7 +9,9 @@
 - ``device_model``: one model of a node's devices joined with the probe, for the planner, the site
   summaries and the report;
 - ``labels``: Kubernetes label names and values, and the labels the collection sets (shared by the
-  teams and the placement of jobs).
+  teams and the placement of jobs);
+- ``scheduler_counts``: what schedulers other than kube-scheduler count as a GPU (KAI Scheduler's
+  rule by name).
 
 The driver's wheel vendors this package as it is (``driver/build_backend.py``). It imports only
 ``node.topology`` (the parsers and vocabulary), never the controller side.

@@ -1,2 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""DeviceClasses and ResourceClaimTemplates for a site, rendered and checked per Kubernetes minor."""
+"""DeviceClasses and ResourceClaimTemplates for a site, rendered and checked per Kubernetes minor.
+
+- ``render``: the DeviceClasses and ResourceClaimTemplates per minor;
+- ``burst``: the burstable fractional template beside the fractional one (a request, a limit above
+  it); its ``render`` is ``render.render`` plus that template, what the ``claims_render`` stage calls;
+- ``tolerations``: the site's device taint tolerations, checked and put in every template's requests;
+- ``rails``: the rail templates for the workers of a multi-node job on a rail-optimised fabric.
+"""

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The vocabulary of topology levels (block, rack, NVLink clique, ...) and each node's domains at them.
 
-- ``problems``: the placement's error, a host's problem and how both are said (the names
+- ``shared``: the placement's error, a host's problem and how both are said (the names
   of the variables, the check of a level's name and label, problems grouped by host);
 - ``presets``: the providers' presets of levels and the sources a level is read from;
 - ``level_specs``: the levels read from the cluster or named by a preset, checked;

@@ -1,4 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The allocation planner (claims placed on the site's devices as kube-scheduler would) and
 utilization measured from published slices and claims, on the same device model.
+
+- ``allocator``: one claim placed on one node's devices;
+- ``plan``: how many claims of each template fit on each node (``plan.json``);
+- ``inputs``: the planner's input loaded from the modules' options (objects, topologies or slices);
+- ``rails``: which rail each allocated NIC is on, and how many claims fit per rail;
+- ``thin``: the thin ratio of burstable templates (GPU memory promised over GPU memory there is);
+- ``gpu_counts``: per node, the GPUs its drivers publish beside those KAI Scheduler would count;
+- ``utilization``: the devices in use, measured from ResourceSlices and ResourceClaims;
+- ``held``: the devices a site's claims hold now, read from this run's ``utilization.json``.
 """

@@ -1,4 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The site's topology as the controller sees it: the slim node fact and its store, node and site
-summaries over the device model, and the accounting of nodes that failed a stage.
+"""The site's topology as the controller sees it.
+
+- ``fact``: the slim node fact ``aligned_dra_topology`` and where the whole topology is kept;
+- ``summary``: node and site summaries over the device model (the topology role's site summary,
+  the report);
+- ``accounting``: which of a site's nodes failed a stage, and how.
 """

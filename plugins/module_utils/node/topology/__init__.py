@@ -22,6 +22,8 @@ device kinds, levels); its parts:
   (``numa``, ``pci_walk``, ``netdevs``, ``rdma``, ``gpus``) and the GPU x NIC
   ``levels``;
 - ``rails``: :func:`assign`, the rail of each RDMA NIC under a site's rule;
+- ``rail_record``: the driver's record of the NICs it saw on the host (NICs out of the host's
+  view read as last seen);
 - ``addresses``: :func:`ipv4_addresses`, read on a live node (the ``subnet`` rule).
 
 Node and site summaries and the accounting of failed nodes are controller
