@@ -5,8 +5,9 @@
 
 Each host's ``aligned_dra_topology`` and ``aligned_dra_site`` are read once
 from ``hostvars``; the fact's whole topology is read from the run's store one
-node at a time (:mod:`module_utils.topology_fact`), and the files are written
-by :mod:`module_utils.json_file`, which the module uses too. Run once per play (``run_once``): one call writes
+node at a time (:mod:`controller.topology.fact`), and the files are written by
+the ``topology_output`` stage (:func:`controller.stages.topology_output.run`),
+which the module runs too. Run once per play (``run_once``): one call writes
 every node's file, instead of one worker round per node.
 """
 
@@ -16,8 +17,8 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aligned.dra.plugins.module_utils import json_file
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import site_of
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, topology_output
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 
 
@@ -47,22 +48,13 @@ class ActionModule(ActionBase):
             topology = facts.get("aligned_dra_topology") if host in args["hosts"] else None
             if topology is not None:
                 nodes[host] = {"site": site, "topology": topology}
-        entries, problem = json_file.node_entries(nodes, sorted(set(sites)))
-        if problem:
-            result.update(failed=True, msg=problem)
-            return result
+        params = {"output_dir": args["output_dir"], "nodes": nodes, "sites": sorted(set(sites))}
         try:
-            written = json_file.write_node_files(
-                args["output_dir"], entries, sorted(set(sites)), self._task.check_mode, topology_fact.full_topology
+            outcome = topology_output.run(
+                params, self._task.check_mode, self._task.diff, load=topology_fact.full_topology
             )
-        except (json_file.JsonFileError, topology_fact.TopologyFactError) as exc:
-            result.update(failed=True, msg=str(exc))
+        except StageError as exc:
+            result.update(failed=True, msg=str(exc), **exc.fields)
             return result
-        result.update(changed=bool(written), written=written, nodes=len(entries))
-        if written and self._task.diff:
-            result["diff"] = {
-                "before": "",
-                "after": "".join(path + "\n" for path in written),
-                "after_header": "files written",
-            }
+        result.update(outcome)
         return result

@@ -4,7 +4,9 @@
 - ``site``: which site (``aligned_dra_site``) and Kubernetes node
   (``aligned_dra_driver_node_name``) a host is, read in one place, and the shape
   checks of the modules' free-form inputs (Kubernetes objects, topologies, the plan),
-  which raise :class:`site.InputError` naming the option and the path inside it.
+  which raise :class:`site.InputError` naming the option and the path inside it;
+- ``settings_checks``: the checks the team settings and the schedulers' settings
+  share (known keys, label maps, DeviceClass keys), each raising its caller's error.
 
 It imports no other controller package.
 """

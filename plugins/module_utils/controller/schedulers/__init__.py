@@ -8,8 +8,9 @@ an engine runs; :func:`uses_kueue` and :func:`uses_kai` ask it for one.
 
 Each scheduler package offers the same small interface, a module each:
 
-- settings: KAI's ``kai.settings``; Kueue's part of ``aligned_dra_teams``
-  (``kueue``) is still read with the team settings (``teams.settings``);
+- settings: ``kueue.settings`` and ``kai.settings``, each scheduler's part of
+  ``aligned_dra_teams`` (the site's ``kueue`` or ``kai`` and its keys of each
+  team), checked when the team settings (``teams.settings``) are read;
 - objects: ``render`` of ``kueue.objects`` and ``kai.objects``, the scheduler's
   objects for the site's teams;
 - checks: ``validate_objects`` of ``kueue.checks`` and ``kai.checks``, the objects
@@ -19,8 +20,8 @@ Each scheduler package offers the same small interface, a module each:
 - gangs: what a multi-node job carries for the scheduler (``kueue.gangs``: the
   queue and the topology annotation; ``kai.gangs``: its PodGroup).
 
-Packages and modules: :mod:`kueue` (``api``, ``schemas``, ``objects``,
-``mappings``, ``checks``, ``what_if``, ``gangs``), :mod:`kai` (``api``,
+Packages and modules: :mod:`kueue` (``api``, ``schemas``, ``settings``,
+``objects``, ``mappings``, ``checks``, ``what_if``, ``gangs``), :mod:`kai` (``api``,
 ``schemas``, ``settings``, ``objects``, ``admission``, ``checks``,
 ``fair_share``, ``gangs``), and :mod:`crd_checks`: a CRD's objects checked as
 its API server would (both schedulers' ``checks``).

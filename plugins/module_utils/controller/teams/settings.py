@@ -3,11 +3,14 @@
 
 :func:`settings` checks the tiers (laid over :data:`DEFAULT_TIERS`), the
 extended resource names and oversubscription factors per DeviceClass, the
-engine and its ``kueue`` settings, and every team (namespaces, labels, tier,
-templates, quotas, borrowing and lending limits), and returns the checked
-settings that :mod:`render` and :mod:`kueue` turn into objects.
-:func:`teams_by_namespace` reads only the namespaces of each team. A setting
-that cannot be used raises :class:`TeamsError`, whose message names it.
+engine, and every team (namespaces, labels, tier, templates, quotas, borrowing
+and lending limits), and returns the checked settings that :mod:`render` and
+the schedulers turn into objects. Kueue's part (``kueue``, a team's
+``node_group`` and capacity amounts) is checked, in its turn, by
+``schedulers.kueue.settings``, which raises its ``KueueError`` (a
+``SchedulerError``). :func:`teams_by_namespace` reads only the namespaces of
+each team. Any other setting that cannot be used raises :class:`TeamsError`,
+whose message names it.
 
 Runs on the controller; no Ansible imports.
 """
@@ -18,9 +21,9 @@ import copy
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
-from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import settings_checks as checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import settings as kueue_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
-from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import is_label_name, is_label_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,51 +74,26 @@ TEAM_KEYS = (
 SETTINGS_KEYS = ("tiers", "teams", "oversubscription", "extended_resources", "engine", "kueue", "kai")
 # the team keys only one engine reads (checked by that engine's module)
 KAI_TEAM_KEYS = ("over_quota_weight", "kai")
-KUEUE_KEYS = ("cohort", "node_groups", "resource_names", "what_if")
-NODE_GROUP_KEYS = ("node_labels",)
-WHAT_IF_KEYS = ("team", "name", "class", "devices", "tier", "running")
 MAX_PRIORITY = 1000000000  # user-defined PriorityClasses stay at or below one billion
-MAX_AMOUNT = 2**63 - 1  # quotas are int64 quantities in the API
 
 
 class TeamsError(ValueError):
     """Team settings that cannot be rendered; the message names the setting."""
 
 
-def _label_map(where: str, raw: Any) -> dict[str, str]:
-    """Labels (namespace or node labels) from settings, each name and value checked."""
-    labels = raw or {}
-    if not isinstance(labels, dict):
-        raise TeamsError(f"{where} must map label names to strings")
-    for label, value in labels.items():
-        if not is_label_name(label):
-            raise TeamsError(f"{where}: {label!r} is not a valid label name")
-        if not is_label_value(value):
-            raise TeamsError(f"{where}.{label}: {value!r} is not a valid label value (quote numbers)")
-    return dict(labels)
-
-
 def _check_keys(where: str, value: Any, known: tuple[str, ...]) -> None:
-    if not isinstance(value, dict):
-        raise TeamsError(f"{where} must be a mapping")
-    unknown = sorted(set(value) - set(known))
-    if unknown:
-        raise TeamsError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+    """``value`` is a mapping of ``known`` keys only."""
+    checks.check_keys(where, value, known, TeamsError)
+
+
+def _resolve_class(where: str, key: str, classes: dict[str, Any], keys: dict[str, str]) -> str:
+    """A class key (``gpu``) or DeviceClass name (``aligned-gpu``) to the DeviceClass name."""
+    return checks.resolve_class(where, key, classes, keys, TeamsError)
 
 
 def class_names(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``{name: DeviceClass}`` of the rendered claim objects."""
     return {o["metadata"]["name"]: o for o in objects if o.get("kind") == "DeviceClass"}
-
-
-def _resolve_class(where: str, key: str, classes: dict[str, Any], keys: dict[str, str]) -> str:
-    """A class key (``gpu``) or DeviceClass name (``aligned-gpu``) to the DeviceClass name."""
-    name = keys.get(key, key)
-    if name not in classes:
-        raise TeamsError(
-            f"{where}: {key!r} is not a DeviceClass of this site (classes: {', '.join(sorted(classes)) or 'none'})"
-        )
-    return name
 
 
 def settings(
@@ -139,7 +117,7 @@ def settings(
     engine = raw.get("engine", schedulers.DEFAULT_ENGINE)
     if engine not in schedulers.ENGINES:
         raise TeamsError(f"aligned_dra_teams.engine must be one of {', '.join(schedulers.ENGINES)} (got {engine!r})")
-    kueue = _kueue_settings(raw.get("kueue"), engine, classes, keys, tiers)
+    kueue = kueue_settings.site_settings(raw.get("kueue"), engine, classes, keys, tiers)
     if not schedulers.uses_kai(engine) and raw.get("kai"):
         raise TeamsError(f"aligned_dra_teams.kai is set but engine is {engine}; set engine: kai")
     site = {
@@ -152,7 +130,7 @@ def settings(
     }
     teams = _teams(raw.get("teams") or [], site)
     if engine == schedulers.KUEUE:
-        _check_kueue_extended_resources(teams, extended)
+        kueue_settings.check_extended_resources(teams, extended)
     return {
         "tiers": tiers,
         "teams": teams,
@@ -266,13 +244,7 @@ def _teams(teams_raw: Any, site: dict[str, Any]) -> list[dict[str, Any]]:
         for key in KAI_TEAM_KEYS:
             if key in team and not schedulers.uses_kai(site["engine"]):
                 raise TeamsError(f"{where}.{key} is read by engine kai only (engine is {site['engine']})")
-        node_group = team.get("node_group")
-        node_groups = site["node_groups"]
-        if node_group is not None and (not isinstance(node_group, str) or node_group not in node_groups):
-            raise TeamsError(
-                f"{where}.node_group {node_group!r} is not one of aligned_dra_teams.kueue.node_groups "
-                f"({', '.join(sorted(node_groups)) or 'none set'})"
-            )
+        node_group = kueue_settings.team_node_group(where, team, site["node_groups"])
         teams.append(
             {
                 "name": name,
@@ -337,7 +309,7 @@ def _team_tier_and_access(
     tier = team.get("tier", DEFAULT_TIER)
     if tier not in tiers:
         raise TeamsError(f"{where}.tier {tier!r} is not one of {', '.join(sorted(tiers))}")
-    labels = _label_map(f"{where}.labels", team.get("labels"))
+    labels = checks.label_map(f"{where}.labels", team.get("labels"), TeamsError)
     if ADMIN_ACCESS_LABEL in labels:
         raise TeamsError(f"{where}.labels: set admin_access: true instead of the {ADMIN_ACCESS_LABEL} label")
     admin = team.get("admin_access", False)
@@ -374,19 +346,6 @@ def _team_amounts(
     return quotas, limits
 
 
-def _check_kueue_extended_resources(teams: list[dict[str, Any]], extended: dict[str, str]) -> None:
-    """Engine kueue alone: no quota on a class with an extended resource name (Kueue does not count those)."""
-    for team in teams:
-        for cls in sorted(set(team["quotas"]) & set(extended)):
-            # Pods asking for the extended resource get claims Kueue counts only with its alpha
-            # KueueDRAIntegrationExtendedResource gate; without a ResourceQuota they would be uncapped.
-            raise TeamsError(
-                f"aligned_dra_teams.teams[{team['name']}].quotas: {cls} has the extended resource name "
-                f"{extended[cls]!r}, whose requests Kueue does not count by default; use engine both, so "
-                "that a ResourceQuota caps them, or leave the extended resource out"
-            )
-
-
 def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str], engine: str) -> dict[str, int | str]:
     """``{DeviceClass: devices}``; a quantity string (GPU memory) only where Kueue counts it."""
     amounts: dict[str, int | str] = {}
@@ -397,91 +356,13 @@ def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str]
     for key, count in raw.items():
         cls = _resolve_class(where, key, classes, keys)
         if isinstance(count, str):
-            # consumable capacity: Kueue counts the memory a claim requests, a ResourceQuota only devices
-            if engine != schedulers.KUEUE:
-                raise TeamsError(
-                    f"{where}.{key}: {count!r} is an amount of capacity, which only engine kueue counts "
-                    f"(a ResourceQuota counts devices); give a device count or set engine: kueue"
-                )
-            try:
-                value = dra_cel.parse_quantity(count)
-                if value < 0:
-                    raise ValueError("negative")
-            except ValueError:
-                raise TeamsError(f"{where}.{key}: {count!r} is not a non-negative Kubernetes quantity") from None
-            if count.strip().isdigit():
-                # "16" is a quoted device count, which as capacity would be 16 bytes of GPU memory
-                raise TeamsError(
-                    f"{where}.{key}: {count!r} has no unit; give a device count as a number (16) "
-                    "or GPU memory with its unit (80Gi)"
-                )
-            if value > MAX_AMOUNT:
-                raise TeamsError(f"{where}.{key}: {count!r} is larger than Kubernetes quantities go")
-        elif isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_AMOUNT:
+            kueue_settings.check_capacity_amount(where, key, count, engine)
+        elif isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= checks.MAX_AMOUNT:
             raise TeamsError(f"{where}.{key} must be a non-negative integer (got {count!r})")
         if cls in amounts:
             raise TeamsError(f"{where}: {key!r} names {cls} a second time")
         amounts[cls] = count
     return amounts
-
-
-def _kueue_settings(
-    raw: Any, engine: str, classes: dict[str, Any], keys: dict[str, str], tiers: dict[str, Any]
-) -> dict[str, Any]:
-    """``aligned_dra_teams.kueue``: the cohort, node groups, resource names and the what-if workloads."""
-    if raw is None:
-        raw = {}
-    _check_keys("aligned_dra_teams.kueue", raw, KUEUE_KEYS)
-    if raw and not schedulers.uses_kueue(engine):
-        raise TeamsError(f"aligned_dra_teams.kueue is set but engine is {engine}; set engine: kueue or both")
-    cohort = raw.get("cohort")
-    if cohort is not None and not dra.is_dns_label(cohort):
-        raise TeamsError(f"aligned_dra_teams.kueue.cohort {cohort!r} is not a DNS label")
-    node_groups: dict[str, dict[str, Any]] = {}
-    raw_groups = {} if raw.get("node_groups") is None else raw["node_groups"]
-    if not isinstance(raw_groups, dict):
-        raise TeamsError("aligned_dra_teams.kueue.node_groups must map node group names to settings")
-    for name, options in raw_groups.items():
-        where = f"aligned_dra_teams.kueue.node_groups.{name}"
-        if not dra.is_dns_subdomain(name):
-            raise TeamsError(f"{where}: {name!r} is not a DNS subdomain (it names a ResourceFlavor)")
-        options = options or {}
-        _check_keys(where, options, NODE_GROUP_KEYS)
-        node_groups[name] = {"node_labels": _label_map(f"{where}.node_labels", options.get("node_labels"))}
-    raw_names = {} if raw.get("resource_names") is None else raw["resource_names"]
-    if not isinstance(raw_names, dict):
-        raise TeamsError("aligned_dra_teams.kueue.resource_names must map DeviceClasses to resource names")
-    names: dict[str, str] = {}
-    for key, name in raw_names.items():
-        cls = _resolve_class("aligned_dra_teams.kueue.resource_names", key, classes, keys)
-        if cls in names:
-            # Kueue maps a DeviceClass to exactly one logical resource
-            raise TeamsError(f"aligned_dra_teams.kueue.resource_names: {key!r} names {cls} a second time")
-        if not isinstance(name, str) or not is_label_name(name):
-            raise TeamsError(f"aligned_dra_teams.kueue.resource_names.{key}: {name!r} is not a resource name")
-        names[cls] = name
-    raw_what_if = [] if raw.get("what_if") is None else raw["what_if"]
-    if not isinstance(raw_what_if, list) or not all(isinstance(w, dict) for w in raw_what_if):
-        raise TeamsError("aligned_dra_teams.kueue.what_if must be a list of workloads (mappings)")
-    what_if = []
-    for index, workload in enumerate(raw_what_if):
-        where = f"aligned_dra_teams.kueue.what_if[{index}]"
-        _check_keys(where, workload, WHAT_IF_KEYS)
-        workload = dict(workload)
-        for key in ("team", "name", "class"):
-            if not isinstance(workload.get(key), str) or not workload[key]:
-                raise TeamsError(f"{where}.{key} must be a name (got {workload.get(key)!r})")
-        if "tier" in workload and (not isinstance(workload["tier"], str) or workload["tier"] not in tiers):
-            raise TeamsError(f"{where}.tier {workload['tier']!r} is not one of {', '.join(sorted(tiers))}")
-        devices = workload.get("devices", 1)
-        if isinstance(devices, bool) or not isinstance(devices, (int, str)):
-            raise TeamsError(f"{where}.devices must be a device count or a capacity amount (got {devices!r})")
-        # a class key (gpu) or the DeviceClass name
-        workload["class"] = _resolve_class(f"{where}.class", workload["class"], classes, keys)
-        if not isinstance(workload.get("running", False), bool):
-            raise TeamsError(f"{where}.running must be true or false")
-        what_if.append(workload)
-    return {"cohort": cohort, "node_groups": node_groups, "resource_names": names, "what_if": what_if}
 
 
 def teams_by_namespace(raw_or_conf: dict[str, Any] | None) -> dict[str, str]:

@@ -7,6 +7,7 @@ import kubernetes_validate
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import KueueError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
@@ -325,7 +326,7 @@ def test_bad_engine_settings_name_the_setting(change, message):
 
 def test_engine_kueue_refuses_a_quota_class_with_an_extended_resource_name_and_both_takes_it():
     raw = dict(KUEUE_TEAMS, extended_resources={"gpu": "example.com/gpu"})
-    with pytest.raises(teams_settings.TeamsError) as err:
+    with pytest.raises(KueueError) as err:
         render(raw)
     assert "aligned_dra_teams.teams[vision].quotas: aligned-gpu has the extended resource name" in str(err.value)
     quotas = by_kind(render(dict(raw, engine="both")))["ResourceQuota"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
@@ -44,8 +45,8 @@ SITE_TEAMS = [
     {"name": "batch", "tier": "opportunistic", "quotas": {"gpu": 8}, "templates": ["fractional-gpu"]},
 ]
 
-# the team model's refusals and KAI's own
-REFUSED = (TeamsError, kai_api.KaiError)
+# the team model's refusals and the schedulers' (KAI's own, Kueue's for its settings)
+REFUSED = (TeamsError, schedulers.SchedulerError)
 
 
 def claim_objects(settings: dict | None = None) -> list[dict]:
