@@ -3,14 +3,15 @@
 
 DaemonSet mode through playbooks/driver.yml: the site's rails file written
 once, in a ConfigMap the DaemonSet mounts, ``--rails-file`` in its
-arguments; a changed rule changes the ConfigMap and not the pod template; no
-rule anywhere, none of it; a run with ``--limit`` still writes every node of
-the site; with a kubeconfig, the ConfigMap lands on the strict fake API server
+arguments, by a run with ``--limit`` as by the whole site's (every node of the
+site in the file); a changed rule changes the ConfigMap and not the pod
+template; no rule anywhere, none of it; with a kubeconfig, the ConfigMap lands on the strict fake API server
 (tests/support/fakes/apiserver/) and is removed once the site has no rails. Host
 mode: the unit's ``--rails-file`` (rendered from the role's template), the
 node's copy of the file (the role's own tasks, in check mode with a diff,
-then for real), and ``state: absent`` removing it from the node and the
-controller.
+then for real). ``state: absent`` removing it from the node and the
+controller is tested with the rest of removal
+(tests/integration/roles/test_driver_role_removal.py).
 """
 
 from __future__ import annotations
@@ -75,14 +76,19 @@ def written(tmp_path: Path) -> tuple[dict | None, dict | None, dict]:
 
 def test_daemonset_mode_hands_the_site_file_to_the_driver_and_a_rule_change_rolls_no_pod(tmp_path):
     rules = {"node-a": PCI, "node-b": NAMES, "node-c": None}
-    first = driver_play(tmp_path, rules)
+    # --limit node-b first: the one ConfigMap every node's driver reads still holds node-a, or its driver
+    # would drop rail
+    first = driver_play(tmp_path, rules, "--limit", "node-b")
+    assert "node-a" not in first.stdout.split("PLAY RECAP")[-1]  # node-a was not in the play
     assert first.stdout.count("TASK [aligned.dra.driver : Cluster | Write the site's rails file]") == 1
     rails, configmap, daemonset = written(tmp_path)
     assert rails["nodes"] == {"node-a.example.com": 0, "node-b.example.com": 1}
+    assert rail_rule.rule_for_node(rails, "node-a.example.com") == rail_rule.check_rule(PCI)
     assert rail_rule.rule_for_node(rails, "node-b.example.com") == rail_rule.check_rule(NAMES)
     assert json.loads(configmap["data"]["rails.json"]) == rails
     container = daemonset["spec"]["template"]["spec"]["containers"][0]
     assert "--rails-file=/etc/aligned-dra/rails/rails.json" in container["args"]
+    # the whole site's run writes the same file: nothing changes
     assert recap(driver_play(tmp_path, rules).stdout)["changed"] == 0
 
     changed = driver_play(tmp_path, {**rules, "node-c": {"by": "map", "map": {"0000:1d:00.0": 0}}})
@@ -95,19 +101,6 @@ def test_daemonset_mode_hands_the_site_file_to_the_driver_and_a_rule_change_roll
     rails, configmap, daemonset = written(tmp_path)
     assert (rails, configmap) == (None, None)
     assert not [a for a in daemonset["spec"]["template"]["spec"]["containers"][0]["args"] if "rails" in a]
-
-
-def test_a_limited_run_keeps_every_node_of_the_site_in_the_file(tmp_path):
-    # --limit node-b: the one ConfigMap every node's driver reads still holds node-a, or its driver would drop rail
-    rules = {"node-a": PCI, "node-b": NAMES, "node-c": None}
-    proc = driver_play(tmp_path, rules, "--limit", "node-b")
-    assert "node-a" not in proc.stdout.split("PLAY RECAP")[-1]  # node-a was not in the play
-    rails, configmap, _daemonset = written(tmp_path)
-    assert rails["nodes"] == {"node-a.example.com": 0, "node-b.example.com": 1}
-    assert rail_rule.rule_for_node(rails, "node-a.example.com") == rail_rule.check_rule(PCI)
-    assert json.loads(configmap["data"]["rails.json"]) == rails
-    # and the whole site's run writes the same file: nothing changes
-    assert recap(driver_play(tmp_path, rules).stdout)["changed"] == 0
 
 
 @pytest.fixture
@@ -210,39 +203,3 @@ def test_the_node_gets_the_file_with_check_mode_and_diff_and_no_restart(tmp_path
     tasks = yaml.safe_load((REPO / "roles" / "driver" / "tasks" / "host.yml").read_text())
     for task in (t for t in tasks if "rails file" in t["name"]):
         assert task["notify"] == "aligned-dra driver node changed"
-
-
-@pytest.mark.slow
-def test_state_absent_removes_the_rails_file_from_the_node_and_the_controller(tmp_path):
-    root = tmp_path / "node"
-    for name in ("opt/venv", "etc", "state", "kubelet/plugins/dra.aligned.dev", "cdi", "mps"):
-        (root / name).mkdir(parents=True)
-    (root / "etc" / "kubeconfig").write_text("apiVersion: v1\n")
-    (root / "etc" / "rails.json").write_text('{"version": 1, "rules": [], "nodes": {}}\n')
-    (root / "etc" / "sriov.json").write_text("{}\n")  # the network role's: keeps the directory
-    (root / "state" / "checkpoint.json").write_text('{"version": 1, "claims": {}}\n')
-    review = tmp_path / "output" / "lab" / "driver" / "rails.json"
-    review.parent.mkdir(parents=True)
-    review.write_text("{}\n")
-    host = {
-        "aligned_dra_output_dir": str(tmp_path / "output"),
-        "aligned_dra_site": "lab",
-        "aligned_dra_rails": PCI,  # the rule is still set: state absent removes the file all the same
-        "aligned_dra_driver_state": "absent",
-        "aligned_dra_driver_prefix": str(root / "opt"),
-        "aligned_dra_driver_config_dir": str(root / "etc"),
-        "aligned_dra_driver_state_dir": str(root / "state"),
-        "aligned_dra_driver_kubelet_dir": str(root / "kubelet"),
-        "aligned_dra_driver_cdi_dir": str(root / "cdi"),
-        "aligned_dra_driver_mps_root": str(root / "mps"),
-    }
-    inv = write_inventory(tmp_path / "inventory.yml", {"node-a": host}, {})
-    rehearsed = run_playbook(inv, PLAYBOOKS / "driver.yml", "--check")
-    assert rehearsed.returncode == 0, rehearsed.stdout + rehearsed.stderr
-    assert (root / "etc" / "rails.json").exists() and review.exists()
-    proc = run_playbook(inv, PLAYBOOKS / "driver.yml")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(p.name for p in (root / "etc").iterdir()) == ["sriov.json"]
-    assert not review.exists()
-    again = run_playbook(inv, PLAYBOOKS / "driver.yml")
-    assert again.returncode == 0 and recap(again.stdout)["changed"] == 0, again.stdout

@@ -4,8 +4,10 @@
 The network roles write their boot-time state (rdma.json, sriov.json) into
 /etc/aligned-dra, the driver's configuration directory by default: removing
 the driver takes its kubeconfig and leaves their files, and removes the
-directory only when nothing else is in it. Runs on the controller (local
-connection) with every path of the role in a temporary directory.
+directory only when nothing else is in it. The site's rails file goes from the
+node and from the controller's output even while the rule is still set. Runs
+on the controller (local connection) with every path of the role in a
+temporary directory.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs impor
 )
 
 
-def remove(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def remove(tmp_path: Path, *args: str, **settings: object) -> subprocess.CompletedProcess:
     root = tmp_path / "node"
     host = {
         "aligned_dra_output_dir": str(tmp_path / "output"),
+        "aligned_dra_site": "lab",
         "aligned_dra_driver_state": "absent",
         "aligned_dra_driver_write": False,
         "aligned_dra_driver_prefix": str(root / "opt"),
@@ -34,6 +37,7 @@ def remove(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         "aligned_dra_driver_kubelet_dir": str(root / "kubelet"),
         "aligned_dra_driver_cdi_dir": str(root / "cdi"),
         "aligned_dra_driver_mps_root": str(root / "mps"),
+        **settings,
     }
     inv = write_inventory(tmp_path / "inventory.yml", {"node-a": host}, {})
     return run_playbook(inv, PLAYBOOKS / "driver.yml", *args)
@@ -50,17 +54,24 @@ def installed(tmp_path):
 
 
 @pytest.mark.slow
-def test_removal_keeps_the_network_state_next_to_the_kubeconfig(tmp_path, installed):
+def test_removal_keeps_the_network_state_next_to_the_kubeconfig_and_takes_the_rails_file(tmp_path, installed):
     (installed / "etc" / "sriov.json").write_text("{}\n")
-    check = remove(tmp_path, "--check")
+    (installed / "etc" / "rails.json").write_text('{"version": 1, "rules": [], "nodes": {}}\n')
+    review = tmp_path / "output" / "lab" / "driver" / "rails.json"  # the site's file as the controller wrote it
+    review.parent.mkdir(parents=True)
+    review.write_text("{}\n")
+    rails = {"aligned_dra_rails": {"by": "pci_order", "count": 2}}  # still set: state absent removes the file
+    check = remove(tmp_path, "--check", **rails)
     assert check.returncode == 0, check.output  # type: ignore[attr-defined]
     assert (installed / "etc" / "kubeconfig").exists()
+    assert (installed / "etc" / "rails.json").exists() and review.exists()
 
-    proc = remove(tmp_path)
+    proc = remove(tmp_path, **rails)
     assert proc.returncode == 0, proc.output  # type: ignore[attr-defined]
     assert sorted(p.name for p in (installed / "etc").iterdir()) == ["sriov.json"]
     assert not (installed / "opt").exists() and not (installed / "state").exists()
-    again = remove(tmp_path)
+    assert not review.exists()
+    again = remove(tmp_path, **rails)
     assert again.returncode == 0, again.output  # type: ignore[attr-defined]
     assert "changed=0" in again.output  # type: ignore[attr-defined]
 
