@@ -7,8 +7,8 @@ the split's settings."""
 
 from __future__ import annotations
 
-import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -109,14 +109,35 @@ def driver_rails_files(sites: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return files
 
 
+def _plain(value: Any) -> Any:
+    """A copy of ``value`` as plain dicts and lists. copy.deepcopy of the containers Ansible hands a filter
+    costs about a second per DaemonSet (each copy is a templating object); this walks the data once."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _with_own_daemonset(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int | None]:
+    """``objects`` as a new list whose DaemonSet (its position, or None) is a copy the caller may change; the
+    other objects are shared, unchanged."""
+    out = list(objects)
+    position = next((i for i, item in enumerate(out) if item.get("kind") == "DaemonSet"), None)
+    if position is not None:
+        out[position] = _plain(out[position])
+    return out, position
+
+
 def driver_rails_objects(objects: list[dict[str, Any]], document: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The objects with the site's rails file for the DaemonSet: a ConfigMap before it, mounted, ``--rails-file``.
 
     Without a rails file, or without a DaemonSet (host mode copies the file to the node), unchanged.
     """
-    out = [copy.deepcopy(item) for item in objects]
-    position = next((i for i, item in enumerate(out) if item.get("kind") == "DaemonSet"), None)
-    if not document or position is None:
+    if not document:
+        return list(objects)
+    out, position = _with_own_daemonset(objects)
+    if position is None:
         return out
     daemonset = out[position]
     meta = daemonset["metadata"]
@@ -167,10 +188,9 @@ def driver_monitoring_objects(
     """The objects with the site's monitoring (aligned_dra_monitoring): the DaemonSet's GPU plugin given NVML
     where use is measured, and the monitors, rules and dashboard after the rest. Off: unchanged."""
     value, settings, found = _monitoring_parts(settings)
-    out = [copy.deepcopy(item) for item in objects]
-    daemonset = next((item for item in out if item.get("kind") == "DaemonSet"), None)
-    if daemonset is not None and monitoring.nvml(value):
-        pod = daemonset["spec"]["template"]["spec"]
+    out, position = _with_own_daemonset(objects) if monitoring.nvml(value) else (list(objects), None)
+    if position is not None:
+        pod = out[position]["spec"]["template"]["spec"]
         gpu = next(item["container"] for item in found if driver_instances.runs_reclaim(item))
         container = next(item for item in pod["containers"] if item["name"] == gpu)
         monitoring.pod_spec(value, settings, pod, container)

@@ -4,6 +4,7 @@ Kubernetes, the scrape configuration, NVML for the GPU plugin, and every refusal
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -161,7 +162,10 @@ def test_without_the_operator_a_scrape_configuration_and_a_rule_file_are_written
 @pytest.mark.parametrize("split", ["", "gpu.aligned.dev"], ids=["one-plugin", "split"])
 def test_usage_gives_the_gpu_plugin_nvml_as_reclaim_does_and_usage_false_gives_nothing(split):
     settings = dict(DS, split_gpu_driver=split, monitoring={"grafana": True, "runtime_class": "nvidia"})
-    objects = driver_filter.driver_monitoring_objects(driver_instances.objects(settings), settings, {})
+    given = driver_instances.objects(settings)
+    before = copy.deepcopy(given)
+    objects = driver_filter.driver_monitoring_objects(given, settings, {})
+    assert given == before  # the DaemonSet changed is the filter's own copy
     (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["hostPID"] is True and pod["runtimeClassName"] == "nvidia"
