@@ -16,7 +16,8 @@
 - fractional GPUs: ``sharing`` (shareable devices, enforced limits), ``share_limits`` (a share's
   request and its limit), ``reclaim`` (``--reclaim=evict``: memory above a request taken back),
   ``usage`` (GPU use per claim through NVML), ``usage_metrics`` (its series at scrape time),
-  ``claim_pods`` (the pods of each prepared claim);
+  ``claim_pods`` (the pods of each prepared claim), ``polling`` (the thread both NVML watchers poll
+  in);
 - NICs: ``netdev`` (a PCI function's interfaces over netlink), ``netdev_addresses`` (a NIC's IPv4
   addresses and routes), ``netdev_hook`` (the CDI ``createRuntime`` hook that hands a NIC to a pod);
 - health and metrics: ``health`` (device health from every scan: the health stream, the metrics,

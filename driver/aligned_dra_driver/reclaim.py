@@ -46,7 +46,6 @@ backoff; nothing here ever blocks Prepare or Unprepare.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .claim_pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+from .polling import PollingThread
 from .usage import BACKOFF_BASE, BACKOFF_CAP, NvmlReader, load_pynvml
 
 LOG = logging.getLogger("aligned_dra_driver.reclaim")
@@ -120,7 +120,7 @@ def shared_gpus(claims: dict[str, Any]) -> dict[str, list[Share]]:
     return gpus
 
 
-class Reclaimer:
+class Reclaimer(PollingThread):
     """The watcher thread; :meth:`poll` is one step (the tests and the benchmark call it directly)."""
 
     def __init__(
@@ -139,6 +139,7 @@ class Reclaimer:
         reader: NvmlReader | None = None,
         claim_pods: ClaimPods | None = None,
     ) -> None:
+        super().__init__("reclaim", "reclaim", LOG, "reclaim: poll failed unexpectedly")
         self.claims = claims
         self.kube = kube
         self.metrics = metrics
@@ -156,30 +157,15 @@ class Reclaimer:
         self.holds: dict[str, _Hold] = {}
         self.gauged: set[str] = set()  # the GPUs (device names) aligned_dra_gpu_bytes_above_request has
         self.polls = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- the thread -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="reclaim", daemon=True)
-        self._thread.start()
+        self.start_thread()
         LOG.info("reclaim on: evicting above-request claims below %.1f%% free GPU memory", self.margin)
 
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop polling; a step waiting on the API is left behind (a daemon thread), never waited for long."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.poll()
-            except Exception:  # never ends the thread
-                LOG.exception("reclaim: poll failed unexpectedly")
-                self.metrics.errors.labels(operation="reclaim").inc()
-            self._stop.wait(self._next_wait())
+    def step(self) -> None:
+        self.poll()
 
     @property
     def nvml(self) -> Any:
@@ -193,7 +179,7 @@ class Reclaimer:
     def nvml_loader(self, loader: Callable[[], Any]) -> None:
         self.reader.loader = loader
 
-    def _next_wait(self) -> float:
+    def next_wait(self) -> float:
         """The interval, or less when NVML's retry comes sooner."""
         if self.reader.nvml is None and self.reader.backoff.failures:
             return max(0.0, min(self.interval, self.reader.backoff.until - time.monotonic()))

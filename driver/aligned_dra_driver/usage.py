@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .claim_pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+from .polling import PollingThread
 
 LOG = logging.getLogger("aligned_dra_driver.usage")
 BACKOFF_BASE = 1.0  # seconds before the first retry after a failure (jittered to half..full)
@@ -251,7 +251,7 @@ def claims_on(claims: dict[str, Any], pci: str) -> list[tuple[str, dict[str, Any
     ]
 
 
-class GpuWatcher:
+class GpuWatcher(PollingThread):
     """The thread that reads NVML: the reclaim step and the usage snapshot share each tick's readings."""
 
     def __init__(
@@ -267,6 +267,7 @@ class GpuWatcher:
         reclaimer: Any = None,
         step_budget: float = 10.0,
     ) -> None:
+        super().__init__("gpu-watch", "usage", LOG, "the GPU watcher's poll failed unexpectedly")
         self.reader = reader
         self.claims = claims
         self.gpus = gpus
@@ -282,14 +283,11 @@ class GpuWatcher:
         self.backoff: dict[str, Backoff] = {}  # per GPU: NVML failures
         self.read_backoff: dict[str, Backoff] = {}  # per GPU: its claims' reads
         self.foreign: set[str] = set()  # pods whose GPU's claims were read and named none of them
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._usage_due = 0.0
         self._reclaim_due = 0.0
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="gpu-watch", daemon=True)
-        self._thread.start()
+        self.start_thread()
         LOG.info("GPU use measured every %g s", self.usage_interval)
         if self.reclaimer is not None:
             LOG.info(
@@ -298,21 +296,10 @@ class GpuWatcher:
                 self.reclaimer.interval,
             )
 
-    def stop(self, timeout: float = 1.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def step(self) -> None:
+        self.tick()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception:  # never ends the thread
-                LOG.exception("the GPU watcher's poll failed unexpectedly")
-                self.metrics.errors.labels(operation="usage").inc()
-            self._stop.wait(self._next_wait())
-
-    def _next_wait(self) -> float:
+    def next_wait(self) -> float:
         wait = max(0.0, self._usage_due - time.monotonic())
         if self.reclaimer is not None:
             wait = min(wait, max(0.0, self._reclaim_due - time.monotonic()))
