@@ -22,6 +22,8 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -33,3 +35,14 @@ class StageError(Exception):
     def __init__(self, message: str, **fields: Any) -> None:
         super().__init__(message)
         self.fields = fields
+
+
+def write_dest(dest: str | None, data: Any, check_mode: bool) -> tuple[bool, dict[str, Any]]:
+    """``data`` as the JSON file ``dest`` (none: nothing written): whether it changed, and its diff. A file
+    that cannot be written fails the stage with its message."""
+    if not dest:
+        return False, {}
+    try:
+        return write_json_file(dest, data, check_mode)
+    except JsonFileError as exc:
+        raise StageError(str(exc)) from None

@@ -31,11 +31,10 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held as planner_held
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
-from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import label_value_problem
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -134,12 +133,7 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
     result = _placed(params, placement, rendered)
     # one gang mechanism per job: KAI's PodGroup, kube-scheduler's Workload/PodGroup, the Job's own, or none
     result["gangs"] = rendered["gangs"]
-    changed, file_diff = False, {}
-    if params["dest"]:
-        try:
-            changed, file_diff = write_json_file(params["dest"], result, check_mode)
-        except JsonFileError as exc:
-            raise StageError(str(exc)) from None
+    changed, file_diff = write_dest(params["dest"], result, check_mode)
     response = {
         "changed": changed,
         "placement": result,

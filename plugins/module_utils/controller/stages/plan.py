@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,14 +25,7 @@ if TYPE_CHECKING:
 
 def _respond(params: Mapping[str, Any], result: dict[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
     """Writes the plan to ``dest``, and returns it (or its summary), refusing unsatisfied required templates."""
-    changed = False
-    file_diff: dict[str, Any] = {}
-    dest = params["dest"]
-    if dest:
-        try:
-            changed, file_diff = write_json_file(dest, result, check_mode)
-        except JsonFileError as exc:
-            raise StageError(str(exc)) from None
+    changed, file_diff = write_dest(params["dest"], result, check_mode)
 
     unsatisfied = result["required_unsatisfied"]
     returned = planner.plan_summary(result) if params["return_plan"] == "summary" else result

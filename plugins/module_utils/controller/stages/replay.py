@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
-from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,12 +35,7 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         )
     except ReplayError as exc:
         raise StageError(str(exc)) from None
-    changed, file_diff = False, {}
-    if params["dest"]:
-        try:
-            changed, file_diff = write_json_file(params["dest"], replay, check_mode)
-        except JsonFileError as exc:
-            raise StageError(str(exc)) from None
+    changed, file_diff = write_dest(params["dest"], replay, check_mode)
     response = {"changed": changed, "replay": replay}
     if diff and file_diff:
         response["diff"] = file_diff

@@ -37,13 +37,12 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import api as kueue_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
-from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
-from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonFileError, write_json_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -316,14 +315,7 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         "kueue": result["kueue"],
         "kai": result["kai"],
     }
-    changed = False
-    file_diff: dict[str, Any] = {}
-    dest = params["dest"]
-    if dest:
-        try:
-            changed, file_diff = write_json_file(dest, summary, check_mode)
-        except JsonFileError as exc:
-            raise StageError(str(exc)) from None
+    changed, file_diff = write_dest(params["dest"], summary, check_mode)
     response = {
         "changed": changed,
         "objects": result["objects"],

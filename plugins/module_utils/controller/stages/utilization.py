@@ -19,13 +19,11 @@ import os
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
-from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_lib
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
-    JsonFileError,
     read_json_dir,
-    write_json_file,
 )
 
 TYPE_CHECKING = False
@@ -128,14 +126,7 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         result = util.utilization(slices, claims, classes, namespaces, topologies, site=params["site"], plan=plan)
     except (util.UtilizationError, planner.PlanError, CelError) as exc:
         raise StageError(str(exc)) from None
-    changed = False
-    file_diff: dict[str, Any] = {}
-    dest = params["dest"]
-    if dest:
-        try:
-            changed, file_diff = write_json_file(dest, result, check_mode)
-        except JsonFileError as exc:
-            raise StageError(str(exc)) from None
+    changed, file_diff = write_dest(params["dest"], result, check_mode)
     response = {"changed": changed, "utilization": result}
     if diff and file_diff:
         response["diff"] = file_diff
