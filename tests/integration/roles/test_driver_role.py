@@ -48,7 +48,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "driver-role-wheelhouse"
 
 
-def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_path, wheelhouse):
+def test_daemonset_mode_shows_a_diff_then_renders_valid_objects_idempotently_and_removes_them(tmp_path, wheelhouse):
     inv = inventory(
         tmp_path,
         aligned_dra_driver_mode="daemonset",
@@ -56,6 +56,11 @@ def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_
         aligned_dra_driver_wheelhouse_dir=str(wheelhouse),
     )
     out = tmp_path / "output" / "lab" / "driver"
+    rehearsed = playbook(inv, "--check", "--diff")  # check mode shows the objects and writes nothing
+    assert rehearsed.returncode == 0, rehearsed.output
+    assert "kind: DaemonSet" in rehearsed.output
+    assert "FROM ${BASE} AS build" in rehearsed.output  # the Containerfile's diff
+    assert not (tmp_path / "output").exists()
     # An earlier release's Containerfile (it built from a checkout) is replaced by the build context.
     out.mkdir(parents=True)
     (out / "Containerfile").write_text(
@@ -115,20 +120,6 @@ def test_daemonset_mode_renders_valid_objects_idempotently_and_removes_them(tmp_
     gone = playbook(inv, "-e", "aligned_dra_driver_state=absent")
     assert gone.returncode == 0, gone.output
     assert list(out.iterdir()) == []
-
-
-def test_check_mode_writes_nothing_and_shows_a_diff(tmp_path, wheelhouse):
-    inv = inventory(
-        tmp_path,
-        aligned_dra_driver_mode="daemonset",
-        aligned_dra_driver_image=IMAGE,
-        aligned_dra_driver_wheelhouse_dir=str(wheelhouse),
-    )
-    proc = playbook(inv, "--check", "--diff")
-    assert proc.returncode == 0, proc.output
-    assert "kind: DaemonSet" in proc.output
-    assert "FROM ${BASE} AS build" in proc.output  # the Containerfile's diff
-    assert not (tmp_path / "output").exists()
 
 
 MONITORING = {"prometheus_operator": True, "rules": True, "grafana": True, "labels": {"release": "kps"}}
