@@ -1,16 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """aligned_dra_monitoring through real ansible-playbook runs of the driver role (DaemonSet mode, no node):
-refusals before anything is written, and the address host mode's unit binds. The objects rendered (check
-mode with a diff first, then the objects, then nothing to change; without the operator the scrape
-configuration and rule file; off again, what a site without it had) are tested with reclaim's, the other
-setting that gives the GPU plugin NVML, in tests/integration/roles/test_driver_role.py."""
+check mode with a diff first, then the objects, then nothing to change; without the operator the scrape
+configuration and rule file; off again, what a site without it had; refusals before anything is written."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
+import yaml
 
 from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import (
     IMAGE,
+    changed,
     exec_start_argv,
     inventory,
     playbook,
@@ -22,6 +24,51 @@ BASE = {
     "aligned_dra_driver_image": IMAGE,
     "aligned_dra_driver_image_context": False,
 }
+ALL = {"prometheus_operator": True, "rules": True, "grafana": True, "labels": {"release": "kps"}}
+
+
+def run(tmp_path, monitoring: dict | None, *args: str, hosts: dict | None = None) -> subprocess.CompletedProcess:
+    settings = dict(BASE, **({"aligned_dra_monitoring": monitoring} if monitoring is not None else {}))
+    proc = playbook(inventory(tmp_path, hosts or {"node-a": {}, "node-b": {}}, **settings), *args)
+    assert proc.returncode == 0, proc.output
+    return proc
+
+
+def test_monitoring_renders_with_check_mode_and_diff_first_idempotently_and_goes_back_when_off(tmp_path):
+    out = tmp_path / "output" / "lab" / "driver"
+    run(tmp_path, None)
+    before = (out / "daemonset.yaml").read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == ["daemonset.yaml"]
+
+    rehearsed = run(tmp_path, ALL, "--check", "--diff")
+    assert "\n+kind: PodMonitor\n" in rehearsed.stdout and "\n+kind: PrometheusRule\n" in rehearsed.stdout
+    assert "\n+      hostPID: true\n" in rehearsed.stdout
+    assert (out / "daemonset.yaml").read_bytes() == before
+
+    run(tmp_path, ALL)
+    objects = [o for o in yaml.safe_load_all((out / "daemonset.yaml").read_text()) if o]
+    kinds = [o["kind"] for o in objects]
+    assert kinds[-3:] == ["PodMonitor", "PrometheusRule", "ConfigMap"]
+    assert objects[-1]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert all(o["metadata"]["labels"]["release"] == "kps" for o in objects[-3:])
+    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    assert daemonset["spec"]["template"]["spec"]["hostPID"] is True
+    again = run(tmp_path, ALL)
+    assert changed(again) == 0, again.output
+
+    # without the operator: files for a plain Prometheus, and only the dashboard as an object
+    plain = run(tmp_path, {"rules": True, "grafana": True})
+    assert changed(plain) > 0
+    scrape = yaml.safe_load((out / "prometheus" / "scrape-config.yml").read_text())
+    assert scrape["scrape_configs"][0]["job_name"] == "aligned-dra-driver"
+    assert yaml.safe_load((out / "prometheus" / "rules.yml").read_text())["groups"][0]["name"] == "aligned-dra-driver"
+    kinds = [o["kind"] for o in yaml.safe_load_all((out / "daemonset.yaml").read_text()) if o]
+    assert "PodMonitor" not in kinds and kinds[-1] == "ConfigMap"
+    assert changed(run(tmp_path, {"rules": True, "grafana": True})) == 0
+
+    run(tmp_path, {})
+    assert (out / "daemonset.yaml").read_bytes() == before
+    assert not (out / "prometheus" / "scrape-config.yml").exists() and not (out / "prometheus" / "rules.yml").exists()
 
 
 @pytest.mark.parametrize(

@@ -122,47 +122,37 @@ def test_daemonset_mode_shows_a_diff_then_renders_valid_objects_idempotently_and
     assert list(out.iterdir()) == []
 
 
-MONITORING = {"prometheus_operator": True, "rules": True, "grafana": True, "labels": {"release": "kps"}}
-EVICT = {"mode": "evict", "margin": 10, "interval": 0.5}
-NVML_FILES = ("daemonset.yaml", "image/Containerfile", "image/requirements-node.txt", "image/deps.tar")
-
-
-def nvml_run(tmp_path: Path, wheelhouse: Path, reclaim: dict | None, monitoring: dict | None, *args: str):
-    """playbooks/driver.yml in DaemonSet mode, one node, with the two settings that give the GPU plugin NVML."""
-    settings = {
+def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goes_back_when_off(tmp_path, wheelhouse):
+    """aligned_dra_driver_reclaim: off renders what a site without the setting had; evict (check mode with a
+    diff first) adds the options, hostPID, the ClusterRole's rules and nvidia-ml-py to the image's build context,
+    idempotently; off again takes all of it back."""
+    base = {
         "aligned_dra_driver_mode": "daemonset",
         "aligned_dra_driver_image": IMAGE,
         "aligned_dra_driver_wheelhouse_dir": str(wheelhouse),
-        **({"aligned_dra_driver_reclaim": reclaim} if reclaim is not None else {}),
-        **({"aligned_dra_monitoring": monitoring} if monitoring is not None else {}),
     }
-    proc = playbook(inventory(tmp_path, {"node-a": {}}, **settings), *args)
-    assert proc.returncode == 0, proc.output
-    return proc
+    out = tmp_path / "output" / "lab" / "driver"
+    files = ("daemonset.yaml", "image/Containerfile", "image/requirements-node.txt", "image/deps.tar")
 
+    def run(reclaim: dict | None, *args: str) -> subprocess.CompletedProcess:
+        settings = dict(base, **({"aligned_dra_driver_reclaim": reclaim} if reclaim is not None else {}))
+        proc = playbook(inventory(tmp_path, {"node-a": {}}, **settings), *args)
+        assert proc.returncode == 0, proc.output
+        return proc
 
-def written_objects(out: Path) -> list[dict]:
-    return [o for o in yaml.safe_load_all((out / "daemonset.yaml").read_text()) if o]
+    run(None)
+    before = {name: (out / name).read_bytes() for name in files}
 
+    evict = {"mode": "evict", "margin": 10, "interval": 0.5}
+    rehearsed = run(evict, "--check", "--diff")
+    assert "\n+      hostPID: true\n" in rehearsed.stdout and "\n+  - pods/eviction\n" in rehearsed.stdout
+    assert "\n+        - --reclaim=evict\n" in rehearsed.stdout
+    assert "\n+COPY reclaim/ /wheels/reclaim/\n" in rehearsed.stdout
+    assert {name: (out / name).read_bytes() for name in files} == before
 
-def check_monitoring_objects(out: Path) -> None:
-    """The operator's objects after the rest, labelled for the operator and Grafana's sidecar; the pod sees
-    NVML (hostPID) and the image gets nvidia-ml-py, with usage on and reclaim still off."""
-    objects = written_objects(out)
-    assert [o["kind"] for o in objects][-3:] == ["PodMonitor", "PrometheusRule", "ConfigMap"]
-    assert objects[-1]["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert all(o["metadata"]["labels"]["release"] == "kps" for o in objects[-3:])
-    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
-    pod = daemonset["spec"]["template"]["spec"]
-    assert pod["hostPID"] is True
-    assert not [a for a in pod["containers"][0]["args"] if a.startswith("--reclaim")]
-    assert (out / "image" / "reclaim" / "requirements-reclaim.txt").exists()
-
-
-def check_reclaim_objects(out: Path, before: dict[str, bytes]) -> None:
-    """evict's options, the ClusterRole's eviction rule, nvidia-ml-py in the image's context (the driver wheels
-    of earlier builds go from the context's top, the NVML wheel stays); every Kubernetes object valid."""
-    objects = written_objects(out)
+    first = run(evict)
+    assert "may evict any pod of the cluster" in first.output and "ANY pod of the cluster" in first.output
+    objects = [o for o in yaml.safe_load_all((out / "daemonset.yaml").read_text()) if o]
     (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["hostPID"] is True
@@ -174,8 +164,7 @@ def check_reclaim_objects(out: Path, before: dict[str, bytes]) -> None:
     (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
     assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
     for obj in objects:
-        if obj["apiVersion"] != "monitoring.coreos.com/v1":  # the operator's: checked against its CRDs
-            kubernetes_validate.validate(obj, "1.36.0", strict=True)
+        kubernetes_validate.validate(obj, "1.36.0", strict=True)
     reclaim = out / "image" / "reclaim"
     pins = (ROLE / "files" / "requirements-reclaim.txt").read_text()
     assert (reclaim / "requirements-reclaim.txt").read_text() == pins
@@ -184,54 +173,15 @@ def check_reclaim_objects(out: Path, before: dict[str, bytes]) -> None:
     assert wheel.startswith("nvidia_ml_py-" + pinned.split("==")[1] + "-") and wheel.endswith("-none-any.whl"), wheel
     containerfile = (out / "image" / "Containerfile").read_text()
     assert "--find-links /wheels/reclaim --requirement /wheels/reclaim/requirements-reclaim.txt" in containerfile
+    # the driver wheels of earlier builds are removed from the context's top: the reclaim wheel stays
     assert (out / "image" / "deps.tar").read_bytes() == before["image/deps.tar"]
 
+    again = run(evict)
+    assert changed(again) == 0, again.output
 
-def test_monitoring_then_reclaim_render_with_check_mode_and_diff_first_idempotently_and_go_back_when_off(
-    tmp_path, wheelhouse
-):
-    """aligned_dra_monitoring and aligned_dra_driver_reclaim, the two settings that give the GPU plugin NVML:
-    each rehearsed with a diff first (nothing written), then rendered, then nothing to change; the monitoring
-    objects with the operator, then the files for a plain Prometheus without it; both off again render what a
-    site without them had. Refusals: tests/integration/roles/test_driver_monitoring_role.py."""
-    out = tmp_path / "output" / "lab" / "driver"
-    nvml_run(tmp_path, wheelhouse, None, None)
-    before = {name: (out / name).read_bytes() for name in NVML_FILES}
-    assert sorted(p.name for p in out.iterdir()) == ["daemonset.yaml", "image"]
-
-    rehearsed = nvml_run(tmp_path, wheelhouse, None, MONITORING, "--check", "--diff")
-    assert "\n+kind: PodMonitor\n" in rehearsed.stdout and "\n+kind: PrometheusRule\n" in rehearsed.stdout
-    assert "\n+      hostPID: true\n" in rehearsed.stdout and "\n+COPY reclaim/ /wheels/reclaim/\n" in rehearsed.stdout
-    assert {name: (out / name).read_bytes() for name in NVML_FILES} == before
-    nvml_run(tmp_path, wheelhouse, None, MONITORING)
-    check_monitoring_objects(out)
-    monitored = {name: (out / name).read_bytes() for name in NVML_FILES}
-
-    rehearsed = nvml_run(tmp_path, wheelhouse, EVICT, MONITORING, "--check", "--diff")
-    assert "\n+  - pods/eviction\n" in rehearsed.stdout and "\n+        - --reclaim=evict\n" in rehearsed.stdout
-    assert {name: (out / name).read_bytes() for name in NVML_FILES} == monitored
-    first = nvml_run(tmp_path, wheelhouse, EVICT, MONITORING)
-    assert "may evict any pod of the cluster" in first.output and "ANY pod of the cluster" in first.output
-    check_reclaim_objects(out, before)
-    assert changed(nvml_run(tmp_path, wheelhouse, EVICT, MONITORING)) == 0
-
-    # without the operator: files for a plain Prometheus, and only the dashboard as an object; reclaim off
-    plain = nvml_run(tmp_path, wheelhouse, {"mode": False, "margin": 20}, {"rules": True, "grafana": True})
-    assert changed(plain) > 0
-    scrape = yaml.safe_load((out / "prometheus" / "scrape-config.yml").read_text())
-    assert scrape["scrape_configs"][0]["job_name"] == "aligned-dra-driver"
-    assert yaml.safe_load((out / "prometheus" / "rules.yml").read_text())["groups"][0]["name"] == "aligned-dra-driver"
-    objects = written_objects(out)
-    assert "PodMonitor" not in [o["kind"] for o in objects] and objects[-1]["kind"] == "ConfigMap"
-    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
-    assert not [r for r in role["rules"] if "pods/eviction" in r["resources"]]
-    plain = nvml_run(tmp_path, wheelhouse, {"mode": False, "margin": 20}, {"rules": True, "grafana": True})
-    assert changed(plain) == 0, plain.output
-
-    nvml_run(tmp_path, wheelhouse, {"mode": False}, {})  # YAML's unquoted off; {}: monitoring off
-    assert {name: (out / name).read_bytes() for name in NVML_FILES} == before
-    assert not (out / "image" / "reclaim").exists()
-    assert not (out / "prometheus" / "scrape-config.yml").exists() and not (out / "prometheus" / "rules.yml").exists()
+    run({"mode": False, "margin": 20})  # YAML's unquoted off
+    assert {name: (out / name).read_bytes() for name in files} == before
+    assert not reclaim.exists()
 
 
 @pytest.mark.parametrize(
