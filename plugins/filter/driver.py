@@ -111,7 +111,7 @@ def driver_rails_files(sites: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _plain(value: Any) -> Any:
     """A copy of ``value`` as plain dicts and lists. copy.deepcopy of the containers Ansible hands a filter
-    costs about a second per DaemonSet (each copy is a templating object); this walks the data once."""
+    cost about 1.5 s per driver.yml run (each copy is a templating object); this walks the data once."""
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -5,6 +5,7 @@ A module under ``plugins/modules/`` is its arguments, ``run`` and the exit:
 ``run`` takes the module's parameters (and, where the module changes files,
 check mode and diff) and returns the module's result, or raises
 :class:`StageError` with the message (and the result fields) the module fails with.
+A stage that writes a JSON file to ``dest`` writes it with :func:`write_dest`.
 
 - :mod:`claims_render`: a site's DeviceClasses and ResourceClaimTemplates;
 - :mod:`teams_render`: a site's team objects (namespaces, quotas, priorities, Kueue's or KAI Scheduler's);
