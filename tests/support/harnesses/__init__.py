@@ -4,6 +4,7 @@
 - ``driver``: the bundled DRA driver as a process on a fixture node, with a gRPC client on its sockets;
 - ``driver_doubles``: in-process doubles of the driver's Kube and status queue;
 - ``driver_rails_node``: the driver's node with a second RDMA NIC, for the rails;
+- ``netns``: a pod's network namespace read and changed by a process of its own (``nsenter``), never by a fork;
 - ``fault_proxy``: an HTTP proxy between the driver and the fake API server that injects faults;
 - ``driver_role``: the driver role run without a node, and the systemd units it renders read back;
 - ``playbook_runs``: every ``ansible-playbook`` run of the integration tests, their inventories and recaps;

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses import netns
 
 pytestmark = pytest.mark.netns
 
@@ -103,19 +104,7 @@ def run_hook(node, pid, *extra, stdin=None, procfs_root=None, prefix=()):
 
 
 def links_in(pid):
-    from pyroute2 import IPRoute
-
-    with IPRoute(netns=f"/proc/{pid}/ns/net") as ipr:
-        found = {}
-        for link in ipr.get_links():
-            name = link.get_attr("IFLA_IFNAME")
-            addrs = [a.get_attr("IFA_ADDRESS") for a in ipr.get_addr(index=link["index"])]
-            found[name] = {
-                "mtu": link.get_attr("IFLA_MTU"),
-                "addresses": addrs,
-                "state": link.get_attr("IFLA_OPERSTATE"),
-            }
-        return found
+    return netns.links(pid)
 
 
 def test_moves_renames_and_configures_then_is_idempotent(veth, pod, node):
@@ -129,9 +118,7 @@ def test_moves_renames_and_configures_then_is_idempotent(veth, pod, node):
 
     with IPRoute() as ipr:
         assert ipr.link_lookup(ifname=HOST) == []
-    with IPRoute(netns=f"/proc/{pod}/ns/net") as ipr:
-        routes = [r.get_attr("RTA_DST") for r in ipr.get_routes(family=2)]
-        assert "10.78.0.0" in routes
+    assert "10.78.0.0" in netns.route_destinations(pod)
     # the second container of the pod finds it in place
     again = run_hook(node, pod, "--mtu", "1400", "--address", "10.77.0.2/24")
     assert again.returncode == 0, again.stderr
@@ -453,8 +440,7 @@ def test_malformed_arguments_exit_2_and_change_nothing(veth, pod, node, extra, n
 def test_a_name_taken_in_the_pod_is_refused_before_the_move(veth, pod, node):
     from pyroute2 import IPRoute
 
-    with IPRoute(netns=f"/proc/{pod}/ns/net") as inside:
-        inside.link("add", ifname="net1", kind="veth", peer="net1p")
+    netns.ip("link", "add", "net1", "type", "veth", "peer", "name", "net1p", pid=pod)
     with IPRoute() as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname=HOST)[0], state="up")
     done = run_hook(node, pod)
@@ -507,8 +493,7 @@ def test_a_hook_in_another_namespace_than_pid_1_configures_the_pod_it_shares(vet
             ipr.link("set", index=index, net_ns_fd=fd)
         finally:
             os.close(fd)
-    with IPRoute(netns=f"/proc/{pod}/ns/net") as inside:
-        inside.link("set", index=inside.link_lookup(ifname=HOST)[0], ifname="net1")
+    netns.ip("link", "set", "dev", HOST, "name", "net1", pid=pod)
     done = run_hook(node, pod, "--mtu", "1400", prefix=("nsenter", f"--net=/proc/{pod}/ns/net"))
     assert done.returncode == 0 and "in-place" in done.stderr, done.stderr
     assert links_in(pod)["net1"]["mtu"] == 1400

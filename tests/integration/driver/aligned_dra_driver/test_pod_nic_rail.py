@@ -26,6 +26,7 @@ import pytest
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses import netns
 
 pytestmark = pytest.mark.netns
 
@@ -43,24 +44,21 @@ HOST_ROUTE = f"{ipaddress.IPv4Address('100.127.0.0') + SLOT}/32"  # a link route
 TABLE = 1000 + SLOT
 
 
-def ip_text(*args, pid=None):
-    prefix = ["nsenter", f"--net=/proc/{pid}/ns/net"] if pid else []
-    done = subprocess.run([*prefix, "ip", *args], capture_output=True, text=True, check=True)
-    return done.stdout
-
-
 def host_view(name):
     """``ip -4 addr`` and ``ip -4 route show table all`` of the link, as text: what "exactly" compares."""
-    addresses = [line.split(":", 1)[1] for line in ip_text("-4", "-o", "addr", "show", "dev", name).splitlines()]
-    routes = ip_text("-4", "route", "show", "table", "all", "dev", name).replace(" linkdown", "").splitlines()
+    addresses = [line.split(":", 1)[1] for line in netns.ip("-4", "-o", "addr", "show", "dev", name).splitlines()]
+    routes = netns.ip("-4", "route", "show", "table", "all", "dev", name).replace(" linkdown", "").splitlines()
     return {"addresses": addresses, "routes": sorted(routes)}
 
 
 def records(name, pid=None):
+    """The driver's records of the link's addresses and routes, on the host or in the pod (read by a process there)."""
+    if pid:
+        return netns.layer3_records(name, pid)
     from aligned_dra_driver import netdev_addresses as layer3
     from pyroute2 import IPRoute
 
-    with IPRoute(netns=f"/proc/{pid}/ns/net") if pid else IPRoute() as ipr:
+    with IPRoute() as ipr:
         (index,) = ipr.link_lookup(ifname=name)
         return layer3.read(ipr, index)
 
@@ -142,16 +140,8 @@ def run_hook(hook, pod):
 
 def pod_ends(node, pid, name):
     """What the kernel does with a physical NIC when the pod's namespace goes: back to the host, down, flushed."""
-    from pyroute2 import IPRoute
-
-    with IPRoute(netns=f"/proc/{pid}/ns/net") as inside:
-        index = inside.link_lookup(ifname=name)[0]
-        inside.link("set", index=index, state="down")
-        fd = os.open("/proc/self/ns/net", os.O_RDONLY)
-        try:
-            inside.link("set", index=index, net_ns_fd=fd)
-        finally:
-            os.close(fd)
+    netns.ip("link", "set", "dev", name, "down", pid=pid)
+    netns.ip("link", "set", "dev", name, "netns", str(os.getpid()), pid=pid)  # this process's namespace: the host's
     net = node.sys / "bus" / "pci" / "devices" / h.NIC_BDF / "net"
     for entry in list(net.iterdir()):  # the kernel lists it under the name it comes back with
         entry.rename(net / name)
@@ -192,15 +182,15 @@ def test_the_nic_takes_its_addresses_and_routes_into_the_pod_and_gets_them_back_
     inside = records(HOST, pod)
     assert inside["addresses"] == host_records["addresses"]
     assert inside["routes"] == [r for r in host_records["routes"] if r["table"] == 254]
-    assert f"{RAIL} proto kernel scope link src {FIRST}" in ip_text("-4", "route", "show", "dev", HOST, pid=pod)
-    assert "secondary" in ip_text("-4", "-o", "addr", "show", "dev", HOST, pid=pod).splitlines()[1]
-    assert ip_text("-4", "route", "show", "table", "all", "dev", PEER).strip() == ""  # the host keeps nothing
-    assert ip_text("-4", "route", "show", "table", str(TABLE)).strip() == ""
+    assert f"{RAIL} proto kernel scope link src {FIRST}" in netns.ip("-4", "route", "show", "dev", HOST, pid=pod)
+    assert "secondary" in netns.ip("-4", "-o", "addr", "show", "dev", HOST, pid=pod).splitlines()[1]
+    assert netns.ip("-4", "route", "show", "table", "all", "dev", PEER).strip() == ""  # the host keeps nothing
+    assert netns.ip("-4", "route", "show", "table", str(TABLE)).strip() == ""
     # the second container of the pod finds the NIC in place and adds nothing twice
-    view = (ip_text("-4", "-o", "addr", pid=pod), ip_text("-4", "route", "show", "table", "all", pid=pod))
+    view = (netns.ip("-4", "-o", "addr", pid=pod), netns.ip("-4", "route", "show", "table", "all", pid=pod))
     again = run_hook(hook, pod)
     assert again.returncode == 0 and "in-place" in again.stderr, again.stderr
-    assert (ip_text("-4", "-o", "addr", pid=pod), ip_text("-4", "route", "show", "table", "all", pid=pod)) == view
+    assert (netns.ip("-4", "-o", "addr", pid=pod), netns.ip("-4", "route", "show", "table", "all", pid=pod)) == view
 
     driver.kill9()  # the checkpoint carries what the host had across a restart
     driver.start()
@@ -224,9 +214,9 @@ def test_the_claims_config_wins_and_the_host_still_gets_its_own_back(cluster, ra
     assert records(POD_NAME, pod)["addresses"] == [
         {"address": "10.66.0.2/24", "broadcast": None, "metric": 0, "noprefixroute": False}
     ]
-    assert ip_text("-4", "route", "show", "table", "main", pid=pod).split("\n")[0].startswith("10.66.0.0/24 ")
-    assert f"10.67.0.0/16 dev {POD_NAME}" in ip_text("-4", "route", "show", "table", "main", pid=pod)
-    assert str(NEXT_RAIL) not in ip_text("-4", "route", "show", "table", "all", pid=pod)
+    assert netns.ip("-4", "route", "show", "table", "main", pid=pod).split("\n")[0].startswith("10.66.0.0/24 ")
+    assert f"10.67.0.0/16 dev {POD_NAME}" in netns.ip("-4", "route", "show", "table", "main", pid=pod)
+    assert str(NEXT_RAIL) not in netns.ip("-4", "route", "show", "table", "all", pid=pod)
     pod_ends(node, pod, POD_NAME)  # back under its pod name: Unprepare renames it
     assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
     assert host_view(HOST) == rail_nic
@@ -240,7 +230,7 @@ def test_routes_in_the_config_keep_the_hosts_addresses(cluster, rail_nic, pod):
     assert len(arguments(hook, "--host-address")) == 2 and arguments(hook, "--host-route") == []
     done = run_hook(hook, pod)
     assert done.returncode == 0, done.stderr
-    routes = ip_text("-4", "route", "show", "table", "main", pid=pod)
+    routes = netns.ip("-4", "route", "show", "table", "main", pid=pod)
     assert f"10.68.0.0/16 via {GATEWAY} dev {HOST}" in routes and str(NEXT_RAIL) not in routes
     pod_ends(node, pod, HOST)
     assert driver.unprepare([ref]).claims[ref["uid"]].error == ""
@@ -290,8 +280,8 @@ def test_a_kernel_refusal_in_the_pod_puts_the_nic_back_with_its_addresses_and_ro
         assert "net1: adding route 10.78.0.0/16 via 10.99.0.1 failed: Network is unreachable (errno 101)" in done.stderr
         assert f"{HOST} is back in the host namespace with its addresses and routes" in done.stderr, done.stderr
         assert host_view(HOST) == rail_nic
-        assert ip_text("-4", "-o", "addr", pid=pod).strip().splitlines() == [
-            line for line in ip_text("-4", "-o", "addr", pid=pod).strip().splitlines() if " lo " in line
+        assert netns.ip("-4", "-o", "addr", pid=pod).strip().splitlines() == [
+            line for line in netns.ip("-4", "-o", "addr", pid=pod).strip().splitlines() if " lo " in line
         ]
     finally:
         shutil.rmtree(root, ignore_errors=True)
