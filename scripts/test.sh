@@ -280,6 +280,7 @@ print_summary() {
         [[ " ${summary[*]} " == *" $stage "* ]] || printf '    %-10s %-8s\n' "$stage" "not run"
     done
     printf '    %-10s %-8s %s\n' "total" "" "$(elapsed "$started")"
+    print_machine_cpu
     print_molecule_steps
     print_slowest_pytest_files
 }
@@ -303,13 +304,67 @@ record() {
 }
 
 # run NAME COMMAND...: time one stage, record it, stop everything if it fails.
+# A stage runs in a subshell that writes its CPU (its own and its children's,
+# `times`) when it ends; bootstrap runs in this shell (it exports the
+# environment), without a CPU figure.
 run() {
     local name="$1" t0="$EPOCHREALTIME" rc=0
     shift
     echo
     echo "==> $name"
-    "$@" || rc=$?
-    record "$name" "$rc" "$t0"
+    if [[ "$name" == bootstrap ]]; then
+        "$@" || rc=$?
+        record "$name" "$rc" "$t0"
+        return
+    fi
+    rm -f "$TIMINGS/$name.times"
+    (
+        code=0
+        "$@" || code=$?
+        times >"$TIMINGS/$name.times"
+        exit "$code"
+    ) || rc=$?
+    record "$name" "$rc" "$t0" "" "$(cpu_note "$TIMINGS/$name.times")"
+}
+
+# cpu_note FILE: "  (CPU N s)" from the output of `times` in FILE (every field
+# summed: the shell's and its children's user and system time).
+cpu_note() {
+    [[ -s "$1" ]] || return 0
+    awk '{ for (i = 1; i <= NF; i++) { split($i, p, "m"); sub(/s$/, "", p[2]); s += p[1] * 60 + p[2] } }
+        END { printf "  (CPU %.0f s)", s }' "$1"
+}
+
+# machine_cpu: "BUSY IDLE CONTAINERS" in seconds since boot: every core's busy
+# and idle time (/proc/stat) and the CPU of podman's containers (their cgroup:
+# v1 cpuacct libpod_parent or v2 machine.slice; 0 where neither is there).
+machine_cpu() {
+    local hz containers=0 file
+    hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+    for file in /sys/fs/cgroup/cpuacct/libpod_parent/cpuacct.usage /sys/fs/cgroup/machine.slice/cpu.stat; do
+        [[ -r "$file" ]] || continue
+        case "$file" in
+            *.usage) containers="$(awk '{ printf "%.1f", $1 / 1e9 }' "$file")" ;;
+            *) containers="$(awk '$1 == "usage_usec" { printf "%.1f", $2 / 1e6 }' "$file")" ;;
+        esac
+        break
+    done
+    awk -v hz="$hz" -v c="$containers" '$1 == "cpu" {
+        idle = $5 + $6; busy = 0; for (i = 2; i <= 9; i++) busy += $i; busy -= idle
+        printf "%.1f %.1f %s\n", busy / hz, idle / hz, c }' /proc/stat
+}
+
+# print_machine_cpu: the whole machine's CPU from the start of the first lane
+# to now, and how much of it podman's containers used (every lane's).
+print_machine_cpu() {
+    [[ -n "${machine_cpu_start:-}" ]] || return 0
+    local busy0 idle0 c0 busy1 idle1 c1
+    read -r busy0 idle0 c0 <<<"$machine_cpu_start"
+    read -r busy1 idle1 c1 <<<"$(machine_cpu)"
+    awk -v b="$busy1" -v b0="$busy0" -v i="$idle1" -v i0="$idle0" -v c="$c1" -v c0="$c0" 'BEGIN {
+        busy = b - b0; idle = i - i0
+        printf "    CPU after bootstrap: %.0f s busy, %.0f s idle (%.0f %% busy), of it %.0f s in podman containers\n",
+            busy, idle, 100 * busy / (busy + idle + 1e-9), c - c0 }'
 }
 
 # Stages that share no files, ports, containers or networks run side by
@@ -336,9 +391,14 @@ stop_background() {
 # its exit status with the moment it ended land in $TIMINGS/NAME.log[.rc].
 start_background() {
     local name="$1" log="$TIMINGS/$1.log"
-    rm -f "$log.rc"
+    rm -f "$log.rc" "$log.times"
     echo "$EPOCHREALTIME" >"$log.start"
-    ("stage_$name" >"$log" 2>&1 && echo "0 $EPOCHREALTIME" >"$log.rc" || echo "$? $EPOCHREALTIME" >"$log.rc") &
+    (
+        code=0
+        "stage_$name" >"$log" 2>&1 || code=$?
+        times >"$log.times"
+        echo "$code $EPOCHREALTIME" >"$log.rc"
+    ) &
     background_pids+=($!)
     background_names+=("$name")
     trap stop_background EXIT
@@ -355,7 +415,7 @@ finish_background() {
     cat "$log"
     read -r t0 <"$log.start"
     read -r rc t1 <"$log.rc" || rc=1
-    record "$name" "$rc" "$t0" "${t1:-}" "  ($note)"
+    record "$name" "$rc" "$t0" "${t1:-}" "  ($note)$(cpu_note "$log.times")"
 }
 
 # The first background stage to fail stops the run even while a foreground one goes on.
@@ -381,6 +441,7 @@ run bootstrap bootstrap
 TIMINGS="$ALIGNED_DRA_CACHE/timings"
 mkdir -p "$TIMINGS"
 touch "$TIMINGS/.run-started"
+machine_cpu_start="$(machine_cpu)"
 # Once, before any lane starts: lanes must not build the same trees at once.
 if [[ " ${selected[*]} " =~ \ (pytest|unit|molecule)\  ]]; then
     materialize_fixtures || record fixtures 1 "$EPOCHREALTIME"

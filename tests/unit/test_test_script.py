@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -61,3 +62,49 @@ def test_docs_name_the_quick_tier_beside_the_full_suite(doc):
     text = (REPO / doc).read_text()
     assert "./scripts/test.sh quick" in text
     assert "./scripts/test.sh" in text.split("./scripts/test.sh quick", 1)[0]  # the full suite comes first
+
+
+def _function(name: str) -> str:
+    """One shell function of scripts/test.sh, as written there."""
+    text = SCRIPT.read_text()
+    return f"{name}() {{" + text.split(f"\n{name}() {{", 1)[1].split("\n}\n", 1)[0] + "\n}\n"
+
+
+def test_a_stages_cpu_is_every_field_of_times_added_up(tmp_path):
+    times = tmp_path / "stage.times"
+    times.write_text("0m1.500s 0m0.500s\n1m2.000s 0m3.000s\n")  # the shell's user and system, its children's
+    note = subprocess.run(
+        ["bash", "-c", _function("cpu_note") + 'cpu_note "$1"', "-", str(times)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert note.stdout == "  (CPU 67 s)"
+    missing = subprocess.run(
+        ["bash", "-c", _function("cpu_note") + 'cpu_note "$1"', "-", str(tmp_path / "none")],
+        capture_output=True,
+        check=False,
+    )
+    assert missing.returncode == 0 and missing.stdout == b""  # a stage that wrote no figure gets none
+
+
+def test_the_machines_cpu_is_read_in_seconds_and_only_grows():
+    read = ["bash", "-c", _function("machine_cpu") + "machine_cpu; sleep 0.2; machine_cpu"]
+    first, second = (
+        line.split() for line in subprocess.run(read, capture_output=True, text=True, check=True).stdout.splitlines()
+    )
+    before, after = [float(value) for value in first], [float(value) for value in second]
+    busy, idle, containers = before
+    assert busy > 0 and idle >= 0 and containers >= 0
+    assert all(b >= a for a, b in zip(before, after, strict=True))  # counters since boot never go back
+    assert after[0] + after[1] > busy + idle  # the clock moved: busy or idle time grew
+
+
+def test_a_run_prints_each_stages_cpu_and_the_machines():
+    run = subprocess.run([str(SCRIPT), "changelog"], capture_output=True, text=True, check=False, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = run.stdout.split("==> summary", 1)[1]
+    assert re.search(r"changelog\s+passed\s+[\d.]+s  \(CPU \d+ s\)", summary), summary
+    assert re.search(
+        r"CPU after bootstrap: \d+ s busy, \d+ s idle \(\d+ % busy\), of it \d+ s in podman containers", summary
+    )
