@@ -104,7 +104,7 @@ def test_daemonset_mode_shows_a_diff_then_renders_valid_objects_idempotently_and
         for obj in objects:
             kubernetes_validate.validate(obj, f"{minor}.0", strict=True)
     # Written once per site, not once per node.
-    assert first.output.count("Write the objects, mode daemonset") == 1
+    assert first.output.count("the objects, mode daemonset") == 1
 
     second = playbook(inv)
     assert second.returncode == 0, second.output
