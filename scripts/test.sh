@@ -267,7 +267,7 @@ print_molecule_steps() {
 print_slowest_pytest_files() {
     local file="$TIMINGS/pytest-files.json"
     [[ -s "$file" && "$file" -nt "$TIMINGS/.run-started" ]] || return 0
-    echo "    pytest, the ten slowest files (seconds, setup + call + teardown of their tests):"
+    echo "    pytest, the ten slowest files (seconds and CPU, setup + call + teardown of their tests):"
     python tests/support/suite_timing.py "$file" 10 | sed 's/^/  /'
 }
 

@@ -2,7 +2,9 @@
 """TEST HELPER: the suite's own clock, per test file. Never shipped.
 
 A file's time is the sum of its tests' setup, call and teardown as the workers
-report them (tests/conftest.py adds them up) (module fixtures included, since they run in a test's setup).
+report them (tests/conftest.py adds them up) (module fixtures included, since they run in a test's setup),
+and its CPU the same phases' user and system time of the worker and the children it reaped
+(ansible-playbook runs, driver processes; not podman's containers), in ``<name>-cpu.json`` beside.
 scripts/test.sh asks for the figures (``ALIGNED_DRA_TIMINGS``: where to write
 them) and prints the ten slowest files at the end of the run.
 
@@ -61,12 +63,26 @@ def write_durations(seconds: Mapping[str, float], path: Path) -> None:
     partial.replace(path)
 
 
+def process_cpu() -> float:
+    """This process's CPU seconds and those of the children it has waited for (user and system)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def cpu_path(path: Path) -> Path:
+    """Where the CPU seconds per file go beside the seconds at ``path``: ``name-cpu.json``."""
+    return path.with_name(f"{path.stem}-cpu{path.suffix}")
+
+
 def slowest(durations: Mapping[str, float], count: int = 10) -> Iterable[tuple[str, float]]:
     return sorted(durations.items(), key=lambda kv: (-kv[1], kv[0]))[:count]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python tests/support/suite_timing.py FILE [COUNT]``: print the COUNT (10) slowest test files of FILE."""
+    """``python tests/support/suite_timing.py FILE [COUNT]``: print the COUNT (10) slowest test files of FILE,
+    with their CPU where FILE's ``-cpu`` file has every one of them."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
@@ -74,10 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: suite_timing.py FILE [COUNT]", file=sys.stderr)
         return 2
     durations = read_durations(Path(args[0]))
+    # the CPU beside (tests/conftest.py writes both): shown where it is there for every file
+    cpu = read_durations(cpu_path(Path(args[0])))
+    cpu = cpu if set(durations) <= set(cpu) else {}
     total = sum(durations.values())
     for name, seconds in slowest(durations, int(args[1]) if len(args) > 1 else 10):
-        print(f"    {seconds:7.1f}s  {name}")
-    print(f"    {total:7.1f}s  all {len(durations)} files (summed over workers)")
+        print(f"    {seconds:7.1f}s" + (f"  CPU {cpu[name]:6.1f}s" if cpu else "") + f"  {name}")
+    print(
+        f"    {total:7.1f}s"
+        + (f"  CPU {sum(cpu.values()):6.1f}s" if cpu else "")
+        + f"  all {len(durations)} files (summed over workers)"
+    )
     return 0
 
 

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from ansible_collections.aligned.dra.tests.support import suite_timing
@@ -46,3 +49,39 @@ def test_written_figures_read_back_slowest_first_and_the_table_names_the_slowest
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and lines[0].endswith("slow.py") and lines[1].endswith("mid.py")
     assert "all 3 files" in lines[2]
+
+
+def test_the_table_gives_each_files_cpu_where_the_cpu_file_has_every_file(tmp_path, capsys):
+    target = tmp_path / "pytest-files.json"
+    suite_timing.write_durations({"slow.py": 12.0, "fast.py": 1.0}, target)
+    suite_timing.write_durations({"slow.py": 20.5, "fast.py": 0.5}, suite_timing.cpu_path(target))
+    assert suite_timing.cpu_path(target).name == "pytest-files-cpu.json"
+    assert suite_timing.main([str(target)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["12.0s", "CPU", "20.5s", "slow.py"]
+    assert lines[2].split()[:3] == ["13.0s", "CPU", "21.0s"]
+    # a CPU file of another run (a file missing from it) is not shown beside these seconds
+    suite_timing.write_durations({"slow.py": 20.5}, suite_timing.cpu_path(target))
+    suite_timing.main([str(target)])
+    assert "CPU" not in capsys.readouterr().out
+
+
+def test_the_process_cpu_counts_the_children_it_reaped():
+    before = suite_timing.process_cpu()
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+    assert suite_timing.process_cpu() - before >= 0.1
+
+
+def test_a_pytest_run_writes_each_files_cpu_beside_its_seconds(tmp_path):
+    """The figures of scripts/test.sh's table: pytest with an xdist worker, as the suite runs, on the test above."""
+    target = tmp_path / "pytest-files.json"
+    this = "tests/unit/support/test_suite_timing.py"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
+         f"{this}::test_the_process_cpu_counts_the_children_it_reaped"],
+        cwd=suite_timing.REPO, env={**os.environ, "ALIGNED_DRA_TIMINGS": str(target)},
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert suite_timing.read_durations(target)[this] > 0
+    assert suite_timing.read_durations(suite_timing.cpu_path(target))[this] >= 0.1
