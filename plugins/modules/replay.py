@@ -45,8 +45,9 @@ options:
     description:
       - V(openb) - the pod list of the published openb trace (C(name,cpu_milli,memory_mib,num_gpu,gpu_milli,
         gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time)).
-      - V(csv) - the generic format, C(name,submit,end,gpus) and optionally C(team,tier,gpu_memory,cpu,memory,gpu_model);
-        times in seconds or RFC 3339, GPUs as a decimal (below 1, a share of one GPU).
+      - V(csv) - the generic format, C(name,submit,end,gpus) and optionally
+        C(team,tier,gpu_memory,cpu,memory,gpu_model,gpu_limit,priority); times in seconds or RFC 3339, GPUs as a
+        decimal (below 1, a share of one GPU), C(priority) an integer (the reclaim rule evicts the lowest first).
     type: str
     choices: [openb, csv]
     default: openb
@@ -101,6 +102,51 @@ options:
     type: str
     choices: [saturation, timeline]
     default: saturation
+  usage:
+    description:
+      - The pods' measured GPU memory use, a CSV file C(pod,timestamp,memory_used_bytes[,sm_ratio]) with a header
+        line - times of the trace's kind (seconds or RFC 3339), pods of the trace. A pod's use at a time is its latest
+        sample at or before it (0 before its first); samples outside the pod's life are ignored.
+      - With it, O(mode=timeline) replays the pods on their use too - RV(replay) gains C(measured) (and, under
+        V(thin) with O(burst_factors), C(thin_factors)); docs/replay.md, "Thin provisioning on measured use".
+    type: path
+  gpu_memory:
+    description:
+      - The memory of one of the site's GPUs, a quantity (V(80Gi)) or a number of bytes. Required with O(usage),
+        unless the O(plan) publishes one GPU memory (the C(memory) of its GPUs in C(thin)); when both are given,
+        this option wins.
+    type: raw
+  thin_request:
+    description:
+      - With O(usage), what a share asks for under V(thin) - V(request) (the trace's C(gpu_memory), else its share
+        of the GPU's memory) or V(pNN), a percentile of the pod's own samples (V(p95)).
+    type: str
+    default: request
+  thin_limit:
+    description:
+      - With O(usage), what a share may use under V(thin) - V(max) (its largest sample) or a factor of its request
+        (V(2.0)), at least 1; at most one GPU's memory.
+    type: raw
+    default: max
+  reclaim_margin:
+    description:
+      - With O(usage), the percent of a GPU's memory kept free - above O(gpu_memory) x (1 - margin / 100) used, the
+        GPU evicts as the driver's reclaim does (its C(--reclaim-margin)).
+    type: float
+    default: 5
+  on_evict:
+    description:
+      - With O(usage), what becomes of an evicted pod - V(drop) (it ends) or V(requeue) (it is placed again at the
+        next step where it fits, for the time it had left).
+    type: str
+    choices: [drop, requeue]
+    default: drop
+  burst_factors:
+    description:
+      - With O(usage) and V(thin), replay V(thin) once more per factor (limit = factor x request), to trade
+        evictions against GPUs; RV(replay) lists each in C(thin_factors).
+    type: list
+    elements: float
   dest:
     description: Write RV(replay) as JSON to this file (only when its content changes). Nothing is written on error.
     type: path
@@ -128,6 +174,18 @@ EXAMPLES = r"""
     policy: whole
     order: pack
     mode: saturation
+
+- name: Thin provisioning on the pods' measured use, with three burst factors
+  aligned.dra.replay:
+    trace: traces/last-week.csv
+    trace_format: csv
+    usage: traces/last-week-usage.csv
+    gpu_memory: 80Gi
+    plan: output/ai-west/plan.json
+    policy: thin
+    mode: timeline
+    thin_request: p95
+    burst_factors: [1.5, 2.0, 3.0]
 
 - name: A trace exported from a cluster (the generic format), spread
   aligned.dra.replay:
@@ -157,6 +215,12 @@ replay:
     - With V(thin) applied, C(thin) - C(promised_milli) (the placed GPU pods' limits), C(guaranteed_milli) (their
       requests), C(over_request_milli), their shares of the capacity, C(pods_with_limit), and C(basis) and
       C(time) (at saturation, or the instant most is promised).
+    - With O(usage), C(measured) - the replay on measured use under the applied policy - C(usage), C(gpu_memory),
+      C(rules), C(window), C(pods_placed), C(gpus_needed) (C(peak), C(at), C(mean)), C(evictions),
+      C(evictions_per_day), C(memory) (requested, promised and used bytes, their peaks and time-weighted means),
+      C(placements) and C(evicted) (each eviction - C(time), C(node), C(gpu), C(pod), C(used_bytes),
+      C(request_bytes)). Under V(thin) with O(burst_factors), C(thin_factors) - per factor C(factor), C(gpus),
+      C(gpus_fractional), C(gpus_saved) and the same figures.
   returned: always
   type: dict
 """
@@ -178,6 +242,13 @@ def main():
             "policy": {"type": "str", "choices": ["whole", "fractional", "thin"], "default": "whole"},
             "order": {"type": "str", "choices": ["pack", "spread"], "default": "pack"},
             "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
+            "usage": {"type": "path"},
+            "gpu_memory": {"type": "raw"},
+            "thin_request": {"type": "str", "default": "request"},
+            "thin_limit": {"type": "raw", "default": "max"},
+            "reclaim_margin": {"type": "float", "default": 5},
+            "on_evict": {"type": "str", "choices": ["drop", "requeue"], "default": "drop"},
+            "burst_factors": {"type": "list", "elements": "float"},
             "dest": {"type": "path"},
         },
         mutually_exclusive=[("nodes", "plan")],

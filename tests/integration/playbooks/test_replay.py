@@ -92,3 +92,47 @@ def test_a_bad_trace_fails_the_play_naming_its_line_and_column_and_writes_nothin
     assert recap(failed.stdout)["failed"] == 1, failed.stdout
     assert "trace: line 6, column gpu_milli: 1200 is out of range (0 to 1000)" in failed.stdout
     assert not (output / "lab" / "replay.json").exists()
+
+
+EXAMPLE_TRACE = "name,submit,end,gpus,priority\na,0,3600,0.25,100\nb,0,3600,0.25,0\nc,0,3600,0.25,0\nd,0,3600,0.25,0\n"
+GI = 2**30
+
+
+def test_measured_use_prints_one_line_per_burst_factor(tmp_path):
+    """The worked example of docs/replay.md on a plan: usage relative to the inventory, like the trace."""
+    output = tmp_path / "output"
+    (output / "lab").mkdir(parents=True)
+    shutil.copy(FIXTURES / "plan-1.36.json", output / "lab" / "plan.json")
+    (tmp_path / "pods.csv").write_text(EXAMPLE_TRACE)
+    rows = [f"{pod},0,{15 * GI}" for pod in "abcd"]
+    rows += [f"a,1800,{35 * GI}", f"b,1800,{30 * GI}", f"c,1800,{30 * GI}"]
+    rows += [f"{pod},2700,{15 * GI}" for pod in "abc"]
+    (tmp_path / "use.csv").write_text("pod,timestamp,memory_used_bytes\n" + "\n".join(rows) + "\n")
+    settings = {
+        "trace": "pods.csv",
+        "trace_format": "csv",
+        "usage": "use.csv",
+        "gpu_memory": "80Gi",
+        "policies": ["whole", "fractional", "thin"],
+        "burst_factors": [1.0, 2.0],
+    }
+    inventory = write_inventory(
+        tmp_path / "hosts.yml",
+        ["n1"],
+        {"aligned_dra_site": "lab", "aligned_dra_output_dir": str(output), "aligned_dra_replay": settings},
+    )
+    done = run_playbook(inventory, PLAYBOOKS / "replay.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = json.loads((output / "lab" / "replay.json").read_text())["policies"]
+    assert written["thin"]["measured"]["usage"]["path"] == str(tmp_path / "use.csv")
+    assert [written[p]["measured"]["gpus_needed"]["peak"] for p in ("whole", "fractional", "thin")] == [4, 2, 1]
+    assert [(f["factor"], f["evictions"]) for f in written["thin"]["thin_factors"]] == [(1.0, 0), (2.0, 2)]
+    said = " ".join(done.stdout.split())  # the callback wraps long messages
+    assert "on measured use: 4 of 4 pods placed on 1 GPUs at the peak, 2 evictions" in said
+    for line in (
+        "lab: thin x1.0: 0.0 evictions/day (0), 1 GPUs at the peak (1 saved against fractional at peak use, 2); "
+        "4 of 4 pods placed",
+        "lab: thin x2.0: 48.0 evictions/day (2), 1 GPUs at the peak (1 saved against fractional at peak use, 2); "
+        "4 of 4 pods placed",
+    ):
+        assert line in said, done.stdout

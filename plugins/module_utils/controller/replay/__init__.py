@@ -5,8 +5,11 @@
 GPU-sharing trace, or the collection's generic CSV), ``nodes`` the nodes (an
 openb node list, or a site's ``plan.json``), ``engine`` places the pods
 (saturation or timeline, whole, fractional or thin GPUs, pack or spread) and
-``result`` turns the outcome into the ``replay`` result. docs/replay.md
-describes the semantics.
+``result`` turns the outcome into the ``replay`` result. Thin provisioning
+on measured use reads the pods' usage series (``usage``), walks time placing
+by request and evicting by the driver's reclaim rule (``thin_walk``) and
+shapes its part of the result (``thin_result``). docs/replay.md describes
+the semantics.
 
 Runs on the controller; no Ansible imports.
 """

@@ -20,9 +20,11 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.replay impo
     SCHEMA_VERSION,
     ReplayError,
     engine,
+    thin_result,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import nodes as replay_nodes
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import trace as replay_trace
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import usage as replay_usage
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -239,8 +241,16 @@ def replay(
     mode: str = "saturation",
     gpu_class: str = "aligned-gpu",
     fractional_template: str = "fractional-gpu",
+    usage: str | None = None,
+    **thin_options: Any,
 ) -> dict[str, Any]:
     """Replay the trace file on the openb node list ``nodes`` or the site's ``plan``; the ``replay`` result.
+
+    With ``usage`` (a CSV of the pods' measured use, timeline mode), the
+    result gains ``measured`` and, under ``thin`` with ``burst_factors``,
+    ``thin_factors``; ``thin_options`` are the options of
+    :func:`thin_result.options` (``gpu_memory``, ``thin_request``,
+    ``thin_limit``, ``reclaim_margin``, ``on_evict``, ``burst_factors``).
 
     Raises :class:`ReplayError` naming the option (and the file's line and
     column) that is wrong.
@@ -248,6 +258,10 @@ def replay(
     _choice("policy", policy, POLICIES)
     _choice("order", order, ORDERS)
     _choice("mode", mode, MODES)
+    unknown = sorted(set(thin_options) - set(thin_result.DEFAULTS))
+    if unknown:
+        raise TypeError(f"replay() got unknown options {unknown}")
+    measured_options = thin_result.options(usage, mode, thin_options)
     if (nodes is None) == (plan is None):
         raise ReplayError("nodes, plan: give exactly one of them (an openb node list, or a site's plan.json)")
     if plan is not None:
@@ -260,6 +274,16 @@ def replay(
         applied, fallback = "whole", info["fractional_reason"]
     info.pop("fractional_reason", None)
     models = bool(info["limits"]["gpu_model"])
+    if usage is not None:
+        # the usage is checked before anything is replayed, and the GPUs' memory before the walk needs it
+        samples = replay_usage.read_usage(usage, pods, pods.time_kind)
+        memory = thin_result.site_gpu_memory(measured_options.gpu_memory, plan)
     outcome = engine.replay(pods, specs, applied, order, mode, models)
     trace_info = _trace_info(pods, trace, trace_format, models)
-    return summarise(pods, specs, info, outcome, policy, applied, fallback, order, trace_info)
+    result = summarise(pods, specs, info, outcome, policy, applied, fallback, order, trace_info)
+    if usage is not None:
+        measured, factors = thin_result.measured(pods, specs, order, models, samples, memory, applied, measured_options)
+        result["measured"] = measured
+        if factors is not None:
+            result["thin_factors"] = factors
+    return result

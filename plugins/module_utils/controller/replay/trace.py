@@ -7,8 +7,9 @@ Two formats (docs/replay.md):
   ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,
   creation_time,deletion_time,scheduled_time`` (times in whole seconds);
 - ``csv``: the collection's generic format, ``name,submit,end,gpus`` and,
-  optionally, ``team,tier,gpu_memory,cpu,memory,gpu_model`` (times in seconds
-  or RFC 3339, GPUs as a decimal, resources as Kubernetes quantities).
+  optionally, ``team,tier,gpu_memory,cpu,memory,gpu_model,gpu_limit,priority``
+  (times in seconds or RFC 3339, GPUs as a decimal, resources as Kubernetes
+  quantities, the pod's priority as an integer).
 
 Every value is checked; a bad one raises :class:`ReplayError` naming the
 option, the file's line and the column. Runs on the controller; no Ansible
@@ -45,12 +46,15 @@ OPENB_COLUMNS = (
     "scheduled_time",
 )
 CSV_REQUIRED = ("name", "submit", "gpus")
-CSV_OPTIONAL = ("end", "team", "tier", "gpu_memory", "cpu", "memory", "gpu_model", "gpu_limit")
+CSV_OPTIONAL = ("end", "team", "tier", "gpu_memory", "cpu", "memory", "gpu_model", "gpu_limit", "priority")
 _INTEGER = re.compile(r"-?[0-9]+")
 # Times beyond this (some 31,000 years) are typos, not traces.
 MAX_SECONDS = 10**12
 MIB = Fraction(2**20)
 MILLI = Fraction(1, 1000)
+BYTE = Fraction(1)
+# Kubernetes pod priorities are 32-bit integers.
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 
 
 class Pod:
@@ -70,6 +74,8 @@ class Pod:
         "tier",
         "gpu_memory_mib",
         "gpu_limit_milli",
+        "gpu_memory_bytes",
+        "priority",
     )
 
     def __init__(
@@ -87,6 +93,8 @@ class Pod:
         gpu_memory_mib: int | None = None,
         tier: str | None = None,
         gpu_limit_milli: int | None = None,
+        gpu_memory_bytes: int | None = None,
+        priority: int = 0,
     ) -> None:
         self.name = name
         self.line = line
@@ -102,6 +110,9 @@ class Pod:
         self.gpu_memory_mib = gpu_memory_mib
         # per GPU, what the pod may use above its request while the GPU has room (thin); None: its request
         self.gpu_limit_milli = gpu_limit_milli
+        # the trace's gpu_memory in bytes (rounded up to a byte); None: not given
+        self.gpu_memory_bytes = gpu_memory_bytes
+        self.priority = priority  # the pod's priority: the reclaim rule evicts the lowest first
 
     @property
     def gpu(self) -> bool:
@@ -119,6 +130,12 @@ class Pod:
 
     def __repr__(self) -> str:
         return f"Pod({self.name!r}, gpus={self.num_gpu}x{self.gpu_milli}, t={self.created}..{self.deleted})"
+
+
+class Trace(list):
+    """The pods of a trace, in file order, and the kind of its times (``seconds`` or ``rfc3339``; None: none read)."""
+
+    time_kind: str | None = None
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -219,7 +236,7 @@ def models_of(row: _Row, column: str) -> tuple[str, ...] | None:
 # -- openb ----------------------------------------------------------------------------------------
 
 
-def read_openb(path: str, option: str = "trace") -> list[Pod]:
+def read_openb(path: str, option: str = "trace") -> Trace:
     """The pods of an openb pod list."""
     pods: list[Pod] = []
     for row in read_rows(path, option, OPENB_COLUMNS, OPENB_COLUMNS):
@@ -246,7 +263,9 @@ def read_openb(path: str, option: str = "trace") -> list[Pod]:
         )
         # not replayed (the replay schedules every pod itself), checked all the same
         row.integer("scheduled_time", high=MAX_SECONDS, empty=0)
-    return _unique(pods, option)
+    read = Trace(_unique(pods, option))
+    read.time_kind = "seconds"
+    return read
 
 
 def _name(row: _Row) -> str:
@@ -337,7 +356,7 @@ def _quantity(row: _Row, column: str, unit: Fraction, empty: int | None) -> int 
     return math.ceil(amount / unit)
 
 
-def _time(row: _Row, column: str) -> tuple[float, str] | None:
+def time_of(row: _Row, column: str) -> tuple[float, str] | None:
     """``(seconds, kind)`` of a time cell (``seconds`` or ``rfc3339``); None when empty."""
     value = row.text(column)
     if not value:
@@ -364,15 +383,15 @@ def _time(row: _Row, column: str) -> tuple[float, str] | None:
     return (int(seconds) if seconds == int(seconds) else seconds), "rfc3339"
 
 
-def read_generic(path: str, option: str = "trace") -> list[Pod]:
+def read_generic(path: str, option: str = "trace") -> Trace:
     """The pods of the collection's generic CSV trace."""
     pods: list[Pod] = []
     kinds: dict[str, tuple[int, str]] = {}  # time kind -> first line and column with it
     for row in read_rows(path, option, CSV_REQUIRED + CSV_OPTIONAL, CSV_REQUIRED):
-        submit = _time(row, "submit")
+        submit = time_of(row, "submit")
         if submit is None:
             raise row.error("submit", "is empty")
-        end = _time(row, "end")
+        end = time_of(row, "end")
         for column, found in (("submit", submit), ("end", end)):
             if found is None:
                 continue
@@ -397,15 +416,19 @@ def read_generic(path: str, option: str = "trace") -> list[Pod]:
                 tier=row.text("tier") or None,
                 gpu_memory_mib=_quantity(row, "gpu_memory", MIB, None),
                 gpu_limit_milli=_limit(row, num_gpu, gpu_milli),
+                gpu_memory_bytes=_quantity(row, "gpu_memory", BYTE, None),
+                priority=row.integer("priority", PRIORITY_RANGE[0], PRIORITY_RANGE[1], empty=0),
             )
         )
-    return _unique(pods, option)
+    read = Trace(_unique(pods, option))
+    read.time_kind = next(iter(kinds), None)  # one kind at most: mixing them is refused above
+    return read
 
 
-READERS: dict[str, Callable[[str, str], list[Pod]]] = {"openb": read_openb, "csv": read_generic}
+READERS: dict[str, Callable[[str, str], Trace]] = {"openb": read_openb, "csv": read_generic}
 
 
-def read_trace(path: str, trace_format: str, option: str = "trace") -> list[Pod]:
+def read_trace(path: str, trace_format: str, option: str = "trace") -> Trace:
     """The pods of the trace at ``path`` in ``trace_format`` (``openb`` or ``csv``)."""
     reader = READERS.get(trace_format)
     if reader is None:

@@ -2,14 +2,15 @@
 """The ``replay`` stage: a workload trace replayed on the site's devices, the result written to ``dest``.
 
 :func:`run` takes the module's parameters (:func:`replay_result.replay` does
-the replay; ``dest`` is written only when its content changes, not in check mode).
+the replay, on measured use too when ``usage`` is given; ``dest`` is written only when its content changes, not
+in check mode).
 
 Runs on the controller; no Ansible imports.
 """
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError, thin_result
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 
@@ -32,6 +33,8 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
             mode=params["mode"],
             gpu_class=params["gpu_class"],
             fractional_template=params["fractional_template"],
+            usage=params.get("usage"),
+            **{name: params[name] for name in thin_result.DEFAULTS if params.get(name) is not None},
         )
     except ReplayError as exc:
         raise StageError(str(exc)) from None

@@ -88,3 +88,36 @@ def test_nodes_and_plan_are_one_or_the_other(capsys):
 def test_a_dest_that_cannot_be_written_is_named(capsys, tmp_path):
     result = run(capsys, {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), "dest": str(tmp_path)})
     assert result["failed"] and result["msg"].startswith(f"dest: cannot write {tmp_path}")
+
+
+def test_measured_use_and_burst_factors_through_the_modules_options(capsys, tmp_path):
+    usage = tmp_path / "usage.csv"
+    usage.write_text("pod,timestamp,memory_used_bytes\npod-01,0,1000\npod-02,10,5000\n")
+    args = {
+        "trace": PODS,
+        "nodes": str(FIXTURES / "openb-nodes.csv"),
+        "policy": "thin",
+        "mode": "timeline",
+        "usage": str(usage),
+        "gpu_memory": "16Gi",
+        "thin_limit": 2.0,
+        "on_evict": "requeue",
+        "burst_factors": [1.5, "3"],
+    }
+    out = run(capsys, args)["replay"]
+    assert out["measured"]["rules"] == {
+        "policy": "thin",
+        "request": "request",
+        "limit": "2 x request",
+        "reclaim_margin": 5.0,
+        "on_evict": "requeue",
+    }
+    assert [entry["factor"] for entry in out["thin_factors"]] == [1.5, 3.0]
+    assert out["measured"]["usage"]["samples"] == 2 and out["measured"]["gpu_memory"]["bytes"] == 16 * 2**30
+    failed = run(capsys, dict(args, mode="saturation"))
+    assert failed["failed"] and failed["msg"].startswith("usage: measured use is replayed in timeline mode")
+    refused = run(capsys, {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), "on_evict": "requeue"})
+    assert (
+        refused["failed"]
+        and refused["msg"] == "on_evict: 'requeue' needs usage (the measured use the thin rules are replayed on)"
+    )

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -229,3 +231,131 @@ def test_thin_falls_back_to_whole_as_fractional_does():
     assert "thin" not in old
     new = result.replay(PODS, plan=str(FIXTURES / "plan-1.36.json"), policy="thin")
     assert new["policy_applied"] == "thin" and new["thin"]["promised_milli"] == new["thin"]["guaranteed_milli"]
+
+
+# -- on measured use: the options, the GPUs' memory, what the result gains -------------------------------------
+
+
+def _usage(tmp_path, text: str = "pod,timestamp,memory_used_bytes\npod-01,0,1000\n") -> str:
+    path = tmp_path / "usage.csv"
+    path.write_text(text)
+    return str(path)
+
+
+def _plan_with_memory(tmp_path, *memory: int) -> str:
+    """plan-1.36.json with a burstable template's thin entry giving the memory of its GPUs."""
+    plan = json.loads((FIXTURES / "plan-1.36.json").read_text())
+    gpus = {f"gpu-{index}": {"claims": 1, "memory": size} for index, size in enumerate(memory)}
+    gpus["gpu-9"] = {"claims": 1, "memory": None}  # a GPU that publishes none says nothing
+    plan["thin"] = [{"template": "fractional-gpu-burst", "nodes": {"gpu-a": {"claims": 1, "gpus": gpus}}}]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    return str(path)
+
+
+def test_measured_use_adds_measured_to_every_policy(tmp_path):
+    usage = _usage(tmp_path)
+    for policy in ("whole", "fractional", "thin"):
+        out = result.replay(PODS, nodes=NODES, policy=policy, mode="timeline", usage=usage, gpu_memory="16Gi")
+        assert out["measured"]["rules"]["policy"] == policy and "thin_factors" not in out
+        assert out["measured"]["usage"] == {
+            "path": usage,
+            "pods": 1,
+            "samples": 1,
+            "samples_outside_life": 0,
+            "sm_ratio_samples": 0,
+        }
+        assert out["measured"]["pods"] == out["trace"]["gpu_pods"] == 8
+    assert "measured" not in result.replay(PODS, nodes=NODES, mode="timeline")
+
+
+def test_the_gpus_memory_comes_from_the_option_else_from_the_plan(tmp_path):
+    usage = _usage(tmp_path)
+    plan = _plan_with_memory(tmp_path, 80 * 2**30, 80 * 2**30)
+    found = result.replay(PODS, plan=plan, policy="thin", mode="timeline", usage=usage)["measured"]["gpu_memory"]
+    assert found == {"bytes": 80 * 2**30, "source": "plan", "plan_bytes": 80 * 2**30}
+    given = result.replay(PODS, plan=plan, mode="timeline", usage=usage, gpu_memory="40Gi")["measured"]
+    assert given["gpu_memory"] == {"bytes": 40 * 2**30, "source": "gpu_memory", "plan_bytes": 80 * 2**30}
+    mixed = _plan_with_memory(tmp_path, 80 * 2**30, 40 * 2**30)
+    with pytest.raises(ReplayError, match=r"^gpu_memory: the plan's GPUs have different memory \(40Gi, 80Gi\)"):
+        result.replay(PODS, plan=mixed, mode="timeline", usage=usage)
+    assert (
+        result.replay(PODS, plan=mixed, mode="timeline", usage=usage, gpu_memory=2**30)["measured"]["gpu_memory"][
+            "plan_bytes"
+        ]
+        is None
+    )
+    with pytest.raises(ReplayError, match=r"^gpu_memory: required with usage .*: the plan publishes no GPU memory"):
+        result.replay(PODS, plan=str(FIXTURES / "plan-1.36.json"), mode="timeline", usage=usage)
+    with pytest.raises(ReplayError, match=r"^gpu_memory: required with usage .*: an openb node list gives no GPU"):
+        result.replay(PODS, nodes=NODES, mode="timeline", usage=usage)
+
+
+def test_thin_falling_back_to_whole_walks_whole_gpus_without_factors(tmp_path):
+    out = result.replay(
+        PODS, plan=str(FIXTURES / "plan-1.35.json"), policy="thin", mode="timeline", usage=_usage(tmp_path),
+        gpu_memory="16Gi", burst_factors=[2.0],
+    )  # fmt: skip
+    assert out["policy_applied"] == "whole" and out["measured"]["rules"]["request"] == "whole GPUs"
+    assert "thin_factors" not in out and out["measured"]["evictions"] == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"usage": "u", "mode": "saturation"}, "usage: measured use is replayed in timeline mode, not saturation"),
+        ({"thin_limit": "2.0"}, "thin_limit: '2.0' needs usage"),
+        ({"burst_factors": [1.5]}, r"burst_factors: \[1.5\] needs usage"),
+        ({"gpu_memory": "80Gi"}, "gpu_memory: '80Gi' needs usage"),
+        ({"reclaim_margin": 10}, "reclaim_margin: 10 needs usage"),
+        ({"on_evict": "requeue"}, "on_evict: 'requeue' needs usage"),
+        ({"thin_request": "p95"}, "thin_request: 'p95' needs usage"),
+        ({"usage": "u", "thin_request": "p0"}, "thin_request: 'p0' is not request or a percentile"),
+        ({"usage": "u", "thin_request": "p101"}, "thin_request: 'p101' is not request or a percentile"),
+        ({"usage": "u", "thin_request": "q95"}, "thin_request: 'q95' is not request or a percentile"),
+        ({"usage": "u", "thin_request": "p"}, "thin_request: 'p' is not request or a percentile"),
+        ({"usage": "u", "thin_limit": "0.5"}, "thin_limit: '0.5' is below 1: a limit is at least the request"),
+        ({"usage": "u", "thin_limit": "lots"}, "thin_limit: 'lots' is not a factor of the request"),
+        ({"usage": "u", "thin_limit": "inf"}, "thin_limit: 'inf' is not a factor of the request"),
+        ({"usage": "u", "thin_limit": True}, "thin_limit: True is not a factor of the request"),
+        ({"usage": "u", "reclaim_margin": 0}, r"reclaim_margin: 0 is out of range \(more than 0, less than 100\)"),
+        ({"usage": "u", "reclaim_margin": 100}, "reclaim_margin: 100 is out of range"),
+        ({"usage": "u", "reclaim_margin": "x"}, "reclaim_margin: 'x' is not a percent"),
+        ({"usage": "u", "on_evict": "keep"}, "on_evict: 'keep' is not one of drop, requeue"),
+        ({"usage": "u", "burst_factors": "1.5"}, "burst_factors: '1.5' is not a list of factors"),
+        ({"usage": "u", "burst_factors": [1.5, 0.5]}, r"burst_factors\[1\]: 0.5 is below 1"),
+        ({"usage": "u", "burst_factors": [2, 2.0]}, r"burst_factors\[1\]: 2.0 is in the list already"),
+        ({"usage": "u", "burst_factors": ["x"]}, r"burst_factors\[0\]: 'x' is not a factor"),
+        ({"usage": "u", "gpu_memory": "lots"}, "gpu_memory: 'lots' is not a quantity of memory"),
+        ({"usage": "u", "gpu_memory": "0"}, "gpu_memory: '0' is not above 0"),
+        ({"usage": "u", "gpu_memory": "-1Gi"}, "gpu_memory: '-1Gi' is not above 0"),
+        ({"usage": "u", "gpu_memory": "17Ti"}, "gpu_memory: '17Ti' is above 16Ti: not one GPU's memory"),
+        ({"usage": "u", "gpu_memory": ""}, "gpu_memory: '' is not a quantity of memory"),
+        ({"usage": "u", "gpu_memory": False}, "gpu_memory: False is not a quantity of memory"),
+        ({"usage": "bad", "gpu_memory": "16Gi"}, "usage: line 2, column pod: 'nobody' is not a pod of the trace"),
+    ],
+)
+def test_wrong_options_on_measured_use_are_named(tmp_path, options, message):
+    options = dict(options)
+    if options.get("usage") == "u":
+        options["usage"] = _usage(tmp_path)
+    elif options.get("usage") == "bad":
+        options["usage"] = _usage(tmp_path, "pod,timestamp,memory_used_bytes\nnobody,0,1\n")
+    options.setdefault("mode", "timeline")
+    with pytest.raises(ReplayError) as raised:
+        result.replay(PODS, nodes=NODES, **options)
+    assert re.match(message, str(raised.value)), str(raised.value)
+
+
+def test_a_percentile_of_one_decimal_is_a_request(tmp_path):
+    out = result.replay(
+        PODS, nodes=NODES, policy="thin", mode="timeline", usage=_usage(tmp_path), gpu_memory="16Gi",
+        thin_request="p99.9", thin_limit=2, reclaim_margin="2.5",
+    )  # fmt: skip
+    assert out["measured"]["rules"] == {
+        "policy": "thin",
+        "request": "p99.9",
+        "limit": "2 x request",
+        "reclaim_margin": 2.5,
+        "on_evict": "drop",
+    }

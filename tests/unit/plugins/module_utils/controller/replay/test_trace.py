@@ -225,3 +225,36 @@ def test_generic_gpu_limit_errors_name_the_line_and_the_column(tmp_path, row, me
     path.write_text("name,submit,gpus,gpu_limit\n" + row + "\n")
     with pytest.raises(ReplayError, match=r"^trace: line 2, " + message.removeprefix("line 2, ")):
         trace.read_generic(str(path))
+
+
+# -- priority: the reclaim rule evicts the lowest first ---------------------------------------------
+
+
+def test_generic_priority_and_the_kind_of_the_traces_times(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("name,submit,gpus,priority,gpu_memory\na,0,0.25,-5,1.5G\nb,1,0.25,,\nc,2,0,1000000000,\n")
+    pods = trace.read_trace(str(path), "csv")
+    assert [(pod.priority, pod.gpu_memory_bytes) for pod in pods] == [(-5, 1_500_000_000), (0, None), (10**9, None)]
+    assert pods.time_kind == "seconds"
+    dated = tmp_path / "dated.csv"
+    dated.write_text("name,submit,gpus\na,2025-03-01T08:00:00Z,1\n")
+    assert trace.read_trace(str(dated), "csv").time_kind == "rfc3339"
+    assert trace.read_trace(write(tmp_path, "name,submit,gpus"), "csv").time_kind is None
+    openb = trace.read_trace(str(FIXTURES / "openb-pods.csv"), "openb")
+    assert openb.time_kind == "seconds" and {pod.priority for pod in openb} == {0}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("high", "'high' is not a whole number"),
+        ("1.5", "'1.5' is not a whole number"),
+        (str(2**31), "2147483648 is out of range (-2147483648 to 2147483647)"),
+    ],
+)
+def test_generic_priority_errors_name_the_line_and_the_column(tmp_path, value, message):
+    path = tmp_path / "t.csv"
+    path.write_text(f"name,submit,gpus,priority\na,0,1,{value}\n")
+    with pytest.raises(ReplayError) as raised:
+        trace.read_generic(str(path))
+    assert str(raised.value) == f"trace: line 2, column priority: {message}"
