@@ -23,6 +23,7 @@ description:
 requirements:
   - cel-expr-python >= 0.1.3 on the controller
   - kubernetes >= 34.1.0 on the controller, for O(from_cluster) only
+  - requests >= 2.31 on the controller, for O(usage) with C(prometheus) only
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
@@ -83,6 +84,27 @@ options:
   plan_file:
     description: The site's C(plan.json); the worst level its satisfiable templates promise is compared with the measured ones.
     type: path
+  usage:
+    description:
+      - GPU use measured by the collection's driver, read over a window (C(aligned_dra_usage), docs/utilization.md)
+        from C(prometheus) (the base URL of Prometheus's HTTP API) with C(window) (default C(7d)), C(step) (default
+        C(60s)), C(end) (RFC 3339 or seconds; default now), C(bearer_token_file), C(ca_file), C(headers),
+        C(match) (label matchers added to every selector), C(timeout) and C(max_points) (default 11000, the
+        most points Prometheus gives one series of a range query); or C(files) (the same series exported, as OpenMetrics
+        text with timestamps, or saved C(query_range) answers) with C(window), C(step) and C(end).
+      - C(idle_threshold) (default 0.05) is the SM ratio under which a GPU with a process counts as idle;
+        C(request_percentile) (default 95) the percentile of the claims' peak memory the advice proposes as a
+        fraction's request.
+      - The result gains C(usage) (used versus allocated per claim, team and template, and the advice). Without
+        slices (no O(from_cluster), O(slices) or O(slice_files)) the result is the usage alone. Nothing is written
+        to the cluster.
+    type: dict
+  pods_dest:
+    description:
+      - Where to write the pods' usage series read through O(usage), as the replay's usage CSV
+        (C(pod,timestamp,memory_used_bytes,sm_ratio), pods named C(namespace/pod); docs/replay.md), for
+        replaying thin provisioning on this window's use. Needs O(usage). The diff names the file, not its rows.
+    type: path
   dest:
     description: Where to write the result as JSON (C(<site>/utilization.json)); omitted, nothing is written.
     type: path
@@ -96,6 +118,16 @@ EXAMPLES = r"""
     teams: "{{ aligned_dra_teams }}"
     topology_dir: output/ai-west/nodes
     plan_file: output/ai-west/plan.json
+    dest: output/ai-west/utilization.json
+
+- name: Used versus allocated over the last week, from the site's Prometheus
+  aligned.dra.utilization:
+    site: ai-west
+    from_cluster: true
+    usage:
+      prometheus: https://prometheus.monitoring.svc:9090
+      window: 7d
+      bearer_token_file: /var/run/secrets/kubernetes.io/serviceaccount/token
     dest: output/ai-west/utilization.json
 
 - name: Utilization of a recorded dump
@@ -113,6 +145,9 @@ utilization:
     - C(totals), C(claims) (allocated, pending, admin access results), C(nodes), C(classes) and C(teams) with
       published, allocated, idle and utilization; C(shared) devices; C(alignment) (level histogram,
       C(level_source), C(promised_level), C(below_promise)); C(allocations) per claim. See docs/teams.md.
+    - With O(usage), C(usage) (docs/utilization.md) - C(window), C(totals), C(teams), C(templates) and C(claims)
+      with hours and GPU-hours allocated, active, idle and unknown, memory used and SM ratio, C(timeline) per team,
+      and C(advice) (right-sized fractions, whole-GPU claims that could be fractions, an inventory snippet).
   returned: success
   type: dict
 """
@@ -137,6 +172,8 @@ def main():
             "teams": {"type": "dict", "default": {}},
             "topology_dir": {"type": "path"},
             "plan_file": {"type": "path"},
+            "usage": {"type": "dict"},
+            "pods_dest": {"type": "path"},
             "dest": {"type": "path"},
         },
         mutually_exclusive=[("slices", "slice_files"), ("claims", "claim_files")],

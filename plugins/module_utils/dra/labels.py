@@ -24,6 +24,8 @@ MANAGED = {"app.kubernetes.io/managed-by": "aligned.dra"}
 # the team and tier of a namespace (and of the objects rendered for a team)
 TEAM_LABEL = "aligned.dev/team"
 TIER_LABEL = "aligned.dev/tier"
+# the ResourceClaimTemplate a claim was made from: the templates put it on the claims Kubernetes makes of them
+TEMPLATE_LABEL = "aligned.dev/template"
 
 _LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 

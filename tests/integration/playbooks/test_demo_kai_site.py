@@ -3,7 +3,8 @@
 
 Two DGX H100 snapshots, the collection's driver split by kind (GPUs under
 ``gpu.aligned.dev``), engine ``kai`` with four teams in a department and
-two jobs: the stages validate, probe, claims, teams and placement run with
+two jobs: the stages validate, probe, claims, teams, utilization (the
+usage file the demo ships, read from next to the inventory) and placement run with
 ansible-playbook against tests/support/fakes/apiserver/ (Kubernetes 1.35's schemas,
 KAI Scheduler's kinds from its CRDs, unknown fields refused): check mode
 shows the diff and writes nothing to the cluster, the apply lands every
@@ -28,7 +29,7 @@ from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs impor
 )
 
 DEMO = REPO / "inventories" / "demo"
-STAGES = ("validate.yml", "probe.yml", "claims.yml", "teams.yml", "placement.yml")
+STAGES = ("validate.yml", "probe.yml", "claims.yml", "teams.yml", "utilization.yml", "placement.yml")
 KAI_KINDS = {
     ("scheduling.run.ai/v2", "Queue"): "queues",
     ("kai.scheduler/v1alpha1", "Topology"): "topologies.kai.scheduler",
@@ -99,6 +100,11 @@ def test_the_demo_kai_site_shows_its_diff_then_lands_whole_and_once(api, tmp_pat
     assert job["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
     assert job["spec"]["template"]["metadata"]["annotations"]["pod-group-name"] == "pretrain-2x8"
     assert json.loads((out / "jobs.json").read_text())["gangs"]["pretrain-2x8"]["mechanism"] == "kai"
+    # the demo's usage file, read relative to the inventory: used versus allocated per team, and the advice
+    usage = json.loads((out / "utilization.json").read_text())["usage"]
+    assert usage["teams"]["pretrain"]["gpu_hours"]["idle"] == 16.0 and usage["totals"]["claims_unknown"] == 1
+    assert usage["advice"]["inventory_snippet"]["aligned_dra_claims"]["templates"]["fractional_gpu"]["memory"] == "28Gi"
+    assert "kai-north: pretrain: 52.0 GPU-hours allocated, 36.0 active, 16.0 idle, 0.0 unknown" in first.stdout
     teams = json.loads((out / "teams.json").read_text())
     assert (
         sum(teams["kai"]["what_if"]["fair_share"][t]["gpu"] for t in ("pretrain", "finetune", "vision", "batch")) == 16

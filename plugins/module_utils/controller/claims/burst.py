@@ -25,6 +25,7 @@ from fractions import Fraction
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import TEMPLATE_LABEL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -151,6 +152,7 @@ def template(
     found = limits(conf, factors)
     out = copy.deepcopy(base)
     out["metadata"]["name"] = factors["name"]
+    out["spec"]["metadata"]["labels"][TEMPLATE_LABEL] = factors["name"]
     devices = out["spec"]["spec"]["devices"]
     request = devices["requests"][0]["name"]
     devices["config"] = [{"requests": [request], "opaque": gpu_config(conf, gpu_driver, found)}]

@@ -23,6 +23,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import TEMPLATE_LABEL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -306,7 +307,8 @@ def _template(conf: dict[str, Any], site: str, name: str, requests: list, constr
             "namespace": conf["namespace"],
             "labels": {"app.kubernetes.io/managed-by": "aligned.dra", "aligned.dev/site": site},
         },
-        "spec": {"spec": {"devices": devices}},
+        # the claims Kubernetes makes from the template carry its name: used versus allocated per template
+        "spec": {"metadata": {"labels": {TEMPLATE_LABEL: name}}, "spec": {"devices": devices}},
     }
 
 

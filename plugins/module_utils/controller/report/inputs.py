@@ -7,11 +7,13 @@ Each is checked for the fields the pages read, and refused with a
 
 from __future__ import annotations
 
+import math
+
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import LEVEL_RANK, LEVELS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 PLAN_SCHEMA_VERSION = 1
@@ -200,16 +202,201 @@ def validate_teams(teams: Any, source: str = "teams.json") -> dict[str, Any]:
     return teams
 
 
+# The devices allocated from the ResourceSlices; a site with ``usage`` but no slices has none of them.
+ALLOCATION_KEYS = ("totals", "claims", "nodes", "classes", "teams", "alignment", "shared")
+
+
+def has_allocation(used: Mapping[str, Any]) -> bool:
+    """Whether a checked ``utilization.json`` has the allocation part (else it holds ``usage`` alone)."""
+    return any(key in used for key in ALLOCATION_KEYS)
+
+
 def validate_utilization(used: Any, source: str = "utilization.json") -> dict[str, Any]:
-    """Check the fields of the utilization result (``aligned.dra.utilization``) that the report reads."""
+    """Check the fields of the utilization result (``aligned.dra.utilization``) that the report reads.
+
+    The allocation part may be left out (every one of :data:`ALLOCATION_KEYS`) only where ``usage`` is
+    there; ``usage`` is checked by :func:`check_usage`."""
     if not isinstance(used, dict) or used.get("schema_version") != 1:
         raise ReportError(f"{source}: expected a JSON object with schema_version 1")
-    for key in ("totals", "claims", "nodes", "classes", "teams", "alignment"):
+    if used.get("usage") is not None:
+        check_usage(used["usage"], f"{source}: usage")
+        if not has_allocation(used):
+            return used
+    for key in ALLOCATION_KEYS[:-1]:
         if not isinstance(used.get(key), dict):
             raise ReportError(f"{source}: '{key}' must be an object")
     if not isinstance(used.get("shared"), list):
         raise ReportError(f"{source}: 'shared' must be a list")
     return used
+
+
+def _numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(_number(v) for v in value)
+
+
+# What a field of ``usage`` must be, by the name its spec gives it; "?" also allows null.
+_FIELD_KINDS = {
+    "count": (_count, "a count"),
+    "number": (lambda v: _number(v) and v >= 0, "a number"),
+    "number?": (lambda v: v is None or (_number(v) and v >= 0), "a number or null"),
+    "text": (lambda v: isinstance(v, str), "a text"),
+    "text?": (lambda v: v is None or isinstance(v, str), "a text or null"),
+    "object": (lambda v: isinstance(v, dict), "an object"),
+    "object?": (lambda v: v is None or isinstance(v, dict), "an object or null"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+    "numbers": (_numbers, "a list of numbers"),
+    "texts": (lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of texts"),
+    "boolean": (lambda v: isinstance(v, bool), "a boolean"),
+    # where a chart places a point: finite, or the picture has no place for it
+    "signed": (lambda v: _number(v) and math.isfinite(v), "a finite number"),
+    "finite?": (lambda v: v is None or (_number(v) and 0 <= v < math.inf), "a finite number or null"),
+}
+_HOURS = {"allocated": "number", "active": "number", "idle": "number", "unknown": "number"}
+_USAGE = {
+    "source": "text",
+    "window": "object",
+    "sm_idle_threshold": "number",
+    "totals": "object",
+    "teams": "object",
+    "templates": "object",
+    "claims": "list",
+    "timeline": "object",
+    "advice": "object",
+}
+_WINDOW = {"start": "number", "end": "number", "step_seconds": "number", "points": "count", "hours": "number"}
+_AGGREGATE = {
+    "claims": "count",
+    "claims_measured": "count",
+    "claims_unknown": "count",
+    "claims_without_size": "count",
+    "gpu_hours": "object",
+    "idle_share": "number?",
+    "unknown_hours_share": "number?",
+    "memory_used_over_requested": "number?",
+    "memory_peak_bytes": "number?",
+}
+_CLAIM = {
+    "namespace": "text",
+    "claim": "text",
+    "team": "text",
+    "template": "text",
+    "node": "text?",
+    "device": "text?",
+    "gpu_uuid": "text?",
+    "kind": "text",
+    "status": "text",
+    "limit_bytes": "number?",
+    "hours": "object",
+    "gpu_hours": "object?",
+    "memory_used_bytes": "object?",
+}
+_TIMELINE = {"start": "number", "bucket_seconds": "number", "buckets": "count", "teams": "object"}
+_TIMELINE_SERIES = ("allocated_gpus", "active_gpus", "idle_gpus", "unknown_gpus", "memory_used_gpus")
+_ADVICE = {
+    "request_percentile": "number",
+    "fractional": "list",
+    "site": "object",
+    "whole_gpu_candidates": "list",
+    "inventory_snippet": "object?",
+}
+_GROUP = {"claims": "count", "claims_measured": "count", "advice": "object?"}
+_ADVISED = {
+    "request": "text",
+    "limit": "text",
+    "request_bytes": "number",
+    "limit_bytes": "number",
+    "burst_factor": "number",
+    "claims_above_request": "count",
+}
+_CANDIDATE = {
+    "namespace": "text",
+    "claim": "text",
+    "team": "text",
+    "template": "text",
+    "memory_max_bytes": "number",
+    "memory_max_share": "number",
+    "compute_max": "number?",
+    "compute_known": "boolean",
+    "gpu_hours": "number?",
+}
+
+
+def _fields(row: Any, spec: Mapping[str, str], where: str) -> dict[str, Any]:
+    """``row`` is an object whose keys of ``spec`` hold what the spec names; else a ReportError naming the key."""
+    if not isinstance(row, dict):
+        raise ReportError(f"{where} must be an object")
+    _require_keys(row, spec, where)
+    for key, kind in spec.items():
+        check, words = _FIELD_KINDS[kind]
+        if not check(row[key]):
+            raise ReportError(f"{where}.{key} {_short(row[key])} is not {words}")
+    return row
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_usage(usage: Any, where: str) -> None:
+    """The fields of ``usage`` (used versus allocated, ``controller/usage``) that the report reads."""
+    _fields(usage, _USAGE, where)
+    _fields(usage["window"], _WINDOW, f"{where}.window")
+    if not _FIELD_KINDS["texts"][0](usage.get("series_missing", [])):
+        raise ReportError(f"{where}.series_missing must be a list of texts")
+    groups = [("totals", usage["totals"])]
+    groups += [(f"{part}.{name}", row) for part in ("teams", "templates") for name, row in usage[part].items()]
+    for name, row in groups:
+        _fields(row, _AGGREGATE, f"{where}.{name}")
+        _fields(row["gpu_hours"], _HOURS, f"{where}.{name}.gpu_hours")
+    for index, claim in enumerate(usage["claims"]):
+        at = f"{where}.claims[{index}]"
+        _fields(claim, _CLAIM, at)
+        _fields(claim["hours"], _HOURS, f"{at}.hours")
+        if claim["gpu_hours"] is not None:
+            _fields(claim["gpu_hours"], _HOURS, f"{at}.gpu_hours")
+        if claim["memory_used_bytes"] is not None:
+            _fields(claim["memory_used_bytes"], {"max": "number"}, f"{at}.memory_used_bytes")
+    _check_timeline(usage["timeline"], f"{where}.timeline")
+    _check_advice(usage["advice"], f"{where}.advice")
+
+
+def _check_timeline(timeline: Any, where: str) -> None:
+    """Per team, each series a list of numbers, one per bucket; a bucket of some length."""
+    _fields(timeline, _TIMELINE, where)
+    if not timeline["bucket_seconds"] and timeline["buckets"]:
+        raise ReportError(f"{where}.bucket_seconds must be above 0")
+    spec = dict.fromkeys(_TIMELINE_SERIES, "numbers")
+    for team, rows in timeline["teams"].items():
+        _fields(rows, spec, f"{where}.teams.{team}")
+        for key in _TIMELINE_SERIES:
+            if len(rows[key]) != timeline["buckets"]:
+                raise ReportError(f"{where}.teams.{team}.{key} has {len(rows[key])} values, not {timeline['buckets']}")
+
+
+def _check_group(group: Any, where: str) -> None:
+    """One group's advice (usage/advice.py): the advised sizes, today's and the claims per GPU; or why none."""
+    _fields(group, _GROUP, where)
+    if group["advice"] is None:
+        _fields(group, {"reason": "text"}, where)
+        return
+    _fields(group["advice"], _ADVISED, f"{where}.advice")
+    _fields(group, {"today": "object", "claims_per_gpu": "object"}, where)
+    _fields(group["today"], {"request": "text"}, f"{where}.today")
+    _fields(group["claims_per_gpu"], {"today": "count", "advised": "count"}, f"{where}.claims_per_gpu")
+    if not isinstance(group.get("few_claims", False), bool):
+        raise ReportError(f"{where}.few_claims {_short(group['few_claims'])} is not a boolean")
+
+
+def _check_advice(advice: Any, where: str) -> None:
+    _fields(advice, _ADVICE, where)
+    for index, group in enumerate(advice["fractional"]):
+        at = f"{where}.fractional[{index}]"
+        _fields(group, {"team": "text", "template": "text"}, at)
+        _check_group(group, at)
+    _check_group(advice["site"], f"{where}.site")
+    for index, candidate in enumerate(advice["whole_gpu_candidates"]):
+        _fields(candidate, _CANDIDATE, f"{where}.whole_gpu_candidates[{index}]")
 
 
 _REPLAY_KEYS = (
@@ -259,7 +446,59 @@ def validate_replay(replay: Any, source: str = "replay.json") -> dict[str, Any]:
             _check_series(run.get("timeline"), f"{where}.timeline")
         if run.get("thin") is not None:
             _check_replay_thin(run["thin"], f"{where}.thin")
+        if run.get("measured") is not None:
+            _check_measured(run["measured"], f"{where}.measured")
+        if run.get("thin_factors") is not None:
+            if not isinstance(run["thin_factors"], list):
+                raise ReportError(f"{where}.thin_factors must be a list")
+            for index, factor in enumerate(run["thin_factors"]):
+                _fields(factor, _FACTOR, f"{where}.thin_factors[{index}]")
     return replay
+
+
+# The figures on measured use the report reads (replay/thin_result.py; docs/replay.md).
+_MEASURED = {
+    "rules": "object",
+    "gpu_memory": "object",
+    "basis": "text",
+    "window": "object",
+    "pods": "count",
+    "pods_placed": "count",
+    "pods_unstarted": "count",
+    "gpus_total": "count",
+    "gpus_needed": "object",
+    "evictions": "count",
+    "evictions_per_day": "number?",
+    "pods_evicted": "count",
+    "requeued": "count",
+    "waiting_at_end": "list",
+    "memory": "object",
+}
+_RULES = {"policy": "text", "request": "text", "limit": "text", "reclaim_margin": "number", "on_evict": "text"}
+_PEAK_MEAN = {"peak": "number", "mean": "number"}
+_FACTOR = {
+    "factor": "number",
+    "gpus": "number",
+    "gpus_fractional": "number",
+    "gpus_saved": "signed",  # below 0 where thin needs more GPUs than fractional
+    "evictions": "count",
+    "evictions_per_day": "finite?",
+    "pods_evicted": "count",
+}
+
+
+def _check_measured(measured: Any, where: str) -> None:
+    """A policy's figures on measured use: the rules, the GPUs' memory, the counts and the memory's peaks and means."""
+    _fields(measured, _MEASURED, where)
+    _fields(measured["rules"], _RULES, f"{where}.rules")
+    _fields(
+        measured["gpu_memory"], {"bytes": "number", "source": "text", "plan_bytes": "number?"}, f"{where}.gpu_memory"
+    )
+    _fields(measured["window"], {"seconds": "number"}, f"{where}.window")
+    _fields(measured["gpus_needed"], _PEAK_MEAN, f"{where}.gpus_needed")
+    memory = _fields(measured["memory"], {"capacity_bytes": "number"}, f"{where}.memory")
+    for key in ("promised_bytes", "used_bytes"):
+        _fields(memory.get(key), _PEAK_MEAN, f"{where}.memory.{key}")
 
 
 def _check_replay_thin(thin: Any, where: str) -> None:

@@ -19,6 +19,7 @@ builds them from the files the topology role wrote. What the pages show comes
 from the package's other modules: ``layouts`` (layout fingerprints and the
 level matrix), ``svg`` (the pictures' geometry), ``data`` (the rows and
 figures of each section), ``replay`` (the replay section and its chart),
+``usage`` (GPUs used versus allocated over a window, and its chart),
 ``jobs`` (the jobs section and each job's picture on the site) and
 ``inputs`` (the checked plan, teams, utilization, replay and jobs files, and
 :class:`ReportError`).
@@ -50,6 +51,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inputs import (
     ReportError,
+    has_allocation,
     summary_rails,
     validate_jobs,
     validate_plan,
@@ -66,6 +68,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg 
     node_picture,
     usage_chart,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.usage import usage_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology.summary import site_summary
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import (
     family_counts_text,
@@ -107,6 +110,7 @@ TEMPLATE_NAMES = (
     "plan.html.j2",
     "teams.html.j2",
     "utilization.html.j2",
+    "usage.html.j2",
     "replay.html.j2",
     "jobs.html.j2",
 )
@@ -230,8 +234,13 @@ def utilization_svg(classes: Mapping[str, Mapping[str, Any]]) -> Any:
 
 
 def utilization_html(used: Mapping[str, Any]) -> Any:
-    """Devices published, allocated and idle per class, node and team; shared devices; measured levels."""
-    return _render("utilization.html.j2", part="all", **utilization_view(used))
+    """Devices published, allocated and idle per class, node and team; shared devices; measured levels;
+    then, where the file has ``usage``, the GPUs used versus allocated over a window (a file with ``usage``
+    alone, from a site without ResourceSlices, shows that part only)."""
+    allocation = _render("utilization.html.j2", part="all", **utilization_view(used)) if has_allocation(used) else ""
+    if not used.get("usage"):
+        return allocation
+    return allocation + _render("usage.html.j2", **usage_view(used["usage"]))
 
 
 def replay_html(replay: Mapping[str, Any]) -> Any:

@@ -12,10 +12,19 @@ The chart never shows less than the series holds: a pixel column stands for
 an interval of the trace and is drawn at the highest value within it (the
 caption says so). The series itself leaves out a pod created and deleted at
 the same instant (placed, and counted in the rows, but never running between
-two instants; the caption says so too). Pure Python, no Ansible imports.
+two instants; the caption says so too).
+
+On measured use (``measured``, docs/replay.md "Thin provisioning on measured
+use") the section adds a table with a column per policy, and under ``thin``
+with ``thin_factors`` the geometry of a chart of evictions per day against
+GPUs saved, one point per burst factor. Pure Python, no Ansible imports.
 """
 
 from __future__ import annotations
+
+import math
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import text_width
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,8 +56,8 @@ def _percent(share: float | None) -> str:
     return "unknown" if share is None else f"{share * 100:.1f} %"
 
 
-def _duration(seconds: float) -> str:
-    """A span of the trace in the largest unit that keeps it readable."""
+def duration(seconds: float) -> str:
+    """A span of time in the largest unit that keeps it readable."""
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if abs(seconds) >= size:
             return f"{seconds / size:.1f} {unit}"
@@ -110,8 +119,8 @@ def envelope(times: Sequence[float], values: Sequence[float], start: float, end:
     return out
 
 
-def _step_path(heights: Sequence[float], scale: float, x0: float, bottom: float) -> str:
-    """An SVG path of the column heights (milli-GPUs), one pixel column each."""
+def step_path(heights: Sequence[float], scale: float, x0: float, bottom: float) -> str:
+    """An SVG path of the column heights (in the chart's unit, ``scale`` pixels each), one pixel column each."""
     parts = []
     last = None
     for column, value in enumerate(heights):
@@ -150,7 +159,7 @@ def time_chart(replay: Mapping[str, Any]) -> dict[str, Any] | None:
                     "series": series[: -len("_milli")],
                     "colour": COLOURS.get(name, OTHER_COLOUR),
                     "dashed": dashed,
-                    "path": _step_path(heights, scale, LEFT, bottom),
+                    "path": step_path(heights, scale, LEFT, bottom),
                 }
             )
     ticks = []
@@ -168,7 +177,7 @@ def time_chart(replay: Mapping[str, Any]) -> dict[str, Any] | None:
         "ticks": ticks,
         "capacity_y": f"{bottom - capacity * scale:.1f}" if capacity else None,
         "capacity": _gpus(capacity),
-        "span": _duration(end - start),
+        "span": duration(end - start),
         "seconds_per_column": (end - start) / PLOT_W,
     }
 
@@ -242,6 +251,232 @@ def thin_rows(runs: list[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]
     return rows
 
 
+# --------------------------------------------------------------------------
+# On measured use: the figures per policy, evictions against GPUs saved per burst factor
+# --------------------------------------------------------------------------
+
+# The factor chart: plot area and margins, in pixels (room for the tick labels and the axis titles).
+FACTOR_W, FACTOR_H = 360, 200
+F_LEFT, F_TOP, F_BOTTOM, F_RIGHT = 56, 14, 44, 16
+FACTOR_FONT = 11.0
+
+
+def _memory(value: float) -> str:
+    """Bytes in GiB: ``85899345920`` -> ``80 GiB``."""
+    return f"{value / 2**30:.1f}".removesuffix(".0") + " GiB"
+
+
+def _of(part: float, whole: float) -> str:
+    """``part`` as a share of ``whole``; unknown when there is nothing to be a share of."""
+    return _percent(part / whole if whole else None)
+
+
+def _per_day(value: float | None) -> str:
+    """Evictions per day to a tenth; ``-`` without a window to count a day over."""
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _gpu_memory(memory: Mapping[str, Any]) -> str:
+    """The GPUs' memory and where it came from; the plan's beside the option's when they differ."""
+    text = f"{_memory(memory['bytes'])} ({'the plan' if memory['source'] == 'plan' else 'gpu_memory'})"
+    plan = memory.get("plan_bytes")
+    if plan is not None and plan != memory["bytes"]:
+        text += f"; the plan publishes {_memory(plan)}"
+    return text
+
+
+# The rules' short names in words (docs/replay.md, "Requests and limits"); others (p95, 2 x request) read as they are.
+_RULE_WORDS = {
+    ("request", "request"): "the trace's request",
+    ("limit", "max"): "its largest sample",
+    ("limit", "request"): "its request",
+}
+
+
+def _rule(value: Any, which: str) -> str:
+    """A rule (``which``: request or limit) in words where its short name says little."""
+    return _RULE_WORDS.get((which, value), str(value))
+
+
+# The rows of the measured table: (key, label, the cell of one policy's ``measured``).
+_MEASURED_ROWS: tuple[tuple[str, str, Any], ...] = (
+    ("applied", "rules of the policy", lambda m: str(m["rules"]["policy"])),
+    ("request", "request rule", lambda m: _rule(m["rules"]["request"], "request")),
+    ("limit", "limit rule", lambda m: _rule(m["rules"]["limit"], "limit")),
+    ("margin", "reclaim margin", lambda m: f"{m['rules']['reclaim_margin']:g} %"),
+    ("on_evict", "an evicted pod is", lambda m: "requeued" if m["rules"]["on_evict"] == "requeue" else "dropped"),
+    ("gpu_memory", "a GPU's memory", lambda m: _gpu_memory(m["gpu_memory"])),
+    ("placed", "GPU pods placed", lambda m: f"{m['pods_placed']} of {m['pods']}"),
+    ("unstarted", "GPU pods that could not start", lambda m: str(m["pods_unstarted"])),
+    ("gpus_peak", "GPUs needed, peak", lambda m: f"{m['gpus_needed']['peak']:g} of {m['gpus_total']}"),
+    ("gpus_mean", "GPUs needed, time-weighted", lambda m: f"{m['gpus_needed']['mean']:.2f}"),
+    ("evictions", "evictions", lambda m: str(m["evictions"])),
+    ("per_day", "evictions per day", lambda m: _per_day(m["evictions_per_day"])),
+    ("pods_evicted", "pods evicted", lambda m: str(m["pods_evicted"])),
+    ("requeued", "evicted pods placed again", lambda m: str(m["requeued"])),
+    ("waiting", "evicted pods still waiting at the end", lambda m: str(len(m["waiting_at_end"]))),
+    (
+        "promised_peak",
+        "memory promised (limits), peak",
+        lambda m: _of(m["memory"]["promised_bytes"]["peak"], m["memory"]["capacity_bytes"]),
+    ),
+    (
+        "promised_mean",
+        "memory promised, time-weighted",
+        lambda m: _of(m["memory"]["promised_bytes"]["mean"], m["memory"]["capacity_bytes"]),
+    ),
+    (
+        "used_peak",
+        "memory used, peak",
+        lambda m: _of(m["memory"]["used_bytes"]["peak"], m["memory"]["capacity_bytes"]),
+    ),
+    (
+        "used_mean",
+        "memory used, time-weighted",
+        lambda m: _of(m["memory"]["used_bytes"]["mean"], m["memory"]["capacity_bytes"]),
+    ),
+)
+
+
+_TEXT_ROWS = frozenset(("applied", "request", "limit", "on_evict", "gpu_memory"))
+
+
+def measured_table(runs: list[tuple[str, Mapping[str, Any]]]) -> dict[str, Any] | None:
+    """The figures on measured use, a column per policy that has them; None when none has."""
+    found = [(str(name), run["measured"]) for name, run in runs if run.get("measured")]
+    if not found:
+        return None
+    first = found[0][1]
+    window = first["window"].get("seconds")
+    return {
+        "policies": [name for name, _m in found],
+        "rows": [
+            {
+                "key": key,
+                "label": label,
+                "num": key not in _TEXT_ROWS,
+                "cells": [cell(measured) for _name, measured in found],
+            }
+            for key, label, cell in _MEASURED_ROWS
+        ],
+        "capacity": _memory(first["memory"]["capacity_bytes"]),
+        "basis": f"the mean over {duration(window)}" if window else str(first["basis"]),
+    }
+
+
+def _ticks(low: float, high: float, integer: bool) -> list[float]:
+    """Round tick values from at or below ``low`` to at or above ``high`` (1, 2 or 5 times a power of ten).
+
+    An empty range (one value, or all zero) is widened to one unit, so the scale never divides by zero.
+    """
+    if high <= low:
+        high = low + 1
+    raw = (high - low) / 4
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    if integer:
+        step = max(step, 1)  # GPUs come whole: no tick between two
+    first, last = math.floor(low / step), math.ceil(high / step)
+    return [round(k * step, 10) for k in range(first, last + 1)]
+
+
+def factor_label(factor: float) -> str:
+    """A burst factor as the chart and the table write it: ``1.5`` -> ``×1.5``."""
+    return f"\u00d7{factor:g}"
+
+
+def factor_chart(factors: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Geometry of evictions per day (y) against GPUs saved (x), a point per factor joined in factor order.
+
+    None when a factor has no evictions per day (a trace of one instant has no window to count a day over).
+    """
+    if any(f["evictions_per_day"] is None for f in factors):
+        return None
+    xs = [f["gpus_saved"] for f in factors]
+    ys = [f["evictions_per_day"] for f in factors]
+    # 0 on both axes: no GPU saved and no eviction are the references the points are read against
+    x_ticks = _ticks(min(0, *xs), max(0, *xs), integer=all(float(x).is_integer() for x in xs))
+    y_ticks = _ticks(0, max(ys), integer=False)
+    (x0, x1), (y0, y1) = (x_ticks[0], x_ticks[-1]), (y_ticks[0], y_ticks[-1])
+    bottom, right = F_TOP + FACTOR_H, F_LEFT + FACTOR_W
+
+    def px(x: float) -> float:
+        return F_LEFT + (x - x0) / (x1 - x0) * FACTOR_W
+
+    def py(y: float) -> float:
+        return bottom - (y - y0) / (y1 - y0) * FACTOR_H
+
+    points = [{"factor": f["factor"], "x": px(x), "y": py(y)} for f, x, y in zip(factors, xs, ys, strict=True)]
+    # factors that fall on one spot share one label, so no text is drawn over another
+    spots: dict[tuple[float, float], list[float]] = {}
+    for point in points:
+        spots.setdefault((round(point["x"], 1), round(point["y"], 1)), []).append(point["factor"])
+    width = right + F_RIGHT
+    labels = []
+    for (x, y), shared in spots.items():
+        text = ", ".join(factor_label(f) for f in shared)
+        # right of the point, or left of it where the text would leave the picture
+        after = x + 7 + text_width(text, FACTOR_FONT) <= width
+        labels.append(
+            {
+                "x": f"{x + (7 if after else -7):.1f}",
+                "y": f"{y - 5:.1f}",
+                "anchor": "start" if after else "end",
+                "text": text,
+            }
+        )
+    return {
+        "width": width,
+        "height": bottom + F_BOTTOM,
+        "left": F_LEFT,
+        "right": right,
+        "top": F_TOP,
+        "bottom": bottom,
+        "middle_x": F_LEFT + FACTOR_W // 2,
+        "middle_y": F_TOP + FACTOR_H // 2,
+        "x_axis": {"low": x0, "high": x1},
+        "y_axis": {"low": y0, "high": y1},
+        "x_ticks": [{"x": f"{px(v):.1f}", "text": f"{v:g}"} for v in x_ticks],
+        "y_ticks": [{"y": f"{py(v):.1f}", "label_y": f"{py(v) + 4:.1f}", "text": f"{v:g}"} for v in y_ticks],
+        "points": [
+            {
+                "factor": f"{p['factor']:g}",
+                "x": f"{p['x']:.1f}",
+                "y": f"{p['y']:.1f}",
+                "label": factor_label(p["factor"]),
+            }
+            for p in points
+        ],
+        "path": "".join(f"{'L' if i else 'M'}{p['x']:.1f} {p['y']:.1f}" for i, p in enumerate(points))
+        if len(points) > 1
+        else None,
+        "labels": labels,
+        "colour": COLOURS["thin"],
+    }
+
+
+def factor_view(name: str, run: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy's burst factors (``thin_factors``): the chart, a row per factor, the GPUs of the baseline."""
+    factors = sorted(run["thin_factors"], key=lambda f: f["factor"])
+    return {
+        "policy": str(name),
+        "chart": factor_chart(factors),
+        "fractional": factors[0]["gpus_fractional"],
+        "rows": [
+            {
+                "factor": f"{f['factor']:g}",
+                "label": factor_label(f["factor"]),
+                "gpus": f"{f['gpus']:g}",
+                "saved": f"{f['gpus_saved']:g}",
+                "evictions": str(f["evictions"]),
+                "per_day": _per_day(f["evictions_per_day"]),
+                "pods_evicted": str(f["pods_evicted"]),
+            }
+            for f in factors
+        ],
+    }
+
+
 def replay_view(replay: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the replay section shows: the inputs, the ratio, what the shares are of, the chart, a row per policy."""
     runs = policies_of(replay)
@@ -268,13 +503,15 @@ def replay_view(replay: Mapping[str, Any]) -> dict[str, Any] | None:
         ),
         "capacity": {"gpus": _gpus(basis["capacity_milli"]), "milli": basis["capacity_milli"]},
         "basis": str(basis["basis"]),
-        "window": _duration(basis["window_seconds"]) if basis.get("window_seconds") else None,
+        "window": duration(basis["window_seconds"]) if basis.get("window_seconds") else None,
         "notes": notes,
         "chart": chart,
-        "column": _duration(chart["seconds_per_column"]) if chart else None,
+        "column": duration(chart["seconds_per_column"]) if chart else None,
         "bars": None if timeline else saturation_bars(runs),
         "legend": [{"policy": str(name), "colour": COLOURS.get(name, OTHER_COLOUR)} for name, _run in runs],
         "left_header": "GPU pods that could not start" if timeline else "pods not tried",
         "rows": [_row(name, run) for name, run in runs],
         "thin": thin_rows(runs),
+        "measured": measured_table(runs),
+        "factors": [factor_view(name, run) for name, run in runs if run.get("thin_factors")],
     }

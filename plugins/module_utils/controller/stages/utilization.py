@@ -5,8 +5,11 @@
 ResourceSlices, claims and classes (from the cluster, read-only, or given or
 in files), the plan and the topology files when given, each input's shape,
 the teams' namespaces, the classes compiled on their own (so that their errors
-name the option), the utilization (:func:`util.utilization`), and ``dest``
-written (only when its content changes; not in check mode).
+name the option), the utilization (:func:`util.utilization`), with ``usage``
+the GPU use read over its window (``usage/``: used versus allocated and the
+advice; without ResourceSlices, the usage alone), ``pods_dest`` (the pods'
+usage series as the replay reads them) and ``dest`` written (only when their
+content changes; not in check mode).
 
 Runs on the controller; no Ansible imports.
 """
@@ -21,15 +24,25 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_lib
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import UsageError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import advice as usage_advice
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import pods as usage_pods
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import settings as usage_settings
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import source as usage_source
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import summary as usage_summary
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
+from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import TEMPLATE_LABEL
 from ansible_collections.aligned.dra.plugins.module_utils.json_file import (
     read_json_dir,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.output_files import OutputFileError, write_text_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
+
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.series import UsageData
 
 
 def _from_files(params: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
@@ -82,8 +95,39 @@ def _objects(params: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         slices = params["slices"] if params["slices"] is not None else _from_files(params, "slice_files")
         claims = params["claims"] if params["claims"] is not None else _from_files(params, "claim_files")
         if not params["slices"] and not params["slice_files"]:
+            if params["usage"]:  # used versus allocated alone, from the driver's series
+                return None, claims, classes
             raise StageError("from_cluster, slices or slice_files must give the site's ResourceSlices")
     return slices, claims, classes
+
+
+def claim_templates(claims: list[Any] | None) -> dict[tuple[str, str], str]:
+    """``{(namespace, claim): template}`` from the claims' ``aligned.dev/template`` label (the rendered
+    ResourceClaimTemplates put it on every claim made from them)."""
+    found = {}
+    for claim in claims or []:
+        meta = claim.get("metadata") or {} if isinstance(claim, dict) else {}
+        template = (meta.get("labels") or {}).get(TEMPLATE_LABEL)
+        if template:
+            found[(meta.get("namespace") or "", meta.get("name") or "")] = template
+    return found
+
+
+def usage_result(
+    conf: Mapping[str, Any], namespaces: Mapping[str, str], claims: list[Any] | None
+) -> tuple[dict[str, Any], UsageData]:
+    """The ``usage`` of ``utilization.json`` (used versus allocated over the window, and the advice), and
+    what was read."""
+    try:
+        usage_settings.check(conf, "usage")
+        threshold = usage_settings.summary_setting(conf, "idle_threshold", "usage")
+        rank = usage_settings.summary_setting(conf, "request_percentile", "usage")
+        data = usage_source.read_usage(conf, option="usage", others=usage_settings.OTHERS)
+    except UsageError as exc:
+        raise StageError(str(exc)) from None
+    summary = usage_summary.summarise(data, namespaces, claim_templates(claims), threshold)
+    summary["advice"] = usage_advice.advise(summary, rank)
+    return summary, data
 
 
 def _plan(params: Mapping[str, Any]) -> Any:
@@ -100,6 +144,16 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
     """The module's result: ``changed``, ``utilization``, and ``diff`` of ``dest`` when ``diff`` is asked and the
     file changes."""
     slices, claims, classes = _objects(params)
+    if slices is None:  # no ResourceSlices: the usage alone
+        try:
+            if claims:
+                inputs.check_claims(claims, "claims" if params["claims"] is not None else "claim_files")
+            namespaces = teams_lib.teams_by_namespace(params["teams"])
+        except (inputs.InputError, teams_lib.TeamsError) as exc:
+            raise StageError(str(exc)) from None
+        result = {"schema_version": util.SCHEMA_VERSION, "site": params["site"]}
+        result["usage"], data = usage_result(params["usage"], namespaces, claims)
+        return _written(params, result, check_mode, diff, data)
     plan = _plan(params)
     try:
         topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
@@ -126,7 +180,28 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         result = util.utilization(slices, claims, classes, namespaces, topologies, site=params["site"], plan=plan)
     except (util.UtilizationError, planner.PlanError, CelError) as exc:
         raise StageError(str(exc)) from None
+    data = None
+    if params["usage"]:
+        result["usage"], data = usage_result(params["usage"], namespaces, claims)
+    return _written(params, result, check_mode, diff, data)
+
+
+def _written(
+    params: Mapping[str, Any], result: dict[str, Any], check_mode: bool, diff: bool, data: UsageData | None
+) -> dict[str, Any]:
+    pods_changed = False
+    if params["pods_dest"]:
+        if data is None:
+            raise StageError("pods_dest: the pods' usage series come from usage, which is not given")
+        try:
+            # a week of a site's pods is large: the diff names the file, it does not hold it
+            pods_changed, _diff = write_text_file(
+                params["pods_dest"], usage_pods.pods_csv(data), check_mode, "pods_dest"
+            )
+        except OutputFileError as exc:
+            raise StageError(str(exc)) from None
     changed, file_diff = write_dest(params["dest"], result, check_mode)
+    changed = changed or pods_changed
     response = {"changed": changed, "utilization": result}
     if diff and file_diff:
         response["diff"] = file_diff

@@ -5,6 +5,7 @@
 - ``validate``: argument specs, unknown names, the checks across hosts and stages, the message;
 - ``validate_placement``: the placement levels and each host's domains, and the jobs' placement;
 - ``validate_rails``: every host's rail rule read against its probe;
+- ``validate_usage``: ``aligned_dra_usage`` checked before any run (the usage package's own check);
 - ``preflight``: the Python packages the controller needs (standard library only), entered
   through its own ``run``, which the ``preflight`` module calls.
 

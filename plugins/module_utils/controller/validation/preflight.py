@@ -8,8 +8,9 @@ The one list of the collection's run-time dependencies: ``requirements.txt``
 step with :data:`PYTHON` and :data:`COLLECTIONS`. Which of them a run needs
 depends on its settings (:func:`features`): rendering and planning claims
 needs CEL and the Kubernetes schemas, anything that talks to a cluster needs
-the ``kubernetes`` client and ``kubernetes.core``, host-mode driver installs
-build wheels with the controller's pip.
+the ``kubernetes`` client and ``kubernetes.core``, reading GPU use from
+Prometheus needs ``requests``, host-mode driver installs build wheels with the
+controller's pip.
 
 Standard library only: the preflight module imports it before anything else
 can fail on a missing package.
@@ -35,6 +36,7 @@ FEATURES = {
     "render": "rendering, validating and planning DeviceClasses and claim templates (claims, teams, utilization, placement, what_if)",
     "cluster": "talking to a Kubernetes API server (apply, plan from the cluster, utilization, drain)",
     "wheelhouse": "building the driver's wheelhouse on the controller (host-mode driver install)",
+    "prometheus": "reading GPU use from Prometheus's HTTP API (utilization, aligned_dra_usage.prometheus)",
 }
 
 # Python distributions: name, import name, version specifier, features, interpreter.
@@ -62,6 +64,14 @@ PYTHON = (
         # ResourceV1Api (resource.k8s.io/v1) first shipped in 34.1.0.
         "version": ">=34.1.0",
         "features": ["cluster"],
+        "interpreter": "modules",
+    },
+    {
+        "name": "requests",
+        "import": "requests",
+        # The HTTP client of the usage source's Prometheus queries (also a dependency of kubernetes).
+        "version": ">=2.31",
+        "features": ["prometheus"],
         "interpreter": "modules",
     },
     {
@@ -95,6 +105,13 @@ _TRIGGERS = (
     ("teams", "aligned_dra_teams_apply", False, _truthy, "cluster"),
     ("utilization", "aligned_dra_utilization_source", "none", lambda v: v not in ("none", ""), "render"),
     ("utilization", "aligned_dra_utilization_source", "none", lambda v: v == "cluster", "cluster"),
+    (
+        "utilization",
+        "aligned_dra_usage",
+        {},
+        lambda v: isinstance(v, dict) and v.get("prometheus") not in (None, ""),
+        "prometheus",
+    ),
     ("placement", "aligned_dra_jobs", [], bool, "render"),
     ("placement", "aligned_dra_placement_apply", False, _truthy, "cluster"),
     ("placement", "aligned_dra_jobs_apply", False, _truthy, "cluster"),

@@ -46,6 +46,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.topology im
 from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import (
     validate_placement,
     validate_rails,
+    validate_usage,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -634,14 +635,8 @@ def validate(
         problems.extend(found)
         site = site_of(values)
         if not SITE_NAME.match(site):
-            found.append(
-                Problem(
-                    host,
-                    "aligned_dra_site",
-                    show(site),
-                    "aligned_dra_site must be letters, digits, '.', '_' or '-' (it names a directory)",
-                )
-            )
+            reason = "aligned_dra_site must be letters, digits, '.', '_' or '-' (it names a directory)"
+            found.append(Problem(host, "aligned_dra_site", show(site), reason))
             problems.append(found[-1])
         sites[host] = site
         by_site.setdefault(site, []).append(host)
@@ -653,6 +648,11 @@ def validate(
         # Every stage: the probe, the driver, the claims and the report all read the rails.
         if validate_rails.VARIABLE not in flagged:
             problems.extend(check_rails(host, values))
+        if "utilization" in stages and validate_usage.VARIABLE not in flagged:
+            usage = values.get(validate_usage.VARIABLE)
+            problems += [
+                Problem(host, validate_usage.VARIABLE, show(usage), r) for r in validate_usage.usage_problems(usage)
+            ]
     for site, members in sorted(by_site.items()):
         problems.extend(check_site(site, sorted(members), lambda h, n, d: read[h].get(n, d), stages))
     return sorted(set(problems)), sites

@@ -98,3 +98,57 @@ def test_a_bad_thin_entry_is_refused(thin, message):
     plan = {"schema_version": 1, "templates": [], "thin": thin}
     with pytest.raises(inputs.ReportError, match=message):
         inputs.validate_plan(plan)
+
+
+# ---------------------------------------------------------------- utilization.json with usage
+
+
+def test_a_utilization_file_with_usage_alone_is_accepted_and_without_it_refused(usage):
+    usage_only = {"schema_version": 1, "site": "s", "usage": usage}
+    assert inputs.validate_utilization(usage_only, "u.json") is usage_only
+    assert not inputs.has_allocation(usage_only)
+    with pytest.raises(inputs.ReportError, match=re.escape("u.json: 'totals' must be an object")):
+        inputs.validate_utilization({"schema_version": 1, "site": "s"}, "u.json")
+    # an allocation part given at all is checked whole, usage or not
+    with pytest.raises(inputs.ReportError, match=re.escape("u.json: 'shared' must be a list")):
+        inputs.validate_utilization({**usage_only, **dict.fromkeys(inputs.ALLOCATION_KEYS[:-1], {})}, "u.json")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda u: u.pop("window"), "u.json: usage has no 'window'"),
+        (lambda u: u["window"].update(step_seconds="60"), "usage.window.step_seconds '60' is not a number"),
+        (lambda u: u["totals"].pop("gpu_hours"), "usage.totals has no 'gpu_hours'"),
+        (
+            lambda u: u["teams"]["team-a"].update(idle_share="1/3"),
+            "usage.teams.team-a.idle_share '1/3' is not a number",
+        ),
+        (lambda u: u["teams"]["team-a"]["gpu_hours"].pop("idle"), "usage.teams.team-a.gpu_hours has no 'idle'"),
+        (lambda u: u["templates"].update(t=[]), "usage.templates.t must be an object"),
+        (lambda u: u["claims"][1].update(node=3), "usage.claims[1].node 3 is not a text or null"),
+        (lambda u: u["claims"][0]["hours"].update(unknown=None), "usage.claims[0].hours.unknown None is not a number"),
+        (lambda u: u["timeline"]["teams"]["team-a"]["idle_gpus"].pop(), "team-a.idle_gpus has 9 values, not 10"),
+        (lambda u: u["timeline"].update(bucket_seconds=0), "usage.timeline.bucket_seconds must be above 0"),
+        (lambda u: u["timeline"]["teams"]["team-a"].pop("memory_used_gpus"), "team-a has no 'memory_used_gpus'"),
+        (lambda u: u["advice"].pop("site"), "usage.advice has no 'site'"),
+        (
+            lambda u: u["advice"]["fractional"][0]["advice"].pop("limit"),
+            "usage.advice.fractional[0].advice has no 'limit'",
+        ),
+        (
+            lambda u: u["advice"]["fractional"][0].update(few_claims="yes"),
+            "fractional[0].few_claims 'yes' is not a boolean",
+        ),
+        (lambda u: u["advice"]["site"].update(advice=None), "usage.advice.site has no 'reason'"),
+        (
+            lambda u: u["advice"]["whole_gpu_candidates"][0].pop("compute_known"),
+            "usage.advice.whole_gpu_candidates[0] has no 'compute_known'",
+        ),
+        (lambda u: u.update(series_missing=[1]), "usage.series_missing must be a list of texts"),
+    ],
+)
+def test_bad_usage_is_refused_naming_the_key(usage, mutate, message):
+    mutate(usage)
+    with pytest.raises(inputs.ReportError, match=re.escape(message)):
+        inputs.validate_utilization({"schema_version": 1, "site": "s", "usage": usage}, "u.json")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -347,6 +348,36 @@ def test_site_page_shows_kueue_queues_idle_devices_and_the_what_if_outcome(tmp_p
     write_site(tmp_path, "east", identical_site("vm-flat", 1))
     (tmp_path / "east" / "teams.json").write_text(json.dumps(dict(summary, kueue={"teams": [{"name": "x"}]})))
     with pytest.raises(inputs.ReportError, match=r"kueue.teams\[0\] has no 'cluster_queue'"):
+        pages.build_reports(str(tmp_path))
+
+
+def test_a_site_with_usage_alone_has_a_valid_page_with_used_versus_allocated(tmp_path, usage):
+    import html5lib
+
+    write_site(tmp_path, "east", identical_site("vm-flat", 1))
+    (tmp_path / "east" / "utilization.json").write_text(
+        json.dumps({"schema_version": 1, "site": "east", "usage": usage})
+    )
+    page = pages.build_reports(str(tmp_path))["files"]["east/report.html"]
+    assert "<h2>Utilization</h2>" in page and "<h3>Used versus allocated</h3>" in page
+    assert "devices allocated" not in page and 'class="usage-classes"' not in page  # no allocation part
+    tags = parse(page)
+    assert sum(1 for t, a in tags if t == "path" and a.get("class") == "unknown") == 2  # a team each
+    parser = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False)
+    parser.parse(page)  # raises on the first parse error
+    ids = [a["id"] for _t, a in tags if a.get("id")]
+    assert len(ids) == len(set(ids))
+    # both parts where the site has ResourceSlices too; a bad usage names its key
+    _summary, used = _teams_and_utilization()
+    (tmp_path / "east" / "utilization.json").write_text(json.dumps(dict(used, usage=usage)))
+    page = pages.build_reports(str(tmp_path))["files"]["east/report.html"]
+    assert "10 of 14 devices allocated" in page and page.index("devices allocated") < page.index("Used versus")
+    broken = copy.deepcopy(usage)
+    del broken["timeline"]["teams"]["team-a"]["active_gpus"]
+    (tmp_path / "east" / "utilization.json").write_text(json.dumps(dict(used, usage=broken)))
+    with pytest.raises(
+        inputs.ReportError, match=r"east/utilization.json: usage.timeline.teams.team-a has no 'active_gpus'"
+    ):
         pages.build_reports(str(tmp_path))
 
 

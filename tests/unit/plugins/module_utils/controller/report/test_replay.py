@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -203,3 +205,180 @@ def test_bad_thin_figures_are_refused(tmp_path):
     del replay["policies"]["thin"]["thin"]["basis"]
     with pytest.raises(inputs.ReportError, match=r"policies\.thin\.thin has no 'basis'"):
         inputs.validate_replay(replay)
+
+
+# ---------------------------------------------------------------- on measured use
+
+GI = 2**30
+# docs/replay.md's worked example: four quarter-GPU pods on one node of 4 GPUs of 80 GiB; b and c burst at 1800 s
+WORKED = (
+    "name,submit,end,gpus,priority\na,0,3600,0.25,100\nb,0,3600,0.25,0\nc,0,3600,0.25,0\nd,0,3600,0.25,0\n",
+    "pod,timestamp,memory_used_bytes\n"
+    + "".join(f"{pod},0,{15 * GI}\n" for pod in "abcd")
+    + f"a,1800,{35 * GI}\nb,1800,{30 * GI}\nc,1800,{30 * GI}\n"
+    + "".join(f"{pod},2700,{15 * GI}\n" for pod in "abc"),
+    "sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,4,\n",
+)
+# GPUs of 1000 bytes, 2 of them: b bursts to 700 at 10 s; evicted (limit above 600), it leaves room on GPU 0 for c
+# at 20 s, so thin needs one GPU, else two (fractional, by peak use, needs two)
+FREED = (
+    "name,submit,end,gpus\na,0,100,0.5\nb,0,100,0.5\nc,20,100,0.5\n",
+    "pod,timestamp,memory_used_bytes\na,0,400\nb,0,400\nb,10,700\nc,20,300\n",
+    "sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,2,\n",
+)
+
+
+def measured_replay(tmp_path: Path, files: tuple[str, str, str], factors: list, gpu_memory: str) -> dict:
+    """replay.json of the three policies replayed on measured use, thin once more per burst factor."""
+    paths = []
+    for name, text in zip(("trace", "usage", "nodes"), files, strict=True):
+        paths.append(tmp_path / f"{name}.csv")
+        paths[-1].write_text(text)
+    runs = {
+        policy: result.replay(
+            str(paths[0]),
+            "csv",
+            nodes=str(paths[2]),
+            policy=policy,
+            mode="timeline",
+            usage=str(paths[1]),
+            gpu_memory=gpu_memory,
+            **({"burst_factors": factors} if policy == "thin" else {}),
+        )  # fmt: skip
+        for policy in ("whole", "fractional", "thin")
+    }
+    return json.loads(json.dumps({"schema_version": 1, "site": "lab", "policies": runs}))
+
+
+def cells(page: str, figure: str) -> list[str]:
+    """The measured table's cells of one figure (a row), a policy each."""
+    row = re.search(rf'<tr data-figure="{figure}">(.*?)</tr>', page)
+    assert row, figure
+    return re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+
+
+def test_the_figures_on_measured_use_come_from_the_result(tmp_path):
+    replay = inputs.validate_replay(measured_replay(tmp_path, WORKED, [1.0, 1.5, 2.0], "80Gi"))
+    thin = replay["policies"]["thin"]["measured"]
+    page = str(pages.replay_html(replay))
+    assert re.findall(r'<th data-policy="([^"]+)"', page) == ["whole", "fractional", "thin"]
+    assert cells(page, "evictions") == ["0", "0", str(thin["evictions"])] == ["0", "0", "2"]
+    assert cells(page, "per_day") == ["0.0", "0.0", f"{thin['evictions_per_day']:.1f}"] == ["0.0", "0.0", "48.0"]
+    assert cells(page, "gpus_peak") == ["4 of 4", "2 of 4", "1 of 4"]
+    assert cells(page, "placed") == ["4 of 4"] * 3 and cells(page, "pods_evicted")[2] == "2"
+    # 50 GiB used on average of 320 GiB (15.6 %), 60 at the peak; 115 GiB promised at the peak
+    assert cells(page, "used_mean")[2] == "15.6 %" and cells(page, "used_peak")[2] == "18.8 %"
+    assert cells(page, "promised_peak")[2] == f"{115 / 320 * 100:.1f} %"
+    assert cells(page, "request") == ["whole GPUs", "peak use", "the trace&#39;s request"]
+    assert cells(page, "limit")[2] == "its largest sample" and cells(page, "margin") == ["5 %"] * 3
+    assert cells(page, "gpu_memory") == ["80 GiB (gpu_memory)"] * 3
+    assert "capacity, 320 GiB" in page and "the mean over 1.0 h" in page
+
+
+def points_of(page: str) -> list[dict]:
+    """The attributes of the factor chart's points."""
+    return [a for t, a in parsed(page).tags if t == "circle"]
+
+
+def test_the_chart_puts_each_factor_where_its_numbers_say(tmp_path):
+    replay = measured_replay(tmp_path, FREED, [1.5, 1.0, 1.2], "1000")
+    factors = replay["policies"]["thin"]["thin_factors"]
+    chart = section.factor_chart(sorted(factors, key=lambda f: f["factor"]))
+    x_axis, y_axis = chart["x_axis"], chart["y_axis"]
+    for point, factor in zip(chart["points"], sorted(factors, key=lambda f: f["factor"]), strict=True):
+        x = x_axis["low"] + (float(point["x"]) - chart["left"]) / (chart["right"] - chart["left"]) * (
+            x_axis["high"] - x_axis["low"]
+        )
+        y = y_axis["low"] + (chart["bottom"] - float(point["y"])) / (chart["bottom"] - chart["top"]) * (
+            y_axis["high"] - y_axis["low"]
+        )
+        assert (round(x, 3), round(y, 1)) == (factor["gpus_saved"], factor["evictions_per_day"])
+    # by hand: x from 0 to 1 GPU saved, y from 0 to 1000 a day; x1.0 saves none and evicts none, x1.2 and x1.5
+    # evict b (864 a day) and so save its GPU
+    assert (x_axis, y_axis) == ({"low": 0, "high": 1}, {"low": 0, "high": 1000})
+    assert [(p["label"], p["x"], p["y"]) for p in chart["points"]] == [
+        ("×1", "56.0", "214.0"),
+        ("×1.2", "416.0", f"{214 - 0.864 * 200:.1f}"),
+        ("×1.5", "416.0", f"{214 - 0.864 * 200:.1f}"),
+    ]
+    assert chart["path"] == "M56.0 214.0L416.0 41.2L416.0 41.2"  # in factor order, not the order given
+    assert [label["text"] for label in chart["labels"]] == ["×1", "×1.2, ×1.5"]  # one spot, one label
+    assert [t["text"] for t in chart["x_ticks"]] == ["0", "1"] and chart["y_ticks"][-1]["text"] == "1000"
+    page = str(pages.replay_html(replay))
+    assert [a["data-factor"] for a in points_of(page)] == ["1", "1.2", "1.5"]
+    assert 'aria-label="Evictions per day against GPUs saved, per burst factor, policy thin"' in page
+    rows = re.findall(r'<tr data-factor="([^"]+)">(.*?)</tr>', page)
+    assert [(f, re.findall(r"<td[^>]*>(.*?)</td>", r)) for f, r in rows] == [
+        ("1", ["×1", "2", "0", "0", "0.0", "0"]),
+        ("1.2", ["×1.2", "1", "1", "1", "864.0", "1"]),
+        ("1.5", ["×1.5", "1", "1", "1", "864.0", "1"]),
+    ]
+    assert "GPUs saved move only through evicted pods" in page and "which needs 2 GPUs at the peak" in page
+
+
+def test_one_factor_without_evictions_and_a_trace_without_a_window(tmp_path):
+    replay = measured_replay(tmp_path, WORKED, [1.0], "80Gi")
+    chart = section.factor_chart(replay["policies"]["thin"]["thin_factors"])
+    # one point, no eviction: the y axis still spans a unit, the point sits on 0, no line joins it to anything
+    assert chart["y_axis"] == {"low": 0, "high": 1} and chart["path"] is None
+    assert [(p["x"], p["y"]) for p in chart["points"]] == [(f"{chart['right']:.1f}", f"{chart['bottom']:.1f}")]
+    instant = ("name,submit,gpus\na,0,0.5\n", "pod,timestamp,memory_used_bytes\na,0,100\n", WORKED[2])
+    (tmp_path / "one").mkdir()
+    replay = measured_replay(tmp_path / "one", instant, [1.0, 2.0], "1000")
+    assert section.factor_chart(replay["policies"]["thin"]["thin_factors"]) is None
+    page = str(pages.replay_html(inputs.validate_replay(replay)))
+    assert "No chart: the trace has no window" in page and not points_of(page)
+    assert cells(page, "per_day") == ["-"] * 3 and "<td>×2</td>" in page
+
+
+def test_a_replay_without_measured_use_renders_as_before(tmp_path):
+    replay = measured_replay(tmp_path, WORKED, [1.0, 2.0], "80Gi")
+    page = str(pages.replay_html(replay))
+    for run in replay["policies"].values():
+        run.pop("measured")
+        run.pop("thin_factors", None)
+    before = str(pages.replay_html(inputs.validate_replay(replay)))
+    assert "<h4>" not in before and "<circle" not in before and 'class="measured"' not in before
+    assert page.startswith(before[: before.index("</section>")]) and "<h4>On measured use</h4>" in page
+    assert "On measured use" not in str(pages.replay_html(replayed()))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda t: t["measured"]["rules"].pop("limit"), r"measured\.rules has no 'limit'"),
+        (lambda t: t["measured"].update(evictions=-1), r"measured\.evictions -1 is not a count"),
+        (lambda t: t["measured"].update(evictions_per_day="x"), r"measured\.evictions_per_day 'x' is not a number"),
+        (lambda t: t["measured"]["memory"].pop("used_bytes"), r"measured\.memory\.used_bytes must be an object"),
+        (lambda t: t["measured"]["gpu_memory"].update(source=1), r"measured\.gpu_memory\.source 1 is not a text"),
+        (lambda t: t.update(thin_factors={}), r"thin_factors must be a list"),
+        (lambda t: t["thin_factors"][0].pop("gpus_saved"), r"thin_factors\[0\] has no 'gpus_saved'"),
+        (lambda t: t["thin_factors"][1].update(gpus_saved=math.inf), r"thin_factors\[1\]\.gpus_saved inf is not a"),
+        (
+            lambda t: t["thin_factors"][1].update(evictions_per_day=math.nan),
+            r"thin_factors\[1\]\.evictions_per_day nan is not a finite",
+        ),
+    ],
+)
+def test_bad_figures_on_measured_use_are_refused_by_name(tmp_path, change, message):
+    replay = measured_replay(tmp_path, WORKED, [1.0, 2.0], "80Gi")
+    change(replay["policies"]["thin"])
+    with pytest.raises(inputs.ReportError, match=r"lab/replay\.json: policies\.thin\." + message):
+        inputs.validate_replay(replay, "lab/replay.json")
+
+
+def test_the_site_page_with_measured_use_is_valid_html_and_escapes_the_rules(tmp_path):
+    import html5lib
+
+    nodes = {"a": topology_of("vm-flat")}
+    write_site(tmp_path, "lab", nodes)
+    (tmp_path / "lab" / "plan.json").write_text(json.dumps(plan_for("lab", nodes)))
+    (tmp_path / "data").mkdir()
+    replay = measured_replay(tmp_path / "data", FREED, [1.0, 1.5], "1000")
+    replay["policies"]["thin"]["measured"]["rules"]["request"] = EVIL
+    (tmp_path / "lab" / "replay.json").write_text(json.dumps(replay))
+    page = pages.build_reports(str(tmp_path))["files"]["lab/report.html"]
+    assert page.count('class="factor"') == 2 and "<h4>On measured use</h4>" in page
+    assert "<script" not in page and "evil.example" in page
+    parser = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False)
+    parser.parse(page)  # raises on the first parse error

@@ -88,6 +88,18 @@ def test_settings_of_stages_not_run_are_ignored():
     }
 
 
+def test_gpu_use_from_prometheus_needs_requests_exported_files_do_not():
+    scraped = {"a": {"aligned_dra_usage": {"prometheus": "http://prometheus:9090", "window": "7d"}}}
+    assert preflight.features(["a"], lookup_from(scraped), ["utilization"]) == {"prometheus": "aligned_dra_usage on a"}
+    assert "prometheus" not in preflight.features(["a"], lookup_from(scraped), ["claims"])
+    exported = {"a": {"aligned_dra_usage": {"files": ["/usage.om"]}}}
+    assert preflight.features(["a"], lookup_from(exported), ["utilization"]) == {}
+    assert preflight.features(["a"], lookup_from({}), ["utilization"]) == {}
+    wanted = preflight.requirements_for({"prometheus"})
+    assert [(item["name"], item["version"]) for item in wanted["python"]] == [("requests", ">=2.31")]
+    assert not wanted["collections"]
+
+
 def test_host_mode_driver_needs_the_controllers_pip_daemonset_mode_does_not():
     assert "wheelhouse" in preflight.features(["a"], lookup_from({}), ["driver"])
     daemonset = {"a": {"aligned_dra_driver_mode": "daemonset"}}

@@ -64,6 +64,22 @@ def test_a_valid_site_passes():
     assert sites == {"n1": "lab", "n2": "lab"}
 
 
+def test_usage_that_cannot_work_is_refused_before_any_run_only_where_the_stage_runs():
+    bad = {
+        "n1": {
+            "aligned_dra_site": "lab",
+            "aligned_dra_usage": {"prometheus": "https://p", "window": "1h", "step": "7m"},
+        }
+    }
+    problems, _sites = run(bad, ["utilization"])
+    assert reasons(problems) == [
+        "n1 aligned_dra_usage aligned_dra_usage: window 1h must be a whole number of steps of 7m"
+    ]
+    assert run(bad, ["claims"])[0] == []
+    good = {"n1": {"aligned_dra_site": "lab", "aligned_dra_usage": {"files": ["u.om"], "window": "6h", "step": "30m"}}}
+    assert run(good, ["utilization"])[0] == []
+
+
 def test_argument_spec_errors_name_host_variable_and_value():
     problems = run({"n1": {"aligned_dra_drain_timeout": "soon", "aligned_dra_claims_write": "maybe"}})[0]
     found = {(p.host, p.variable, p.value) for p in problems}

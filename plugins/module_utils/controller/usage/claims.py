@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Per claim and GPU, what the window held: the driver's series of the claim's pods folded onto the grid.
+
+A claim's GPU is keyed by ``(namespace, claim, gpu_uuid)`` (NVML's UUID is
+unique across the site). At each grid point:
+
+- **allocated**: the claim's info series or any of its pods' use series has a
+  value (the driver exports both for every prepared device);
+- **used memory**: the sum over the claim's pods (their processes' memory on
+  the GPU; the source asked Prometheus for each step's peak); absent where no
+  pod's series has a value (unknown, never 0);
+- **SM**: the sum over the pods that NVML sampled, at most 1; absent
+  (:data:`NO_RATIO`) where none was sampled;
+- **request** and **limit**: the largest the pods' series repeat (one claim's
+  pods repeat its request);
+- the GPU's memory (``aligned_dra_gpu_memory_total_bytes``, its largest value)
+  and DCGM's utilization of the GPU (``DCGM_FI_DEV_GPU_UTIL``, a percent),
+  joined by UUID.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import truediv
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.series import Series, UsageData
+
+# A grid point without a value: in the used memory, below any value; in ratios (SM, DCGM), above any.
+ABSENT = -1.0
+NO_RATIO = 2.0
+
+
+@dataclass(slots=True)
+class ClaimGpu:
+    """One claim's GPU over the window: dense arrays over the grid, :data:`ABSENT` where nothing was measured."""
+
+    namespace: str
+    claim: str
+    gpu_uuid: str
+    device: str = ""
+    node: str = ""
+    pods: set[str] = field(default_factory=set)
+    allocated: bytearray = field(default_factory=bytearray)
+    used: array = field(default_factory=lambda: array("d"))
+    sm: array = field(default_factory=lambda: array("d"))
+    has_sm: bool = False
+    request: float | None = None
+    limit: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace, self.claim, self.gpu_uuid)
+
+
+def _dense(steps: int, absent: float = ABSENT) -> array:
+    return array("d", [absent]) * steps
+
+
+def _claim(found: dict[tuple[str, str, str], ClaimGpu], labels: dict[str, str], steps: int) -> ClaimGpu | None:
+    uuid = labels.get("gpu_uuid") or ""
+    if not uuid:  # a NIC's info series: no GPU to measure
+        return None
+    key = (labels.get("namespace") or "", labels.get("claim") or "", uuid)
+    entry = found.get(key)
+    if entry is None:
+        entry = ClaimGpu(
+            key[0], key[1], uuid, allocated=bytearray(steps), used=_dense(steps), sm=_dense(steps, NO_RATIO)
+        )
+        found[key] = entry
+    entry.device = entry.device or labels.get("device") or ""
+    # the info series names the node (pool); a scraped series carries the target's node label
+    entry.node = entry.node or labels.get("pool") or labels.get("node") or ""
+    if labels.get("pod"):
+        entry.pods.add(labels["pod"])
+    return entry
+
+
+def _contiguous(one: Series) -> bool:
+    points = one.points
+    return bool(points) and points[-1] - points[0] + 1 == len(points)
+
+
+def _mark(entry: ClaimGpu, one: Series) -> None:
+    allocated = entry.allocated
+    if _contiguous(one):  # the usual series, a value at every step: one slice, not a loop
+        allocated[one.points[0] : one.points[-1] + 1] = b"\x01" * len(one.points)
+        return
+    for point in one.points:
+        allocated[point] = 1
+
+
+def _add_used(target: array, one: Series, first: bool) -> None:
+    """The pod's memory added to the claim's (the first pod's, when contiguous, copied as a slice)."""
+    if first and _contiguous(one):
+        target[one.points[0] : one.points[-1] + 1] = one.values
+        return
+    for point, value in zip(one.points, one.values):
+        now = target[point]
+        target[point] = value if now < 0 else now + value
+
+
+def _add_ratio(target: array, one: Series) -> None:
+    """The pod's SM added to the claim's, at most 1."""
+    for point, value in zip(one.points, one.values):
+        now = target[point]
+        total = value if now >= NO_RATIO else now + value
+        target[point] = total if total < 1.0 else 1.0
+
+
+def _largest(current: float | None, one: Series) -> float | None:
+    if not one.values:
+        return current
+    top = max(one.values)
+    return top if current is None or top > current else current
+
+
+def claim_gpus(data: UsageData) -> dict[tuple[str, str, str], ClaimGpu]:
+    """Every claim's GPU the window saw, keyed ``(namespace, claim, gpu_uuid)``."""
+    steps = data.steps
+    found: dict[tuple[str, str, str], ClaimGpu] = {}
+    for one in data.series.get(usage.CLAIM_INFO, []):
+        entry = _claim(found, one.labels, steps)
+        if entry is not None:
+            _mark(entry, one)
+    added: set[tuple[str, str, str]] = set()
+    for one in data.series.get(usage.CLAIM_USED, []):
+        entry = _claim(found, one.labels, steps)
+        if entry is not None:
+            _mark(entry, one)
+            _add_used(entry.used, one, entry.key not in added)
+            added.add(entry.key)
+    for one in data.series.get(usage.CLAIM_SM, []):
+        entry = _claim(found, one.labels, steps)
+        if entry is not None and one.points:
+            _add_ratio(entry.sm, one)
+            entry.has_sm = True
+    for metric, attribute in ((usage.CLAIM_REQUEST, "request"), (usage.CLAIM_LIMIT, "limit")):
+        for one in data.series.get(metric, []):
+            entry = _claim(found, one.labels, steps)
+            if entry is not None:
+                setattr(entry, attribute, _largest(getattr(entry, attribute), one))
+    return found
+
+
+def gpu_memory(data: UsageData) -> dict[str, float]:
+    """``{gpu_uuid: bytes}``: each GPU's memory, the largest value its series gave."""
+    found: dict[str, float] = {}
+    for one in data.series.get(usage.GPU_TOTAL, []):
+        uuid = one.labels.get("gpu_uuid") or ""
+        top = _largest(found.get(uuid), one)
+        if uuid and top is not None:
+            found[uuid] = top
+    return found
+
+
+def dcgm_utilization(data: UsageData) -> dict[str, array]:
+    """``{UUID: dense ratios}``: DCGM's GPU utilization (a percent) as 0-1 per grid point (:data:`NO_RATIO`
+    where none); the largest where several exporters report one GPU (a rollout, a second exporter)."""
+    steps = data.steps
+    found: dict[str, array] = {}
+    for one in data.series.get(usage.DCGM_UTIL, []):
+        uuid = one.labels.get("UUID") or ""
+        if not uuid:
+            continue
+        if uuid not in found and _contiguous(one):  # the usual series: scaled in one C-level pass
+            found[uuid] = target = _dense(steps, NO_RATIO)
+            target[one.points[0] : one.points[-1] + 1] = array("d", map(truediv, one.values, repeat(100.0)))
+            continue
+        target = found.setdefault(uuid, _dense(steps, NO_RATIO))
+        for point, value in zip(one.points, one.values):
+            ratio = value / 100.0
+            now = target[point]
+            if now >= NO_RATIO or ratio > now:
+                target[point] = ratio
+    return found

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Used versus allocated, computed by hand on a window of ten one-minute steps.
+
+- ``whole-a`` (team-a): a whole GPU, 10 GiB used and SM 0.5 for five steps, then no process for five;
+- ``share-b`` (no team): a quarter of a GPU (20 GiB request), two pods: 15 GiB + 10 GiB for five steps
+  (5 GiB above its request, SM 0.3), then 15 GiB at SM 0.02 (below the 5 % threshold) for five;
+- ``silent-c`` (team-a): allocated the whole window, never measured: unknown, never idle;
+- ``dcgm-e`` (team-a): a whole GPU, 1 GiB used, no SM of its own; DCGM's utilization of the GPU 3 % for
+  five steps (idle by that bound), 40 % for five;
+- a NIC's info series (no GPU UUID): not a GPU, not counted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import advice, summary
+from ansible_collections.aligned.dra.tests.support.sites import usage_window
+
+GIB = float(2**30)
+TOTAL = 80 * GIB
+STEPS = 10
+MINUTE_H = 60 / 3600
+
+
+def window():
+    return usage_window.window(nic=True)
+
+
+@pytest.fixture(scope="module")
+def result():
+    return summary.summarise(window(), {"ns-a": "team-a"}, {("ns-b", "share-b"): "fractional-gpu"})
+
+
+def by_claim(result):
+    return {c["claim"]: c for c in result["claims"]}
+
+
+def test_a_whole_gpu_with_no_process_is_idle_and_its_sm_is_its_own(result):
+    a = by_claim(result)["whole-a"]
+    assert a["kind"] == "whole" and a["gpu_fraction"] == 1.0 and a["team"] == "team-a"
+    assert a["hours"] == pytest.approx(
+        {"allocated": 10 * MINUTE_H, "active": 5 * MINUTE_H, "idle": 5 * MINUTE_H, "unknown": 0.0}, abs=1e-4
+    )
+    assert a["idle_by"]["no_process_hours"] == pytest.approx(5 * MINUTE_H, abs=1e-4)
+    assert a["memory_used_bytes"] == {
+        "mean": round(5 * GIB),
+        "p50": 0.0,
+        "p95": 10 * GIB,
+        "max": 10 * GIB,
+        "points": 10,
+    }
+    assert a["sm_ratio"] == {"mean": 0.5, "p95": 0.5, "max": 0.5, "points": 5}
+    assert a["above_request"] is None and a["node"] == "node-1" and a["template"] == summary.UNKNOWN_TEMPLATE
+
+
+def test_a_share_sums_its_pods_and_counts_low_sm_as_idle_and_use_above_request(result):
+    b = by_claim(result)["share-b"]
+    assert b["kind"] == "share" and b["gpu_fraction"] == 0.25 and b["team"] == summary.UNASSIGNED
+    assert b["pods"] == ["pb1", "pb2"] and b["template"] == "fractional-gpu"
+    assert b["hours"]["idle"] == pytest.approx(5 * MINUTE_H, abs=1e-4)
+    assert b["idle_by"]["below_threshold_hours"] == pytest.approx(5 * MINUTE_H, abs=1e-4)
+    assert b["gpu_hours"]["allocated"] == pytest.approx(0.25 * 10 * MINUTE_H, abs=1e-4)
+    assert b["memory_used_bytes"]["max"] == 25 * GIB and b["memory_used_bytes"]["p50"] == 15 * GIB
+    assert b["above_request"] == {"hours": pytest.approx(5 * MINUTE_H, abs=1e-4), "max_bytes": 5 * GIB}
+    assert b["request_bytes"] == 20 * GIB and b["limit_bytes"] == 40 * GIB
+
+
+def test_a_claim_without_samples_is_unknown_never_idle(result):
+    c = by_claim(result)["silent-c"]
+    assert c["status"] == "unknown" and c["memory_used_bytes"] is None
+    assert c["hours"]["unknown"] == c["hours"]["allocated"] and c["hours"]["idle"] == 0.0
+    assert result["teams"]["team-a"]["claims_unknown"] == 1
+
+
+def test_dcgm_below_the_threshold_bounds_a_claim_without_sm_of_its_own(result):
+    e = by_claim(result)["dcgm-e"]
+    assert e["activity_source"] == "dcgm" and e["sm_ratio"] is None
+    assert e["idle_by"]["below_threshold_hours"] == pytest.approx(5 * MINUTE_H, abs=1e-4)
+    assert e["hours"]["active"] == pytest.approx(5 * MINUTE_H, abs=1e-4) and e["activity_max"] == 0.4
+
+
+def test_nics_are_not_gpus_and_aggregates_sum_their_claims(result):
+    assert len(result["claims"]) == 4
+    team = result["teams"]["team-a"]
+    claims = [c for c in result["claims"] if c["team"] == "team-a"]
+    for key in ("allocated", "active", "idle", "unknown"):
+        assert team["gpu_hours"][key] == pytest.approx(sum(c["gpu_hours"][key] for c in claims), abs=1e-3)
+    assert team["claims"] == 3 and team["claims_measured"] == 2
+    # idle over allocated GPU-hours: a (5) and e (5) of 30 points
+    assert team["idle_share"] == pytest.approx(10 / 30, abs=1e-3)
+    assert team["unknown_hours_share"] == pytest.approx(10 / 30, abs=1e-3)
+    assert team["memory_peak_bytes"] == 10 * GIB
+    totals = result["totals"]
+    assert totals["claims"] == 4 and totals["gpu_hours"]["allocated"] == pytest.approx(3.25 * 10 * MINUTE_H, abs=1e-3)
+    assert result["templates"]["fractional-gpu"]["claims"] == 1
+    assert result["series_missing"] == [] and result["window"]["points"] == STEPS
+
+
+def test_the_timeline_holds_the_mean_gpus_of_each_state(result):
+    timeline = result["timeline"]
+    assert timeline["bucket_seconds"] == 60.0 and timeline["buckets"] == STEPS
+    team = timeline["teams"]["team-a"]
+    assert team["allocated_gpus"] == [3.0] * STEPS
+    assert team["unknown_gpus"] == [1.0] * STEPS
+    assert team["idle_gpus"] == [1.0] * 5 + [1.0] * 5  # e idle (DCGM) first, a idle (no process) last
+    assert team["active_gpus"] == [1.0] * STEPS
+    assert team["memory_used_gpus"][0] == pytest.approx(11 / 80, abs=1e-4)
+
+
+def test_advice_sizes_the_share_from_its_peak_and_finds_no_candidate_above_half(result):
+    found = advice.advise(result)
+    (group,) = found["fractional"]
+    assert group["advice"]["request"] == "25Gi" and group["advice"]["limit"] == "25Gi"
+    assert group["claims_per_gpu"] == {"today": 4, "advised": 3} and group["few_claims"] is True
+    assert found["inventory_snippet"] == {
+        "aligned_dra_claims": {"templates": {"fractional_gpu": {"memory": "25Gi"}}},
+        "aligned_dra_fractional_burst": {"memory": 1.0},
+    }
+    # dcgm-e used 1 GiB of 80 and at most 40 % of the GPU: a candidate; whole-a reached SM 0.5: not one
+    assert [c["claim"] for c in found["whole_gpu_candidates"]] == ["dcgm-e"]
+    assert found["whole_gpu_candidates"][0]["compute_known"] is True
+
+
+def test_a_group_without_measured_claims_gets_no_advice():
+    data = window()
+    data.series[usage.CLAIM_USED] = [s for s in data.series[usage.CLAIM_USED] if s.labels["claim"] != "share-b"]
+    data.series[usage.CLAIM_SM] = []
+    found = advice.advise(summary.summarise(data, {}, {}))
+    (group,) = found["fractional"]
+    assert group["advice"] is None and "no claim" in group["reason"]
+    assert found["inventory_snippet"] is None
+
+
+@pytest.mark.parametrize(
+    ("ordered", "rank", "expected"),
+    [([], 95, None), ([1.0], 95, 1.0), (list(range(1, 21)), 95, 19), (list(range(1, 21)), 50, 10)],
+)
+def test_percentiles_are_nearest_rank_values_that_were_seen(ordered, rank, expected):
+    assert summary.percentile(ordered, rank) == expected
