@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """How fast is the used-versus-allocated summary of a site's window, once fetched?
 
-A synthetic window of 1,000 claims over 7 days at 60 s (10,081 grid points
+A synthetic window of 1,000 claims over 7 days at 60 s (10,080 grid points
 each, about 10 M used-memory samples, as many info samples, request and limit
 series, SM series on half of the claims and DCGM's utilization of every GPU):
 500 whole-GPU claims on their own GPUs and 500 shares, two on each of 250
@@ -91,7 +91,7 @@ def _claim_series(index: int, points: int, rng: random.Random) -> tuple[list[Ser
 
 def window(claims: int, days: float) -> tuple[UsageData, int]:
     rng = random.Random(SEED)
-    points = int(days * 86400 / STEP) + 1
+    points = int(days * 86400 / STEP)  # each point stands for the step ending at it
     series: dict[str, list[Series]] = {name: [] for name in usage.METRICS}
     samples = 0
     gpus = set()
@@ -113,7 +113,7 @@ def window(claims: int, days: float) -> tuple[UsageData, int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--claims", type=int, default=CLAIMS)
     parser.add_argument("--days", type=float, default=DAYS)
     parser.add_argument("--repeats", type=int, default=3)
@@ -123,7 +123,7 @@ def main() -> int:
     print(f"claims: {args.claims}, points: {data.steps}, used samples: {samples}, repeats: {args.repeats}")
     times = []
     result = None
-    for _ in range(args.repeats):
+    for _repeat in range(args.repeats):
         began = time.perf_counter()
         result = summary.summarise(data, namespaces, {})
         times.append(time.perf_counter() - began)

@@ -365,8 +365,9 @@ def usage_view(usage: Mapping[str, Any]) -> dict[str, Any]:
         "templates": [aggregate_row(name, row) for name, row in usage["templates"].items()],
         "chart": chart,
         "column": duration(chart["seconds_per_column"]) if chart else None,
-        # teams whose claims all have an unknown size are in the tables, not in the chart
         "not_charted": sorted(str(name) for name in usage["teams"] if name not in usage["timeline"]["teams"]),
+        # a claim of unknown size is drawn as one GPU, unknown: the allocated outline there is a bound
+        "bounded": sorted(str(name) for name in usage["timeline"].get("unsized_as_one_gpu") or []),
         "legend": [{"label": STATE_LABELS[state], "colour": STATE_COLOURS[state]} for state in STATES],
         "colours": {"allocated": ALLOCATED_COLOUR, "memory": MEMORY_COLOUR},
         "idle": idle_claims(usage["claims"]),

@@ -2,7 +2,9 @@
 """What a usage source read: per metric, one series per label set, on the window's grid.
 
 The grid is ``start, start + step, ..., end`` (both ends included, as
-Prometheus's ``query_range`` answers). A series holds the grid points where
+Prometheus's ``query_range`` answers), each point standing for the step that
+ends at it: ``start`` is one step after the window's beginning, so the points
+cover the window exactly. A series holds the grid points where
 it has a value: a point where the metric had no sample (no scrape within
 Prometheus's lookback, the claim not prepared yet) is absent from it, never 0.
 

@@ -3,8 +3,10 @@
 
 The window is ``window`` (a Prometheus duration: ``7d``, ``12h``, ``90m``;
 default ``7d``) ending at ``end`` (RFC 3339 or seconds since the epoch), on a
-grid of ``step`` (default ``60s``): ``start = end - window`` and the points
-``start, start + step, ..., end``. The window must be a whole number of steps.
+grid of ``step`` (default ``60s``): the points ``start, start + step, ...,
+end`` with ``start = end - window + step``, so that the steps they stand for
+(each point the step that ends at it) cover the window exactly, no more. The
+window must be a whole number of steps.
 
 Each metric is asked as follows; files are evaluated on the grid as Prometheus 2.42 evaluates these queries,
 both ends of every range included (Prometheus 3 leaves the start out: only a sample exactly at ``t - step``
@@ -414,12 +416,12 @@ def read_prometheus(conf: Mapping[str, Any], option: str = "aligned_dra_usage") 
     match = match.strip().removeprefix("{").removesuffix("}").strip()
     client = _Prometheus(conf, option)
     end = parse_end(conf["end"], option) if conf.get("end") is not None else int(time.time() * 1000) // step * step
-    start = end - window
+    start = end - window + step  # each point stands for the step ending at it: window // step of them
     found: dict[str, dict[tuple, Series]] = {}
     for metric in METRICS:
         expr = query_for(metric, step, match)
         merged = found.setdefault(metric, {})
-        for first, last in chunks(window // step + 1, max_points):
+        for first, last in chunks(window // step, max_points):
             text = client.query_range(expr, start + first * step, start + last * step, step)
             try:
                 _merge_answer(text, metric, start, step, merged)
@@ -450,8 +452,8 @@ def _merge_answer(text: str, metric: str, start: int, step: int, merged: dict[tu
         if last - first + 1 == len(pairs):  # every point of the run answered: no index to compute per sample
             series.points.extend(range(first, last + 1))
         else:
-            series.points.extend(round((float(t) * 1000 - start) / step) for t, _ in pairs)
-        series.values.extend(map(float, (v for _, v in pairs)))
+            series.points.extend(round((float(pair[0]) * 1000 - start) / step) for pair in pairs)
+        series.values.extend(map(float, (pair[1] for pair in pairs)))
 
 
 class _Samples(dict):
@@ -548,8 +550,8 @@ def _read_json(text: str, path: str, samples: _Samples, option: str) -> None:
             if name not in METRICS:
                 continue
             times, values = samples.of(name, labels)
-            times.extend(round(float(t) * 1000) for t, _ in pairs)
-            values.extend(map(float, (v for _, v in pairs)))
+            times.extend(round(float(pair[0]) * 1000) for pair in pairs)
+            values.extend(map(float, (pair[1] for pair in pairs)))
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{option}: {path}: not a Prometheus query answer: {exc}") from None
 
@@ -582,10 +584,10 @@ def _last(times: array, values: array, start: int, step: int, points: int, serie
 
 def _max(values: array) -> float:
     top = max(values)
-    if top != top:  # Prometheus replaces a NaN maximum by any later value; Python's max keeps the first NaN
+    if math.isnan(top):  # Prometheus replaces a NaN maximum by any later value; Python's max keeps the first NaN
         top = values[0]
         for value in values:
-            if value > top or top != top:
+            if value > top or math.isnan(top):
                 top = value
     return top
 
@@ -663,7 +665,7 @@ def read_files(conf: Mapping[str, Any], option: str = "aligned_dra_usage") -> Us
                 "the driver's metrics must be exported from a Prometheus that scrapes them (docs/monitoring.md)"
             )
         end = latest // step * step
-    start, points = end - window, window // step + 1
+    start, points = end - window + step, window // step
     found: dict[str, dict[tuple, Series]] = {metric: {} for metric in METRICS}
     for (metric, key), (labels, times, values) in ordered.items():
         if not times:

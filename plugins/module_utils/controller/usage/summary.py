@@ -71,7 +71,11 @@ def _round(value: float | None) -> float | None:
 
 
 class _Timeline:
-    """Per team, each bucket's mean GPUs allocated, active, idle, unknown, and memory used in GPUs."""
+    """Per team, each bucket's mean GPUs allocated, active, idle, unknown, and memory used in GPUs.
+
+    A claim of unknown size is drawn as one GPU (the most a claim's device can be), all of it unknown: its
+    points are neither idle nor active, and the team is listed in ``unsized_as_one_gpu``, so that the
+    allocated line there is an upper bound."""
 
     FIELDS = ("allocated_gpus", "active_gpus", "idle_gpus", "unknown_gpus", "memory_used_gpus")
 
@@ -80,6 +84,8 @@ class _Timeline:
         self.buckets = math.ceil(steps / self.per_bucket)
         self.steps = steps
         self.teams: dict[str, dict[str, list[float]]] = {}
+        # teams with a claim of unknown size, drawn as one GPU (at most), unknown
+        self.bounded: set[str] = set()
 
     def add(self, team: str, fraction: float, counts: list[list[float]]) -> None:
         rows = self.teams.setdefault(team, {name: [0.0] * self.buckets for name in self.FIELDS})
@@ -102,6 +108,7 @@ class _Timeline:
             "bucket_seconds": self.per_bucket * step,
             "buckets": self.buckets,
             "teams": teams,
+            "unsized_as_one_gpu": sorted(self.bounded),
         }
 
 
@@ -136,7 +143,7 @@ def _walk(
     used, allocated, request = entry.used, entry.allocated, entry.request
     activity, activity_source = _activity(entry, dcgm)
     steps = len(used)
-    counts = [[0.0] * buckets for _ in range(5)]
+    counts = [[0.0] * buckets for _state in range(5)]
     allocated_b, active_b, idle_b, unknown_b, memory_b = counts
     measured_all: list[float] = []
     no_process = below = above = 0
@@ -361,6 +368,11 @@ def summarise(
             _aggregate(aggregate, claim, walked)
         if claim["gpu_fraction"] is not None:
             timeline.add(team, claim["gpu_fraction"], walked["counts"])
+        else:  # of unknown size: every allocated point is unknown, drawn as one GPU at most (a bound)
+            allocated_points = walked["counts"][0]
+            none = [0.0] * timeline.buckets
+            timeline.add(team, 1.0, [allocated_points, none, none, allocated_points, none])
+            timeline.bounded.add(team)
     return {
         "source": data.source,
         "window": {

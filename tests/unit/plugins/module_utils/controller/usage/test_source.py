@@ -112,7 +112,8 @@ def test_the_window_is_whole_steps_and_no_shorter_than_one(tmp_path):
     with pytest.raises(UsageError, match=r"window 1h is not a whole number of steps of 7m"):
         source.read_files({"files": [path], "window": "1h", "step": "7m"})
     data = source.read_files({"files": [path], "window": "1h", "step": "1h", "end": 3600})
-    assert (data.start, data.end, data.step, data.steps) == (0, 3600, 3600, 2)
+    # one step: one point, the step ending at end (start = end - window + step)
+    assert (data.start, data.end, data.step, data.steps) == (3600, 3600, 3600, 1)
 
 
 # ---- files: the formats
@@ -140,8 +141,9 @@ def test_openmetrics_text_labels_comments_and_ignored_metrics(tmp_path):
     assert data.end == 3600 and data.source == path
     (info, _other) = sorted(data.series[INFO], key=lambda s: s.labels["claim"])
     assert info.labels == {"claim": "a,b} c", "pod": 'say "hi"\\n', "namespace": "n"}
-    assert (list(info.points), list(info.values)) == ([2], [1.0])
-    assert by_labels(data, USED) == {(("claim", "x"),): ([1, 2], [7.0, 1.0])}
+    assert (data.start, data.steps) == (3540, 2)  # the grid 3540, 3600
+    assert (list(info.points), list(info.values)) == ([1], [1.0])
+    assert by_labels(data, USED) == {(("claim", "x"),): ([0, 1], [7.0, 1.0])}
     assert [s.labels for s in data.series[TOTAL]] == [{}]
     assert data.series[SM] == [] and data.series[DCGM] == []
     assert set(data.series) == set(usage.METRICS)
@@ -150,7 +152,8 @@ def test_openmetrics_text_labels_comments_and_ignored_metrics(tmp_path):
 def test_files_merge_unordered_and_repeated_samples_the_last_read_winning(tmp_path):
     first = write(tmp_path, [*required(3600), f'{REQUEST}{{claim="d"}} 5 3540', f'{REQUEST}{{claim="d"}} 6 3480'], "a")
     second = write(tmp_path, [f'{REQUEST}{{claim="d"}} 7 3540', f'{REQUEST}{{claim="d"}} 8 3600'], "b.om")
-    data = source.read_files({"files": [first, second], "window": "2m", "step": "1m"})
+    data = source.read_files({"files": [first, second], "window": "3m", "step": "1m"})
+    assert data.start == 3480  # the grid 3480, 3540, 3600
     assert by_labels(data, REQUEST)[(("claim", "d"),)] == ([0, 1, 2], [6.0, 7.0, 8.0])
     assert data.source == f"{first}, {second}"
 
@@ -166,9 +169,9 @@ def test_saved_query_answers_compact_pretty_or_instant_read_alike(tmp_path):
     ] + [{"metric": {"__name__": "up", "job": "x"}, "values": [[3600, "1"]]}]
     compact = write(tmp_path, [json.dumps(answer(result), separators=(",", ":"))], "compact.json")
     pretty = write(tmp_path, ["  " + json.dumps(answer(result), indent=2)], "pretty.json")
-    conf = {"window": "2m", "step": "1m", "end": 3660}
+    conf = {"window": "3m", "step": "1m", "end": 3660}
     left, right = source.read_files({**conf, "files": [compact]}), source.read_files({**conf, "files": [pretty]})
-    assert left.series == right.series
+    assert left.series == right.series and left.start == 3540  # the grid 3540, 3600, 3660
     assert by_labels(left, USED) == {(("claim", "c"),): ([0, 1, 2], [2.0, 2.0, 3.0])}  # the max of [t - 1m, t]
     assert by_labels(left, INFO) == {(("claim", "c"),): ([0, 1, 2], [2.0, 2.0, 3.0])}
     instant = [{"metric": {"__name__": name, "claim": "c"}, "value": [3600, "4"]} for name in usage.REQUIRED]
@@ -239,7 +242,8 @@ def test_a_plain_selector_takes_the_latest_sample_within_a_lookback_that_include
         f'{TOTAL}{{gpu="c"}} 5 3361',
         f'{TOTAL}{{gpu="c"}} 6 3601',  # after the end: not read
     ]
-    data = source.read_files({"files": [write(tmp_path, lines)], "window": "5m", "step": "1m", "end": 3600})
+    data = source.read_files({"files": [write(tmp_path, lines)], "window": "6m", "step": "1m", "end": 3600})
+    assert data.start == 3300  # the grid 3300, 3360, ..., 3600
     assert by_labels(data, TOTAL) == {
         (("gpu", "a"),): ([0], [1.0]),
         (("gpu", "c"),): ([1, 2, 3, 4, 5], [4.0, 5.0, 5.0, 5.0, 5.0]),
@@ -247,9 +251,11 @@ def test_a_plain_selector_takes_the_latest_sample_within_a_lookback_that_include
     }
     gap = [*required(0), f'{REQUEST}{{claim="g"}} 7 0', f'{REQUEST}{{claim="g"}} 8 600']
     data = source.read_files({"files": [write(tmp_path, gap, "gap")], "window": "15m", "step": "1m", "end": 900})
+    assert data.start == 60  # the grid 60, 120, ..., 900: point i at 60 + 60 i
+    # 0's sample counts up to 300 (exactly 5 minutes later), 600's from 600 on: nothing at 360 .. 540
     assert by_labels(data, REQUEST)[(("claim", "g"),)] == (
-        [0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15],
-        [7.0] * 6 + [8.0] * 6,
+        [0, 1, 2, 3, 4, 9, 10, 11, 12, 13, 14],
+        [7.0] * 5 + [8.0] * 6,
     )
 
 
@@ -268,7 +274,8 @@ def test_max_and_avg_over_a_step_include_both_ends_of_the_range(tmp_path):
         f'{DCGM}{{UUID="GPU-a"}} +Inf 3590',
         f'{DCGM}{{UUID="GPU-a"}} 3 3600',
     ]
-    data = source.read_files({"files": [write(tmp_path, lines)], "window": "5m", "step": "1m", "end": 3600})
+    data = source.read_files({"files": [write(tmp_path, lines)], "window": "6m", "step": "1m", "end": 3600})
+    assert data.start == 3300  # the grid 3300, 3360, ..., 3600
     (used,) = [s for s in data.series[USED] if not s.labels]
     assert list(used.points) == [0, 1, 2, 4, 5]
     assert used.values[:3].tolist() == [9.0, 5.0, 2.0] and math.isnan(used.values[3]) and used.values[4] == 4.0
@@ -300,7 +307,7 @@ def test_the_mean_is_prometheus_own(values, mean):
 def test_the_default_end_is_the_last_sample_rounded_down_to_a_step(tmp_path):
     path = write(tmp_path, [*required(3600), f'{INFO}{{claim="late"}} 1 7259.5'])
     data = source.read_files({"files": [path], "step": "1h", "window": "2h"})
-    assert (data.start, data.end) == (0, 7200)
+    assert (data.start, data.end) == (3600, 7200)  # end 7259.5 rounded down; start = end - window + step
 
 
 def test_missing_required_series_are_all_named_optional_ones_are_empty(tmp_path):
@@ -340,7 +347,7 @@ def test_exactly_one_source_and_only_known_keys(tmp_path):
     with pytest.raises(UsageError, match=r"must be a mapping with prometheus or files, not list"):
         source.read_usage([path])
     data = source.read_usage({"files": [path], "window": "1h", "idle_threshold": 0.1}, others=["idle_threshold"])
-    assert data.steps == 61 and data.series[INFO][0].labels == {"claim": "c"}
+    assert data.steps == 60 and data.series[INFO][0].labels == {"claim": "c"}
     with pytest.raises(UsageError, match=r"unknown key\(s\) idle_threshold; known: .*files, .*match"):
         source.read_usage({"files": [path], "idle_threshold": 0.1})
 
@@ -422,10 +429,11 @@ def test_each_metric_is_asked_chunk_by_chunk_and_its_series_merged(fake, tmp_pat
     conf = {"prometheus": fake.url + "/", "window": "20m", "step": "1m", "end": END, "max_points": 7}
     conf |= {"match": 'job="d"', "bearer_token_file": str(token), "headers": {"X-Scope-OrgID": "t1"}}
     data = source.read_prometheus(conf)
-    assert (data.start, data.end, data.step, data.steps, data.source) == (END - 1200, END, 60, 21, fake.url)
-    # 21 points in chunks of at most 7: three queries per metric, every grid time asked once
-    start = END - 1200
-    chunks = [(f"{start + 60 * a:.3f}", f"{start + 60 * b:.3f}", "1m") for a, b in ((0, 6), (7, 13), (14, 20))]
+    assert (data.start, data.end, data.step, data.steps, data.source) == (END - 1140, END, 60, 20, fake.url)
+    # 20 points in chunks of at most 7: three queries per metric, every grid time asked once, the last one END
+    start = END - 1140
+    chunks = [(f"{start + 60 * a:.3f}", f"{start + 60 * b:.3f}", "1m") for a, b in ((0, 6), (7, 13), (14, 19))]
+    assert chunks[-1][1] == f"{END:.3f}"
     asked: dict[str, list] = {}
     for path, form, headers in fake.requests:
         assert path == "/api/v1/query_range"
@@ -439,7 +447,7 @@ def test_each_metric_is_asked_chunk_by_chunk_and_its_series_merged(fake, tmp_pat
         f'{INFO}{{job="d"}}',
         f'{REQUEST}{{job="d"}}',
     }
-    every = list(range(21))
+    every = list(range(20))
     sparse = [i for i in every if round((start + 60 * i) / 60) % 3]
     for metric in usage.METRICS:
         p1, p2 = data.series[metric]

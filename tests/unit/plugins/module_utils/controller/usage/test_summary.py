@@ -139,3 +139,22 @@ def test_a_group_without_measured_claims_gets_no_advice():
 )
 def test_percentiles_are_nearest_rank_values_that_were_seen(ordered, rank, expected):
     assert summary.percentile(ordered, rank) == expected
+
+
+def test_a_claim_of_unknown_size_is_drawn_as_one_gpu_unknown_and_the_team_marked():
+    data = window()
+    # silent-c's request and limit series gone: its size is unknown too (as when the driver never measured it)
+    for metric in (usage.CLAIM_REQUEST, usage.CLAIM_LIMIT):
+        data.series[metric] = [s for s in data.series[metric] if s.labels["claim"] != "silent-c"]
+    result = summary.summarise(data, {"ns-a": "team-a"}, {})
+    silent = by_claim(result)["silent-c"]
+    assert silent["gpu_fraction"] is None and silent["gpu_hours"] is None and silent["kind"] == "unknown"
+    team = result["teams"]["team-a"]
+    assert team["claims_without_size"] == 1 and team["hours_without_size"] == pytest.approx(10 * MINUTE_H, abs=1e-4)
+    # not in the GPU-hours (2 whole GPUs of 10 points), but in the claim-hours that are unknown
+    assert team["gpu_hours"]["allocated"] == pytest.approx(20 * MINUTE_H, abs=1e-4)
+    assert team["unknown_hours_share"] == pytest.approx(1 / 3, abs=1e-3)
+    timeline = result["timeline"]
+    assert timeline["unsized_as_one_gpu"] == ["team-a"]
+    assert timeline["teams"]["team-a"]["unknown_gpus"] == [1.0] * STEPS
+    assert timeline["teams"]["team-a"]["allocated_gpus"] == [3.0] * STEPS
