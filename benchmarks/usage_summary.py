@@ -6,8 +6,9 @@ A synthetic window of 1,000 claims over 7 days at 60 s (10,080 grid points
 each, about 10 M used-memory samples, as many info samples, request and limit
 series, SM series on half of the claims and DCGM's utilization of every GPU):
 500 whole-GPU claims on their own GPUs and 500 shares, two on each of 250
-more GPUs. Claims come and go (each is allocated for a seeded random part of
-the window), some are idle for hours, some are never scraped (unknown). The
+more GPUs. One claim in 100 comes and goes (allocated for a seeded random
+part of the window), the others hold their GPU throughout; each is idle for
+four hours somewhere, and one in 97 is never scraped (unknown). The
 generator is seeded: every run summarises the same window.
 
 Printed: the median wall time of the summary (usage.summary.summarise: every
@@ -66,8 +67,8 @@ def _claim_series(index: int, points: int, rng: random.Random) -> tuple[list[Ser
         "device": f"gpu-{gpu % 8}",
         "gpu_uuid": f"GPU-{gpu:08d}",
     }
-    # nine claims in ten hold their GPU the whole window; the others come and go
-    first, last = (0, points - 1) if index % 10 else sorted(rng.sample(range(points), 2))
+    # 99 claims in 100 hold their GPU the whole window (about 10 M used samples); the others come and go
+    first, last = (0, points - 1) if index % 100 else sorted(rng.sample(range(points), 2))
     span = array("l", range(first, last + 1))
     request = GPU_MEMORY if whole else 20 * GIB
     info = Series(usage.CLAIM_INFO, dict(labels, pool=f"node-{gpu // 8}"), span, array("d", [1.0]) * len(span))

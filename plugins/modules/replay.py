@@ -105,8 +105,9 @@ options:
   usage:
     description:
       - The pods' measured GPU memory use, a CSV file C(pod,timestamp,memory_used_bytes[,sm_ratio]) with a header
-        line - times of the trace's kind (seconds or RFC 3339), pods of the trace. A pod's use at a time is its latest
-        sample at or before it (0 before its first); samples outside the pod's life are ignored.
+        line - times of the trace's kind (seconds or RFC 3339). A pod's use at a time is its latest sample at or before
+        it (0 before its first); samples outside the pod's life are ignored, and so are pods the trace does not have
+        (counted and named in C(measured.usage)).
       - With it, O(mode=timeline) replays the pods on their use too - RV(replay) gains C(measured) (and, under
         V(thin) with O(burst_factors), C(thin_factors)); docs/replay.md, "Thin provisioning on measured use".
     type: path
@@ -116,6 +117,16 @@ options:
         unless the O(plan) publishes one GPU memory (the C(memory) of its GPUs in C(thin)); when both are given,
         this option wins.
     type: raw
+  gpu_reserve:
+    description:
+      - With O(usage), the memory of each GPU that no pod uses (the MPS server, CUDA contexts, processes of no claim),
+        a quantity (V(1Gi)) or a number of bytes, below O(gpu_memory). It is added to each GPU's use where the
+        reclaim's trigger and the GPU's memory are weighed, as NVML's used memory, which the driver reads, counts it.
+      - V(0) (the default) counts the pods' use alone - the evictions are then fewer than the driver's, as a rule
+        (C(evictions_bound) says V(lower)). The driver's C(aligned_dra_gpu_memory_unattributed_bytes) gives it
+        (docs/monitoring.md).
+    type: raw
+    default: 0
   thin_request:
     description:
       - With O(usage), what a share asks for under V(thin) - V(request) (the trace's C(gpu_memory), else its share
@@ -217,10 +228,13 @@ replay:
       C(time) (at saturation, or the instant most is promised).
     - With O(usage), C(measured) - the replay on measured use under the applied policy - C(usage), C(gpu_memory),
       C(rules), C(window), C(pods_placed), C(gpus_needed) (C(peak), C(at), C(mean)), C(evictions),
-      C(evictions_per_day), C(memory) (requested, promised and used bytes, their peaks and time-weighted means),
-      C(placements) and C(evicted) (each eviction - C(time), C(node), C(gpu), C(pod), C(used_bytes),
-      C(request_bytes)). Under V(thin) with O(burst_factors), C(thin_factors) - per factor C(factor), C(gpus),
-      C(gpus_fractional), C(gpus_saved) and the same figures.
+      C(evictions_per_day), C(evictions_bound) (V(lower) without O(gpu_reserve)), C(pods_dropped) (evicted and not
+      run again), C(over_memory) (C(steps), C(gpu_seconds) and C(pods) where a GPU's pods and O(gpu_reserve) were
+      above its memory after the evictions, and C(evictions) made from a GPU above it), C(memory) (requested,
+      promised and used bytes, their peaks and time-weighted means), C(placements) and C(evicted) (each eviction -
+      C(time), C(node), C(gpu), C(pod), C(used_bytes), C(request_bytes)). Under V(thin) with O(burst_factors),
+      C(thin_factors) - per factor C(factor), C(gpus), C(gpus_fractional), C(gpus_saved), C(all_placed),
+      C(pods_dropped) (GPUs saved by pods dropped or never started are not savings) and the same figures.
   returned: always
   type: dict
 """
@@ -244,6 +258,7 @@ def main():
             "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
             "usage": {"type": "path"},
             "gpu_memory": {"type": "raw"},
+            "gpu_reserve": {"type": "raw", "default": 0},
             "thin_request": {"type": "str", "default": "request"},
             "thin_limit": {"type": "raw", "default": "max"},
             "reclaim_margin": {"type": "float", "default": 5},

@@ -89,9 +89,10 @@ options:
       - GPU use measured by the collection's driver, read over a window (C(aligned_dra_usage), docs/utilization.md)
         from C(prometheus) (the base URL of Prometheus's HTTP API) with C(window) (default C(7d)), C(step) (default
         C(60s)), C(end) (RFC 3339 or seconds; default now), C(bearer_token_file), C(ca_file), C(headers),
-        C(match) (label matchers added to every selector), C(timeout) and C(max_points) (default 11000, the
-        most points Prometheus gives one series of a range query); or C(files) (the same series exported, as OpenMetrics
-        text with timestamps, or saved C(query_range) answers) with C(window), C(step) and C(end).
+        C(match) (label matchers added to the driver's selectors), C(dcgm_match) (to DCGM's), C(timeout) and
+        C(max_points) (default 11000, the most points Prometheus gives one series of a range query); or C(files)
+        (the same series exported, as OpenMetrics text with timestamps, or saved answers of Prometheus's API)
+        with C(window), C(step) and C(end).
       - C(idle_threshold) (default 0.05) is the SM ratio under which a GPU with a process counts as idle;
         C(request_percentile) (default 95) the percentile of the claims' peak memory the advice proposes as a
         fraction's request.

@@ -1,20 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
 """GPU use read from a real Prometheus (Debian's package, its TSDB backfilled with ``promtool tsdb
 create-blocks-from openmetrics``) equals GPU use read from the same OpenMetrics text as a file: the files'
-evaluation on the grid is Prometheus's own, chunk by chunk or in one go, and its failures say what was wrong."""
+evaluation on the grid is Prometheus's own, chunk by chunk or in one go, chunks halved under a small
+``--query.max-samples``, and its failures (a refused token, a wrong path, a closed port) say what was wrong.
+
+Two Prometheus processes: one open, one asking basic authentication with ``--query.max-samples=300``."""
 
 from __future__ import annotations
 
-import http.server
+import base64
 import math
 import socket
-import threading
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
+import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
-from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import source
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import source, summary
 from ansible_collections.aligned.dra.tests.support.harnesses import prometheus
 
 pytestmark = pytest.mark.skipif(not prometheus.available(), reason="Debian's prometheus package is not installed")
@@ -23,6 +28,7 @@ GIB = 2**30
 TARGET = {"job": "aligned-dra-driver", "instance": "10.0.0.1:8089", "node": "node-a"}
 GPU0 = {"device": "gpu-0", "gpu_uuid": "GPU-aaaa"}
 GPU1 = {"device": "gpu-1", "gpu_uuid": "GPU-bbbb"}
+GPU2 = {"device": "gpu-2", "gpu_uuid": "GPU-cccc"}
 SAMPLES = 720  # 3 hours of 15 s polls
 SCRAPE = 15
 # c3's used memory peaks once, on a sample exactly at a minute: which grid points see it measures the range's ends
@@ -43,7 +49,8 @@ def wobble(k: int, scale: float, period: int = 97) -> float:
 
 def claims() -> list[tuple[dict[str, str], dict[str, object]]]:
     """(labels, what the claim exports): c1 shared by two pods with SM samples on one, c3 whole and idle with
-    one peak, c4 prepared (info) but never used, c5 unprepared halfway with a gap in its request series."""
+    one peak, c4 a NIC (info, no GPU), c5 unprepared halfway with a gap in its request series and DCGM's GPU,
+    c6 a GPU prepared (info) but never sampled."""
     shared = {"namespace": "team-a", "claim": "c1", **GPU0}
     return [
         ({**shared, "pod": "p1"}, {"request": 10 * GIB, "limit": 20 * GIB, "used": 8 * GIB, "sm": True}),
@@ -54,6 +61,7 @@ def claims() -> list[tuple[dict[str, str], dict[str, object]]]:
             {"namespace": "team-c", "claim": "c5", "pod": "", **GPU0},
             {"request": 5 * GIB, "limit": 5 * GIB, "stop": True},
         ),
+        ({"namespace": "team-c", "claim": "c6", "pod": "p6", **GPU2}, {"info_only": True}),
     ]
 
 
@@ -92,6 +100,10 @@ def openmetrics(start: int) -> str:
         families.setdefault("aligned_dra_gpu_memory_used_bytes", []).extend(
             sample_lines("aligned_dra_gpu_memory_used_bytes", gpu, start, lambda k: 11 * GIB)
         )
+    # NVML failing for 15 minutes: the driver's gauge (no label but the scrape's) drops to 0
+    families[usage.USAGE_AVAILABLE] = sample_lines(
+        usage.USAGE_AVAILABLE, {}, start, lambda k: 0 if 300 <= k < 360 else 1
+    )
     dcgm = {"job": "dcgm-exporter", "namespace": "gpu-operator", "pod": "dcgm-exporter-x", "gpu": "0"}
     shown = ",".join(f'{k}="{v}"' for k, v in sorted({**dcgm, "UUID": "GPU-aaaa", "Hostname": "node-a"}.items()))
     families[usage.DCGM_UTIL] = [
@@ -137,10 +149,38 @@ def test_prometheus_chunk_by_chunk_and_in_one_go_reads_what_the_files_evaluation
     assert chunked.source == server.url and files.source == exported
     # every series is there: two pods of c1, c3, c5 (c4 has an info series only), SM of p1 only, one DCGM GPU
     assert [s.labels["claim"] for s in files.series[usage.CLAIM_USED]] == ["c1", "c1", "c3", "c5"]
-    assert [s.labels["claim"] for s in files.series[usage.CLAIM_INFO]] == ["c1", "c1", "c3", "c4", "c5"]
+    assert [s.labels["claim"] for s in files.series[usage.CLAIM_INFO]] == ["c1", "c1", "c3", "c4", "c5", "c6"]
     assert [s.labels["pod"] for s in files.series[usage.CLAIM_SM]] == ["p1"]
     assert [s.labels["UUID"] for s in files.series[usage.DCGM_UTIL]] == ["GPU-aaaa"]
     assert "__name__" not in files.series[usage.CLAIM_INFO][0].labels
+    (available,) = files.series[usage.USAGE_AVAILABLE]
+    assert available.labels == TARGET and 0.0 in available.values and 1.0 in available.values
+
+
+def test_an_instant_query_of_a_range_vector_saved_as_a_file_reads_as_the_openmetrics_text(backfilled, tmp_path):
+    """docs/utilization.md's export: ``/api/v1/query`` of ``{__name__=~"..."}[window + 5m]`` at ``end``, the raw
+    samples (lookback included), saved as Prometheus answers it, reads as the text Prometheus was filled from."""
+    server, exported, start = backfilled
+    conf = {"window": "4h", "step": "60s", "end": start + 3 * 3600 - 60}
+    names = "aligned_dra_claim_.*|aligned_dra_gpu_memory_total_bytes|aligned_dra_usage_available|DCGM_FI_DEV_GPU_UTIL"
+    form = {"query": f'{{__name__=~"{names}"}}[4h5m]', "time": str(conf["end"])}
+    with urllib.request.urlopen(f"{server.url}/api/v1/query?{urllib.parse.urlencode(form)}", timeout=30) as answer:
+        saved = tmp_path / "range-vector.json"
+        saved.write_bytes(answer.read())
+    assert saved.read_text().startswith('{"status":"success","data":{"resultType":"matrix"')
+    same(source.read_files({**conf, "files": [str(saved)]}), source.read_files({**conf, "files": [exported]}))
+
+
+def test_the_summary_of_what_prometheus_answered_joins_dcgm_and_leaves_a_claim_never_sampled_unknown(backfilled):
+    server, _exported, start = backfilled
+    data = source.read_prometheus({"prometheus": server.url, "window": "4h", "end": start + 3 * 3600 - 60})
+    (c6,) = [s for s in data.series[usage.CLAIM_INFO] if s.labels["claim"] == "c6"]  # info only: no use series
+    assert c6.labels["gpu_uuid"] == "GPU-cccc" and not any(
+        s.labels.get("claim") == "c6" for name in usage.METRICS if name != usage.CLAIM_INFO for s in data.series[name]
+    )
+    claims = {claim["claim"]: claim for claim in summary.summarise(data, {}, {})["claims"]}
+    assert claims["c5"]["activity_source"] == "dcgm"  # no SM of its own: DCGM's GPU-aaaa, joined on UUID
+    assert claims["c6"]["status"] == "unknown" and claims["c6"]["hours"]["idle"] == 0
 
 
 def test_the_range_and_the_lookback_include_both_ends_as_prometheus_2_42_measures_them(backfilled):
@@ -179,7 +219,7 @@ def test_a_step_beyond_prometheus_resolution_is_chunked_and_prometheus_own_refus
     assert f"Prometheus at {server.url} refused the query {usage.CLAIM_INFO}" in message
 
 
-def test_a_match_that_selects_nothing_names_every_required_series(backfilled):
+def test_match_selects_the_driver_series_and_dcgm_match_dcgm_s(backfilled):
     server, _exported, start = backfilled
     with pytest.raises(usage.UsageError) as failed:
         source.read_prometheus(
@@ -191,11 +231,16 @@ def test_a_match_that_selects_nothing_names_every_required_series(backfilled):
     assert usage.CLAIM_SM not in message and usage.DCGM_UTIL not in message
     assert f'Prometheus at {server.url} (match job="nothing") over the 4h window' in message
     assert "--usage=on" in message
-    # the same matcher on the driver's job finds them all
-    found = source.read_prometheus(
-        {"prometheus": server.url, "window": "4h", "end": start + 3 * 3600, "match": '{job="aligned-dra-driver"}'}
+    # the driver's job finds all of the driver's series, and leaves DCGM's (another job) to dcgm_match
+    conf = {"prometheus": server.url, "window": "4h", "end": start + 3 * 3600, "match": '{job="aligned-dra-driver"}'}
+    found = source.read_prometheus(conf)
+    assert len(found.series[usage.CLAIM_INFO]) == 6 and len(found.series[usage.USAGE_AVAILABLE]) == 1
+    assert [s.labels["UUID"] for s in found.series[usage.DCGM_UTIL]] == ["GPU-aaaa"]
+    assert source.read_prometheus({**conf, "dcgm_match": 'job="dcgm-exporter",UUID="GPU-aaaa"'}) == found
+    filtered = source.read_prometheus({**conf, "dcgm_match": 'UUID="GPU-zzzz"'})
+    assert (
+        filtered.series[usage.DCGM_UTIL] == [] and filtered.series[usage.CLAIM_USED] == found.series[usage.CLAIM_USED]
     )
-    assert found.series[usage.DCGM_UTIL] == [] and len(found.series[usage.CLAIM_INFO]) == 5
 
 
 def test_a_closed_port_is_named_with_its_url(backfilled):
@@ -207,37 +252,98 @@ def test_a_closed_port_is_named_with_its_url(backfilled):
         source.read_prometheus({"prometheus": url, "timeout": 5})
 
 
-class Refusing(http.server.BaseHTTPRequestHandler):
-    """A fake Prometheus that refuses every request with 401, as an authenticating proxy in front of one does
-    (Prometheus 2.42 itself offers basic authentication only)."""
-
-    def _refuse(self) -> None:
-        self.send_response(401)
-        self.send_header("WWW-Authenticate", 'Bearer realm="prometheus"')
-        self.send_header("Content-Length", "13")
-        self.end_headers()
-        self.wfile.write(b"Unauthorized\n")
-
-    do_GET = do_POST = _refuse
-
-    def log_message(self, *args: object) -> None:  # keep pytest's output clean
-        pass
+def test_a_path_that_is_not_the_api_base_is_named_as_such(backfilled):
+    server, _exported, start = backfilled
+    url = f"{server.url}/nothing"
+    with pytest.raises(usage.UsageError) as failed:
+        source.read_prometheus({"prometheus": url, "window": "4h", "end": start + 3 * 3600})
+    assert str(failed.value) == (
+        f"aligned_dra_usage: Prometheus at {url} answered HTTP 404 Not Found to the query {usage.CLAIM_INFO}: is "
+        f"{url} Prometheus's base URL (its API at {url}/api/v1)? 404 page not found"
+    )
 
 
-def test_a_refused_token_names_its_file(tmp_path):
+USER, PASSWORD = "usage-reader", "prometheus-reader"
+# bcrypt of PASSWORD at cost 4 (Prometheus checks it on every request: the cheapest cost keeps that fast), used
+# where the bcrypt package is not installed
+PASSWORD_HASH = "$2b$04$yGQkHVa7nt.U4TVEb679rOG56/QuxfTiwc3imwuhNSkfYTwXUJXuK"
+BASIC = {"Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}
+CLAIMS = 20  # 20 series x 200 points over --query.max-samples; one series's 400 samples in one step too
+MAX_SAMPLES = 300
+
+
+def crowd(start: int) -> str:
+    """20 claims over 205 minutes, a sample every 30 s (off the minute by a quarter second now and then)."""
+    lines = {name: [] for name in usage.REQUIRED}
+    for k in range(410):
+        at = start + 30 * k + (0.25 if k % 3 else 0)
+        lines[usage.GPU_TOTAL].append(f'{usage.GPU_TOTAL}{{gpu_uuid="GPU-0"}} {80 * GIB} {at}')
+        for n in range(CLAIMS):
+            labels = f'claim="k{n:02d}",gpu_uuid="GPU-0",namespace="team-a",pod="p{n:02d}"'
+            for name, value in ((usage.CLAIM_INFO, 1), (usage.CLAIM_REQUEST, GIB), (usage.CLAIM_LIMIT, 2 * GIB)):
+                lines[name].append(f"{name}{{{labels}}} {value} {at}")
+            lines[usage.CLAIM_USED].append(f"{usage.CLAIM_USED}{{{labels}}} {wobble(k * (n + 1), GIB)} {at}")
+    text = [f"# TYPE {name} gauge\n" + "\n".join(family) for name, family in lines.items()]
+    return "\n".join(text) + "\n# EOF\n"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """A second Prometheus: basic authentication (--web.config.file) and --query.max-samples=300, over
+    :func:`crowd`'s series; the same text as a file; the window's end (the 200th minute)."""
+    work = tmp_path_factory.mktemp("guarded")
+    start = (int(time.time()) // 3600 - 6) * 3600
+    text = crowd(start)
+    exported = work / "crowd.om"
+    exported.write_text(text, encoding="utf-8")
+    prometheus.backfill(text, work / "tsdb")
+    try:
+        import bcrypt  # optional: the fixed hash serves where it is not installed
+    except ImportError:
+        hashed = PASSWORD_HASH
+    else:
+        hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+    web = work / "web.yml"
+    web.write_text(yaml.safe_dump({"basic_auth_users": {USER: hashed}}), encoding="utf-8")
+    flags = [f"--web.config.file={web}", f"--query.max-samples={MAX_SAMPLES}"]
+    with prometheus.Prometheus(work, flags=flags, headers=BASIC) as server:
+        yield server, str(exported), start + 205 * 60
+
+
+def test_chunks_over_the_sample_limit_are_halved_and_read_what_the_files_give(guarded):
+    server, exported, end = guarded
+    conf = {"window": "200m", "step": "60s", "end": end}
+    # one query for the whole window is refused: the limit is what the read below works around
+    with pytest.raises(prometheus.PrometheusError, match=source.TOO_MANY_SAMPLES):
+        server.api("query_range", query=usage.CLAIM_INFO, start=end - 199 * 60, end=end, step="60s")
+    data = source.read_prometheus({**conf, "prometheus": server.url, "headers": BASIC})
+    same(data, source.read_files({**conf, "files": [exported]}))
+    assert len(data.series[usage.CLAIM_USED]) == CLAIMS and data.steps == 200
+    assert all(list(s.points) == list(range(200)) for s in data.series[usage.CLAIM_USED])
+    # one point that alone loads more samples than the limit: the query, the point and the cures named
+    with pytest.raises(usage.UsageError) as failed:
+        source.read_prometheus({**conf, "step": "200m", "prometheus": server.url, "headers": BASIC})
+    assert str(failed.value) == (
+        f"aligned_dra_usage: Prometheus at {server.url} refused the query max_over_time({usage.CLAIM_USED}[3h20m]) "
+        f"even for one point ({source.rfc3339(end * 1000)}, step 3h20m): {source.TOO_MANY_SAMPLES} in query "
+        "execution; ask for a smaller step or window, or run Prometheus with a larger --query.max-samples"
+    )
+
+
+def test_a_refused_token_or_no_credentials_name_bearer_token_file(guarded, tmp_path):
+    server, _exported, end = guarded
     token = tmp_path / "token"
     token.write_text("not-the-right-one\n")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        with pytest.raises(usage.UsageError) as failed:
-            source.read_prometheus({"prometheus": url, "bearer_token_file": str(token)})
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-    assert f"Prometheus at {url} refused the token of bearer_token_file {token} (HTTP 401 Unauthorized)" in str(
-        failed.value
+    conf = {"prometheus": server.url, "window": "200m", "end": end}
+    with pytest.raises(usage.UsageError) as failed:
+        source.read_prometheus({**conf, "bearer_token_file": str(token)})
+    assert str(failed.value) == (
+        f"aligned_dra_usage: Prometheus at {server.url} refused the token of bearer_token_file {token} "
+        "(HTTP 401 Unauthorized); set bearer_token_file or headers to credentials it accepts"
+    )
+    with pytest.raises(usage.UsageError) as failed:
+        source.read_prometheus(conf)
+    assert str(failed.value) == (
+        f"aligned_dra_usage: Prometheus at {server.url} refused the request's headers (HTTP 401 Unauthorized); "
+        "set bearer_token_file or headers to credentials it accepts"
     )

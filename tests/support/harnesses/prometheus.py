@@ -87,7 +87,11 @@ class Prometheus:
     """One Prometheus process; use it as a context manager.
 
     ``scrape_configs`` and ``rule_files`` go into the generated configuration;
-    ``storage``: the TSDB directory (default: a fresh one below ``workdir``).
+    ``storage``: the TSDB directory (default: a fresh one below ``workdir``);
+    ``flags``: more command-line flags (``--query.max-samples=1000``,
+    ``--web.config.file=...``); ``headers``: sent with the harness's own
+    requests (its readiness probe, :meth:`api`), such as the credentials a
+    ``--web.config.file`` asks for.
     """
 
     def __init__(
@@ -97,6 +101,8 @@ class Prometheus:
         rule_files: list[str] | None = None,
         storage: Path | None = None,
         scrape_interval: str = "1s",
+        flags: list[str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.workdir = workdir
         self.storage = storage or workdir / "tsdb"
@@ -105,6 +111,8 @@ class Prometheus:
             "scrape_configs": scrape_configs or [],
             "rule_files": rule_files or [],
         }
+        self.flags = list(flags or [])
+        self.headers = dict(headers or {})
         self.port = 0
         self.process: subprocess.Popen | None = None
         self.log = workdir / "prometheus.log"
@@ -131,6 +139,7 @@ class Prometheus:
                         f"--web.listen-address=127.0.0.1:{self.port}",
                         "--web.enable-lifecycle",
                         "--log.level=warn",
+                        *self.flags,
                     ],
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -145,7 +154,8 @@ class Prometheus:
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as answer:
+                ready = urllib.request.Request(self.url + "/-/ready", headers=self.headers)
+                with urllib.request.urlopen(ready, timeout=2) as answer:
                     if answer.status == 200:
                         return True
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -180,7 +190,8 @@ class Prometheus:
         """The ``data`` of a GET on the HTTP API (``/api/v1/<path>``); an error answer raises."""
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=30) as answer:
+            request = urllib.request.Request(f"{self.url}/api/v1/{path}?{query}", headers=self.headers)
+            with urllib.request.urlopen(request, timeout=30) as answer:
                 body = json.load(answer)
         except urllib.error.HTTPError as exc:
             body = json.load(exc)

@@ -13,9 +13,9 @@ hour:
   (its node was not scraped): unknown, never idle;
 - ``vision/vision-small`` (``gpu-nic-pair-1``): 12 GiB of a whole GPU, no SM
   of its own, DCGM's utilization of the GPU 20 %: a candidate for a fraction;
-- ``batch/batch-0`` to ``-3`` (``fractional-gpu-burst``, 20 GiB request,
-  40 GiB limit): four shares of one GPU, two of them bursting above their
-  request.
+- ``batch/batch-0`` to ``-2`` (``fractional-gpu-burst``, 20 GiB request,
+  40 GiB limit): three shares of one GPU (a fourth 20 GiB request would not
+  fit its 81,559 MiB), two of them bursting above their request.
 
 :func:`openmetrics` writes ``inventories/demo/files/usage-kai-north.om`` and
 :func:`claims_yaml` ``usage-kai-north-claims.yaml``; a test regenerates both
@@ -104,7 +104,7 @@ def _claims() -> list[dict]:
         [12 * GIB + (p % 5) * 256 * MIB for p in range(POINTS)],
         dcgm=[20.0] * POINTS,
     )
-    for index in range(4):
+    for index in range(3):
         burst = index < 2
         used = [
             (8 + 2 * index + ((p * (index + 3)) % 7) + (12 if burst and 4 <= p < 7 else 0)) * GIB for p in range(POINTS)
@@ -195,5 +195,13 @@ def claims_yaml() -> str:
                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.aligned.dev"}}]}},
             }
         )
-    header = "# The demo's kai-north claims (tests/support/sites/usage_demo.py writes this file).\n"
-    return header + yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}, sort_keys=False)
+    header = "---\n# The demo's kai-north claims (tests/support/sites/usage_demo.py writes this file).\n"
+    listed = {"apiVersion": "v1", "kind": "List", "items": items}
+    return header + yaml.dump(listed, Dumper=_Indented, sort_keys=False)
+
+
+class _Indented(yaml.SafeDumper):
+    """Lists indented under their key, as the collection's YAML lint wants them."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)

@@ -56,5 +56,8 @@ def window(nic: bool = False) -> UsageData:
     ]
     for uuid in ("GPU-a", "GPU-b", "GPU-c", "GPU-e"):
         series[metrics.GPU_TOTAL].append(_series(metrics.GPU_TOTAL, {"gpu_uuid": uuid}, [TOTAL] * STEPS))
+    # node-1's NVML answered but for the last two steps (when the driver exports no claim series: here it
+    # still does, so that the claims' figures stay simple; only the hours are read from this series)
+    series[metrics.USAGE_AVAILABLE].append(_series(metrics.USAGE_AVAILABLE, {"node": "node-1"}, [1.0] * 8 + [0.0] * 2))
     series[metrics.DCGM_UTIL].append(_series(metrics.DCGM_UTIL, {"UUID": "GPU-e"}, [3.0] * 5 + [40.0] * 5))
     return UsageData(0.0, 60.0 * (STEPS - 1), 60.0, series, "test")

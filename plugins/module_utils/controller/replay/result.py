@@ -249,8 +249,9 @@ def replay(
     With ``usage`` (a CSV of the pods' measured use, timeline mode), the
     result gains ``measured`` and, under ``thin`` with ``burst_factors``,
     ``thin_factors``; ``thin_options`` are the options of
-    :func:`thin_result.options` (``gpu_memory``, ``thin_request``,
-    ``thin_limit``, ``reclaim_margin``, ``on_evict``, ``burst_factors``).
+    :func:`thin_result.options` (``gpu_memory``, ``gpu_reserve``,
+    ``thin_request``, ``thin_limit``, ``reclaim_margin``, ``on_evict``,
+    ``burst_factors``).
 
     Raises :class:`ReplayError` naming the option (and the file's line and
     column) that is wrong.
@@ -277,7 +278,7 @@ def replay(
     if usage is not None:
         # the usage is checked before anything is replayed, and the GPUs' memory before the walk needs it
         samples = replay_usage.read_usage(usage, pods, pods.time_kind)
-        memory = thin_result.site_gpu_memory(measured_options.gpu_memory, plan)
+        memory = thin_result.site_gpu_memory(measured_options.gpu_memory, plan, measured_options.reserve)
     outcome = engine.replay(pods, specs, applied, order, mode, models)
     trace_info = _trace_info(pods, trace, trace_format, models)
     result = summarise(pods, specs, info, outcome, policy, applied, fallback, order, trace_info)

@@ -2,8 +2,8 @@
 """The replay on measured use, as the result gives it: the options checked, the walks run, their figures.
 
 :func:`options` checks the options of a replay on measured use (``usage``,
-``gpu_memory``, ``thin_request``, ``thin_limit``, ``reclaim_margin``,
-``on_evict``, ``burst_factors``) and :func:`measured` runs the walk of
+``gpu_memory``, ``gpu_reserve``, ``thin_request``, ``thin_limit``,
+``reclaim_margin``, ``on_evict``, ``burst_factors``) and :func:`measured` runs the walk of
 :mod:`thin_walk` for the replayed policy (and, under ``thin``, once per burst
 factor) and shapes ``measured`` and ``thin_factors`` (docs/replay.md, "Thin
 provisioning on measured use").
@@ -35,6 +35,7 @@ DAY = 86400
 ON_EVICT = ("drop", "requeue")
 DEFAULTS = {
     "gpu_memory": None,
+    "gpu_reserve": 0,
     "thin_request": "request",
     "thin_limit": "max",
     "reclaim_margin": 5,
@@ -49,10 +50,21 @@ MAX_GPU_MEMORY = 2**44
 class Options:
     """The checked options of a replay on measured use."""
 
-    __slots__ = ("gpu_memory", "request", "request_text", "limit", "limit_text", "margin", "on_evict", "factors")
+    __slots__ = (
+        "gpu_memory",
+        "reserve",
+        "request",
+        "request_text",
+        "limit",
+        "limit_text",
+        "margin",
+        "on_evict",
+        "factors",
+    )
 
     def __init__(self) -> None:
         self.gpu_memory: int | None = None  # the option's, in bytes
+        self.reserve = 0  # gpu_reserve, in bytes
         self.request: str | Fraction = "request"
         self.request_text = "request"
         self.limit: str | Fraction = "max"
@@ -98,12 +110,40 @@ def gpu_memory_bytes(value: Any, option: str = "gpu_memory") -> int:
     return math.ceil(amount)
 
 
+def gpu_reserve_bytes(value: Any, option: str = "gpu_reserve") -> int:
+    """Memory of each GPU used by no pod: a Kubernetes quantity (``1Gi``) or a number of bytes, 0 or more."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text:
+        raise ReplayError(f"{option}: {value!r} is not a quantity of memory (such as 1Gi, or 0)")
+    try:
+        amount = parse_quantity(text)
+    except ValueError:
+        raise ReplayError(f"{option}: {value!r} is not a quantity of memory (such as 1Gi, or 0)") from None
+    if amount < 0:
+        raise ReplayError(f"{option}: {value!r} is below 0")
+    if amount > MAX_GPU_MEMORY:
+        raise ReplayError(f"{option}: {value!r} is above 16Ti: not one GPU's memory")
+    return math.ceil(amount)
+
+
+def _is_default(name: str, value: Any, default: Any) -> bool:
+    """Whether an option's value says what its default says (an empty list of factors, a reserve of ``0``)."""
+    if name == "burst_factors":
+        return value in (None, [])
+    if name == "gpu_reserve":
+        try:
+            return gpu_reserve_bytes(value) == 0  # "0" and "0Gi" from a template say 0 too
+        except ReplayError:
+            return False
+    return value == default
+
+
 def options(usage: str | None, mode: str, given: dict[str, Any]) -> Options:
     """The options checked; without ``usage``, any of them set to other than its default is refused."""
     if usage is None:
         for name, default in DEFAULTS.items():
             value = given.get(name, default)
-            if value != default and not (name == "burst_factors" and value == []):
+            if not _is_default(name, value, default):
                 raise ReplayError(f"{name}: {value!r} needs usage (the measured use the thin rules are replayed on)")
         return Options()
     if mode != "timeline":
@@ -111,6 +151,7 @@ def options(usage: str | None, mode: str, given: dict[str, Any]) -> Options:
     out = Options()
     if given.get("gpu_memory") is not None:
         out.gpu_memory = gpu_memory_bytes(given["gpu_memory"])
+    out.reserve = gpu_reserve_bytes(given.get("gpu_reserve", 0))
     request = str(given.get("thin_request") or "request").strip()
     if request != "request":
         found = _PERCENTILE.fullmatch(request)
@@ -168,8 +209,23 @@ def _size(value: int) -> str:
     return f"{value // 2**30}Gi" if value % 2**30 == 0 else f"{value} bytes"
 
 
-def site_gpu_memory(given: int | None, plan: str | None) -> dict[str, Any]:
-    """The GPUs' memory the walk uses: the option's when given (it wins), else the plan's (one value)."""
+def site_gpu_memory(given: int | None, plan: str | None, reserve: int = 0) -> dict[str, Any]:
+    """The GPUs' memory the walk uses: the option's when given (it wins), else the plan's (one value).
+
+    ``reserve`` (``gpu_reserve``, bytes) must be below it: a GPU whose reserve
+    fills it holds no pod.
+    """
+    memory = _site_gpu_memory(given, plan)
+    if reserve >= memory["bytes"]:
+        raise ReplayError(
+            f"gpu_reserve: {_size(reserve)} is not below the GPUs' memory ({_size(memory['bytes'])}, "
+            f"from {memory['source']})"
+        )
+    return memory
+
+
+def _site_gpu_memory(given: int | None, plan: str | None) -> dict[str, Any]:
+    """:func:`site_gpu_memory` before the reserve is weighed against it."""
     published = plan_gpu_memory(plan) if plan is not None else set()
     plan_bytes = next(iter(published)) if len(published) == 1 else None
     if given is not None:
@@ -203,6 +259,22 @@ def _series(times: Sequence[float], values: Sequence[int], window: float) -> dic
     return {"peak": top, "at": at, "mean": weighted / window}
 
 
+def over_memory(walk: thin_walk.Walk) -> dict[str, Any]:
+    """Where a GPU's pods and its reserve passed its memory: steps and GPU-seconds after the evictions, the pods
+    held then, and the evictions made from a GPU past its memory (on a GPU an allocation failed before them)."""
+    times = walk.times
+    last = len(times) - 1
+    # a step holds until the next one; the last step holds no time, as in the time-weighted means
+    seconds = sum(times[step + 1] - times[step] for step, _gpu in walk.over_memory if step < last)
+    limit = walk.gpu_memory - walk.gpu_reserve
+    return {
+        "steps": len({step for step, _gpu in walk.over_memory}),
+        "gpu_seconds": seconds,
+        "pods": len(walk.over_memory_pods),
+        "evictions": sum(1 for entry in walk.evictions if entry["gpu_used_bytes"] > limit),
+    }
+
+
 def figures(walk: thin_walk.Walk) -> dict[str, Any]:
     """One walk's figures (docs/replay.md, "Thin provisioning on measured use")."""
     times = walk.times
@@ -212,6 +284,8 @@ def figures(walk: thin_walk.Walk) -> dict[str, Any]:
     used = _series(times, walk.used, window)
     promised = _series(times, walk.promised, window)
     evictions = len(walk.evictions)
+    # without a reserve the trigger sees less than NVML's used memory: the driver would, as a rule, evict more
+    bound = {"evictions_bound": "lower"} if not walk.gpu_reserve else {}
     return {
         "basis": basis,
         "window": {"start": times[0] if times else None, "end": times[-1] if times else None, "seconds": window},
@@ -223,9 +297,12 @@ def figures(walk: thin_walk.Walk) -> dict[str, Any]:
         "gpus_needed": _series(times, walk.busy, window),
         "evictions": evictions,
         "evictions_per_day": evictions * DAY / window if window else None,
+        **bound,
         "pods_evicted": len({entry["pod"] for entry in walk.evictions}),
+        "pods_dropped": len(walk.dropped),
         "requeued": walk.requeued,
         "waiting_at_end": walk.waiting,
+        "over_memory": over_memory(walk),
         "memory": {
             "gpu_bytes": walk.gpu_memory,
             "capacity_bytes": capacity,
@@ -251,7 +328,14 @@ def _rules_info(applied: str, opts: Options) -> dict[str, Any]:
     else:
         request, limit = opts.request_text, opts.limit_text
     margin = float(opts.margin)
-    return {"policy": applied, "request": request, "limit": limit, "reclaim_margin": margin, "on_evict": opts.on_evict}
+    return {
+        "policy": applied,
+        "request": request,
+        "limit": limit,
+        "reclaim_margin": margin,
+        "gpu_reserve_bytes": opts.reserve,
+        "on_evict": opts.on_evict,
+    }
 
 
 def measured(
@@ -269,7 +353,7 @@ def measured(
     gpu_memory = memory["bytes"]
 
     def run(policy: str, limit: str | Fraction) -> thin_walk.Walk:
-        rules = thin_walk.Rules(policy, opts.request, limit, opts.margin, opts.on_evict)
+        rules = thin_walk.Rules(policy, opts.request, limit, opts.margin, opts.on_evict, opts.reserve)
         return thin_walk.walk(pods, specs, order, models, usage, gpu_memory, rules)
 
     out = {
@@ -287,5 +371,8 @@ def measured(
         gpus = found["gpus_needed"]["peak"]
         summary = {"factor": factor, "gpus": gpus, "gpus_fractional": baseline["peak"]}
         summary["gpus_saved"] = baseline["peak"] - gpus
+        # GPUs freed by pods that were dropped or never started are not savings: said beside them
+        summary["all_placed"] = found["all_placed"]
+        summary["pods_dropped"] = found["pods_dropped"]
         factors.append({**summary, **found})
     return out, factors

@@ -18,11 +18,14 @@ The rules (docs/replay.md, "Thin provisioning on measured use"):
   capped at its limit. At each step, in order: pods leave; evicted pods
   waiting to be placed again (``on_evict: requeue``) are tried, in the order
   they were evicted; pods arrive (by name; one that does not fit never
-  starts); then every GPU whose use is above ``gpu_memory x (1 - margin /
-  100)`` evicts, as the driver's reclaim does, among its pods using more than
-  their request: the lowest priority first, then the largest use above the
-  request, then the name, one after the other until the GPU is under the mark
-  again or no such pod is left.
+  starts); then every GPU whose pods' use plus ``reserve`` (the memory of
+  what is not a pod: the MPS server, CUDA contexts) is above ``gpu_memory x
+  (1 - margin / 100)`` evicts, as the driver's reclaim does, among its pods
+  using more than their request: the lowest priority first, then the largest
+  use above the request, then the name, one after the other until the GPU is
+  under the mark again or no such pod is left. A GPU of shares whose pods'
+  use plus the reserve is still above its memory then is *over memory* at
+  the step (on a GPU, an allocation fails there): counted, not replayed.
 - ``drop`` ends an evicted pod; ``requeue`` places it again at the next step
   where it fits (the next step at the earliest), for the time it had left
   (its use stays its measured use at each step, and after its own end in the
@@ -31,7 +34,8 @@ The rules (docs/replay.md, "Thin provisioning on measured use"):
 The walk is exact on the steps, and fast where it can be: each running pod's
 capped use is one array over the steps it holds its GPU, the site's use is
 one array, and a GPU is scanned for pressure only while one of its pods can
-use more than its request, ``CHUNK`` steps at a time, with C-level
+use more than its request (or, with a reserve, while its pods' requests and
+the reserve pass its memory), ``CHUNK`` steps at a time, with C-level
 iteration.
 
 Runs on the controller; no Ansible imports.
@@ -70,11 +74,13 @@ class Rules:
     ``request``: ``"request"`` (the trace's) or a percentile (0 < p <= 100);
     ``limit``: ``"max"`` (the largest sample) or a factor of the request (at
     least 1); ``margin``: percent of a GPU's memory kept free; ``on_evict``:
-    ``drop`` or ``requeue``. ``policy`` ``whole`` and ``fractional`` ignore
-    ``request`` and ``limit`` (they never evict).
+    ``drop`` or ``requeue``; ``reserve``: bytes of each GPU used by no pod (0
+    or more, below the GPU's memory), added to the pods' use where it is
+    weighed against the mark and the memory. ``policy`` ``whole`` and
+    ``fractional`` ignore ``request`` and ``limit`` (they never evict).
     """
 
-    __slots__ = ("policy", "request", "limit", "margin", "on_evict")
+    __slots__ = ("policy", "request", "limit", "margin", "on_evict", "reserve")
 
     def __init__(
         self,
@@ -83,12 +89,14 @@ class Rules:
         limit: str | Fraction = "max",
         margin: Fraction | int = 5,
         on_evict: str = "drop",
+        reserve: int = 0,
     ) -> None:
         self.policy = policy
         self.request = request
         self.limit = limit
         self.margin = margin
         self.on_evict = on_evict
+        self.reserve = reserve
 
 
 def trace_request(pod: Pod, gpu_memory: int) -> int:
@@ -132,12 +140,15 @@ class Walk:
     The per-step arrays hold the figure after everything at that step:
     ``used`` bytes, ``requested`` bytes, ``promised`` bytes (the limits) of
     the running GPU pods, and ``busy`` GPUs (holding at least one pod).
+    ``over_memory`` lists ``(step, GPU)`` where a GPU of shares was over its
+    memory after its evictions, ``over_memory_pods`` the pods it held then.
     """
 
     def __init__(self) -> None:
         self.times: list[float] = []
         self.gpus_total = 0
         self.gpu_memory = 0
+        self.gpu_reserve = 0
         self.gpu_pods = 0
         self.placed = 0  # GPU pods started when created
         self.unstarted: list[str] = []  # GPU pods that did not fit when created
@@ -145,6 +156,9 @@ class Walk:
         self.evictions: list[dict[str, object]] = []
         self.requeued = 0  # placements of evicted pods
         self.waiting: list[str] = []  # evicted pods still waiting at the end (requeue)
+        self.dropped: list[str] = []  # evicted pods that did not run again: every one (drop), those waiting (requeue)
+        self.over_memory: list[tuple[int, int]] = []  # (step, GPU index on the site)
+        self.over_memory_pods: set[str] = set()
         self.used: Sequence[int] = EMPTY
         self.requested: Sequence[int] = EMPTY
         self.promised: Sequence[int] = EMPTY
@@ -183,6 +197,10 @@ class _Walker:
         steps = len(self.times)
         # bytes above this on a GPU is pressure: free below margin percent of it, as the driver reads it
         self.mark = math.floor(Fraction(gpu_memory) * (100 - Fraction(rules.margin)) / 100)
+        self.memory = gpu_memory
+        # NVML's used memory counts what is no pod's too (the MPS server, contexts): the driver sees it, the
+        # samples do not
+        self.reserve = rules.reserve
         sized = [size(pod, usage, gpu_memory, rules) for pod in pods]
         self.needs = [entry[0] for entry in sized]
         self.request = [entry[1] for entry in sized]
@@ -218,6 +236,7 @@ class _Walker:
         self.out.times = self.times
         self.out.gpus_total = gpus
         self.out.gpu_memory = gpu_memory
+        self.out.gpu_reserve = rules.reserve
         self.out.gpu_pods = sum(1 for pod in pods if pod.gpu)
 
     def _run_start(self, found: tuple[Sequence[float], Sequence[int]] | None) -> int:
@@ -335,11 +354,21 @@ class _Walker:
 
     def _scan(self, gpu: int, step: int) -> None:
         """File the GPU's next pressure from the step on (or where to look further), while a pod of it can take more
-        than its request."""
+        than its request, or its pods' requests and the reserve pass its memory."""
         self.version[gpu] += 1
         held = self.on_gpu[gpu]
-        if not any(self.hot[p] for p in held):
-            return  # no pod could be evicted: pressure would change nothing
+        if any(self.hot[p] for p in held):
+            bound = self.mark - self.reserve
+        elif (
+            self.reserve
+            and held
+            and self.needs[held[0]].share
+            and sum(self.request[p] for p in held) + self.reserve > self.memory
+        ):
+            # no pod can be evicted, but within their requests the pods and the reserve may not fit: over memory
+            bound = self.memory - self.reserve
+        else:
+            return  # no pod could be evicted, and the GPU cannot be over memory: nothing to find
         until = min(self.stop[p] for p in held)  # the first of them leaves: the GPU is scanned again then
         high = min(until, step + CHUNK)
         if step >= high:
@@ -349,25 +378,26 @@ class _Walker:
             sums = self.use[held[0]][step - start[held[0]] : high - start[held[0]]]
         else:
             sums = map(sum, zip(*(self.use[p][step - start[p] : high - start[p]] for p in held)))
-        hit = next(compress(count(step), map(self.mark.__lt__, sums)), None)
+        hit = next(compress(count(step), map(bound.__lt__, sums)), None)
         if hit is not None:
             self._at(self.pressure, hit, (gpu, self.version[gpu]))
         elif high < until:
             self._at(self.pressure, high, (gpu, self.version[gpu]))  # not yet: look further from there
 
     def _relieve(self, gpu: int, step: int) -> None:
-        """Evict from the GPU at the step until it is under the mark or no pod uses more than its request."""
+        """Evict from the GPU at the step until it is under the mark or no pod uses more than its request; note the
+        GPU over memory when it still is."""
         held = self.on_gpu[gpu]
         uses = {p: self.use[p][step - self.start[p]] for p in held}
         used = sum(uses.values())
-        if used > self.mark:
+        if used + self.reserve > self.mark:
             pods, request = self.pods, self.request
             above = sorted(
                 (p for p in held if uses[p] > request[p]),
                 key=lambda p: (pods[p].priority, request[p] - uses[p], pods[p].name),
             )
             for p in above:
-                if used <= self.mark:
+                if used + self.reserve <= self.mark:
                     break
                 node = self.where[p][0]
                 self.out.evictions.append(
@@ -390,6 +420,12 @@ class _Walker:
                     self.queue.append((p, None if end is None else end - self.times[step]))
                     if step + 1 < len(self.times):
                         heappush(self.heap, step + 1)
+                else:
+                    self.out.dropped.append(pods[p].name)
+        if held and used + self.reserve > self.memory and self.needs[held[0]].share:
+            # still above the memory after the evictions: an allocation of one of these pods fails on a GPU
+            self.out.over_memory.append((step, gpu))
+            self.out.over_memory_pods.update(self.pods[p].name for p in held)
         self._scan(gpu, step + 1)
 
     # -- the walk ------------------------------------------------------------------------------
@@ -457,6 +493,8 @@ class _Walker:
                 if version == self.version[gpu]:
                     self._relieve(gpu, step)
         self.out.waiting = [self.pods[p].name for p, _left in self.queue]
+        if self.rules.on_evict == "requeue":
+            self.out.dropped = list(self.out.waiting)
         self.out.used = self.used
         self.out.requested = array("q", accumulate(self.diff_requested[:steps]))
         self.out.promised = array("q", accumulate(self.diff_promised[:steps]))

@@ -17,7 +17,9 @@ two instants; the caption says so too).
 On measured use (``measured``, docs/replay.md "Thin provisioning on measured
 use") the section adds a table with a column per policy, and under ``thin``
 with ``thin_factors`` the geometry of a chart of evictions per day against
-GPUs saved, one point per burst factor. Pure Python, no Ansible imports.
+GPUs saved, one point per burst factor; a factor whose run dropped pods or
+left some unstarted is drawn open and marked in its table (its GPUs saved
+come partly from pods that did not run). Pure Python, no Ansible imports.
 """
 
 from __future__ import annotations
@@ -276,6 +278,44 @@ def _per_day(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _counted(value: Any) -> bool:
+    """Whether a figure of the file is a count (replay.json files written before a figure was added lack it)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _count_text(value: Any) -> str:
+    """A count as the table writes it; ``-`` where the file does not give one."""
+    return str(value) if _counted(value) else "-"
+
+
+def _reserve(rules: Mapping[str, Any]) -> str:
+    """``gpu_reserve`` in GiB; ``-`` where the file predates it."""
+    value = rules.get("gpu_reserve_bytes")
+    return _memory(value) if _counted(value) else "-"
+
+
+def _over_memory(measured: Mapping[str, Any]) -> str:
+    """Where a GPU's pods and the reserve stayed above its memory after the evictions: steps, GPU-time, pods."""
+    over = measured.get("over_memory")
+    if not isinstance(over, dict) or not _counted(over.get("steps")) or not _counted(over.get("pods")):
+        return "-"
+    steps, pods, seconds = over["steps"], over["pods"], over.get("gpu_seconds")
+    if not steps:
+        return "none"
+    timed = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 <= seconds < math.inf
+    time = f", {duration(seconds)} of GPU time" if timed else ""
+    return f"{steps} step{'s' * (steps != 1)}{time}, {pods} pod{'s' * (pods != 1)}"
+
+
+def partly_unplaced(factor: Mapping[str, Any]) -> bool:
+    """Whether a factor's run dropped pods or left some unstarted: its GPUs saved are partly theirs, not savings."""
+    return (
+        factor.get("all_placed") is False
+        or (_counted(factor.get("pods_dropped")) and factor["pods_dropped"] > 0)
+        or (_counted(factor.get("pods_unstarted")) and factor["pods_unstarted"] > 0)
+    )
+
+
 def _gpu_memory(memory: Mapping[str, Any]) -> str:
     """The GPUs' memory and where it came from; the plan's beside the option's when they differ."""
     text = f"{_memory(memory['bytes'])} ({'the plan' if memory['source'] == 'plan' else 'gpu_memory'})"
@@ -304,6 +344,7 @@ _MEASURED_ROWS: tuple[tuple[str, str, Any], ...] = (
     ("request", "request rule", lambda m: _rule(m["rules"]["request"], "request")),
     ("limit", "limit rule", lambda m: _rule(m["rules"]["limit"], "limit")),
     ("margin", "reclaim margin", lambda m: f"{m['rules']['reclaim_margin']:g} %"),
+    ("reserve", "GPU reserve (memory of no pod)", lambda m: _reserve(m["rules"])),
     ("on_evict", "an evicted pod is", lambda m: "requeued" if m["rules"]["on_evict"] == "requeue" else "dropped"),
     ("gpu_memory", "a GPU's memory", lambda m: _gpu_memory(m["gpu_memory"])),
     ("placed", "GPU pods placed", lambda m: f"{m['pods_placed']} of {m['pods']}"),
@@ -313,6 +354,13 @@ _MEASURED_ROWS: tuple[tuple[str, str, Any], ...] = (
     ("evictions", "evictions", lambda m: str(m["evictions"])),
     ("per_day", "evictions per day", lambda m: _per_day(m["evictions_per_day"])),
     ("pods_evicted", "pods evicted", lambda m: str(m["pods_evicted"])),
+    ("pods_dropped", "pods dropped (evicted, not run again)", lambda m: _count_text(m.get("pods_dropped"))),
+    ("over_memory", "GPUs over memory after evictions", _over_memory),
+    (
+        "evictions_over_memory",
+        "evictions from a GPU over its memory",
+        lambda m: _count_text((m.get("over_memory") or {}).get("evictions")),
+    ),
     ("requeued", "evicted pods placed again", lambda m: str(m["requeued"])),
     ("waiting", "evicted pods still waiting at the end", lambda m: str(len(m["waiting_at_end"]))),
     (
@@ -338,7 +386,7 @@ _MEASURED_ROWS: tuple[tuple[str, str, Any], ...] = (
 )
 
 
-_TEXT_ROWS = frozenset(("applied", "request", "limit", "on_evict", "gpu_memory"))
+_TEXT_ROWS = frozenset(("applied", "request", "limit", "on_evict", "gpu_memory", "over_memory"))
 
 
 def measured_table(runs: list[tuple[str, Mapping[str, Any]]]) -> dict[str, Any] | None:
@@ -361,6 +409,8 @@ def measured_table(runs: list[tuple[str, Mapping[str, Any]]]) -> dict[str, Any] 
         ],
         "capacity": _memory(first["memory"]["capacity_bytes"]),
         "basis": f"the mean over {duration(window)}" if window else str(first["basis"]),
+        # replayed without a reserve: the trigger saw less than the driver's NVML reading would
+        "lower": [name for name, measured in found if measured.get("evictions_bound") == "lower"],
     }
 
 
@@ -406,7 +456,10 @@ def factor_chart(factors: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     def py(y: float) -> float:
         return bottom - (y - y0) / (y1 - y0) * FACTOR_H
 
-    points = [{"factor": f["factor"], "x": px(x), "y": py(y)} for f, x, y in zip(factors, xs, ys, strict=True)]
+    points = [
+        {"factor": f["factor"], "x": px(x), "y": py(y), "open": partly_unplaced(f)}
+        for f, x, y in zip(factors, xs, ys, strict=True)
+    ]
     # factors that fall on one spot share one label, so no text is drawn over another
     spots: dict[tuple[float, float], list[float]] = {}
     for point in points:
@@ -444,6 +497,7 @@ def factor_chart(factors: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
                 "x": f"{p['x']:.1f}",
                 "y": f"{p['y']:.1f}",
                 "label": factor_label(p["factor"]),
+                "open": p["open"],
             }
             for p in points
         ],
@@ -468,12 +522,16 @@ def factor_view(name: str, run: Mapping[str, Any]) -> dict[str, Any]:
                 "label": factor_label(f["factor"]),
                 "gpus": f"{f['gpus']:g}",
                 "saved": f"{f['gpus_saved']:g}",
+                "partly": partly_unplaced(f),
                 "evictions": str(f["evictions"]),
                 "per_day": _per_day(f["evictions_per_day"]),
                 "pods_evicted": str(f["pods_evicted"]),
+                "pods_dropped": _count_text(f.get("pods_dropped")),
+                "pods_unstarted": _count_text(f.get("pods_unstarted")),
             }
             for f in factors
         ],
+        "partly": any(partly_unplaced(f) for f in factors),
     }
 
 

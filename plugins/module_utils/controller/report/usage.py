@@ -121,7 +121,9 @@ def aggregate_row(name: str, row: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_hours": {
             state: bound + hours_text(value) if known else UNKNOWN for state, value in row["gpu_hours"].items()
         },
-        "idle_share": share_text(row["idle_share"]),
+        # unknown GPU-hours may have been idle: the share is then at least the figure
+        "idle_share": ("\u2265 " if row.get("idle_share_is_lower_bound") and row["idle_share"] is not None else "")
+        + share_text(row["idle_share"]),
         "unknown_hours_share": share_text(row["unknown_hours_share"]),
         "memory": share_text(row["memory_used_over_requested"]),
         "peak": gib_text(row["memory_peak_bytes"]),
@@ -179,6 +181,8 @@ def _group_row(group: Mapping[str, Any], team: str, template: str, limit_today: 
         "burst": _plain(advised["burst_factor"]),
         "above": advised["claims_above_request"],
         "few_claims": bool(group.get("few_claims")),
+        # claims with unknown steps may have peaked there: the advised request and limit are at least these
+        "partly_measured": group.get("claims_partly_measured") or 0,
     }
 
 
@@ -204,7 +208,14 @@ def advice_view(advice: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) 
             "template": str(c["template"]),
             "memory": gib_text(c["memory_max_bytes"]),
             "memory_share": share_text(c["memory_max_share"]),
-            "compute": share_text(c["compute_max"]) if c["compute_known"] else "compute unknown",
+            "compute": share_text(c["compute_max"])
+            if c["compute_known"]
+            else (
+                f"at least {share_text(c['compute_max'])} (measured at {c.get('compute_points', 0)} of "
+                f"{c.get('memory_points', 0)} points)"
+                if c["compute_max"] is not None
+                else "compute unknown"
+            ),
             "gpu_hours": hours_text(c["gpu_hours"]),
         }
         for c in found[:MAX_ROWS]
@@ -371,5 +382,8 @@ def usage_view(usage: Mapping[str, Any]) -> dict[str, Any]:
         "legend": [{"label": STATE_LABELS[state], "colour": STATE_COLOURS[state]} for state in STATES],
         "colours": {"allocated": ALLOCATED_COLOUR, "memory": MEMORY_COLOUR},
         "idle": idle_claims(usage["claims"]),
+        # allocated now (the claims read), named by no series of the window: hours unknown, so not summed
+        "not_measured": [f"{c['namespace']}/{c['claim']}" for c in usage.get("claims_not_measured") or []],
+        "nvml_down": {str(node): _plain(hours) for node, hours in (usage.get("nvml_unavailable_hours") or {}).items()},
         "advice": advice_view(usage["advice"], usage["claims"]),
     }

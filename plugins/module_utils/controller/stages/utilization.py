@@ -127,6 +127,7 @@ def usage_result(
         raise StageError(str(exc)) from None
     summary = usage_summary.summarise(data, namespaces, claim_templates(claims), threshold)
     summary["advice"] = usage_advice.advise(summary, rank)
+    summary["claims_not_measured"] = usage_summary.not_measured(claims, summary)
     return summary, data
 
 
@@ -186,23 +187,31 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
     return _written(params, result, check_mode, diff, data)
 
 
+def _rows(text: str | None) -> str:
+    return f"{max(0, text.count(chr(10)) - 1)} rows\n" if text else "(no file)\n"
+
+
 def _written(
     params: Mapping[str, Any], result: dict[str, Any], check_mode: bool, diff: bool, data: UsageData | None
 ) -> dict[str, Any]:
-    pods_changed = False
+    pods_changed, diffs = False, []
     if params["pods_dest"]:
         if data is None:
             raise StageError("pods_dest: the pods' usage series come from usage, which is not given")
         try:
-            # a week of a site's pods is large: the diff names the file, it does not hold it
-            pods_changed, _diff = write_text_file(
+            pods_changed, pods_diff = write_text_file(
                 params["pods_dest"], usage_pods.pods_csv(data), check_mode, "pods_dest"
             )
         except OutputFileError as exc:
             raise StageError(str(exc)) from None
+        if pods_diff:  # a week of a site's pods is large: the diff names the file and counts its rows
+            path = params["pods_dest"]
+            before, after = _rows(pods_diff["before"]), _rows(pods_diff["after"])
+            diffs.append({"before": before, "after": after, "before_header": path, "after_header": path})
     changed, file_diff = write_dest(params["dest"], result, check_mode)
-    changed = changed or pods_changed
-    response = {"changed": changed, "utilization": result}
-    if diff and file_diff:
-        response["diff"] = file_diff
+    response = {"changed": changed or pods_changed, "utilization": result}
+    if file_diff:
+        diffs.insert(0, file_diff)
+    if diff and diffs:
+        response["diff"] = diffs if len(diffs) > 1 else diffs[0]
     return response

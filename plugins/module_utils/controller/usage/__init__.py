@@ -23,10 +23,12 @@ CLAIM_SM = "aligned_dra_claim_gpu_sm_utilization_ratio"
 CLAIM_INFO = "aligned_dra_claim_device_info"
 GPU_TOTAL = "aligned_dra_gpu_memory_total_bytes"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+# 1 while the driver's NVML answers, 0 when missing or failing (it exports no claim series then).
+USAGE_AVAILABLE = "aligned_dra_usage_available"
 # Without these the window says nothing of use: a source that has none of them fails, naming them.
 REQUIRED = (CLAIM_INFO, CLAIM_USED, CLAIM_REQUEST, CLAIM_LIMIT, GPU_TOTAL)
 # Absent where nothing was sampled (SM) or nothing is deployed (DCGM): noted, not an error.
-OPTIONAL = (CLAIM_SM, DCGM_UTIL)
+OPTIONAL = (CLAIM_SM, DCGM_UTIL, USAGE_AVAILABLE)
 METRICS = REQUIRED + OPTIONAL
 
 

@@ -14,7 +14,11 @@ their GPU), from each measured claim's peak memory over the window:
 
 Whole-GPU claims that used under half of their GPU's memory and, where
 known, under half of its compute at every measured point, with every
-allocated point measured, are candidates for a fraction. A group without a
+allocated point measured, are candidates for a fraction; ``compute_known``
+is true only where the compute was measured at every one of those points.
+A group with claims measured at only some of their steps says how many
+(``claims_partly_measured``): their peaks, and the advice, are lower bounds
+(``peaks_lower_bound``). A group without a
 measured claim gets no advice (the reason says so); fewer than
 ``MIN_CLAIMS`` measured claims is advice marked ``few_claims``.
 
@@ -74,6 +78,11 @@ def _group_advice(claims: list[dict[str, Any]], rank: float) -> dict[str, Any]:
     out["peak_bytes"] = {"p50": percentile(peaks, 50), f"p{rank:g}": percentile(peaks, rank), "max": peaks[-1]}
     if len(measured) < MIN_CLAIMS:
         out["few_claims"] = True
+    # a claim with unknown steps may have peaked in them: its peak, and the advice, are then at least this
+    partial = sum(1 for c in measured if c["hours"]["unknown"])
+    if partial:
+        out["claims_partly_measured"] = partial
+        out["advice"]["peaks_lower_bound"] = True
     return out
 
 
@@ -86,6 +95,8 @@ def _candidate(claim: dict[str, Any]) -> dict[str, Any] | None:
     activity = claim.get("activity_max")
     if activity is not None and activity >= CANDIDATE_SHARE:
         return None
+    # the compute is known for the whole window only where it was measured at every measured step
+    compute_known = activity is not None and claim.get("activity_points") == memory["points"]
     return {
         "namespace": claim["namespace"],
         "claim": claim["claim"],
@@ -94,7 +105,9 @@ def _candidate(claim: dict[str, Any]) -> dict[str, Any] | None:
         "memory_max_bytes": memory["max"],
         "memory_max_share": round(memory["max"] / total, 4),
         "compute_max": activity,
-        "compute_known": activity is not None,
+        "compute_known": compute_known,
+        "compute_points": claim.get("activity_points", 0),
+        "memory_points": memory["points"],
         "gpu_hours": claim["gpu_hours"]["allocated"] if claim["gpu_hours"] else None,
     }
 

@@ -2,7 +2,10 @@
 """Per claim and GPU, what the window held: the driver's series of the claim's pods folded onto the grid.
 
 A claim's GPU is keyed by ``(namespace, claim, gpu_uuid)`` (NVML's UUID is
-unique across the site). At each grid point:
+unique across the site); a GPU the driver prepared but NVML did not read has
+no UUID and is keyed by its node and device (it is never measured: unknown).
+Two series of one pod (two scrapes of one driver) count once, at their
+largest. At each grid point:
 
 - **allocated**: the claim's info series or any of its pods' use series has a
   value (the driver exports both for every prepared device);
@@ -22,17 +25,21 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import truediv
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.series import Series
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.series import Series, UsageData
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.series import UsageData
 
+# The driver's GPU devices (docs/devices.md): gpu-<PCI address>.
+GPU_DEVICE_PREFIX = "gpu-"
 # A grid point without a value: in the used memory, below any value; in ratios (SM, DCGM), above any.
 ABSENT = -1.0
 NO_RATIO = 2.0
@@ -57,7 +64,7 @@ class ClaimGpu:
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return (self.namespace, self.claim, self.gpu_uuid)
+        return (self.namespace, self.claim, self.gpu_uuid or f"{self.node}/{self.device}")
 
 
 def _dense(steps: int, absent: float = ABSENT) -> array:
@@ -66,18 +73,22 @@ def _dense(steps: int, absent: float = ABSENT) -> array:
 
 def _claim(found: dict[tuple[str, str, str], ClaimGpu], labels: dict[str, str], steps: int) -> ClaimGpu | None:
     uuid = labels.get("gpu_uuid") or ""
-    if not uuid:  # a NIC's info series: no GPU to measure
+    device = labels.get("device") or ""
+    node = labels.get("pool") or labels.get("node") or ""
+    # A GPU the driver prepared but NVML did not read has no UUID: measured never, it is unknown, not
+    # left out. A NIC's info series has no UUID either: the driver's GPU devices are named gpu-<address>.
+    if not uuid and not device.startswith(GPU_DEVICE_PREFIX):
         return None
-    key = (labels.get("namespace") or "", labels.get("claim") or "", uuid)
+    key = (labels.get("namespace") or "", labels.get("claim") or "", uuid or f"{node}/{device}")
     entry = found.get(key)
     if entry is None:
         entry = ClaimGpu(
             key[0], key[1], uuid, allocated=bytearray(steps), used=_dense(steps), sm=_dense(steps, NO_RATIO)
         )
         found[key] = entry
-    entry.device = entry.device or labels.get("device") or ""
+    entry.device = entry.device or device
     # the info series names the node (pool); a scraped series carries the target's node label
-    entry.node = entry.node or labels.get("pool") or labels.get("node") or ""
+    entry.node = entry.node or node
     if labels.get("pod"):
         entry.pods.add(labels["pod"])
     return entry
@@ -122,6 +133,32 @@ def _largest(current: float | None, one: Series) -> float | None:
     return top if current is None or top > current else current
 
 
+def _per_pod(
+    found: dict[tuple[str, str, str], ClaimGpu], series: list[Series], steps: int
+) -> dict[tuple[tuple[str, str, str], str], list[Series]]:
+    """The series of each pod of each claim's GPU: one, or several when two scrapes (two Prometheus jobs, an
+    HA pair without deduplication) report the same pod, told apart only by their target's labels."""
+    grouped: dict[tuple[tuple[str, str, str], str], list[Series]] = {}
+    for one in series:
+        entry = _claim(found, one.labels, steps)
+        if entry is not None:
+            grouped.setdefault((entry.key, one.labels.get("pod") or ""), []).append(one)
+    return grouped
+
+
+def _peak_of(group: list[Series]) -> Series:
+    """One series of a pod: itself, or the largest of its copies at each point (the same pod counted once)."""
+    if len(group) == 1:
+        return group[0]
+    points: dict[int, float] = {}
+    for one in group:
+        for point, value in zip(one.points, one.values):
+            if value > points.get(point, -math.inf):
+                points[point] = value
+    ordered = sorted(points)
+    return Series(group[0].metric, group[0].labels, array("l", ordered), array("d", (points[p] for p in ordered)))
+
+
 def claim_gpus(data: UsageData) -> dict[tuple[str, str, str], ClaimGpu]:
     """Every claim's GPU the window saw, keyed ``(namespace, claim, gpu_uuid)``."""
     steps = data.steps
@@ -131,17 +168,17 @@ def claim_gpus(data: UsageData) -> dict[tuple[str, str, str], ClaimGpu]:
         if entry is not None:
             _mark(entry, one)
     added: set[tuple[str, str, str]] = set()
-    for one in data.series.get(usage.CLAIM_USED, []):
-        entry = _claim(found, one.labels, steps)
-        if entry is not None:
+    for (key, _pod), group in _per_pod(found, data.series.get(usage.CLAIM_USED, []), steps).items():
+        entry = found[key]
+        for one in group:
             _mark(entry, one)
-            _add_used(entry.used, one, entry.key not in added)
-            added.add(entry.key)
-    for one in data.series.get(usage.CLAIM_SM, []):
-        entry = _claim(found, one.labels, steps)
-        if entry is not None and one.points:
-            _add_ratio(entry.sm, one)
-            entry.has_sm = True
+        _add_used(entry.used, _peak_of(group), key not in added)
+        added.add(key)
+    for (key, _pod), group in _per_pod(found, data.series.get(usage.CLAIM_SM, []), steps).items():
+        merged = _peak_of(group)
+        if merged.points:
+            _add_ratio(found[key].sm, merged)
+            found[key].has_sm = True
     for metric, attribute in ((usage.CLAIM_REQUEST, "request"), (usage.CLAIM_LIMIT, "limit")):
         for one in data.series.get(metric, []):
             entry = _claim(found, one.labels, steps)
@@ -159,6 +196,17 @@ def gpu_memory(data: UsageData) -> dict[str, float]:
         if uuid and top is not None:
             found[uuid] = top
     return found
+
+
+def nvml_unavailable(data: UsageData) -> dict[str, int]:
+    """``{node: points}`` where the driver said NVML was not answering (``aligned_dra_usage_available`` 0):
+    it exports no claim series then, so those points of the node's claims are not in the window at all."""
+    found: dict[str, int] = {}
+    for one in data.series.get(usage.USAGE_AVAILABLE, []):
+        node = one.labels.get("node") or one.labels.get("instance") or ""
+        down = sum(1 for value in one.values if value == 0)
+        found[node] = found.get(node, 0) + down
+    return {node: points for node, points in sorted(found.items()) if points}
 
 
 def dcgm_utilization(data: UsageData) -> dict[str, array]:

@@ -7,12 +7,15 @@ point where the pod had a value. A pod is ``namespace/pod`` (the name the
 trace export of docs/replay.md gives it); its memory at a point is its
 largest on any one GPU (the replay counts a pod's use against one GPU's
 memory), its SM ratio the largest likewise (empty where NVML sampled none).
-Timestamps are seconds since the epoch.
+Timestamps are RFC 3339 in UTC, as the trace export of docs/replay.md writes
+its times (the replay refuses to mix seconds and RFC 3339).
 
 Runs on the controller; no Ansible imports.
 """
 
 from __future__ import annotations
+
+import datetime
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
 
@@ -34,6 +37,14 @@ def _largest(found: dict[str, dict[int, float]], metric: str, data: UsageData) -
                 points[point] = value
 
 
+def rfc3339(seconds: float) -> str:
+    """``2026-11-18T04:30:00Z`` (milliseconds only where the time has them)."""
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    millis = round((seconds - int(seconds)) * 1000)
+    return f"{text}.{millis:03d}Z" if millis else f"{text}Z"
+
+
 def _number(value: float) -> str:
     return str(int(value)) if value == int(value) else repr(value)
 
@@ -49,6 +60,6 @@ def pods_csv(data: UsageData) -> str:
         ratios = ratio.get(pod, {})
         for point in sorted(used[pod]):
             sm = ratios.get(point)
-            when = _number(data.start + point * data.step)
+            when = rfc3339(data.start + point * data.step)
             lines.append(f"{pod},{when},{_number(used[pod][point])},{'' if sm is None else repr(sm)}\n")
     return "".join(lines)

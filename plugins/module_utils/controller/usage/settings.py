@@ -40,6 +40,7 @@ def summary_setting(conf: Mapping[str, Any], key: str, option: str) -> float:
 
 
 def _check_source(conf: Mapping[str, Any], option: str, given: str) -> None:
+    """The keys of the one source given, each of its kind and in range."""
     if given == "prometheus":
         url = conf["prometheus"]
         if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url.strip()):
@@ -53,7 +54,7 @@ def _check_source(conf: Mapping[str, Any], option: str, given: str) -> None:
         headers = conf.get("headers") or {}
         if not isinstance(headers, dict) or not all(isinstance(item, str) for pair in headers.items() for item in pair):
             raise UsageError(f"{option}.headers: {headers!r} is not a mapping of header names to strings")
-        for key in ("bearer_token_file", "ca_file", "match"):
+        for key in ("bearer_token_file", "ca_file", "match", "dcgm_match"):
             if conf.get(key) is not None and not isinstance(conf[key], str):
                 raise UsageError(f"{option}.{key}: {conf[key]!r} is not a string")
     else:

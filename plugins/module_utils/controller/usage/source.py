@@ -12,14 +12,16 @@ Each metric is asked as follows; files are evaluated on the grid as Prometheus 2
 both ends of every range included (Prometheus 3 leaves the start out: only a sample exactly at ``t - step``
 or ``t - 5m`` differs):
 
-==============================================  ========================================  =============================
-metric                                          query at grid time ``t``                  samples that count
-==============================================  ========================================  =============================
-``aligned_dra_claim_gpu_memory_used_bytes``     ``max_over_time(<metric>{match}[step])``  ``[t - step, t]``
-``aligned_dra_claim_gpu_sm_utilization_ratio``  ``avg_over_time(<metric>{match}[step])``  ``[t - step, t]``
-``DCGM_FI_DEV_GPU_UTIL``                        ``avg_over_time(<metric>{match}[step])``  ``[t - step, t]``
-the others (info, request, limit, GPU total)    ``<metric>{match}``                       the latest in ``[t - 5m, t]``
-==============================================  ========================================  =============================
+==============================================  =============================================  ===========================
+metric                                          query at grid time ``t``                       samples that count
+==============================================  =============================================  ===========================
+``aligned_dra_claim_gpu_memory_used_bytes``     ``max_over_time(<metric>{match}[step])``       ``[t - step, t]``
+``aligned_dra_claim_gpu_sm_utilization_ratio``  ``avg_over_time(<metric>{match}[step])``       ``[t - step, t]``
+``DCGM_FI_DEV_GPU_UTIL``                        ``avg_over_time(<metric>{dcgm_match}[step])``  ``[t - step, t]``
+the others (info, request, limit, GPU total)    ``<metric>{match}``                            the latest in ``[t-5m, t]``
+==============================================  =============================================  ===========================
+
+The others include ``aligned_dra_usage_available`` (the driver's: 1 while NVML answers, 0 when it fails).
 
 A grid point without a sample that counts has no value (absent, never 0); a peak between two grid times is
 never missed. Labels are kept as read, less ``__name__``; a metric's series are sorted by their labels.
@@ -29,14 +31,17 @@ never missed. Labels are kept as read, less ``__name__``; a metric's series are 
   ``ca_file``, ``headers``, ``timeout`` (seconds per request, default 30),
   ``max_points`` (default 11000, the most Prometheus answers per series and
   query: the window is asked in consecutive chunks of at most that many grid
-  points), ``match`` (label matchers added to every selector, such as
-  ``job="aligned-dra-driver"``).
+  points; a chunk Prometheus refuses as over its ``--query.max-samples`` is
+  halved and asked again, down to one point), ``match`` (label matchers added
+  to the driver's selectors, such as ``job="aligned-dra-driver"``),
+  ``dcgm_match`` (the same for DCGM's, another job's: default none).
 - :func:`read_files`: ``files`` (paths), ``window``, ``step``, ``end``
   (default: the last sample's time rounded down to a whole step). Each file is
   either OpenMetrics or Prometheus text with timestamps in seconds (what
   ``promtool tsdb create-blocks-from openmetrics`` reads) or a saved JSON
-  answer of ``query_range`` or ``query``. Metrics other than
-  :data:`~.METRICS` are ignored.
+  answer of ``query`` (an instant query of a range vector: the raw samples)
+  or ``query_range``; :mod:`~.exported` reads and evaluates them. Metrics
+  other than :data:`~.METRICS` are ignored.
 - :func:`read_usage`: either of them, by which of ``prometheus`` and ``files`` is set.
 
 A required metric (:data:`~.REQUIRED`) with no series in the window is an
@@ -50,26 +55,22 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import operator
 import re
 import time
-from array import array
-from bisect import bisect_left, bisect_right
-from itertools import islice
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import (
-    CLAIM_SM,
-    CLAIM_USED,
     DCGM_UTIL,
     METRICS,
     REQUIRED,
     UsageError,
+    exported,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.exported import FUNCTIONS
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.series import Series, UsageData
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 DEFAULT_WINDOW = "7d"
@@ -77,13 +78,11 @@ DEFAULT_STEP = "60s"
 DEFAULT_TIMEOUT = 30
 # Prometheus refuses a range query of more than 11,000 points per series.
 DEFAULT_MAX_POINTS = 11000
-# Prometheus's default --query.lookback-delta: a plain selector's last sample counts for 5 minutes.
-LOOKBACK_MS = 300_000
-# How each metric is asked: "max" and "avg" over the step before each grid point, else the last value.
-FUNCTIONS = {CLAIM_USED: "max", CLAIM_SM: "avg", DCGM_UTIL: "avg"}
+# How Prometheus (its API's errorType "execution", HTTP 422) refuses a query over --query.max-samples.
+TOO_MANY_SAMPLES = "query processing would load too many samples into memory"
 COMMON_KEYS = frozenset({"window", "step", "end"})
 PROMETHEUS_KEYS = COMMON_KEYS | frozenset(
-    "prometheus bearer_token_file ca_file headers timeout max_points match".split()
+    "prometheus bearer_token_file ca_file headers timeout max_points match dcgm_match".split()
 )
 FILES_KEYS = COMMON_KEYS | {"files"}
 
@@ -91,16 +90,7 @@ _UNITS = (("y", 31_536_000_000), ("w", 604_800_000), ("d", 86_400_000), ("h", 3_
 # Prometheus's duration syntax: units from the largest down, each at most once.
 _DURATION = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')
-_ESCAPE = re.compile(r"\\(.)")
-_UNESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
-# The compact form Prometheus writes: read series by series, without a Python object per sample.
-_MATRIX_HEAD = re.compile(r'\s*\{"status":"success","data":\{"resultType":"matrix","result":\[')
-_PAIR = re.compile(r'\[([^,\[\]"]+),"([^"]*)"\]')
 _SUCCESS = re.compile(r'\s*\{\s*"status"\s*:\s*"success"')
-_DECODER = json.JSONDecoder()
-_EOF = object()
 
 
 def parse_duration(value: Any, key: str, option: str = "aligned_dra_usage") -> int:
@@ -165,6 +155,7 @@ def rfc3339(ms: int) -> str:
 
 
 def _window_and_step(conf: Mapping[str, Any], option: str) -> tuple[int, int]:
+    """``window`` and ``step`` in milliseconds: the window a whole number of steps, at least one."""
     window = parse_duration(conf.get("window", DEFAULT_WINDOW), "window", option)
     step = parse_duration(conf.get("step", DEFAULT_STEP), "step", option)
     if step > window:
@@ -183,6 +174,7 @@ def chunks(points: int, max_points: int) -> list[tuple[int, int]]:
 
 
 def _check_keys(conf: Any, allowed: frozenset[str], other: frozenset[str], source: str, option: str) -> None:
+    """Refuses a conf that is no mapping, an unknown key, or a key of the other source (``other``)."""
     if not isinstance(conf, dict):
         raise UsageError(f"{option}: must be a mapping with prometheus or files, not {type(conf).__name__}")
     unknown = sorted(str(key) for key in conf if key not in allowed | other)
@@ -195,6 +187,7 @@ def _check_keys(conf: Any, allowed: frozenset[str], other: frozenset[str], sourc
 
 
 def _missing(option: str, data: UsageData, where: str, window: int, extra: str = "") -> None:
+    """Refuses data without a series of some required metric, naming every one missing."""
     missing = [metric for metric in REQUIRED if not data.series[metric]]
     if missing:
         raise UsageError(
@@ -205,90 +198,18 @@ def _missing(option: str, data: UsageData, where: str, window: int, extra: str =
 
 
 def _usage(start: int, end: int, step: int, found: dict[str, dict[tuple, Series]], source: str) -> UsageData:
+    """The :class:`UsageData` of the grid and the series found, every metric a key, its series sorted by labels."""
     series = {
         metric: [found[metric][key] for key in sorted(found[metric])] if metric in found else [] for metric in METRICS
     }
     return UsageData(start=start / 1000, end=end / 1000, step=step / 1000, series=series, source=source)
 
 
-def _matrix_compact(text: str) -> Iterable[tuple[dict[str, str], list]] | None:
-    """The series of a ``query_range`` answer in Prometheus's compact form, each with its ``(t, "v")`` pairs, one
-    at a time; None when the text is in another form (then it is read whole with :mod:`json`)."""
-    head = _MATRIX_HEAD.match(text)
-    if not head:
-        return None
-    items = []
-    pos = head.end()
-    if text.startswith("]", pos):
-        return items
-    while True:
-        if not text.startswith('{"metric":', pos):
-            return None
-        try:
-            labels, pos = _DECODER.raw_decode(text, pos + len('{"metric":'))
-        except ValueError:
-            return None
-        if not isinstance(labels, dict) or not text.startswith(',"values":[', pos):
-            return None
-        first = pos + len(',"values":[')
-        if text.startswith("]}", first):  # no value: nothing to take
-            items.append((labels, first, first))
-            pos = first + 2
-        else:
-            stop = text.find("]]", first)  # a value is a quoted number: no bracket inside
-            if stop < 0 or not text.startswith("}", stop + 2):
-                return None
-            # the pairs are taken when the caller gets to this series: one series' strings at a time
-            items.append((labels, first, stop + 1))
-            pos = stop + 3
-        if text.startswith("]", pos):
-            break
-        if not text.startswith(",", pos):
-            return None
-        pos += 1
-    return _compact_pairs(text, items)
-
-
-def _compact_pairs(text: str, items: list[tuple[dict, int, int]]) -> Iterable[tuple[dict[str, str], list]]:
-    for labels, first, stop in items:
-        pairs = _PAIR.findall(text, first, stop)
-        if len(pairs) != text.count("[", first, stop):
-            raise ValueError(f'{labels}: a value is not a [time, "value"] pair')
-        yield labels, pairs
-
-
-def _matrix(text: str) -> tuple[str, Iterable[tuple[dict[str, str], list]]]:
-    """``(resultType, [(labels, [(t, v), ...]), ...])`` of a ``query`` or ``query_range`` answer; ValueError
-    (naming what is wrong) on a text that is not a successful one."""
-    compact = _matrix_compact(text)
-    if compact is not None:
-        return "matrix", compact
-    body = json.loads(text)
-    if not isinstance(body, dict):
-        raise ValueError("not a JSON object")
-    if body.get("status", "success") != "success":
-        raise ValueError(f"status {body.get('status')!r}: {body.get('error', '')}")
-    data = body.get("data")
-    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
-        raise ValueError('no "data": {"result": [...]}')
-    kind = data.get("resultType")
-    if kind not in ("matrix", "vector"):
-        raise ValueError(f"resultType {kind!r}, not matrix or vector")
-    out = []
-    for number, item in enumerate(data["result"], 1):
-        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
-            raise ValueError(f"result {number} has no metric")
-        pairs = item.get("values", []) if kind == "matrix" else [item["value"]] if "value" in item else []
-        if not isinstance(pairs, list) or not all(isinstance(pair, list) and len(pair) == 2 for pair in pairs):
-            raise ValueError(f'result {number} ({item["metric"]}): a value is not a [time, "value"] pair')
-        out.append((item["metric"], pairs))
-    return kind, out
-
-
 class _Prometheus:
     """``query_range`` on one Prometheus, with the conf's credentials; every failure a :class:`UsageError`."""
 
     def __init__(self, conf: Mapping[str, Any], option: str) -> None:
+        """Checks the URL, timeout, headers and the files of the credentials before any request."""
         try:
             import requests  # only this source needs it, so only the Prometheus path asks for it
         except ImportError as exc:
@@ -320,6 +241,7 @@ class _Prometheus:
         self.session = requests.Session()
 
     def _read(self, path: Any, key: str) -> str:
+        """A credentials file's text; a :class:`UsageError` naming ``key`` when it cannot be read."""
         try:
             with open(str(path), encoding="utf-8") as handle:
                 return handle.read()
@@ -375,9 +297,17 @@ class _Prometheus:
         if status < 300 and isinstance(body, dict) and body.get("status") == "success":
             return
         if isinstance(body, dict) and body.get("status") == "error":
+            error = str(body.get("error"))
+            if status == 422 and body.get("errorType") == "execution" and TOO_MANY_SAMPLES in error:
+                raise TooManySamples(error)
             raise UsageError(
                 f"{self.option}: Prometheus at {self.url} refused the query {expr} (HTTP {status}, "
                 f"{body.get('errorType')}): {body.get('error')}"
+            )
+        if status == 404:  # a path below the API's base: the API is not there
+            raise UsageError(
+                f"{self.option}: Prometheus at {self.url} answered HTTP 404 {reason} to the query {expr}: is "
+                f"{self.url} Prometheus's base URL (its API at {self.url}/api/v1)? {text[:200].strip()}"
             )
         if status >= 300:
             raise UsageError(
@@ -390,15 +320,22 @@ class _Prometheus:
         )
 
 
+class TooManySamples(UsageError):
+    """Prometheus refused a query that would load more samples than its ``--query.max-samples``."""
+
+
 def _reason(exc: Exception) -> str:
+    """The part of a :mod:`requests` error that says why (the errno, the name or the certificate)."""
     text = str(exc)
     found = re.search(r"\[Errno -?\d+\][^'\")]*|Name or service not known|certificate verify failed[^'\")]*", text)
     return found.group(0).strip() if found else text
 
 
-def query_for(metric: str, step: int, match: str = "") -> str:
-    """The PromQL asked for ``metric`` (the module's table)."""
-    selector = f"{metric}{{{match}}}" if match else metric
+def query_for(metric: str, step: int, match: str = "", dcgm_match: str = "") -> str:
+    """The PromQL asked for ``metric`` (the module's table): ``dcgm_match`` for DCGM's series, ``match`` for the
+    driver's (DCGM's exporter is another job, so the driver's matchers would drop its series)."""
+    matchers = dcgm_match if metric == DCGM_UTIL else match
+    selector = f"{metric}{{{matchers}}}" if matchers else metric
     function = FUNCTIONS.get(metric)
     return f"{function}_over_time({selector}[{format_duration(step)}])" if function else selector
 
@@ -410,19 +347,15 @@ def read_prometheus(conf: Mapping[str, Any], option: str = "aligned_dra_usage") 
     max_points = conf.get("max_points", DEFAULT_MAX_POINTS)
     if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
         raise UsageError(f"{option}.max_points: {max_points!r} is not a whole number above 0")
-    match = conf.get("match") or ""
-    if not isinstance(match, str):
-        raise UsageError(f'{option}.match: {match!r} is not label matchers such as job="aligned-dra-driver"')
-    match = match.strip().removeprefix("{").removesuffix("}").strip()
+    match, dcgm_match = (_matchers(conf, key, option) for key in ("match", "dcgm_match"))
     client = _Prometheus(conf, option)
     end = parse_end(conf["end"], option) if conf.get("end") is not None else int(time.time() * 1000) // step * step
     start = end - window + step  # each point stands for the step ending at it: window // step of them
     found: dict[str, dict[tuple, Series]] = {}
     for metric in METRICS:
-        expr = query_for(metric, step, match)
+        expr = query_for(metric, step, match, dcgm_match)
         merged = found.setdefault(metric, {})
-        for first, last in chunks(window // step, max_points):
-            text = client.query_range(expr, start + first * step, start + last * step, step)
+        for text in _answers(client, expr, start, step, window // step, max_points):
             try:
                 _merge_answer(text, metric, start, step, merged)
             except (ValueError, TypeError, KeyError) as exc:
@@ -434,9 +367,39 @@ def read_prometheus(conf: Mapping[str, Any], option: str = "aligned_dra_usage") 
     return data
 
 
+def _matchers(conf: Mapping[str, Any], key: str, option: str) -> str:
+    """``match`` or ``dcgm_match`` without its braces; empty when not set."""
+    value = conf.get(key) or ""
+    if not isinstance(value, str):
+        raise UsageError(f'{option}.{key}: {value!r} is not label matchers such as job="aligned-dra-driver"')
+    return value.strip().removeprefix("{").removesuffix("}").strip()
+
+
+def _answers(client: _Prometheus, expr: str, start: int, step: int, points: int, max_points: int) -> Iterable[str]:
+    """The answers to ``expr`` over the grid's ``points``, in order: chunks of at most ``max_points``, each
+    halved (down to one point) while Prometheus says it would load more samples than its ``--query.max-samples``;
+    the halved size holds for the rest of the query (its later chunks are as dense)."""
+    first, size = 0, max_points
+    while first < points:
+        last = min(first + size, points) - 1
+        try:
+            text = client.query_range(expr, start + first * step, start + last * step, step)
+        except TooManySamples as exc:
+            if first == last:
+                raise UsageError(
+                    f"{client.option}: Prometheus at {client.url} refused the query {expr} even for one point "
+                    f"({rfc3339(start + first * step)}, step {format_duration(step)}): {exc}; ask for a smaller "
+                    "step or window, or run Prometheus with a larger --query.max-samples"
+                ) from None
+            size = (last - first + 1) // 2
+            continue
+        yield text
+        first = last + 1
+
+
 def _merge_answer(text: str, metric: str, start: int, step: int, merged: dict[tuple, Series]) -> None:
     """The series of one chunk's answer appended to those of the earlier chunks (same label set, same Series)."""
-    kind, items = _matrix(text)
+    kind, items = exported.matrix(text)
     if kind != "matrix":
         raise ValueError(f"resultType {kind}, not matrix")
     for labels, pairs in items:
@@ -456,180 +419,8 @@ def _merge_answer(text: str, metric: str, start: int, step: int, merged: dict[tu
         series.values.extend(map(float, (pair[1] for pair in pairs)))
 
 
-class _Samples(dict):
-    """Every file's samples of the metrics kept, per ``(metric, labels)``: labels, times (ms), values (arrays)."""
-
-    def of(self, metric: str, labels: dict[str, str]) -> tuple[array, array]:
-        entry = self.setdefault((metric, tuple(sorted(labels.items()))), (labels, array("q"), array("d")))
-        return entry[1], entry[2]
-
-
-def _text_head(head: str) -> tuple[str, dict[str, str]]:
-    """Name and labels of ``name{l="v",...}``; ValueError names what is wrong."""
-    brace = head.find("{")
-    name = head if brace < 0 else head[:brace].strip()
-    if not _METRIC_NAME.fullmatch(name):
-        raise ValueError(f"{name!r} is not a metric name")
-    labels: dict[str, str] = {}
-    if brace >= 0:
-        body, pos = head[brace + 1 : -1], 0
-        while pos < len(body) and body[pos:].strip():
-            found = _LABEL.match(body, pos)
-            if not found:
-                raise ValueError(f"cannot read the labels {{{body}}}")
-            if found.group(2):  # an empty label is no label, as Prometheus stores it
-                labels[found.group(1)] = _ESCAPE.sub(lambda m: _UNESCAPED.get(m.group(1), m.group(0)), found.group(2))
-            pos = found.end()
-    return name, labels
-
-
-def _text_line(line: str, number: int, where: str, samples: _Samples, heads: dict, option: str) -> Any:
-    """The slow path of :func:`_read_text`: a comment, a blank line, a series seen first (its labels parsed
-    and remembered) or a bad line. ``(entry, value, timestamp)``, None to skip or ``_EOF``."""
-    text = line.strip()
-    if not text or text[0] == "#":
-        return _EOF if text.startswith("# EOF") else None
-    close = text.rfind("}")
-    split = close + 1 if close >= 0 else len(text.split(None, 1)[0])
-    head, parts = text[:split], text[split:].split()
-    if len(parts) != 2:
-        what = "no timestamp (seconds since the epoch)" if len(parts) == 1 else "not name{labels} value timestamp"
-        raise UsageError(f"{option}: {where} line {number}: {what}: {text[:200]}")
-    if head not in heads:
-        try:
-            name, labels = _text_head(head)
-        except ValueError as exc:
-            raise UsageError(f"{option}: {where} line {number}: {exc}") from None
-        if name in METRICS:
-            times, values = samples.of(name, labels)
-            heads[head] = (times.append, values.append)
-        else:
-            heads[head] = None
-    return heads[head], parts[0], parts[1]
-
-
-def _read_text(handle: Iterable[str], where: str, samples: _Samples, option: str) -> None:
-    """OpenMetrics / Prometheus text, one sample a line: a line of a series seen before costs a split, a
-    dictionary look-up and two numbers (each distinct series text is parsed once)."""
-    heads: dict[str, Any] = {}
-    for number, line in enumerate(handle, 1):
-        try:
-            head, value, stamp = line.rsplit(None, 2)
-            entry = heads[head]
-        except (ValueError, KeyError):
-            entry = _text_line(line, number, where, samples, heads, option)
-            if entry is None or entry is _EOF:
-                if entry is _EOF:
-                    return
-                continue
-            entry, value, stamp = entry
-        if entry is None:  # a metric the source does not read
-            continue
-        try:
-            seconds, number_value = float(stamp), float(value)
-        except ValueError:
-            raise UsageError(f"{option}: {where} line {number}: bad value or timestamp {value} {stamp}") from None
-        if not -1e11 < seconds < 1e11:  # also NaN: milliseconds, or no time at all
-            raise UsageError(f"{option}: {where} line {number}: timestamp {stamp} is not seconds since the epoch")
-        entry[0](int(seconds * 1000))  # as promtool reads it: truncated to the millisecond
-        entry[1](number_value)
-
-
-def _read_json(text: str, path: str, samples: _Samples, option: str) -> None:
-    """A saved ``query_range`` or ``query`` answer: every result names its metric (``__name__``)."""
-    try:
-        _kind, items = _matrix(text)
-        for number, (labels, pairs) in enumerate(items, 1):
-            labels = {key: value for key, value in labels.items() if value != ""}
-            name = labels.pop("__name__", None)
-            if not name:
-                raise UsageError(
-                    f"{option}: {path}: result {number} ({labels}) has no __name__: save the answer of a plain "
-                    "selector (a function's answer loses the metric's name)"
-                )
-            if name not in METRICS:
-                continue
-            times, values = samples.of(name, labels)
-            times.extend(round(float(pair[0]) * 1000) for pair in pairs)
-            values.extend(map(float, (pair[1] for pair in pairs)))
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"{option}: {path}: not a Prometheus query answer: {exc}") from None
-
-
-def _ordered(times: array, values: array) -> tuple[array, array]:
-    """Ascending and one sample per time (the last read wins, as in overlapping exports)."""
-    if all(map(operator.lt, times, islice(times, 1, None))):
-        return times, values
-    order = sorted(range(len(times)), key=times.__getitem__)
-    kept = [i for n, i in enumerate(order) if n + 1 == len(order) or times[order[n + 1]] != times[i]]
-    return array("q", (times[i] for i in kept)), array("d", (values[i] for i in kept))
-
-
-def _last(times: array, values: array, start: int, step: int, points: int, series: Series) -> None:
-    """The latest sample at or before each grid time, within the lookback (both ends included)."""
-    count, j, add_point, add_value = len(times), 0, series.points.append, series.values.append
-    i, stop = max(0, -((start - times[0]) // step)), min(points - 1, (times[-1] + LOOKBACK_MS - start) // step)
-    while i <= stop:
-        t = start + i * step
-        j = bisect_right(times, t, j)
-        if j and times[j - 1] >= t - LOOKBACK_MS:
-            add_point(i)
-            add_value(values[j - 1])
-            i += 1
-        elif j < count:  # a gap: on to the first grid time at or after the next sample
-            i = max(i + 1, -((start - times[j]) // step))
-        else:
-            break
-
-
-def _max(values: array) -> float:
-    top = max(values)
-    if math.isnan(top):  # Prometheus replaces a NaN maximum by any later value; Python's max keeps the first NaN
-        top = values[0]
-        for value in values:
-            if value > top or math.isnan(top):
-                top = value
-    return top
-
-
-def _avg(values: array) -> float:
-    """Prometheus 2.42's avg_over_time: an incremental mean with Neumaier's compensation, to the last bit."""
-    mean = comp = count = 0.0
-    for value in values:
-        count += 1
-        if math.isinf(mean):
-            if math.isinf(value) and (mean > 0) == (value > 0):
-                continue
-            if not math.isinf(value) and not math.isnan(value):
-                continue
-        inc = value / count - mean / count
-        total = mean + inc
-        comp += (mean - total) + inc if abs(mean) >= abs(inc) else (inc - total) + mean
-        mean = total
-    return mean if math.isinf(mean) else mean + comp
-
-
-def _over_time(
-    times: array, values: array, start: int, step: int, points: int, series: Series, reduce: Callable[[array], float]
-) -> None:
-    """``reduce`` of the samples in ``[t - step, t]`` at each grid time ``t`` that has one."""
-    count, lo, hi, add_point, add_value = len(times), 0, 0, series.points.append, series.values.append
-    i, stop = max(0, -((start - times[0]) // step)), min(points - 1, (times[-1] + step - start) // step)
-    while i <= stop:
-        t = start + i * step
-        hi = bisect_right(times, t, hi)
-        lo = bisect_left(times, t - step, lo, hi)
-        if hi > lo:
-            add_point(i)
-            add_value(reduce(values[lo:hi]))
-            i += 1
-        elif hi < count:  # a gap: on to the first grid time at or after the next sample
-            i = max(i + 1, -((start - times[hi]) // step))
-        else:
-            break
-
-
 def _file_list(conf: Mapping[str, Any], option: str) -> list[str]:
+    """``files`` as a list of paths (one path alone is a list of one)."""
     files = conf.get("files")
     if isinstance(files, str):
         files = [files]
@@ -644,19 +435,7 @@ def read_files(conf: Mapping[str, Any], option: str = "aligned_dra_usage") -> Us
     files = _file_list(conf, option)
     window, step = _window_and_step(conf, option)
     end = parse_end(conf["end"], option) if conf.get("end") is not None else None
-    samples = _Samples()
-    for path in files:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                first = handle.read(4096).lstrip()[:1]
-                handle.seek(0)
-                if first == "{":
-                    _read_json(handle.read(), path, samples, option)
-                else:
-                    _read_text(handle, path, samples, option)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{option}.files: cannot read {path}: {exc}") from None
-    ordered = {key: (labels, *_ordered(times, values)) for key, (labels, times, values) in samples.items()}
+    ordered = exported.read_samples(files, option)
     if end is None:
         latest = max((times[-1] for _labels, times, _values in ordered.values() if times), default=None)
         if latest is None:
@@ -665,19 +444,8 @@ def read_files(conf: Mapping[str, Any], option: str = "aligned_dra_usage") -> Us
                 "the driver's metrics must be exported from a Prometheus that scrapes them (docs/monitoring.md)"
             )
         end = latest // step * step
-    start, points = end - window + step, window // step
-    found: dict[str, dict[tuple, Series]] = {metric: {} for metric in METRICS}
-    for (metric, key), (labels, times, values) in ordered.items():
-        if not times:
-            continue
-        series = Series(metric=metric, labels=labels)
-        function = FUNCTIONS.get(metric)
-        if function is None:
-            _last(times, values, start, step, points, series)
-        else:
-            _over_time(times, values, start, step, points, series, _max if function == "max" else _avg)
-        if series.points:
-            found[metric][key] = series
+    start = end - window + step
+    found = exported.evaluate(ordered, start, step, window // step)
     data = _usage(start, end, step, found, ", ".join(files))
     _missing(option, data, ", ".join(files), window)
     return data

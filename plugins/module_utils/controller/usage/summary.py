@@ -182,10 +182,12 @@ def _walk(
         ratios = sorted(compress(entry.sm, allocated))
         sm_seen = ratios[: bisect_left(ratios, NO_RATIO)]
     activity_max = None
+    activity_points = 0
     if activity is not None:  # the compute bound of a whole-GPU claim (advice: candidates for a fraction)
         ratios = sorted(compress(activity, allocated))
         known = bisect_left(ratios, NO_RATIO)
         activity_max = ratios[known - 1] if known else None
+        activity_points = known
     held_all = sum(allocated_b)
     unknown_all = sum(unknown_b)
     return {
@@ -198,6 +200,7 @@ def _walk(
         "sm": sm_seen,
         "activity_source": activity_source,
         "activity_max": activity_max,
+        "activity_points": activity_points,
         "counts": counts,
     }
 
@@ -251,7 +254,7 @@ def claim_summary(
         "template": template,
         "node": entry.node,
         "device": entry.device,
-        "gpu_uuid": entry.gpu_uuid,
+        "gpu_uuid": entry.gpu_uuid or None,
         "pods": sorted(entry.pods),
         "kind": kind,
         "status": "measured" if memory else "unknown",
@@ -267,6 +270,7 @@ def claim_summary(
         },
         "activity_source": walked["activity_source"],
         "activity_max": _round(walked["activity_max"]),
+        "activity_points": walked["activity_points"],
         "memory_used_bytes": memory,
         "sm_ratio": _sm(walked["sm"]),
         "above_request": (
@@ -306,8 +310,8 @@ def _aggregate(into: dict[str, Any], claim: dict[str, Any], walked: dict[str, An
             into["gpu_hours"][name] += value
     memory = claim["memory_used_bytes"]
     if memory:
-        into["_used"] += sum(walked["measured"])
-        if claim["request_bytes"]:
+        if claim["request_bytes"]:  # used over requested: both of the claims whose request is known
+            into["_used"] += sum(walked["measured"])
             into["_requested"] += claim["request_bytes"] * memory["points"]
         into["_peak"] = memory["max"] if into["_peak"] is None else max(into["_peak"], memory["max"])
         into["_p95s"].append(memory["p95"])
@@ -321,6 +325,8 @@ def _finish(aggregate: dict[str, Any]) -> dict[str, Any]:
         aggregate[group] = {name: round(value, DIGITS) for name, value in aggregate[group].items()}
     gpu_hours = aggregate["gpu_hours"]
     aggregate["idle_share"] = _round(gpu_hours["idle"] / gpu_hours["allocated"]) if gpu_hours["allocated"] else None
+    # unknown GPU-hours may have been idle: the share is then at least this
+    aggregate["idle_share_is_lower_bound"] = gpu_hours["unknown"] > 0
     hours = aggregate["hours"]
     # over claim-hours, not GPU-hours: a claim never measured usually has no size either, and must still count
     aggregate["unknown_hours_share"] = _round(hours["unknown"] / hours["allocated"]) if hours["allocated"] else None
@@ -384,9 +390,30 @@ def summarise(
         },
         "sm_idle_threshold": sm_idle_threshold,
         "series_missing": sorted(name for name, found_series in data.series.items() if not found_series),
+        # hours a node's driver said NVML was down: it exported no claim series, so nothing of them is counted
+        "nvml_unavailable_hours": {
+            node: round(points * data.step / HOUR, DIGITS)
+            for node, points in claim_series.nvml_unavailable(data).items()
+        },
         "totals": _finish(totals),
         "teams": {name: _finish(value) for name, value in sorted(teams.items())},
         "templates": {name: _finish(value) for name, value in sorted(by_template.items())},
         "claims": listed,
         "timeline": timeline.result(data.start, data.step),
     }
+
+
+def not_measured(claim_objects: list[Any] | None, summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The claims the cluster (or the claim files) shows holding GPUs of the driver (``gpu-`` devices) that
+    no series of the window names: allocated, never measured (the driver not scraped, NVML down, or a
+    claim made after the window). Their hours are not known, so they are listed, not summed."""
+    seen = {(c["namespace"], c["claim"]) for c in summary["claims"]}
+    found = []
+    for item in claim_objects or []:
+        meta = item.get("metadata") or {}
+        results = ((((item.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        gpus = [r for r in results if str(r.get("device") or "").startswith(claim_series.GPU_DEVICE_PREFIX)]
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        if gpus and key not in seen:
+            found.append({"namespace": key[0], "claim": key[1], "gpus": len(gpus), "node": gpus[0].get("pool") or ""})
+    return sorted(found, key=lambda c: (c["namespace"], c["claim"]))

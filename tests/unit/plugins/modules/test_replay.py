@@ -100,6 +100,7 @@ def test_measured_use_and_burst_factors_through_the_modules_options(capsys, tmp_
         "mode": "timeline",
         "usage": str(usage),
         "gpu_memory": "16Gi",
+        "gpu_reserve": "1Gi",
         "thin_limit": 2.0,
         "on_evict": "requeue",
         "burst_factors": [1.5, "3"],
@@ -110,9 +111,14 @@ def test_measured_use_and_burst_factors_through_the_modules_options(capsys, tmp_
         "request": "request",
         "limit": "2 x request",
         "reclaim_margin": 5.0,
+        "gpu_reserve_bytes": 2**30,
         "on_evict": "requeue",
     }
+    assert "evictions_bound" not in out["measured"] and "over_memory" in out["measured"]
     assert [entry["factor"] for entry in out["thin_factors"]] == [1.5, 3.0]
+    # the module's default reserve, 0: the evictions are marked as fewer than the driver's
+    bare = run(capsys, {key: value for key, value in args.items() if key != "gpu_reserve"})["replay"]
+    assert bare["measured"]["rules"]["gpu_reserve_bytes"] == 0 and bare["measured"]["evictions_bound"] == "lower"
     assert out["measured"]["usage"]["samples"] == 2 and out["measured"]["gpu_memory"]["bytes"] == 16 * 2**30
     failed = run(capsys, dict(args, mode="saturation"))
     assert failed["failed"] and failed["msg"].startswith("usage: measured use is replayed in timeline mode")
@@ -121,3 +127,5 @@ def test_measured_use_and_burst_factors_through_the_modules_options(capsys, tmp_
         refused["failed"]
         and refused["msg"] == "on_evict: 'requeue' needs usage (the measured use the thin rules are replayed on)"
     )
+    refused = run(capsys, {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), "gpu_reserve": "1Gi"})
+    assert refused["failed"] and refused["msg"].startswith("gpu_reserve: '1Gi' needs usage")

@@ -80,25 +80,34 @@ def test_the_demo_usage_alone_is_written_once_with_teams_templates_and_advice(ca
 
 def test_the_pods_series_are_written_for_the_replay_and_read_back_by_it(capsys, tmp_path):
     pods = tmp_path / "usage-pods.csv"
-    result = run(capsys, args_for(tmp_path, pods_dest=str(pods)))
+    args = args_for(tmp_path, pods_dest=str(pods))
+    checked = run(capsys, dict(args, _ansible_check_mode=True, _ansible_diff=True))
+    # the pods' file is named and its rows counted in the diff, not shown
+    (_json_diff, rows_diff) = checked["diff"]
+    assert rows_diff["after_header"] == str(pods) and rows_diff["before"] == "(no file)\n"
+    assert rows_diff["after"].endswith(" rows\n") and not pods.exists()
+    result = run(capsys, args)
     assert result["changed"] and pods.exists()
     lines = pods.read_text().splitlines()
     assert lines[0] == "pod,timestamp,memory_used_bytes,sm_ratio"
-    # vision-eval has no sample: it has no row; every other pod one row per point
+    assert rows_diff["after"] == f"{len(lines) - 1} rows\n"
+    # vision-eval has no sample: it has no row; every other pod one row per point, times in RFC 3339
     names = {line.split(",")[0] for line in lines[1:]}
     assert "vision/vision-eval-pod" not in names and "batch/batch-0-pod" in names
     assert len(lines) - 1 == usage_demo.POINTS * len(names)
+    assert lines[1].split(",")[1] == "2026-11-18T04:30:00Z"
+    # a trace exported as docs/replay.md does (RFC 3339, namespace/pod) reads them; a pod it lacks is skipped
     trace = tmp_path / "trace.csv"
+    kept = sorted(names - {"finetune/finetune-a-pod"})
     trace.write_text(
-        "name,submit,end,gpus\n"
-        + "".join(f"{n},{usage_demo.START},{usage_demo.END + usage_demo.STEP},0.25\n" for n in sorted(names))
+        "name,submit,end,gpus\n" + "".join(f"{n},2026-11-18T04:00:00Z,2026-11-18T10:30:00Z,0.25\n" for n in kept)
     )
     pods_read = replay_trace.read_trace(str(trace), "csv")
-    found = replay_usage.read_usage(str(pods), pods_read, "seconds")
-    assert found.samples == len(lines) - 1 and found.ignored == 0
+    found = replay_usage.read_usage(str(pods), pods_read, pods_read.time_kind)
+    assert found.samples == usage_demo.POINTS * len(kept) and found.ignored == 0
     times, used = found.series["batch/batch-0-pod"]
     assert len(times) == usage_demo.POINTS and max(used) == 25 * GIB
-    assert run(capsys, args_for(tmp_path, pods_dest=str(pods)))["changed"] is False
+    assert run(capsys, args)["changed"] is False
 
 
 @pytest.mark.parametrize(
@@ -117,8 +126,9 @@ def test_bad_usage_settings_are_refused_naming_them_and_nothing_is_written(capsy
 
 
 def test_pods_dest_without_usage_is_refused(capsys, tmp_path):
-    args = args_for(tmp_path, pods_dest=str(tmp_path / "pods.csv"))
-    del args["usage"]
-    args["slice_files"] = []
+    ai_lab = Path(__file__).resolve().parents[3] / "fixtures" / "utilization" / "ai-lab"
+    args = {"site": "ai-lab", "slice_files": [str(ai_lab / "slices.yaml")], "claim_files": [str(ai_lab / "claims.yaml")],
+            "pods_dest": str(tmp_path / "pods.csv"), "dest": str(tmp_path / "utilization.json")}  # fmt: skip
     result = run(capsys, args)
-    assert result["failed"]
+    assert result["failed"] and result["msg"] == "pods_dest: the pods' usage series come from usage, which is not given"
+    assert not (tmp_path / "utilization.json").exists() and not (tmp_path / "pods.csv").exists()

@@ -264,9 +264,21 @@ def test_measured_use_adds_measured_to_every_policy(tmp_path):
             "samples": 1,
             "samples_outside_life": 0,
             "sm_ratio_samples": 0,
+            "pods_not_in_trace": 0,
+            "pods_not_in_trace_examples": [],
         }
         assert out["measured"]["pods"] == out["trace"]["gpu_pods"] == 8
     assert "measured" not in result.replay(PODS, nodes=NODES, mode="timeline")
+    # a template that renders the default reserve as text says 0 all the same
+    assert "measured" not in result.replay(PODS, nodes=NODES, mode="timeline", gpu_reserve="0")
+
+
+def test_pods_of_the_usage_the_trace_does_not_have_are_skipped_and_said(tmp_path):
+    usage = _usage(tmp_path, "pod,timestamp,memory_used_bytes\nnobody,0,1\npod-01,0,1000\ngone/x,5,2\nnobody,9,3\n")
+    out = result.replay(PODS, nodes=NODES, policy="thin", mode="timeline", usage=usage, gpu_memory="16Gi")
+    found = out["measured"]["usage"]
+    assert (found["pods"], found["samples"], found["pods_not_in_trace"]) == (1, 1, 2)
+    assert found["pods_not_in_trace_examples"] == ["nobody", "gone/x"]
 
 
 def test_the_gpus_memory_comes_from_the_option_else_from_the_plan(tmp_path):
@@ -310,6 +322,19 @@ def test_thin_falling_back_to_whole_walks_whole_gpus_without_factors(tmp_path):
         ({"reclaim_margin": 10}, "reclaim_margin: 10 needs usage"),
         ({"on_evict": "requeue"}, "on_evict: 'requeue' needs usage"),
         ({"thin_request": "p95"}, "thin_request: 'p95' needs usage"),
+        ({"gpu_reserve": "1Gi"}, "gpu_reserve: '1Gi' needs usage"),
+        ({"gpu_reserve": "lots"}, "gpu_reserve: 'lots' needs usage"),
+        (
+            {"usage": "u", "gpu_reserve": "lots"},
+            r"gpu_reserve: 'lots' is not a quantity of memory \(such as 1Gi, or 0\)",
+        ),
+        ({"usage": "u", "gpu_reserve": True}, "gpu_reserve: True is not a quantity of memory"),
+        ({"usage": "u", "gpu_reserve": "-1Mi"}, "gpu_reserve: '-1Mi' is below 0"),
+        ({"usage": "u", "gpu_reserve": "17Ti"}, "gpu_reserve: '17Ti' is above 16Ti"),
+        (
+            {"usage": "u", "gpu_memory": "16Gi", "gpu_reserve": "16Gi"},
+            r"gpu_reserve: 16Gi is not below the GPUs' memory \(16Gi, from gpu_memory\)",
+        ),
         ({"usage": "u", "thin_request": "p0"}, "thin_request: 'p0' is not request or a percentile"),
         ({"usage": "u", "thin_request": "p101"}, "thin_request: 'p101' is not request or a percentile"),
         ({"usage": "u", "thin_request": "q95"}, "thin_request: 'q95' is not request or a percentile"),
@@ -332,7 +357,7 @@ def test_thin_falling_back_to_whole_walks_whole_gpus_without_factors(tmp_path):
         ({"usage": "u", "gpu_memory": "17Ti"}, "gpu_memory: '17Ti' is above 16Ti: not one GPU's memory"),
         ({"usage": "u", "gpu_memory": ""}, "gpu_memory: '' is not a quantity of memory"),
         ({"usage": "u", "gpu_memory": False}, "gpu_memory: False is not a quantity of memory"),
-        ({"usage": "bad", "gpu_memory": "16Gi"}, "usage: line 2, column pod: 'nobody' is not a pod of the trace"),
+        ({"usage": "bad", "gpu_memory": "16Gi"}, "usage: line 3, column memory_used_bytes: 'x' is not a number"),
     ],
 )
 def test_wrong_options_on_measured_use_are_named(tmp_path, options, message):
@@ -340,7 +365,7 @@ def test_wrong_options_on_measured_use_are_named(tmp_path, options, message):
     if options.get("usage") == "u":
         options["usage"] = _usage(tmp_path)
     elif options.get("usage") == "bad":
-        options["usage"] = _usage(tmp_path, "pod,timestamp,memory_used_bytes\nnobody,0,1\n")
+        options["usage"] = _usage(tmp_path, "pod,timestamp,memory_used_bytes\nnobody,0,1\nnobody,1,x\n")
     options.setdefault("mode", "timeline")
     with pytest.raises(ReplayError) as raised:
         result.replay(PODS, nodes=NODES, **options)
@@ -350,12 +375,13 @@ def test_wrong_options_on_measured_use_are_named(tmp_path, options, message):
 def test_a_percentile_of_one_decimal_is_a_request(tmp_path):
     out = result.replay(
         PODS, nodes=NODES, policy="thin", mode="timeline", usage=_usage(tmp_path), gpu_memory="16Gi",
-        thin_request="p99.9", thin_limit=2, reclaim_margin="2.5",
+        thin_request="p99.9", thin_limit=2, reclaim_margin="2.5", gpu_reserve="1.5Gi",
     )  # fmt: skip
     assert out["measured"]["rules"] == {
         "policy": "thin",
         "request": "p99.9",
         "limit": "2 x request",
         "reclaim_margin": 2.5,
+        "gpu_reserve_bytes": 3 * 2**29,
         "on_evict": "drop",
     }

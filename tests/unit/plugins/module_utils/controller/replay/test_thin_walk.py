@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The walk on measured use: hand-worked evictions, drop and requeue, the sizing rules, the page's worked
-example, and the walk against a replay that recomputes every pod and GPU at every step."""
+"""The walk on measured use: hand-worked evictions, drop and requeue, the GPU reserve and memory passed, the
+sizing rules, the page's worked example, and the walk against a replay that recomputes every pod and GPU at every
+step."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import engine, result, thin_walk, trace
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import (
+    engine,
+    result,
+    thin_result,
+    thin_walk,
+    trace,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.nodes import NodeSpec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.trace import Pod
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.usage import Usage, read_usage
@@ -63,6 +70,7 @@ def test_the_lower_priority_pod_is_evicted_when_the_gpu_runs_short_and_dropped(t
     assert list(done.busy) == [1, 1, 1, 0]
     assert done.placements == [("a", 0, "n1", [0]), ("b", 0, "n1", [0])]
     assert (done.placed, done.requeued, done.waiting, done.unstarted) == (2, 0, [], [])
+    assert done.dropped == ["b"] and thin_result.figures(done)["pods_dropped"] == 1
 
 
 def test_requeue_places_the_evicted_pod_again_at_the_next_step_for_the_time_it_had_left(tmp_path):
@@ -75,6 +83,7 @@ def test_requeue_places_the_evicted_pod_again_at_the_next_step_for_the_time_it_h
     assert list(done.used) == [600, 500, 600, 300]
     assert list(done.requested) == [800, 400, 800, 400]
     assert (done.placed, done.requeued, done.waiting) == (2, 1, [])
+    assert done.dropped == []  # evicted, but it ran again: not dropped
 
 
 def test_a_requeued_pod_goes_before_arrivals_bursts_again_and_keeps_the_time_it_had_left(tmp_path):
@@ -101,6 +110,60 @@ def test_a_pod_evicted_at_the_last_step_is_still_waiting_at_the_end(tmp_path):
     done = walk(pods, samples, thin_walk.Rules("thin", on_evict="requeue"))
     assert [(e["time"], e["pod"]) for e in done.evictions] == [(20, "b")]
     assert (done.requeued, done.waiting, done.times) == (0, ["b"], [0, 20])
+    assert done.dropped == ["b"]  # it never ran again
+
+
+# -- the GPU reserve and memory passed -----------------------------------------------------------------------------
+
+
+def test_the_reserve_counts_in_the_trigger_so_a_gpu_that_fits_without_it_evicts_with_it(tmp_path):
+    # at 10 s a uses 500 and b 420 (requests 400): 920 bytes, under the mark 950 - no eviction by the pods alone; with
+    # 40 bytes of the MPS server and contexts the GPU holds 960, as NVML would say: b goes (priority 0 before 10)
+    used = "pod,timestamp,memory_used_bytes\na,0,300\nb,0,300\na,10,500\nb,10,420\na,20,300\nb,20,300\n"
+    pods, samples = files(tmp_path, PAIR, used)
+    assert walk(pods, samples, thin_walk.Rules("thin")).evictions == []
+    done = walk(pods, samples, thin_walk.Rules("thin", reserve=40))
+    assert [(e["time"], e["pod"], e["used_bytes"], e["gpu_used_bytes"]) for e in done.evictions] == [
+        (10, "b", 420, 920)
+    ]
+    # after b: 500 + 40 = 540, under the mark; the pods' use per step leaves the reserve out
+    assert list(done.used) == [600, 500, 300, 0] and done.over_memory == []
+    figures = thin_result.figures(done)
+    assert "evictions_bound" not in figures and figures["over_memory"]["evictions"] == 0
+    assert thin_result.figures(walk(pods, samples, thin_walk.Rules("thin")))["evictions_bound"] == "lower"
+
+
+# a bursts to 700 at 20 s; at 10 s both use 495, within their requests (500), so nothing can be evicted then
+HALVES = "name,submit,end,gpus,priority\na,0,100,0.5,0\nb,0,100,0.5,10\n"
+HALVES_USE = "pod,timestamp,memory_used_bytes\n" + "".join(
+    f"a,{t},{a}\nb,{t},{b}\n" for t, a, b in ((0, 300, 300), (10, 495, 495), (20, 700, 300), (30, 300, 300))
+)
+
+
+def test_a_gpu_over_its_memory_after_the_evictions_is_counted(tmp_path):
+    pods, samples = files(tmp_path, HALVES, HALVES_USE)
+    done = walk(pods, samples, thin_walk.Rules("thin", reserve=40))
+    # 10 s: 990 + 40 = 1030, above the mark (950) and the memory (1000), and no pod above its request: over memory
+    # until the next step (20 s), both pods on the GPU. 20 s: 1000 + 40 above the mark: a goes (700 above 500); the
+    # GPU held 1000 of the pods' before it, above 1000 - 40: an allocation would have failed before the reclaim
+    assert done.over_memory == [(1, 0)] and done.over_memory_pods == {"a", "b"}
+    assert [(e["time"], e["pod"], e["gpu_used_bytes"]) for e in done.evictions] == [(20, "a", 1000)]
+    assert thin_result.figures(done)["over_memory"] == {"steps": 1, "gpu_seconds": 10, "pods": 2, "evictions": 1}
+    # without the reserve: 990 and 1000 fit the GPU (a still goes at 20 s, 1000 being above the mark)
+    bare = thin_result.figures(walk(pods, samples, thin_walk.Rules("thin")))
+    assert bare["over_memory"] == {"steps": 0, "gpu_seconds": 0, "pods": 0, "evictions": 0} and bare["evictions"] == 1
+
+
+def test_pods_that_never_burst_can_still_pass_the_memory_with_the_reserve(tmp_path):
+    # fractional sizes each pod at its peak, so nothing is ever evicted: 700 + 300 = 1000 milli fit one GPU, and
+    # at 20 s their 1000 bytes and the 40 of the reserve do not fit its 1000; a whole GPU each never shares
+    pods, samples = files(tmp_path, HALVES, HALVES_USE.replace("b,10,495", "b,10,300"))
+    done = walk(pods, samples, thin_walk.Rules("fractional", reserve=40))
+    assert [p[3] for p in done.placements] == [[0], [0]] and done.evictions == []
+    assert done.over_memory == [(2, 0)] and thin_result.figures(done)["over_memory"]["gpu_seconds"] == 10
+    assert walk(pods, samples, thin_walk.Rules("fractional")).over_memory == []
+    two = [NodeSpec("n1", None, None, 2, None)]
+    assert walk(pods, samples, thin_walk.Rules("whole", reserve=999), two).over_memory == []
 
 
 def test_a_percentile_request_packs_more_and_evicts_on_it(tmp_path):
@@ -206,6 +269,7 @@ def test_the_pages_worked_example(tmp_path):
         "request": "request",
         "limit": "max",
         "reclaim_margin": 5.0,
+        "gpu_reserve_bytes": 0,
         "on_evict": "drop",
     }
     assert run["gpu_memory"] == {"bytes": 80 * GI, "source": "gpu_memory", "plan_bytes": None}
@@ -217,6 +281,9 @@ def test_the_pages_worked_example(tmp_path):
         (1800, "c", 30 * GI, 20 * GI, 80 * GI),
     ]
     assert (run["evictions"], run["evictions_per_day"], run["pods_evicted"]) == (2, 48.0, 2)
+    # 110 GiB of use on an 80 GiB GPU before b goes: on the GPU an allocation fails first; after the evictions it fits
+    assert run["over_memory"] == {"steps": 0, "gpu_seconds": 0, "pods": 0, "evictions": 1}
+    assert (run["evictions_bound"], run["pods_dropped"]) == ("lower", 2)
     memory = run["memory"]
     assert memory["used_bytes"] == {"peak": 60 * GI, "at": 0, "mean": 50 * GI}
     assert memory["promised_bytes"]["peak"] == 115 * GI and memory["capacity_bytes"] == 320 * GI
@@ -227,10 +294,22 @@ def test_the_pages_worked_example(tmp_path):
         for f in thin["thin_factors"]
     ]
     assert factors == [(1.0, 1, 2, 1, 0, 0.0), (1.5, 1, 2, 1, 1, 24.0), (2.0, 1, 2, 1, 2, 48.0)]
+    assert [(f["all_placed"], f["pods_dropped"]) for f in thin["thin_factors"]] == [(True, 0), (True, 1), (True, 2)]
+    assert list(thin["thin_factors"][0])[3:6] == ["gpus_saved", "all_placed", "pods_dropped"]
     assert [[e["pod"] for e in f["evicted"]] for f in thin["thin_factors"]] == [[], ["b"], ["b", "c"]]
     requeued = replayed(paths, "thin", on_evict="requeue")["measured"]
     assert [(p["pod"], p["time"]) for p in requeued["placements"]][4:] == [("b", 2700), ("c", 2700)]
     assert (requeued["requeued"], requeued["evictions"], requeued["waiting_at_end"]) == (2, 2, [])
+    assert requeued["pods_dropped"] == 0
+    # 2 GiB of the MPS server and contexts: the pods' 60 GiB at 0 s and 50 at the end stay under the mark (76 GiB)
+    # with it; at 1800 s 110 + 2: b and c go as before, and x1.0's 75 + 2 passes the mark with no pod above its
+    # request: nothing to evict, and 77 GiB fit the GPU
+    reserved = replayed(paths, "thin", gpu_reserve="2Gi", burst_factors=[1.0])
+    assert [e["pod"] for e in reserved["measured"]["evicted"]] == ["b", "c"]
+    assert (
+        reserved["measured"]["rules"]["gpu_reserve_bytes"] == 2 * GI and "evictions_bound" not in reserved["measured"]
+    )
+    assert reserved["thin_factors"][0]["evictions"] == 0 and reserved["thin_factors"][0]["over_memory"]["steps"] == 0
 
 
 def test_evictions_listed_are_the_evictions_counted(tmp_path):
@@ -257,12 +336,14 @@ def naive(pods, specs, samples, gpu_memory, rules) -> dict:
         | {t for ts, _v in samples.series.values() for t in ts}
     )
     mark = math.floor(gpu_memory * (100 - rules.margin) / 100)
+    reserve = rules.reserve
     sized = [thin_walk.size(p, samples, gpu_memory, rules) for p in pods]
     running, queue, out = (
         {},
         [],
         {"placements": [], "evictions": [], "used": [], "requested": [], "promised": [], "busy": []},
     )
+    out.update(over=[], over_pods=set(), dropped=[])
 
     def use(i: int, t: float) -> int:
         ts, values = samples.series.get(pods[i].name, ((), ()))
@@ -304,8 +385,8 @@ def naive(pods, specs, samples, gpu_memory, rules) -> dict:
                 (i for i in held if use(i, t) > sized[i][1]),
                 key=lambda i: (pods[i].priority, sized[i][1] - use(i, t), pods[i].name),
             )
-            for i in above if used > mark else ():
-                if used <= mark:
+            for i in above if used + reserve > mark else ():
+                if used + reserve <= mark:
                     break
                 node, _pieces, _ids, _stop, end = running[i]
                 out["evictions"].append(
@@ -325,11 +406,19 @@ def naive(pods, specs, samples, gpu_memory, rules) -> dict:
                 cluster.release(node, pods[i], running.pop(i)[1])
                 if rules.on_evict == "requeue":
                     queue.append((i, None if end is None else end - t))
+                else:
+                    out["dropped"].append(pods[i].name)
+            left = [i for i in held if i in running]
+            if left and sized[left[0]][0].share and used + reserve > gpu_memory:
+                out["over"].append((k, gpu))
+                out["over_pods"].update(pods[i].name for i in left)
         gpu_pods = [i for i in running if pods[i].gpu]
         out["used"].append(sum(use(i, t) for i in gpu_pods))
         out["requested"].append(sum(sized[i][1] for i in gpu_pods))
         out["promised"].append(sum(sized[i][2] for i in gpu_pods))
         out["busy"].append(len({g for i in gpu_pods for g in running[i][2]}))
+    if rules.on_evict == "requeue":
+        out["dropped"] = [pods[i].name for i, _left in queue]
     return out
 
 
@@ -354,7 +443,12 @@ def random_case(rng: random.Random) -> tuple[list[Pod], Usage, list[NodeSpec], t
     request = rng.choice(("request", Fraction(50), Fraction(90)))
     limit = rng.choice(("max", Fraction(1), Fraction(3, 2), Fraction(3)))
     rules = thin_walk.Rules(
-        policy, request, limit, rng.choice((5, 20, Fraction(25, 2))), rng.choice(("drop", "requeue"))
+        policy,
+        request,
+        limit,
+        rng.choice((5, 20, Fraction(25, 2))),
+        rng.choice(("drop", "requeue")),
+        rng.choice((0, 0, 40, 150)),
     )
     return pods, Usage(series), specs, rules
 
@@ -362,7 +456,7 @@ def random_case(rng: random.Random) -> tuple[list[Pod], Usage, list[NodeSpec], t
 @pytest.mark.parametrize("seed", range(4))
 def test_the_walk_matches_a_replay_that_recomputes_every_step(seed, monkeypatch):
     rng = random.Random(seed)
-    evicted = 0
+    evicted = over = 0
     for _case in range(150):
         monkeypatch.setattr(thin_walk, "CHUNK", rng.choice((1, 2, 3, 256)))  # scans that stop and go on
         pods, samples, specs, rules = random_case(rng)
@@ -372,5 +466,8 @@ def test_the_walk_matches_a_replay_that_recomputes_every_step(seed, monkeypatch)
         assert done.placements == expected["placements"]
         for key in ("used", "requested", "promised", "busy"):
             assert list(getattr(done, key)) == expected[key], key
+        assert sorted(done.over_memory) == sorted(expected["over"]) and done.over_memory_pods == expected["over_pods"]
+        assert done.dropped == expected["dropped"]
         evicted += len(done.evictions)
-    assert evicted > 0  # the cases do evict
+        over += len(done.over_memory)
+    assert evicted > 0 and over > 0  # the cases do evict, and do pass the memory

@@ -48,6 +48,8 @@ def test_samples_are_kept_per_pod_in_time_order_within_its_life(tmp_path):
         "samples": 5,
         "samples_outside_life": 2,
         "sm_ratio_samples": 3,
+        "pods_not_in_trace": 0,
+        "pods_not_in_trace_examples": [],
     }
     assert (found.peak("a"), found.peak("b"), found.peak("cpu"), found.peak("zz")) == (3000, 1500, 0, None)
 
@@ -67,6 +69,32 @@ def test_rfc3339_usage_goes_with_an_rfc3339_trace(tmp_path):
     assert found.series["a"] == ([1740817800], [5])
 
 
+def test_the_utilization_stages_file_namespaced_pods_in_utc(tmp_path):
+    # as usage-pods.csv writes it: pods named namespace/pod, RFC 3339 times in UTC with Z
+    text = "name,submit,end,gpus\nml/train-0,2026-11-18T04:00:00Z,2026-11-18T05:00:00Z,0.5\n"
+    found = read(
+        tmp_path, HEADER, "ml/train-0,2026-11-18T04:30:00Z,2048,0.25", "ml/gone,2026-11-18T04:30:00Z,1,", text=text
+    )
+    # 2026-11-18 is day 20775 after 1970-01-01; 04:30 UTC on it
+    assert found.series == {"ml/train-0": ([20775 * 86400 + 4 * 3600 + 30 * 60], [2048])}
+    assert found.info()["pods_not_in_trace_examples"] == ["ml/gone"]
+
+
+def test_pods_the_trace_does_not_have_are_skipped_counted_and_named(tmp_path):
+    # twelve pods the trace's export missed, each with samples: none is replayed, all are counted, ten named in
+    # the order the file first gives them
+    gone = [f"ns/gone-{index:02d}" for index in (11, 3, 7, 0, 1, 2, 4, 5, 6, 8, 9, 10)]
+    rows = [f"{name},{100 + index},{1000 + index},0.5" for index, name in enumerate(gone)]
+    rows += [f"{gone[0]},300,5,", "a,150,3000,"]
+    found = read(tmp_path, HEADER, *rows)
+    assert found.series == {"a": ([150], [3000])}
+    # their samples count nowhere: not as samples, not as sm_ratio samples, not as outside a life
+    assert (found.samples, found.sm_samples, found.ignored) == (1, 0, 0)
+    info = found.info()
+    assert info["pods_not_in_trace"] == 12 and info["pods"] == 1
+    assert info["pods_not_in_trace_examples"] == gone[:10]
+
+
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
@@ -77,7 +105,14 @@ def test_rfc3339_usage_goes_with_an_rfc3339_trace(tmp_path):
         ),
         ([HEADER, "a,150,1"], "usage: line 2, column sm_ratio: missing (3 values for 4 columns)"),
         ([HEADER, " ,150,1,"], "usage: line 2, column pod: is empty"),
-        ([HEADER, "a,150,1,", "zz,150,1,"], "usage: line 3, column pod: 'zz' is not a pod of the trace"),
+        # a pod the trace does not have is skipped, but its rows are checked as any other
+        ([HEADER, "a,150,1,", "zz,150,lots,"], "usage: line 3, column memory_used_bytes: 'lots' is not a number"),
+        ([HEADER, "zz,150,1,2"], "usage: line 2, column sm_ratio: '2' is out of range (0 to 1)"),
+        (
+            [HEADER, "zz,2025-03-01T08:00:00Z,1,"],
+            "usage: line 2, column timestamp: a time in rfc3339, but the trace's times are in seconds",
+        ),
+        ([HEADER, "zz,7,1,", "a,150,1,", "zz,7,2,"], "usage: line 4, column timestamp: pod 'zz' has a sample at 7"),
         ([HEADER, "a,,1,"], "usage: line 2, column timestamp: is empty"),
         ([HEADER, "a,soon,1,"], "usage: line 2, column timestamp: 'soon' is not a time"),
         ([HEADER, "a,-5,1,"], "usage: line 2, column timestamp: '-5' is not a time"),
@@ -128,3 +163,12 @@ def test_unreadable_files_name_the_option(tmp_path):
 def test_a_header_only_file_has_no_samples(tmp_path):
     found = read(tmp_path, "pod,timestamp,memory_used_bytes")
     assert (found.series, found.samples, found.ignored) == ({}, 0, 0)
+
+
+def test_without_pods_in_the_trace_the_files_first_time_sets_the_kind(tmp_path):
+    # no time of the trace to hold the file's to: its times may still not mix
+    empty = "name,submit,end,gpus\n"
+    found = read(tmp_path, HEADER, "x,5,1,", "y,6,1,", text=empty)
+    assert found.series == {} and found.not_in_trace == ["x", "y"]
+    with pytest.raises(ReplayError, match=r"^usage: line 3, column timestamp: a time in rfc3339, but the trace's"):
+        read(tmp_path, HEADER, "x,5,1,", "y,2025-03-01T08:00:00Z,1,", text=empty)

@@ -228,7 +228,7 @@ FREED = (
 )
 
 
-def measured_replay(tmp_path: Path, files: tuple[str, str, str], factors: list, gpu_memory: str) -> dict:
+def measured_replay(tmp_path: Path, files: tuple[str, str, str], factors: list, gpu_memory: str, **options) -> dict:
     """replay.json of the three policies replayed on measured use, thin once more per burst factor."""
     paths = []
     for name, text in zip(("trace", "usage", "nodes"), files, strict=True):
@@ -243,6 +243,7 @@ def measured_replay(tmp_path: Path, files: tuple[str, str, str], factors: list, 
             mode="timeline",
             usage=str(paths[1]),
             gpu_memory=gpu_memory,
+            **options,
             **({"burst_factors": factors} if policy == "thin" else {}),
         )  # fmt: skip
         for policy in ("whole", "fractional", "thin")
@@ -273,6 +274,31 @@ def test_the_figures_on_measured_use_come_from_the_result(tmp_path):
     assert cells(page, "limit")[2] == "its largest sample" and cells(page, "margin") == ["5 %"] * 3
     assert cells(page, "gpu_memory") == ["80 GiB (gpu_memory)"] * 3
     assert "capacity, 320 GiB" in page and "the mean over 1.0 h" in page
+    # b and c dropped; the GPU fits after the evictions, but b's went from 110 GiB of use on an 80 GiB GPU
+    assert cells(page, "pods_dropped") == ["0", "0", "2"] and cells(page, "over_memory") == ["none"] * 3
+    assert cells(page, "evictions_over_memory") == ["0", "0", "1"] and cells(page, "reserve") == ["0 GiB"] * 3
+    note = re.search(r'<p class="muted evictions-bound">(.*?)</p>', page)
+    assert note and note.group(1).startswith("Replayed without a GPU reserve (whole, fractional, thin)")
+
+
+def test_a_reserve_and_a_gpu_over_its_memory_show(tmp_path):
+    # two halves of a GPU of 1000 bytes at 495 each at 10 s, with 40 bytes of reserve: over memory until 20 s,
+    # under thin (fractional packs them on one GPU too, by their peaks 495 and 300); whole keeps a GPU each
+    files = (
+        "name,submit,end,gpus\na,0,100,0.5\nb,0,100,0.5\n",
+        "pod,timestamp,memory_used_bytes\na,0,300\nb,0,300\na,10,495\nb,10,495\na,20,300\nb,20,300\n",
+        WORKED[2],
+    )
+    page = str(
+        pages.replay_html(inputs.validate_replay(measured_replay(tmp_path, files, [1.0], "1000", gpu_reserve=40)))
+    )
+    assert cells(page, "over_memory") == [
+        "none",
+        "1 step, 10 s of GPU time, 2 pods",
+        "1 step, 10 s of GPU time, 2 pods",
+    ]
+    assert cells(page, "reserve") == ["0 GiB"] * 3  # 40 bytes, in GiB to a tenth
+    assert 'class="muted evictions-bound"' not in page
 
 
 def points_of(page: str) -> list[dict]:
@@ -307,13 +333,42 @@ def test_the_chart_puts_each_factor_where_its_numbers_say(tmp_path):
     page = str(pages.replay_html(replay))
     assert [a["data-factor"] for a in points_of(page)] == ["1", "1.2", "1.5"]
     assert 'aria-label="Evictions per day against GPUs saved, per burst factor, policy thin"' in page
-    rows = re.findall(r'<tr data-factor="([^"]+)">(.*?)</tr>', page)
+    rows = re.findall(r'<tr data-factor="([^"]+)"[^>]*>(.*?)</tr>', page)
+    # b is dropped under x1.2 and x1.5: the GPU it frees for c is marked, not counted as a saving unsaid
     assert [(f, re.findall(r"<td[^>]*>(.*?)</td>", r)) for f, r in rows] == [
-        ("1", ["×1", "2", "0", "0", "0.0", "0"]),
-        ("1.2", ["×1.2", "1", "1", "1", "864.0", "1"]),
-        ("1.5", ["×1.5", "1", "1", "1", "864.0", "1"]),
+        ("1", ["×1", "2", "0", "0", "0.0", "0", "0", "0"]),
+        ("1.2", ["×1.2", "1", "1<sup>*</sup>", "1", "864.0", "1", "1", "0"]),
+        ("1.5", ["×1.5", "1", "1<sup>*</sup>", "1", "864.0", "1", "1", "0"]),
     ]
+    assert [p["open"] for p in chart["points"]] == [False, True, True]
+    assert [a.get("fill") for a in points_of(page)] == [section.COLOURS["thin"], "#ffffff", "#ffffff"]
     assert "GPUs saved move only through evicted pods" in page and "which needs 2 GPUs at the peak" in page
+    assert "<sup>*</sup> GPUs saved partly by pods dropped or never started" in page
+
+
+def test_a_factor_whose_pods_never_started_is_marked_and_an_older_file_is_not(tmp_path):
+    replay = measured_replay(tmp_path, WORKED, [1.0, 2.0], "80Gi")
+    factors = replay["policies"]["thin"]["thin_factors"]
+    # x2.0 drops b and c; x1.0 drops none and, made to leave a pod unstarted, is marked for that alone
+    assert [(f["pods_dropped"], section.partly_unplaced(f)) for f in factors] == [(0, False), (2, True)]
+    factors[0].update(all_placed=False, pods_unstarted=1)
+    view = section.factor_view("thin", {"thin_factors": factors})
+    assert [(r["partly"], r["pods_unstarted"]) for r in view["rows"]] == [(True, "1"), (True, "0")]
+    for factor in factors:  # a replay.json written before these figures: nothing to mark, nothing to show
+        for key in ("all_placed", "pods_dropped", "pods_unstarted"):
+            factor.pop(key)
+    for run in replay["policies"].values():
+        for key in ("pods_dropped", "over_memory", "evictions_bound"):
+            run["measured"].pop(key, None)
+        run["measured"]["rules"].pop("gpu_reserve_bytes")
+    page = str(pages.replay_html(inputs.validate_replay(replay)))
+    assert "partly" not in page and "<sup>*</sup>" not in page and "evictions-bound" not in page
+    for figure in ("reserve", "pods_dropped", "over_memory", "evictions_over_memory"):
+        assert cells(page, figure) == ["-"] * 3, figure
+    assert [a.get("fill") for a in points_of(page)] == [section.COLOURS["thin"]] * 2
+    assert re.findall(r'<tr data-factor="2">(.*?)</tr>', page)[0].endswith(
+        '<td class="num">-</td><td class="num">-</td>'
+    )
 
 
 def test_one_factor_without_evictions_and_a_trace_without_a_window(tmp_path):
@@ -378,7 +433,7 @@ def test_the_site_page_with_measured_use_is_valid_html_and_escapes_the_rules(tmp
     replay["policies"]["thin"]["measured"]["rules"]["request"] = EVIL
     (tmp_path / "lab" / "replay.json").write_text(json.dumps(replay))
     page = pages.build_reports(str(tmp_path))["files"]["lab/report.html"]
-    assert page.count('class="factor"') == 2 and "<h4>On measured use</h4>" in page
+    assert page.count('<circle class="factor') == 2 and "<h4>On measured use</h4>" in page
     assert "<script" not in page and "evil.example" in page
     parser = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False)
     parser.parse(page)  # raises on the first parse error

@@ -82,7 +82,9 @@ def test_the_tables_show_the_summary_figures_as_they_are(usage):
     for name, row in [*rows.items(), ("all teams", view["totals"])]:
         source = usage["totals"] if name == "all teams" else usage["teams"][name]
         assert row["gpu_hours"] == {k: section.hours_text(v) for k, v in source["gpu_hours"].items()}
-        assert row["idle_share"] == section.share_text(source["idle_share"])
+        # unknown GPU-hours may have been idle: the share is shown as a lower bound where there are some
+        bound = "\u2265 " if source["idle_share_is_lower_bound"] else ""
+        assert row["idle_share"] == bound + section.share_text(source["idle_share"])
         assert row["unknown_hours_share"] == section.share_text(source["unknown_hours_share"])
         assert row["memory"] == section.share_text(source["memory_used_over_requested"])
         assert row["peak"] == section.gib_text(source["memory_peak_bytes"])
@@ -93,7 +95,7 @@ def test_the_tables_show_the_summary_figures_as_they_are(usage):
         )
     # team-a by hand: 30 points of whole GPUs, 10 each active, idle (a and e) and unknown (c); peak 10 GiB
     team = rows["team-a"]
-    assert (team["idle_share"], team["unknown_hours_share"], team["peak"]) == ("33.3 %", "33.3 %", "10.0")
+    assert (team["idle_share"], team["unknown_hours_share"], team["peak"]) == ("\u2265 33.3 %", "33.3 %", "10.0")
     assert team["gpu_hours"] == {"allocated": "0.50", "active": "0.17", "idle": "0.17", "unknown": "0.17"}
     assert [row["name"] for row in view["templates"]] == ["(unknown)", "fractional-gpu"]
     assert view["window"] == {
@@ -275,3 +277,15 @@ def test_hostile_team_and_claim_names_stay_text(usage):
         "section", "h3", "h4", "p", "b", "table", "thead", "tbody", "tfoot", "tr", "th", "td", "span", "code",
         "pre", "svg", "text", "title", "line", "path",
     }  # fmt: skip
+
+
+def test_claims_never_measured_and_nodes_without_nvml_are_said_not_hidden(usage):
+    usage["claims_not_measured"] = [{"namespace": "ns-z", "claim": "ghost", "gpus": 2, "node": "node-9"}]
+    html = str(pages.utilization_html(inputs.validate_utilization({"schema_version": 1, "usage": usage})))
+    said = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "1 claim holds GPUs now but no series of the window names it" in said and "ns-z/ghost" in said
+    # the window's node-1 said NVML was down for its last two one-minute steps
+    assert "NVML was not answering on node-1 (0.03 h)" in said
+    usage["claims_not_measured"], usage["nvml_unavailable_hours"] = [], {}
+    quiet = str(pages.utilization_html({"schema_version": 1, "usage": usage}))
+    assert "not-measured" not in quiet and "nvml-down" not in quiet

@@ -18,7 +18,7 @@ from array import array
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
-from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import UsageError, source
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import UsageError, exported, source
 
 INFO, USED, REQUEST, LIMIT, SM, TOTAL, DCGM = (
     usage.CLAIM_INFO,
@@ -179,6 +179,34 @@ def test_saved_query_answers_compact_pretty_or_instant_read_alike(tmp_path):
     assert by_labels(source.read_files({**conf, "files": [vector]}), LIMIT) == {(("claim", "c"),): ([1, 2], [4.0] * 2)}
 
 
+def test_an_instant_query_of_a_range_vector_reads_as_the_same_samples_in_text(tmp_path):
+    """``/api/v1/query`` of ``{__name__=~"..."}[7d]`` (docs/utilization.md) answers every raw sample, each series
+    with its name: a matrix that reads exactly as the same samples in OpenMetrics text, irregular times included."""
+    series: dict[tuple, list[tuple[float, float]]] = {}
+    for number, name in enumerate(usage.METRICS):
+        labels = (("UUID", "GPU-a"),) if name == DCGM else (("claim", "c"), ("gpu_uuid", "GPU-a"))
+        # about every 15 s, off the grid by irregular milliseconds, from before the window's lookback to its end
+        times = [2990 + 15 * k + ((k * 37 + number) % 1000) / 1000 for k in range(41)] + [3600.0]
+        series[(name, labels)] = [(t, round(((k * 7919 + number) % 97) / 9.7, 3)) for k, t in enumerate(times)]
+    text = [
+        f"{name}{{{','.join(f'{k}="{v}"' for k, v in labels)}}} {v} {t}"
+        for (name, labels), pairs in series.items()
+        for t, v in pairs
+    ]
+    result = [
+        {"metric": {"__name__": name, **dict(labels)}, "values": [[t, str(v)] for t, v in pairs]}
+        for (name, labels), pairs in series.items()
+    ]
+    saved = write(tmp_path, [json.dumps(answer(result), separators=(",", ":"))], "range-vector.json")
+    conf = {"window": "10m", "step": "1m"}
+    from_json = source.read_files({**conf, "files": [saved]})
+    from_text = source.read_files({**conf, "files": [write(tmp_path, [*text, "# EOF"])]})
+    assert (from_json.start, from_json.end) == (from_text.start, from_text.end) == (3060, 3600)
+    assert from_json.series == from_text.series
+    assert all(len(from_json.series[name]) == 1 for name in usage.METRICS)
+    assert list(from_json.series[USED][0].points) == list(range(10))
+
+
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
@@ -300,7 +328,7 @@ def test_max_and_avg_over_a_step_include_both_ends_of_the_range(tmp_path):
     ],
 )
 def test_the_mean_is_prometheus_own(values, mean):
-    found = source._avg(array("d", values))
+    found = exported._avg(array("d", values))
     assert found == mean or (math.isnan(mean) and math.isnan(found))
 
 
@@ -324,7 +352,8 @@ def test_missing_required_series_are_all_named_optional_ones_are_empty(tmp_path)
     with pytest.raises(UsageError, match=rf"no series of {USED}, {REQUEST}, {LIMIT}, {TOTAL} in .*late over the 1h"):
         source.read_files({"files": [late], "window": "1h"})
     empty = write(tmp_path, ["# nothing here", "up 1 3600"], "empty")
-    with pytest.raises(UsageError, match=rf"^aligned_dra_usage: no sample of {INFO}, .*{DCGM} in {re.escape(empty)}: "):
+    last = usage.METRICS[-1]
+    with pytest.raises(UsageError, match=rf"^aligned_dra_usage: no sample of {INFO}, .*{last} in {re.escape(empty)}: "):
         source.read_files({"files": [empty]})
 
 
@@ -427,7 +456,8 @@ def test_each_metric_is_asked_chunk_by_chunk_and_its_series_merged(fake, tmp_pat
     token.write_text("s3cret\n")
     fake.reply = grid_reply(gap=3)
     conf = {"prometheus": fake.url + "/", "window": "20m", "step": "1m", "end": END, "max_points": 7}
-    conf |= {"match": 'job="d"', "bearer_token_file": str(token), "headers": {"X-Scope-OrgID": "t1"}}
+    conf |= {"match": 'job="d"', "dcgm_match": '{job="dcgm"}', "bearer_token_file": str(token)}
+    conf |= {"headers": {"X-Scope-OrgID": "t1"}}
     data = source.read_prometheus(conf)
     assert (data.start, data.end, data.step, data.steps, data.source) == (END - 1140, END, 60, 20, fake.url)
     # 20 points in chunks of at most 7: three queries per metric, every grid time asked once, the last one END
@@ -439,13 +469,14 @@ def test_each_metric_is_asked_chunk_by_chunk_and_its_series_merged(fake, tmp_pat
         assert path == "/api/v1/query_range"
         assert headers["Authorization"] == "Bearer s3cret" and headers["X-Scope-OrgID"] == "t1"
         asked.setdefault(form["query"], []).append((form["start"], form["end"], form["step"]))
-    assert asked == {source.query_for(metric, 60_000, 'job="d"'): chunks for metric in usage.METRICS}
-    assert set(asked) >= {
+    assert asked == {source.query_for(metric, 60_000, 'job="d"', 'job="dcgm"'): chunks for metric in usage.METRICS}
+    assert set(asked) >= {  # match is the driver's, dcgm_match DCGM's: another job
         f'max_over_time({USED}{{job="d"}}[1m])',
         f'avg_over_time({SM}{{job="d"}}[1m])',
-        f'avg_over_time({DCGM}{{job="d"}}[1m])',
+        f'avg_over_time({DCGM}{{job="dcgm"}}[1m])',
         f'{INFO}{{job="d"}}',
         f'{REQUEST}{{job="d"}}',
+        f'{usage.USAGE_AVAILABLE}{{job="d"}}',
     }
     every = list(range(20))
     sparse = [i for i in every if round((start + 60 * i) / 60) % 3]
@@ -491,6 +522,11 @@ def error(kind: str, text: str) -> str:
         (422, error("execution", "query timed out"), r"refused the query QUERY \(HTTP 422, execution\): query timed"),
         (200, error("execution", "too many samples"), r"refused the query QUERY \(HTTP 200, execution\): too many"),
         (500, "<html>oops</html>", r"Prometheus at URL answered HTTP 500 Internal Server Error to the query QUERY: <h"),
+        (
+            404,
+            "404 page not found",
+            r"HTTP 404 Not Found to the query QUERY: is URL Prometheus's base .*its API at URL/api/v1",
+        ),
         (200, "<html>Grafana</html>", r"the answer of URL to the query QUERY is not Prometheus's JSON \(is it Prom"),
         (200, json.dumps(answer([], "vector")), r"the answer of URL to the query QUERY cannot be read: resultType vec"),
         (200, json.dumps({"data": {"resultType": "matrix", "result": []}, "status": "success"}), r"no series of"),
@@ -501,6 +537,44 @@ def test_what_prometheus_refuses_is_named_with_its_reason_and_the_query(fake, st
     pattern = message.replace("URL", re.escape(fake.url)).replace("QUERY", re.escape(INFO))
     with pytest.raises(UsageError, match=rf"^aligned_dra_usage: .*{pattern}"):
         source.read_prometheus({"prometheus": fake.url, "window": "1h", "end": END})
+
+
+def test_a_chunk_over_prometheus_sample_limit_is_halved_down_to_one_point(fake):
+    """Prometheus's --query.max-samples refusal (422, execution): the chunk is halved and asked again, the
+    halved size kept for the rest of the query; at one point the message names the query, the point and the cure."""
+    limit = {"points": 3}
+
+    def reply(form: dict[str, str]) -> tuple[int, str]:
+        points = round((float(form["end"]) - float(form["start"])) / 60) + 1
+        if form["query"].startswith("max_over_time") and points > limit["points"]:
+            return 422, error("execution", f"{source.TOO_MANY_SAMPLES} in query execution")
+        return grid_reply()(form)
+
+    def asked() -> list[tuple[int, int]]:
+        return [
+            (round((float(form["start"]) - start) / 60), round((float(form["end"]) - start) / 60))
+            for _path, form, _headers in fake.requests
+            if form["query"].startswith("max_over_time")
+        ]
+
+    fake.reply, start = reply, END - 1140
+    conf = {"prometheus": fake.url, "window": "20m", "step": "1m", "end": END, "max_points": 7}
+    data = source.read_prometheus(conf)
+    assert asked() == [(0, 6), (0, 2), (3, 5), (6, 8), (9, 11), (12, 14), (15, 17), (18, 19)]
+    p1, _p2 = data.series[USED]
+    assert list(p1.points) == list(range(20)) and list(p1.values) == [(start + 60 * i) % 997 for i in range(20)]
+    fake.reply = grid_reply()
+    assert source.read_prometheus(conf).series == data.series  # as read without a limit
+    fake.reply, limit["points"] = reply, 0
+    fake.requests.clear()
+    with pytest.raises(UsageError) as failed:
+        source.read_prometheus(conf)
+    assert asked() == [(0, 6), (0, 2), (0, 0)]
+    assert str(failed.value) == (
+        f"aligned_dra_usage: Prometheus at {fake.url} refused the query max_over_time({USED}[1m]) even for one "
+        f"point (2023-11-14T21:55:00Z, step 1m): {source.TOO_MANY_SAMPLES} in query execution; ask for a smaller "
+        "step or window, or run Prometheus with a larger --query.max-samples"
+    )
 
 
 def test_a_refused_token_names_its_file(fake, tmp_path):
@@ -558,6 +632,7 @@ def test_bad_prometheus_settings_name_their_key(tmp_path):
         ({**base, "max_points": 0}, r"\.max_points: 0 is not a whole number above 0"),
         ({**base, "max_points": True}, r"\.max_points: True is not a whole number above 0"),
         ({**base, "match": 3}, r"\.match: 3 is not label matchers such as job=\"aligned-dra-driver\""),
+        ({**base, "dcgm_match": ["x"]}, r"\.dcgm_match: \['x'\] is not label matchers such as"),
         ({**base, "headers": {"X": 1}}, r"\.headers: \{'X': 1\} is not a mapping of header names to strings"),
         ({**base, "bearer_token_file": str(tmp_path / "none")}, r"\.bearer_token_file: cannot read .*none: .*No such"),
         ({**base, "bearer_token_file": str(tmp_path / "blank")}, r"\.bearer_token_file: .*blank is empty"),

@@ -96,6 +96,7 @@ def test_nics_are_not_gpus_and_aggregates_sum_their_claims(result):
     assert totals["claims"] == 4 and totals["gpu_hours"]["allocated"] == pytest.approx(3.25 * 10 * MINUTE_H, abs=1e-3)
     assert result["templates"]["fractional-gpu"]["claims"] == 1
     assert result["series_missing"] == [] and result["window"]["points"] == STEPS
+    assert result["nvml_unavailable_hours"] == {"node-1": pytest.approx(2 * MINUTE_H, abs=1e-4)}
 
 
 def test_the_timeline_holds_the_mean_gpus_of_each_state(result):
@@ -141,6 +142,23 @@ def test_percentiles_are_nearest_rank_values_that_were_seen(ordered, rank, expec
     assert summary.percentile(ordered, rank) == expected
 
 
+def test_a_pod_scraped_twice_counts_once_and_a_gpu_nvml_never_read_is_unknown():
+    data = window()
+    first = next(s for s in data.series[usage.CLAIM_USED] if s.labels["claim"] == "whole-a")
+    copy = type(first)(first.metric, dict(first.labels, instance="second-scrape"), first.points, first.values)
+    data.series[usage.CLAIM_USED].append(copy)
+    # a GPU the driver prepared for silent-c that NVML did not read: an info series without a UUID
+    unread = {"namespace": "ns-a", "claim": "silent-c", "pod": "pc", "device": "gpu-0000-3b-00-0", "gpu_uuid": ""}
+    data.series[usage.CLAIM_INFO].append(
+        type(first)(usage.CLAIM_INFO, dict(unread, pool="node-2"), first.points, first.values)
+    )
+    result = summary.summarise(data, {"ns-a": "team-a"}, {})
+    assert by_claim(result)["whole-a"]["memory_used_bytes"]["max"] == 10 * GIB
+    unread_gpu = [c for c in result["claims"] if c["claim"] == "silent-c" and c["gpu_uuid"] is None]
+    assert len(unread_gpu) == 1 and unread_gpu[0]["status"] == "unknown" and unread_gpu[0]["node"] == "node-2"
+    assert unread_gpu[0]["hours"]["idle"] == 0.0 and unread_gpu[0]["kind"] == "unknown"
+
+
 def test_a_claim_of_unknown_size_is_drawn_as_one_gpu_unknown_and_the_team_marked():
     data = window()
     # silent-c's request and limit series gone: its size is unknown too (as when the driver never measured it)
@@ -158,3 +176,52 @@ def test_a_claim_of_unknown_size_is_drawn_as_one_gpu_unknown_and_the_team_marked
     assert timeline["unsized_as_one_gpu"] == ["team-a"]
     assert timeline["teams"]["team-a"]["unknown_gpus"] == [1.0] * STEPS
     assert timeline["teams"]["team-a"]["allocated_gpus"] == [3.0] * STEPS
+
+
+def test_partial_measures_make_bounds_of_the_advice_and_of_the_used_over_requested_ratio():
+    data = window()
+    Series = type(data.series[usage.CLAIM_USED][0])
+    # share-b's first pod unscraped for the last two steps, its second pod gone: two unknown steps
+    data.series[usage.CLAIM_USED] = [
+        Series(s.metric, s.labels, s.points[:8], s.values[:8]) if s.labels["pod"] == "pb1" else s
+        for s in data.series[usage.CLAIM_USED]
+    ]
+    # DCGM reported dcgm-e's GPU for the first five steps only
+    dcgm = data.series[usage.DCGM_UTIL][0]
+    data.series[usage.DCGM_UTIL] = [Series(dcgm.metric, dcgm.labels, dcgm.points[:5], dcgm.values[:5])]
+    # a share whose request is unknown uses 70 GiB: not in used over requested (its request is not known)
+    loose = {"namespace": "ns-a", "claim": "loose-f", "pod": "pf", "device": "gpu-1", "gpu_uuid": "GPU-f"}
+    data.series[usage.CLAIM_USED].append(
+        Series(usage.CLAIM_USED, loose, dcgm.points, type(dcgm.values)("d", [70 * GIB] * 10))
+    )
+    result = summary.summarise(data, {"ns-a": "team-a"}, {("ns-b", "share-b"): "fractional-gpu"})
+    share = by_claim(result)["share-b"]
+    assert share["hours"]["unknown"] == pytest.approx(2 * MINUTE_H, abs=1e-4)
+    assert result["teams"]["(no team)"]["idle_share_is_lower_bound"] is True
+    # team-a: whole-a 5 GiB mean of 80, dcgm-e 1 of 80 (silent-c unmeasured); loose-f left out
+    assert result["teams"]["team-a"]["memory_used_over_requested"] == pytest.approx(6 / 160, abs=1e-4)
+    found = advice.advise(result)
+    (group,) = found["fractional"]
+    assert group["claims_partly_measured"] == 1 and group["advice"]["peaks_lower_bound"] is True
+    (candidate,) = found["whole_gpu_candidates"]
+    assert candidate["claim"] == "dcgm-e" and candidate["compute_known"] is False
+    assert (candidate["compute_points"], candidate["memory_points"]) == (5, 10)
+
+
+def test_claims_holding_gpus_without_any_series_are_listed_not_summed(result):
+    def claim(namespace, name, devices):
+        results = [{"driver": "gpu.aligned.dev", "pool": "node-9", "device": d, "request": "gpu"} for d in devices]
+        return {
+            "metadata": {"namespace": namespace, "name": name},
+            "status": {"allocation": {"devices": {"results": results}}},
+        }
+
+    objects = [
+        claim("ns-a", "whole-a", ["gpu-0000-18-00-0"]),  # in the window
+        claim("ns-z", "ghost", ["gpu-0000-18-00-0", "gpu-0000-2a-00-0", "nic-0000-1d-00-0"]),
+        claim("ns-z", "nic-only", ["nic-0000-1d-00-0"]),
+        {"metadata": {"namespace": "ns-z", "name": "pending"}},
+    ]
+    assert summary.not_measured(objects, result) == [
+        {"namespace": "ns-z", "claim": "ghost", "gpus": 2, "node": "node-9"}
+    ]
