@@ -115,8 +115,7 @@ def fixture_settings() -> dict[str, dict]:
     its placement; a tree of another demo site gets no rails (``{}``), as the ai-west rule does not fit it."""
     hosts = yaml.safe_load((DEMO / "hosts.yml").read_text(encoding="utf-8"))
     found = {}
-    for name, settings in hosts["aligned_dra_nodes"]["children"]["ai_west"]["hosts"].items():
-        del name
+    for settings in hosts["aligned_dra_nodes"]["children"]["ai_west"]["hosts"].values():
         kept = {k: v for k, v in settings.items() if k not in ("aligned_dra_fixture", "aligned_dra_placement")}
         found[settings["aligned_dra_fixture"]] = kept
     return found
