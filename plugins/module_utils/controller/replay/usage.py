@@ -25,6 +25,7 @@ from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.trace import read_rows, time_of
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.summary import percentile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,10 +85,7 @@ class Usage:
         samples are at or below it (p100 is the largest).
         """
         found = self.series.get(name)
-        if not found or not len(found[1]):
-            return None
-        values = sorted(found[1])
-        return values[max(0, math.ceil(rank * len(values) / 100) - 1)]
+        return percentile(sorted(found[1]), rank) if found else None
 
     def info(self) -> dict[str, int | str | list[str] | None]:
         """The result's ``usage`` entry: where the samples came from, how many were used, which pods were skipped."""

@@ -15,9 +15,8 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-import datetime
-
 from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import source
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,14 +36,6 @@ def _largest(found: dict[str, dict[int, float]], metric: str, data: UsageData) -
                 points[point] = value
 
 
-def rfc3339(seconds: float) -> str:
-    """``2026-11-18T04:30:00Z`` (milliseconds only where the time has them)."""
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    millis = round((seconds - int(seconds)) * 1000)
-    return f"{text}.{millis:03d}Z" if millis else f"{text}Z"
-
-
 def _number(value: float) -> str:
     return str(int(value)) if value == int(value) else repr(value)
 
@@ -60,6 +51,6 @@ def pods_csv(data: UsageData) -> str:
         ratios = ratio.get(pod, {})
         for point in sorted(used[pod]):
             sm = ratios.get(point)
-            when = rfc3339(data.start + point * data.step)
+            when = source.rfc3339(round((data.start + point * data.step) * 1000))
             lines.append(f"{pod},{when},{_number(used[pod][point])},{'' if sm is None else repr(sm)}\n")
     return "".join(lines)

@@ -173,7 +173,7 @@ def chunks(points: int, max_points: int) -> list[tuple[int, int]]:
     return [(first, min(first + max_points, points) - 1) for first in range(0, points, max_points)]
 
 
-def _check_keys(conf: Any, allowed: frozenset[str], other: frozenset[str], source: str, option: str) -> None:
+def check_keys(conf: Any, allowed: frozenset[str], other: frozenset[str], source: str, option: str) -> None:
     """Refuses a conf that is no mapping, an unknown key, or a key of the other source (``other``)."""
     if not isinstance(conf, dict):
         raise UsageError(f"{option}: must be a mapping with prometheus or files, not {type(conf).__name__}")
@@ -208,24 +208,15 @@ def _usage(start: int, end: int, step: int, found: dict[str, dict[tuple, Series]
 class _Prometheus:
     """``query_range`` on one Prometheus, with the conf's credentials; every failure a :class:`UsageError`."""
 
-    def __init__(self, conf: Mapping[str, Any], option: str) -> None:
-        """Checks the URL, timeout, headers and the files of the credentials before any request."""
+    def __init__(self, options: Mapping[str, Any], conf: Mapping[str, Any], option: str) -> None:
+        """``options`` from :func:`prometheus_options`; reads the credentials' files before any request."""
         try:
             import requests  # only this source needs it, so only the Prometheus path asks for it
         except ImportError as exc:
             raise UsageError(f"{option}.prometheus needs the Python package requests>=2.31: {exc}") from None
         self.requests, self.option = requests, option
-        url = conf.get("prometheus")
-        if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url.strip()):
-            raise UsageError(f"{option}.prometheus: {url!r} is not an http:// or https:// URL")
-        self.url = url.strip().rstrip("/")
-        timeout = conf.get("timeout", DEFAULT_TIMEOUT)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise UsageError(f"{option}.timeout: {timeout!r} is not a number of seconds above 0")
-        self.timeout = timeout
-        headers = conf.get("headers") or {}
-        if not isinstance(headers, dict) or not all(isinstance(item, str) for pair in headers.items() for item in pair):
-            raise UsageError(f"{option}.headers: {headers!r} is not a mapping of header names to strings")
+        self.url, self.timeout = options["url"], options["timeout"]
+        headers = options["headers"]
         self.headers = dict(headers)
         self.token_file = conf.get("bearer_token_file")
         if self.token_file:
@@ -342,13 +333,11 @@ def query_for(metric: str, step: int, match: str = "", dcgm_match: str = "") -> 
 
 def read_prometheus(conf: Mapping[str, Any], option: str = "aligned_dra_usage") -> UsageData:
     """GPU use over the window from Prometheus's HTTP API: one ``query_range`` per metric and chunk."""
-    _check_keys(conf, PROMETHEUS_KEYS, FILES_KEYS, "prometheus", option)
+    check_keys(conf, PROMETHEUS_KEYS, FILES_KEYS, "prometheus", option)
     window, step = _window_and_step(conf, option)
-    max_points = conf.get("max_points", DEFAULT_MAX_POINTS)
-    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
-        raise UsageError(f"{option}.max_points: {max_points!r} is not a whole number above 0")
-    match, dcgm_match = (_matchers(conf, key, option) for key in ("match", "dcgm_match"))
-    client = _Prometheus(conf, option)
+    options = prometheus_options(conf, option)
+    max_points, match, dcgm_match = options["max_points"], options["match"], options["dcgm_match"]
+    client = _Prometheus(options, conf, option)
     end = parse_end(conf["end"], option) if conf.get("end") is not None else int(time.time() * 1000) // step * step
     start = end - window + step  # each point stands for the step ending at it: window // step of them
     found: dict[str, dict[tuple, Series]] = {}
@@ -365,6 +354,34 @@ def read_prometheus(conf: Mapping[str, Any], option: str = "aligned_dra_usage") 
     data = _usage(start, end, step, found, client.url)
     _missing(option, data, f"Prometheus at {client.url}", window, f" (match {match})" if match else "")
     return data
+
+
+def prometheus_options(conf: Mapping[str, Any], option: str = "aligned_dra_usage") -> dict[str, Any]:
+    """The Prometheus source's own settings, checked without a request (the validation stage checks them the
+    same way): ``url``, ``timeout``, ``headers``, ``max_points``, ``match``, ``dcgm_match``."""
+    url = conf.get("prometheus")
+    if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url.strip()):
+        raise UsageError(f"{option}.prometheus: {url!r} is not an http:// or https:// URL")
+    timeout = conf.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise UsageError(f"{option}.timeout: {timeout!r} is not a number of seconds above 0")
+    headers = conf.get("headers") or {}
+    if not isinstance(headers, dict) or not all(isinstance(item, str) for pair in headers.items() for item in pair):
+        raise UsageError(f"{option}.headers: {headers!r} is not a mapping of header names to strings")
+    max_points = conf.get("max_points", DEFAULT_MAX_POINTS)
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
+        raise UsageError(f"{option}.max_points: {max_points!r} is not a whole number above 0")
+    for key in ("bearer_token_file", "ca_file"):
+        if conf.get(key) is not None and not isinstance(conf[key], str):
+            raise UsageError(f"{option}.{key}: {conf[key]!r} is not a string")
+    return {
+        "url": url.strip().rstrip("/"),
+        "timeout": timeout,
+        "headers": headers,
+        "max_points": max_points,
+        "match": _matchers(conf, "match", option),
+        "dcgm_match": _matchers(conf, "dcgm_match", option),
+    }
 
 
 def _matchers(conf: Mapping[str, Any], key: str, option: str) -> str:
@@ -419,7 +436,7 @@ def _merge_answer(text: str, metric: str, start: int, step: int, merged: dict[tu
         series.values.extend(map(float, (pair[1] for pair in pairs)))
 
 
-def _file_list(conf: Mapping[str, Any], option: str) -> list[str]:
+def file_list(conf: Mapping[str, Any], option: str) -> list[str]:
     """``files`` as a list of paths (one path alone is a list of one)."""
     files = conf.get("files")
     if isinstance(files, str):
@@ -431,8 +448,8 @@ def _file_list(conf: Mapping[str, Any], option: str) -> list[str]:
 
 def read_files(conf: Mapping[str, Any], option: str = "aligned_dra_usage") -> UsageData:
     """GPU use over the window from exported files, evaluated on the grid as Prometheus evaluates the queries."""
-    _check_keys(conf, FILES_KEYS, PROMETHEUS_KEYS, "files", option)
-    files = _file_list(conf, option)
+    check_keys(conf, FILES_KEYS, PROMETHEUS_KEYS, "files", option)
+    files = file_list(conf, option)
     window, step = _window_and_step(conf, option)
     end = parse_end(conf["end"], option) if conf.get("end") is not None else None
     ordered = exported.read_samples(files, option)
@@ -455,12 +472,18 @@ def read_usage(conf: Mapping[str, Any], option: str = "aligned_dra_usage", *, ot
     """:func:`read_prometheus` or :func:`read_files`, by which of ``prometheus`` and ``files`` ``conf`` sets.
     ``others``: keys of the same mapping the caller reads itself (left out here, known in the messages)."""
     others = frozenset(others)
-    _check_keys(conf, PROMETHEUS_KEYS | FILES_KEYS | others, frozenset(), "", option)
+    given = source_of(conf, option, others)
+    conf = {key: value for key, value in conf.items() if key not in others}
+    return read_prometheus(conf, option) if given == "prometheus" else read_files(conf, option)
+
+
+def source_of(conf: Any, option: str = "aligned_dra_usage", others: Iterable[str] = ()) -> str:
+    """``prometheus`` or ``files``: the one source ``conf`` sets, its keys all known (``others``: the caller's)."""
+    check_keys(conf, PROMETHEUS_KEYS | FILES_KEYS | frozenset(others), frozenset(), "", option)
     given = [key for key in ("prometheus", "files") if conf.get(key) not in (None, "")]
     if len(given) != 1:
         raise UsageError(
             f"{option}: set exactly one of prometheus (a Prometheus base URL) and files (exported series), "
             f"not {' and '.join(given) if given else 'neither'}"
         )
-    conf = {key: value for key, value in conf.items() if key not in others}
-    return read_prometheus(conf, option) if given == ["prometheus"] else read_files(conf, option)
+    return given[0]

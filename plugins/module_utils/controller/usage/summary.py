@@ -59,10 +59,13 @@ HOUR = 3600.0
 
 
 def percentile(ordered: list[float], rank: float) -> float | None:
-    """Nearest-rank percentile (``rank`` 0-100) of an ascending list: a value that was seen; None when empty."""
+    """Nearest-rank percentile (``rank`` 0-100, a number or a Fraction) of an ascending list: the smallest value
+    with at least ``rank`` percent of the values at or below it, so a value that was seen; None when empty.
+    The replay's request rule ``pNN`` reads the same."""
     if not ordered:
         return None
-    index = max(0, math.ceil(rank / 100.0 * len(ordered)) - 1)
+    # rank times the count first: exact for whole and Fraction ranks (0.95 * 20 is not 19 in floats)
+    index = max(0, math.ceil(rank * len(ordered) / 100) - 1)
     return ordered[min(index, len(ordered) - 1)]
 
 
