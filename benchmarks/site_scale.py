@@ -32,7 +32,8 @@ the validation refuses a site otherwise.
 
 Run: ``.venv/bin/python benchmarks/site_scale.py`` (N = 50 and 200),
 ``--nodes 1000`` on request, ``--sites 4``, ``--forks 20``, ``--json FILE``,
-``--runs site`` (one site.yml run only: the memory figure at 1,000 nodes).
+``--runs site`` (one site.yml run only: the memory figure at 1,000 nodes),
+``--tasks 30`` (the slowest tasks of each run, with their worker rounds).
 Needs the bootstrap (``scripts/bootstrap.sh``): the virtual environment and
 the collections under ``.cache/collections``.
 """
@@ -225,6 +226,28 @@ def print_partial(results: list[dict]) -> None:
                 )
 
 
+def slowest_tasks(run: dict, count: int) -> list[dict]:
+    """The ``count`` slowest tasks of a run, over every play (a serial play's batches summed per task)."""
+    merged: dict[tuple[str, str], dict] = {}
+    for play in run["plays"]:
+        for task in play.get("tasks_detail", ()):
+            entry = merged.setdefault((play["play"], task["task"]), {"play": play["play"], "task": task["task"]})
+            entry["seconds"] = entry.get("seconds", 0.0) + task.get("seconds", 0.0)
+            entry["rounds"] = entry.get("rounds", 0) + task["rounds"]
+    return sorted(merged.values(), key=lambda entry: -entry["seconds"])[:count]
+
+
+def print_tasks(results: list[dict], count: int) -> None:
+    for result in results:
+        for run in ("site", "rerun"):
+            if run not in result:
+                continue
+            print(f"\nThe {count} slowest tasks of {run} at {result['nodes']} nodes: seconds, worker rounds per node")
+            for task in slowest_tasks(result[run], count):
+                rounds = task["rounds"] / result["nodes"]
+                print(f"  {task['seconds']:>7.1f} s  {rounds:>5.2f}  {task['play'][:40]} | {task['task'][:70]}")
+
+
 def print_results(results: list[dict]) -> None:
     if any(run not in result for result in results for run in RUNS):
         print_partial(results)
@@ -275,6 +298,7 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the generated projects and logs")
+    parser.add_argument("--tasks", type=int, default=0, help="also print the N slowest tasks of each run")
     options = parser.parse_args()
 
     cache = REPO / ".cache"
@@ -314,6 +338,8 @@ def main() -> int:
         f"baseline: ping + stat per node on the same inventory"
     )
     print_results(results)
+    if options.tasks:
+        print_tasks(results, options.tasks)
     if options.json:
         options.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0

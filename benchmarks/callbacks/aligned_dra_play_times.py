@@ -6,6 +6,8 @@ enables this callback with ``ANSIBLE_CALLBACKS_ENABLED`` and names the output
 file in ``ALIGNED_DRA_PLAY_TIMES``. Per play it records the seconds from its
 start to the next play's start (or the end of the run), the number of tasks
 started, and the host results by outcome; a host result is one worker round.
+Per task (``tasks_detail``): its name, the seconds from its start to the next
+task's start and its host results.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class CallbackModule(CallbackBase):
 
     def _close_current(self) -> None:
         if self._current is not None:
+            self._close_task()
             self._current["seconds"] = round(time.monotonic() - self._current.pop("_start"), 3)
             self._plays.append(self._current)
             self._current = None
@@ -50,16 +53,31 @@ class CallbackModule(CallbackBase):
             "play": play.get_name().strip(),
             "_start": time.monotonic(),
             "tasks": 0,
+            "tasks_detail": [],
             "results": {"ok": 0, "changed": 0, "skipped": 0, "failed": 0, "unreachable": 0},
         }
 
+    def _close_task(self) -> None:
+        detail = self._current["tasks_detail"] if self._current is not None else []
+        if detail and "_start" in detail[-1]:
+            detail[-1]["seconds"] = round(time.monotonic() - detail[-1].pop("_start"), 3)
+
     def v2_playbook_on_task_start(self, task, is_conditional) -> None:
         if self._current is not None:
+            self._close_task()
             self._current["tasks"] += 1
+            self._current["tasks_detail"].append(
+                {"task": task.get_name().strip(), "_start": time.monotonic(), "rounds": 0}
+            )
+
+    def v2_playbook_on_handler_task_start(self, task) -> None:
+        self.v2_playbook_on_task_start(task, False)
 
     def _count(self, outcome: str) -> None:
         if self._current is not None:
             self._current["results"][outcome] += 1
+            if self._current["tasks_detail"]:
+                self._current["tasks_detail"][-1]["rounds"] += 1
 
     def v2_runner_on_ok(self, result) -> None:
         self._count("changed" if result._result.get("changed") else "ok")

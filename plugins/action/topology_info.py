@@ -8,11 +8,14 @@ the whole topology goes to this run's store on the controller
 (:mod:`plugin_utils.topology_store`), as the result arrives, and the host gets
 the slim fact ``aligned_dra_topology`` (:func:`topology_fact.fact_of`) in the
 same round: no ``set_fact`` round per node, and the topology does not pile up
-in the controller's memory and its forks.
+in the controller's memory and its forks. The network plan the module made
+with ``network_plan`` goes to the store too, with the options it was made
+for, for the node's next ``aligned.dra.network_plan`` call of the run.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -47,6 +50,15 @@ class ActionModule(ActionBase):
             topology_fact.keep(path, topology)
         except topology_fact.TopologyFactError as exc:
             return {"failed": True, "msg": f"{host}: {exc}"}
+        planned = result.pop("network_plan", None)
+        plan_path = topology_store.network_plan_path_for(host)
+        if os.path.lexists(plan_path):
+            os.unlink(plan_path)  # an earlier probe's plan: this probe is the node as it is now
+        if isinstance(planned, dict) and "not_planned" not in planned:
+            try:
+                topology_fact.keep(plan_path, {"options": module_args["network_plan"], **planned})
+            except topology_fact.TopologyFactError:
+                pass  # not kept: the network stage reads the node itself, as without the option
         facts = {FACT_NAME: topology_fact.fact_of(topology, path)}
         # Like set_fact: a fact of this run only. A fact cache must not carry
         # it into a later run, whose store no longer holds the file.

@@ -17,6 +17,11 @@ description:
     nodes with RV(pending) set, a batch at a time; a converged site starts no batch.
   - Refusals of the SR-IOV part (VFs in use, counts above C(sriov_totalvfs), a PF that is not there)
     fail here, before any node changes.
+  - When this run's probe already planned the node with exactly these options (M(aligned.dra.topology_info)
+    with its C(network_plan) option and C(fact), as the validation play of C(site.yml) and C(network.yml)
+    probes), the module's action plugin returns that plan (the same result, warnings, diff or failure)
+    without reading the node again. The kept plan is taken by the node's next call of the run,
+    whatever its options; any other call reads the node.
 requirements:
   - Python >= 3.9 on the node
   - pyroute2 >= 0.9 on the node when O(sysfs_root) is V(/sys)
@@ -165,50 +170,20 @@ sriov:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.node.network import netconf, rdma_netlink, sriov
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import plan
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "netns_mode": {"type": "str", "choices": sorted(rdma_netlink.NETNS_MODES)},
-            "modules": {"type": "list", "elements": "str"},
-            "modprobe_dir": {"type": "path", "default": "/etc/modprobe.d"},
-            "modules_load_dir": {"type": "path", "default": "/etc/modules-load.d"},
-            "pfs": {"type": "list", "elements": "dict", "default": [], "options": sriov.PF_ARGUMENT_SPEC},
-            "driver_state_dir": {"type": "path", "default": sriov.DEFAULT_STATE_DIR},
-            "vf_drivers": {"type": "list", "elements": "str", "default": []},
-            "sysfs_root": {"type": "path", "default": "/sys"},
-            "procfs_root": {"type": "path", "default": "/proc"},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    roots = {"sysfs_root": p["sysfs_root"], "procfs_root": p["procfs_root"]}
-    rdma_state = dict(
-        roots,
-        netns_mode=p["netns_mode"],
-        modules=p["modules"],
-        modprobe_dir=p["modprobe_dir"],
-        modules_load_dir=p["modules_load_dir"],
-    )
-    pfs = [{key: value for key, value in pf.items() if value is not None} for pf in p["pfs"]]
-    sriov_state = dict(roots, pfs=pfs, driver_state_dir=p["driver_state_dir"], vf_drivers=p["vf_drivers"])
+    module = AnsibleModule(argument_spec=plan.ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        result = netconf.plan(rdma_state, sriov_state)
-    except netconf.PlanError as exc:
+        planned = plan.outcome(module.params)
+    except plan.PlanError as exc:
         module.fail_json(msg=str(exc))
-    diffs = []
-    for part in ("rdma", "sriov"):
-        if result[part] is None:
-            continue
-        for warning in result[part].pop("warnings", []):
-            module.warn(warning)
-        diff = result[part].pop("diff", None)
-        if result[part]["changed"] and diff:
-            diffs.append(dict(diff, before_header=f"{part} now", after_header=f"{part} wanted"))
-    if module._diff and diffs:
-        result["diff"] = diffs
+    for warning in planned["warnings"]:
+        module.warn(warning)
+    result = planned["result"]
+    if module._diff and planned["diffs"]:
+        result["diff"] = planned["diffs"]
     module.exit_json(changed=result["pending"], **result)
 
 

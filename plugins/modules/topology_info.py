@@ -83,6 +83,19 @@ options:
       - Handled by the module's action plugin on the controller.
     type: bool
     default: false
+  network_plan:
+    description:
+      - The options of M(aligned.dra.network_plan) (the same names and rules). When given, the probe
+        also plans the node's RDMA and SR-IOV settings in the same round, read-only, and returns
+        RV(network_plan).
+      - With O(fact), the plan is kept in this run's store on the controller, and the next
+        M(aligned.dra.network_plan) call for the node with exactly these options in the same run returns
+        it instead of reading the node a second time (the validation play of C(site.yml) and
+        C(network.yml) probes this way). Any other options, or a plan that could not be made here, make
+        that call read the node itself.
+      - A refused plan (VFs in use, a count above C(sriov_totalvfs)) never fails the probe; the network
+        stage fails the node with the module's message.
+    type: dict
 notes:
   - Devices whose sysfs path does not start with C(/sys/devices/pci), whose PCI domain has more
     than four hex digits (Intel VMD) or that sit on Hyper-V's VMBUS get a C(pcie_root) of V(null),
@@ -191,12 +204,21 @@ topology:
       description: What could not be read or looks wrong.
       type: list
       elements: str
+network_plan:
+  description:
+    - The plan for O(network_plan), unless O(fact) is true (then it is kept for M(aligned.dra.network_plan)).
+    - C(module_args) (the options with their defaults) and either C(result) (what M(aligned.dra.network_plan)
+      returns), C(warnings) and C(diffs), or C(refused) (the message M(aligned.dra.network_plan) fails
+      with); or only C(not_planned) (why the plan was left to M(aligned.dra.network_plan)).
+  returned: when O(network_plan) is given
+  type: dict
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import plan as network_plan
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.addresses import ipv4_addresses
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.pci import find_pci_ids
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
@@ -230,6 +252,7 @@ def main() -> None:
             "procfs_root": {"type": "path", "default": "/proc"},
             "pci_ids_path": {"type": "path"},
             "rails_record": {"type": "path", "default": DEFAULT_RECORD},
+            "network_plan": {"type": "dict"},
             # taken by the action plugin on the controller; never reaches the node
             "fact": {"type": "bool", "default": False},
         },
@@ -249,7 +272,11 @@ def main() -> None:
     if is_live(params["sysfs_root"]):
         # after the addresses: a NIC read as last seen takes the addresses its record has
         topology = with_record(topology, params["rails_record"])
-    module.exit_json(changed=False, topology=topology)
+    extra = {}
+    if params["network_plan"] is not None:
+        # read-only, in this round: the network stage reuses it instead of reading the node again
+        extra["network_plan"] = network_plan.for_probe(params["network_plan"])
+    module.exit_json(changed=False, topology=topology, **extra)
 
 
 if __name__ == "__main__":

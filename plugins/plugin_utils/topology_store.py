@@ -25,9 +25,19 @@ def store_dir() -> str:
     return os.path.join(C.DEFAULT_LOCAL_TMP, STORE_NAME)
 
 
-def path_for(host: str) -> str:
-    """The file of ``host``'s topology: its name quoted, or hashed where that would be too long."""
+def _name(host: str) -> str:
+    """``host`` as a file name: quoted, or hashed where that would be too long."""
     name = quote(host, safe="")
     if len(name) > 200 or name.startswith("."):
         name = "sha256-" + hashlib.sha256(host.encode("utf-8", "surrogateescape")).hexdigest()
-    return os.path.join(store_dir(), name + ".json")
+    return name
+
+
+def path_for(host: str) -> str:
+    """The file of ``host``'s topology."""
+    return os.path.join(store_dir(), _name(host) + ".json")
+
+
+def network_plan_path_for(host: str) -> str:
+    """The file of the network plan the probe made for ``host`` in this run (read once, by ``network_plan``)."""
+    return os.path.join(store_dir(), _name(host) + ".network-plan.json")

@@ -187,9 +187,10 @@ def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goe
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"aligned_dra_driver_image": ""}, "daemonset mode needs aligned_dra_driver_image (got '')"),
-        ({"aligned_dra_driver_node_name": "Node_A"}, "must be a lowercase DNS name (got 'Node_A')"),
-        ({"aligned_dra_driver_metrics_port": 70000}, "must be 0..65535 (got 70000)"),
+        # the driver role's own rules, asked of every host by the validation first
+        ({"aligned_dra_driver_image": ""}, 'aligned_dra_driver_image = "": DaemonSet mode needs the driver\'s image'),
+        ({"aligned_dra_driver_node_name": "Node_A"}, 'aligned_dra_driver_node_name = "Node_A": must be a lowercase DNS'),
+        ({"aligned_dra_driver_metrics_port": 70000}, "aligned_dra_driver_metrics_port = 70000: must be 0..65535"),
         ({"aligned_dra_site": "../etc"}, "aligned_dra_site must be letters, digits"),
         ({"aligned_dra_driver_mode": "kubelet"}, "aligned_dra_driver_mode"),
         ({"aligned_dra_driver_log_level": "TRACE"}, "aligned_dra_driver_log_level"),
@@ -224,6 +225,24 @@ def test_bad_inventory_is_refused_before_anything_is_written(tmp_path, settings,
     inv = inventory(tmp_path, **{"aligned_dra_driver_mode": "daemonset", "aligned_dra_driver_image": IMAGE, **settings})
     proc = playbook(inv)
     assert proc.returncode != 0
+    assert message in proc.output, proc.output
+    assert not (tmp_path / "output").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"aligned_dra_driver_image": ""}, "daemonset mode needs aligned_dra_driver_image (got '')"),
+        ({"aligned_dra_driver_node_name": "Node_A"}, "must be a lowercase DNS name (got 'Node_A')"),
+        ({"aligned_dra_driver_metrics_port": 70000}, "must be 0..65535 (got 70000)"),
+    ],
+)
+def test_the_roles_own_host_check_refuses_without_the_validation(tmp_path, settings, message):
+    """The role on its own (no validation play) still asks every host's settings before anything is written."""
+    inv = inventory(tmp_path, **{"aligned_dra_driver_mode": "daemonset", "aligned_dra_driver_image": IMAGE, **settings})
+    proc = playbook(inv, "--skip-tags", "validate")
+    assert proc.returncode != 0
+    assert "Validate | Every host" not in proc.output
     assert message in proc.output, proc.output
     assert not (tmp_path / "output").exists()
 

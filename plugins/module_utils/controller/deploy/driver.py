@@ -545,7 +545,7 @@ def wheel_platforms(machine: str, libc: str, libc_version: str) -> list[str]:
 
 # -- the driver image's platform (DaemonSet mode) --------------------------------------------------
 # The image's build context carries wheels for one Python, machine and glibc: a wrong setting would
-# only show in `podman build`. The validation stage (validate.check_driver_image) and the driver
+# only show in `podman build`. The validation stage (validate_driver.image_problems) and the driver
 # role's preflight (the aligned.dra.driver_image_problems filter) both ask image_platform_problems,
 # so the rule is written once; each broken rule is named, the ones that hold are not.
 

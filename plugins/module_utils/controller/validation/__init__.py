@@ -3,6 +3,7 @@
 
 - ``stage``: the stage's one entry, ``run``, which the ``validate`` module and action call;
 - ``validate``: argument specs, unknown names, the checks across hosts and stages, the message;
+- ``validate_driver``: each host's driver settings (node name, metrics port, image), the driver role's rules;
 - ``validate_placement``: the placement levels and each host's domains, and the jobs' placement;
 - ``validate_rails``: every host's rail rule read against its probe;
 - ``validate_usage``: ``aligned_dra_usage`` checked before any run (the usage package's own check);

@@ -44,6 +44,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import (
+    validate_driver,
     validate_placement,
     validate_rails,
     validate_usage,
@@ -145,7 +146,8 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_wheel_build aligned_dra_driver_wheel_target aligned_dra_driver_wheelhouse_deps
     aligned_dra_driver_wheels aligned_dra_driver_metrics_addresses aligned_dra_driver_nvml
     aligned_dra_driver_monitoring_files
-    aligned_dra_k8s_node aligned_dra_network_cordoned aligned_dra_network_old_library
+    aligned_dra_k8s_node aligned_dra_network_cordoned aligned_dra_network_old_library aligned_dra_network_plan_options
+    aligned_dra_probe_plans_network
     aligned_dra_node_failure aligned_dra_node_stage aligned_dra_node_accounting aligned_dra_claims_accounting
     aligned_dra_rdma_disruptive aligned_dra_rdma_plan aligned_dra_rdma_result aligned_dra_rdma_state
     aligned_dra_rdma_verify
@@ -449,20 +451,15 @@ def check_split_gpu_driver(
     return problems, ({"split_gpu_driver": first_name} if valid else {})
 
 
-def check_driver_image(host: str, settings: Mapping[str, Any], root: str = str(COLLECTION_ROOT)) -> list[Problem]:
-    """The driver image's Python, glibc and base image (DaemonSet mode): the rule the driver role asks too.
-
-    ``settings`` are the host's; a setting it leaves unset has the driver
-    role's default (its argument spec).
-    """
-    spec = role_specs(root).get("driver", {})
-    values = {name: settings.get(name, spec.get(name, {}).get("default")) for name in driver_deploy.IMAGE_SETTINGS}
-    pyproject = Path(root, "driver", "pyproject.toml")
-    try:
-        found = driver_deploy.image_platform_problems(values, pyproject)
-    except driver_deploy.DeployError as exc:
-        found = [("aligned_dra_driver_image_python", str(exc))]
-    return [Problem(host, variable, show(values[variable]), reason) for variable, reason in found]
+def check_driver_settings(host: str, settings: Mapping[str, Any], flagged: set[str], root: str) -> list[Problem]:
+    """The host's driver settings (``validate_driver``); a setting it leaves unset has the role's default."""
+    defaults = {name: spec.get("default") for name, spec in role_specs(root).get("driver", {}).items()}
+    found = (
+        [] if flagged & set(driver_deploy.IMAGE_SETTINGS) else validate_driver.image_problems(settings, defaults, root)
+    )
+    found += [item for item in validate_driver.host_problems(host, settings, defaults) if item[0] not in flagged]
+    shown = {**defaults, "aligned_dra_driver_node_name": host, **settings}  # the role's node name is the host's
+    return [Problem(host, name, show(shown.get(name)), reason) for name, reason in found]
 
 
 def check_rails(host: str, settings: Mapping[str, Any]) -> list[Problem]:
@@ -643,8 +640,8 @@ def validate(
         flagged = {problem.variable for problem in found}
         if "network" in stages and values.get("aligned_dra_sriov_pfs") and "aligned_dra_sriov_pfs" not in flagged:
             problems.extend(check_sriov(host, values["aligned_dra_sriov_pfs"], values.get("aligned_dra_topology")))
-        if "driver" in stages and not flagged.intersection(driver_deploy.IMAGE_SETTINGS):
-            problems.extend(check_driver_image(host, values, root))
+        if "driver" in stages:
+            problems.extend(check_driver_settings(host, values, flagged, root))
         # Every stage: the probe, the driver, the claims and the report all read the rails.
         if validate_rails.VARIABLE not in flagged:
             problems.extend(check_rails(host, values))

@@ -2,7 +2,7 @@
 """The node's network configuration: RDMA netns mode, kernel modules, SR-IOV VFs and their links.
 
 ``netconf`` is the boot-time entry point (``python3 -m ...node.network.netconf``) and the check-mode
-plan of the ``network_plan`` module; ``rdma_config`` and ``sriov`` are the one code path of the
+plan, which ``plan`` gives the ``network_plan`` module and the validation probe (``topology_info``); ``rdma_config`` and ``sriov`` are the one code path of the
 ``rdma`` and ``sriov`` modules; ``rdma_netlink``, ``netlink_link`` and ``kmod`` talk to the kernel.
 Python >= 3.9; pyroute2 only where links are changed.
 """

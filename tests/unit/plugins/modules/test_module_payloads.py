@@ -112,8 +112,11 @@ def test_probing_modules_carry_the_probe_and_no_summaries(payloads, module, extr
     assert "dra/device_model.py" not in payloads[module]
 
 
-def test_topology_info_carries_nothing_but_the_probe_and_the_rails_addresses(payloads):
-    assert payloads["topology_info"] == sorted([*NODE, *PROBE, *ADDRESSES, *RAILS, *RAIL_RECORD])
+def test_topology_info_carries_nothing_but_the_probe_the_rails_addresses_and_the_network_plan(payloads):
+    # the network plan: the validation probe plans the node's network in its round (network_plan's code)
+    network = [name for name in payloads["network_plan"] if name.startswith("node/network/")]
+    assert "node/network/plan.py" in network
+    assert payloads["topology_info"] == sorted([*NODE, *PROBE, *ADDRESSES, *RAILS, *RAIL_RECORD, *network])
 
 
 def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
