@@ -189,7 +189,10 @@ def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goe
     [
         # the driver role's own rules, asked of every host by the validation first
         ({"aligned_dra_driver_image": ""}, 'aligned_dra_driver_image = "": DaemonSet mode needs the driver\'s image'),
-        ({"aligned_dra_driver_node_name": "Node_A"}, 'aligned_dra_driver_node_name = "Node_A": must be a lowercase DNS'),
+        (
+            {"aligned_dra_driver_node_name": "Node_A"},
+            'aligned_dra_driver_node_name = "Node_A": must be a lowercase DNS',
+        ),
         ({"aligned_dra_driver_metrics_port": 70000}, "aligned_dra_driver_metrics_port = 70000: must be 0..65535"),
         ({"aligned_dra_site": "../etc"}, "aligned_dra_site must be letters, digits"),
         ({"aligned_dra_driver_mode": "kubelet"}, "aligned_dra_driver_mode"),
