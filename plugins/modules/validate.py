@@ -102,6 +102,15 @@ problems:
   elements: dict
   sample: [{host: gpu-03, variable: "aligned_dra_sriov_pfs[0]", value: '{"netdev": "ens1f0", "numvfs": 64}',
             reason: "pfs[0].numvfs: 64 is above sriov_totalvfs 8 of 0000:3b:00.0"}]
+site_inputs:
+  description:
+    - Per site, what M(aligned.dra.site_state) compares with the last run, from the same one read of each
+      host - C(settings) (a digest of every host's C(aligned_dra_*) settings in inventory order),
+      C(inventory_dirs), C(files) (the files absolute paths in the settings name), C(live) (why the site's
+      stages read or write the cluster or Prometheus, or V(null)) and C(output_dir).
+    - Empty when a problem was found.
+  returned: always
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule

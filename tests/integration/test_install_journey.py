@@ -3,7 +3,9 @@
 kubernetes.core installed offline from the project's requirements.yml into the
 project's own collections path, a project directory outside this checkout with its
 own ansible.cfg and inventory, then ``aligned.dra.site`` in check mode (nothing
-written), for real, again (nothing changes), and ``aligned.dra.what_if``."""
+written), for real, again (nothing changes: the site's outputs are kept, byte for
+byte), once more after an output was removed (the site renders it again), and
+``aligned.dra.what_if``."""
 
 from __future__ import annotations
 
@@ -30,6 +32,10 @@ def playbook(project: Path, env: dict[str, str], play: str, *args: str) -> subpr
     result = run_in_project(project, play, *args, env=env)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr
     return result
+
+
+def outputs(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
 def changed(stdout: str) -> int:
@@ -94,8 +100,19 @@ def test_install_from_tarballs_then_site_check_run_rerun_and_what_if(tmp_path):
     assert (output / "index.html").is_file()
     assert changed(first.stdout) > 0
 
+    written = outputs(output)
     again = playbook(project, env, "aligned.dra.site")
     assert changed(again.stdout) == 0, again.stdout[-4000:]
+    # A converged re-run keeps the site's outputs, byte for byte, and each stage says so.
+    for stage in ("claims", "utilization", "teams", "placement", "replay"):
+        assert f"fra1: inputs and facts unchanged since the last run; the {stage} outputs are kept" in again.stdout
+    assert "Site report: " in again.stdout and "(kept: fra1 unchanged since the last run)" in again.stdout
+    assert outputs(output) == written
+    # An output removed since the last run: the site renders again and writes it back, the same bytes.
+    (output / "fra1" / "plan.json").unlink()
+    restored = playbook(project, env, "aligned.dra.site")
+    assert "outputs are kept" not in restored.stdout and changed(restored.stdout) > 0
+    assert outputs(output) == written
 
     what_if = playbook(
         project,

@@ -14,7 +14,8 @@ A stage that writes a JSON file to ``dest`` writes it with :func:`write_dest`.
 - :mod:`utilization`: the devices in use per node, team and class (``utilization.json``);
 - :mod:`replay`: a workload trace replayed on the site's devices;
 - :mod:`site_report`: the site report's pages;
-- :mod:`topology_output`: the nodes' topology files.
+- :mod:`topology_output`: the nodes' topology files;
+- :mod:`site_state`: which sites' inputs and facts did not change since the last run (their outputs kept).
 
 The validation stage and the preflight are :mod:`controller.validation`.
 

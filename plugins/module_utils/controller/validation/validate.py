@@ -147,7 +147,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_wheels aligned_dra_driver_metrics_addresses aligned_dra_driver_nvml
     aligned_dra_driver_monitoring_files
     aligned_dra_k8s_node aligned_dra_network_cordoned aligned_dra_network_old_library aligned_dra_network_plan_options
-    aligned_dra_probe_plans_network
+    aligned_dra_probe_plans_network aligned_dra_validation aligned_dra_site_state
     aligned_dra_node_failure aligned_dra_node_stage aligned_dra_node_accounting aligned_dra_claims_accounting
     aligned_dra_rdma_disruptive aligned_dra_rdma_plan aligned_dra_rdma_result aligned_dra_rdma_state
     aligned_dra_rdma_verify

@@ -113,7 +113,7 @@ EXAMPLE_COUNTS = {
 }
 # Modules that are documentation of an action plugin and have no code of their own to fuzz: the
 # action's own tests cover them (tests/integration/plugins/action/).
-ACTION_ONLY = {"node_library"}
+ACTION_ONLY = {"node_library", "site_state"}
 # ALIGNED_DRA_FUZZ_SCALE=10 runs ten times as many (a deeper search, by hand).
 SCALE = float(os.environ.get("ALIGNED_DRA_FUZZ_SCALE", "1"))
 
