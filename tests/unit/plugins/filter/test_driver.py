@@ -27,7 +27,9 @@ def test_driver_image_problems_say_what_the_validation_stage_says():
     assert driver_image_problems(IMAGE) == []
     settings = dict(IMAGE, aligned_dra_driver_image_python="3.11", aligned_dra_driver_image_glibc="2.5")
     lines = driver_image_problems(settings)
+    # the image the DaemonSet runs is set: the validation's other driver rule holds
     host = {"n1": {k: v for k, v in settings.items() if k != "aligned_dra_driver_state"}}
+    host["n1"]["aligned_dra_driver_image"] = "localhost/aligned-dra-driver:0.1.0"
     problems = validate.validate(["n1"], lambda h: list(host[h]), lambda h, n, d: host[h].get(n, d), ["driver"])[0]
     # the same rules, the same words: one code path
     assert sorted(lines) == sorted(p.line().split(": ", 1)[1] for p in problems)
