@@ -27,6 +27,8 @@ description:
   - Runs on the controller, in the controller's process (the module is its action plugin), so that the
     collection's code it hashes is the installed one. Reads only, but for O(state=record) outside check
     mode.
+requirements:
+  - ansible-core >= 2.20 on a Python >= 3.12 controller
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
