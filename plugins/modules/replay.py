@@ -84,6 +84,18 @@ options:
     type: str
     choices: [whole, fractional, thin]
     default: whole
+  policies:
+    description:
+      - Replay under each of these policies (as O(policy) says), in this order, each once - the trace, the nodes
+        and O(usage) read once for all of them. The result is RV(replays) instead of RV(replay), and O(dest)
+        holds the site's C(replay.json) - C(schema_version), C(site) (O(site)) and C(policies) (RV(replays)).
+      - Mutually exclusive with O(policy).
+    type: list
+    elements: str
+    choices: [whole, fractional, thin]
+  site:
+    description: With O(policies), the site C(replay.json) names.
+    type: str
   order:
     description:
       - V(pack) - the feasible node with the least free GPU milli after placement (ties - least free CPU,
@@ -159,7 +171,9 @@ options:
     type: list
     elements: float
   dest:
-    description: Write RV(replay) as JSON to this file (only when its content changes). Nothing is written on error.
+    description:
+      - Write RV(replay) as JSON to this file (only when its content changes); with O(policies) the site's
+        C(replay.json) (O(policies)). Nothing is written on error.
     type: path
 notes:
   - docs/replay.md describes the formats, the semantics, every field of the result, how to export a trace
@@ -177,6 +191,15 @@ EXAMPLES = r"""
     mode: timeline
     dest: output/ai-west/replay-fractional.json
   register: fractional
+
+- name: The site's replay.json - whole and fractional GPUs, the trace and the plan read once
+  aligned.dra.replay:
+    trace: traces/openb_pod_list_default.csv
+    plan: output/ai-west/plan.json
+    policies: [whole, fractional]
+    site: ai-west
+    mode: timeline
+    dest: output/ai-west/replay.json
 
 - name: The published trace on its own nodes, packed, until the first GPU pod that does not fit
   aligned.dra.replay:
@@ -235,7 +258,11 @@ replay:
       C(time), C(node), C(gpu), C(pod), C(used_bytes), C(request_bytes)). Under V(thin) with O(burst_factors),
       C(thin_factors) - per factor C(factor), C(gpus), C(gpus_fractional), C(gpus_saved), C(all_placed),
       C(pods_dropped) (GPUs saved by pods dropped or never started are not savings) and the same figures.
-  returned: always
+  returned: with O(policy)
+  type: dict
+replays:
+  description: With O(policies), RV(replay) of each policy, keyed by the policy.
+  returned: with O(policies)
   type: dict
 """
 
@@ -254,6 +281,8 @@ def main():
             "gpu_class": {"type": "str", "default": "aligned-gpu"},
             "fractional_template": {"type": "str", "default": "fractional-gpu"},
             "policy": {"type": "str", "choices": ["whole", "fractional", "thin"], "default": "whole"},
+            "policies": {"type": "list", "elements": "str", "choices": ["whole", "fractional", "thin"]},
+            "site": {"type": "str"},
             "order": {"type": "str", "choices": ["pack", "spread"], "default": "pack"},
             "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
             "usage": {"type": "path"},
@@ -266,7 +295,7 @@ def main():
             "burst_factors": {"type": "list", "elements": "float"},
             "dest": {"type": "path"},
         },
-        mutually_exclusive=[("nodes", "plan")],
+        mutually_exclusive=[("nodes", "plan"), ("policy", "policies")],
         required_one_of=[("nodes", "plan")],
         supports_check_mode=True,
     )

@@ -323,6 +323,8 @@ EXCLUSIVE_FILLERS = {
     "replay": {
         "nodes": [lambda root: str(root / "replay" / "openb-nodes.csv")],
         "plan": [lambda root: str(root / "replay" / "plan-1.36.json")],
+        "policy": [lambda root: "fractional"],
+        "policies": [lambda root: ["whole", "thin"]],
     },
     "jobs": {
         "slices": [lambda root: copy.deepcopy(SLICES)],

@@ -256,7 +256,45 @@ def replay(
     Raises :class:`ReplayError` naming the option (and the file's line and
     column) that is wrong.
     """
-    _choice("policy", policy, POLICIES)
+    return replay_policies(
+        trace,
+        [policy],
+        trace_format=trace_format,
+        nodes=nodes,
+        plan=plan,
+        order=order,
+        mode=mode,
+        gpu_class=gpu_class,
+        fractional_template=fractional_template,
+        usage=usage,
+        **thin_options,
+    )[policy]
+
+
+def replay_policies(
+    trace: str,
+    policies: list[str],
+    trace_format: str = "openb",
+    nodes: str | None = None,
+    plan: str | None = None,
+    order: str = "pack",
+    mode: str = "saturation",
+    gpu_class: str = "aligned-gpu",
+    fractional_template: str = "fractional-gpu",
+    usage: str | None = None,
+    **thin_options: Any,
+) -> dict[str, dict[str, Any]]:
+    """:func:`replay` under each of ``policies`` (each once, in their order): ``{policy: result}``.
+
+    The trace, the nodes and the measured use are read and checked once for
+    every policy; each result is the one :func:`replay` returns for it alone.
+    """
+    if not policies:
+        raise ReplayError(f"policies: give at least one of {', '.join(POLICIES)}")
+    for policy in policies:
+        _choice("policy", policy, POLICIES)
+    if len(set(policies)) != len(policies):
+        raise ReplayError(f"policies: each policy once (got {', '.join(policies)})")
     _choice("order", order, ORDERS)
     _choice("mode", mode, MODES)
     unknown = sorted(set(thin_options) - set(thin_result.DEFAULTS))
@@ -270,21 +308,27 @@ def replay(
     else:
         specs, info = replay_nodes.read_openb_nodes(str(nodes))
     pods = replay_trace.read_trace(trace, trace_format)
-    applied, fallback = policy, None
-    if policy in ("fractional", "thin") and info.get("fractional_reason"):
-        applied, fallback = "whole", info["fractional_reason"]
-    info.pop("fractional_reason", None)
+    fractional_reason = info.pop("fractional_reason", None)
     models = bool(info["limits"]["gpu_model"])
     if usage is not None:
         # the usage is checked before anything is replayed, and the GPUs' memory before the walk needs it
         samples = replay_usage.read_usage(usage, pods, pods.time_kind)
         memory = thin_result.site_gpu_memory(measured_options.gpu_memory, plan, measured_options.reserve)
-    outcome = engine.replay(pods, specs, applied, order, mode, models)
     trace_info = _trace_info(pods, trace, trace_format, models)
-    result = summarise(pods, specs, info, outcome, policy, applied, fallback, order, trace_info)
-    if usage is not None:
-        measured, factors = thin_result.measured(pods, specs, order, models, samples, memory, applied, measured_options)
-        result["measured"] = measured
-        if factors is not None:
-            result["thin_factors"] = factors
-    return result
+    results = {}
+    for policy in policies:
+        applied, fallback = policy, None
+        if policy in ("fractional", "thin") and fractional_reason:
+            applied, fallback = "whole", fractional_reason
+        outcome = engine.replay(pods, specs, applied, order, mode, models)
+        # each result its own copies: a caller may change one without touching another
+        result = summarise(pods, specs, dict(info), outcome, policy, applied, fallback, order, dict(trace_info))
+        if usage is not None:
+            measured, factors = thin_result.measured(
+                pods, specs, order, models, samples, memory, applied, measured_options
+            )
+            result["measured"] = measured
+            if factors is not None:
+                result["thin_factors"] = factors
+        results[policy] = result
+    return results

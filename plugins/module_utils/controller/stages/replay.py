@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The ``replay`` stage: a workload trace replayed on the site's devices, the result written to ``dest``.
 
-:func:`run` takes the module's parameters (:func:`replay_result.replay` does
+:func:`run` takes the module's parameters (:func:`replay_result.replay_policies` does
 the replay, on measured use too when ``usage`` is given; ``dest`` is written only when its content changes, not
-in check mode).
+in check mode). With ``policies`` every policy is replayed in this one process on the trace and nodes read
+once, and ``dest`` is the site's ``replay.json`` (``schema_version``, ``site``, ``policies``).
 
 Runs on the controller; no Ansible imports.
 """
@@ -20,15 +21,21 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# replay.json of a site: every policy's result (docs/replay.md, "The result")
+FILE_SCHEMA_VERSION = 1
+
+
 def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
-    """The module's result: ``changed``, ``replay``, and ``diff`` of ``dest`` when ``diff`` is asked and it changes."""
+    """The module's result: ``changed``, ``replay`` (one ``policy``) or ``replays`` (``policies``, with the
+    trace and the nodes read once), and ``diff`` of ``dest`` when ``diff`` is asked and it changes."""
+    policies = params.get("policies")
     try:
-        replay = replay_result.replay(
+        replays = replay_result.replay_policies(
             params["trace"],
+            [params["policy"]] if policies is None else policies,
             trace_format=params["trace_format"],
             nodes=params["nodes"],
             plan=params["plan"],
-            policy=params["policy"],
             order=params["order"],
             mode=params["mode"],
             gpu_class=params["gpu_class"],
@@ -38,8 +45,14 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         )
     except ReplayError as exc:
         raise StageError(str(exc)) from None
-    changed, file_diff = write_dest(params["dest"], replay, check_mode)
-    response = {"changed": changed, "replay": replay}
+    if policies is not None:
+        document = {"schema_version": FILE_SCHEMA_VERSION, "site": params.get("site"), "policies": replays}
+        response = {"replays": replays}
+    else:
+        document = replays[params["policy"]]
+        response = {"replay": document}
+    changed, file_diff = write_dest(params["dest"], document, check_mode)
+    response["changed"] = changed
     if diff and file_diff:
         response["diff"] = file_diff
     return response

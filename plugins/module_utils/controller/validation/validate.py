@@ -167,7 +167,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_placement_catalogue aligned_dra_placement_jobs
     aligned_dra_placement_accounting aligned_dra_placement_cluster_slices aligned_dra_placement_labelled
     aligned_dra_placement_existing aligned_dra_placement_labels_applied aligned_dra_utilization_measured
-    aligned_dra_replay_site aligned_dra_replay_conf aligned_dra_replay_plan aligned_dra_replay_runs
+    aligned_dra_replay_sites aligned_dra_replay_site aligned_dra_replay_first aligned_dra_replay_conf aligned_dra_replay_plan aligned_dra_replay_runs
     """.split()
 )
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""aligned.dra.replay: check mode and diff, the JSON written once, errors that change nothing."""
+"""aligned.dra.replay: check mode and diff, the JSON written once, errors that change nothing, every policy in one run."""
 
 from __future__ import annotations
 
@@ -129,3 +129,44 @@ def test_measured_use_and_burst_factors_through_the_modules_options(capsys, tmp_
     )
     refused = run(capsys, {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), "gpu_reserve": "1Gi"})
     assert refused["failed"] and refused["msg"].startswith("gpu_reserve: '1Gi' needs usage")
+
+
+def test_policies_in_one_run_equal_each_run_alone_and_write_the_sites_file(capsys, tmp_path):
+    usage = tmp_path / "usage.csv"
+    usage.write_text("pod,timestamp,memory_used_bytes\npod-01,0,1000\npod-02,10,5000\n")
+    common = {
+        "trace": PODS,
+        "nodes": str(FIXTURES / "openb-nodes.csv"),
+        "mode": "timeline",
+        "usage": str(usage),
+        "gpu_memory": "16Gi",
+        "burst_factors": [2.0],
+    }
+    dest = tmp_path / "replay.json"
+    args = dict(common, policies=["thin", "whole", "fractional"], site="west", dest=str(dest))
+    checked = run(capsys, dict(args, _ansible_check_mode=True, _ansible_diff=True))
+    assert checked["changed"] and checked["diff"]["before"] == "" and not dest.exists()
+    joined = run(capsys, args)
+    assert joined["changed"] and "replay" not in joined and list(joined["replays"]) == ["thin", "whole", "fractional"]
+    for policy in ("whole", "fractional", "thin"):
+        alone = run(capsys, dict(common, policy=policy))["replay"]
+        assert joined["replays"][policy] == alone
+    assert joined["replays"]["thin"]["thin_factors"] and "thin_factors" not in joined["replays"]["whole"]
+    assert json.loads(dest.read_text()) == {"schema_version": 1, "site": "west", "policies": joined["replays"]}
+    assert dest.read_text() == json.dumps(json.loads(dest.read_text()), indent=2, sort_keys=True) + "\n"
+    assert run(capsys, args)["changed"] is False
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"policies": ["whole"], "policy": "whole"}, "mutually exclusive: policy|policies"),
+        ({"policies": ["whole", "whole"]}, "policies: each policy once (got whole, whole)"),
+        ({"policies": []}, "policies: give at least one of whole, fractional, thin"),
+        ({"policies": ["half"]}, "value of policies must be one or more of"),
+    ],
+)
+def test_bad_policies_are_refused_and_write_nothing(capsys, tmp_path, change, message):
+    args = {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), "dest": str(tmp_path / "replay.json"), **change}
+    result = run(capsys, args)
+    assert result["failed"] and message in result["msg"] and not (tmp_path / "replay.json").exists()
