@@ -124,7 +124,8 @@ PLAYBOOK_SPEC: dict[str, dict[str, Any]] = {
 # known, so never "unknown", but nothing to validate.
 RUNTIME_NAMES = frozenset(
     """
-    aligned_dra_nodes aligned_dra_topology aligned_dra_site_summaries
+    aligned_dra_nodes aligned_dra_topology aligned_dra_site_summaries aligned_dra_site_summaries_accounting
+    aligned_dra_site_summaries_computed aligned_dra_summaries_reuse
     aligned_dra_preflight_done aligned_dra_validate_done aligned_dra_report
     aligned_dra_capture_abs_dir aligned_dra_capture_current aligned_dra_capture_file aligned_dra_capture_path
     aligned_dra_capture_result aligned_dra_capture_scratch
