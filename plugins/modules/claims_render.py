@@ -182,19 +182,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "site": {"type": "str", "required": True},
-            "kubernetes_version": {"type": "str", "required": True},
-            "feature_gates": {"type": "dict", "default": {}},
-            "settings": {"type": "dict", "default": {}},
-            "tolerations": {"type": "list", "elements": "dict", "default": []},
-            "rail_rules": {"type": "dict", "default": {}},
-            "device_options": {"type": "dict", "default": {}},
-            "fractional_burst": {"type": "dict", "default": {}},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**claims_render.MODULE_SPEC, supports_check_mode=True)
     try:
         result = claims_render.run(module.params)
     except StageError as exc:

@@ -169,31 +169,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "site": {"type": "str", "required": True},
-            "kubernetes_version": {"type": "str", "required": True},
-            "feature_gates": {"type": "dict", "default": {}},
-            "jobs": {"type": "list", "elements": "dict", "default": []},
-            "placement": {"type": "dict", "default": {}},
-            "objects": {"type": "list", "elements": "dict", "required": True},
-            "claims_settings": {"type": "dict", "default": {}},
-            "teams_settings": {"type": "dict", "default": {}},
-            "topologies": {"type": "dict"},
-            "topology_dir": {"type": "path"},
-            "topology_files": {"type": "dict"},
-            "slices": {"type": "list", "elements": "dict"},
-            "slice_files": {"type": "list", "elements": "path"},
-            "device_options": {"type": "dict", "default": {}},
-            "nodes_failed": {"type": "dict", "default": {}},
-            "rail_rules": {"type": "dict", "default": {}},
-            "rail_node_names": {"type": "dict", "default": {}},
-            "utilization_file": {"type": "path"},
-            "dest": {"type": "path"},
-        },
-        mutually_exclusive=[("slices", "slice_files"), ("topologies", "topology_files")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**jobs.MODULE_SPEC, supports_check_mode=True)
     try:
         response = jobs.run(module.params, module.check_mode, module._diff)
     except StageError as exc:

@@ -237,34 +237,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "site": {"type": "str", "required": True},
-            "kubernetes_version": {"type": "str"},
-            "feature_gates": {"type": "dict", "default": {}},
-            "objects": {"type": "list", "elements": "dict", "required": True},
-            "required": {"type": "list", "elements": "str", "default": []},
-            "topologies": {"type": "dict"},
-            "topology_dir": {"type": "path"},
-            "topology_files": {"type": "dict"},
-            "slices": {"type": "list", "elements": "dict"},
-            "slice_files": {"type": "list", "elements": "path"},
-            "device_options": {"type": "dict", "default": {}},
-            "dest": {"type": "path"},
-            "fail_on_unsatisfied": {"type": "bool", "default": True},
-            "nodes_failed": {"type": "dict", "default": {}},
-            "node_counts": {"type": "dict"},
-            "return_plan": {"type": "str", "choices": ["full", "summary"], "default": "full"},
-            "rail_rules": {"type": "dict", "default": {}},
-            "rail_rule": {"type": "dict"},
-            "rail_node_names": {"type": "dict", "default": {}},
-            "rail_addresses": {"type": "dict", "default": {}},
-        },
-        mutually_exclusive=[("slices", "slice_files"), ("topologies", "topology_files")],
-        # the per-node entries would be nowhere
-        required_if=[("return_plan", "summary", ("dest",))],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**plan.MODULE_SPEC, supports_check_mode=True)
     try:
         result = plan.run(module.params, module.check_mode, module._diff)
     except StageError as exc:

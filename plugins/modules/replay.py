@@ -272,33 +272,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "trace": {"type": "path", "required": True},
-            "trace_format": {"type": "str", "choices": ["openb", "csv"], "default": "openb"},
-            "nodes": {"type": "path"},
-            "plan": {"type": "path"},
-            "gpu_class": {"type": "str", "default": "aligned-gpu"},
-            "fractional_template": {"type": "str", "default": "fractional-gpu"},
-            "policy": {"type": "str", "choices": ["whole", "fractional", "thin"], "default": "whole"},
-            "policies": {"type": "list", "elements": "str", "choices": ["whole", "fractional", "thin"]},
-            "site": {"type": "str"},
-            "order": {"type": "str", "choices": ["pack", "spread"], "default": "pack"},
-            "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
-            "usage": {"type": "path"},
-            "gpu_memory": {"type": "raw"},
-            "gpu_reserve": {"type": "raw", "default": 0},
-            "thin_request": {"type": "str", "default": "request"},
-            "thin_limit": {"type": "raw", "default": "max"},
-            "reclaim_margin": {"type": "float", "default": 5},
-            "on_evict": {"type": "str", "choices": ["drop", "requeue"], "default": "drop"},
-            "burst_factors": {"type": "list", "elements": "float"},
-            "dest": {"type": "path"},
-        },
-        mutually_exclusive=[("nodes", "plan"), ("policy", "policies")],
-        required_one_of=[("nodes", "plan")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**replay.MODULE_SPEC, supports_check_mode=True)
     try:
         result = replay.run(module.params, module.check_mode, module._diff)
     except StageError as exc:

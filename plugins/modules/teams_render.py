@@ -205,23 +205,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "site": {"type": "str", "required": True},
-            "kubernetes_version": {"type": "str", "required": True},
-            "feature_gates": {"type": "dict", "default": {}},
-            "claims_settings": {"type": "dict", "default": {}},
-            "rail_rules": {"type": "dict", "default": {}},
-            "device_options": {"type": "dict", "default": {}},
-            "fractional_burst": {"type": "dict", "default": {}},
-            "settings": {"type": "dict", "default": {}},
-            "placement_levels": {"type": "raw", "default": []},
-            "plan_file": {"type": "path"},
-            "utilization_file": {"type": "path"},
-            "dest": {"type": "path"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**teams_render.MODULE_SPEC, supports_check_mode=True)
     try:
         result = teams_render.run(module.params, module.check_mode, module._diff)
     except StageError as exc:

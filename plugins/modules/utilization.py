@@ -159,27 +159,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "site": {"type": "str", "required": True},
-            "from_cluster": {"type": "bool", "default": False},
-            "kubeconfig": {"type": "path"},
-            "context": {"type": "str"},
-            "slices": {"type": "list", "elements": "dict"},
-            "claims": {"type": "list", "elements": "dict"},
-            "slice_files": {"type": "list", "elements": "path"},
-            "claim_files": {"type": "list", "elements": "path"},
-            "classes": {"type": "list", "elements": "dict"},
-            "teams": {"type": "dict", "default": {}},
-            "topology_dir": {"type": "path"},
-            "plan_file": {"type": "path"},
-            "usage": {"type": "dict"},
-            "pods_dest": {"type": "path"},
-            "dest": {"type": "path"},
-        },
-        mutually_exclusive=[("slices", "slice_files"), ("claims", "claim_files")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**utilization.MODULE_SPEC, supports_check_mode=True)
     try:
         result = utilization.run(module.params, module.check_mode, module._diff)
     except StageError as exc:

@@ -20,6 +20,20 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+# The module's arguments: its AnsibleModule's, and its action's in the controller's process.
+MODULE_SPEC: dict[str, Any] = {
+    "argument_spec": {
+        "site": {"type": "str", "required": True},
+        "kubernetes_version": {"type": "str", "required": True},
+        "feature_gates": {"type": "dict", "default": {}},
+        "settings": {"type": "dict", "default": {}},
+        "tolerations": {"type": "list", "elements": "dict", "default": []},
+        "rail_rules": {"type": "dict", "default": {}},
+        "device_options": {"type": "dict", "default": {}},
+        "fractional_burst": {"type": "dict", "default": {}},
+    },
+}
+
 
 def run(params: Mapping[str, Any]) -> dict[str, Any]:
     """The module's result: ``changed`` (never), ``files``, ``objects``, ``left_out``, ``required``, ``minor``,

@@ -41,6 +41,32 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+# The module's arguments: its AnsibleModule's, and its action's in the controller's process.
+MODULE_SPEC: dict[str, Any] = {
+    "argument_spec": {
+        "site": {"type": "str", "required": True},
+        "kubernetes_version": {"type": "str", "required": True},
+        "feature_gates": {"type": "dict", "default": {}},
+        "jobs": {"type": "list", "elements": "dict", "default": []},
+        "placement": {"type": "dict", "default": {}},
+        "objects": {"type": "list", "elements": "dict", "required": True},
+        "claims_settings": {"type": "dict", "default": {}},
+        "teams_settings": {"type": "dict", "default": {}},
+        "topologies": {"type": "dict"},
+        "topology_dir": {"type": "path"},
+        "topology_files": {"type": "dict"},
+        "slices": {"type": "list", "elements": "dict"},
+        "slice_files": {"type": "list", "elements": "path"},
+        "device_options": {"type": "dict", "default": {}},
+        "nodes_failed": {"type": "dict", "default": {}},
+        "rail_rules": {"type": "dict", "default": {}},
+        "rail_node_names": {"type": "dict", "default": {}},
+        "utilization_file": {"type": "path"},
+        "dest": {"type": "path"},
+    },
+    "mutually_exclusive": [("slices", "slice_files"), ("topologies", "topology_files")],
+}
+
 
 def _checked_placement(site: str, placement: Mapping[str, Any]) -> None:
     """The site name as a label value, the placement's shape, and no problems the filter found."""

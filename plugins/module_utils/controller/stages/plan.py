@@ -22,6 +22,35 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+# The module's arguments: its AnsibleModule's, and its action's in the controller's process.
+MODULE_SPEC: dict[str, Any] = {
+    "argument_spec": {
+        "site": {"type": "str", "required": True},
+        "kubernetes_version": {"type": "str"},
+        "feature_gates": {"type": "dict", "default": {}},
+        "objects": {"type": "list", "elements": "dict", "required": True},
+        "required": {"type": "list", "elements": "str", "default": []},
+        "topologies": {"type": "dict"},
+        "topology_dir": {"type": "path"},
+        "topology_files": {"type": "dict"},
+        "slices": {"type": "list", "elements": "dict"},
+        "slice_files": {"type": "list", "elements": "path"},
+        "device_options": {"type": "dict", "default": {}},
+        "dest": {"type": "path"},
+        "fail_on_unsatisfied": {"type": "bool", "default": True},
+        "nodes_failed": {"type": "dict", "default": {}},
+        "node_counts": {"type": "dict"},
+        "return_plan": {"type": "str", "choices": ["full", "summary"], "default": "full"},
+        "rail_rules": {"type": "dict", "default": {}},
+        "rail_rule": {"type": "dict"},
+        "rail_node_names": {"type": "dict", "default": {}},
+        "rail_addresses": {"type": "dict", "default": {}},
+    },
+    "mutually_exclusive": [("slices", "slice_files"), ("topologies", "topology_files")],
+    # the per-node entries would be nowhere
+    "required_if": [("return_plan", "summary", ("dest",))],
+}
+
 
 def _respond(params: Mapping[str, Any], result: dict[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
     """Writes the plan to ``dest``, and returns it (or its summary), refusing unsatisfied required templates."""

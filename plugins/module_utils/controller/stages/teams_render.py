@@ -49,6 +49,24 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+# The module's arguments: its AnsibleModule's, and its action's in the controller's process.
+MODULE_SPEC: dict[str, Any] = {
+    "argument_spec": {
+        "site": {"type": "str", "required": True},
+        "kubernetes_version": {"type": "str", "required": True},
+        "feature_gates": {"type": "dict", "default": {}},
+        "claims_settings": {"type": "dict", "default": {}},
+        "rail_rules": {"type": "dict", "default": {}},
+        "device_options": {"type": "dict", "default": {}},
+        "fractional_burst": {"type": "dict", "default": {}},
+        "settings": {"type": "dict", "default": {}},
+        "placement_levels": {"type": "raw", "default": []},
+        "plan_file": {"type": "path"},
+        "utilization_file": {"type": "path"},
+        "dest": {"type": "path"},
+    },
+}
+
 QUEUE_ANNOTATION = "aligned.dev/kueue-queue-name"
 
 

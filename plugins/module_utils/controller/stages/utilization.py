@@ -44,6 +44,28 @@ if TYPE_CHECKING:
 
     from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.series import UsageData
 
+# The module's arguments: its AnsibleModule's, and its action's in the controller's process.
+MODULE_SPEC: dict[str, Any] = {
+    "argument_spec": {
+        "site": {"type": "str", "required": True},
+        "from_cluster": {"type": "bool", "default": False},
+        "kubeconfig": {"type": "path"},
+        "context": {"type": "str"},
+        "slices": {"type": "list", "elements": "dict"},
+        "claims": {"type": "list", "elements": "dict"},
+        "slice_files": {"type": "list", "elements": "path"},
+        "claim_files": {"type": "list", "elements": "path"},
+        "classes": {"type": "list", "elements": "dict"},
+        "teams": {"type": "dict", "default": {}},
+        "topology_dir": {"type": "path"},
+        "plan_file": {"type": "path"},
+        "usage": {"type": "dict"},
+        "pods_dest": {"type": "path"},
+        "dest": {"type": "path"},
+    },
+    "mutually_exclusive": [("slices", "slice_files"), ("claims", "claim_files")],
+}
+
 
 def _from_files(params: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
     found = []

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A controller stage's action (plugin_utils.stage_action) through a real ansible-playbook run: on a host
+whose module would run on the controller with ansible-playbook's own interpreter, the stage runs in the
+controller's process (no module is copied or executed: ``-vvv`` shows no EXEC for it); on a host with
+another interpreter the module runs. Both give the same results: check mode and diff, the file written
+once, an unchanged second run, and the same failures (an unknown option, options that exclude each
+other, a stage error) with the same messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import run_playbook, write_play
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "replay"
+
+
+def replay_task(name: str, register: str, **options) -> dict:
+    args = {
+        "trace": str(FIXTURES / "openb-pods.csv"),
+        "nodes": str(FIXTURES / "openb-nodes.csv"),
+        "policies": ["whole", "fractional"],
+        "site": "lab",
+        "mode": "timeline",
+        "dest": "{{ out }}/{{ inventory_hostname }}/replay.json",
+    }
+    args.update(options)
+    return {"name": name, "aligned.dra.replay": args, "register": register, "ignore_errors": True}
+
+
+CALLS = ("checked", "written", "again", "unknown", "exclusive", "missing")
+
+
+def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_path):
+    out = tmp_path / "out"
+    # another path to this same Python: the module runs, with the interpreter a user may have set
+    wrapper = tmp_path / "python-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local"}
+    hosts = {
+        "here": dict(local, ansible_python_interpreter="{{ ansible_playbook_python }}"),
+        "there": dict(local, ansible_python_interpreter=str(wrapper)),
+    }
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": {"out": str(out)}}}))
+    tasks = [
+        dict(replay_task("Check", "checked"), check_mode=True, diff=True),
+        replay_task("Write", "written"),
+        replay_task("Again", "again"),
+        replay_task("An unknown option", "unknown", bogus_option=1),
+        replay_task("Options that exclude each other", "exclusive", policy="whole"),
+        replay_task("A stage error", "missing", nodes=str(tmp_path / "nope.csv")),
+    ]
+    keep = {
+        "name": "Keep the results",
+        "ansible.builtin.copy": {
+            "content": "{{ {" + ", ".join(f"'{name}': {name}" for name in CALLS) + "} | to_json }}",
+            "dest": "{{ out }}/{{ inventory_hostname }}.json",
+        },
+    }
+    play = write_play(
+        tmp_path / "play.yml",
+        [
+            {"name": "Stages", "hosts": "all", "gather_facts": False, "tasks": tasks},
+            {"name": "Keep", "hosts": "all", "gather_facts": False, "tasks": [keep]},
+        ],
+    )
+    result = run_playbook(inventory, play, "-vvv", env=dict(os.environ, ANSIBLE_FORKS="1"))
+    assert result.returncode == 0, result.stdout[-3000:]
+    stages = result.stdout.split("PLAY [Keep]")[0]
+    assert "<here> EXEC" not in stages and "<there> EXEC" in stages
+    here = json.loads((out / "here.json").read_text())
+    # each host writes its own replay.json: the diff's headers name it
+    there = json.loads((out / "there.json").read_text().replace("/there/", "/here/"))
+    for name in CALLS:
+        assert here[name] == there[name], name
+
+    assert here["checked"]["changed"] and here["checked"]["diff"]["before"] == ""
+    assert here["written"]["changed"] and not here["again"]["changed"]
+    written = json.loads((out / "here" / "replay.json").read_text())
+    assert written == {"schema_version": 1, "site": "lab", "policies": here["written"]["replays"]}
+    assert (out / "here" / "replay.json").read_bytes() == (out / "there" / "replay.json").read_bytes().replace(
+        b"/there/", b"/here/"
+    )
+    assert here["unknown"]["failed"] and here["unknown"]["msg"].startswith(
+        "Unsupported parameters for (aligned.dra.replay) module: bogus_option."
+    )
+    assert here["exclusive"]["failed"] and "mutually exclusive: policy|policies" in here["exclusive"]["msg"]
+    assert here["missing"]["failed"] and here["missing"]["msg"].startswith("nodes: cannot read")
