@@ -96,6 +96,10 @@ options:
         task naming the setting. See docs/claims.md.
     type: dict
     default: {}
+notes:
+  - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
+    the module's action runs it in ansible-playbook's process, with the same options, result and messages;
+    elsewhere the module runs on the task's host.
 """
 
 EXAMPLES = r"""

@@ -117,6 +117,9 @@ requirements:
   - cel-expr-python >= 0.1.3 on the controller (the selectors are evaluated)
   - kubernetes-validate >= 1.34.0 on the controller (the objects are validated against the official schemas)
 notes:
+  - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
+    the module's action runs it in ansible-playbook's process, with the same options, result and messages;
+    elsewhere the module runs on the task's host.
   - Each job is placed on its own, not after the other jobs; a site that fits each job alone may not
     fit them all at once.
 """

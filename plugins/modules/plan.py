@@ -152,6 +152,9 @@ options:
       - Default, the planned nodes are ok and O(nodes_failed) gives the others.
     type: dict
 notes:
+  - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
+    the module's action runs it in ansible-playbook's process, with the same options, result and messages;
+    elsewhere the module runs on the task's host.
   - The plan repeats one claim at a time per node in the scheduler's order, so C(fits) counts the
     claims the scheduler would place one after another; the search inside one claim is exhaustive.
 seealso:

@@ -176,6 +176,9 @@ options:
         C(replay.json) (O(policies)). Nothing is written on error.
     type: path
 notes:
+  - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
+    the module's action runs it in ansible-playbook's process, with the same options, result and messages;
+    elsewhere the module runs on the task's host.
   - docs/replay.md describes the formats, the semantics, every field of the result, how to export a trace
     from a cluster, and a worked example.
 seealso:

@@ -78,6 +78,9 @@ options:
         C(roles/report/templates/report/); leave it out.
     type: dict
 notes:
+  - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
+    the module's action runs it in ansible-playbook's process, with the same options, result and messages;
+    elsewhere the module runs on the task's host.
   - Levels are taken from the probe (C(links), C(nearest_nics)); the report never recomputes them.
 seealso:
   - module: aligned.dra.topology_info
@@ -141,21 +144,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.stages impo
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "output_dir": {"type": "path", "required": True},
-            "sites": {"type": "list", "elements": "str"},
-            "warn_levels": {
-                "type": "list",
-                "elements": "str",
-                "default": ["SYS"],
-                "choices": ["PIX", "PXB", "PHB", "NODE", "SYS"],
-            },
-            "device_options": {"type": "dict", "default": {}},
-            "templates": {"type": "dict"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**site_report.MODULE_SPEC, supports_check_mode=True)
     try:
         result = site_report.run(module.params, module.check_mode, module._diff, module.atomic_move)
     except StageError as exc:

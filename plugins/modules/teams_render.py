@@ -117,6 +117,10 @@ options:
   dest:
     description: Where to write the teams summary (C(<site>/teams.json)); omitted, nothing is written.
     type: path
+notes:
+  - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
+    the module's action runs it in ansible-playbook's process, with the same options, result and messages;
+    elsewhere the module runs on the task's host.
 """
 
 EXAMPLES = r"""

@@ -64,15 +64,18 @@ class StageAction(ActionBase):
             return False
         return same_interpreter(self._templar.template(interpreter))
 
+    def stage_args(self) -> dict[str, Any]:
+        """The module's arguments: the task's (a subclass adds what only the controller can give)."""
+        return dict(self._task.args)
+
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
+        args = self.stage_args()
         if not self._in_controller(task_vars):
-            result.update(
-                self._execute_module(module_name=self.MODULE, module_args=dict(self._task.args), task_vars=task_vars)
-            )
+            result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))
             return result
-        result.update(self.run_here(dict(self._task.args), bool(self._task.check_mode), bool(self._task.diff)))
+        result.update(self.run_here(args, bool(self._task.check_mode), bool(self._task.diff)))
         return result
 
     def run_here(self, args: dict[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:

@@ -178,20 +178,29 @@ def task_results(stdout: str, task: str) -> list[str]:
     return found
 
 
+RENDER_CLASSES = "aligned.dra.utilization : Measure | Render the site's DeviceClasses"
+
+
 @pytest.mark.slow
 def test_the_catalogue_the_claims_stage_rendered_in_the_same_run_is_not_rendered_again(tmp_path):
-    # site.yml's order: the claims stage renders and validates the catalogue, the placement stage takes it
-    inventory, play = setup(tmp_path / "site", plays=("claims.yml", "placement.yml"))
+    # site.yml's order: the claims stage renders and validates the catalogue, the utilization (its
+    # DeviceClasses, for a files source) and the placement stages take it
+    held = held_nic_files(tmp_path)
+    inventory, play = setup(tmp_path / "site", plays=("claims.yml", "utilization.yml", "placement.yml"), **held)
     both = run_playbook(inventory, play)
     assert both.returncode == 0, both.stdout + both.stderr
     assert task_results(both.stdout, RENDER_CATALOGUE) == ["skipping"]
-    # the placement alone renders it itself, and places and renders the jobs the same
-    inventory, play = setup(tmp_path / "alone")
+    assert task_results(both.stdout, RENDER_CLASSES) == ["skipping"]
+    # the stages alone render it themselves, and measure, place and render the jobs the same
+    inventory, play = setup(tmp_path / "alone", plays=("utilization.yml", "placement.yml"), **held)
     alone = run_playbook(inventory, play)
     assert alone.returncode == 0, alone.stdout + alone.stderr
     assert task_results(alone.stdout, RENDER_CATALOGUE) == ["ok"]
+    assert task_results(alone.stdout, RENDER_CLASSES) == ["ok"]
     site, alone_site = tmp_path / "site" / "out" / "west", tmp_path / "alone" / "out" / "west"
-    assert (site / "jobs.json").read_text() == (alone_site / "jobs.json").read_text()
+    for name in ("utilization.json", "jobs.json"):
+        assert (site / name).read_text() == (alone_site / name).read_text()
+    assert json.loads((site / "jobs.json").read_text())["free_devices"] == "utilization"
     files = sorted(p.name for p in (site / "jobs").iterdir())
     assert files == sorted(p.name for p in (alone_site / "jobs").iterdir())
     assert all((site / "jobs" / name).read_text() == (alone_site / "jobs" / name).read_text() for name in files)

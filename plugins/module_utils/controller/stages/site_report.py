@@ -4,7 +4,7 @@
 :func:`run` takes the module's parameters: the pages are built
 (:func:`pages.build_reports`) from ``output_dir`` and each page whose bytes
 changed is written through a temporary file and ``atomic_move`` (the module's,
-which keeps the file's context), nothing in check mode.
+which keeps the file's context; in the controller's process one that keeps its mode), nothing in check mode.
 
 Runs on the controller; no Ansible imports.
 """
@@ -22,6 +22,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
+
+# The module's arguments: its AnsibleModule's, and its action's in the controller's process.
+MODULE_SPEC: dict[str, Any] = {
+    "argument_spec": {
+        "output_dir": {"type": "path", "required": True},
+        "sites": {"type": "list", "elements": "str"},
+        "warn_levels": {
+            "type": "list",
+            "elements": "str",
+            "default": ["SYS"],
+            "choices": ["PIX", "PXB", "PHB", "NODE", "SYS"],
+        },
+        "device_options": {"type": "dict", "default": {}},
+        "templates": {"type": "dict"},
+    },
+}
 
 
 def _read(path: str) -> bytes | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import run_playbook, write_play
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of, write_site
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "replay"
 
@@ -37,9 +38,11 @@ def replay_task(name: str, register: str, **options) -> dict:
 CALLS = ("checked", "written", "again", "unknown", "exclusive", "missing")
 
 
-def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_path):
+def run_on_both(tmp_path: Path, tasks: list[dict], calls: tuple[str, ...]) -> tuple[dict, dict]:
+    """``tasks`` on host ``here`` (the playbook's interpreter: in the controller's process) and ``there``
+    (another path to the same Python: the module); the registered ``calls`` of each, ``there``'s with its
+    own directory's name replaced by ``here``'s."""
     out = tmp_path / "out"
-    # another path to this same Python: the module runs, with the interpreter a user may have set
     wrapper = tmp_path / "python-wrapper"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
@@ -50,18 +53,10 @@ def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_
         "there": dict(local, ansible_python_interpreter=str(wrapper)),
     }
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": {"out": str(out)}}}))
-    tasks = [
-        dict(replay_task("Check", "checked"), check_mode=True, diff=True),
-        replay_task("Write", "written"),
-        replay_task("Again", "again"),
-        replay_task("An unknown option", "unknown", bogus_option=1),
-        replay_task("Options that exclude each other", "exclusive", policy="whole"),
-        replay_task("A stage error", "missing", nodes=str(tmp_path / "nope.csv")),
-    ]
     keep = {
         "name": "Keep the results",
         "ansible.builtin.copy": {
-            "content": "{{ {" + ", ".join(f"'{name}': {name}" for name in CALLS) + "} | to_json }}",
+            "content": "{{ {" + ", ".join(f"'{name}': {name}" for name in calls) + "} | to_json }}",
             "dest": "{{ out }}/{{ inventory_hostname }}.json",
         },
     }
@@ -77,8 +72,22 @@ def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_
     stages = result.stdout.split("PLAY [Keep]")[0]
     assert "<here> EXEC" not in stages and "<there> EXEC" in stages
     here = json.loads((out / "here.json").read_text())
-    # each host writes its own replay.json: the diff's headers name it
-    there = json.loads((out / "there.json").read_text().replace("/there/", "/here/"))
+    # each host writes in its own directory: paths in the results name it
+    there = json.loads((out / "there.json").read_text().replace("/there", "/here"))
+    return here, there
+
+
+def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_path):
+    out = tmp_path / "out"
+    tasks = [
+        dict(replay_task("Check", "checked"), check_mode=True, diff=True),
+        replay_task("Write", "written"),
+        replay_task("Again", "again"),
+        replay_task("An unknown option", "unknown", bogus_option=1),
+        replay_task("Options that exclude each other", "exclusive", policy="whole"),
+        replay_task("A stage error", "missing", nodes=str(tmp_path / "nope.csv")),
+    ]
+    here, there = run_on_both(tmp_path, tasks, CALLS)
     for name in CALLS:
         assert here[name] == there[name], name
 
@@ -94,3 +103,24 @@ def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_
     )
     assert here["exclusive"]["failed"] and "mutually exclusive: policy|policies" in here["exclusive"]["msg"]
     assert here["missing"]["failed"] and here["missing"]["msg"].startswith("nodes: cannot read")
+
+
+def test_the_report_in_the_controllers_process_keeps_a_pages_mode_as_the_module_does(tmp_path):
+    out = tmp_path / "out"
+    for host in ("here", "there"):
+        write_site(out / host, "west", {"dgx": topology_of("dgx-h100"), "vm": topology_of("vm-flat")})
+        (out / host / "index.html").write_text("old")
+        (out / host / "index.html").chmod(0o600)
+    report = {"aligned.dra.site_report": {"output_dir": "{{ out }}/{{ inventory_hostname }}"}}
+    tasks = [
+        dict(report, name="Check", register="checked", check_mode=True, diff=True),
+        dict(report, name="Write", register="written"),
+        dict(report, name="Again", register="again"),
+    ]
+    here, there = run_on_both(tmp_path, tasks, ("checked", "written", "again"))
+    assert here == there
+    assert here["checked"]["changed"] and here["written"]["changed"] and not here["again"]["changed"]
+    for host in ("here", "there"):
+        assert (out / host / "index.html").stat().st_mode & 0o777 == 0o600
+        assert (out / host / "west" / "report.html").stat().st_mode & 0o777 == 0o644
+    assert (out / "here" / "west" / "report.html").read_bytes() == (out / "there" / "west" / "report.html").read_bytes()
