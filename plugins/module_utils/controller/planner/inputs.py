@@ -42,6 +42,17 @@ if TYPE_CHECKING:
 
 InputError = inputs.InputError
 
+# The options that give the site's devices, which the plan and jobs modules take alike (:func:`load_site`).
+DEVICE_SOURCE_SPEC: dict[str, dict[str, Any]] = {
+    "topologies": {"type": "dict"},
+    "topology_dir": {"type": "path"},
+    "topology_files": {"type": "dict"},
+    "slices": {"type": "list", "elements": "dict"},
+    "slice_files": {"type": "list", "elements": "path"},
+    "device_options": {"type": "dict", "default": {}},
+}
+DEVICE_SOURCE_EXCLUSIVE = [("slices", "slice_files"), ("topologies", "topology_files")]
+
 # options whose absence means "empty" (the plan module's defaults)
 _EMPTY_DEFAULTS = {
     "device_options": dict,

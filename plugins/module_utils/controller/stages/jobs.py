@@ -52,19 +52,14 @@ MODULE_SPEC: dict[str, Any] = {
         "objects": {"type": "list", "elements": "dict", "required": True},
         "claims_settings": {"type": "dict", "default": {}},
         "teams_settings": {"type": "dict", "default": {}},
-        "topologies": {"type": "dict"},
-        "topology_dir": {"type": "path"},
-        "topology_files": {"type": "dict"},
-        "slices": {"type": "list", "elements": "dict"},
-        "slice_files": {"type": "list", "elements": "path"},
-        "device_options": {"type": "dict", "default": {}},
+        **planner_inputs.DEVICE_SOURCE_SPEC,
         "nodes_failed": {"type": "dict", "default": {}},
         "rail_rules": {"type": "dict", "default": {}},
         "rail_node_names": {"type": "dict", "default": {}},
         "utilization_file": {"type": "path"},
         "dest": {"type": "path"},
     },
-    "mutually_exclusive": [("slices", "slice_files"), ("topologies", "topology_files")],
+    "mutually_exclusive": planner_inputs.DEVICE_SOURCE_EXCLUSIVE,
 }
 
 

@@ -30,12 +30,7 @@ MODULE_SPEC: dict[str, Any] = {
         "feature_gates": {"type": "dict", "default": {}},
         "objects": {"type": "list", "elements": "dict", "required": True},
         "required": {"type": "list", "elements": "str", "default": []},
-        "topologies": {"type": "dict"},
-        "topology_dir": {"type": "path"},
-        "topology_files": {"type": "dict"},
-        "slices": {"type": "list", "elements": "dict"},
-        "slice_files": {"type": "list", "elements": "path"},
-        "device_options": {"type": "dict", "default": {}},
+        **planner_inputs.DEVICE_SOURCE_SPEC,
         "dest": {"type": "path"},
         "fail_on_unsatisfied": {"type": "bool", "default": True},
         "nodes_failed": {"type": "dict", "default": {}},
@@ -46,7 +41,7 @@ MODULE_SPEC: dict[str, Any] = {
         "rail_node_names": {"type": "dict", "default": {}},
         "rail_addresses": {"type": "dict", "default": {}},
     },
-    "mutually_exclusive": [("slices", "slice_files"), ("topologies", "topology_files")],
+    "mutually_exclusive": planner_inputs.DEVICE_SOURCE_EXCLUSIVE,
     # the per-node entries would be nowhere
     "required_if": [("return_plan", "summary", ("dest",))],
 }
