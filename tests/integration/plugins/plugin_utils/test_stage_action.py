@@ -4,7 +4,7 @@ whose module would run on the controller with ansible-playbook's own interpreter
 controller's process (no module is copied or executed: ``-vvv`` shows no EXEC for it); on a host with
 another interpreter the module runs. Both give the same results: check mode and diff, the file written
 once, an unchanged second run, and the same failures (an unknown option, options that exclude each
-other, a stage error) with the same messages.
+other, a stage error) with the same messages, and the report keeps a page's mode both ways.
 """
 
 from __future__ import annotations
@@ -77,8 +77,16 @@ def run_on_both(tmp_path: Path, tasks: list[dict], calls: tuple[str, ...]) -> tu
     return here, there
 
 
+REPORT_CALLS = ("report_checked", "report_written", "report_again")
+
+
 def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_path):
     out = tmp_path / "out"
+    for host in ("here", "there"):
+        write_site(out / host, "west", {"dgx": topology_of("dgx-h100"), "vm": topology_of("vm-flat")})
+        (out / host / "index.html").write_text("old")
+        (out / host / "index.html").chmod(0o600)
+    report = {"aligned.dra.site_report": {"output_dir": "{{ out }}/{{ inventory_hostname }}"}}
     tasks = [
         dict(replay_task("Check", "checked"), check_mode=True, diff=True),
         replay_task("Write", "written"),
@@ -86,9 +94,12 @@ def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_
         replay_task("An unknown option", "unknown", bogus_option=1),
         replay_task("Options that exclude each other", "exclusive", policy="whole"),
         replay_task("A stage error", "missing", nodes=str(tmp_path / "nope.csv")),
+        dict(report, name="Check the report", register="report_checked", check_mode=True, diff=True),
+        dict(report, name="Write the report", register="report_written"),
+        dict(report, name="The report again", register="report_again"),
     ]
-    here, there = run_on_both(tmp_path, tasks, CALLS)
-    for name in CALLS:
+    here, there = run_on_both(tmp_path, tasks, CALLS + REPORT_CALLS)
+    for name in CALLS + REPORT_CALLS:
         assert here[name] == there[name], name
 
     assert here["checked"]["changed"] and here["checked"]["diff"]["before"] == ""
@@ -104,22 +115,9 @@ def test_in_the_controllers_process_or_as_a_module_the_results_are_the_same(tmp_
     assert here["exclusive"]["failed"] and "mutually exclusive: policy|policies" in here["exclusive"]["msg"]
     assert here["missing"]["failed"] and here["missing"]["msg"].startswith("nodes: cannot read")
 
-
-def test_the_report_in_the_controllers_process_keeps_a_pages_mode_as_the_module_does(tmp_path):
-    out = tmp_path / "out"
-    for host in ("here", "there"):
-        write_site(out / host, "west", {"dgx": topology_of("dgx-h100"), "vm": topology_of("vm-flat")})
-        (out / host / "index.html").write_text("old")
-        (out / host / "index.html").chmod(0o600)
-    report = {"aligned.dra.site_report": {"output_dir": "{{ out }}/{{ inventory_hostname }}"}}
-    tasks = [
-        dict(report, name="Check", register="checked", check_mode=True, diff=True),
-        dict(report, name="Write", register="written"),
-        dict(report, name="Again", register="again"),
-    ]
-    here, there = run_on_both(tmp_path, tasks, ("checked", "written", "again"))
-    assert here == there
-    assert here["checked"]["changed"] and here["written"]["changed"] and not here["again"]["changed"]
+    # the report keeps a page's mode as the module's atomic_move keeps it; a new page gets the umask's
+    assert here["report_checked"]["changed"] and here["report_written"]["changed"]
+    assert not here["report_again"]["changed"]
     for host in ("here", "there"):
         assert (out / host / "index.html").stat().st_mode & 0o777 == 0o600
         assert (out / host / "west" / "report.html").stat().st_mode & 0o777 == 0o644
