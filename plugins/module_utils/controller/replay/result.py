@@ -231,44 +231,18 @@ def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def replay(
-    trace: str,
-    trace_format: str = "openb",
-    nodes: str | None = None,
-    plan: str | None = None,
-    policy: str = "whole",
-    order: str = "pack",
-    mode: str = "saturation",
-    gpu_class: str = "aligned-gpu",
-    fractional_template: str = "fractional-gpu",
-    usage: str | None = None,
-    **thin_options: Any,
-) -> dict[str, Any]:
+def replay(trace: str, trace_format: str = "openb", policy: str = "whole", **options: Any) -> dict[str, Any]:
     """Replay the trace file on the openb node list ``nodes`` or the site's ``plan``; the ``replay`` result.
 
-    With ``usage`` (a CSV of the pods' measured use, timeline mode), the
-    result gains ``measured`` and, under ``thin`` with ``burst_factors``,
-    ``thin_factors``; ``thin_options`` are the options of
-    :func:`thin_result.options` (``gpu_memory``, ``gpu_reserve``,
-    ``thin_request``, ``thin_limit``, ``reclaim_margin``, ``on_evict``,
-    ``burst_factors``).
+    ``options`` are those of :func:`replay_policies` (``nodes``, ``plan``, ``order``, ``mode``,
+    ``gpu_class``, ``fractional_template``, ``usage`` and the thin options of
+    :func:`thin_result.options`). With ``usage`` (a CSV of the pods' measured use, timeline mode), the
+    result gains ``measured`` and, under ``thin`` with ``burst_factors``, ``thin_factors``.
 
     Raises :class:`ReplayError` naming the option (and the file's line and
     column) that is wrong.
     """
-    return replay_policies(
-        trace,
-        [policy],
-        trace_format=trace_format,
-        nodes=nodes,
-        plan=plan,
-        order=order,
-        mode=mode,
-        gpu_class=gpu_class,
-        fractional_template=fractional_template,
-        usage=usage,
-        **thin_options,
-    )[policy]
+    return replay_policies(trace, [policy], trace_format=trace_format, **options)[policy]
 
 
 def replay_policies(
