@@ -15,6 +15,14 @@ description:
     for byte. With O(state=check) this module says which sites those are; C(site.yml) then keeps their
     outputs and says so per stage. With O(state=record), at the end of a run in which no host failed, it
     writes what the next check compares with, per site, in C(<output>/<site>/.aligned-dra-converged.json).
+  - With O(state=nodes) it says which nodes are converged, so that C(site.yml) skips their network and
+    driver steps. A node is converged when its site's settings (every host's, as a neighbour's rails reach this
+    node's driver), inventory files, named files and the collection's code are those of the record, its own
+    probe output (C(nodes/<node>.json)) is the recorded one, the network plan this run's probe made for it
+    changes nothing and warns of nothing (a change by hand to the RDMA mode or the VFs is seen there), and
+    its host-mode driver does not get its token from the cluster (C(aligned_dra_driver_kubeconfig)). What
+    the network and driver stages installed on a converged node is not inspected again; run with
+    C(-e aligned_dra_converged_nodes=false) to check every node.
   - A site's inputs are its hosts' C(aligned_dra_*) settings in inventory order (as the validation read
     them, extra vars included), every file under their inventory directories but the output directory,
     every file an absolute path in the settings names, the site's probe output of this run
@@ -43,15 +51,15 @@ attributes:
 options:
   state:
     description:
-      - V(check) compares each site with its record; V(record) writes the records.
+      - V(check) compares each site with its record; V(nodes) each node; V(record) writes the records.
     type: str
     required: true
-    choices: [check, record]
+    choices: [check, nodes, record]
   sites:
     description:
       - Per site, what the validation returned for it (RV(aligned.dra.validate#module:site_inputs)) - C(settings)
-        (the digest of its settings), C(inventory_dirs), C(files), C(live) (why it must render, or V(null))
-        and C(output_dir).
+        (the digest of its settings), C(inventory_dirs), C(files), C(live) (why it must render, or
+        V(null)), C(output_dir), C(hosts) and C(nodes_live).
     type: dict
     required: true
   digests:
@@ -96,6 +104,19 @@ digests:
   description: Each site's inputs digest (O(state=check)); O(state=record) records them.
   returned: O(state=check)
   type: dict
+converged:
+  description: The converged nodes of every site (O(state=nodes)), in inventory order per site.
+  returned: O(state=nodes)
+  type: list
+  elements: str
+  sample: [gpu-01, gpu-02]
+sites:
+  description:
+    - Per site (O(state=nodes)), C(converged) and C(hosts) (how many nodes), and C(reasons) (how many of the
+      other nodes each reason holds back).
+  returned: O(state=nodes)
+  type: dict
+  sample: {west: {converged: 2, hosts: 3, reasons: {"its inputs or facts changed since the last run": 1}}}
 recorded:
   description: The sites whose record was written (O(state=record)).
   returned: O(state=record)

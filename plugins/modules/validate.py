@@ -107,7 +107,9 @@ site_inputs:
     - Per site, what M(aligned.dra.site_state) compares with the last run, from the same one read of each
       host - C(settings) (a digest of every host's C(aligned_dra_*) settings in inventory order),
       C(inventory_dirs), C(files) (the files absolute paths in the settings name), C(live) (why the site's
-      stages read or write the cluster or Prometheus, or V(null)) and C(output_dir).
+      stages read or write the cluster or Prometheus, or V(null)), C(output_dir), C(hosts) (in inventory order)
+      and C(nodes_live) (per host whose host-mode driver gets its token from the cluster, why its own steps
+      read something live).
     - Empty when a problem was found.
   returned: always
   type: dict

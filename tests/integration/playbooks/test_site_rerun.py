@@ -3,7 +3,9 @@
 and traces it ships): every site's inputs and facts are unchanged, so every per-site stage keeps its
 outputs and says so, and the output directory is the same byte for byte; the first run's outputs are
 what a render writes (the record lists them); the site summaries are computed once when no node fails
-after the probe."""
+after the probe. kai-north's nodes (no network settings, DaemonSet mode) are converged in the re-run:
+no network round; the other sites' network plans still
+have something to change (the demo's network stage only shows its plan), so their nodes are checked."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ SITES = ("ai-west", "kai-north", "lab-east")
 STAGES = ("claims", "utilization", "teams", "placement", "replay")
 
 
+def task_block(stdout: str, task: str) -> str:
+    """The output of the task named ``task`` (up to the next task or play)."""
+    after = stdout.split(f"{task}]", 1)[1]
+    return after.split("\nTASK [", 1)[0].split("\nPLAY [", 1)[0]
+
+
 def files(root: Path) -> dict[str, bytes]:
     return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
@@ -28,7 +36,12 @@ def test_a_converged_demo_keeps_every_sites_outputs_byte_for_byte(tmp_path):
     out = tmp_path / "out"
     first = run_playbook(DEMO, PLAYBOOKS / "site.yml", extra_vars={"aligned_dra_output_dir": str(out)}, cwd=REPO)
     assert first.returncode == 0, first.stdout[-4000:]
-    assert "unchanged since the last run" not in first.stdout
+    said_first = " ".join(first.stdout.split())
+    assert (
+        "kai-north: 0 of 2 nodes unchanged since the last run (the others, no record of an earlier run: 2)"
+        in said_first
+    )
+    assert "inputs and facts unchanged since the last run" not in said_first
     # no node failed after the probe: the last play keeps the summaries the probe's output wrote
     computed = first.stdout.split("Output | Compute the site summaries]")
     assert len(computed) == 3 and computed[1].split()[1] == "ok:" and computed[2].split()[1] == "skipping:"
@@ -44,4 +57,8 @@ def test_a_converged_demo_keeps_every_sites_outputs_byte_for_byte(tmp_path):
         for stage in STAGES:
             assert f"{site}: inputs and facts unchanged since the last run; the {stage} outputs are kept" in said
     assert f"(kept: {', '.join(SITES)} unchanged since the last run)" in said
+    assert "kai-north: 2 of 2 nodes unchanged since the last run;" in said
+    assert "ai-west: 0 of 6 nodes unchanged since the last run (the others, its network plan has something" in said
+    network = task_block(again.stdout, "Network | Plan RDMA and SR-IOV (nothing changes)")
+    assert "[kai-dgx-01]" not in network and "[kai-dgx-02]" not in network and "[dgx-h100-01]" in network
     assert files(out) == written

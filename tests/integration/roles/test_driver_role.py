@@ -304,6 +304,16 @@ def test_removal_is_refused_while_the_checkpoint_lists_prepared_claims(tmp_path)
     assert "2 claim(s) are still prepared by the driver: team-a/train-0, team-b/infer-1" in proc.output, proc.output
     assert "aligned_dra_driver_force: true" in proc.output
     assert (state / "checkpoint.json").exists() and prefix.exists()
+    # site.yml found the node unchanged since the last run (aligned.dra.site_state): not rehearsed, not rolled
+    converged = playbook(inv, "--check", "-e", json.dumps({"aligned_dra_node_state": {"converged": ["node-a"]}}))
+    assert converged.returncode == 0, converged.output
+    assert "Rehearse |" not in converged.output and "claim(s) are still prepared" not in converged.output
+    assert "PLAY [DRA driver - install, upgrade or remove] ***" in converged.output
+    assert converged.output.split("PLAY [DRA driver - install, upgrade or remove]")[1].split()[1:4] == [
+        "skipping:",
+        "no",
+        "hosts",
+    ], converged.output
 
 
 def run_tasks(tmp_path: Path, tasks_from: str, extra: dict, *args: str) -> subprocess.CompletedProcess:

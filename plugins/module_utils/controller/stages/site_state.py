@@ -5,8 +5,11 @@ A converged re-run of ``site.yml`` still probes every node (a hardware change
 must be seen), but a site whose inputs did not change would get its claims,
 utilization, teams, placement, replay and report outputs again byte for byte.
 ``run`` with ``state: check`` says which sites those are; the stages then keep
-their outputs and say so. ``state: record``, at the end of a run in which no
-host failed, writes what the check compares with, per site, in
+their outputs and say so. ``state: nodes`` says which nodes are converged: the
+site's settings, files and code unchanged, the node's own probe output unchanged,
+and its network plan of this run with nothing to change; the network and
+driver stages skip those nodes. ``state: record``, at the end of a run in which
+no host failed, writes what both checks compare with, per site, in
 ``<output>/<site>/.aligned-dra-converged.json``.
 
 A site's inputs, hashed into one digest:
@@ -43,7 +46,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.json_file import JsonF
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any
 
 # This collection's root: run in the controller's process (the module's action), the files users installed.
@@ -56,7 +59,7 @@ FORMAT = 1
 PROBE_OUTPUTS = frozenset(("nodes", "summary.json", "summary.md", STATE_FILE))
 # The collection's folders whose files make what the stages write.
 CODE_DIRS = ("plugins", "roles", "playbooks", "driver")
-STATES = ("check", "record")
+STATES = ("check", "nodes", "record")
 # The module's arguments, checked by the module and by its action alike.
 ARGUMENT_SPEC = {
     "state": {"type": "str", "required": True, "choices": list(STATES)},
@@ -91,6 +94,18 @@ def live_reason(settings: Mapping[str, Any]) -> str | None:
                 return f"{name} reads the cluster"
             if value.get("prometheus"):
                 return f"{name} reads Prometheus"
+    return None
+
+
+def node_live_reason(setting: Callable[[str, Any], Any]) -> str | None:
+    """Why a node's own steps read something live each run (``setting(name, default)`` reads its settings):
+    a host-mode driver whose token the role reads from the cluster. Else None."""
+    if (
+        setting("aligned_dra_driver_mode", "host") == "host"
+        and setting("aligned_dra_driver_state", "present") == "present"
+        and setting("aligned_dra_driver_kubeconfig", "")
+    ):
+        return "aligned_dra_driver_kubeconfig: the driver's token is read from the cluster"
     return None
 
 
@@ -157,9 +172,8 @@ def paths_in(value: Any) -> set[str]:
     return set()
 
 
-def inputs_digest(site_dir: str, site: Mapping[str, Any], code: str) -> str:
-    """The digest of everything the site's stages read: settings, inventory files, named files, probe, code."""
-    digest = hashlib.sha256()
+def _base_parts(site: Mapping[str, Any], code: str) -> list[str]:
+    """What every node of the site shares: the format, the code, the settings, inventory files and named files."""
     parts = [f"format {FORMAT}", f"code {code}", f"settings {site['settings']}"]
     # the output directory may lie in the inventory's (the default): what the stages write is not an input
     outputs_dir = [os.path.normpath(os.path.abspath(site["output_dir"]))]
@@ -168,11 +182,30 @@ def inputs_digest(site_dir: str, site: Mapping[str, Any], code: str) -> str:
         parts.append(f"inventory {directory} {tree}")
     for path in sorted(site.get("files") or ()):
         parts.append(f"file {path} {_file_hash(path) if os.path.isfile(path) else 'absent'}")
+    return parts
+
+
+def inputs_digest(site_dir: str, site: Mapping[str, Any], code: str) -> str:
+    """The digest of everything the site's stages read: settings, inventory files, named files, probe, code."""
+    parts = _base_parts(site, code)
     nodes = os.path.join(site_dir, "nodes")
     parts.append(f"nodes {tree_digest(nodes) if os.path.isdir(nodes) else 'absent'}")
     parts.append(f"summary {tree_digest(site_dir, ['summary.json'])}")
-    digest.update("\n".join(parts).encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def node_digests(site_dir: str, site: Mapping[str, Any], code: str, base: list[str] | None = None) -> dict[str, str]:
+    """``{host: digest}`` of each of the site's hosts: what every node shares (settings of every host - a
+    neighbour's rails reach this node's driver -, files, code) and the node's own probe output."""
+    shared = hashlib.sha256(
+        "\n".join(base if base is not None else _base_parts(site, code)).encode("utf-8", "surrogateescape")
+    ).hexdigest()
+    found = {}
+    for host in site.get("hosts") or ():
+        path = os.path.join(site_dir, "nodes", f"{host}.json")
+        facts = _file_hash(path) if os.path.isfile(path) else "absent"
+        found[host] = hashlib.sha256(f"{shared}\n{host}\n{facts}".encode("utf-8", "surrogateescape")).hexdigest()
+    return found
 
 
 def _record(site_dir: str) -> dict[str, Any] | None:
@@ -199,31 +232,88 @@ def check(site_dir: str, site: Mapping[str, Any], code: str) -> tuple[str, str |
     return digest, None
 
 
-def run(params: Mapping[str, Any], check_mode: bool, collection_root: str = COLLECTION_ROOT) -> dict[str, Any]:
-    """The module's result for ``state`` ``check`` (``unchanged``, ``render``, ``digests``) or ``record``.
+def converged_nodes(
+    site_dir: str, site: Mapping[str, Any], code: str, unsettled: Callable[[str], str | None]
+) -> tuple[list[str], dict[str, int]]:
+    """``(converged, reasons)``: the site's hosts whose digest is the recorded one, whose driver reads nothing
+    live and whose network plan of this run changes nothing (``unsettled(host)``: why not, or None), and how
+    many of the others each reason holds back."""
+    record = _record(site_dir)
+    recorded = record.get("nodes") if record is not None else None
+    live = site.get("nodes_live") or {}
+    converged: list[str] = []
+    reasons: dict[str, int] = {}
+    for host, digest in node_digests(site_dir, site, code).items():
+        if not isinstance(recorded, dict):
+            reason = "no record of an earlier run"
+        elif recorded.get(host) != digest:
+            reason = "its inputs or facts changed since the last run"
+        else:
+            reason = live.get(host) or unsettled(host)
+        if reason is None:
+            converged.append(host)
+        else:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return converged, reasons
+
+
+def _check_sites(sites: Mapping[str, Any], code: str) -> dict[str, Any]:
+    unchanged, render, digests = [], {}, {}
+    for name, site in sorted(sites.items()):
+        digests[name], reason = check(os.path.join(site["output_dir"], name), site, code)
+        if reason is None:
+            unchanged.append(name)
+        else:
+            render[name] = reason
+    return {"changed": False, "unchanged": unchanged, "render": render, "digests": digests}
+
+
+def _check_nodes(sites: Mapping[str, Any], code: str, unsettled: Callable[[str], str | None]) -> dict[str, Any]:
+    converged: list[str] = []
+    per_site = {}
+    for name, site in sorted(sites.items()):
+        found, reasons = converged_nodes(os.path.join(site["output_dir"], name), site, code, unsettled)
+        converged.extend(found)
+        per_site[name] = {"converged": len(found), "hosts": len(site.get("hosts") or ()), "reasons": reasons}
+    return {"changed": False, "converged": converged, "sites": per_site}
+
+
+def run(
+    params: Mapping[str, Any],
+    check_mode: bool,
+    collection_root: str = COLLECTION_ROOT,
+    unsettled: Callable[[str], str | None] | None = None,
+) -> dict[str, Any]:
+    """The module's result for ``state`` ``check`` (``unchanged``, ``render``, ``digests``), ``nodes``
+    (``converged``, ``sites``) or ``record``.
 
     ``params["sites"]`` maps each site to ``settings`` (its :func:`settings_digest`),
-    ``inventory_dirs``, ``files`` and ``live`` (:func:`live_reason` of its hosts), as
-    the validation returns them, and ``output_dir``. ``record`` takes the ``digests``
-    the check returned and writes each site's record; in check mode it writes nothing.
+    ``inventory_dirs``, ``files``, ``live`` (:func:`live_reason` of its hosts), ``hosts``
+    (in inventory order), ``nodes_live`` (per host, why its stages read something live) as
+    the validation returns them, and ``output_dir``. ``unsettled`` says why a host's network
+    plan of this run would change something (None: nothing); without it no node is converged.
+    ``record`` takes the ``digests`` the check returned and writes each site's record, with
+    its nodes' digests as they are now; in check mode it writes nothing.
     """
     code = code_digest(collection_root)
     if params["state"] == "check":
-        unchanged, render, digests = [], {}, {}
-        for name, site in sorted(params["sites"].items()):
-            digests[name], reason = check(os.path.join(site["output_dir"], name), site, code)
-            if reason is None:
-                unchanged.append(name)
-            else:
-                render[name] = reason
-        return {"changed": False, "unchanged": unchanged, "render": render, "digests": digests}
+        return _check_sites(params["sites"], code)
+    if params["state"] == "nodes":
+        return _check_nodes(params["sites"], code, unsettled or (lambda _host: "no network plan of this run"))
     written = []
     for name, digest in sorted((params.get("digests") or {}).items()):
         site = params["sites"].get(name)
         if site is None:
             continue
         site_dir = os.path.join(site["output_dir"], name)
-        record = {"format": FORMAT, "inputs": digest, "outputs": outputs(site_dir)}
+        base = _base_parts(site, code)
+        # the nodes as this run leaves them (probed again where the network changed): the next probe's facts
+        record = {
+            "format": FORMAT,
+            "inputs": digest,
+            "outputs": outputs(site_dir),
+            "nodes": node_digests(site_dir, site, code, base),
+        }
         try:
             changed, _diff = write_json_file(os.path.join(site_dir, STATE_FILE), record, check_mode, field="output_dir")
         except JsonFileError as exc:

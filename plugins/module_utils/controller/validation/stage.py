@@ -61,7 +61,8 @@ def site_inputs(
     setting: Callable[[str, str, Any], Any],
 ) -> dict[str, dict[str, Any]]:
     """Per site, what :func:`site_state.run` compares: its settings' digest, inventory folders, the files the
-    settings name, whether it reads the cluster or Prometheus, and its output directory."""
+    settings name, whether it reads the cluster or Prometheus, its output directory, its hosts, and which of
+    them run a driver that reads the cluster on the node's behalf."""
     members: dict[str, list[str]] = {}
     for host in hosts:
         members.setdefault(sites[host], []).append(host)
@@ -80,5 +81,13 @@ def site_inputs(
             "files": sorted(set().union(*(site_state.paths_in(values) for _host, values in settings))),
             "live": next((reason for _host, values in settings if (reason := site_state.live_reason(values))), None),
             "output_dir": str(output_dir),
+            "hosts": names,
+            "nodes_live": {
+                host: reason
+                for host in names
+                if (
+                    reason := site_state.node_live_reason(lambda name, default, host=host: setting(host, name, default))
+                )
+            },
         }
     return found

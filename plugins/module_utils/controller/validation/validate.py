@@ -108,6 +108,10 @@ PLAYBOOK_SPEC: dict[str, dict[str, Any]] = {
         "description": "Leave nodes cordoned after the network stage.",
     },
     "aligned_dra_driver_serial": {"type": "raw", "description": "Nodes per batch of driver.yml (count or percentage)."},
+    "aligned_dra_converged_nodes": {
+        "type": "bool",
+        "description": "site.yml skips the network and driver steps of nodes unchanged since the last run.",
+    },
     "aligned_dra_capture_hosts": {"type": "str", "description": "Hosts capture.yml snapshots."},
     "aligned_dra_capture_dir": {"type": "path", "description": "Directory of the snapshots on the controller."},
     "aligned_dra_capture_redact_addresses": {"type": "bool", "description": "Leave out MACs and node GUIDs."},
@@ -148,7 +152,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_wheels aligned_dra_driver_metrics_addresses aligned_dra_driver_nvml
     aligned_dra_driver_monitoring_files
     aligned_dra_k8s_node aligned_dra_network_cordoned aligned_dra_network_old_library aligned_dra_network_plan_options
-    aligned_dra_probe_plans_network aligned_dra_validation aligned_dra_site_state
+    aligned_dra_probe_plans_network aligned_dra_validation aligned_dra_site_state aligned_dra_node_state
     aligned_dra_node_failure aligned_dra_node_stage aligned_dra_node_accounting aligned_dra_claims_accounting
     aligned_dra_rdma_disruptive aligned_dra_rdma_plan aligned_dra_rdma_result aligned_dra_rdma_state
     aligned_dra_rdma_verify

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """controller/stages/site_state.py: a site keeps its outputs only when its inputs, facts and outputs are
-those of its record; anything else it reads or writes changed makes it render again."""
+those of its record; anything else it reads or writes changed makes it render again. A node is converged
+only when its site's inputs and its own facts are those of the record, its network plan of this run changes
+nothing and its driver reads nothing live."""
 
 from __future__ import annotations
 
@@ -22,12 +24,14 @@ def site(tmp_path):
     output = tmp_path / "output"
     (output / "west" / "nodes").mkdir(parents=True)
     (output / "west" / "nodes" / "gpu-01.json").write_text('{"devices": []}')
+    (output / "west" / "nodes" / "gpu-02.json").write_text('{"devices": [2]}')
     (output / "west" / "summary.json").write_text("{}")
     (output / "west" / "claims").mkdir()
     (output / "west" / "claims" / "classes.yaml").write_text("kind: DeviceClass\n")
     (output / "west" / "plan.json").write_text("{}")
     settings = site_state.settings_digest([("gpu-01", {"aligned_dra_site": "west"})], [str(inventory)])
     entry = {"settings": settings, "inventory_dirs": [str(inventory)], "files": [], "live": None}
+    entry.update(hosts=["gpu-01", "gpu-02"], nodes_live={})
     return {"west": dict(entry, output_dir=str(output))}, tmp_path
 
 
@@ -172,3 +176,98 @@ def test_the_documentation_is_the_actions_argument_spec():
         key: {k: entry.get(k) for k in ("type", "required", "default", "choices")}
         for key, entry in site_state.ARGUMENT_SPEC.items()
     }
+
+
+def nodes(sites, unsettled=lambda _host: None, collection_root=site_state.COLLECTION_ROOT):
+    return site_state.run({"state": "nodes", "sites": sites}, False, collection_root, unsettled=unsettled)
+
+
+def test_no_node_is_converged_before_a_record_and_every_node_after_one(site):
+    sites, _root = site
+    assert nodes(sites) == {
+        "changed": False,
+        "converged": [],
+        "sites": {"west": {"converged": 0, "hosts": 2, "reasons": {"no record of an earlier run": 2}}},
+    }
+    converged(site)
+    assert nodes(sites) == {
+        "changed": False,
+        "converged": ["gpu-01", "gpu-02"],
+        "sites": {"west": {"converged": 2, "hosts": 2, "reasons": {}}},
+    }
+    # a site's outputs edited by hand make the site render; its nodes' steps do not depend on them
+    (Path(sites["west"]["output_dir"]) / "west" / "plan.json").write_text('{"edited": 1}')
+    assert nodes(sites)["converged"] == ["gpu-01", "gpu-02"]
+
+
+def test_a_node_whose_facts_changed_is_the_only_one_checked_again(site):
+    sites = converged(site)
+    (Path(sites["west"]["output_dir"]) / "west" / "nodes" / "gpu-02.json").write_text('{"devices": [3]}')
+    result = nodes(sites)
+    assert result["converged"] == ["gpu-01"]
+    assert result["sites"]["west"]["reasons"] == {"its inputs or facts changed since the last run": 1}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # any host's settings: a neighbour's rails reach this node's driver
+        lambda sites, root: sites["west"].update(settings="other"),
+        lambda sites, root: (root / "inventory" / "files" / "trace.csv").write_text("pod,start\na,1\n"),
+        lambda sites, root: sites["west"].update(files=[str(root / "inventory" / "hosts.yml")]),
+    ],
+)
+def test_what_the_site_shares_checks_every_node_again(site, change):
+    sites = converged(site)
+    change(sites, site[1])
+    assert nodes(sites)["converged"] == []
+
+
+def test_a_new_collection_checks_every_node_again(site, tmp_path):
+    sites = converged(site)
+    (tmp_path / "collection" / "roles").mkdir(parents=True)
+    assert nodes(sites, collection_root=str(tmp_path / "collection"))["converged"] == []
+
+
+def test_a_network_plan_with_something_to_change_or_a_live_driver_keeps_the_node_checked(site):
+    sites = converged(site)
+    result = nodes(
+        sites, unsettled=lambda host: "its network plan has something to change" if host == "gpu-01" else None
+    )
+    assert result["converged"] == ["gpu-02"]
+    assert result["sites"]["west"]["reasons"] == {"its network plan has something to change": 1}
+    live = {"west": dict(sites["west"], nodes_live={"gpu-02": "the driver's token is read from the cluster"})}
+    assert nodes(live)["converged"] == ["gpu-01"]
+    # without a way to read this run's network plans no node is converged
+    assert site_state.run({"state": "nodes", "sites": sites}, False)["converged"] == []
+
+
+def test_the_record_holds_the_nodes_as_the_run_leaves_them(site):
+    sites, root = site
+    checked = check(sites)
+    # the network stage changed the VFs and the node was probed again before the record
+    (root / "output" / "west" / "nodes" / "gpu-01.json").write_text('{"devices": ["vf"]}')
+    record(sites, checked)
+    assert nodes(sites)["converged"] == ["gpu-01", "gpu-02"]
+    # an earlier release's record, without nodes: every node is checked
+    state = root / "output" / "west" / site_state.STATE_FILE
+    kept = json.loads(state.read_text())
+    del kept["nodes"]
+    state.write_text(json.dumps(kept))
+    assert nodes(sites)["sites"]["west"]["reasons"] == {"no record of an earlier run": 2}
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        ({}, None),
+        (
+            {"aligned_dra_driver_kubeconfig": "/etc/admin.conf"},
+            "aligned_dra_driver_kubeconfig: the driver's token is read from the cluster",
+        ),
+        ({"aligned_dra_driver_kubeconfig": "/etc/admin.conf", "aligned_dra_driver_mode": "daemonset"}, None),
+        ({"aligned_dra_driver_kubeconfig": "/etc/admin.conf", "aligned_dra_driver_state": "absent"}, None),
+    ],
+)
+def test_node_live_reason(settings, reason):
+    assert site_state.node_live_reason(lambda name, default: settings.get(name, default)) == reason

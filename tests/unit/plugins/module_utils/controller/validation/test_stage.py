@@ -38,6 +38,22 @@ def test_site_inputs_come_from_the_one_read_of_each_host(tmp_path):
     assert moved["west"]["settings"] != inputs["west"]["settings"] and moved["west"]["output_dir"] == "/srv/out"
 
 
+def test_site_inputs_name_each_sites_hosts_and_those_whose_driver_reads_the_cluster():
+    """What the node check compares: the hosts in inventory order, and the host-mode drivers whose token the
+    role reads from the cluster (their node steps always run)."""
+    cluster = {"aligned_dra_site": "west", "aligned_dra_driver_kubeconfig": "/etc/kubernetes/admin.conf"}
+    hosts = {
+        "gpu-02": {"aligned_dra_site": "west"},
+        "gpu-01": cluster,
+        "gpu-03": dict(cluster, aligned_dra_driver_mode="daemonset", aligned_dra_driver_image="r/d:1"),
+    }
+    inputs = run(hosts)[0]["site_inputs"]["west"]
+    assert inputs["hosts"] == ["gpu-02", "gpu-01", "gpu-03"]
+    assert inputs["nodes_live"] == {
+        "gpu-01": "aligned_dra_driver_kubeconfig: the driver's token is read from the cluster"
+    }
+
+
 def test_no_site_inputs_when_a_problem_was_found():
     assert run({"gpu-01": {"aligned_dra_sit": "west"}})[0]["site_inputs"] == {}
 
