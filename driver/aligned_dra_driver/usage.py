@@ -300,11 +300,16 @@ class GpuWatcher(PollingThread):
         self.tick()
 
     def next_wait(self) -> float:
-        wait = max(0.0, self._usage_due - time.monotonic())
+        """Seconds to the next poll that is due, or to the end of NVML's backoff when that comes first.
+
+        A backoff that has ended is no reason to wake: NVML is tried again by the next poll that is due
+        (waking for it would spin this thread until then, on every node without NVML)."""
+        now = time.monotonic()
+        wait = max(0.0, self._usage_due - now)
         if self.reclaimer is not None:
-            wait = min(wait, max(0.0, self._reclaim_due - time.monotonic()))
-        if self.reader.nvml is None:
-            wait = min(wait, max(0.0, self.reader.backoff.until - time.monotonic()))
+            wait = min(wait, max(0.0, self._reclaim_due - now))
+        if self.reader.nvml is None and self.reader.backoff.until > now:
+            wait = min(wait, self.reader.backoff.until - now)
         return wait
 
     def tick(self) -> None:

@@ -455,3 +455,21 @@ def test_each_step_keeps_its_own_interval_in_the_shared_thread(node):
     for _poll in range(3):
         watcher.tick()
     assert reclaimer.polls == 1 and watcher.usage_polls == 3
+
+
+def test_without_nvml_the_watcher_sleeps_until_the_next_poll_instead_of_spinning(node):
+    """A node without NVML: the thread wakes once when the backoff ends, then not before the next poll is
+    due (an ended backoff waited for again would be a zero wait: a spinning thread on every such node)."""
+
+    def missing():
+        raise ImportError("No module named 'pynvml'")
+
+    node.loader = missing
+    watcher = node.watcher()
+    watcher.tick()  # the first usage poll: NVML fails, backoff starts
+    assert node.reader.nvml is None and node.reader.backoff.failures == 1
+    assert 0.0 < watcher.next_wait() <= 15.0  # the end of the backoff, or the next poll
+    node.reader.backoff.until = 0.0  # the backoff has ended
+    assert 14.0 < watcher.next_wait() <= 15.0
+    watcher.tick()  # a wake before the poll is due tries nothing
+    assert watcher.usage_polls == 1 and 14.0 < watcher.next_wait() <= 15.0
