@@ -29,7 +29,9 @@ from ansible.module_utils.common.json import Direction, get_module_encoder
 from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import model_store
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
+from ansible_collections.aligned.dra.plugins.plugin_utils import topology_store
 
 
 def same_interpreter(interpreter: Any) -> bool:
@@ -91,7 +93,9 @@ class StageAction(ActionBase):
             return {"failed": True, "msg": message}
         params = validated.validated_parameters
         try:
-            outcome = type(self).STAGE(params, check_mode, diff)
+            # the site model an earlier stage of this run built from the same inputs is taken from the run's store
+            with model_store.using(topology_store.store_dir()):
+                outcome = type(self).STAGE(params, check_mode, diff)
         except StageError as exc:
             outcome = dict(exc.fields, failed=True, msg=str(exc))
         # what a module returns has been JSON: tuples are lists, keys are strings

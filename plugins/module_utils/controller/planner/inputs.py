@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass, field
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import model_store
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -215,15 +216,24 @@ def planner_nodes(
         if files is None:
             rails = rails_of(params, rules, topologies, problems)
             return planner.nodes_from_topologies(topologies, options, rails=rails, shareable_gpus=shareable)
+        # built by an earlier stage of this run from the same files and options (model_store): taken
+        name = model_store.key({n: _option(params, n) for n in model_store.BUILT_FROM}, files, topologies)
+        kept = model_store.take(name)
+        if kept is not None:
+            problems.extend(kept["problems"])
+            return kept["nodes"]
         nodes = {}
         shared: dict[tuple, Any] = {}  # attribute values the site's nodes repeat, held once
+        found: list[str] = []
         for node in sorted(topologies):
             one = {node: read_topology(node, files[node])}
             inputs.check_topologies(one, topology_field)
-            rails = rails_of(params, rules, one, problems)
+            rails = rails_of(params, rules, one, found)
             nodes.update(
                 planner.nodes_from_topologies(one, options, shared=shared, rails=rails, shareable_gpus=shareable)
             )
+        problems.extend(found)
+        model_store.keep(name, {"nodes": nodes, "problems": found})
         return nodes
     except (planner.PlanError, dra.DeviceModelError) as exc:
         message = str(exc)
