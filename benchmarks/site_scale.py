@@ -6,7 +6,11 @@ A synthetic fleet of N nodes is generated from the demo: every node is one of
 the demo's sysfs trees (cycled), probed through ``ansible_connection: local``,
 with the demo's settings (network stage check-only, driver in DaemonSet mode,
 claims, teams, report). ``--sites K`` spreads the nodes over K sites that share
-the ``ai-west`` settings.
+the ``ai-west`` settings. ``--network settled`` leaves out the RDMA and SR-IOV
+settings: the check-only plans of the demo always have something to change, so
+a re-run never finds a node converged; without them every node's plan changes
+nothing, as in a fleet whose network rolled, and a re-run skips its network
+and driver steps.
 
 Baseline, measured in the same run on the same inventory and forks: Ansible's
 own floor, a play of ``ping`` + ``stat`` per node (what any playbook that
@@ -83,8 +87,10 @@ FLOOR_PLAYBOOK = """---
 """
 
 
-def write_fleet(project: Path, nodes: int, sites: int, sysfs: Path) -> Path:
-    """An inventory of ``nodes`` hosts in ``sites`` sites, with the demo's settings."""
+def write_fleet(project: Path, nodes: int, sites: int, sysfs: Path, network: str = "demo") -> Path:
+    """An inventory of ``nodes`` hosts in ``sites`` sites, with the demo's settings; ``network`` ``settled``
+    leaves out its RDMA and SR-IOV settings (check-only on read-only trees, their plans always have
+    something to change): every node's network plan changes nothing, as in a fleet whose network rolled."""
     inventory = project / "inventory"
     group_vars = inventory / "group_vars"
     group_vars.mkdir(parents=True)
@@ -94,6 +100,13 @@ def write_fleet(project: Path, nodes: int, sites: int, sysfs: Path) -> Path:
     (group_vars / "all.yml").write_text(all_vars, encoding="utf-8")
     shutil.copytree(DEMO / "files", inventory / "files")  # the replay's trace, next to the inventory
     site_vars = (DEMO / "group_vars" / "ai_west.yml").read_text(encoding="utf-8")
+    if network == "settled":
+        kept = {
+            k: v
+            for k, v in yaml.safe_load(site_vars).items()
+            if not k.startswith(("aligned_dra_rdma_", "aligned_dra_sriov_"))
+        }
+        site_vars = yaml.safe_dump(kept, sort_keys=False)
     lines = ["---", "aligned_dra_nodes:", "  children:"]
     for site in range(sites):
         group = f"site_{site:02d}"
@@ -182,10 +195,17 @@ RUNS = ("floor", "site", "rerun")
 
 
 def measure(
-    nodes: int, sites: int, forks: int, workdir: Path, env: dict[str, str], sysfs: Path, runs: tuple[str, ...] = RUNS
+    nodes: int,
+    sites: int,
+    forks: int,
+    workdir: Path,
+    env: dict[str, str],
+    sysfs: Path,
+    runs: tuple[str, ...] = RUNS,
+    network: str = "demo",
 ) -> dict:
     project = workdir / f"n{nodes}"
-    inventory = write_fleet(project, nodes, sites, sysfs)
+    inventory = write_fleet(project, nodes, sites, sysfs, network)
     (project / "floor.yml").write_text(FLOOR_PLAYBOOK, encoding="utf-8")
     playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "--forks", str(forks)]
     result: dict = {"nodes": nodes, "sites": sites, "forks": forks}
@@ -299,6 +319,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the generated projects and logs")
     parser.add_argument("--tasks", type=int, default=0, help="also print the N slowest tasks of each run")
+    parser.add_argument(
+        "--network",
+        choices=("demo", "settled"),
+        default="demo",
+        help="demo: the demo's RDMA and SR-IOV settings, check-only (every plan has something to change); "
+        "settled: none, every node's network plan changes nothing (a fleet whose network rolled)",
+    )
     options = parser.parse_args()
 
     cache = REPO / ".cache"
@@ -327,14 +354,14 @@ def main() -> int:
             unknown = set(runs) - set(RUNS)
             if unknown:
                 parser.error(f"--runs: unknown {sorted(unknown)}; choose from {', '.join(RUNS)}")
-            results.append(measure(nodes, options.sites, options.forks, workdir, env, sysfs, runs))
+            results.append(measure(nodes, options.sites, options.forks, workdir, env, sysfs, runs, options.network))
     finally:
         if options.keep:
             print(f"projects and logs kept in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     print(
-        f"site.yml on {options.sites} site(s), forks {options.forks}, {os.cpu_count()} CPUs; "
+        f"site.yml on {options.sites} site(s), forks {options.forks}, {os.cpu_count()} CPUs, network {options.network}; "
         f"baseline: ping + stat per node on the same inventory"
     )
     print_results(results)
