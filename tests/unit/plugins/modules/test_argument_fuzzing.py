@@ -334,7 +334,11 @@ def run_module(name: str, args: dict[str, Any], root: Path) -> tuple[dict[str, A
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(module, "AnsibleModule", Spy))
         stack.enter_context(mock.patch.object(Spy, "run_command", refuse))
-        stack.enter_context(mock.patch.dict(os.environ, {"KUBECONFIG": str(root / "no-kubeconfig"), "HOME": str(root)}))
+        # Ansible makes its local temporary directory (~/.ansible/tmp/ansible-local-*) the first time a
+        # process asks for it; with HOME in the scratch tree that would be a change the module never made.
+        local_tmp = str(root.parent / "ansible-local")
+        environ = {"KUBECONFIG": str(root / "no-kubeconfig"), "HOME": str(root), "ANSIBLE_LOCAL_TEMP": local_tmp}
+        stack.enter_context(mock.patch.dict(os.environ, environ))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(patch_module_args(args))
         if name in ("sriov", "network_plan"):
