@@ -270,4 +270,4 @@ def test_the_record_holds_the_nodes_as_the_run_leaves_them(site):
     ],
 )
 def test_node_live_reason(settings, reason):
-    assert site_state.node_live_reason(lambda name, default: settings.get(name, default)) == reason
+    assert site_state.node_live_reason(settings.get) == reason
