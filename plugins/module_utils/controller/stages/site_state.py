@@ -194,12 +194,10 @@ def inputs_digest(site_dir: str, site: Mapping[str, Any], code: str) -> str:
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def node_digests(site_dir: str, site: Mapping[str, Any], code: str, base: list[str] | None = None) -> dict[str, str]:
+def node_digests(site_dir: str, site: Mapping[str, Any], code: str) -> dict[str, str]:
     """``{host: digest}`` of each of the site's hosts: what every node shares (settings of every host - a
     neighbour's rails reach this node's driver -, files, code) and the node's own probe output."""
-    shared = hashlib.sha256(
-        "\n".join(base if base is not None else _base_parts(site, code)).encode("utf-8", "surrogateescape")
-    ).hexdigest()
+    shared = hashlib.sha256("\n".join(_base_parts(site, code)).encode("utf-8", "surrogateescape")).hexdigest()
     found = {}
     for host in site.get("hosts") or ():
         path = os.path.join(site_dir, "nodes", f"{host}.json")
@@ -306,13 +304,12 @@ def run(
         if site is None:
             continue
         site_dir = os.path.join(site["output_dir"], name)
-        base = _base_parts(site, code)
         # the nodes as this run leaves them (probed again where the network changed): the next probe's facts
         record = {
             "format": FORMAT,
             "inputs": digest,
             "outputs": outputs(site_dir),
-            "nodes": node_digests(site_dir, site, code, base),
+            "nodes": node_digests(site_dir, site, code),
         }
         try:
             changed, _diff = write_json_file(os.path.join(site_dir, STATE_FILE), record, check_mode, field="output_dir")
