@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """planner.model_store: the site model built once per run - a later stage with the same node files and options
-takes it, anything else builds it again, and outside a run nothing is kept."""
+takes it, anything else builds it again, and outside a run nothing is kept; on the planner's 16-node
+acceptance site the plan and the jobs write the same files byte for byte with the model taken."""
 
 from __future__ import annotations
 
@@ -8,11 +9,21 @@ import json
 import os
 
 import pytest
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import model_store
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import NIC_NAME_RULE, aligned_node, pair_objects
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import jobs as jobs_stage
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import plan as plan_stage
+from ansible_collections.aligned.dra.tests.support.sites import site16
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
+    NIC_NAME_RULE,
+    aligned_node,
+    pair_objects,
+    rail_objects,
+    site_placement,
+)
 
 
 @pytest.fixture
@@ -105,3 +116,53 @@ def test_a_damaged_or_missing_store_builds_the_nodes(site):
         planner_inputs.load_site(params)
         planner_inputs.load_site(params)
     assert built[4:] == ["a", "b"]
+
+
+def _validated(spec: dict, params: dict) -> dict:
+    validated = ArgumentSpecValidator(**spec).validate(params)
+    assert not validated.error_messages, validated.error_messages
+    return validated.validated_parameters
+
+
+def _plan_then_jobs(out, store: str | None) -> dict[str, bytes]:
+    """The acceptance site's plan.json and jobs.json as the claims and the placement stages write them, with
+    the run's store (the jobs take the model the plan built) or without (each stage builds its own)."""
+    site = {
+        "site": "acceptance",
+        "kubernetes_version": "1.36",
+        "objects": rail_objects({"n01": dict(NIC_NAME_RULE, count=4)}),
+        "topology_files": {host: str(out / "nodes" / f"{host}.json") for host in site16.HOSTS},
+        "rail_rules": site16.RULES,
+    }
+    plan = _validated(plan_stage.MODULE_SPEC, dict(site, dest=str(out / "plan.json")))
+    placement = site_placement(["block", "rack"], {h: {"block": b, "rack": r} for h, (r, b) in site16.HOSTS.items()})
+    jobs = _validated(
+        jobs_stage.MODULE_SPEC, dict(site, jobs=site16.JOBS, placement=placement, dest=str(out / "jobs.json"))
+    )
+    with model_store.using(store):
+        assert plan_stage.run(plan, False, False)["changed"]
+        assert jobs_stage.run(jobs, False, False)["changed"]
+    return {name: (out / name).read_bytes() for name in ("plan.json", "jobs.json")}
+
+
+def test_the_acceptance_site_plans_and_places_byte_for_byte_the_same_with_the_model_taken(tmp_path, monkeypatch):
+    built = []
+    real = planner.nodes_from_topologies
+    monkeypatch.setattr(
+        planner,
+        "nodes_from_topologies",
+        lambda topologies, *a, **k: built.extend(topologies) or real(topologies, *a, **k),
+    )
+    outputs = {}
+    for way, store in (("built", None), ("taken", str(tmp_path / "store"))):
+        out = tmp_path / way
+        (out / "nodes").mkdir(parents=True)
+        for host, topology in site16.TOPOLOGIES.items():
+            (out / "nodes" / f"{host}.json").write_text(json.dumps(topology))
+        built.clear()
+        outputs[way] = _plan_then_jobs(out, store)
+        # each stage builds the 16 nodes, or the plan builds them and the jobs take them
+        assert sorted(built) == sorted(list(site16.HOSTS) * (2 if way == "built" else 1)), way
+    assert outputs["taken"] == outputs["built"]
+    placed = {job["name"]: job for job in json.loads(outputs["taken"]["jobs.json"])["jobs"]}
+    assert set(placed) == {job["name"] for job in site16.JOBS} and placed["train"]["fits"]
