@@ -160,6 +160,27 @@ def test_a_node_failing_in_the_network_stage_is_failed_in_stage_network(tmp_path
     assert index["sites"][0]["node_files"] == ["fra1/nodes/gpu-01.json"]
 
 
+def test_nodes_the_driver_stage_left_out_on_purpose_stay_ok_when_the_sites_first_host_fails(tmp_path, trees):
+    """DaemonSet mode: only the site's first host goes on in the driver stage, the others are ended there
+    (meta: end_host), which Ansible counts out of the play's hosts as it does a failed one. The first host
+    fails writing the site's objects: it is failed in stage driver, the others stay ok."""
+    output = tmp_path / "output"
+    inventory = write_inventory(
+        tmp_path / "hosts.yml",
+        {name: {"fixture_tree": str(trees["vm-flat"])} for name in ("gpu-01", "gpu-02", "gpu-03")},
+        aligned_dra_output_dir=str(output),
+    )
+    (output / "fra1").mkdir(parents=True)
+    (output / "fra1" / "driver").write_text("a file where the site's driver objects go")
+    result = site(inventory)
+    assert result.returncode != 0
+    assert "PLAY [DRA driver - checks and each site's objects" in result.stdout, result.stdout[-3000:]
+    summary = json.loads((output / "fra1" / "summary.json").read_text())
+    assert summary["node_counts"] == {"ok": 2, "failed": 1, "unreachable": 0}, result.stdout[-3000:]
+    assert list(summary["nodes_failed"]) == ["gpu-01"] and summary["nodes_failed"]["gpu-01"]["stage"] == "driver"
+    assert sorted(summary["per_node"]) == ["gpu-02", "gpu-03"]
+
+
 def listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
