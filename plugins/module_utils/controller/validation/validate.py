@@ -129,6 +129,7 @@ PLAYBOOK_SPEC: dict[str, dict[str, Any]] = {
 RUNTIME_NAMES = frozenset(
     """
     aligned_dra_nodes aligned_dra_topology aligned_dra_site_summaries aligned_dra_site_summaries_accounting
+    aligned_dra_hosts_left_out aligned_dra_node_ok_hosts
     aligned_dra_site_summaries_computed aligned_dra_summaries_reuse
     aligned_dra_preflight_done aligned_dra_validate_done aligned_dra_report
     aligned_dra_capture_abs_dir aligned_dra_capture_current aligned_dra_capture_file aligned_dra_capture_path
