@@ -19,9 +19,11 @@ touches every node at least costs).
 Printed per N: seconds of the floor, of a first ``site.yml`` run on an empty
 output directory and of a re-run on the converged site, each run's ratio to the
 floor, the growth from the smallest N to each N against the floor's growth
-(1.0 = as linear as Ansible itself), the peak proportional set size (PSS) of
-the controller's process tree (ansible-playbook and its forks, sampled every
-0.2 s), and per play its seconds and worker rounds per node (host results:
+(1.0 = as linear as Ansible itself), each run's CPU seconds (user + system of
+ansible-playbook and every fork it waited for; the generated nodes are local,
+so their modules count too) and its ratio to the floor's, the peak
+proportional set size (PSS) of the controller's process tree (ansible-playbook
+and its forks, sampled every 0.2 s), and per play its seconds and worker rounds per node (host results:
 ok, changed, skipped or failed; a skipped task still costs a round).
 
 Targets (from the project's issue, on 2 controller cores, forks 10):
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -163,10 +166,12 @@ def tree_pss_kib(root_pid: int) -> int:
 
 
 def run_playbook(args: list[str], env: dict[str, str], log: Path) -> dict:
-    """Run ansible-playbook; wall seconds, peak PSS of its tree, play times."""
+    """Run ansible-playbook; wall seconds, CPU seconds and peak PSS of its tree, play times."""
     times = log.with_suffix(".plays.json")
     env = dict(env, ALIGNED_DRA_PLAY_TIMES=str(times))
     peak = [0]
+    # the children's CPU: ansible-playbook and every fork it waited for (the nodes are local: their modules too)
+    used_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with open(log, "w", encoding="utf-8") as out:
         process = subprocess.Popen(
@@ -184,11 +189,18 @@ def run_playbook(args: list[str], env: dict[str, str], log: Path) -> dict:
         done.set()
         sampler.join()
     seconds = time.monotonic() - start
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = used.ru_utime - used_before.ru_utime + used.ru_stime - used_before.ru_stime
     if returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
         raise SystemExit(f"{' '.join(args[:4])} ... failed ({returncode}); log {log}:\n" + "\n".join(tail))
     plays = json.loads(times.read_text(encoding="utf-8")) if times.exists() else []
-    return {"seconds": round(seconds, 2), "peak_pss_mib": round(peak[0] / 1024, 1), "plays": plays}
+    return {
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 1),
+        "peak_pss_mib": round(peak[0] / 1024, 1),
+        "plays": plays,
+    }
 
 
 RUNS = ("floor", "site", "rerun")
@@ -242,6 +254,7 @@ def print_partial(results: list[dict]) -> None:
                 rounds = rounds_per_node(result[run], result["nodes"])
                 print(
                     f"{result['nodes']:>6} nodes  {run:<6} {result[run]['seconds']:>8.1f} s  "
+                    f"CPU {result[run]['cpu_seconds']:>8.1f} s  "
                     f"peak {result[run]['peak_pss_mib']:>7.0f} MiB  {rounds:>5.1f} rounds/node"
                 )
 
@@ -290,6 +303,13 @@ def print_results(results: list[dict]) -> None:
     print(
         "growth: site.yml seconds over those of the smallest N; vs floor: that growth over the floor's (1.0 = linear)"
     )
+    for result in results:
+        cpu = {run: result[run]["cpu_seconds"] for run in RUNS}
+        print(
+            f"CPU seconds at {result['nodes']} nodes (the controller's process tree, user + system): floor "
+            f"{cpu['floor']:.1f}, site.yml {cpu['site']:.1f} ({cpu['site'] / cpu['floor']:.2f}x), "
+            f"re-run {cpu['rerun']:.1f} ({cpu['rerun'] / cpu['floor']:.2f}x)"
+        )
     for result in results:
         nodes = result["nodes"]
         print(
