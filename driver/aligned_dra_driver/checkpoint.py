@@ -41,6 +41,15 @@ host namespace yet (the kernel moves a NIC back when the pod's namespace is
 destroyed, which may come after Unprepare); the driver puts their name, MTU,
 state, addresses and routes back when they appear (every rescan, and at start).
 
+``mig`` (MIG devices only, :mod:`aligned_dra_driver.mig_prepare`): ``{"mode": "static" | "dynamic",
+"profile": "1g.10gb", "profile_id": <NVML's>, "placement": {"start": <slice>, "size": <slices>},
+"gpu_instance": <id>, "compute_instance": <id>, "uuid": "MIG-…" | null}``; the device's ``kind`` is
+``gpu`` and its ``pci_address`` the parent GPU's. ``mig_started`` (only while there is one):
+``{"<claim uid>": [{"pci_address", "device", "profile", "placement"}]}``, the dynamic MIG devices a
+Prepare began creating and has not committed yet (a start rolls them back). ``boot_id`` (with
+``--mig`` on): the ``boot_id`` of the boot the instances were made in; a start in another boot creates
+the prepared claims' instances again. All three keep ``version`` 1, absent in files of earlier releases.
+
 ``claims`` → ``devices`` → ``pci_address`` is the shape the ``sriov`` module
 reads to refuse destroying VFs in use (docs/network.md). A claim is in the
 checkpoint exactly when it is prepared: Prepare writes the CDI spec first and
@@ -240,6 +249,46 @@ def _check_share(value: object, where: str) -> None:
             raise _Invalid(f"{where}.{part}.compute", f"{show(compute)} is not a percent (an integer 1 to 100)")
 
 
+def _check_placement(value: object, where: str) -> None:
+    placement = _object(value, where)
+    for key in ("start", "size"):
+        number = _field(placement, key, where)
+        if not _is_int(number) or number < 0:
+            raise _Invalid(f"{where}.{key}", f"{show(number)} is not a memory slice number")
+
+
+def _check_mig(value: object, where: str) -> None:
+    """A MIG device's record (keys of later releases are kept unchecked)."""
+    mig = _object(value, where)
+    mode = _field(mig, "mode", where)
+    if mode not in ("static", "dynamic"):
+        raise _Invalid(f"{where}.mode", f"{show(mode)} is not static or dynamic")
+    _string(_field(mig, "profile", where), f"{where}.profile")
+    _check_placement(_field(mig, "placement", where), f"{where}.placement")
+    for key in ("profile_id", "gpu_instance", "compute_instance"):
+        number = _field(mig, key, where)
+        if not _is_int(number) or number < 0:
+            raise _Invalid(f"{where}.{key}", f"{show(number)} is not an NVML identifier")
+    uuid = _field(mig, "uuid", where)
+    if uuid is not None:
+        _string(uuid, f"{where}.uuid")
+
+
+def _check_mig_started(value: object, where: str = "mig_started") -> dict[str, list[dict[str, Any]]]:
+    started = _object(value, where)
+    for uid, records in started.items():
+        if not is_uid(uid):
+            raise _Invalid(where, f"key {show(uid)} is not a Kubernetes UID")
+        at = f'{where}["{uid}"]'
+        for index, record in enumerate(_list(records, at)):
+            record = _object(record, f"{at}[{index}]")
+            if not is_bdf(_field(record, "pci_address", f"{at}[{index}]")):
+                raise _Invalid(f"{at}[{index}].pci_address", f"{show(record['pci_address'])} is not a PCI address")
+            _string(_field(record, "profile", f"{at}[{index}]"), f"{at}[{index}].profile")
+            _check_placement(_field(record, "placement", f"{at}[{index}]"), f"{at}[{index}].placement")
+    return {uid: list(records) for uid, records in started.items()}
+
+
 def _check_device(value: object, where: str, node: str) -> None:
     device = _object(value, where)
     pool = _field(device, "pool", where)
@@ -270,6 +319,8 @@ def _check_device(value: object, where: str, node: str) -> None:
         raise _Invalid(f"{where}.mps", f"{show(device['mps'])} is not true or false")
     if "share" in device:
         _check_share(device["share"], f"{where}.share")
+    if "mig" in device:
+        _check_mig(device["mig"], f"{where}.mig")
 
 
 def _check_spec(value: object, where: str, uid: str) -> None:
@@ -320,6 +371,9 @@ class Checkpoint:
         self.claims: dict[str, dict[str, Any]] = {}
         # NICs unprepared while still in a pod's namespace: {PCI address: netdev record}, put back when they return
         self.returning: dict[str, dict[str, Any]] = {}
+        # dynamic MIG devices a Prepare began and did not commit: {claim uid: [record]} (mig_prepare)
+        self.mig_started: dict[str, list[dict[str, Any]]] = {}
+        self.boot_id: str | None = None  # the boot the MIG instances were made in (recorded with --mig on)
 
     # -- messages --------------------------------------------------------------------
 
@@ -374,10 +428,13 @@ class Checkpoint:
                 )
             self.claims = {}
             self.returning = {}
+            self.mig_started = {}
+            self.boot_id = None
             return self.claims
         data = self._parse(raw, own)
         claims = self._check(data, own)
         self.returning = self._check_returning(data.get("returning", {}), own)
+        self.mig_started, self.boot_id = self._check_mig_state(data, own)
         self.claims = claims
         return claims
 
@@ -489,6 +546,20 @@ class Checkpoint:
             ) from None
         return dict(checked)
 
+    def _check_mig_state(self, data: Mapping[str, Any], own: list[str]) -> tuple[dict[str, Any], str | None]:
+        """``mig_started`` and ``boot_id`` (absent in files of earlier releases)."""
+        try:
+            started = _check_mig_started(data.get("mig_started", {}))
+            boot_id = data.get("boot_id")
+            if boot_id is not None:
+                _string(boot_id, "boot_id")
+        except _Invalid as bad:
+            raise CheckpointError(
+                f"{self._where()}: {bad.field}: {bad.problem}; the file is damaged or was edited: fix that field, "
+                f"or {self._start_over(own)}"
+            ) from None
+        return started, boot_id
+
     # -- the state directory -----------------------------------------------------------
 
     def check_writable(self) -> None:
@@ -574,6 +645,12 @@ class Checkpoint:
         returning = self.returning if returning is None else returning
         if returning:  # only then: the file keeps the shape earlier releases and the sriov module read
             data["returning"] = dict(returning)
+        # a claim committed in this write is no longer started: its record goes in the same write
+        started = {uid: records for uid, records in self.mig_started.items() if uid not in data["claims"]}
+        if started:
+            data["mig_started"] = started
+        if self.boot_id is not None:
+            data["boot_id"] = self.boot_id
         atomic_write(
             self.path,
             json.dumps(data, separators=(",", ":"), sort_keys=True).encode(),

@@ -7,6 +7,11 @@ settings; an RDMA NIC gets ``rdma_cm`` and its verbs nodes, and, when its
 network interface moves into the pod, the ``createRuntime`` hook that moves it
 with the IPv4 addresses and routes it has on the host now (or those of the
 claim's ``NicConfig``), which the checkpoint keeps for Unprepare.
+
+A MIG device (:mod:`aligned_dra_driver.mig_prepare`) gets its parent GPU's
+device nodes and the two ``nvidia-caps`` nodes of its GPU and compute instance
+(minors from ``<procfs>/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>[/ci<C>]/access``,
+major from ``<procfs>/devices``), and the MIG UUID as ``NVIDIA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
@@ -45,11 +50,7 @@ def gpu_edits(
     nodes: list[dict[str, str]] = []
     vendor = topo.get("vendor_id")
     if vendor == "0x10de":
-        if isinstance(gpu.get("minor"), int):
-            nodes.append(device_node(opts.dev_root, f"/dev/nvidia{gpu['minor']}"))  # type: ignore[arg-type]
-        nodes.extend(
-            n for n in (device_node(opts.dev_root, f"/dev/{c}", required=False) for c in NVIDIA_CONTROL_NODES) if n
-        )
+        nodes.extend(nvidia_nodes(opts, gpu))
     else:
         if gpu.get("render_node"):
             nodes.append(device_node(opts.dev_root, f"/dev/dri/{gpu['render_node']}"))  # type: ignore[arg-type]
@@ -74,6 +75,74 @@ def gpu_edits(
         if sharing.get("mounts"):
             edits["mounts"] = sharing["mounts"]
     return edits
+
+
+def nvidia_nodes(opts: Options, gpu: dict[str, Any]) -> list[dict[str, str]]:
+    """An NVIDIA GPU's ``/dev/nvidia<minor>`` (required) and the control nodes the host has."""
+    nodes: list[dict[str, str]] = []
+    if isinstance(gpu.get("minor"), int):
+        nodes.append(device_node(opts.dev_root, f"/dev/nvidia{gpu['minor']}"))  # type: ignore[arg-type]
+    nodes.extend(
+        n for n in (device_node(opts.dev_root, f"/dev/{c}", required=False) for c in NVIDIA_CONTROL_NODES) if n
+    )
+    return nodes
+
+
+def _caps_major(procfs_root: str) -> int:
+    path = os.path.join(procfs_root, "devices")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == "nvidia-caps" and parts[0].isdigit():
+                    return int(parts[0])
+    except OSError as exc:
+        raise PrepareError(f"reading {path}: {exc}") from exc
+    raise PrepareError(f"{path} has no nvidia-caps line (is the NVIDIA driver loaded?)")
+
+
+def _caps_minor(path: str) -> int:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() == "DeviceFileMinor" and value.strip().isdigit():
+                    return int(value.strip())
+    except OSError as exc:
+        raise PrepareError(f"reading {path}: {exc}") from exc
+    raise PrepareError(f"{path} has no DeviceFileMinor line")
+
+
+def caps_nodes(opts: Options, gpu_minor: int, gpu_instance: int, compute_instance: int) -> list[dict[str, Any]]:
+    """The ``nvidia-caps`` device nodes of a MIG device's GPU instance and compute instance."""
+    major = _caps_major(opts.procfs_root)
+    gi_dir = os.path.join(
+        opts.procfs_root, "driver", "nvidia", "capabilities", f"gpu{gpu_minor}", "mig", f"gi{gpu_instance}"
+    )
+    nodes: list[dict[str, Any]] = []
+    for access in (os.path.join(gi_dir, "access"), os.path.join(gi_dir, f"ci{compute_instance}", "access")):
+        minor = _caps_minor(access)
+        path = f"/dev/nvidia-caps/nvidia-cap{minor}"
+        node: dict[str, Any] = {"path": path, "type": "c", "major": major, "minor": minor}
+        host = device_node(opts.dev_root, path, required=False)
+        if host:
+            node["hostPath"] = host["hostPath"]
+        nodes.append(node)
+    return nodes
+
+
+def mig_edits(opts: Options, topo: dict[str, Any], mig: dict[str, Any]) -> dict[str, Any]:
+    """A MIG device's edits: the parent GPU's nodes, the instance's two nvidia-caps nodes, its MIG UUID."""
+    gpu = topo.get("gpu") or {}
+    if not isinstance(gpu.get("minor"), int):
+        raise PrepareError(f"GPU {topo['pci_address']} has no NVIDIA minor number: its MIG devices cannot be given")
+    nodes: list[dict[str, Any]] = list(nvidia_nodes(opts, gpu))
+    nodes.extend(caps_nodes(opts, gpu["minor"], mig["gpu_instance"], mig["compute_instance"]))
+    key = topo["pci_address"].replace(":", "_").replace(".", "_").upper()
+    # NVML's MIG UUID; the older form MIG-<GPU UUID>/<GI>/<CI> where NVML gave none
+    visible = mig.get("uuid") or f"MIG-{gpu.get('uuid')}/{mig['gpu_instance']}/{mig['compute_instance']}"
+    env = [f"ALIGNED_DRA_MIG_{key}_GI{mig['gpu_instance']}={visible}", f"NVIDIA_VISIBLE_DEVICES={visible}"]
+    return {"deviceNodes": nodes, "env": env}
 
 
 def host_records(name: str) -> dict[str, Any] | None:

@@ -38,6 +38,7 @@ from .claim_pods import ClaimPods, reserved_pods
 from .collection import dra
 from .container_edits import PrepareError, gpu_edits, nic_edits
 from .inventory import Inventory, Options, scan
+from .mig_prepare import MigPreparer
 from .netdev import netdevs_of, restore_name
 from .share_limits import checked_share
 from .sharing import SharingError
@@ -88,6 +89,7 @@ class Driver:
         self.remove_unknown_specs = True  # off when the CDI directory could not be listed at start
         # the pods of each prepared claim (status.reservedFor as Prepare read it): the GPU watcher's, no API cost
         self.claim_pods = ClaimPods()
+        self.mig = MigPreparer(self) if getattr(opts, "mig", "off") not in (None, "off") else None  # --mig
 
     # -- start-up ------------------------------------------------------------------
 
@@ -117,6 +119,8 @@ class Driver:
             self._stop_orphan_mps()
             if self.metrics is not None:
                 self.metrics.prepared_claims.set(len(self.checkpoint.claims))
+        if self.mig is not None:  # before the specs are rewritten: a recreated instance has new nvidia-caps minors
+            self.mig.restore()
         outcome = self.retry_restore(own)
         return outcome
 
@@ -170,6 +174,8 @@ class Driver:
 
     def rescan(self) -> bool:
         """Probe again; True when the published devices changed. NICs back from a pod get their state back."""
+        if self.mig is not None:
+            self.mig.sweep()  # instances kept at start whose processes ended: destroyed, published again
         inventory = scan(self.opts)
         changed = inventory.devices != self.inventory.devices
         self.inventory = inventory
@@ -305,6 +311,8 @@ class Driver:
                     fresh_pods = {}
             for uid, pods in fresh_pods.items():
                 self.claim_pods.set(uid, pods)
+            if self.mig is not None:  # MIG instances of the claims that failed are destroyed
+                self.mig.settle(answers)
             if self.status is not None:
                 # queued while the claims are still held: a later Unprepare's clear comes after this apply
                 for namespace, name, uid, status in statuses:
@@ -467,7 +475,10 @@ class Driver:
             }
             if share_id:
                 entry_status["shareID"] = share_id
-            if kind in GPU_KINDS:
+            mig = self.mig.prepare(uid, topo, inventory, device_name) if self.mig and kind in GPU_KINDS else None
+            if mig is not None:  # a MIG device (created in dynamic mode); a GPU whole: MIG mode off
+                record["mig"], edits = mig
+            elif kind in GPU_KINDS:
                 published = next((d for d in inventory.devices if d.get("name") == device_name), None)
                 at = f"results[{index}] (request {request!r}, device {device_name})"
                 share = checked_share(result, cfg, published, at, f"claim {namespace}/{name} ({uid})", claim)
@@ -580,6 +591,8 @@ class Driver:
                                 # still in the pod's namespace (the kernel moves it back when that goes):
                                 # put back when it appears
                                 coming[device["pci_address"]] = netdev
+                    if self.mig is not None:  # a MIG instance a process runs on fails this (the claim stays)
+                        self.mig.unprepare(entry)
                 except Exception as exc:  # netlink or file errors: keep the claim so that kubelet retries
                     if entry is not None:
                         self._ensure_spec(uid, entry)

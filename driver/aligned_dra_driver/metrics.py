@@ -109,6 +109,11 @@ class Metrics:
             ["gpu"],
             registry=self.registry,
         )
+        self.mig_kept_instances = Gauge(
+            "aligned_dra_mig_kept_instances",
+            "MIG instances no prepared claim holds, kept at start because a process runs on them (not published)",
+            registry=self.registry,
+        )
         self.gpu_bytes_above_request = Gauge(
             "aligned_dra_gpu_bytes_above_request",
             "Bytes of GPU memory the fractional claims on a GPU use above their requests (pods as last read)",

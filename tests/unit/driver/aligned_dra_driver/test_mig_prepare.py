@@ -1,0 +1,308 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MIG devices in the driver, in process: dynamic Prepare and Unprepare, static devices, the GPU whole, and the
+fault lab's MIG cases (a crash at each step of Prepare, unknown instances at start, a new boot), each crash
+simulated by stopping at the step and running the start-up restore on a fresh Driver over the same state."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import pytest
+from aligned_dra_driver import driver as drv
+from aligned_dra_driver import mig_prepare
+from aligned_dra_driver.inventory import Options
+from aligned_dra_driver.metrics import Metrics
+
+from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
+from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
+from ansible_collections.aligned.dra.tests.unit.driver.aligned_dra_driver import mig_fake
+
+BOOT = "11111111-2222-3333-4444-555555555555"
+
+
+class Crash(BaseException):
+    """The driver process dies here (no except clause of the driver catches it)."""
+
+
+@pytest.fixture
+def node():
+    root = h.short_tmp()
+    tree = h.NodeTree.build(root)
+    (tree.proc / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
+    (tree.proc / "sys" / "kernel" / "random" / "boot_id").write_text(BOOT + "\n")
+    yield tree
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def nvml(node, monkeypatch):
+    fake = mig_fake.MigNvml(node.proc)
+    fake.add_gpu(h.GPU_BDF, arch=9)
+    monkeypatch.setattr(mig_prepare, "load_pynvml", lambda: fake)
+    monkeypatch.setattr(mig_prepare, "_HELD", {})
+    return fake
+
+
+def mig_name(profile, start):
+    return f"{h.GPU}-mig-{profile.replace('.', '-')}-{start}"
+
+
+def publish(driver, profile, start, size, static_uuid=None):
+    """The MIG device as the scan publishes it (its name mapped to the parent GPU's topology entry)."""
+    name = mig_name(profile, start)
+    attributes = {
+        "dra.aligned.dev/kind": {"string": "mig"},
+        "dra.aligned.dev/profile": {"string": profile},
+        "dra.aligned.dev/placementStart": {"int": start},
+        "dra.aligned.dev/placementSize": {"int": size},
+    }
+    if static_uuid:
+        attributes["dra.aligned.dev/migUUID"] = {"string": static_uuid}
+    driver.inventory.devices.append({"name": name, "attributes": attributes})
+    driver.inventory.by_name[name] = driver.inventory.by_name[h.GPU]
+    return name
+
+
+def make(node, mode="dynamic", kube=None, metrics=None):
+    opts = Options(**node.options())
+    opts.mig = mode  # the --mig flag (cli.py)
+    kube = kube or d.ClaimsInMemory()
+    driver = drv.Driver(opts, kube, metrics=metrics, status_queue=d.StatusRecorder(kube))
+    driver.restore()
+    driver.rescan()
+    for profile, start, size in (("1g.5gb", 0, 1), ("1g.5gb", 1, 1), ("2g.10gb", 0, 2), ("3g.20gb", 4, 4)):
+        publish(driver, profile, start, size)
+    return driver, kube
+
+
+def claim(kube, name, device):
+    return kube.add(h.claim_object(name, [{"request": "gpu", "device": device}]))
+
+
+def on_disk(node):
+    data = json.loads((node.state / "checkpoint.json").read_text())
+    return data, sorted(p.name for p in node.cdi.iterdir())
+
+
+def instances(nvml):
+    return sorted((g.profile[2], g.start, sorted(g.cis)) for g in nvml.gpus[h.GPU_BDF].gis.values())
+
+
+def test_prepare_creates_the_instance_and_gives_its_caps_nodes(node, nvml):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.5gb", 1))
+    answer = driver.prepare([ref])[ref[1]]
+    assert "error" not in answer, answer
+    assert instances(nvml) == [("1g.5gb", 1, [0])]
+    entry = driver.checkpoint.claims[ref[1]]
+    mig = entry["devices"][0]["mig"]
+    assert mig == {
+        "mode": "dynamic",
+        "profile": "1g.5gb",
+        "profile_id": 19,
+        "placement": {"start": 1, "size": 1},
+        "gpu_instance": 1,
+        "compute_instance": 0,
+        "uuid": f"MIG-{h.GPU_BDF}-1",
+    }
+    edits = entry["cdi_spec"]["devices"][0]["containerEdits"]
+    paths = [n["path"] for n in edits["deviceNodes"]]
+    assert paths[:2] == ["/dev/nvidia0", "/dev/nvidiactl"]
+    caps = [n for n in edits["deviceNodes"] if n["path"].startswith("/dev/nvidia-caps/")]
+    gi_minor = int(nvml._caps(nvml.gpus[h.GPU_BDF], 1).read_text().split()[1])
+    ci_minor = int(nvml._caps(nvml.gpus[h.GPU_BDF], 1, 0).read_text().split()[1])
+    assert caps == [
+        {"path": f"/dev/nvidia-caps/nvidia-cap{gi_minor}", "type": "c", "major": 237, "minor": gi_minor},
+        {"path": f"/dev/nvidia-caps/nvidia-cap{ci_minor}", "type": "c", "major": 237, "minor": ci_minor},
+    ]
+    assert f"NVIDIA_VISIBLE_DEVICES=MIG-{h.GPU_BDF}-1" in edits["env"]
+    data, specs = on_disk(node)
+    assert "mig_started" not in data and data["boot_id"] == BOOT
+    assert specs == [f"aligned.dev-claim_{ref[1]}.json"]
+    assert driver.checkpoint.mig_started == {}
+
+
+def test_unprepare_destroys_the_instance_and_waits_for_its_process(node, nvml):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("2g.10gb", 0))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    nvml.run(h.GPU_BDF, 4242, gi=1)
+    error = driver.unprepare([ref])[ref[1]]
+    assert "2g.10gb at memory slice 0" in error and "4242" in error and h.GPU_BDF in error
+    assert ref[1] in driver.checkpoint.claims and instances(nvml) == [("2g.10gb", 0, [0])]
+    assert len(list(node.cdi.iterdir())) == 1  # still prepared: its spec back
+    del nvml.gpus[h.GPU_BDF].processes[4242]
+    assert driver.unprepare([ref])[ref[1]] == ""
+    assert instances(nvml) == [] and driver.checkpoint.claims == {}
+    assert list(node.cdi.iterdir()) == []
+
+
+def test_a_taken_placement_fails_the_claim_and_leaves_nothing(node, nvml):
+    driver, kube = make(node)
+    first = claim(kube, "a", mig_name("1g.5gb", 1))
+    assert "error" not in driver.prepare([first])[first[1]]
+    second = claim(kube, "b", mig_name("2g.10gb", 0))  # slices 0 and 1: slice 1 is taken
+    error = driver.prepare([second])[second[1]]["error"]
+    assert h.GPU_BDF in error and "2g.10gb at memory slice 0 (size 2)" in error and "taken" in error
+    assert instances(nvml) == [("1g.5gb", 1, [0])]
+    data, specs = on_disk(node)
+    assert set(data["claims"]) == {first[1]} and "mig_started" not in data
+    assert specs == [f"aligned.dev-claim_{first[1]}.json"]
+
+
+def test_a_claim_failing_after_its_instance_is_rolled_back(node, nvml, monkeypatch):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.5gb", 0))
+    monkeypatch.setattr(drv.cdi, "spec_problem", lambda spec: "refused for the test")
+    assert "refused for the test" in driver.prepare([ref])[ref[1]]["error"]
+    assert instances(nvml) == [] and driver.checkpoint.mig_started == {}
+    assert "mig_started" not in on_disk(node)[0]
+
+
+def test_hopper_mig_mode_is_turned_on_and_ampere_is_never_toggled(node, nvml):
+    gpu = nvml.gpus[h.GPU_BDF]
+    gpu.mig = 0
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.5gb", 0))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    assert gpu.mig == 1 and instances(nvml) == [("1g.5gb", 0, [0])]
+    assert driver.unprepare([ref])[ref[1]] == ""
+    gpu.arch, gpu.mig = 7, 0
+    again = claim(kube, "b", mig_name("1g.5gb", 0))
+    error = driver.prepare([again])[again[1]]["error"]
+    assert f"GPU {h.GPU_BDF} (Ampere) has MIG mode off" in error
+    assert gpu.mig == 0 and instances(nvml) == [] and "mig_started" not in on_disk(node)[0]
+
+
+def test_the_gpu_whole_runs_with_mig_mode_off(node, nvml):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.5gb", 0))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    whole = claim(kube, "whole", h.GPU)
+    error = driver.prepare([whole])[whole[1]]["error"]
+    assert "needs MIG mode off" in error and "1g.5gb at memory slice 0 (GPU instance 1)" in error
+    assert driver.unprepare([ref])[ref[1]] == ""
+    assert "error" not in driver.prepare([whole])[whole[1]]
+    assert nvml.gpus[h.GPU_BDF].mig == 0
+    nvml.gpus[h.GPU_BDF].arch, nvml.gpus[h.GPU_BDF].mig = 7, 1
+    ampere = claim(kube, "ampere", h.GPU)
+    assert "needs a GPU reset" in driver.prepare([ampere])[ampere[1]]["error"]
+
+
+def test_static_devices_are_found_and_never_destroyed(node, nvml):
+    gpu = nvml.gpus[h.GPU_BDF]
+    gi = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(gpu, 9, mig_fake.SimpleNamespace(start=4, size=4))
+    nvml.nvmlGpuInstanceCreateComputeInstance(gi, 2)
+    driver, kube = make(node, mode="static")
+    name = publish(driver, "3g.20gb", 4, 4, static_uuid=f"MIG-{h.GPU_BDF}-1")
+    ref = claim(kube, "a", name)
+    answer = driver.prepare([ref])[ref[1]]
+    assert "error" not in answer, answer
+    mig = driver.checkpoint.claims[ref[1]]["devices"][0]["mig"]
+    assert mig["mode"] == "static" and mig["gpu_instance"] == 1 and mig["uuid"] == f"MIG-{h.GPU_BDF}-1"
+    assert driver.unprepare([ref])[ref[1]] == ""
+    assert instances(nvml) == [("3g.20gb", 4, [0])]
+    missing = claim(kube, "b", mig_name("1g.5gb", 0))
+    assert "no MIG instance 1g.5gb at memory slice 0" in driver.prepare([missing])[missing[1]]["error"]
+
+
+def test_a_gpu_the_driver_does_not_run_as_mig_is_refused(node, nvml):
+    opts = Options(**node.options())
+    opts.mig, opts.mig_gpus = "dynamic", ["0000:99:00.0"]
+    kube = d.ClaimsInMemory()
+    driver = drv.Driver(opts, kube, status_queue=d.StatusRecorder(kube))
+    driver.restore()
+    driver.rescan()
+    ref = claim(kube, "a", publish(driver, "1g.5gb", 0, 1))
+    assert "is not run as MIG by this driver" in driver.prepare([ref])[ref[1]]["error"]
+
+
+# -- the fault lab's MIG cases: stop at a step as a crash would, start a fresh driver on the same state --------
+
+
+@pytest.mark.parametrize("step", ["started", "mig-mode", "gpu-instance", "compute-instance", "cdi-spec"])
+def test_a_crash_between_steps_is_rolled_back_and_prepared_again(node, nvml, step):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("2g.10gb", 0))
+
+    def crash(at, uid):
+        if at == step:
+            raise Crash(at)
+
+    driver.mig.fault = crash
+    with pytest.raises(Crash):
+        driver.prepare([ref])
+    assert ref[1] in on_disk(node)[0]["mig_started"]
+    restarted, _ = make(node, kube=kube)
+    assert instances(nvml) == []
+    data, specs = on_disk(node)
+    assert "mig_started" not in data and data["claims"] == {} and specs == []
+    answer = restarted.prepare([ref])[ref[1]]  # the kubelet's retry
+    assert "error" not in answer, answer
+    assert instances(nvml) == [("2g.10gb", 0, [0])]
+
+
+def test_a_crash_after_the_commit_keeps_the_claim_and_finds_its_instance(node, nvml):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.5gb", 0))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    spec = driver.checkpoint.claims[ref[1]]["cdi_spec"]
+    (node.cdi / f"aligned.dev-claim_{ref[1]}.json").unlink()  # a tmpfs CDI directory emptied
+    restarted, _ = make(node, kube=kube)
+    assert instances(nvml) == [("1g.5gb", 0, [0])]
+    assert restarted.checkpoint.claims[ref[1]]["cdi_spec"] == spec
+    assert json.loads((node.cdi / f"aligned.dev-claim_{ref[1]}.json").read_text()) == spec
+    assert restarted.unprepare([ref])[ref[1]] == "" and instances(nvml) == []
+
+
+def test_unknown_instances_at_start_idle_destroyed_busy_kept_warned_counted(node, nvml, caplog):
+    gpu = nvml.gpus[h.GPU_BDF]
+    for start in (0, 4):
+        gi = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(gpu, 9, mig_fake.SimpleNamespace(start=start, size=4))
+        nvml.nvmlGpuInstanceCreateComputeInstance(gi, 2)
+    nvml.run(h.GPU_BDF, 777, gi=2)  # the one at slice 4
+    metrics = Metrics()
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.mig_prepare"):
+        driver, _ = make(node, metrics=metrics)
+    assert instances(nvml) == [("3g.20gb", 4, [0])]
+    assert any("3g.20gb at memory slice 4" in r.message and "777" in r.message for r in caplog.records)
+    assert mig_prepare.held_placements() == {h.GPU_BDF: [(4, 4)]}
+    assert metrics.mig_kept_instances._value.get() == 1
+    driver.rescan()  # the process still runs: kept
+    assert instances(nvml) == [("3g.20gb", 4, [0])]
+    del gpu.processes[777]
+    driver.rescan()
+    assert instances(nvml) == [] and mig_prepare.held_placements() == {}
+    assert metrics.mig_kept_instances._value.get() == 0
+
+
+def test_a_new_boot_creates_the_prepared_claims_instances_again(node, nvml):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.5gb", 1))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    old = driver.checkpoint.claims[ref[1]]["cdi_spec"]
+    nvml.reset(h.GPU_BDF)  # a reboot: the instances are gone, the CDI directory (tmpfs) empty
+    for path in node.cdi.iterdir():
+        path.unlink()
+    (node.proc / "sys" / "kernel" / "random" / "boot_id").write_text("99999999-2222-3333-4444-555555555555\n")
+    restarted, _ = make(node, kube=kube)
+    assert instances(nvml) == [("1g.5gb", 1, [0])]
+    entry = restarted.checkpoint.claims[ref[1]]
+    assert entry["cdi_spec"] != old  # new nvidia-caps minors
+    assert json.loads((node.cdi / f"aligned.dev-claim_{ref[1]}.json").read_text()) == entry["cdi_spec"]
+    caps = [n["minor"] for n in entry["cdi_spec"]["devices"][0]["containerEdits"]["deviceNodes"] if "minor" in n]
+    gi_minor = int(nvml._caps(nvml.gpus[h.GPU_BDF], 1).read_text().split()[1])
+    assert caps[0] == gi_minor
+    assert on_disk(node)[0]["boot_id"].startswith("99999999")
+    assert restarted.prepare([ref])[ref[1]] == {"devices": entry["devices"]}
+
+
+def test_with_mig_off_nothing_changes(node, nvml):
+    opts = Options(**node.options())
+    kube = d.ClaimsInMemory()
+    driver = drv.Driver(opts, kube, status_queue=d.StatusRecorder(kube))
+    driver.restore()
+    assert driver.mig is None
+    assert set(json.loads((node.state / "checkpoint.json").read_text())) == {"version", "driver", "node", "claims"}
