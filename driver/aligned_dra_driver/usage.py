@@ -5,7 +5,8 @@
 retried with capped exponential backoff when it fails, one log line per run of failures. Per GPU it reads
 the memory, the processes of the compute and the MPS lists (other containers' processes too), each mapped
 to its pod through ``<procfs-root>/<pid>/cgroup`` (cached while NVML lists the PID), and the processes' SM
-utilization where NVML samples it. Readings are kept for one tick: the reclaim watcher and the usage poll
+utilization where NVML samples it; on a GPU in MIG mode, each MIG device's memory from NVML on its MIG handle
+(:class:`MigReading`, per GPU instance). Readings are kept for one tick: the reclaim watcher and the usage poll
 of a tick share them (one poll, not two).
 
 :class:`GpuWatcher` is the one thread that polls: every ``--reclaim-interval`` the reclaim step
@@ -44,6 +45,15 @@ def load_pynvml() -> Any:
     return pynvml
 
 
+@dataclass(frozen=True)
+class MigReading:
+    """One MIG device (NVML on its MIG handle): its UUID and memory in bytes."""
+
+    uuid: str
+    total: int
+    used: int
+
+
 @dataclass
 class GpuReading:
     """One GPU as NVML showed it in one tick (bytes; ``sm``: 0..1 per PID, only where NVML sampled it)."""
@@ -56,6 +66,7 @@ class GpuReading:
     processes: dict[int, int] = field(default_factory=dict)  # pid -> bytes (amounts NVML knows)
     pods: dict[int, str | None] = field(default_factory=dict)  # pid -> pod UID, None: no pod's process
     sm: dict[int, float] = field(default_factory=dict)
+    migs: dict[int, MigReading] = field(default_factory=dict)  # GPU instance id -> its MIG device
 
     def by_pod(self) -> dict[str, int]:
         """Bytes per pod UID (processes of no pod left out)."""
@@ -190,8 +201,30 @@ class NvmlReader:
         for pid in reading.processes:
             reading.pods[pid] = self._pod_of(pid)
         reading.sm = self._sm(pci, handle)
+        reading.migs = self._migs(handle)
         self.cache[pci] = reading
         return reading
+
+    def _migs(self, handle: Any) -> dict[int, MigReading]:
+        """The MIG devices of a GPU in MIG mode, per GPU instance id; {} otherwise."""
+        nvml = self.nvml
+        mode = getattr(nvml, "nvmlDeviceGetMigMode", None)
+        try:
+            if mode is None or not mode(handle)[0]:
+                return {}
+        except nvml.NVMLError:  # NOT_SUPPORTED: a GPU without MIG
+            return {}
+        migs = {}
+        for index in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
+            try:
+                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
+            except nvml.NVMLError:  # NOT_FOUND: no MIG device at this index
+                continue
+            memory = nvml.nvmlDeviceGetMemoryInfo(mig)
+            raw = nvml.nvmlDeviceGetUUID(mig)
+            uuid = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+            migs[int(nvml.nvmlDeviceGetGpuInstanceId(mig))] = MigReading(uuid, int(memory.total), int(memory.used))
+        return migs
 
     def forget(self, pci: str) -> None:
         """A GPU gone: its UUID is read again when it comes back."""
@@ -235,10 +268,16 @@ class NvmlReader:
 
 
 def nvidia_gpus(inventory: Any) -> dict[str, str]:
-    """``{pci address: device name}`` of the NVIDIA GPUs in the driver's last scan (what NVML can read)."""
+    """``{pci address: device name}`` of the NVIDIA GPUs in the driver's last scan (what NVML can read); a MIG
+    device (``<gpu>-mig-…``) is read with its parent GPU."""
     gpus = {}
     for name, topo in (getattr(inventory, "by_name", None) or {}).items():
-        if name.startswith("gpu-") and topo.get("vendor_id") == "0x10de" and topo.get("pci_address"):
+        if (
+            name.startswith("gpu-")
+            and "-mig-" not in name
+            and topo.get("vendor_id") == "0x10de"
+            and topo.get("pci_address")
+        ):
             gpus[topo["pci_address"]] = name
     return gpus
 

@@ -11,6 +11,9 @@ Per prepared GPU of a claim, one series per pod of the claim (``pod=""`` while n
 - ``aligned_dra_claim_gpu_sm_utilization_ratio``: 0..1, the pod's processes' SM utilization summed (at
   most 1), only where NVML sampled at least one of them since the last poll: absent, never 0, otherwise.
 
+A MIG device of a claim (``device`` its name, ``gpu_uuid`` its MIG UUID): memory used is NVML's on its MIG
+handle (the instance's whole use, for each pod of the claim), request and limit the instance's memory.
+
 Per published NVIDIA GPU: ``aligned_dra_gpu_memory_used_bytes{device,gpu_uuid}``,
 ``aligned_dra_gpu_memory_total_bytes`` and ``aligned_dra_gpu_memory_unattributed_bytes`` (the processes
 of no prepared claim's pod: the MPS server, the host's, other containers'). Per prepared device
@@ -103,7 +106,11 @@ class UsageCollector:
         namespace, claim = entry.get("namespace", ""), entry.get("name", "")
         for device in entry.get("devices") or []:
             reading = snapshot.get(device.get("pci_address")) if device.get("kind") == "gpu" else None
-            uuid = reading.uuid if reading is not None else ""
+            mig = device.get("mig") if isinstance(device.get("mig"), dict) else None
+            part = reading.migs.get(mig.get("gpu_instance")) if reading is not None and mig else None
+            if mig and part is None:
+                reading = None  # its instance is not (or no longer) on the GPU: no figure, never the parent's
+            uuid = part.uuid if part is not None else reading.uuid if reading is not None else ""
             pool, name, pci = device.get("pool", ""), device.get("device", ""), device.get("pci_address", "")
             for pod_name, _pod_uid in pods:
                 families["aligned_dra_claim_device_info"].add_metric(
@@ -112,9 +119,10 @@ class UsageCollector:
             if reading is None:
                 continue
             share = device.get("share") if isinstance(device.get("share"), dict) else None
-            request = reading.total if share is None else (share.get("request") or {}).get("memory")
-            limit = reading.total if share is None else (share.get("limit") or {}).get("memory")
-            by_pod = reading.by_pod()
+            total = part.total if part is not None else reading.total
+            request = total if share is None else (share.get("request") or {}).get("memory")
+            limit = total if share is None else (share.get("limit") or {}).get("memory")
+            by_pod = reading.by_pod() if part is None else {pod_uid: part.used for _name, pod_uid in pods}
             for pod_name, pod_uid in pods:
                 labels = [namespace, claim, pod_name, name, uuid]
                 families["aligned_dra_claim_gpu_memory_used_bytes"].add_metric(labels, by_pod.get(pod_uid, 0))

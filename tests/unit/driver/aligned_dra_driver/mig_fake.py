@@ -181,6 +181,13 @@ class MigNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
         return [fake_nvml.ProcessInfo(pid, used, gi, ci) for pid, (gi, ci, used) in sorted(h.processes.items())]
 
+    def nvmlDeviceGetMemoryInfo(self, h: Any) -> Any:
+        """A MIG handle: its instance's memory (5 GiB a slice) and its processes' use."""
+        gpu = self.gpus[h.bus]
+        total = 5 * (1 << 30) * gpu.gis[h.gi].size
+        used = sum(u for gi, _ci, u in gpu.processes.values() if gi == h.gi)
+        return fake_nvml.Memory(total=total, free=total - used, used=used)
+
     def nvmlDeviceGetMaxMigDeviceCount(self, h: Gpu) -> int:
         return 7
 
@@ -188,7 +195,8 @@ class MigNvml:
         devices = [(g.id, c) for g in sorted(h.gis.values(), key=lambda g: g.id) for c in sorted(g.cis)]
         if index >= len(devices):
             raise NVMLError(fake_nvml.NVML_ERROR_NOT_FOUND)
-        return SimpleNamespace(gi=devices[index][0], ci=devices[index][1], uuid=f"MIG-{h.bus}-{devices[index][0]}")
+        gi, ci = devices[index]
+        return SimpleNamespace(bus=h.bus, gi=gi, ci=ci, uuid=f"MIG-{h.bus}-{gi}")
 
     def nvmlDeviceGetGpuInstanceId(self, mig: Any) -> int:
         return mig.gi

@@ -219,6 +219,38 @@ def test_a_gpu_the_driver_does_not_run_as_mig_is_refused(node, nvml):
     assert "is not run as MIG by this driver" in driver.prepare([ref])[ref[1]]["error"]
 
 
+def test_usage_of_a_mig_claim_comes_from_its_mig_handle(node, nvml):
+    from aligned_dra_driver.claim_pods import ClaimPods
+    from aligned_dra_driver.usage import GpuReading, NvmlReader, nvidia_gpus
+    from aligned_dra_driver.usage_metrics import UsageCollector
+
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("2g.10gb", 0))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    assert nvidia_gpus(driver.inventory) == {h.GPU_BDF: h.GPU}  # the MIG devices are read with their parent
+    nvml.run(h.GPU_BDF, 4242, gi=1, used=3 << 30)
+    reader = NvmlReader(lambda: nvml)
+    assert reader.ready()
+    migs = reader._migs(nvml.gpus[h.GPU_BDF])
+    assert migs == {1: mig_prepare_reading(f"MIG-{h.GPU_BDF}-1", 10 << 30, 3 << 30)}
+    pods = ClaimPods()
+    pods.set(ref[1], [("pod-a", "0f0f0f0f-0000-0000-0000-000000000001")])
+    reading = GpuReading(h.GPU_BDF, "GPU-0000-0", 40 << 30, 37 << 30, 3 << 30, migs=migs)
+    watcher = mig_fake.SimpleNamespace(available=True, snapshot={h.GPU_BDF: reading}, gpus=lambda: {h.GPU_BDF: h.GPU})
+    families = {f.name: f for f in UsageCollector(watcher, lambda: driver.checkpoint.claims, pods).collect()}
+    (used,) = families["aligned_dra_claim_gpu_memory_used_bytes"].samples
+    assert used.labels["gpu_uuid"] == f"MIG-{h.GPU_BDF}-1" and used.labels["device"] == mig_name("2g.10gb", 0)
+    assert used.value == 3 << 30
+    (limit,) = families["aligned_dra_claim_gpu_memory_limit_bytes"].samples
+    assert limit.value == 10 << 30
+
+
+def mig_prepare_reading(uuid, total, used):
+    from aligned_dra_driver.usage import MigReading
+
+    return MigReading(uuid, total, used)
+
+
 # -- the fault lab's MIG cases: stop at a step as a crash would, start a fresh driver on the same state --------
 
 
