@@ -27,6 +27,9 @@ description:
     (O(rails_record)). A NIC physical function that a pod holds (its interface and, in exclusive RDMA
     mode, its RDMA device moved into the pod) is returned as the driver last saw it, marked
     C(out_of_view), so that the rails of the node's other NICs are read as the driver publishes them.
+  - On the live node it also reads each NVIDIA GPU's MIG state (MIG-capable, MIG mode, profiles and
+    instances) through NVML where the node's Python has C(nvidia-ml-py), and says why where it cannot
+    (O(mig)).
 requirements:
   - Python >= 3.9 on the node, standard library only
 author:
@@ -72,6 +75,16 @@ options:
         where that is not the default.
     type: path
     default: /var/lib/aligned-dra/rails-nics.json
+  mig:
+    description:
+      - Read each NVIDIA GPU's MIG state through NVML (RV(topology.devices[].mig)). Read only on the live node
+        (O(sysfs_root) is C(/sys)): a captured tree's GPUs are not this machine's, so it never asks NVML for them.
+      - Needs C(nvidia-ml-py) (module C(pynvml)) in the Python that runs the module, imported only on a node
+        with NVIDIA GPUs. Where it is not installed, there is no GPU driver or NVML fails, the entry says so
+        and why; it never fails the probe.
+      - V(false) leaves the entry out.
+    type: bool
+    default: true
   fact:
     description:
       - Keep the node's topology in this run's store on the controller and set the fact
@@ -163,6 +176,12 @@ topology:
           (O(rails_record)) has as an RDMA NIC has C(kind) V(rdma), the recorded C(netdevs) (names only) and
           C(out_of_view), a dict with the C(kind) and the interface names (C(netdevs)) the host sees now
           (usually V(nic) and none while a pod holds it); no other device has C(out_of_view).
+        - On the live node with O(mig), each NVIDIA GPU (not a VF) has C(mig): its MIG state as NVML reads it,
+          C(readable) V(true), C(mig_capable), C(mig_mode) ({current, pending}, V(null) when not MIG-capable),
+          C(profiles) (V(null) while MIG mode is off), C(memory_slices) and C(instances) (each with its
+          C(profile), C(placement) {start, size}, C(uuid) and compute instances), with C(uuid), C(name),
+          C(architecture), C(minor) and C(memory_bytes); or, where NVML could not be read, only C(readable)
+          V(false) and C(reason). No other device has C(mig), nor does any device of a captured tree.
       type: list
       elements: dict
     bridges:
@@ -214,35 +233,16 @@ network_plan:
   type: dict
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aligned.dra.plugins.module_utils.node.network import plan as network_plan
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology.addresses import ipv4_addresses
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology.pci import find_pci_ids
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rail_record import DEFAULT_RECORD, with_record
-from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rails import rail_nics
-
-LIVE_SYSFS = "/sys"
-
-
-def is_live(sysfs_root: str) -> bool:
-    """Whether ``sysfs_root`` is this machine's sysfs: a captured tree's interfaces and NICs are not this machine's."""
-    return os.path.realpath(sysfs_root) == LIVE_SYSFS
-
-
-def netdev_addresses(topology: dict, sysfs_root: str) -> dict | None:
-    """IPv4 addresses of the RDMA NIC PFs' interfaces on the live node; ``None`` (unknown) for a captured tree.
-
-    A captured tree's interfaces are not this machine's: reading addresses by
-    their names here would give whatever this machine has under those names.
-    """
-    if not is_live(sysfs_root):
-        return None
-    names = sorted({n["name"] for d in rail_nics(topology) for n in d.get("netdevs") or [] if n.get("name")})
-    return ipv4_addresses(names)
+# netdev_addresses: the module's own name for it, as before the run moved to module_utils
+from ansible_collections.aligned.dra.plugins.module_utils.node.probe.topology_info import (  # noqa: F401
+    LIVE_SYSFS,
+    ProbeError,
+    netdev_addresses,
+    run,
+)
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rail_record import DEFAULT_RECORD
 
 
 def main() -> None:
@@ -252,31 +252,18 @@ def main() -> None:
             "procfs_root": {"type": "path", "default": "/proc"},
             "pci_ids_path": {"type": "path"},
             "rails_record": {"type": "path", "default": DEFAULT_RECORD},
+            "mig": {"type": "bool", "default": True},
             "network_plan": {"type": "dict"},
             # taken by the action plugin on the controller; never reaches the node
             "fact": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
-    params = module.params
-    for name in ("sysfs_root", "procfs_root"):
-        if not os.path.isdir(params[name]):
-            module.fail_json(msg=f"{name}: {params[name]} is not a directory")
-    pci_ids = params["pci_ids_path"]
-    if pci_ids is None:
-        pci_ids = find_pci_ids()
-    elif not os.access(pci_ids, os.R_OK) or not os.path.isfile(pci_ids):
-        module.fail_json(msg=f"pci_ids_path: {pci_ids} is not a readable file")
-    topology = probe(params["sysfs_root"], params["procfs_root"], pci_ids)
-    topology["netdev_addresses"] = netdev_addresses(topology, params["sysfs_root"])
-    if is_live(params["sysfs_root"]):
-        # after the addresses: a NIC read as last seen takes the addresses its record has
-        topology = with_record(topology, params["rails_record"])
-    extra = {}
-    if params["network_plan"] is not None:
-        # read-only, in this round: the network stage reuses it instead of reading the node again
-        extra["network_plan"] = network_plan.for_probe(params["network_plan"])
-    module.exit_json(changed=False, topology=topology, **extra)
+    try:
+        result = run(module.params, live_sysfs=LIVE_SYSFS)
+    except ProbeError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,9 @@ RAILS = ["node/topology/rails.py"]
 RAIL_RECORD = ["node/topology/rail_record.py"]
 # The live node's IPv4 addresses, which the rails' subnet rule needs.
 ADDRESSES = ["node/topology/addresses.py"]
+# topology_info's run (node/probe), and the NVML reader of each NVIDIA GPU's MIG entry it calls.
+PROBE_RUN = ["node/probe/__init__.py", "node/probe/topology_info.py", "node/probe/gpu_mig.py"]
+MIG_READER = ["node/mig/__init__.py", "node/mig/nvml_state.py"]
 
 
 @pytest.mark.parametrize(
@@ -116,7 +119,8 @@ def test_topology_info_carries_nothing_but_the_probe_the_rails_addresses_and_the
     # the network plan: the validation probe plans the node's network in its round (network_plan's code)
     network = [name for name in payloads["network_plan"] if name.startswith("node/network/")]
     assert "node/network/plan.py" in network
-    assert payloads["topology_info"] == sorted([*NODE, *PROBE, *ADDRESSES, *RAILS, *RAIL_RECORD, *network])
+    expected = [*NODE, *PROBE, *ADDRESSES, *RAILS, *RAIL_RECORD, *network, *PROBE_RUN, *MIG_READER]
+    assert payloads["topology_info"] == sorted(expected)
 
 
 def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
