@@ -11,11 +11,17 @@ cause             check                                                       ef
 ================  ==========================================================  ==========
 gone              the PCI function is no longer in sysfs                      NoExecute
 not-responding    its config space reads as all ones (fell off the bus)       NoExecute
+gpu-lost          NVML answers ``GPU_IS_LOST`` for the GPU                     NoExecute
 no-driver         no kernel driver is bound                                   NoSchedule
 link-down         a netdev of the function is up but has no carrier           NoSchedule
 rdma-port-down    an RDMA port of the function is not ACTIVE                  NoSchedule
 aer-fatal         ``aer_dev_fatal`` grew within the last ``aer_hold`` seconds NoSchedule
+xid               NVML reported a critical XID error within ``aer_hold`` s     NoSchedule
 ================  ==========================================================  ==========
+
+``gpu-lost`` and ``xid`` are NVML's word on a GPU (:meth:`HealthMonitor.gpu_signal`, from the GPU
+watcher): they apply to every device of that PCI address, the GPU whole and its MIG devices alike (a MIG
+device's scan entry is its parent GPU's), as the PCI checks do.
 
 A device that can no longer work for the pods that have it (gone, not
 responding) gets ``NoExecute``, so the eviction controller moves them; a device
@@ -46,10 +52,12 @@ from . import pcihealth
 CAUSES: dict[str, str] = {
     "gone": "NoExecute",
     "not-responding": "NoExecute",
+    "gpu-lost": "NoExecute",
     "no-driver": "NoSchedule",
     "link-down": "NoSchedule",
     "rdma-port-down": "NoSchedule",
     "aer-fatal": "NoSchedule",
+    "xid": "NoSchedule",
 }
 TAINT_NAME = "unhealthy"  # the taint key is <driver name>/unhealthy
 AER_HOLD = 600.0  # seconds a fatal AER error keeps its device tainted
@@ -121,6 +129,27 @@ class HealthMonitor:
         self._aer_count: dict[str, int] = {}  # PCI address -> last fatal count read
         self._aer_rise: dict[str, tuple[float, int]] = {}  # PCI address -> (time of the last rise, count)
         self._address: dict[str, str] = {}  # device name -> PCI address, from the scans that published it
+        self._gpu: dict[str, tuple[str, str, float]] = {}  # PCI address -> NVML's (cause, message, since)
+
+    def gpu_signal(self, pci: str, cause: str = "", message: str = "") -> None:
+        """NVML's word on a GPU (``gpu-lost``, ``xid``; empty clears it), taken by the next :meth:`update`."""
+        with self.cond:
+            if cause:
+                self._gpu[pci] = (cause, message, self.clock())
+            else:
+                self._gpu.pop(pci, None)
+
+    def _signal(self, pci: str, cause: str, message: str, now: float) -> tuple[str, str]:
+        """The check's cause, or NVML's signal on the GPU where that comes first in CAUSES (an XID: for aer_hold)."""
+        with self.cond:
+            signal = self._gpu.get(pci)
+            if signal is not None and signal[0] == "xid" and now - signal[2] >= self.aer_hold:
+                del self._gpu[pci]
+                signal = None
+        order = list(CAUSES)
+        if signal is None or (cause and order.index(cause) <= order.index(signal[0])):
+            return cause, message
+        return signal[0], f"{pci}: {signal[1]}"
 
     def _aer_message(self, bdf: str, now: float) -> str:
         count = pcihealth.aer_fatal_count(self.sysfs_root, bdf) if self.sysfs_root else None
@@ -159,7 +188,8 @@ class HealthMonitor:
                 ),
                 "",
             )
-        return check(topo, rdma, responds, aer, no_carrier)
+        cause, message = check(topo, rdma, responds, aer, no_carrier)
+        return self._signal(topo["pci_address"], cause, message, now) if topo is not None else (cause, message)
 
     def update(self, inventory: Any) -> bool:
         """Recompute from an inventory; True when any device changed state.

@@ -322,6 +322,8 @@ class GpuWatcher(PollingThread):
         self.backoff: dict[str, Backoff] = {}  # per GPU: NVML failures
         self.read_backoff: dict[str, Backoff] = {}  # per GPU: its claims' reads
         self.foreign: set[str] = set()  # pods whose GPU's claims were read and named none of them
+        self.health: Any = None  # health.HealthMonitor: a GPU NVML calls lost taints it and its MIG devices
+        self.lost: set[str] = set()  # GPUs NVML answered GPU_IS_LOST for (cleared when they answer again)
         self._usage_due = 0.0
         self._reclaim_due = 0.0
 
@@ -394,6 +396,9 @@ class GpuWatcher(PollingThread):
                 continue
             if self.backoff.pop(pci, None) is not None:
                 LOG.info("GPU %s answers NVML again", pci)
+            if pci in self.lost and self.health is not None:
+                self.lost.discard(pci)
+                self.health.gpu_signal(pci)
         self.available = self.reader.nvml is not None and not (gpus and failed == len(gpus))
         self._find_pods(readings, claims)
         self.snapshot = readings if self.available else {}
@@ -404,6 +409,10 @@ class GpuWatcher(PollingThread):
         delay = entry.failed()
         if kind == "gone":
             self.reader.forget(pci)
+            if getattr(exc, "value", None) == getattr(self.reader.nvml, "NVML_ERROR_GPU_IS_LOST", object()):
+                self.lost.add(pci)
+                if self.health is not None:
+                    self.health.gpu_signal(pci, "gpu-lost", "NVML: GPU is lost")
         what = {"gone": "is gone from NVML", "uninitialized": ": NVML lost its initialization"}.get(kind, "failed")
         level = logging.WARNING if entry.failures == 1 else logging.DEBUG
         LOG.log(level, "usage: GPU %s %s (%d in a row; next try in %.1f s): %s", pci, what, entry.failures, delay, exc)

@@ -270,3 +270,32 @@ def test_a_healthy_sriov_node_has_no_tainted_device(tmp_path):
     tainted = {d["name"]: d["taints"] for d in monitor.tainted_devices(scanned, "dra.aligned.dev") if d.get("taints")}
     assert list(tainted) == [gone_name]
     assert tainted[gone_name][0]["effect"] == "NoExecute" and tainted[gone_name][0]["value"] == "not-responding"
+
+
+def test_a_lost_or_xid_failing_gpu_taints_its_mig_devices_too():
+    """NVML's signals and the PCI checks reach a MIG device through its parent GPU's scan entry."""
+    bus, whole = "0000:18:00.0", "gpu-0000-18-00-0"
+    names = [whole, f"{whole}-mig-1g-5gb-0", f"{whole}-mig-3g-20gb-4"]
+    gpu = {"pci_address": bus, "driver": "nvidia", "vendor_id": "0x10de"}
+    published = Inventory([{"name": n} for n in names], dict.fromkeys(names, gpu), {}, False)
+    now = [1000.0]
+    monitor = health.HealthMonitor(aer_hold=600, clock=lambda: now[0])
+
+    def causes(inventory=published):
+        monitor.update(inventory)
+        return {name: entry.cause for name, entry in monitor.snapshot().items()}
+
+    assert causes() == dict.fromkeys(names, "")
+    monitor.gpu_signal(bus, "gpu-lost", "NVML: GPU is lost")
+    assert causes() == dict.fromkeys(names, "gpu-lost")
+    taint = monitor.taint(monitor.snapshot()[names[1]], "dra.aligned.dev")
+    assert (taint["value"], taint["effect"]) == ("gpu-lost", "NoExecute")
+    monitor.gpu_signal(bus)
+    assert causes() == dict.fromkeys(names, "")
+    monitor.gpu_signal(bus, "xid", "XID 79 (fell off the bus)")
+    assert causes() == dict.fromkeys(names, "xid")
+    assert monitor.snapshot()[names[2]].message == f"{bus}: XID 79 (fell off the bus)"
+    now[0] += 600  # an XID taints for the hold, as a fatal AER error does
+    assert causes() == dict.fromkeys(names, "")
+    monitor.gpu_signal(bus, "xid", "XID 48")
+    assert causes(Inventory([], {}, {}, False)) == dict.fromkeys(names, "gone")  # a gone GPU: gone comes first

@@ -271,6 +271,29 @@ def test_a_gpu_gone_from_nvml_loses_its_series_the_others_stay(node):
     assert watcher.backoff[GPU_B].failures == 1
 
 
+def test_a_gpu_nvml_calls_lost_is_signalled_to_the_health_table_until_it_answers(node, monkeypatch):
+    from aligned_dra_driver.health import HealthMonitor
+
+    watcher = node.watcher()
+    watcher.health = HealthMonitor()
+    signals = []
+    monkeypatch.setattr(watcher.health, "gpu_signal", lambda pci, cause="", message="": signals.append((pci, cause)))
+    answer = node.nvml.nvmlDeviceGetMemoryInfo
+
+    def lost(handle):
+        if handle.bus == GPU_B:
+            raise node.nvml.NVMLError(node.nvml.NVML_ERROR_GPU_IS_LOST)
+        return answer(handle)
+
+    monkeypatch.setattr(node.nvml, "nvmlDeviceGetMemoryInfo", lost)
+    watcher.poll_usage()
+    assert signals == [(GPU_B, "gpu-lost")] and watcher.lost == {GPU_B}
+    monkeypatch.setattr(node.nvml, "nvmlDeviceGetMemoryInfo", answer)
+    watcher.backoff.clear()
+    watcher.poll_usage()
+    assert signals[-1] == (GPU_B, "") and watcher.lost == set()
+
+
 def test_an_unknown_pod_s_process_reads_its_gpu_s_claims_once(node):
     uid = node.claim("late", GPU_A, 10, 6, known=False)  # a pod that joined after Prepare, or a restart
     node.process(GPU_A, 3, pod_cgroup(str(uuid.uuid4())))  # a pod of no claim (another driver's)
