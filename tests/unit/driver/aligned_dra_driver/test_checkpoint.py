@@ -224,6 +224,61 @@ def test_a_malformed_returning_is_refused_naming_it(tmp_path, returning, needle)
     assert needle in message and "mv " in message, message
 
 
+MIG = {
+    "mode": "dynamic",
+    "profile": "1g.10gb",
+    "profile_id": 19,
+    "placement": {"start": 6, "size": 1},
+    "gpu_instance": 13,
+    "compute_instance": 0,
+    "uuid": None,
+}
+STARTED = {"pci_address": "0000:18:00.0", "device": "gpu-0000-18-00-0-mig-1g-10gb-6", "profile": "1g.10gb"}
+
+
+def test_mig_records_started_claims_and_the_boot_round_trip_and_a_commit_drops_the_started(tmp_path):
+    claims = {UID: entry()}
+    claims[UID]["devices"][1]["mig"] = dict(MIG)
+    checkpoint = store(tmp_path)
+    checkpoint.mig_started = {OTHER_UID: [dict(STARTED, placement={"start": 0, "size": 2})]}
+    checkpoint.boot_id = "b0"
+    checkpoint.save(claims)
+    again = store(tmp_path)
+    assert again.load([UID]) == claims
+    assert (again.mig_started, again.boot_id) == (checkpoint.mig_started, "b0")
+    checkpoint.save(dict(claims, **{OTHER_UID: entry(OTHER_UID)}))  # the started claim committed in this write
+    assert "mig_started" not in json.loads((tmp_path / "checkpoint.json").read_text())
+
+
+def test_a_checkpoint_of_an_earlier_release_has_no_mig_state_and_saves_without_it(tmp_path):
+    write(tmp_path, document({UID: entry()}))
+    checkpoint = store(tmp_path)
+    checkpoint.load([UID])
+    assert (checkpoint.mig_started, checkpoint.boot_id) == ({}, None)
+    checkpoint.save()
+    assert set(json.loads((tmp_path / "checkpoint.json").read_text())) == {"version", "driver", "node", "claims"}
+
+
+@pytest.mark.parametrize(
+    ("top", "mig", "needle"),
+    [
+        ({}, dict(MIG, mode="elastic"), ".mig.mode: 'elastic' is not static or dynamic"),
+        ({}, dict(MIG, placement={"start": -1, "size": 1}), ".mig.placement.start: -1 is not a memory slice"),
+        ({}, dict(MIG, gpu_instance=True), ".mig.gpu_instance: True is not an NVML identifier"),
+        ({"boot_id": 7}, None, "boot_id: 7 is not a string"),
+        ({"mig_started": {"x": []}}, None, "mig_started: key 'x' is not a Kubernetes UID"),
+        ({"mig_started": {UID: [{"pci_address": "18:00"}]}}, None, 'mig_started["' + UID + '"][0].pci_address'),
+    ],
+)
+def test_a_malformed_mig_field_is_refused_naming_it(tmp_path, top, mig, needle):
+    claims = {UID: entry()}
+    if mig is not None:
+        claims[UID]["devices"][1]["mig"] = mig
+    write(tmp_path, document(claims, **top))
+    message = refused(tmp_path)
+    assert needle in message and "mv " in message, message
+
+
 def test_an_empty_claims_object_loads(tmp_path):
     write(tmp_path, document({}))
     assert store(tmp_path).load([UID]) == {}  # the specs are then removed as stale by the caller
