@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -188,3 +190,21 @@ def test_no_record_is_no_warning(rails_node, tmp_path, capsys):
     topology = probe_live(capsys, tree, tmp_path / "absent.json")["topology"]
     assert not [w for w in topology["warnings"] if "rails record" in w]
     assert rails.assign(topology, rails.check_rule({"by": "pci_order"}))["rails"] == {r.NIC_B: 0}
+
+
+# -- each NVIDIA GPU's MIG state (node/probe/gpu_mig; its own tests beside it) ------------------
+
+
+@pytest.mark.parametrize("mig", [True, False])
+def test_the_live_nodes_nvidia_gpus_have_a_mig_entry_unless_mig_is_off(capsys, monkeypatch, mig):
+    from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+    from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
+
+    tree = materialize("dgx-h100", Path(__file__).resolve().parents[4] / ".cache" / "sysfs")
+    monkeypatch.setattr(topology_info, "LIVE_SYSFS", str((tree / "sys").resolve()))
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(library=False))  # nvidia-ml-py, on a node without a driver
+    args = {"sysfs_root": str(tree / "sys"), "procfs_root": str(tree / "proc"), "mig": mig}
+    devices = run(capsys, args)["topology"]["devices"]
+    entries = [d["mig"] for d in devices if "mig" in d]
+    expected = [{"readable": False, "reason": "NVML: NVML Shared Library Not Found"}] * 8 if mig else []
+    assert entries == expected
