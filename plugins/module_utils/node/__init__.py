@@ -8,5 +8,7 @@ vendors ``topology``. Nothing here imports the controller side.
 - ``topology``: the probe of PCIe, NUMA, GPUs, NICs and RDMA devices (also read by the driver
   and the planner: one source of truth);
 - ``network``: RDMA mode and kernel modules, SR-IOV VFs, links (netlink), the boot-time re-apply;
-- ``snapshots``: capturing what the probe reads, and the archives that carry it.
+- ``snapshots``: capturing what the probe reads, and the archives that carry it;
+- ``probe``: the ``topology_info`` module's run (the probe, and what only the live node adds: addresses,
+  the driver's NIC record, each NVIDIA GPU's MIG state).
 """
