@@ -35,15 +35,14 @@ NVML comes from :func:`aligned_dra_driver.usage.load_pynvml` (initialized on fir
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import threading
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 from .container_edits import PrepareError, mig_edits
+from .mig_nvml import Instance, Nvml, at, text
 from .usage import load_pynvml
 
 LOG = logging.getLogger(__name__)
@@ -51,9 +50,7 @@ LOG = logging.getLogger(__name__)
 ATTRIBUTE_PREFIX = "dra.aligned.dev/"
 HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER: MIG mode changes without a reset from here on
 ARCHITECTURES = {7: "Ampere", 8: "Ada", 9: "Hopper", 10: "Blackwell"}
-PROFILE_INDICES = 32  # NVML_GPU_INSTANCE_PROFILE_* and NVML_COMPUTE_INSTANCE_PROFILE_* indices tried
 STEPS = ("started", "mig-mode", "gpu-instance", "compute-instance", "cdi-spec")
-ERRORS = {"NOT_SUPPORTED": 3, "NOT_FOUND": 6, "RESET_REQUIRED": 16, "IN_USE": 19, "INSUFFICIENT_RESOURCES": 23}
 
 _HELD: dict[str, list[tuple[int, int]]] = {}  # PCI address -> placements kept with a process (replaced whole)
 
@@ -111,157 +108,6 @@ def nvidia_gpus(sysfs_root: str) -> list[str]:
         except OSError:
             continue
     return found
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _profile_name(info: Any) -> str:
-    """``MIG 1g.10gb`` (NVML's v2 name) → ``1g.10gb``."""
-    name = _text(getattr(info, "name", "")).strip()
-    return name[4:] if name.startswith("MIG ") else name
-
-
-class Instance(SimpleNamespace):
-    """A GPU instance as found: ``gi`` (NVML's handle), ``id``, ``profile_id``, ``profile``, ``start``,
-    ``size``, ``slices``, ``cis`` ([(handle, id)])."""
-
-
-class Nvml:
-    """The NVML calls MIG needs, on the module ``pynvml`` (or the tests' fake)."""
-
-    def __init__(self, lib: Any) -> None:
-        self.lib = lib
-
-    def code(self, exc: BaseException) -> int | None:
-        error = getattr(self.lib, "NVMLError", None)
-        if isinstance(error, type) and isinstance(exc, error):
-            return getattr(exc, "value", None)
-        return None
-
-    def is_error(self, exc: BaseException, name: str) -> bool:
-        return self.code(exc) == getattr(self.lib, f"NVML_ERROR_{name}", ERRORS.get(name))
-
-    def handle(self, pci: str) -> Any:
-        return self.lib.nvmlDeviceGetHandleByPciBusId(pci.encode("ascii"))
-
-    def architecture(self, handle: Any) -> int:
-        return int(self.lib.nvmlDeviceGetArchitecture(handle))
-
-    def mig_mode(self, handle: Any) -> bool | None:
-        """Current MIG mode; None for a GPU without MIG."""
-        try:
-            current, _pending = self.lib.nvmlDeviceGetMigMode(handle)
-        except Exception as exc:
-            if self.is_error(exc, "NOT_SUPPORTED"):
-                return None
-            raise
-        return bool(current)
-
-    def _indexed(self, call: Callable[[int], Any]) -> list[Any]:
-        """The infos of every profile index the GPU (instance) answers for."""
-        infos = []
-        for index in range(int(getattr(self.lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", PROFILE_INDICES))):
-            try:
-                infos.append(call(index))
-            except Exception as exc:
-                if self.code(exc) is None:
-                    raise
-        return infos
-
-    def profiles(self, handle: Any) -> list[Any]:
-        """GPU instance profile infos (MIG mode on)."""
-        return self._indexed(lambda index: self.lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, index))
-
-    def profile(self, handle: Any, name: str, pci: str) -> Any:
-        for info in self.profiles(handle):
-            if _profile_name(info) == name:
-                return info
-        raise PrepareError(f"GPU {pci} has no MIG profile {name!r} (is MIG mode on?)")
-
-    def instances(self, handle: Any) -> list[Instance]:
-        """Every GPU instance on the GPU, with its compute instances."""
-        found = []
-        for info in self.profiles(handle):
-            for gi in self.lib.nvmlDeviceGetGpuInstances(handle, info.id):
-                gi_info = self.lib.nvmlGpuInstanceGetInfo(gi)
-                place = gi_info.placement
-                found.append(
-                    Instance(
-                        gi=gi,
-                        id=int(gi_info.id),
-                        profile_id=int(info.id),
-                        profile=_profile_name(info),
-                        start=int(place.start),
-                        size=int(place.size),
-                        slices=int(info.sliceCount),
-                        cis=self.compute_instances(gi),
-                    )
-                )
-        return found
-
-    def _ci_profiles(self, gi: Any) -> list[Any]:
-        engine = getattr(self.lib, "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", 0)
-        return self._indexed(lambda index: self.lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, index, engine))
-
-    def compute_instances(self, gi: Any) -> list[tuple[Any, int]]:
-        out = []
-        for info in self._ci_profiles(gi):
-            for ci in self.lib.nvmlGpuInstanceGetComputeInstances(gi, info.id):
-                out.append((ci, int(self.lib.nvmlComputeInstanceGetInfo(ci).id)))
-        return out
-
-    def placement(self, start: int, size: int) -> Any:
-        cls = getattr(self.lib, "c_nvmlGpuInstancePlacement_t", None)
-        placement = cls() if cls is not None else SimpleNamespace()
-        placement.start, placement.size = start, size
-        # the real pynvml hands it to C as is: a ctypes structure goes by reference (the C side takes a pointer)
-        return ctypes.byref(placement) if isinstance(placement, ctypes.Structure) else placement
-
-    def create(self, handle: Any, info: Any, start: int, size: int) -> Any:
-        return self.lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, info.id, self.placement(start, size))
-
-    def create_ci(self, gi: Any, slices: int) -> int:
-        """The compute instance that spans the GPU instance; its id."""
-        for info in self._ci_profiles(gi):
-            if int(info.sliceCount) == slices:
-                ci = self.lib.nvmlGpuInstanceCreateComputeInstance(gi, info.id)
-                return int(self.lib.nvmlComputeInstanceGetInfo(ci).id)
-        raise PrepareError(f"no compute instance profile spans {slices} slice(s)")
-
-    def processes(self, handle: Any, gi_id: int) -> list[int]:
-        """PIDs running on the GPU instance (NVML lists them on the parent with their instance ids)."""
-        return sorted(
-            int(p.pid)
-            for p in self.lib.nvmlDeviceGetComputeRunningProcesses(handle)
-            if getattr(p, "gpuInstanceId", None) == gi_id
-        )
-
-    def mig_uuid(self, handle: Any, gi_id: int, ci_id: int) -> str | None:
-        for index in range(int(self.lib.nvmlDeviceGetMaxMigDeviceCount(handle))):
-            try:
-                mig = self.lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
-            except Exception as exc:
-                if self.code(exc) is None:
-                    raise
-                continue
-            if (self.lib.nvmlDeviceGetGpuInstanceId(mig), self.lib.nvmlDeviceGetComputeInstanceId(mig)) == (
-                gi_id,
-                ci_id,
-            ):
-                return _text(self.lib.nvmlDeviceGetUUID(mig))
-        return None
-
-    def destroy(self, instance: Instance) -> None:
-        """Its compute instances, then itself; NVML's IN_USE passes through."""
-        for ci, _ci_id in instance.cis:
-            self.lib.nvmlComputeInstanceDestroy(ci)
-        self.lib.nvmlGpuInstanceDestroy(instance.gi)
-
-
-def _at(instances: list[Instance], start: int, size: int, profile: str | None = None) -> Instance | None:
-    return next((i for i in instances if i.start == start and i.size == size and profile in (None, i.profile)), None)
 
 
 class MigPreparer:
@@ -351,7 +197,7 @@ class MigPreparer:
         with self.lock(pci):
             handle = nvml.handle(pci)
             if self.mode == "static":
-                found = _at(nvml.instances(handle), start, size, profile)
+                found = at(nvml.instances(handle), start, size, profile)
                 if found is None or not found.cis:
                     raise PrepareError(f"GPU {pci}: no MIG instance {profile} at memory slice {start} (any more)")
                 mig = self._record("static", found, found.cis[0][1], nvml.mig_uuid(handle, found.id, found.cis[0][1]))
@@ -396,7 +242,7 @@ class MigPreparer:
                 raise PrepareError(f"{where}: NVML does not offer this placement (NVML: {exc})") from exc
             raise PrepareError(f"{where}: creating the GPU instance failed: {exc}") from exc
         self._step("gpu-instance", uid)
-        gi = _at(nvml.instances(handle), start, size, profile)
+        gi = at(nvml.instances(handle), start, size, profile)
         if gi is None:
             raise PrepareError(f"{where}: the GPU instance NVML created is not found")
         ci_id = nvml.create_ci(gi.gi, gi.slices)
@@ -483,7 +329,7 @@ class MigPreparer:
                 handle = nvml.handle(pci)
                 if not nvml.mig_mode(handle):
                     return True
-                found = _at(nvml.instances(handle), place["start"], place["size"], record["profile"])
+                found = at(nvml.instances(handle), place["start"], place["size"], record["profile"])
                 if found is None:
                     return True
                 pids = nvml.processes(handle, found.id)
@@ -511,7 +357,7 @@ class MigPreparer:
             nvml = self.lib()
             with self.lock(pci):
                 handle = nvml.handle(pci)
-                found = _at(nvml.instances(handle), place["start"], place["size"], mig["profile"])
+                found = at(nvml.instances(handle), place["start"], place["size"], mig["profile"])
                 if found is None:
                     continue  # destroyed by an earlier try, or by a reboot
                 try:
@@ -604,16 +450,16 @@ class MigPreparer:
         with self.lock(pci):
             handle = nvml.handle(pci)
             minor = int(nvml.lib.nvmlDeviceGetMinorNumber(handle))
-            topo = {"pci_address": pci, "gpu": {"minor": minor, "uuid": _text(nvml.lib.nvmlDeviceGetUUID(handle))}}
+            topo = {"pci_address": pci, "gpu": {"minor": minor, "uuid": text(nvml.lib.nvmlDeviceGetUUID(handle))}}
             if mig["mode"] == "dynamic":
                 self._mig_mode_on(pci, handle)
-            found = _at(nvml.instances(handle) if nvml.mig_mode(handle) else [], place["start"], place["size"])
+            found = at(nvml.instances(handle) if nvml.mig_mode(handle) else [], place["start"], place["size"])
             if found is None and mig["mode"] == "static":
                 raise PrepareError(f"the static instance {mig['profile']} at memory slice {place['start']} is gone")
             if found is None:
                 info = nvml.profile(handle, mig["profile"], pci)
                 nvml.create(handle, info, place["start"], place["size"])
-                found = _at(nvml.instances(handle), place["start"], place["size"])
+                found = at(nvml.instances(handle), place["start"], place["size"])
                 LOG.info("MIG: claim %s: %s created again at memory slice %s", uid, mig["profile"], place["start"])
                 outcome["recreated"].append(uid)
             if found is None:
@@ -673,7 +519,7 @@ class MigPreparer:
                     handle = nvml.handle(pci)
                     now = nvml.instances(handle)
                     for old in kept:
-                        instance = _at(now, old.start, old.size, old.profile)
+                        instance = at(now, old.start, old.size, old.profile)
                         if instance is None or (old.start, old.size) in held.get(pci, []):
                             continue
                         if nvml.processes(handle, instance.id):

@@ -4,6 +4,7 @@ tests/support/fakes/nvml.py's errors; it writes the nvidia-caps access files und
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -44,11 +45,29 @@ class Gpu:
     processes: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # pid -> (gi, ci, bytes)
 
 
+class c_nvmlGpuInstancePlacement_t(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+
+
+def _listed(items: list[Any], array: Any, count: Any) -> int:
+    """Fill an NVML list call's buffer and count (``byref(c_uint)``), as the library does."""
+    if len(array) < len(items):
+        raise NVMLError(7)  # NVML_ERROR_INSUFFICIENT_SIZE
+    for index, item in enumerate(items):
+        array[index] = item
+    count._obj.value = len(items)
+    return 0
+
+
 class MigNvml:
     """``pynvml`` with MIG: GPUs by PCI address (architecture 7 Ampere, 9 Hopper)."""
 
     NVMLError = NVMLError
     NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
+    # handles held in ctypes buffers: any Python object here
+    c_nvmlGpuInstance_t = ctypes.py_object
+    c_nvmlComputeInstance_t = ctypes.py_object
+    c_nvmlGpuInstancePlacement_t = c_nvmlGpuInstancePlacement_t
 
     def __init__(self, procfs: Path) -> None:
         self.procfs = procfs
@@ -123,9 +142,10 @@ class MigNvml:
 
     def nvmlDeviceGetGpuInstanceProfileInfo(self, h: Gpu, index: int, version: int = 2) -> Any:
         _i, pid, name, slices, _starts, _size = self._profile(h, index)
-        return SimpleNamespace(id=pid, sliceCount=slices, name=f"MIG {name}".encode())
+        return SimpleNamespace(id=pid, sliceCount=slices, instanceCount=8 // slices, name=f"MIG {name}".encode())
 
     def nvmlDeviceCreateGpuInstanceWithPlacement(self, h: Gpu, profile_id: int, placement: Any) -> Any:
+        placement = getattr(placement, "_obj", placement)  # byref(placement), as pynvml hands it to C
         profile = next((p for p in GI_PROFILES if p[1] == profile_id), None)
         if profile is None or placement.start not in profile[4] or placement.size != profile[5]:
             raise NVMLError(fake_nvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -137,8 +157,8 @@ class MigNvml:
         self._write_caps(self._caps(h, gi.id))
         return (h, gi)
 
-    def nvmlDeviceGetGpuInstances(self, h: Gpu, profile_id: int) -> list[Any]:
-        return [(h, g) for g in h.gis.values() if g.profile[1] == profile_id]
+    def nvmlDeviceGetGpuInstances(self, h: Gpu, profile_id: int, array: Any, count: Any) -> int:
+        return _listed([(h, g) for g in h.gis.values() if g.profile[1] == profile_id], array, count)
 
     def nvmlGpuInstanceGetInfo(self, gi: Any) -> Any:
         _h, g = gi
@@ -155,7 +175,8 @@ class MigNvml:
         _h, g = gi
         if index >= len(CI_PROFILES) or CI_PROFILES[index][2] > g.profile[3]:
             raise NVMLError(fake_nvml.NVML_ERROR_NOT_SUPPORTED)
-        return SimpleNamespace(id=CI_PROFILES[index][1], sliceCount=CI_PROFILES[index][2])
+        slices = CI_PROFILES[index][2]
+        return SimpleNamespace(id=CI_PROFILES[index][1], sliceCount=slices, instanceCount=g.profile[3] // slices)
 
     def nvmlGpuInstanceCreateComputeInstance(self, gi: Any, profile_id: int) -> Any:
         h, g = gi
@@ -164,9 +185,9 @@ class MigNvml:
         self._write_caps(self._caps(h, g.id, ci))
         return (h, g, ci)
 
-    def nvmlGpuInstanceGetComputeInstances(self, gi: Any, profile_id: int) -> list[Any]:
+    def nvmlGpuInstanceGetComputeInstances(self, gi: Any, profile_id: int, array: Any, count: Any) -> int:
         h, g = gi
-        return [(h, g, c) for c, p in g.cis.items() if p == profile_id]
+        return _listed([(h, g, c) for c, p in g.cis.items() if p == profile_id], array, count)
 
     def nvmlComputeInstanceGetInfo(self, ci: Any) -> Any:
         return SimpleNamespace(id=ci[2])

@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The NVML calls MIG needs (:mod:`aligned_dra_driver.mig_prepare`), on the module ``pynvml`` as nvidia-ml-py
+has it (list calls fill a buffer of handles and a count; a placement goes by reference), or the tests' fake.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+from .container_edits import PrepareError
+
+PROFILE_INDICES = 32  # NVML_GPU_INSTANCE_PROFILE_* and NVML_COMPUTE_INSTANCE_PROFILE_* indices tried
+ERRORS = {"NOT_SUPPORTED": 3, "NOT_FOUND": 6, "RESET_REQUIRED": 16, "IN_USE": 19, "INSUFFICIENT_RESOURCES": 23}
+
+
+def text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _profile_name(info: Any) -> str:
+    """``MIG 1g.10gb`` (NVML's v2 name) → ``1g.10gb``."""
+    name = text(getattr(info, "name", "")).strip()
+    return name[4:] if name.startswith("MIG ") else name
+
+
+class Instance(SimpleNamespace):
+    """A GPU instance as found: ``gi`` (NVML's handle), ``id``, ``profile_id``, ``profile``, ``start``,
+    ``size``, ``slices``, ``cis`` ([(handle, id)])."""
+
+
+class Nvml:
+    """The NVML calls MIG needs, on the module ``pynvml`` (or the tests' fake)."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+
+    def code(self, exc: BaseException) -> int | None:
+        error = getattr(self.lib, "NVMLError", None)
+        if isinstance(error, type) and isinstance(exc, error):
+            return getattr(exc, "value", None)
+        return None
+
+    def is_error(self, exc: BaseException, name: str) -> bool:
+        return self.code(exc) == getattr(self.lib, f"NVML_ERROR_{name}", ERRORS.get(name))
+
+    def handle(self, pci: str) -> Any:
+        return self.lib.nvmlDeviceGetHandleByPciBusId(pci.encode("ascii"))
+
+    def architecture(self, handle: Any) -> int:
+        return int(self.lib.nvmlDeviceGetArchitecture(handle))
+
+    def mig_mode(self, handle: Any) -> bool | None:
+        """Current MIG mode; None for a GPU without MIG."""
+        try:
+            current, _pending = self.lib.nvmlDeviceGetMigMode(handle)
+        except Exception as exc:
+            if self.is_error(exc, "NOT_SUPPORTED"):
+                return None
+            raise
+        return bool(current)
+
+    def _indexed(self, call: Callable[[int], Any]) -> list[Any]:
+        """The infos of every profile index the GPU (instance) answers for."""
+        infos = []
+        for index in range(int(getattr(self.lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", PROFILE_INDICES))):
+            try:
+                infos.append(call(index))
+            except Exception as exc:
+                if self.code(exc) is None:
+                    raise
+        return infos
+
+    def profiles(self, handle: Any) -> list[Any]:
+        """GPU instance profile infos (MIG mode on)."""
+        return self._indexed(lambda index: self.lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, index))
+
+    def profile(self, handle: Any, name: str, pci: str) -> Any:
+        for info in self.profiles(handle):
+            if _profile_name(info) == name:
+                return info
+        raise PrepareError(f"GPU {pci} has no MIG profile {name!r} (is MIG mode on?)")
+
+    @staticmethod
+    def _listed(call: Callable[[Any, Any], Any], kind: Any, most: int) -> list[Any]:
+        """What an NVML list call (a buffer of handles and a count, as pynvml passes them) gives."""
+        array = (kind * max(1, most))()
+        count = ctypes.c_uint(0)
+        call(array, ctypes.byref(count))
+        return [array[i] for i in range(count.value)]
+
+    def instances(self, handle: Any) -> list[Instance]:
+        """Every GPU instance on the GPU, with its compute instances."""
+        found = []
+        for info in self.profiles(handle):
+            listed = self._listed(
+                lambda array, count, info=info: self.lib.nvmlDeviceGetGpuInstances(handle, info.id, array, count),
+                self.lib.c_nvmlGpuInstance_t,
+                int(info.instanceCount),
+            )
+            for gi in listed:
+                gi_info = self.lib.nvmlGpuInstanceGetInfo(gi)
+                place = gi_info.placement
+                found.append(
+                    Instance(
+                        gi=gi,
+                        id=int(gi_info.id),
+                        profile_id=int(info.id),
+                        profile=_profile_name(info),
+                        start=int(place.start),
+                        size=int(place.size),
+                        slices=int(info.sliceCount),
+                        cis=self.compute_instances(gi),
+                    )
+                )
+        return found
+
+    def _ci_profiles(self, gi: Any) -> list[Any]:
+        engine = getattr(self.lib, "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", 0)
+        return self._indexed(lambda index: self.lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, index, engine))
+
+    def compute_instances(self, gi: Any) -> list[tuple[Any, int]]:
+        out = []
+        for info in self._ci_profiles(gi):
+            listed = self._listed(
+                lambda array, count, info=info: self.lib.nvmlGpuInstanceGetComputeInstances(gi, info.id, array, count),
+                self.lib.c_nvmlComputeInstance_t,
+                int(info.instanceCount),
+            )
+            for ci in listed:
+                out.append((ci, int(self.lib.nvmlComputeInstanceGetInfo(ci).id)))
+        return out
+
+    def placement(self, start: int, size: int) -> Any:
+        cls = getattr(self.lib, "c_nvmlGpuInstancePlacement_t", None)
+        placement = cls() if cls is not None else SimpleNamespace()
+        placement.start, placement.size = start, size
+        # the real pynvml hands it to C as is: a ctypes structure goes by reference (the C side takes a pointer)
+        return ctypes.byref(placement) if isinstance(placement, ctypes.Structure) else placement
+
+    def create(self, handle: Any, info: Any, start: int, size: int) -> Any:
+        return self.lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, info.id, self.placement(start, size))
+
+    def create_ci(self, gi: Any, slices: int) -> int:
+        """The compute instance that spans the GPU instance; its id."""
+        for info in self._ci_profiles(gi):
+            if int(info.sliceCount) == slices:
+                ci = self.lib.nvmlGpuInstanceCreateComputeInstance(gi, info.id)
+                return int(self.lib.nvmlComputeInstanceGetInfo(ci).id)
+        raise PrepareError(f"no compute instance profile spans {slices} slice(s)")
+
+    def processes(self, handle: Any, gi_id: int) -> list[int]:
+        """PIDs running on the GPU instance (NVML lists them on the parent with their instance ids)."""
+        return sorted(
+            int(p.pid)
+            for p in self.lib.nvmlDeviceGetComputeRunningProcesses(handle)
+            if getattr(p, "gpuInstanceId", None) == gi_id
+        )
+
+    def mig_uuid(self, handle: Any, gi_id: int, ci_id: int) -> str | None:
+        for index in range(int(self.lib.nvmlDeviceGetMaxMigDeviceCount(handle))):
+            try:
+                mig = self.lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
+            except Exception as exc:
+                if self.code(exc) is None:
+                    raise
+                continue
+            if (self.lib.nvmlDeviceGetGpuInstanceId(mig), self.lib.nvmlDeviceGetComputeInstanceId(mig)) == (
+                gi_id,
+                ci_id,
+            ):
+                return text(self.lib.nvmlDeviceGetUUID(mig))
+        return None
+
+    def destroy(self, instance: Instance) -> None:
+        """Its compute instances, then itself; NVML's IN_USE passes through."""
+        for ci, _ci_id in instance.cis:
+            self.lib.nvmlComputeInstanceDestroy(ci)
+        self.lib.nvmlGpuInstanceDestroy(instance.gi)
+
+
+def at(instances: list[Instance], start: int, size: int, profile: str | None = None) -> Instance | None:
+    return next((i for i in instances if i.start == start and i.size == size and profile in (None, i.profile)), None)
