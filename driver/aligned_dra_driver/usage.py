@@ -11,7 +11,8 @@ of a tick share them (one poll, not two).
 
 :class:`GpuWatcher` is the one thread that polls: every ``--reclaim-interval`` the reclaim step
 (:mod:`aligned_dra_driver.reclaim`) and every ``--usage-interval`` the usage snapshot of every NVIDIA GPU
-the driver publishes. A process of a pod that no prepared claim names makes it read that GPU's claims
+the driver publishes; with the health table (``health``) it tells it the GPUs NVML answers ``GPU_IS_LOST``
+for and drains NVML's critical XID events at each usage poll (never waiting). A process of a pod that no prepared claim names makes it read that GPU's claims
 (``status.reservedFor``) again: at most :data:`MAX_CLAIM_READS` per poll, backed off per GPU after a
 failure, and a pod still unknown after a read is not asked about again while its processes live.
 
@@ -36,6 +37,11 @@ LOG = logging.getLogger("aligned_dra_driver.usage")
 BACKOFF_BASE = 1.0  # seconds before the first retry after a failure (jittered to half..full)
 BACKOFF_CAP = 60.0
 MAX_CLAIM_READS = 32  # claim GETs one usage poll may make to find the pods of unknown processes
+# XIDs that are the application's fault, not the GPU's (NVIDIA's device plugin skips the same): no taint
+XID_APPLICATION = frozenset({13, 31, 43, 45, 68, 109})
+XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
+NVML_ERROR_TIMEOUT = 10
+MAX_EVENTS = 64  # events one poll drains
 
 
 def load_pynvml() -> Any:
@@ -324,6 +330,8 @@ class GpuWatcher(PollingThread):
         self.foreign: set[str] = set()  # pods whose GPU's claims were read and named none of them
         self.health: Any = None  # health.HealthMonitor: a GPU NVML calls lost taints it and its MIG devices
         self.lost: set[str] = set()  # GPUs NVML answered GPU_IS_LOST for (cleared when they answer again)
+        self._events: Any = None  # NVML's event set for critical XIDs (with ``health``)
+        self._registered: set[str] = set()  # GPUs registered in it (or that refused: not asked again)
         self._usage_due = 0.0
         self._reclaim_due = 0.0
 
@@ -400,8 +408,42 @@ class GpuWatcher(PollingThread):
                 self.lost.discard(pci)
                 self.health.gpu_signal(pci)
         self.available = self.reader.nvml is not None and not (gpus and failed == len(gpus))
+        self._poll_xids(gpus)
         self._find_pods(readings, claims)
         self.snapshot = readings if self.available else {}
+
+    def _poll_xids(self, gpus: dict[str, str]) -> None:
+        """Drain NVML's critical XID events without waiting; an XID of the GPU's, not the application's, taints
+        the GPU and its MIG devices (health's ``xid``)."""
+        nvml = self.reader.nvml
+        if self.health is None or nvml is None or not hasattr(nvml, "nvmlEventSetCreate"):
+            return
+        try:
+            if self._events is None:
+                self._events = nvml.nvmlEventSetCreate()
+            for pci in sorted(set(gpus) - self._registered):
+                self._registered.add(pci)
+                handle = nvml.nvmlDeviceGetHandleByPciBusId(pci.encode("ascii"))
+                try:
+                    nvml.nvmlDeviceRegisterEvents(handle, XID_CRITICAL, self._events)
+                except nvml.NVMLError as exc:  # NOT_SUPPORTED on some GPUs
+                    LOG.info("GPU %s gives no XID events: %s", pci, exc)
+            for _ in range(MAX_EVENTS):
+                try:
+                    event = nvml.nvmlEventSetWait_v2(self._events, 0)
+                except nvml.NVMLError as exc:
+                    if getattr(exc, "value", None) == NVML_ERROR_TIMEOUT:
+                        return  # none waiting
+                    raise
+                xid = int(event.eventData)
+                raw = nvml.nvmlDeviceGetPciInfo(event.device).busId
+                domain, _, rest = (raw.decode("ascii") if isinstance(raw, bytes) else str(raw)).partition(":")
+                pci = f"{int(domain, 16):04x}:{rest}".lower()
+                if xid not in XID_APPLICATION and pci in gpus:
+                    LOG.warning("GPU %s: XID %d (critical): tainted for the hold", pci, xid)
+                    self.health.gpu_signal(pci, "xid", f"XID {xid}")
+        except Exception as exc:
+            LOG.warning("usage: reading NVML's XID events failed: %s", exc)
 
     def _gpu_failed(self, pci: str, exc: Exception) -> None:
         kind = self.reader.lost(exc)

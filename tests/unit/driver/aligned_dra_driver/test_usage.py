@@ -294,6 +294,40 @@ def test_a_gpu_nvml_calls_lost_is_signalled_to_the_health_table_until_it_answers
     assert signals[-1] == (GPU_B, "") and watcher.lost == set()
 
 
+def test_a_critical_xid_of_the_gpu_signals_it_an_application_s_does_not(node, monkeypatch):
+    from types import SimpleNamespace
+
+    from aligned_dra_driver.health import HealthMonitor
+
+    watcher = node.watcher()
+    watcher.health = HealthMonitor()
+    signals, registered = [], []
+    queue = [(GPU_B, 79), (GPU_A, 13)]  # 79: fell off the bus; 13: an application's graphics exception
+
+    def wait(event_set, timeout):
+        assert (event_set, timeout) == ("set", 0)  # never waits
+        if not queue:
+            raise node.nvml.NVMLError(10)  # NVML_ERROR_TIMEOUT: none waiting
+        bus, xid = queue.pop(0)
+        return SimpleNamespace(device=bus, eventType=8, eventData=xid)
+
+    for name, fn in {
+        "nvmlEventSetCreate": lambda: "set",
+        "nvmlDeviceRegisterEvents": lambda handle, types, event_set: registered.append((handle.bus, types)),
+        "nvmlEventSetWait_v2": wait,
+        "nvmlDeviceGetPciInfo": lambda device: SimpleNamespace(busId=b"0000" + device.encode()),
+    }.items():
+        monkeypatch.setattr(node.nvml, name, fn, raising=False)
+    monkeypatch.setattr(
+        watcher.health, "gpu_signal", lambda pci, cause="", message="": signals.append((pci, cause, message))
+    )
+    watcher.poll_usage()
+    assert signals == [(GPU_B, "xid", "XID 79")]
+    assert sorted(registered) == [(GPU_A, 8), (GPU_B, 8)]
+    watcher.poll_usage()  # registered once
+    assert len(registered) == 2
+
+
 def test_an_unknown_pod_s_process_reads_its_gpu_s_claims_once(node):
     uid = node.claim("late", GPU_A, 10, 6, known=False)  # a pod that joined after Prepare, or a restart
     node.process(GPU_A, 3, pod_cgroup(str(uuid.uuid4())))  # a pod of no claim (another driver's)
