@@ -148,12 +148,16 @@ class MigPreparer:
         if self.fault is not None:
             self.fault(step, uid)
 
-    def _save_started(self, started: dict[str, list[dict[str, Any]]]) -> None:
-        """Write the checkpoint with these started records (memory follows a good write); OSError fails."""
+    def _save_started(self, uid: str, records: list[dict[str, Any]]) -> None:
+        """Write the checkpoint with the claim's started records (none: dropped); memory follows a good write.
+
+        Read, changed and written under the state lock: concurrent Prepares of other claims keep theirs."""
         checkpoint = self.driver.checkpoint
         with self.driver.state_lock:
             before = checkpoint.mig_started
-            checkpoint.mig_started = started
+            checkpoint.mig_started = {u: r for u, r in before.items() if u != uid}
+            if records:
+                checkpoint.mig_started[uid] = records
             try:
                 checkpoint.save()
             except OSError:
@@ -225,9 +229,7 @@ class MigPreparer:
         """Started record, MIG mode, GPU instance, compute instance: the device's ``mig`` record."""
         nvml = self.lib()
         record = {"pci_address": pci, "device": device, "profile": profile, "placement": {"start": start, "size": size}}
-        started = dict(self.driver.checkpoint.mig_started)
-        started[uid] = [*started.get(uid, []), record]
-        self._save_started(started)
+        self._save_started(uid, [*self.driver.checkpoint.mig_started.get(uid, []), record])
         self._step("started", uid)
         self._mig_mode_on(pci, handle)
         self._step("mig-mode", uid)
@@ -310,11 +312,8 @@ class MigPreparer:
         for record in records:
             if not self._undo(record):
                 left.append(record)
-        started = {u: r for u, r in self.driver.checkpoint.mig_started.items() if u != uid}
-        if left:
-            started[uid] = left
         try:
-            self._save_started(started)
+            self._save_started(uid, left)
         except OSError as exc:
             LOG.error("claim %s: recording its MIG roll back failed (done again at the next start): %s", uid, exc)
             return False

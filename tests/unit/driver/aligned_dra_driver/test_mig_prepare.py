@@ -139,6 +139,16 @@ def test_unprepare_destroys_the_instance_and_waits_for_its_process(node, nvml):
     assert list(node.cdi.iterdir()) == []
 
 
+def test_claims_of_one_call_each_get_their_instance_and_a_failing_one_is_rolled_back_alone(node, nvml):
+    driver, kube = make(node)
+    refs = [claim(kube, "a", mig_name("1g.5gb", 0)), claim(kube, "b", mig_name("3g.20gb", 4))]
+    refs.append(claim(kube, "c", mig_name("2g.10gb", 0)))  # slice 0 is taken by a or c, whichever comes first
+    answers = driver.prepare(refs)
+    assert sum("error" in a for a in answers.values()) == 1
+    assert len(instances(nvml)) == 2 and driver.checkpoint.mig_started == {}
+    assert set(driver.checkpoint.claims) == {u for u, a in answers.items() if "error" not in a}
+
+
 def test_a_taken_placement_fails_the_claim_and_leaves_nothing(node, nvml):
     driver, kube = make(node)
     first = claim(kube, "a", mig_name("1g.5gb", 1))
