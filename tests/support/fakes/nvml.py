@@ -36,7 +36,10 @@ server, a host daemon), each process's ``<procfs>/<pid>/cgroup`` (:func:`pod_cgr
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import json
+import os
 import re
 import sys
 import uuid
@@ -44,21 +47,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+try:  # the package's sibling (tests import tests.support.fakes.nvml)
+    from . import nvml_mig
+except ImportError:  # loaded by its path (write_module's pynvml.py): the sibling by its path too
+    _mig_spec = importlib.util.spec_from_file_location(
+        "aligned_dra_fake_nvml_mig", Path(__file__).with_name("nvml_mig.py")
+    )
+    nvml_mig = importlib.util.module_from_spec(_mig_spec)
+    sys.modules[_mig_spec.name] = nvml_mig
+    _mig_spec.loader.exec_module(nvml_mig)
+
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_IN_USE = 19
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
 NVML_ERROR_UNKNOWN = 999
 _MESSAGES = {
     NVML_ERROR_UNINITIALIZED: "Uninitialized",
     NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
     NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
     NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
     NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
     NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_RESET_REQUIRED: "GPU requires reset",
+    NVML_ERROR_IN_USE: "GPU is currently in use",
+    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient resources",
     NVML_ERROR_UNKNOWN: "Unknown Error",
 }
 GIB = 1 << 30
@@ -109,17 +134,50 @@ class NVMLError_GpuIsLost(NVMLError):
     _value = NVML_ERROR_GPU_IS_LOST
 
 
-_SUBCLASSES = {
-    sub._value: sub
-    for sub in (
-        NVMLError_Uninitialized,
-        NVMLError_InvalidArgument,
-        NVMLError_NotSupported,
-        NVMLError_NotFound,
-        NVMLError_LibraryNotFound,
-        NVMLError_GpuIsLost,
-    )
-}
+class NVMLError_NoPermission(NVMLError):
+    _value = NVML_ERROR_NO_PERMISSION
+
+
+class NVMLError_InsufficientSize(NVMLError):
+    _value = NVML_ERROR_INSUFFICIENT_SIZE
+
+
+class NVMLError_FunctionNotFound(NVMLError):
+    _value = NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+class NVMLError_ResetRequired(NVMLError):
+    _value = NVML_ERROR_RESET_REQUIRED
+
+
+class NVMLError_InUse(NVMLError):
+    _value = NVML_ERROR_IN_USE
+
+
+class NVMLError_InsufficientResources(NVMLError):
+    _value = NVML_ERROR_INSUFFICIENT_RESOURCES
+
+
+class NVMLError_Unknown(NVMLError):
+    _value = NVML_ERROR_UNKNOWN
+
+
+ERROR_CLASSES = (
+    NVMLError_Uninitialized,
+    NVMLError_InvalidArgument,
+    NVMLError_NotSupported,
+    NVMLError_NoPermission,
+    NVMLError_NotFound,
+    NVMLError_InsufficientSize,
+    NVMLError_LibraryNotFound,
+    NVMLError_FunctionNotFound,
+    NVMLError_GpuIsLost,
+    NVMLError_ResetRequired,
+    NVMLError_InUse,
+    NVMLError_InsufficientResources,
+    NVMLError_Unknown,
+)
+_SUBCLASSES = {sub._value: sub for sub in ERROR_CLASSES}
 
 
 @dataclass(frozen=True)
@@ -127,6 +185,17 @@ class Memory:
     """``c_nvmlMemory_t``: bytes."""
 
     total: int
+    free: int
+    used: int
+
+
+@dataclass(frozen=True)
+class MemoryV2:
+    """``c_nvmlMemory_v2_t`` (``nvmlDeviceGetMemoryInfo(handle, nvmlMemory_v2)``): bytes."""
+
+    version: int
+    total: int
+    reserved: int
     free: int
     used: int
 
@@ -153,6 +222,24 @@ class ProcessUtilizationSample:
     decUtil: int = 0
 
 
+class nvmlPciInfo_t(nvml_mig._Printable):
+    _fields_ = [
+        ("busIdLegacy", ctypes.c_char * 16),
+        ("domain", ctypes.c_uint),
+        ("bus", ctypes.c_uint),
+        ("device", ctypes.c_uint),
+        ("pciDeviceId", ctypes.c_uint),
+        ("pciSubSystemId", ctypes.c_uint),
+        ("busId", ctypes.c_char * 32),
+    ]
+
+
+class DeviceHandle(nvml_mig.c_nvmlDevice_t):
+    """A ``c_nvmlDevice_t`` (opaque to code under test) that tells a test which GPU it is: ``bus``, ``generation``."""
+
+    _type_ = nvml_mig.struct_c_nvmlDevice_t
+
+
 SAMPLES_KEPT = 100
 
 
@@ -165,16 +252,10 @@ class _Gpu:
     uuid: str = ""
     utilization: bool = True  # keeps per-process samples
     samples: list[list[int]] = field(default_factory=list)  # [pid, timeStamp, smUtil, memUtil]
-
-
-class _Handle:
-    """Opaque, as NVML's ``c_nvmlDevice_t``."""
-
-    __slots__ = ("bus", "generation")
-
-    def __init__(self, bus: str, generation: int) -> None:
-        self.bus = bus
-        self.generation = generation
+    model: str = nvml_mig.DEFAULT_MODEL  # a key of nvml_mig.MODELS
+    minor: int = 0
+    mig: dict[str, Any] = field(default_factory=lambda: {"current": 0, "pending": 0, "serial": 0, "instances": []})
+    placed: dict[int, list[int]] = field(default_factory=dict)  # pid -> [gpu instance, compute instance]
 
 
 def _bus_key(bus_id: Any) -> str:
@@ -189,40 +270,54 @@ def _bus_key(bus_id: Any) -> str:
     return f"{domain}:{found.group(1)}:{found.group(2)}.{found.group(3)}"
 
 
-class FakeNvml:
-    """The module ``pynvml``, faked: GPUs by PCI address, their memory and processes."""
+class FakeNvml(nvml_mig.MigNvml):
+    """The module ``pynvml``, faked: GPUs by PCI address, their memory and processes, and MIG (``nvml_mig``)."""
 
     NVMLError = NVMLError
-    NVMLError_Uninitialized = NVMLError_Uninitialized
-    NVMLError_NotSupported = NVMLError_NotSupported
-    NVMLError_NotFound = NVMLError_NotFound
-    NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
-    NVMLError_GpuIsLost = NVMLError_GpuIsLost
-    NVML_ERROR_UNINITIALIZED = NVML_ERROR_UNINITIALIZED
-    NVML_ERROR_INVALID_ARGUMENT = NVML_ERROR_INVALID_ARGUMENT
-    NVML_ERROR_NOT_SUPPORTED = NVML_ERROR_NOT_SUPPORTED
-    NVML_ERROR_NOT_FOUND = NVML_ERROR_NOT_FOUND
-    NVML_ERROR_LIBRARY_NOT_FOUND = NVML_ERROR_LIBRARY_NOT_FOUND
-    NVML_ERROR_GPU_IS_LOST = NVML_ERROR_GPU_IS_LOST
+    NVML_SUCCESS = NVML_SUCCESS
+    nvmlPciInfo_t = nvmlPciInfo_t
+    nvmlMemory_v2 = 0x2000028
 
-    def __init__(self, library: bool = True, state_file: str | Path | None = None) -> None:
+    def __init__(
+        self, library: bool = True, state_file: str | Path | None = None, procfs: str | Path | None = None
+    ) -> None:
         self.library = library
         self.state_file = Path(state_file) if state_file else None
+        self.procfs = str(procfs) if procfs else None  # the nvidia-caps files and /proc/devices go under it
         self.gpus: dict[str, _Gpu] = {}
         self.init_count = 0
         self.calls: list[str] = []
         self.failing = False  # every call after nvmlInit raises NVML_ERROR_UNKNOWN (a driver in trouble)
         self._generation = 0
         self._clock = 1_000_000  # microseconds, as NVML's sample timestamps
+        self._tokens: dict[tuple, int] = {}  # what a handle stands for -> the address it holds, and back
+        self._keys: dict[int, tuple] = {}
 
     # -- the test's side ----------------------------------------------------------------------------
 
-    def add_gpu(self, bus_id: str, total: int, reserved: int = 512 * 1024 * 1024, utilization: bool = True) -> None:
+    def add_gpu(
+        self,
+        bus_id: str,
+        total: int | None = None,
+        reserved: int = 512 * 1024 * 1024,
+        utilization: bool = True,
+        model: str = nvml_mig.DEFAULT_MODEL,
+        minor: int | None = None,
+    ) -> None:
+        """A GPU of ``model`` (a key of ``nvml_mig.MODELS``; ``total`` bytes, default the model's memory), minor
+        number ``minor`` (default: how many GPUs were added before)."""
+        total = nvml_mig.MODELS[model].memory_mib * nvml_mig.MIB if total is None else total
         if total <= 0 or not 0 <= reserved < total:
             raise ValueError("a GPU needs total > reserved >= 0 bytes")
         self._generation += 1
         gpu_uuid = f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{bus_id}/{self._generation}')}"
-        self.gpus[_bus_key(bus_id)] = _Gpu(total, reserved, self._generation, uuid=gpu_uuid, utilization=utilization)
+        minor = len(self.gpus) if minor is None else minor
+        self.gpus[_bus_key(bus_id)] = _Gpu(
+            total, reserved, self._generation, uuid=gpu_uuid, utilization=utilization, model=model, minor=minor
+        )
+        self._changed()
+
+    _bus = staticmethod(lambda bus_id: _bus_key(bus_id))
 
     def uuid_of(self, bus_id: str) -> str:
         return self.gpus[_bus_key(bus_id)].uuid
@@ -238,17 +333,32 @@ class FakeNvml:
     def remove_gpu(self, bus_id: str) -> None:
         """The GPU fell off the bus: NOT_FOUND for its bus ID, GPU_IS_LOST for handles taken before."""
         del self.gpus[_bus_key(bus_id)]
+        self._changed()
 
-    def run(self, bus_id: str, pid: int, used: int | None, mps_client: bool = False) -> None:
-        """A process uses ``used`` bytes of the GPU (again: its use changes); refused beyond the GPU's memory."""
+    def run(
+        self,
+        bus_id: str,
+        pid: int,
+        used: int | None,
+        mps_client: bool = False,
+        gpu_instance: int | None = None,
+        compute_instance: int = 0,
+    ) -> None:
+        """A process uses ``used`` bytes of the GPU (again: its use changes); refused beyond the GPU's memory. On a GPU
+        in MIG mode it runs on a MIG device: ``gpu_instance`` (and ``compute_instance``), within its memory."""
         gpu = self.gpus[_bus_key(bus_id)]
         others = sum(u or 0 for p, (u, _m) in gpu.processes.items() if p != pid)
         if used is not None and (used < 0 or gpu.reserved + others + used > gpu.total):
             raise ValueError(f"{used} bytes do not fit on {bus_id}")
+        self._place(gpu, pid, used, gpu_instance, compute_instance)
         gpu.processes[pid] = (used, mps_client)
+        self._changed()
 
     def end(self, bus_id: str, pid: int) -> None:
-        del self.gpus[_bus_key(bus_id)].processes[pid]
+        gpu = self.gpus[_bus_key(bus_id)]
+        del gpu.processes[pid]
+        gpu.placed.pop(pid, None)
+        self._changed()
 
     def write_state(self, path: str | Path) -> None:
         """The GPUs as JSON, for a driver process's :meth:`from_state_file` (written whole, then renamed)."""
@@ -261,12 +371,22 @@ class FakeNvml:
                 "uuid": gpu.uuid,
                 "utilization": gpu.utilization,
                 "samples": gpu.samples,
+                "model": gpu.model,
+                "minor": gpu.minor,
+                "mig": gpu.mig,
+                "placed": [[pid, *at] for pid, at in sorted(gpu.placed.items())],
             }
             for bus, gpu in self.gpus.items()
         }
-        tmp = Path(str(path) + ".tmp")
-        tmp.write_text(json.dumps({"library": self.library, "failing": self.failing, "gpus": state}))
+        data = {"library": self.library, "failing": self.failing, "procfs": self.procfs, "gpus": state}
+        tmp = Path(f"{path}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
         tmp.replace(path)
+
+    def _changed(self) -> None:
+        """A fake bound to a state file (a driver process's) writes what changed back to it."""
+        if self.state_file is not None:
+            self.write_state(self.state_file)
 
     @classmethod
     def from_state_file(cls, path: str | Path) -> FakeNvml:
@@ -280,6 +400,7 @@ class FakeNvml:
         data = json.loads(self.state_file.read_text())
         self.library = data["library"]
         self.failing = data.get("failing", False)
+        self.procfs = data.get("procfs")
         self.gpus = {
             bus: _Gpu(
                 g["total"],
@@ -289,11 +410,58 @@ class FakeNvml:
                 g.get("uuid", ""),
                 g.get("utilization", True),
                 g.get("samples", []),
+                g.get("model", nvml_mig.DEFAULT_MODEL),
+                g.get("minor", 0),
+                g.get("mig") or _Gpu(1, 0, 0).mig,
+                {pid: [gi, ci] for pid, gi, ci in g.get("placed", [])},
             )
             for bus, g in data["gpus"].items()
         }
 
-    # -- pynvml's functions -----------------------------------------------------------------------
+    # -- pynvml's functions; handles: opaque pointers, as NVML's; each names what it stands for (never dereferenced) ---------
+
+    def _handle(self, kind: Any, key: tuple) -> Any:
+        token = self._tokens.get(key)
+        if token is None:
+            token = self._tokens[key] = 0x1000 + 16 * len(self._tokens)
+            self._keys[token] = key
+        if kind is not nvml_mig.c_nvmlDevice_t:
+            return ctypes.cast(ctypes.c_void_p(token), kind)
+        handle = ctypes.cast(ctypes.c_void_p(token), DeviceHandle)
+        handle.bus, handle.generation = key[1], key[2]
+        return handle
+
+    def _key(self, handle: Any, kind: Any) -> tuple:
+        if not isinstance(handle, kind):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        key = self._keys.get(ctypes.cast(handle, ctypes.c_void_p).value)
+        if key is None:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return key
+
+    # -- pynvml: the GPU ---------------------------------------------------------------------------------
+
+    def nvmlDeviceGetArchitecture(self, device: Any) -> int:
+        return nvml_mig.MODELS[self._gpu(device).model].architecture
+
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        gpu, gi, _ci = self._device(handle)
+        if gi is None:
+            return nvml_mig.MODELS[gpu.model].name
+        return f"{nvml_mig.MODELS[gpu.model].name} MIG {self._profile_by_id(gpu, gi['profile']).name}"
+
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        return self._gpu(handle).minor
+
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> nvmlPciInfo_t:
+        gpu = self._gpu(handle)
+        bus = self._key(handle, nvml_mig.c_nvmlDevice_t)[1]
+        domain, rest = bus.split(":", 1)
+        info = nvmlPciInfo_t()
+        info.busIdLegacy, info.busId = f"{domain}:{rest}".upper(), f"0000{domain}:{rest}".upper()
+        info.domain, info.bus, info.device = int(domain, 16), int(rest[:2], 16), int(rest[3:5], 16)
+        info.pciDeviceId, info.pciSubSystemId = (nvml_mig.MODELS[gpu.model].device_id << 16) | 0x10DE, 0x14_6310DE
+        return info
 
     def nvmlInit(self) -> None:
         self.calls.append("nvmlInit")
@@ -316,17 +484,20 @@ class FakeNvml:
         if self.failing:
             raise NVMLError(NVML_ERROR_UNKNOWN)
 
-    def _gpu(self, handle: Any) -> _Gpu:
+    def _device(self, handle: Any) -> tuple[_Gpu, dict | None, dict | None]:
+        """(GPU, GPU instance, compute instance) of a device handle: the instances None for a GPU's own."""
         self._initialized()
         self._loaded()
-        if not isinstance(handle, _Handle):
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self.gpus.get(handle.bus)
-        if gpu is None or gpu.generation != handle.generation:
-            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        return self._resolve(self._key(handle, nvml_mig.c_nvmlDevice_t))
+
+    def _gpu(self, handle: Any) -> _Gpu:
+        """The GPU of a GPU's handle; a MIG device's handle: NVML_ERROR_NOT_SUPPORTED."""
+        gpu, gi, _ci = self._device(handle)
+        if gi is not None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return gpu
 
-    def nvmlDeviceGetHandleByPciBusId(self, pciBusId: Any) -> _Handle:
+    def nvmlDeviceGetHandleByPciBusId(self, pciBusId: Any) -> Any:
         self.calls.append("nvmlDeviceGetHandleByPciBusId")
         self._initialized()
         self._loaded()
@@ -334,18 +505,48 @@ class FakeNvml:
         gpu = self.gpus.get(key)
         if gpu is None:
             raise NVMLError(NVML_ERROR_NOT_FOUND)
-        return _Handle(key, gpu.generation)
+        return self._handle(nvml_mig.c_nvmlDevice_t, ("gpu", key, gpu.generation))
 
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Memory:
+    def nvmlDeviceGetCount(self) -> int:
+        self._initialized()
+        self._loaded()
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
+        """The GPUs in PCI address order, as NVML enumerates them."""
+        self._initialized()
+        self._loaded()
+        buses = sorted(self.gpus)
+        if not isinstance(index, int) or not 0 <= index < len(buses):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return self.nvmlDeviceGetHandleByPciBusId(buses[index])
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Memory | MemoryV2:
+        """A GPU's memory, or a MIG device's (its profile's memory, its processes' use)."""
         self.calls.append("nvmlDeviceGetMemoryInfo")
-        gpu = self._gpu(handle)
-        used = gpu.reserved + sum(u or 0 for u, _m in gpu.processes.values())
-        return Memory(total=gpu.total, free=gpu.total - used, used=used)
+        gpu, gi, _ci = self._device(handle)
+        if version not in (None, self.nvmlMemory_v2):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH in the real one
+        if gi is None:
+            total, reserved = gpu.total, gpu.reserved
+            used = reserved + sum(u or 0 for u, _m in gpu.processes.values())
+        else:
+            total, reserved = self._profile_by_id(gpu, gi["profile"]).memory_mib * nvml_mig.MIB, 0
+            used = sum(gpu.processes[p][0] or 0 for p, at in gpu.placed.items() if at[0] == gi["id"])
+        if version is None:
+            return Memory(total=total, free=total - used, used=used)
+        return MemoryV2(version=version, total=total, reserved=reserved, free=total - used, used=used - reserved)
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[ProcessInfo]:
+        """A GPU's processes (those on MIG devices with their instance IDs), or a MIG device's."""
         self.calls.append("nvmlDeviceGetComputeRunningProcesses")
-        gpu = self._gpu(handle)
-        return [ProcessInfo(pid, used) for pid, (used, mps) in sorted(gpu.processes.items()) if not mps]
+        gpu, gi, ci = self._device(handle)
+        found = []
+        for pid, (used, mps) in sorted(gpu.processes.items()):
+            at = gpu.placed.get(pid)
+            if not mps and (gi is None or at == [gi["id"], ci["id"]]):
+                found.append(ProcessInfo(pid, used, *(at or [0xFFFFFFFF, 0xFFFFFFFF])))
+        return found
 
     def nvmlDeviceGetMPSComputeRunningProcesses(self, handle: Any) -> list[ProcessInfo]:
         self.calls.append("nvmlDeviceGetMPSComputeRunningProcesses")
@@ -353,8 +554,10 @@ class FakeNvml:
         return [ProcessInfo(pid, used) for pid, (used, mps) in sorted(gpu.processes.items()) if mps]
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        """``GPU-…`` of a GPU, ``MIG-…`` of a MIG device."""
         self.calls.append("nvmlDeviceGetUUID")
-        return self._gpu(handle).uuid
+        gpu, _gi, ci = self._device(handle)
+        return gpu.uuid if ci is None else ci["uuid"]
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[ProcessUtilizationSample]:
         self.calls.append("nvmlDeviceGetProcessUtilization")
@@ -367,6 +570,11 @@ class FakeNvml:
         if not samples:
             raise NVMLError(NVML_ERROR_NOT_FOUND)
         return samples
+
+
+for _name, _value in [(c.__name__, c) for c in ERROR_CLASSES] + list(globals().items()):
+    if _name.startswith(("NVMLError_", "NVML_ERROR_")):
+        setattr(FakeNvml, _name, _value)  # the module's errors, as pynvml's
 
 
 def pod_cgroup(pod_uid: str, qos: str | None = "burstable", systemd: bool = True, container: str = "cd" * 32) -> str:
