@@ -43,6 +43,8 @@ class Options:
     # are cut to what is left of it), the checkpoint write after it; the rest get an error, kubelet retries
     call_budget: float = CALL_BUDGET
     rails: Any = None  # rails.Rails with --rails-file: every scan publishes the NICs' rails
+    mig: str = "off"  # --mig: off | static | dynamic (aligned_dra_driver.mig_prepare)
+    mig_gpus: list[str] | None = None  # --mig-gpus: the GPUs run as MIG (PCI addresses); None: every MIG-capable one
 
 
 @dataclass

@@ -13,7 +13,8 @@ from typing import Any
 from .container_edits import PrepareError
 
 PROFILE_INDICES = 32  # NVML_GPU_INSTANCE_PROFILE_* and NVML_COMPUTE_INSTANCE_PROFILE_* indices tried
-ERRORS = {"NOT_SUPPORTED": 3, "NOT_FOUND": 6, "RESET_REQUIRED": 16, "IN_USE": 19, "INSUFFICIENT_RESOURCES": 23}
+ERRORS = {"NOT_SUPPORTED": 3, "NOT_FOUND": 6, "GPU_IS_LOST": 15, "RESET_REQUIRED": 16, "IN_USE": 19}
+ERRORS["INSUFFICIENT_RESOURCES"] = 23
 
 
 def text(value: Any) -> str:

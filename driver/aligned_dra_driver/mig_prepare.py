@@ -355,8 +355,14 @@ class MigPreparer:
             pci, place = device["pci_address"], mig["placement"]
             nvml = self.lib()
             with self.lock(pci):
-                handle = nvml.handle(pci)
-                found = at(nvml.instances(handle), place["start"], place["size"], mig["profile"])
+                try:
+                    handle = nvml.handle(pci)
+                    found = at(nvml.instances(handle), place["start"], place["size"], mig["profile"])
+                except Exception as exc:
+                    if not (nvml.is_error(exc, "GPU_IS_LOST") or nvml.is_error(exc, "NOT_FOUND")):
+                        raise
+                    LOG.warning("GPU %s is gone (%s): its MIG instance went with it", pci, exc)
+                    continue
                 if found is None:
                     continue  # destroyed by an earlier try, or by a reboot
                 try:

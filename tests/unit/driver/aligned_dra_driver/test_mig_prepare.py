@@ -66,8 +66,7 @@ def publish(driver, profile, start, size, static_uuid=None):
 
 
 def make(node, mode="dynamic", kube=None, metrics=None):
-    opts = Options(**node.options())
-    opts.mig = mode  # the --mig flag (cli.py)
+    opts = Options(**node.options(mig=mode))
     kube = kube or d.ClaimsInMemory()
     driver = drv.Driver(opts, kube, metrics=metrics, status_queue=d.StatusRecorder(kube))
     driver.restore()
@@ -137,6 +136,10 @@ def test_unprepare_destroys_the_instance_and_waits_for_its_process(node, nvml):
     assert driver.unprepare([ref])[ref[1]] == ""
     assert instances(nvml) == [] and driver.checkpoint.claims == {}
     assert list(node.cdi.iterdir()) == []
+    again = claim(kube, "b", mig_name("1g.5gb", 0))
+    assert "error" not in driver.prepare([again])[again[1]]
+    del nvml.gpus[h.GPU_BDF]  # the GPU fell off the bus: its instance went with it
+    assert driver.unprepare([again])[again[1]] == "" and driver.checkpoint.claims == {}
 
 
 def test_claims_of_one_call_each_get_their_instance_and_a_failing_one_is_rolled_back_alone(node, nvml):
@@ -219,8 +222,7 @@ def test_static_devices_are_found_and_never_destroyed(node, nvml):
 
 
 def test_a_gpu_the_driver_does_not_run_as_mig_is_refused(node, nvml):
-    opts = Options(**node.options())
-    opts.mig, opts.mig_gpus = "dynamic", ["0000:99:00.0"]
+    opts = Options(**node.options(mig="dynamic", mig_gpus=["0000:99:00.0"]))
     kube = d.ClaimsInMemory()
     driver = drv.Driver(opts, kube, status_queue=d.StatusRecorder(kube))
     driver.restore()
