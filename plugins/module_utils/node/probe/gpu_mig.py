@@ -4,10 +4,11 @@
 Only on the live node (``topology_info.run`` decides), and only for NVIDIA GPUs that are physical
 functions: ``pynvml`` (package ``nvidia-ml-py``) is imported when the node has one, never on a node
 without. Where NVML answers, the entry is the GPU's state as ``node/mig/nvml_state.read_gpu`` reads it,
-with ``readable`` true, less the GPU's PCI address (the device's own) and the processes (they change from
-one probe to the next, and the topology is compared between runs). Where it cannot (the module is not
-installed, no GPU driver, an NVML error), the entry is ``{"readable": false, "reason": ...}``: the probe
-never fails because of MIG.
+with ``readable`` true, less the GPU's PCI address (the device's own), the processes (they change from
+one probe to the next, and the topology is compared between runs) and ``error``. Where it cannot (the
+module is not installed; NVML does not start: no GPU driver; NVML fails for the GPU), the entry is
+``{"readable": false, "reason": ...}``, the reason being the reader's ``error`` (the NVML call that failed
+and NVML's message and code): the probe never fails because of MIG.
 
 Runs on nodes (Python >= 3.9); imports ``node/`` only.
 """
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 NVIDIA = "0x10de"
-# read_gpu's keys the entry leaves out: the device's own address, and what changes between two probes
-LEFT_OUT = ("pci_address", "processes")
+# read_gpu's keys the entry leaves out: the device's own address, what changes between two probes, and
+# the error (an entry with one is unreadable: its reason)
+LEFT_OUT = ("pci_address", "processes", "error")
 
 
 def load_pynvml() -> Any:
@@ -56,31 +58,18 @@ def entry_of(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_entries(addresses: list[str], load_nvml: Callable[[], Any] | None = None) -> list[dict[str, Any]]:
-    """The ``mig`` entry of each GPU in ``addresses``, in their order; NVML initialised once for all."""
+    """The ``mig`` entry of each GPU in ``addresses``, in their order (``nvml_state.read_node``: NVML started
+    once for all, and shut down)."""
     try:
         nvml = (load_nvml or load_pynvml)()
     except ImportError:
         reason = f"nvidia-ml-py (module pynvml) is not installed for {sys.executable}"
         return [unreadable(reason) for _address in addresses]
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:  # no GPU driver (library not found, driver not loaded), no permission
-        return [unreadable(f"NVML: {exc}") for _address in addresses]
     from ansible_collections.aligned.dra.plugins.module_utils.node.mig import nvml_state
 
-    try:
-        entries = []
-        for address in addresses:
-            try:
-                entries.append(entry_of(nvml_state.read_gpu(nvml, address)))
-            except nvml.NVMLError as exc:  # this GPU only: lost, not found, a driver in trouble
-                entries.append(unreadable(f"NVML: {exc}"))
-        return entries
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass  # the entries are read; a shutdown that fails changes none of them
+    # read_node never raises for NVML: a GPU it could not read (no driver, lost, an error) has its error
+    states = nvml_state.read_node(nvml, addresses)
+    return [unreadable(state["error"]) if state.get("error") else entry_of(state) for state in states]
 
 
 def add_entries(devices: list[dict[str, Any]], load_nvml: Callable[[], Any] | None = None) -> None:
