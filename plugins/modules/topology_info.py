@@ -32,6 +32,8 @@ description:
     (O(mig)).
 requirements:
   - Python >= 3.9 on the node, standard library only
+  - nvidia-ml-py on the node for the MIG state of its NVIDIA GPUs (O(mig)); without it the state is reported as
+    not readable
 author:
   - aligned.dra maintainers (!UNKNOWN)
 attributes:
@@ -77,8 +79,8 @@ options:
     default: /var/lib/aligned-dra/rails-nics.json
   mig:
     description:
-      - Read each NVIDIA GPU's MIG state through NVML (RV(topology.devices[].mig)). Read only on the live node
-        (O(sysfs_root) is C(/sys)): a captured tree's GPUs are not this machine's, so it never asks NVML for them.
+      - Read each NVIDIA GPU's MIG state through NVML (C(mig) in RV(topology.devices)). Read only on the live node
+        (O(sysfs_root) is C(/sys)); a captured tree's GPUs are not this machine's, so it never asks NVML for them.
       - Needs C(nvidia-ml-py) (module C(pynvml)) in the Python that runs the module, imported only on a node
         with NVIDIA GPUs. Where it is not installed, there is no GPU driver or NVML fails, the entry says so
         and why; it never fails the probe.
@@ -176,12 +178,13 @@ topology:
           (O(rails_record)) has as an RDMA NIC has C(kind) V(rdma), the recorded C(netdevs) (names only) and
           C(out_of_view), a dict with the C(kind) and the interface names (C(netdevs)) the host sees now
           (usually V(nic) and none while a pod holds it); no other device has C(out_of_view).
-        - On the live node with O(mig), each NVIDIA GPU (not a VF) has C(mig): its MIG state as NVML reads it,
-          C(readable) V(true), C(mig_capable), C(mig_mode) ({current, pending}, V(null) when not MIG-capable),
-          C(profiles) (V(null) while MIG mode is off), C(memory_slices) and C(instances) (each with its
-          C(profile), C(placement) {start, size}, C(uuid) and compute instances), with C(uuid), C(name),
-          C(architecture), C(minor) and C(memory_bytes); or, where NVML could not be read, only C(readable)
-          V(false) and C(reason). No other device has C(mig), nor does any device of a captured tree.
+        - On the live node with O(mig), each NVIDIA GPU (not a VF) has C(mig), its MIG state as NVML reads it
+          (docs/topology.md) with C(readable) V(true), C(mig_capable), C(mig_mode) ({current, pending},
+          V(null) when not MIG-capable), C(profiles) (V(null) while MIG mode is off), C(memory_slices) and
+          C(instances) (each with its C(profile), C(placement) {start, size}, C(uuid) and compute instances),
+          with C(uuid), C(name), C(architecture), C(minor) and C(memory_bytes); or, where NVML could not be
+          read, only C(readable) V(false) and C(reason). No other device has C(mig), nor does any device of a
+          captured tree.
       type: list
       elements: dict
     bridges:
