@@ -3,8 +3,8 @@
 
 The wheel holds ``aligned_dra_driver/`` (the .proto files and the committed
 generated code included) and, as ``aligned_dra_driver/_collection/``, the
-collection's ``plugins/module_utils/node/topology/`` and ``plugins/module_utils/dra/``
-packages (with the ``__init__.py`` of ``node/``), read from the checkout at build
+collection's ``plugins/module_utils/node/topology/``, ``plugins/module_utils/node/mig/``
+and ``plugins/module_utils/dra/`` packages (with the ``__init__.py`` of ``node/``), read from the checkout at build
 time: one source file each, never a second copy in git.
 
     .venv/bin/pip wheel --no-deps -w dist driver/
@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 PACKAGE = "aligned_dra_driver"
 # Packages (directories: every .py file in them), relative to module_utils; the
 # __init__.py of every package above one is carried too.
-SHARED = ("node/topology", "dra")
+SHARED = ("node/topology", "node/mig", "dra")
 # The collection imports its libraries by their collection path
 # (``from ansible_collections.aligned.dra.plugins.module_utils[.x] import``);
 # inside the wheel they are siblings in ``_collection``.

@@ -6,7 +6,8 @@ There is one source of each in the collection: the package
 ``rail_record``, the driver's record of the NICs it saw on the host, and ``addresses`` for
 ``--rails-file``) and ``plugins/module_utils/dra/`` (``model``, with
 ``slices`` for the ResourceSlices, ``cel`` for ``--selector`` and
-``device_model``). The driver's wheel carries them as the subpackage
+``device_model``), and ``plugins/module_utils/node/mig/`` (``mig_state``: a GPU's MIG
+state read from NVML; ``mig_packing``: placements for wanted MIG instances). The driver's wheel carries them as the subpackage
 ``aligned_dra_driver._collection``, copied there by the build backend
 (``driver/build_backend.py``) when the wheel is built; in a checkout of
 the collection the driver imports them through ``ansible_collections``
@@ -23,6 +24,8 @@ try:  # an installed wheel
     from aligned_dra_driver._collection.dra import model as dra
     from aligned_dra_driver._collection.dra import slices as dra_slices
     from aligned_dra_driver._collection.node import topology
+    from aligned_dra_driver._collection.node.mig import nvml_state as mig_state
+    from aligned_dra_driver._collection.node.mig import packing as mig_packing
     from aligned_dra_driver._collection.node.topology import addresses as topology_addresses
     from aligned_dra_driver._collection.node.topology import rail_record
     from aligned_dra_driver._collection.node.topology import rails as rail_rule
@@ -30,11 +33,23 @@ except ImportError:  # the collection checkout (tests, development)
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
     from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
     from ansible_collections.aligned.dra.plugins.module_utils.node import topology
+    from ansible_collections.aligned.dra.plugins.module_utils.node.mig import nvml_state as mig_state
+    from ansible_collections.aligned.dra.plugins.module_utils.node.mig import packing as mig_packing
     from ansible_collections.aligned.dra.plugins.module_utils.node.topology import addresses as topology_addresses
     from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rail_record
     from ansible_collections.aligned.dra.plugins.module_utils.node.topology import rails as rail_rule
 
-__all__ = ["dra", "dra_cel", "dra_slices", "rail_record", "rail_rule", "topology", "topology_addresses"]
+__all__ = [
+    "dra",
+    "dra_cel",
+    "dra_slices",
+    "mig_packing",
+    "mig_state",
+    "rail_record",
+    "rail_rule",
+    "topology",
+    "topology_addresses",
+]
 
 
 def dra_cel() -> ModuleType:

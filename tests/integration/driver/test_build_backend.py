@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The driver wheel: built offline, carries the collection's topology and dra libraries, runs on its own."""
+"""The driver wheel: built offline, carries the collection's topology, MIG and dra libraries, runs on its own."""
 
 from __future__ import annotations
 
@@ -36,10 +36,12 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         shared = REPO / "plugins" / "module_utils"
         package = sorted(
             p.relative_to(shared).as_posix()
-            for p in [*(shared / "node" / "topology").glob("*.py"), *(shared / "dra").glob("*.py")]
+            for folder in ("node/topology", "node/mig", "dra")
+            for p in (shared / folder).glob("*.py")
         )
         assert {"node/topology/__init__.py", "node/topology/prober.py", "dra/model.py", "dra/cel.py"} <= set(package)
         assert {"dra/device_model.py", "dra/slices.py", "dra/gates.py"} <= set(package)
+        assert {"node/mig/nvml_state.py", "node/mig/packing.py"} <= set(package)
         vendored_package = sorted(
             name.removeprefix("aligned_dra_driver/_collection/")
             for name in names
@@ -80,7 +82,8 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
             "-c",
             "import aligned_dra_driver.collection as c, aligned_dra_driver.server; "
             "print(c.topology.__name__, c.dra.DRIVER_NAME, c.dra_cel().__name__, "
-            "c.topology.probe.__module__, c.topology.compute_links.__module__, c.dra_slices.__name__)",
+            "c.topology.probe.__module__, c.topology.compute_links.__module__, c.dra_slices.__name__, "
+            "c.mig_state.__name__, c.mig_packing.__name__)",
         ],
         capture_output=True,
         text=True,
@@ -96,6 +99,8 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         "aligned_dra_driver._collection.node.topology.prober",
         "aligned_dra_driver._collection.node.topology.levels",
         "aligned_dra_driver._collection.dra.slices",
+        "aligned_dra_driver._collection.node.mig.nvml_state",
+        "aligned_dra_driver._collection.node.mig.packing",
     ]
     version = subprocess.run(
         [sys.executable, "-m", "aligned_dra_driver", "--version"], capture_output=True, text=True, env=env, check=False

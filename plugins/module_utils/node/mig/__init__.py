@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MIG on a node: a GPU's MIG state read from NVML, placements for wanted instances, layouts and their apply.
+
+Node side: Python >= 3.9, standard library only, nothing from Ansible or the controller. The driver's wheel
+vendors the package (``driver/build_backend.py``); the driver imports it through
+``aligned_dra_driver.collection`` (``mig_state``, ``mig_packing``). Its modules:
+
+- ``nvml_state``: :func:`read_gpu` and :func:`read_node`, a GPU's MIG state as a plain dict (MIG mode,
+  profiles with their placements, GPU and compute instances, MIG UUIDs, processes), and the wrappers of
+  NVML's list calls (``possible_placements``, ``gpu_instances``, ``compute_instances``);
+- ``packing``: :func:`pack`, placements for wanted instances beside existing ones (disjoint memory slices,
+  NVML's offered placements, instance counts), or why they do not fit; :func:`placement_order`, the
+  preference among a profile's placements;
+- ``layout``: mig-parted configs, the selection of GPUs, and their validation against NVML's profiles;
+- ``apply``: the plan of changes per GPU (instances to destroy and create, MIG mode) and its apply.
+"""
