@@ -312,6 +312,7 @@ class FakeNvml(nvml_mig.MigNvml):
         self._generation += 1
         gpu_uuid = f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{bus_id}/{self._generation}')}"
         minor = len(self.gpus) if minor is None else minor
+        self._load(gpus_only=True)
         self.gpus[_bus_key(bus_id)] = _Gpu(
             total, reserved, self._generation, uuid=gpu_uuid, utilization=utilization, model=model, minor=minor
         )
@@ -320,10 +321,12 @@ class FakeNvml(nvml_mig.MigNvml):
     _bus = staticmethod(lambda bus_id: _bus_key(bus_id))
 
     def uuid_of(self, bus_id: str) -> str:
+        self._load(gpus_only=True)
         return self.gpus[_bus_key(bus_id)].uuid
 
     def sample(self, bus_id: str, pid: int, sm: int, mem: int = 0) -> None:
         """NVML sampled the process: ``sm`` percent of the SMs busy (a later timestamp than every sample before)."""
+        self._load(gpus_only=True)
         gpu = self.gpus[_bus_key(bus_id)]
         if pid not in gpu.processes or not 0 <= sm <= 100:
             raise ValueError(f"pid {pid} does not run on {bus_id}, or {sm} is no percent")
@@ -332,6 +335,7 @@ class FakeNvml(nvml_mig.MigNvml):
 
     def remove_gpu(self, bus_id: str) -> None:
         """The GPU fell off the bus: NOT_FOUND for its bus ID, GPU_IS_LOST for handles taken before."""
+        self._load(gpus_only=True)
         del self.gpus[_bus_key(bus_id)]
         self._changed()
 
@@ -346,6 +350,7 @@ class FakeNvml(nvml_mig.MigNvml):
     ) -> None:
         """A process uses ``used`` bytes of the GPU (again: its use changes); refused beyond the GPU's memory. On a GPU
         in MIG mode it runs on a MIG device: ``gpu_instance`` (and ``compute_instance``), within its memory."""
+        self._load(gpus_only=True)
         gpu = self.gpus[_bus_key(bus_id)]
         others = sum(u or 0 for p, (u, _m) in gpu.processes.items() if p != pid)
         if used is not None and (used < 0 or gpu.reserved + others + used > gpu.total):
@@ -355,6 +360,7 @@ class FakeNvml(nvml_mig.MigNvml):
         self._changed()
 
     def end(self, bus_id: str, pid: int) -> None:
+        self._load(gpus_only=True)
         gpu = self.gpus[_bus_key(bus_id)]
         del gpu.processes[pid]
         gpu.placed.pop(pid, None)
@@ -394,13 +400,16 @@ class FakeNvml(nvml_mig.MigNvml):
         fake._load()
         return fake
 
-    def _load(self) -> None:
+    def _load(self, gpus_only: bool = False) -> None:
+        """The state file read again (``gpus_only``: the test side's own switches, ``library`` and ``failing``,
+        stay as they are until its next :meth:`write_state`)."""
         if self.state_file is None:
             return
         data = json.loads(self.state_file.read_text())
-        self.library = data["library"]
-        self.failing = data.get("failing", False)
-        self.procfs = data.get("procfs")
+        if not gpus_only:
+            self.library = data["library"]
+            self.failing = data.get("failing", False)
+            self.procfs = data.get("procfs")
         self.gpus = {
             bus: _Gpu(
                 g["total"],
@@ -602,12 +611,14 @@ class GpuNode:
         self.process(bus_id, mps_server_gib, pod_cgroup(str(uuid.uuid4()), "besteffort", container="ab" * 32), False)
         self.process(bus_id, host_gib, HOST_CGROUP, mps_client=False)
 
-    def process(self, bus_id: str, gib: float, cgroup: str, mps_client: bool = True) -> int:
-        """A new process using ``gib`` GiB of the GPU, in ``cgroup``; its PID."""
+    def process(
+        self, bus_id: str, gib: float, cgroup: str, mps_client: bool = True, gpu_instance: int | None = None
+    ) -> int:
+        """A new process using ``gib`` GiB of the GPU (of its MIG device ``gpu_instance``), in ``cgroup``; its PID."""
         self.pid += 1
         (self.procfs / str(self.pid)).mkdir(parents=True)
         (self.procfs / str(self.pid) / "cgroup").write_text(cgroup + "\n")
-        self.nvml.run(bus_id, self.pid, int(gib * GIB), mps_client)
+        self.nvml.run(bus_id, self.pid, int(gib * GIB), mps_client, gpu_instance=gpu_instance)
         return self.pid
 
 

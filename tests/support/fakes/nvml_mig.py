@@ -16,8 +16,9 @@ Test-side API (``from ansible_collections.aligned.dra.tests.support.fakes.nvml i
     nvml.run("0000:2a:00.0", 4242, 1 << 30, gpu_instance=gi)  # a process on that MIG device (compute_instance=0)
     nvml.end("0000:2a:00.0", 4242)
     nvml.instances("0000:2a:00.0")  # [{"id", "profile", "profile_id", "start", "size", "cis": [ci ids], "uuid"}]
-    nvml.write_state(path)          # for a driver process (write_module); what it creates or destroys is written back:
-    nvml = FakeNvml.from_state_file(path)                 # read it back on the test side
+    nvml.write_state(path)          # for a driver process (write_module); what it creates or destroys is written back,
+    nvml = FakeNvml.from_state_file(path)  # so go on with a fake bound to the file: it reads it before every change
+                                           # and call, and writes each change back (library, failing: write_state)
 
 From code under test, call pynvml as the real one is called: the list calls take ctypes buffers
 (:func:`ansible_collections.aligned.dra.plugins.module_utils.node.mig.nvml_state.possible_placements`,
@@ -341,6 +342,7 @@ class MigNvml:
         return next(c["uuid"] for c in gi["cis"] if c["id"] == compute_instance)
 
     def _test_gpu(self, bus_id: str) -> Any:
+        self._load(gpus_only=True)  # a fake bound to a state file: what the driver process changed
         return self.gpus[self._bus(bus_id)]
 
     def _place(self, gpu: Any, pid: int, used: int | None, gpu_instance: int | None, compute_instance: int) -> None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import importlib.util
 import inspect
 import sys
@@ -13,7 +14,15 @@ import pynvml
 import pytest
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml_mig
-from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml, NVMLError, write_module
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import (
+    FakeNvml,
+    GpuNode,
+    Memory,
+    MemoryV2,
+    NVMLError,
+    ProcessInfo,
+    write_module,
+)
 
 A100, H100, L40S = "0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0"
 
@@ -88,6 +97,12 @@ def test_every_constant_and_error_the_fake_offers_has_pynvml_s_value():
     for name in offered("NVMLError_"):
         assert getattr(FakeNvml, name)._value == getattr(pynvml, name)(getattr(FakeNvml, name)._value).value, name
         assert issubclass(getattr(pynvml, name), pynvml.NVMLError)
+
+
+def test_the_fake_s_answers_have_pynvml_s_fields():
+    assert [f.name for f in dataclasses.fields(ProcessInfo)] == [f for f, _t in pynvml.c_nvmlProcessInfo_v3_t._fields_]
+    assert [f.name for f in dataclasses.fields(Memory)] == [f for f, _t in pynvml.c_nvmlMemory_t._fields_]
+    assert [f.name for f in dataclasses.fields(MemoryV2)] == [f for f, _t in pynvml.c_nvmlMemory_v2_t._fields_]
 
 
 def test_every_ctypes_type_the_fake_offers_has_pynvml_s_layout():
@@ -262,6 +277,32 @@ def test_a_driver_process_s_changes_are_written_back_to_the_state_file(fake, tmp
     assert (tmp_path / "proc/driver/nvidia/capabilities/gpu0/mig/gi13/ci0/access").exists()
     test_side.run(A100, 5, 1 << 20, gpu_instance=13)
     assert code(driver_side.nvmlGpuInstanceDestroy, gi) == pynvml.NVML_ERROR_IN_USE
+    test_side.end(A100, 5)
+    driver_side.nvmlComputeInstanceDestroy(_first_ci(driver_side, gi))
+    driver_side.nvmlGpuInstanceDestroy(gi)
+    test_side.failing = True  # a switch of the test side's own: kept until its next write_state
+    assert test_side.instances(A100) == []  # the bound fake read the driver's destroy before answering
+    test_side.write_state(state)
+    assert code(driver_side.nvmlDeviceGetHandleByPciBusId, A100) == pynvml.NVML_ERROR_UNKNOWN
+
+
+def _first_ci(nvml, gi):
+    count, cis = ctypes.c_uint(), (nvml.c_nvmlComputeInstance_t * 1)()
+    nvml.nvmlGpuInstanceGetComputeInstances(gi, 0, cis, ctypes.byref(count))
+    return cis[0]
+
+
+def test_a_node_s_pod_process_runs_on_a_mig_device(tmp_path):
+    node = GpuNode(tmp_path / "proc")
+    node.nvml.add_gpu(A100, model="A100-SXM4-40GB")
+    node.nvml.enable_mig(A100)
+    gi = node.nvml.create(A100, "2g.10gb")
+    pid = node.process(A100, 2, "0::/kubepods.slice/x", mps_client=False, gpu_instance=gi)
+    node.nvml.nvmlInit()
+    (process,) = node.nvml.nvmlDeviceGetComputeRunningProcesses(node.nvml.nvmlDeviceGetHandleByPciBusId(A100))
+    assert (process.pid, process.usedGpuMemory, process.gpuInstanceId) == (pid, 2 << 30, gi)
+    with pytest.raises(ValueError, match="MIG mode is on"):
+        node.process(A100, 1, "0::/kubepods.slice/y", mps_client=False)
 
 
 def test_the_swizzle_ids_and_caps_minors():
