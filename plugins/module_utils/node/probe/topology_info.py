@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import plan as network_plan
-from ansible_collections.aligned.dra.plugins.module_utils.node.probe import gpu_mig
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.addresses import ipv4_addresses
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.pci import find_pci_ids
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.prober import probe
@@ -65,7 +64,7 @@ def run(
     """The module's result: ``changed`` (false), ``topology``, and ``network_plan`` when the option is given.
 
     ``live_sysfs`` is this machine's sysfs (a test names a tree of its own as the live one);
-    ``load_nvml`` returns the loaded ``pynvml`` (default :func:`gpu_mig.load_pynvml`), called only on a
+    ``load_nvml`` returns the loaded ``pynvml`` (default ``gpu_mig.load_pynvml``), called only on a
     live node with NVIDIA GPUs and ``mig`` on. Raises :class:`ProbeError` on a parameter it cannot use.
     """
     for name in ("sysfs_root", "procfs_root"):
@@ -80,6 +79,9 @@ def run(
         # after the addresses: a NIC read as last seen takes the addresses its record has
         topology = with_record(topology, params["rails_record"])
         if params.get("mig", True):
+            # imported here: a captured tree (the demo, the tests) never compiles it
+            from ansible_collections.aligned.dra.plugins.module_utils.node.probe import gpu_mig
+
             gpu_mig.add_entries(topology["devices"], load_nvml)
     result: dict[str, Any] = {"changed": False, "topology": topology}
     if params["network_plan"] is not None:
