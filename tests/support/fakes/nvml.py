@@ -24,6 +24,10 @@ Strict as the real library is:
   per-process samples (:meth:`FakeNvml.add_gpu` ``utilization=False``) ``NVML_ERROR_NOT_SUPPORTED``. Samples
   come from :meth:`FakeNvml.sample`; NVML keeps a bounded buffer, here the last 100 per GPU.
 
+MIG (GPU models, MIG mode, GPU and compute instances, MIG devices, nvidia-caps files) is ``nvml_mig.py``, mixed
+into :class:`FakeNvml`; its docstring opens with the test-side API. Handles are ctypes pointers, as pynvml's
+(``c_nvmlDevice_t``; a GPU's also tells a test its ``bus``).
+
 An instance stands for the module (``FakeNvml().nvmlInit()``, as ``pynvml.nvmlInit()``). For a driver
 process, :meth:`FakeNvml.from_state_file` reads its GPUs from a JSON file at every call (written by the test
 with :meth:`FakeNvml.write_state`), and :func:`write_module` writes a ``pynvml.py`` that stands for the real
