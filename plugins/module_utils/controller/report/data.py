@@ -239,6 +239,8 @@ DRIVER_TAINT_CAUSES = {
     "link-down": "a network link of the NIC is down",
     "rdma-port-down": "an RDMA port is not ACTIVE",
     "aer-fatal": "the function reported fatal PCIe (AER) errors recently",
+    "gpu-lost": "NVML calls the GPU lost (GPU_IS_LOST)",
+    "xid": "NVML reported a critical XID error of the GPU recently",
 }
 
 
