@@ -20,7 +20,9 @@ container edits of each prepared device from
 :mod:`aligned_dra_driver.container_edits`, the per-claim locks from
 :mod:`aligned_dra_driver.claim_locks`, a fractional GPU's request and limit
 (recorded in the checkpoint and the claim's status) from
-:mod:`aligned_dra_driver.share_limits`.
+:mod:`aligned_dra_driver.share_limits`. With ``--mig``, MIG devices' instances
+(made at Prepare, destroyed at Unprepare, checked at start) come from
+:mod:`aligned_dra_driver.mig_prepare`.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class Driver:
         self.remove_unknown_specs = True  # off when the CDI directory could not be listed at start
         # the pods of each prepared claim (status.reservedFor as Prepare read it): the GPU watcher's, no API cost
         self.claim_pods = ClaimPods()
-        self.mig = MigPreparer(self) if getattr(opts, "mig", "off") not in (None, "off") else None  # --mig
+        self.mig = MigPreparer(self) if opts.mig != "off" else None  # --mig=static|dynamic
 
     # -- start-up ------------------------------------------------------------------
 

@@ -116,8 +116,8 @@ class MigPreparer:
     def __init__(self, driver: Any, loader: Callable[[], Any] | None = None) -> None:
         self.driver = driver
         self.opts = driver.opts
-        self.mode = getattr(self.opts, "mig", "off") or "off"
-        self.gpus = {g.lower() for g in getattr(self.opts, "mig_gpus", None) or [] if g != "all"}
+        self.mode = self.opts.mig
+        self.gpus = {g.lower() for g in self.opts.mig_gpus or [] if g != "all"}
         self.loader = loader
         self.nvml: Nvml | None = None
         self._locks: dict[str, threading.Lock] = {}
