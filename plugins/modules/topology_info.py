@@ -238,14 +238,13 @@ network_plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-# netdev_addresses: the module's own name for it, as before the run moved to module_utils
-from ansible_collections.aligned.dra.plugins.module_utils.node.probe.topology_info import (  # noqa: F401
-    LIVE_SYSFS,
-    ProbeError,
-    netdev_addresses,
-    run,
-)
+from ansible_collections.aligned.dra.plugins.module_utils.node.probe import topology_info as probe
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.rail_record import DEFAULT_RECORD
+
+# This machine's sysfs (a test names a tree of its own as the live one), and the module's own name for the
+# addresses' reader, as before its work moved to module_utils.
+LIVE_SYSFS = probe.LIVE_SYSFS
+netdev_addresses = probe.netdev_addresses
 
 
 def main() -> None:
@@ -263,8 +262,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        result = run(module.params, live_sysfs=LIVE_SYSFS)
-    except ProbeError as exc:
+        result = probe.run(module.params, live_sysfs=LIVE_SYSFS)
+    except probe.ProbeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 
