@@ -7,6 +7,7 @@
 - ``validate_placement``: the placement levels and each host's domains, and the jobs' placement;
 - ``validate_rails``: every host's rail rule read against its probe;
 - ``validate_usage``: ``aligned_dra_usage`` checked before any run (the usage package's own check);
+- ``validate_mig``: ``aligned_dra_mig`` of every site (``controller/mig``'s checks), and the hosts ``mig.yml`` rolls;
 - ``preflight``: the Python packages the controller needs (standard library only), entered
   through its own ``run``, which the ``preflight`` module calls.
 

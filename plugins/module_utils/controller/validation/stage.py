@@ -2,7 +2,7 @@
 """The validation stage's one entry: :func:`run`, which the ``validate`` module and its action call.
 
 The checks are :func:`validate.validate`'s; :func:`run` gives the result both
-return (``changed``, ``hosts``, ``sites``, ``problems``, ``site_inputs``) and the
+return (``changed``, ``hosts``, ``sites``, ``problems``, ``site_inputs``, ``mig_hosts``) and the
 message that says every problem, each caller reading the hosts' variables its
 own way (the module from its ``settings`` argument, the action from ``hostvars``).
 ``site_inputs`` is what ``site.yml`` compares with the last run per site
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import site_state
-from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import validate
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import validate, validate_mig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,12 +44,17 @@ def run(
         return value
 
     problems, sites = validate.validate(hosts, names, kept, stages)
+    known = lambda host, name, default: read.get(host, {}).get(name, default)  # noqa: E731
+    if "mig" in stages:
+        problems = validate_mig.problems(problems, hosts, sites, known)
     result = {
         "changed": False,
         "hosts": len(hosts),
         "sites": sorted(set(sites.values())),
         "problems": [problem.__dict__.copy() for problem in problems],
         "site_inputs": {} if problems else site_inputs(hosts, sites, read, setting),
+        # the hosts playbooks/mig.yml rolls: their aligned_dra_mig.mode is not off
+        "mig_hosts": validate_mig.mig_hosts(hosts, known),
     }
     return result, validate.report(problems, sites) if problems else None
 

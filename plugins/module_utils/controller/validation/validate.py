@@ -68,6 +68,7 @@ COLLECTION_ROOT = Path(__file__).resolve().parents[4]
 STAGE_ROLES = {
     "probe": ("topology",),
     "network": ("rdma", "sriov"),
+    "mig": ("mig",),
     "driver": ("driver",),
     "claims": ("claims",),
     "teams": ("teams",),
@@ -150,22 +151,21 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_driver_removed_names aligned_dra_driver_split_now
     aligned_dra_driver_token_secret aligned_dra_driver_topology aligned_dra_driver_unit aligned_dra_driver_wheel
     aligned_dra_driver_wheel_build aligned_dra_driver_wheel_target aligned_dra_driver_wheelhouse_deps
-    aligned_dra_driver_wheels aligned_dra_driver_metrics_addresses aligned_dra_driver_nvml
-    aligned_dra_driver_monitoring_files
+    aligned_dra_driver_wheels aligned_dra_driver_metrics_addresses aligned_dra_driver_nvml aligned_dra_driver_monitoring_files
     aligned_dra_k8s_node aligned_dra_network_cordoned aligned_dra_network_old_library aligned_dra_network_plan_options
     aligned_dra_probe_plans_network aligned_dra_validation aligned_dra_site_state aligned_dra_node_state
     aligned_dra_node_failure aligned_dra_node_stage aligned_dra_node_accounting aligned_dra_claims_accounting
-    aligned_dra_rdma_disruptive aligned_dra_rdma_plan aligned_dra_rdma_result aligned_dra_rdma_state
-    aligned_dra_rdma_verify
+    aligned_dra_rdma_disruptive aligned_dra_rdma_plan aligned_dra_rdma_result aligned_dra_rdma_state aligned_dra_rdma_verify
+    aligned_dra_mig_settings aligned_dra_mig_file_configs aligned_dra_mig_configs aligned_dra_mig_plan aligned_dra_mig_result aligned_dra_mig_rebooted
+    aligned_dra_mig_verify aligned_dra_mig_cordoned aligned_dra_mig_nodes aligned_dra_mig_roll aligned_dra_mig_converged aligned_dra_mig_hosts
     aligned_dra_sriov_plan aligned_dra_sriov_result aligned_dra_sriov_state aligned_dra_sriov_verify
-    aligned_dra_teams_hosts aligned_dra_teams_rendered aligned_dra_teams_site
+    aligned_dra_teams_hosts aligned_dra_teams_rendered aligned_dra_teams_site aligned_dra_claims_sites aligned_dra_teams_sites
     aligned_dra_utilization_classes aligned_dra_utilization_conf aligned_dra_utilization_first
     aligned_dra_utilization_nodes_dir aligned_dra_utilization_result aligned_dra_utilization_site
     aligned_dra_what_if_all_trees aligned_dra_what_if_archives aligned_dra_what_if_found aligned_dra_what_if_host
     aligned_dra_what_if_plan aligned_dra_what_if_probes aligned_dra_what_if_rendered aligned_dra_what_if_unpacked
-    aligned_dra_claims_sites aligned_dra_teams_sites aligned_dra_utilization_sites aligned_dra_network_plan
-    aligned_dra_checks_done aligned_dra_driver_sites aligned_dra_driver_node_changes aligned_dra_driver_rehearsal
-    aligned_dra_driver_unit_template aligned_dra_node_counts_later aligned_dra_driver_readyz
+    aligned_dra_utilization_sites aligned_dra_network_plan aligned_dra_checks_done aligned_dra_driver_sites aligned_dra_driver_node_changes
+    aligned_dra_driver_rehearsal aligned_dra_driver_unit_template aligned_dra_node_counts_later aligned_dra_driver_readyz
     aligned_dra_network_roll aligned_dra_network_persist_only aligned_dra_network_converged
     aligned_dra_driver_roll aligned_dra_driver_site_only aligned_dra_driver_rails_document aligned_dra_driver_rails_files
     aligned_dra_placement_sites aligned_dra_placement_site aligned_dra_placement_hosts aligned_dra_placement_labels

@@ -14,7 +14,7 @@ def test_a_clean_site_has_no_message_and_counts_its_hosts_and_sites():
     result, message = run({"gpu-01": {}, "gpu-02": {"aligned_dra_site": "west"}})
     assert message is None
     inputs = result.pop("site_inputs")
-    assert result == {"changed": False, "hosts": 2, "sites": ["default", "west"], "problems": []}
+    assert result == {"changed": False, "hosts": 2, "sites": ["default", "west"], "problems": [], "mig_hosts": []}
     assert sorted(inputs) == ["default", "west"]
 
 

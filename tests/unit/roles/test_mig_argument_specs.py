@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+"""roles/mig/meta/argument_specs.yml: wrong aligned_dra_mig input refused by the validation before anything changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import validate
+
+
+def errors(settings: dict) -> list[str]:
+    return [f"{p.variable}: {p.reason}" for p in validate.check_host_settings("gpu-01", settings, stages=("mig",))]
+
+
+def test_a_full_static_setting_and_the_reboot_switch_pass():
+    mig = {
+        "mode": "static",
+        "gpus": {
+            "pci_addresses": ["0000:18:00.0"],
+            "device_ids": ["0x20b0"],
+            "models": ["NVIDIA A100*"],
+            "indices": [0],
+        },
+        "mig_configs": {"all-1g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]},
+        "layout": "all-1g",
+        "partitionable_devices_gate": False,
+    }
+    assert errors({"aligned_dra_mig": mig, "aligned_dra_mig_reboot": True}) == []
+
+
+@pytest.mark.parametrize(
+    ("mig", "said"),
+    [
+        ({"mode": "on"}, "value of mode must be one of"),
+        ({"mode": "static", "layouts": "x"}, "layouts"),
+        ({"gpus": {"index": [0]}}, "index"),
+        ({"gpus": {"indices": ["first"]}}, "indices"),
+        ({"mig_configs": ["all-1g"]}, "mig_configs"),
+    ],
+)
+def test_wrong_input_is_refused_naming_the_option(mig, said):
+    (error,) = errors({"aligned_dra_mig": mig})
+    assert error.startswith("aligned_dra_mig: ") and said in error
+
+
+def test_the_reboot_switch_is_a_bool_and_a_misspelt_name_gets_the_closest_one():
+    assert "aligned_dra_mig_reboot" in errors({"aligned_dra_mig_reboot": "sometimes"})[0]
+    assert "did you mean aligned_dra_mig_reboot?" in errors({"aligned_dra_mig_rebot": True})[0]
