@@ -244,6 +244,17 @@ def test_a_gpu_the_driver_does_not_run_as_mig_is_refused(node, nvml):
     assert "is not run as MIG by this driver" in driver.prepare([ref])[ref[1]]["error"]
 
 
+def test_without_nvml_the_driver_starts_and_a_mig_claim_fails_saying_so(node, monkeypatch, caplog):
+    missing = fake_nvml.FakeNvml(library=False)
+    monkeypatch.setattr(mig_prepare, "load_pynvml", lambda: missing)
+    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.mig_prepare"):
+        driver, kube = make(node)
+    assert any("NVML is not usable" in r.message for r in caplog.records)
+    ref = claim(kube, "a", mig_name("1g.10gb", 0))
+    error = driver.prepare([ref])[ref[1]]["error"]
+    assert "NVML is not usable, MIG devices cannot be prepared" in error and driver.checkpoint.claims == {}
+
+
 def test_usage_of_a_mig_claim_comes_from_its_mig_handle(node, nvml):
     from aligned_dra_driver.claim_pods import ClaimPods
     from aligned_dra_driver.usage import GpuReading, NvmlReader, nvidia_gpus
