@@ -24,6 +24,9 @@ Credentials (docs/driver-install.md):
 - With the reclaim watcher on (``reclaim: {mode: evict}``, docs/thin-provisioning.md): the ClusterRole
   also reads pods, evicts them and writes Events, and the DaemonSet's pod shares the host's PID
   namespace. Off (the default), nothing of it: the objects and arguments of a site without it.
+- With MIG on (``mig: {mode: static|dynamic}``, the inventory's ``aligned_dra_mig``; controller/deploy/mig.py):
+  ``--mig`` and ``--mig-gpus``, and in the DaemonSet NVML with the MIG capabilities and the host's ``/proc``
+  read-only. Off (the default), nothing of it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import mig as deploy_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import reclaim
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -366,8 +370,19 @@ def driver_args(settings: dict[str, Any]) -> list[str]:
         on = device_taints(settings["kubernetes_version"], settings.get("feature_gates"))
         args.append(f"--device-taints={'on' if on else 'off'}")
     args += reclaim_args(settings)
+    args += mig_args(settings)
     args.append(f"--log-level={settings.get('log_level', 'INFO')}")
     return args
+
+
+def mig_args(settings: dict[str, Any]) -> list[str]:
+    """The driver's MIG options for ``settings['mig']`` (controller/deploy/mig.py): none where it is off (or
+    unset); ``dynamic`` on a minor whose partitionable devices are off is refused, where the minor is known."""
+    value = settings.get("mig")
+    found = deploy_mig.problems(value, settings.get("kubernetes_version"), settings.get("feature_gates"))
+    if found:
+        raise DeployError("; ".join(deploy_mig.problem_lines(found)))
+    return deploy_mig.args(value)
 
 
 # -- the reclaim watcher (aligned_dra_driver_reclaim; controller/deploy/reclaim.py) ----------------
@@ -428,6 +443,7 @@ def daemonset(settings: dict[str, Any]) -> dict[str, Any]:
         ("dev", "/dev", "Directory"),
     ]
     args = ["--node-name=$(NODE_NAME)", "--dev-root=/dev", *driver_args(settings)]
+    args += deploy_mig.daemonset_args(settings.get("mig"))
     container: dict[str, Any] = {
         "name": "driver",
         "image": image,
@@ -484,6 +500,7 @@ def daemonset(settings: dict[str, Any]) -> dict[str, Any]:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in settings["image_pull_secrets"]]
     if reclaim_args(settings):
         reclaim.pod_spec(settings["reclaim"], pod_spec, container)
+    deploy_mig.pod_spec(settings.get("mig"), settings, pod_spec, container)
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",

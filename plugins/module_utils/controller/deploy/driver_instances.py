@@ -28,11 +28,14 @@ its driver name), its own state directory, MPS directory and metrics port:
 - metrics: the GPU plugin listens on ``metrics_port + 1`` (0 stays 0: off).
 - reclaim (``aligned_dra_driver_reclaim``, docs/thin-provisioning.md): only the plugin that publishes
   GPUs runs the watcher (it watches the GPUs of its own checkpoint); the NIC plugin gets no option.
+- MIG (``aligned_dra_mig``, controller/deploy/mig.py): ``--mig`` and ``--mig-gpus``, and in the DaemonSet
+  NVML with its MIG capabilities and the host's ``/proc``, go to the plugin that publishes GPUs only.
 
 Pure functions, no Ansible imports: the ``driver`` role calls them through the
 ``aligned.dra.driver_instances``, ``aligned.dra.driver_args``,
 ``aligned.dra.driver_objects`` and ``aligned.dra.driver_split_problems`` filters,
-and the validation stage can ask :func:`split_problems` and :func:`reclaim_problems` for the same words.
+and the validation stage can ask :func:`split_problems`, :func:`reclaim_problems` and :func:`mig_problems` for the
+same words.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import re
 from typing import Any
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver, reclaim
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import mig as deploy_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 SPLIT_KEY = "split_gpu_driver"
@@ -194,8 +198,15 @@ def reclaim_problems(settings: dict[str, Any]) -> list[tuple[str, Any, str]]:
     return problems
 
 
+def mig_problems(settings: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """``(variable, value, reason)`` for what the driver cannot run with in ``settings['mig']`` (the inventory's
+    ``aligned_dra_mig``): its shape as the driver reads it, and ``dynamic`` on a minor whose partitionable devices
+    are off (:func:`deploy_mig.partitionable_problems`, the validation stage's words)."""
+    return deploy_mig.problems(settings.get("mig"), settings.get("kubernetes_version"), settings.get("feature_gates"))
+
+
 def runs_reclaim(instance: dict[str, Any]) -> bool:
-    """Whether the instance runs the reclaim watcher (when it is on): the plugin that publishes GPUs."""
+    """Whether the instance runs the reclaim watcher (when it is on) and MIG: the plugin that publishes GPUs."""
     return not instance["kinds"] or "gpu" in instance["kinds"]
 
 
@@ -223,7 +234,7 @@ def instances(settings: dict[str, Any]) -> list[dict[str, Any]]:
     that publishes NICs).
     """
     split = split_name(settings)
-    problems = reclaim_problems(settings)
+    problems = reclaim_problems(settings) + mig_problems(settings)
     if problems:
         raise driver.DeployError("; ".join(problem_lines(problems)))
     port = settings.get("metrics_port", DEFAULT_METRICS_PORT)
@@ -278,6 +289,7 @@ def instance_args(settings: dict[str, Any], instance: dict[str, Any] | None = No
             state_dir=instance["state_dir"],
             mps_root=instance["mps_root"],
             reclaim=settings.get("reclaim") if runs_reclaim(instance) else None,
+            mig=settings.get("mig") if runs_reclaim(instance) else None,
         )
     )
     if instance["kinds"]:
@@ -291,8 +303,11 @@ def _container(template: dict[str, Any], settings: dict[str, Any], instance: dic
     container = copy.deepcopy(template)
     container["name"] = instance["container"]
     container["args"] = ["--node-name=$(NODE_NAME)", "--dev-root=/dev", *instance_args(settings, instance)]
-    if not runs_reclaim(instance):
+    if runs_reclaim(instance):
+        container["args"] += deploy_mig.daemonset_args(settings.get("mig"))
+    else:
         reclaim.without_nvml(container)
+        deploy_mig.without_mig(container)
     for key in ("ports", "livenessProbe", "readinessProbe"):
         container.pop(key, None)
     port = instance["metrics_port"]
