@@ -123,6 +123,7 @@ class MigPreparer:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self.kept: dict[str, list[Instance]] = {}  # PCI address -> instances kept with a process
+        self.new_boot = False  # restore: the checkpoint's boot is not this one (instances are made again)
         self.fault: Callable[[str, str], None] | None = None  # tests: (step, claim uid); raise to stop there
 
     # -- shared ------------------------------------------------------------------------
@@ -389,6 +390,7 @@ class MigPreparer:
             return outcome
         boot = read_boot_id(self.opts.procfs_root)
         new_boot = boot is not None and checkpoint.boot_id is not None and boot != checkpoint.boot_id
+        self.new_boot = new_boot
         if new_boot:
             LOG.info("MIG: a new boot since the last run: the prepared claims' instances are created again")
         for uid in sorted(checkpoint.mig_started):
@@ -456,11 +458,16 @@ class MigPreparer:
             handle = nvml.handle(pci)
             minor = int(nvml.lib.nvmlDeviceGetMinorNumber(handle))
             topo = {"pci_address": pci, "gpu": {"minor": minor, "uuid": text(nvml.lib.nvmlDeviceGetUUID(handle))}}
-            if mig["mode"] == "dynamic":
+            if mig["mode"] == "dynamic" and self.new_boot:
                 self._mig_mode_on(pci, handle)
             found = at(nvml.instances(handle) if nvml.mig_mode(handle) else [], place["start"], place["size"])
-            if found is None and mig["mode"] == "static":
-                raise PrepareError(f"the static instance {mig['profile']} at memory slice {place['start']} is gone")
+            if found is None and (mig["mode"] == "static" or not self.new_boot):
+                # in the same boot: an Unprepare cut short after the destroy, or destroyed by hand; its slices
+                # may be allocated again already, so it is not made again
+                raise PrepareError(
+                    f"its {mig['mode']} instance {mig['profile']} at memory slice {place['start']} is gone in this "
+                    "boot: not made again (the kubelet's Unprepare removes the claim)"
+                )
             if found is None:
                 info = nvml.profile(handle, mig["profile"], pci)
                 nvml.create(handle, info, place["start"], place["size"])

@@ -322,6 +322,19 @@ def test_a_crash_after_the_commit_keeps_the_claim_and_finds_its_instance(node, n
     assert restarted.unprepare([ref])[ref[1]] == "" and instances(nvml) == []
 
 
+def test_an_unprepare_cut_short_after_the_destroy_is_not_made_again_in_the_same_boot(node, nvml, caplog):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("2g.20gb", 0))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    driver.mig.unprepare(driver.checkpoint.claims[ref[1]])  # destroyed; the crash came before the checkpoint write
+    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.mig_prepare"):
+        restarted, _ = make(node, kube=kube)
+    assert instances(nvml) == [] and ref[1] in restarted.checkpoint.claims
+    assert any("is gone in this boot: not made again" in r.message for r in caplog.records)
+    assert restarted.unprepare([ref])[ref[1]] == "" and restarted.checkpoint.claims == {}
+    assert list(node.cdi.iterdir()) == []
+
+
 def test_unknown_instances_at_start_idle_destroyed_busy_kept_warned_counted(node, nvml, caplog):
     nvml.create(h.GPU_BDF, "3g.40gb", start=0)
     busy = nvml.create(h.GPU_BDF, "3g.40gb", start=4)
