@@ -347,9 +347,30 @@ class MigPreparer:
 
     # -- Unprepare ---------------------------------------------------------------------
 
+    def _mode_back_on(self, pci: str, handle: Any, claims: list[dict[str, Any]]) -> None:
+        """A dynamic GPU whose whole no claim holds goes back to MIG mode (Hopper and newer), so that its MIG
+        devices are published again; a failure is logged (a process on the GPU: tried again at the next start)."""
+        nvml = self.lib()
+        if self.mode != "dynamic" or nvml.mig_mode(handle) is not False or nvml.architecture(handle) < HOPPER:
+            return
+        if any(d["pci_address"] == pci and "mig" not in d and d["kind"] == "gpu" for e in claims for d in e["devices"]):
+            return
+        try:
+            nvml.lib.nvmlDeviceSetMigMode(handle, 1)
+        except Exception as exc:
+            LOG.warning("GPU %s: turning MIG mode back on failed: %s", pci, exc)
+            return
+        LOG.info("GPU %s: MIG mode back on (no claim holds the GPU whole)", pci)
+
     def unprepare(self, entry: dict[str, Any] | None) -> None:
-        """Destroy a claim's dynamic MIG instances; raises PrepareError (the claim stays) while one is in use."""
+        """Destroy a claim's dynamic MIG instances; raises PrepareError (the claim stays) while one is in use.
+        A dynamic GPU whole goes back to MIG mode."""
         for device in (entry or {}).get("devices") or []:
+            if device["kind"] == "gpu" and "mig" not in device and self.mode == "dynamic":
+                if self.manages(device["pci_address"]):
+                    others = [e for e in self.driver.checkpoint.claims.values() if e is not entry]
+                    with self.lock(device["pci_address"]):
+                        self._mode_back_on(device["pci_address"], self.lib().handle(device["pci_address"]), others)
             mig = device.get("mig")
             if not isinstance(mig, dict) or mig.get("mode") != "dynamic":
                 continue  # a static instance is never destroyed
@@ -496,6 +517,7 @@ class MigPreparer:
                 with self.lock(pci):
                     handle = nvml.handle(pci)
                     if not nvml.mig_mode(handle):
+                        self._mode_back_on(pci, handle, list(claims.values()))
                         continue
                     for instance in nvml.instances(handle):
                         place = (instance.start, instance.size)

@@ -190,6 +190,8 @@ def test_a_claim_failing_after_its_instance_is_rolled_back(node, nvml, monkeypat
 def test_hopper_mig_mode_is_turned_on_and_ampere_is_never_toggled(node, monkeypatch):
     nvml = fake(node, monkeypatch, mig=False)
     driver, kube = make(node)
+    assert mig_mode(nvml) == [1, 1]  # a start turns a dynamic Hopper GPU's MIG mode on
+    nvml.nvmlDeviceSetMigMode(nvml.nvmlDeviceGetHandleByPciBusId(h.GPU_BDF), 0)
     ref = claim(kube, "a", mig_name("1g.10gb", 0))
     assert "error" not in driver.prepare([ref])[ref[1]]
     assert mig_mode(nvml) == [1, 1] and instances(nvml) == [("1g.10gb", 0, [0])]
@@ -212,6 +214,10 @@ def test_the_gpu_whole_runs_with_mig_mode_off(node, nvml, monkeypatch):
     assert driver.unprepare([ref])[ref[1]] == ""
     assert "error" not in driver.prepare([whole])[whole[1]]
     assert mig_mode(nvml) == [0, 0]
+    driver, kube = make(node, kube=kube)  # a start keeps the mode while a claim holds the GPU whole
+    assert mig_mode(nvml) == [0, 0]
+    assert driver.unprepare([whole])[whole[1]] == ""
+    assert mig_mode(nvml) == [1, 1]  # back to MIG: its MIG devices are published again
     nvml = fake(node, monkeypatch, model="A100-SXM4-40GB")
     driver, kube = make(node, kube=kube)
     ampere = claim(kube, "ampere", h.GPU)
