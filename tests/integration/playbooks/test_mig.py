@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: Apache-2.0
+"""playbooks/mig.yml on two local nodes, each a DGX H100-like sysfs tree whose NVML is the fake one (its
+``pynvml.py`` on the node module's PYTHONPATH, through the node's own interpreter wrapper, so each node has
+its own GPUs): a check run shows node-a's change with a diff and changes nothing; the rollout changes
+node-a only (node-b has the layout already); a re-run changes nothing; a process on one of node-b's
+instances refuses a new layout in the plan, naming the GPU, the instance and the process, and no node
+changes. One module-scoped site, four ansible-playbook runs in a row."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml, write_module
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    recap,
+    run_playbook,
+    tree_vars,
+    write_inventory,
+)
+from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[3]
+LAYOUT = REPO / "tests" / "fixtures" / "layouts" / "dgx-h100.yml"
+HOSTS = ("node-a", "node-b")
+TWO_3G = {"two-3g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]}
+SEVEN_1G = {"seven-1g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}
+PID = 4242
+
+
+def gpu_addresses(tree: Path) -> list[str]:
+    devices = tree / "sys" / "bus" / "pci" / "devices"
+    return [
+        path.name
+        for path in sorted(devices.iterdir())
+        if (path / "vendor").read_text().strip() == "0x10de" and (path / "class").read_text().startswith("0x03")
+    ]
+
+
+def node(root: Path, name: str) -> tuple[dict, Path, list[str]]:
+    """A node's host vars (its tree, its interpreter with the fake pynvml), its NVML state file and GPUs."""
+    tree = Path(build_tree(load_layout(LAYOUT), root / name))
+    addresses = gpu_addresses(tree)
+    nvml = FakeNvml(procfs=tree / "proc")
+    for address in addresses:
+        nvml.add_gpu(address, model="H100-SXM5-80GB")
+    state = root / name / "nvml.json"
+    nvml.write_state(state)
+    shim = root / name / "shim"
+    shim.mkdir()
+    write_module(shim, state)
+    python = root / name / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={shim} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return {**tree_vars(tree), "ansible_python_interpreter": str(python)}, state, addresses
+
+
+def changed(stdout: str, host: str) -> int:
+    """The host's ``changed`` in the PLAY RECAP."""
+    return int(re.search(rf"^{host}\s+: ok=\d+\s+changed=(\d+)", stdout, re.M).group(1))
+
+
+def instances(state: Path, addresses: list[str]) -> dict[str, list[tuple[str, int]]]:
+    nvml = FakeNvml.from_state_file(state)
+    return {a: sorted((i["profile"], i["start"]) for i in nvml.instances(a)) for a in addresses}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mig-site")
+    hosts, states = {}, {}
+    for name in HOSTS:
+        hosts[name], states[name], addresses = node(root, name)
+    # node-b has the layout already: MIG on, two 3g.40gb per GPU
+    nvml = FakeNvml.from_state_file(states["node-b"])
+    for address in addresses:
+        nvml.enable_mig(address)
+        nvml.create(address, "3g.40gb", start=0)
+        nvml.create(address, "3g.40gb", start=4)
+    variables = {
+        "aligned_dra_site": "lab",
+        "aligned_dra_output_dir": str(root / "output"),
+        # every GPU is MIG: no fractional template on this site
+        "aligned_dra_claims": {"templates": {"fractional_gpu": {"enabled": False}}},
+        "aligned_dra_mig": {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "two-3g"},
+    }
+    inventory = write_inventory(root / "hosts.yml", hosts, variables)
+    return inventory, states, addresses
+
+
+def test_check_rollout_rerun_and_a_gpu_in_use(site):
+    inventory, states, addresses = site
+    converged = {a: [("3g.40gb", 0), ("3g.40gb", 4)] for a in addresses}
+    assert instances(states["node-a"], addresses) == {a: [] for a in addresses}
+
+    check = run_playbook(inventory, PLAYBOOKS / "mig.yml", "--check", "--diff")
+    assert check.returncode == 0, check.output
+    assert "3g.40gb" in check.output  # the diff: node-a's instances to create
+    assert instances(states["node-a"], addresses) == {a: [] for a in addresses}
+
+    rollout = run_playbook(inventory, PLAYBOOKS / "mig.yml")
+    assert rollout.returncode == 0, rollout.output
+    assert re.search(r"MIG \| Apply the layout \*+ changed: \[node-a\]", rollout.output), rollout.output
+    assert changed(rollout.stdout, "node-b") == 0  # node-b had the layout: it did not roll
+    assert instances(states["node-a"], addresses) == converged == instances(states["node-b"], addresses)
+
+    again = run_playbook(inventory, PLAYBOOKS / "mig.yml")
+    assert again.returncode == 0, again.output
+    assert recap(again.stdout)["changed"] == 0
+
+    # a process on one of node-b's instances: a new layout is refused in the plan, before any change
+    nvml = FakeNvml.from_state_file(states["node-b"])
+    busy = next(i for i in nvml.instances(addresses[0]) if i["start"] == 0)
+    nvml.run(addresses[0], PID, 1 << 30, gpu_instance=busy["id"])
+    seven = {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "seven-1g"}
+    refused = run_playbook(inventory, PLAYBOOKS / "mig.yml", "-e", json.dumps({"aligned_dra_mig": seven}))
+    assert refused.returncode != 0, refused.output
+    assert addresses[0] in refused.output and str(PID) in refused.output
+    assert "MIG | Apply the layout" not in refused.output  # the rollout never started
+    assert instances(states["node-a"], addresses) == converged == instances(states["node-b"], addresses)
