@@ -105,7 +105,7 @@ def _caps_minor(path: str) -> int:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in handle:
-                key, _, value = line.partition(":")
+                key, _sep, value = line.partition(":")
                 if key.strip() == "DeviceFileMinor" and value.strip().isdigit():
                     return int(value.strip())
     except OSError as exc:

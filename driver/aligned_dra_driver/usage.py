@@ -428,7 +428,7 @@ class GpuWatcher(PollingThread):
                     nvml.nvmlDeviceRegisterEvents(handle, XID_CRITICAL, self._events)
                 except nvml.NVMLError as exc:  # NOT_SUPPORTED on some GPUs
                     LOG.info("GPU %s gives no XID events: %s", pci, exc)
-            for _ in range(MAX_EVENTS):
+            for _event in range(MAX_EVENTS):
                 try:
                     event = nvml.nvmlEventSetWait_v2(self._events, 0)
                 except nvml.NVMLError as exc:
@@ -437,7 +437,7 @@ class GpuWatcher(PollingThread):
                     raise
                 xid = int(event.eventData)
                 raw = nvml.nvmlDeviceGetPciInfo(event.device).busId
-                domain, _, rest = (raw.decode("ascii") if isinstance(raw, bytes) else str(raw)).partition(":")
+                domain, _sep, rest = (raw.decode("ascii") if isinstance(raw, bytes) else str(raw)).partition(":")
                 pci = f"{int(domain, 16):04x}:{rest}".lower()
                 if xid not in XID_APPLICATION and pci in gpus:
                     LOG.warning("GPU %s: XID %d (critical): tainted for the hold", pci, xid)

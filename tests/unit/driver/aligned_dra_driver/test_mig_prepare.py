@@ -306,7 +306,7 @@ def test_a_crash_between_steps_is_rolled_back_and_prepared_again(node, nvml, ste
     with pytest.raises(Crash):
         driver.prepare([ref])
     assert ref[1] in on_disk(node)[0]["mig_started"]
-    restarted, _ = make(node, kube=kube)
+    restarted, _kube = make(node, kube=kube)
     assert instances(nvml) == []
     data, specs = on_disk(node)
     assert "mig_started" not in data and data["claims"] == {} and specs == []
@@ -321,7 +321,7 @@ def test_a_crash_after_the_commit_keeps_the_claim_and_finds_its_instance(node, n
     assert "error" not in driver.prepare([ref])[ref[1]]
     spec = driver.checkpoint.claims[ref[1]]["cdi_spec"]
     (node.cdi / f"aligned.dev-claim_{ref[1]}.json").unlink()  # a tmpfs CDI directory emptied
-    restarted, _ = make(node, kube=kube)
+    restarted, _kube = make(node, kube=kube)
     assert instances(nvml) == [("1g.10gb", 0, [0])]
     assert restarted.checkpoint.claims[ref[1]]["cdi_spec"] == spec
     assert json.loads((node.cdi / f"aligned.dev-claim_{ref[1]}.json").read_text()) == spec
@@ -334,7 +334,7 @@ def test_an_unprepare_cut_short_after_the_destroy_is_not_made_again_in_the_same_
     assert "error" not in driver.prepare([ref])[ref[1]]
     driver.mig.unprepare(driver.checkpoint.claims[ref[1]])  # destroyed; the crash came before the checkpoint write
     with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.mig_prepare"):
-        restarted, _ = make(node, kube=kube)
+        restarted, _kube = make(node, kube=kube)
     assert instances(nvml) == [] and ref[1] in restarted.checkpoint.claims
     assert any("is gone in this boot: not made again" in r.message for r in caplog.records)
     assert restarted.unprepare([ref])[ref[1]] == "" and restarted.checkpoint.claims == {}
@@ -347,7 +347,7 @@ def test_unknown_instances_at_start_idle_destroyed_busy_kept_warned_counted(node
     nvml.run(h.GPU_BDF, 777, 1 << 30, gpu_instance=busy)
     metrics = Metrics()
     with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.mig_prepare"):
-        driver, _ = make(node, metrics=metrics)
+        driver, _kube = make(node, metrics=metrics)
     assert instances(nvml) == [("3g.40gb", 4, [0])]
     assert any("3g.40gb at memory slice 4" in r.message and "777" in r.message for r in caplog.records)
     assert mig_prepare.held_placements() == {h.GPU_BDF: [(4, 4)]}
@@ -369,7 +369,7 @@ def test_a_new_boot_creates_the_prepared_claims_instances_again(node, nvml):
     for path in node.cdi.iterdir():
         path.unlink()
     (node.proc / "sys" / "kernel" / "random" / "boot_id").write_text("99999999-2222-3333-4444-555555555555\n")
-    restarted, _ = make(node, kube=kube)
+    restarted, _kube = make(node, kube=kube)
     (made,) = nvml.instances(h.GPU_BDF)
     assert (made["profile"], made["start"]) == ("1g.10gb", 1)
     entry = restarted.checkpoint.claims[ref[1]]
