@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -55,41 +54,11 @@ def _suite_timing():
     return suite_timing
 
 
-_SECONDS_PER_FILE: dict[str, float] = {}
-_CPU_PER_FILE: dict[str, float] = {}
-_cpu_mark: list[float] = []  # the process's CPU when the current test phase began (set in the process running it)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    """Each test phase's CPU (this process and the children it reaped: ansible-playbook, the driver) on its
-    report, so that xdist's controller can add it up by file."""
-    outcome = yield
-    report = outcome.get_result()
-    now = _suite_timing().process_cpu()
-    report.user_properties.append(("cpu_seconds", now - (_cpu_mark[-1] if _cpu_mark else now)))
-    _cpu_mark[:] = [now]
-
-
-def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
-    if not _cpu_mark:  # the first test of this process: its CPU counts from here
-        _cpu_mark.append(_suite_timing().process_cpu())
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Each test's setup, call and teardown time and CPU, by file (under xdist the controller sees every report)."""
-    name = report.nodeid.split("::", 1)[0]
-    _SECONDS_PER_FILE[name] = _SECONDS_PER_FILE.get(name, 0.0) + report.duration
-    cpu = sum(value for key, value in report.user_properties if key == "cpu_seconds")
-    _CPU_PER_FILE[name] = _CPU_PER_FILE.get(name, 0.0) + cpu
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Write the seconds and CPU per file where scripts/test.sh asks for them (not from xdist's workers)."""
-    target = os.environ.get("ALIGNED_DRA_TIMINGS")
-    if target and not hasattr(session.config, "workerinput") and _SECONDS_PER_FILE:
-        _suite_timing().write_durations(_SECONDS_PER_FILE, Path(target))
-        _suite_timing().write_durations(_CPU_PER_FILE, _suite_timing().cpu_path(Path(target)))
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's clock (tests/support/suite_timing.py): each test phase's CPU (this process and the
+    children it reaped: ansible-playbook, the driver) on its report, the seconds and CPU added up by file
+    where the reports arrive (xdist's controller), written where scripts/test.sh asks."""
+    config.pluginmanager.register(_suite_timing().FileClock(), "aligned_dra_suite_timing")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -2,7 +2,7 @@
 """TEST HELPER: the suite's own clock, per test file. Never shipped.
 
 A file's time is the sum of its tests' setup, call and teardown as the workers
-report them (tests/conftest.py adds them up) (module fixtures included, since they run in a test's setup),
+report them (:class:`FileClock`, the plugin tests/conftest.py registers, adds them up) (module fixtures included, since they run in a test's setup),
 and its CPU the same phases' user and system time of the worker and the children it reaped
 (ansible-playbook runs, driver processes; not podman's containers), in ``<name>-cpu.json`` beside.
 scripts/test.sh asks for the figures (``ALIGNED_DRA_TIMINGS``: where to write
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "tests" / "durations.json"
@@ -63,17 +65,60 @@ def write_durations(seconds: Mapping[str, float], path: Path) -> None:
     partial.replace(path)
 
 
-def process_cpu() -> float:
-    """This process's CPU seconds and those of the children it has waited for (user and system)."""
+def process_cpu(getrusage: Callable[[int], Any] | None = None) -> float:
+    """This process's CPU seconds and those of the children it has waited for (user and system);
+    ``getrusage`` is ``resource.getrusage`` unless a test gives its own."""
     import resource
 
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    usage = getrusage or resource.getrusage
+    own, children = usage(resource.RUSAGE_SELF), usage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def cpu_path(path: Path) -> Path:
     """Where the CPU seconds per file go beside the seconds at ``path``: ``name-cpu.json``."""
     return path.with_name(f"{path.stem}-cpu{path.suffix}")
+
+
+class FileClock:
+    """The pytest plugin that adds the figures up (tests/conftest.py registers one per process).
+
+    In a worker (or a run without xdist) each test phase's report gets its CPU as the user property
+    ``cpu_seconds``: the process's CPU (``cpu``, :func:`process_cpu` unless a test gives its own clock)
+    since the previous phase ended, from the first test's start. Where the reports arrive (xdist's
+    controller, or the one process) the seconds and CPU add up per file, and at the end of the session
+    they are written where ``ALIGNED_DRA_TIMINGS`` says (never from a worker).
+    """
+
+    def __init__(self, cpu: Callable[[], float] = process_cpu) -> None:
+        self.cpu = cpu
+        self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
+        self._mark: float | None = None  # the CPU when the current test phase began
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if self._mark is None:  # the first test of this process: its CPU counts from here
+            self._mark = self.cpu()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Generator[None, Any, Any]:
+        report = yield
+        now = self.cpu()
+        report.user_properties.append(("cpu_seconds", now - (now if self._mark is None else self._mark)))
+        self._mark = now
+        return report
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        name = file_of(report.nodeid)
+        self.seconds[name] = self.seconds.get(name, 0.0) + report.duration
+        cpu = sum(value for key, value in report.user_properties if key == "cpu_seconds")
+        self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + cpu
+
+    def pytest_sessionfinish(self, session: Any) -> None:
+        target = os.environ.get("ALIGNED_DRA_TIMINGS")
+        if target and not hasattr(session.config, "workerinput") and self.seconds:
+            write_durations(self.seconds, Path(target))
+            write_durations(self.cpu_seconds, cpu_path(Path(target)))
 
 
 def slowest(durations: Mapping[str, float], count: int = 10) -> Iterable[tuple[str, float]]:

@@ -1,13 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""tests/support/suite_timing.py: seconds per test file, the order pytest runs files in, and the table's figures."""
+"""tests/support/suite_timing.py: seconds per test file, the order pytest runs files in, and the table's figures.
+
+The plugin's hooks are driven in this process through pytest's own hook specifications, with fake
+reports and a fake CPU clock; a real pytest session with an xdist worker writing the figures is
+tests/integration/support/test_suite_timing.py's.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import resource
 from types import SimpleNamespace
+
+import pytest
 
 from ansible_collections.aligned.dra.tests.support import suite_timing
 
@@ -66,22 +71,100 @@ def test_the_table_gives_each_files_cpu_where_the_cpu_file_has_every_file(tmp_pa
     assert "CPU" not in capsys.readouterr().out
 
 
-def test_the_process_cpu_counts_the_children_it_reaped():
-    before = suite_timing.process_cpu()
-    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
-    assert suite_timing.process_cpu() - before >= 0.1
+def test_the_process_cpu_is_its_own_and_its_reaped_childrens_user_and_system_time():
+    usage = {
+        resource.RUSAGE_SELF: SimpleNamespace(ru_utime=1.5, ru_stime=0.25),
+        resource.RUSAGE_CHILDREN: SimpleNamespace(ru_utime=4.0, ru_stime=0.5),
+    }
+    assert suite_timing.process_cpu(usage.__getitem__) == 6.25
+    assert suite_timing.process_cpu() > 0  # the real one: this process has run
 
 
-def test_a_pytest_run_writes_each_files_cpu_beside_its_seconds(tmp_path):
-    """The figures of scripts/test.sh's table: pytest with an xdist worker, as the suite runs, on the test above."""
-    target = tmp_path / "pytest-files.json"
-    this = "tests/unit/support/test_suite_timing.py"
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
-         f"{this}::test_the_process_cpu_counts_the_children_it_reaped"],
-        cwd=suite_timing.REPO, env={**os.environ, "ALIGNED_DRA_TIMINGS": str(target)},
-        capture_output=True, text=True, check=False, timeout=300,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert suite_timing.read_durations(target)[this] > 0
-    assert suite_timing.read_durations(suite_timing.cpu_path(target))[this] >= 0.1
+# -- the plugin's hooks, driven in this process ------------------------------------------------------
+
+
+class FakeMaker:
+    """pytest's own report maker in a worker: a report of each phase, ``durations[phase]`` seconds long."""
+
+    def __init__(self, durations: dict[str, float]) -> None:
+        self.durations = durations
+
+    def pytest_runtest_makereport(self, item, call):
+        return SimpleNamespace(
+            nodeid=item.nodeid, when=call.when, duration=self.durations[call.when], user_properties=[]
+        )
+
+
+def plugin_manager(*plugins) -> pytest.PytestPluginManager:
+    """pytest's hook specifications with these plugins only: the hooks are called as a session calls them."""
+    manager = pytest.PytestPluginManager()
+    for plugin in plugins:
+        manager.register(plugin)
+    return manager
+
+
+def run_in_worker(manager: pytest.PytestPluginManager, nodeid: str) -> list:
+    """One test's phases as a worker runs them: log start, then each phase's report."""
+    manager.hook.pytest_runtest_logstart(nodeid=nodeid, location=(nodeid, 0, nodeid))
+    test = item(nodeid)
+    return [
+        manager.hook.pytest_runtest_makereport(item=test, call=SimpleNamespace(when=when))
+        for when in ("setup", "call", "teardown")
+    ]
+
+
+def test_each_phases_report_carries_the_cpu_spent_since_the_previous_phase_ended():
+    clock = iter([10.0, 10.5, 12.0, 12.25, 13.0, 16.0, 16.0])  # the worker's CPU, read at each hook
+    worker = suite_timing.FileClock(cpu=lambda: next(clock))
+    manager = plugin_manager(worker, FakeMaker({"setup": 0.1, "call": 2.0, "teardown": 0.2}))
+    first = run_in_worker(manager, "tests/unit/a.py::t1")
+    second = run_in_worker(manager, "tests/unit/b.py::t1")
+    cpu = [dict(report.user_properties)["cpu_seconds"] for report in first + second]
+    # the first test's CPU counts from its start, not from the worker's; the second's from the first's end
+    assert cpu == [0.5, 1.5, 0.25, 0.75, 3.0, 0.0]
+    assert [report.when for report in first] == ["setup", "call", "teardown"]
+    assert next(clock, None) is None  # one reading per hook, none more
+
+
+def test_where_the_reports_arrive_the_seconds_and_cpu_add_up_per_file_and_are_written(tmp_path, monkeypatch):
+    clock = iter(float(reading) for reading in range(100))  # one CPU second per phase
+    worker = suite_timing.FileClock(cpu=lambda: next(clock))
+    manager = plugin_manager(worker, FakeMaker({"setup": 0.25, "call": 1.0, "teardown": 0.5}))
+    reports = [
+        report for nodeid in ("tests/unit/a.py::t1", "tests/unit/a.py::t2[x]", "tests/unit/b.py::t")
+        for report in run_in_worker(manager, nodeid)
+    ]  # fmt: skip
+    controller = suite_timing.FileClock(cpu=lambda: pytest.fail("the controller runs no test"))
+    for report in reports:  # as xdist hands the workers' reports to the controller
+        plugin_manager(controller).hook.pytest_runtest_logreport(report=report)
+    assert controller.seconds == {"tests/unit/a.py": 3.5, "tests/unit/b.py": 1.75}
+    assert controller.cpu_seconds == {"tests/unit/a.py": 6.0, "tests/unit/b.py": 3.0}
+
+    target = tmp_path / "timings" / "pytest-files.json"
+    monkeypatch.setenv("ALIGNED_DRA_TIMINGS", str(target))
+    # a worker writes nothing: only the controller has every file's figures
+    manager.hook.pytest_sessionfinish(session=SimpleNamespace(config=SimpleNamespace(workerinput={})), exitstatus=0)
+    assert not target.parent.exists()
+    plugin_manager(controller).hook.pytest_sessionfinish(
+        session=SimpleNamespace(config=SimpleNamespace()), exitstatus=0
+    )
+    assert suite_timing.read_durations(target) == {"tests/unit/a.py": 3.5, "tests/unit/b.py": 1.8}
+    assert suite_timing.read_durations(suite_timing.cpu_path(target)) == {
+        "tests/unit/a.py": 6.0,
+        "tests/unit/b.py": 3.0,
+    }
+
+
+def test_nothing_is_written_unless_asked_or_without_a_test(tmp_path, monkeypatch):
+    finished = SimpleNamespace(config=SimpleNamespace())
+    monkeypatch.delenv("ALIGNED_DRA_TIMINGS", raising=False)
+    clock = suite_timing.FileClock(cpu=lambda: 0.0)
+    clock.pytest_runtest_logreport(SimpleNamespace(nodeid="a.py::t", duration=1.0, user_properties=[]))
+    clock.pytest_sessionfinish(finished)  # not asked: no file anywhere
+    monkeypatch.setenv("ALIGNED_DRA_TIMINGS", str(tmp_path / "empty" / "pytest-files.json"))
+    suite_timing.FileClock(cpu=lambda: 0.0).pytest_sessionfinish(finished)  # asked, but no test ran
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_this_session_runs_with_the_clock_registered(request):
+    assert isinstance(request.config.pluginmanager.get_plugin("aligned_dra_suite_timing"), suite_timing.FileClock)
