@@ -6,6 +6,7 @@
 - ``checks``: the layouts, the GPUs they configure, one mode per GPU, MIG beside MPS fractions, and
   partitionable devices per minor, which the validation stage asks once per site.
 
-An engines-and-models package: it imports ``controller/topology/``, ``dra/`` and the node's packing
-solver (``node/mig/packing``, standard library only); the validation stage imports it.
+An engines-and-models package: it imports ``controller/topology/``, ``controller/deploy/`` (the driver role's
+rule for ``dynamic`` per minor) and the node's packing solver (``node/mig/packing``, standard library only);
+the validation stage imports it.
 """

@@ -20,8 +20,9 @@ only the whole inventory, the site and the nodes' probes know:
 - ``dynamic`` needs partitionable devices (``DRAPartitionableDevices``): on from 1.36, on 1.34 and 1.35 only
   where the site says the gate is on (``partitionable_devices_gate`` or ``aligned_dra_feature_gates``).
 
-Each problem is ``(host, variable, value, reason)``. Runs on the controller; imports ``dra/gates`` and the
-node's packing solver (standard library only), no Ansible.
+Each problem is ``(host, variable, value, reason)``. Runs on the controller; imports the driver role's MIG
+rules (``deploy/mig``), the probe's fact store and the node's packing solver (standard library only), no
+Ansible.
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import mig as deploy_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import geometry
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
-from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
-from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.node.mig import packing
 
 TYPE_CHECKING = False
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 VARIABLE = "aligned_dra_mig"
-GATE = "DRAPartitionableDevices"
 NVIDIA = "0x10de"
 MIG_FLAG = "--mig"
 
@@ -257,26 +256,9 @@ def driver_mig_mode(extra_args: Any) -> str | None:
 
 
 def gate_problems(mig: dict[str, Any], minor: str, gates: dict[str, Any]) -> list[str]:
-    """Mode ``dynamic`` on a minor whose partitionable devices are off, unless the site turns the gate on."""
-    said = mig.get("partitionable_devices_gate")
-    overrides = {k: bool(v) for k, v in (gates or {}).items()} if isinstance(gates, dict) else {}
-    if said is not None and GATE in overrides and bool(said) != overrides[GATE]:
-        return [
-            f"partitionable_devices_gate is {str(bool(said)).lower()} and aligned_dra_feature_gates.{GATE} "
-            f"{str(overrides[GATE]).lower()}: the site says one thing"
-        ]
-    if said:
-        overrides[GATE] = True
-    try:
-        on = dra_gates.gate_enabled(GATE, minor, overrides)
-    except dra.DeviceModelError:
-        return []  # a bad minor is reported once per site
-    if on:
-        return []
-    return [
-        f"mode dynamic publishes partitionable devices ({GATE}), off by default on Kubernetes {minor}: turn the "
-        "gate on in the cluster and say so (partitionable_devices_gate: true), or use mode static"
-    ]
+    """Mode ``dynamic`` on a minor whose partitionable devices are off, unless the site turns the gate on: the
+    driver role's rule (:func:`deploy_mig.partitionable_problems`), so both say the same words."""
+    return deploy_mig.partitionable_problems(mig, minor, gates)
 
 
 def topology_of(host: str, fact: Any) -> dict[str, Any] | None:
