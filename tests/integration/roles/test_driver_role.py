@@ -40,6 +40,13 @@ from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs impor
     write_play,
 )
 
+BUS = "0000:18:00.0"
+# a static layout as the mig role takes it (docs/mig.md), on the GPU at BUS
+LAYOUT = {
+    "layout": "all-1g",
+    "mig_configs": {"all-1g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]},
+}
+
 
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -125,7 +132,8 @@ def test_daemonset_mode_shows_a_diff_then_renders_valid_objects_idempotently_and
 def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goes_back_when_off(tmp_path, wheelhouse):
     """aligned_dra_driver_reclaim: off renders what a site without the setting had; evict (check mode with a
     diff first) adds the options, hostPID, the ClusterRole's rules and nvidia-ml-py to the image's build context,
-    idempotently; off again takes all of it back."""
+    idempotently; off again takes all of it back. The same runs carry aligned_dra_mig (static, by PCI address):
+    the role hands it to the driver (--mig, --mig-gpus, the host's /proc), and its off (YAML false) takes it back."""
     base = {
         "aligned_dra_driver_mode": "daemonset",
         "aligned_dra_driver_image": IMAGE,
@@ -136,6 +144,9 @@ def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goe
 
     def run(reclaim: dict | None, *args: str) -> subprocess.CompletedProcess:
         settings = dict(base, **({"aligned_dra_driver_reclaim": reclaim} if reclaim is not None else {}))
+        if reclaim is not None:
+            on = reclaim["mode"] == "evict"
+            settings["aligned_dra_mig"] = dict(LAYOUT, mode="static" if on else False, gpus={"pci_addresses": [BUS]})
         proc = playbook(inventory(tmp_path, {"node-a": {}}, **settings), *args)
         assert proc.returncode == 0, proc.output
         return proc
@@ -160,6 +171,11 @@ def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goe
         "--reclaim=evict",
         "--reclaim-margin=10",
         "--reclaim-interval=0.5",
+    ]
+    assert [a for a in pod["containers"][0]["args"] if a.startswith(("--mig", "--procfs"))] == [
+        "--mig=static",
+        f"--mig-gpus={BUS}",
+        "--procfs-root=/host/proc",
     ]
     (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
     assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
