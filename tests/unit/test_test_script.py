@@ -1,60 +1,43 @@
 # SPDX-License-Identifier: Apache-2.0
-"""scripts/test.sh: the full suite's stages (what .ci/run runs), the quick tier, and the docs that list them."""
+"""scripts/test.sh as written: the quick tier's unit stage, its summary, and the docs that list the tiers.
+
+Read from the script's text, in this process; what the script does when it runs (its stages, arguments,
+figures and summary) is tests/integration/test_test_script.py's.
+"""
 
 from __future__ import annotations
 
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "test.sh"
-FULL_SUITE = ["ruff", "changelog", "sanity", "lint", "pytest", "molecule"]
 
 
-def run_script(*args: str) -> subprocess.CompletedProcess:
-    # --list and --help answer before the machine is prepared: no bootstrap, no tests run
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, check=False, timeout=60)
-
-
-def test_the_full_suite_is_what_ci_runs():
-    assert "exec ./scripts/test.sh\n" in (REPO / ".ci" / "run").read_text()
-    listed = run_script("--list")
-    assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == FULL_SUITE
-
-
-def test_quick_tier_is_ruff_and_the_unit_tests():
-    listed = run_script("quick", "--list")
-    assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == ["ruff", "unit"]
-    # the unit tests alone are a stage of their own, outside the full suite (pytest runs them)
-    assert run_script("unit", "--list").stdout.split() == ["unit"]
-    assert run_script("ruff", "pytest", "--list").stdout.split() == ["ruff", "pytest"]
-
-
-def test_help_names_the_quick_tier():
-    usage = run_script("--help")
-    assert usage.returncode == 0
-    assert "scripts/test.sh quick" in usage.stdout
-    assert "unit" in usage.stdout
-
-
-def test_unknown_stage_names_the_stages_and_tiers():
-    bad = run_script("quik")
-    assert bad.returncode == 2
-    assert "unknown stage 'quik'" in bad.stderr and "quick" in bad.stderr
+def _function(name: str) -> str:
+    """The body of one shell function of scripts/test.sh, as written there."""
+    return SCRIPT.read_text().split(f"\n{name}() {{", 1)[1].split("\n}\n", 1)[0]
 
 
 def test_the_unit_stage_runs_pytest_as_the_full_suite_does():
     """Same xdist setting (one worker per core, whole files per worker) for tests/unit as the pytest stage."""
-    text = SCRIPT.read_text()
-    body = text.split("stage_unit() {", 1)[1].split("\n}\n", 1)[0]
+    body = _function("stage_unit")
     assert "tests/unit" in body and "pytest_parallel" in body
-    pytest_body = text.split("stage_pytest() {", 1)[1].split("\n}\n", 1)[0]
-    assert "pytest_parallel" in pytest_body
+    assert "pytest_parallel" in _function("stage_pytest")
+
+
+def test_the_quick_tiers_summary_names_the_slowest_files_as_the_full_suites_does():
+    """The unit stage's pytest writes the figures (pytest_parallel, the pytest stage's too) where the summary
+    reads them, and every run's summary prints them: ruff and unit, the quick tier, as much as the full suite."""
+    text = SCRIPT.read_text()
+    assert "QUICK=(ruff unit)" in text
+    assert 'ALIGNED_DRA_TIMINGS="$TIMINGS/pytest-files.json"' in _function("pytest_parallel")
+    slowest = _function("print_slowest_pytest_files")
+    assert 'file="$TIMINGS/pytest-files.json"' in slowest
+    assert 'python tests/support/suite_timing.py "$file" 10' in slowest
+    assert "\n    print_slowest_pytest_files\n" in _function("print_summary") + "\n"  # unconditionally, last
+    assert text.count("print_summary\n") >= 2  # after a failed stage (record) and after a passing run
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/development.md"])
@@ -62,49 +45,3 @@ def test_docs_name_the_quick_tier_beside_the_full_suite(doc):
     text = (REPO / doc).read_text()
     assert "./scripts/test.sh quick" in text
     assert "./scripts/test.sh" in text.split("./scripts/test.sh quick", 1)[0]  # the full suite comes first
-
-
-def _function(name: str) -> str:
-    """One shell function of scripts/test.sh, as written there."""
-    text = SCRIPT.read_text()
-    return f"{name}() {{" + text.split(f"\n{name}() {{", 1)[1].split("\n}\n", 1)[0] + "\n}\n"
-
-
-def test_a_stages_cpu_is_every_field_of_times_added_up(tmp_path):
-    times = tmp_path / "stage.times"
-    times.write_text("0m1.500s 0m0.500s\n1m2.000s 0m3.000s\n")  # the shell's user and system, its children's
-    note = subprocess.run(
-        ["bash", "-c", _function("cpu_note") + 'cpu_note "$1"', "-", str(times)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert note.stdout == "  (CPU 67 s)"
-    missing = subprocess.run(
-        ["bash", "-c", _function("cpu_note") + 'cpu_note "$1"', "-", str(tmp_path / "none")],
-        capture_output=True,
-        check=False,
-    )
-    assert missing.returncode == 0 and missing.stdout == b""  # a stage that wrote no figure gets none
-
-
-def test_the_machines_cpu_is_read_in_seconds_and_only_grows():
-    read = ["bash", "-c", _function("machine_cpu") + "machine_cpu; sleep 0.2; machine_cpu"]
-    first, second = (
-        line.split() for line in subprocess.run(read, capture_output=True, text=True, check=True).stdout.splitlines()
-    )
-    before, after = [float(value) for value in first], [float(value) for value in second]
-    busy, idle, containers = before
-    assert busy > 0 and idle >= 0 and containers >= 0
-    assert all(b >= a for a, b in zip(before, after, strict=True))  # counters since boot never go back
-    assert after[0] + after[1] > busy + idle  # the clock moved: busy or idle time grew
-
-
-def test_a_run_prints_each_stages_cpu_and_the_machines():
-    run = subprocess.run([str(SCRIPT), "changelog"], capture_output=True, text=True, check=False, timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr
-    summary = run.stdout.split("==> summary", 1)[1]
-    assert re.search(r"changelog\s+passed\s+[\d.]+s  \(CPU \d+ s\)", summary), summary
-    assert re.search(
-        r"CPU after bootstrap: \d+ s busy, \d+ s idle \(\d+ % busy\), of it \d+ s in podman containers", summary
-    )
