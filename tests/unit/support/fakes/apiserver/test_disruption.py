@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What a node rollout meets in the fake API server: cordons, evictions, PodDisruptionBudgets, k8s_drain."""
+"""What a node rollout meets in the fake API server: cordons, evictions, PodDisruptionBudgets.
+
+kubernetes.core.k8s_drain run against it (an ansible process) is
+tests/integration/support/fakes/apiserver/test_disruption.py's.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import kubernetes.client
 import pytest
@@ -89,44 +92,3 @@ def test_disruption_budget_percentages_unhealthy_and_overlapping(workload, core_
         pdb_obj("x", "web", minAvailable=1, maxUnavailable=1),
     )
     assert code == 422 and "cannot be both set" in answer["message"]
-
-
-def k8s_drain(kubeconfig, node: str, state: str) -> subprocess.CompletedProcess:
-    args = {
-        "kubeconfig": str(kubeconfig),
-        "name": node,
-        "state": state,
-        "delete_options": {"ignore_daemonsets": True, "delete_emptydir_data": True, "wait_timeout": 10},
-    }
-    return subprocess.run(
-        ["ansible", "localhost", "-m", "kubernetes.core.k8s_drain", "-a", json.dumps(args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def test_kubernetes_core_k8s_drain_cordons_drains_and_uncordons(workload, tmp_path):
-    kubeconfig = workload.write_kubeconfig(tmp_path / "kubeconfig")
-    workload.create(pdb_obj("web", "web", minAvailable=1))
-    drained = k8s_drain(kubeconfig, "node-a", "drain")
-    assert drained.returncode == 0, drained.stdout + drained.stderr
-    assert "node node-a marked unschedulable. 1 Pod(s) deleted from node." in drained.stdout
-    assert workload.get("nodes", "node-a")["spec"] == {"unschedulable": True}
-    assert sorted(p["metadata"]["name"] for p in workload.list("pods")) == ["agent-node-a", "web-2"]
-    # node-b's last web pod is protected by the budget: the drain fails and the node stays cordoned
-    blocked = k8s_drain(kubeconfig, "node-b", "drain")
-    assert blocked.returncode != 0
-    assert "Failed to delete pod default/web-2 due to: Cannot evict pod" in blocked.stdout
-    assert workload.get("nodes", "node-b")["spec"] == {"unschedulable": True}
-    uncordoned = k8s_drain(kubeconfig, "node-a", "uncordon")
-    assert uncordoned.returncode == 0 and "marked schedulable" in uncordoned.stdout
-    assert workload.get("nodes", "node-a")["spec"] == {}
-    assert workload.rejections == [
-        (
-            "POST",
-            "/api/v1/namespaces/default/pods/web-2/eviction",
-            429,
-            "Cannot evict pod as it would violate the pod's disruption budget.",
-        )
-    ]
