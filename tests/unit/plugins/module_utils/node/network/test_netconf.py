@@ -2,14 +2,13 @@
 """The boot-time entry point: same library, state file in, JSON line out.
 
 The SR-IOV case runs with the library's plain file writes (as at boot) while
-tests/support/node_side/fake_sysfs_sriov.py watches the tree and plays the kernel's part.
+tests/support/node_side/fake_sysfs_sriov.py watches the tree and plays the kernel's part. The entry
+point run by ``python -m`` is tests/integration/plugins/module_utils/node/network/test_netconf.py's.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -91,24 +90,3 @@ def test_rdma_state_writes_persistent_files(tmp_path, capsys):
 def test_bad_command_lines(argv, code, message, capsys):
     assert netconf.main(argv) == code
     assert message in capsys.readouterr().err
-
-
-def test_runs_as_python_m(tmp_path, repo_root):
-    """What the systemd unit runs, with the library path the role installs."""
-    path = tmp_path / "rdma.json"
-    path.write_text(json.dumps({"sysfs_root": str(tmp_path)}))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ansible_collections.aligned.dra.plugins.module_utils.node.network.netconf",
-            "rdma",
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=str(repo_root / ".cache" / "collections"),
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["changed"] is False
