@@ -6,9 +6,9 @@ Its output must read back as a generic trace with each pod's requests as the sch
 
 from __future__ import annotations
 
+import io
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -48,7 +48,7 @@ def container(cpu: str = "0", memory: str = "0", gpus: str | None = None) -> dic
     return {"resources": resources}
 
 
-def test_the_pages_export_script_writes_a_trace_the_replay_reads(tmp_path):
+def test_the_pages_export_script_writes_a_trace_the_replay_reads(tmp_path, monkeypatch, capsys):
     pods = {
         "items": [
             # two containers summed; the pod ended when its last container did
@@ -58,12 +58,11 @@ def test_the_pages_export_script_writes_a_trace_the_replay_reads(tmp_path):
             pod("tiny", [container("100m", "1E")], phase="Running"),
         ]
     }
-    exported = subprocess.run(
-        [sys.executable, "-c", script()], input=json.dumps(pods), capture_output=True, text=True, check=False
-    )
-    assert exported.returncode == 0, exported.stderr
+    # run as ``python3 export_trace.py`` runs it, in this process: the list on standard input, the CSV on standard output
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(pods)))
+    exec(compile(script(), "export_trace.py", "exec"), {"__name__": "__main__"})
     path = tmp_path / "trace.csv"
-    path.write_text(exported.stdout)
+    path.write_text(capsys.readouterr().out)
     train, prep, tiny = trace.read_trace(str(path), "csv")
     assert (train.name, train.num_gpu, train.gpu_milli, train.cpu_milli, train.memory_mib) == (
         "vision/train",
