@@ -408,7 +408,10 @@ def run(nvml: Any, params: dict[str, Any], check_mode: bool, runner: Callable) -
                 "mig_configs: the layouts (mig-parted's mig-configs) are required with mode static"
             )
         entries = layout.choose(layout.parse_configs(params["mig_configs"]), params.get("layout"))
-    command = params.get("reset_command") or DEFAULT_RESET_COMMAND
+    command = params.get("reset_command")
+    command = DEFAULT_RESET_COMMAND if command is None else command
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+        raise MigError(f"reset_command: a non-empty list of non-empty strings, not {command!r}")
     try:
         nvml.nvmlInit()
     except Exception as exc:
