@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The command line, as a function and as a script, and the build time of the biggest layout
-(tests/support/node_side/sysfs_builder/builder.py)."""
+"""The command line as a function, and the build time of the biggest layout
+(tests/support/node_side/sysfs_builder/builder.py); the package run as a script is
+tests/integration/support/node_side/sysfs_builder/test_builder.py's."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -40,18 +39,3 @@ def test_sriov_8x64_build_time(tmp_path: Path, record_property: pytest.RecordPro
     record_property("sriov_8x64_build_user_seconds", round(user, 3))
     record_property("sriov_8x64_build_system_seconds", round(system, 3))
     assert user < 3, f"building sriov-8x64 used {user:.1f}s of user CPU ({wall:.1f}s wall, {system:.1f}s system)"
-
-
-def test_the_package_runs_as_a_script(tmp_path: Path) -> None:
-    """As the Molecule scenarios build their trees: ``python tests/support/node_side/sysfs_builder LAYOUT OUTDIR``."""
-    layout = TESTS / "fixtures" / "network" / "sriov-lab.yml"
-    run = subprocess.run(
-        [sys.executable, str(TESTS / "support" / "node_side" / "sysfs_builder"), str(layout), str(tmp_path / "t")],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == str((tmp_path / "t").resolve())
-    assert (tmp_path / "t" / "sys" / "bus" / "pci" / "devices" / "0000:01:02.1" / "physfn").is_symlink()
