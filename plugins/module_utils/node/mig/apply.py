@@ -27,7 +27,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from ansible_collections.aligned.dra.plugins.module_utils.node.mig import layout, nvml_state, packing
+from . import layout, nvml_state, packing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -220,12 +220,8 @@ def plan_gpu(gpu: dict[str, Any], mode: str, entry: dict[str, Any] | None, drain
         keep, destroy, create = target(entry, state)
         keep, destroy = [_instance(i) for i in keep], [_instance(i) for i in destroy]
     elif mode == "static" and want:
-        counts = {}
-        for name, count in entry["mig_devices"].items():
-            counts[name] = counts.get(name, 0) + count
-        create = [
-            {"profile": n, "profile_id": None, "placement": None} for n, c in sorted(counts.items()) for _ in range(c)
-        ]
+        for name, count in sorted(entry["mig_devices"].items()):
+            create.extend({"profile": name, "profile_id": None, "placement": None} for _copy in range(count))
     elif not want:
         keep, destroy = [], before
     for found in destroy:

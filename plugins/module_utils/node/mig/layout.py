@@ -39,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from ansible_collections.aligned.dra.plugins.module_utils.node.mig import packing
+from . import packing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
