@@ -107,7 +107,7 @@ def test_check_rollout_rerun_and_a_gpu_in_use(site):
 
     rollout = run_playbook(inventory, PLAYBOOKS / "mig.yml")
     assert rollout.returncode == 0, rollout.output
-    assert re.search(r"MIG \| Apply the layout \*+ changed: \[node-a\]", rollout.output), rollout.output
+    assert re.search(r"MIG \| Apply the layout\] \*+ changed: \[node-a\]", rollout.output), rollout.output
     assert changed(rollout.stdout, "node-b") == 0  # node-b had the layout: it did not roll
     assert instances(states["node-a"], addresses) == converged == instances(states["node-b"], addresses)
 
