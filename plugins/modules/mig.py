@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: mig
 short_description: Apply a MIG layout (mig-parted's mig-configs) to a node's GPUs through NVML
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Reads the node's NVIDIA GPUs through NVML (C(nvidia-ml-py)), selects those of O(gpus) (every MIG-capable GPU
     by default), and makes each one what O(mode) asks.
