@@ -13,7 +13,8 @@
   the reset fails); otherwise the GPU is left as it is and reported as needing a reboot.
 
 Refused before anything changes: an instance to destroy that runs a process (naming the GPU, the instance and
-the PIDs), a MIG mode change of a Hopper GPU that runs processes (static), and every layout error
+the PIDs), a MIG mode change of a Hopper GPU that runs processes on a drained node (static; on a node not
+drained it is left as it is, reported in ``blocked``), and every layout error
 (:mod:`layout`). Mode ``static`` applies the config ``layout`` of ``mig_configs``; ``dynamic`` turns MIG mode on
 and leaves the instances to the driver (a Hopper GPU running a process, as a GPU whole, is left to it too);
 ``off`` changes nothing and reports. A second run plans nothing. Check mode plans: a GPU whose MIG mode is off
@@ -123,7 +124,7 @@ def _pids(pids: list[int], procfs_root: str) -> str:
         try:
             with open(os.path.join(procfs_root, str(pid), "comm")) as handle:
                 named.append(f"{pid} ({handle.read().strip()})")
-        except OSError:
+        except (OSError, ValueError):  # gone, unreadable, or a procfs_root no path can hold
             named.append(str(pid))
     return ", ".join(named)
 
@@ -249,6 +250,12 @@ def _mode_change(plan: dict[str, Any], gpu: dict[str, Any], mode: str, drained: 
         if mode == "dynamic":  # a GPU whole in use: the driver turns MIG mode on at its next MIG claim
             plan.update(mig_mode=None, create=[], after=plan["before"])
             plan["blocked"] = f"runs processes {_pids(pids, procfs_root)} as a GPU whole: MIG mode left to the driver"
+            return
+        if not drained:  # the role drains the node, then runs again
+            plan["blocked"] = (
+                f"its MIG mode changes only while the GPU is idle; it runs processes {_pids(pids, procfs_root)}, "
+                "and the node is not drained"
+            )
             return
         raise MigError(
             f"{layout.describe(gpu)}: MIG mode changes only while the GPU is idle; it runs processes "

@@ -50,6 +50,7 @@ class Resets:
 def run(nvml, check_mode=False, runner=None, **params):
     params.setdefault("mode", "static")
     params.setdefault("mig_configs", BALANCED)
+    params.setdefault("procfs_root", "/nonexistent/proc")  # never the host's: its PIDs have other names
     return apply.run(nvml, params, check_mode, runner or Resets(nvml))
 
 
@@ -146,12 +147,19 @@ def test_hopper_turns_mig_on_without_a_reset_and_places_the_instances(nvml):
     assert not run(nvml, layout="all-1g", gpus={"device_ids": ["0x2330"]})["changed"]
 
 
-def test_hopper_with_a_process_on_the_whole_gpu_is_refused(nvml):
+def test_hopper_with_a_process_on_the_whole_gpu_waits_for_the_drain_and_is_refused_drained(nvml):
     nvml.run(H100, 77, 1 << 30)
+    args = {"layout": "all-1g", "gpus": {"pci_addresses": [H100]}}
+    assert run(nvml, check_mode=True, **args)["changed"]  # the role's plan: this node rolls (drained, then applied)
+    result = run(nvml, **args)
+    assert not result["changed"] and not result["reboot_required"] and nvml.gpus[H100].mig["pending"] == 0
+    assert (
+        "changes only while the GPU is idle; it runs processes 77, and the node is not drained" in result["warnings"][0]
+    )
     with pytest.raises(
         apply.MigError, match=f"GPU {H100} .*: MIG mode changes only while the GPU is idle; it runs processes 77"
     ):
-        run(nvml, layout="all-1g", gpus={"pci_addresses": [H100]})
+        run(nvml, drained=True, **args)
 
 
 def test_ampere_on_a_node_not_drained_needs_a_reboot_and_is_left_as_it_is(nvml):
