@@ -3,7 +3,8 @@
 
 The payload is built by ansible-core's own finder (``recursive_finder``, the one
 AnsiballZ uses), in a child process: it needs Ansible's collection loader, which
-pytest's plain ``ansible_collections`` imports must not share. The topology
+pytest's plain ``ansible_collections`` imports must not share (a process to wait
+on, so an integration test). The topology
 package is loaded in parts, so a module that only copies trees does not carry
 the probe, and no module that probes carries the summaries and the device model.
 """
