@@ -6,7 +6,8 @@ The argument spec of the role ``aligned.dra.mig`` has refused wrong types and ch
 only the whole inventory, the site and the nodes' probes know:
 
 - a ``static`` layout names a config of its ``mig-configs`` (given inline or as ``mig_configs_file``, never
-  both), each entry's ``mig-devices`` counts are whole numbers, and no GPU index is in two entries;
+  both), read as the node reads it (``node/mig/layout``: mig-parted's rules), and no GPU index is in two
+  entries;
 - ``layout`` and configs belong to ``static``: ``dynamic`` takes none (the driver makes the partitions);
 - each GPU the layout configures (the selector ``gpus`` and the entries' ``devices`` and ``device-filter``
   against the probe's GPUs, where this run has the probe; else each entry's ``device-filter`` models)
@@ -21,8 +22,8 @@ only the whole inventory, the site and the nodes' probes know:
   where the site says the gate is on (``partitionable_devices_gate`` or ``aligned_dra_feature_gates``).
 
 Each problem is ``(host, variable, value, reason)``. Runs on the controller; imports the driver role's MIG
-rules (``deploy/mig``), the probe's fact store and the node's packing solver (standard library only), no
-Ansible.
+rules (``deploy/mig``), the probe's fact store and the node's layout reader and packing solver (standard
+library only), no Ansible.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import mig as deploy_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import geometry
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
-from ansible_collections.aligned.dra.plugins.module_utils.node.mig import packing
+from ansible_collections.aligned.dra.plugins.module_utils.node.mig import layout, packing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,50 +79,27 @@ def configs_of(mig: dict[str, Any], base: str | None = None) -> dict[str, Any]:
     return load_configs_file(path, base) if path else dict(inline or {})
 
 
-def _entries(configs: dict[str, Any], layout: str) -> list[dict[str, Any]]:
-    """The entries of config ``layout``, their shape checked."""
-    if layout not in configs:
-        known = ", ".join(sorted(configs)) or "none"
-        raise MigSettingsError(f"layout {layout!r} is not one of the mig-configs ({known})")
-    entries = configs[layout]
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise MigSettingsError(f"mig-configs {layout}: a list of entries ({{devices, mig-enabled, mig-devices}})")
-    seen: dict[int, int] = {}
-    for number, entry in enumerate(entries):
-        where = f"mig-configs {layout}[{number}]"
-        unknown = sorted(set(entry) - {"devices", "mig-enabled", "mig-devices", "device-filter"})
-        if unknown:
-            raise MigSettingsError(
-                f"{where}: unknown key {unknown[0]} (devices, mig-enabled, mig-devices, device-filter)"
-            )
-        devices = entry.get("devices", "all")
-        if devices != "all" and not (isinstance(devices, list) and all(_whole(d) for d in devices)):
-            raise MigSettingsError(f"{where}: devices is 'all' or a list of GPU indices, not {devices!r}")
-        if not isinstance(entry.get("mig-enabled", False), bool):
-            raise MigSettingsError(f"{where}: mig-enabled is true or false")
-        wanted = entry.get("mig-devices") or {}
-        if not isinstance(wanted, dict) or not all(_whole(c) for c in wanted.values()):
-            raise MigSettingsError(f"{where}: mig-devices maps a profile to a whole number of instances")
-        if wanted and not entry.get("mig-enabled"):
-            raise MigSettingsError(f"{where}: mig-devices need mig-enabled: true")
-        for filtered in _filters(entry):
-            if geometry.device_id(filtered) is None:
-                raise MigSettingsError(f"{where}: device-filter {filtered!r} is not a PCI device ID (0x20B010DE)")
-        if isinstance(devices, list) and not _filters(entry):
-            for index in devices:
-                if index in seen:
-                    raise MigSettingsError(f"{where}: GPU {index} is in entry {seen[index]} too")
-                seen[index] = number
+def _entries(configs: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The entries of config ``name``, read as the node reads them (:func:`layout.parse_configs`, mig-parted's
+    rules), and no GPU index in two entries without a ``device-filter``."""
+    try:
+        entries = layout.choose(layout.parse_configs(configs), name)
+    except layout.LayoutError as exc:
+        raise MigSettingsError(str(exc)) from None
+    seen: dict[int, str] = {}
+    for entry in entries:
+        if entry["devices"] == "all" or entry["device_filter"]:
+            continue
+        for index in entry["devices"]:
+            if index in seen:
+                raise MigSettingsError(f"{entry['where']}.devices: GPU {index} is in {seen[index]} too")
+            seen[index] = entry["where"]
     return entries
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _filters(entry: dict[str, Any]) -> list[str]:
-    value = entry.get("device-filter")
-    return [str(v) for v in value] if isinstance(value, list) else ([str(value)] if value else [])
+    """The PCI device IDs (``0x20b0``) of an entry's ``device-filter``; NVIDIA's only (the table is NVIDIA's)."""
+    return [f"0x{device:04x}" for device, vendor, _sub in entry["device_filter"] or [] if vendor == 0x10DE]
 
 
 def node_gpus(topology: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -171,11 +149,11 @@ def _fits(where: str, geo: dict[str, Any], wanted: dict[str, int]) -> list[str]:
 
 def layout_problems(mig: dict[str, Any], topology: dict[str, Any] | None, base: str | None = None) -> list[str]:
     """Reasons ``mig`` (one host's, ``static``) cannot be applied: the layout, and each GPU it configures."""
-    layout = mig.get("layout")
-    if not layout:
+    name = mig.get("layout")
+    if not name:
         return ["mode static needs layout (the name of one of the mig-configs)"]
     try:
-        entries = _entries(configs_of(mig, base), str(layout))
+        entries = _entries(configs_of(mig, base), str(name))
     except MigSettingsError as exc:
         return [str(exc)]
     gpus = node_gpus(topology)
@@ -184,22 +162,20 @@ def layout_problems(mig: dict[str, Any], topology: dict[str, Any] | None, base: 
         for number, entry in enumerate(entries):
             for filtered in _filters(entry):
                 geo = geometry.documented(filtered)
-                if geo and entry.get("mig-devices"):
-                    reasons += _fits(f"layout {layout}[{number}]", geo, entry["mig-devices"])
+                if geo and entry["mig_devices"]:
+                    reasons += _fits(f"layout {name}[{number}]", geo, entry["mig_devices"])
         return reasons
     for index, device in selected(gpus, mig.get("gpus")):
         for number, entry in enumerate(entries):
-            devices = entry.get("devices", "all")
-            filters = {geometry.device_id(f) for f in _filters(entry)}
-            if (devices != "all" and index not in devices) or (
-                filters and geometry.device_id(device.get("device_id")) not in filters
-            ):
+            devices = entry["devices"]
+            filtered = entry["device_filter"] and geometry.device_id(device.get("device_id")) not in _filters(entry)
+            if (devices != "all" and index not in devices) or filtered:
                 continue
             geo = geometry.of_gpu(device)
-            where = f"layout {layout}[{number}] on GPU {device.get('pci_address')}"
+            where = f"layout {name}[{number}] on GPU {device.get('pci_address')}"
             if geo is None:
                 continue  # not MIG-capable: "every MIG-capable GPU" leaves it out (one picked by address: said below)
-            reasons += _fits(where, geo, entry.get("mig-devices") or {})
+            reasons += _fits(where, geo, entry["mig_devices"])
     return reasons
 
 

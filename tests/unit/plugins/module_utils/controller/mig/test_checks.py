@@ -67,7 +67,7 @@ def test_nvmls_profiles_from_the_probe_decide_over_the_table():
 
 def test_the_layout_must_name_one_of_the_configs_and_static_needs_one():
     assert reasons(static("nope"), [A100]) == [
-        "layout 'nope' is not one of the mig-configs (all-1g, h100-mixed, too-many)"
+        "layout: no config 'nope' in mig_configs (its configs: all-1g, h100-mixed, too-many)"
     ]
     assert reasons({"mode": "static", "mig_configs": CONFIGS}) == [
         "mode static needs layout (the name of one of the mig-configs)"
@@ -77,15 +77,18 @@ def test_the_layout_must_name_one_of_the_configs_and_static_needs_one():
 def test_malformed_entries_are_refused_naming_the_entry():
     bad = {
         "a": [{"devices": "all", "mig-enabled": False, "mig-devices": {"1g.5gb": 1}}],
-        "b": [{"devices": [0], "mig-enabled": True}, {"devices": [0, 1], "mig-enabled": False}],
+        "b": [{"devices": [0], "mig-enabled": True, "mig-devices": {}}, {"devices": [0, 1], "mig-enabled": False}],
         "c": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": "seven"}}],
         "d": [{"devices": "all", "mig-enabled": True, "gpu-filter": []}],
     }
-    said = {name: reasons({"mode": "static", "mig_configs": bad, "layout": name}) for name in bad}
-    assert said["a"] == ["mig-configs a[0]: mig-devices need mig-enabled: true"]
-    assert said["b"] == ["mig-configs b[1]: GPU 0 is in entry 0 too"]
+    # each config alone: the node reads every config of the mapping, and so does the check
+    said = {name: reasons({"mode": "static", "mig_configs": {name: bad[name]}, "layout": name}) for name in bad}
+    assert said["a"] == ["mig_configs.a[0].mig-devices: MIG devices included when mig-enabled is false"]
+    assert said["b"] == ["mig_configs.b[1].devices: GPU 0 is in mig_configs.b[0] too"]
     assert "whole number" in said["c"][0]
-    assert "unknown key gpu-filter" in said["d"][0]
+    assert said["d"] == [
+        "mig_configs.d[0].gpu-filter: unexpected field (devices, mig-enabled, mig-devices, device-filter)"
+    ]
 
 
 def test_a_mig_parted_file_works_as_it_is_and_both_ways_at_once_are_refused(tmp_path):
