@@ -7,6 +7,6 @@
   partitionable devices per minor, which the validation stage asks once per site.
 
 An engines-and-models package: it imports ``controller/topology/``, ``controller/deploy/`` (the driver role's
-rule for ``dynamic`` per minor) and the node's packing solver (``node/mig/packing``, standard library only);
-the validation stage imports it.
+rule for ``dynamic`` per minor) and the node's layout reader and packing solver (``node/mig/layout``,
+``node/mig/packing``, standard library only); the validation stage imports it.
 """
