@@ -4,7 +4,9 @@
 its own GPUs): a check run shows node-a's change with a diff and changes nothing; the rollout changes
 node-a only (node-b has the layout already); a re-run changes nothing; a process on one of node-b's
 instances refuses a new layout in the plan, naming the GPU, the instance and the process, and no node
-changes. One module-scoped site, four ansible-playbook runs in a row."""
+changes. One module-scoped site, four ansible-playbook runs in a row; then an Ampere node not drained (no
+kubeconfig): its MIG mode needs a GPU reset, which only a drained node's GPUs get, so the GPUs are left as
+they are, the node is reported with what to do, and the run fails."""
 
 from __future__ import annotations
 
@@ -44,13 +46,13 @@ def gpu_addresses(tree: Path) -> list[str]:
     ]
 
 
-def node(root: Path, name: str) -> tuple[dict, Path, list[str]]:
+def node(root: Path, name: str, model: str = "H100-SXM5-80GB") -> tuple[dict, Path, list[str]]:
     """A node's host vars (its tree, its interpreter with the fake pynvml), its NVML state file and GPUs."""
     tree = Path(build_tree(load_layout(LAYOUT), root / name))
     addresses = gpu_addresses(tree)
     nvml = FakeNvml(procfs=tree / "proc")
     for address in addresses:
-        nvml.add_gpu(address, model="H100-SXM5-80GB")
+        nvml.add_gpu(address, model=model)
     state = root / name / "nvml.json"
     nvml.write_state(state)
     shim = root / name / "shim"
@@ -125,3 +127,23 @@ def test_check_rollout_rerun_and_a_gpu_in_use(site):
     assert addresses[0] in refused.output and str(PID) in refused.output
     assert "MIG | Apply the layout" not in refused.output  # the rollout never started
     assert instances(states["node-a"], addresses) == converged == instances(states["node-b"], addresses)
+
+
+def test_an_ampere_node_that_needs_a_reset_stops_the_rollout(tmp_path):
+    host, state, addresses = node(tmp_path, "node-c", model="A100-SXM4-40GB")
+    # MIG mode on, no instances: a layout the validation's documented geometry (the tree's H100 IDs) passes too
+    mig = {"mode": "static", "mig_configs": {"mig-on": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}]}}
+    variables = {
+        "aligned_dra_site": "lab",
+        "aligned_dra_output_dir": str(tmp_path / "output"),
+        "aligned_dra_claims": {"templates": {"fractional_gpu": {"enabled": False}}},
+        "aligned_dra_mig": {**mig, "layout": "mig-on"},
+    }
+    result = run_playbook(write_inventory(tmp_path / "hosts.yml", {"node-c": host}, variables), PLAYBOOKS / "mig.yml")
+    assert result.returncode != 0, result.output
+    assert "node-c needs a reboot for the MIG mode of" in result.output and addresses[0] in result.output
+    assert "so its GPUs were left as they are: give aligned_dra_kubeconfig" in result.output
+    assert "The rollout stops here." in result.output and "MIG | Uncordon the node" not in result.output
+    nvml = FakeNvml.from_state_file(state)
+    handle = (nvml.nvmlInit(), nvml.nvmlDeviceGetHandleByPciBusId(addresses[0]))[1]
+    assert nvml.nvmlDeviceGetMigMode(handle) == [0, 0]  # left as it was: only a drained node's GPUs are reset
