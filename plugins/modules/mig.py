@@ -47,26 +47,13 @@ options:
     choices: ["off", static, dynamic]
     default: "off"
   gpus:
-    description: Which GPUs; empty - every MIG-capable GPU. A GPU must match every key given.
+    description:
+      - "Which GPUs, by any of C(pci_addresses) (list, V(0000:18:00.0)), C(device_ids) (list of PCI device IDs,
+        V(0x20b0)), C(models) (list of globs on NVML's name, V(NVIDIA A100*)) and C(indices) (list of the GPUs'
+        indices in PCI address order, from 0, as mig-parted's C(devices)). A GPU must match every key given;
+        empty - every MIG-capable GPU. An address or index of no GPU, or of one without MIG, fails."
     type: dict
     default: {}
-    suboptions:
-      pci_addresses:
-        description: PCI addresses (V(0000:18:00.0)).
-        type: list
-        elements: str
-      device_ids:
-        description: PCI device IDs (V(0x20b0)).
-        type: list
-        elements: str
-      models:
-        description: Globs on NVML's name of the GPU (V(NVIDIA A100*)).
-        type: list
-        elements: str
-      indices:
-        description: The GPU's index in PCI address order, from 0 (as mig-parted's C(devices)).
-        type: list
-        elements: int
   mig_configs:
     description:
       - "mig-parted's C(mig-configs) value, C({name: [{devices, mig-enabled, mig-devices, device-filter}]}),
@@ -158,13 +145,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.mig import apply, layout
 
-GPUS_SPEC = {
-    "pci_addresses": {"type": "list", "elements": "str"},
-    "device_ids": {"type": "list", "elements": "str"},
-    "models": {"type": "list", "elements": "str"},
-    "indices": {"type": "list", "elements": "int"},
-}
-
 
 def load_pynvml():
     """The real ``pynvml`` (package ``nvidia-ml-py``); ImportError where it is not installed."""
@@ -177,7 +157,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "mode": {"type": "str", "choices": list(apply.MODES), "default": "off"},
-            "gpus": {"type": "dict", "default": {}, "options": GPUS_SPEC},
+            "gpus": {"type": "dict", "default": {}},
             "mig_configs": {"type": "dict"},
             "layout": {"type": "str"},
             "drained": {"type": "bool", "default": False},
@@ -188,7 +168,6 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = dict(module.params)
-    params["gpus"] = {k: v for k, v in (params["gpus"] or {}).items() if v is not None}
     try:
         nvml = load_pynvml()
     except ImportError:
