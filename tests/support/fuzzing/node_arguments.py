@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
 from ansible_collections.aligned.dra.tests.support.fuzzing.values import Broken
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
 
@@ -434,3 +435,98 @@ def semantic_topology_output(draw, args: dict[str, Any], root: Path, broken: Bro
             st.sampled_from([str(root / "afile"), str(root / "afile" / "sub"), str(root / "binary.bin")])
         )
         broken.add(("output_dir",))
+
+
+# -- mig: a node of an A100 (MIG on, one instance), an H100 (MIG off) and an L40S, faked per run --------
+MIG_GPUS = ("0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0")  # A100 (MIG on), H100 (MIG off), L40S
+MIG_CONFIGS = {
+    "all-1g": [
+        {"device-filter": "0x233010DE", "devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+        {"device-filter": ["0x20B010DE"], "devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+    ],
+    "balanced": [
+        {"device-filter": ["0x233010DE"], "devices": [1], "mig-enabled": True,
+         "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}},
+        {"device-filter": ["0x20B010DE"], "devices": [0], "mig-enabled": True,
+         "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
+    ],
+    "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+    "hopper-off": [{"device-filter": "0x233010DE", "devices": "all", "mig-enabled": False}],
+}  # fmt: skip
+
+
+def mig_nvml() -> FakeNvml:
+    """The node every mig run sees (fresh per run: a run changes it)."""
+    nvml = FakeNvml()
+    for bus, model in zip(MIG_GPUS, ("A100-SXM4-40GB", "H100-SXM5-80GB", "L40S"), strict=True):
+        nvml.add_gpu(bus, model=model)
+    nvml.enable_mig(MIG_GPUS[0])
+    nvml.create(MIG_GPUS[0], "3g.20gb", start=4)
+    return nvml
+
+
+def base_mig(draw, root: Path) -> dict[str, Any]:
+    args: dict[str, Any] = {"mode": draw(st.sampled_from(["off", "static", "static", "dynamic"]))}
+    args["procfs_root"] = str(root / "node/proc")
+    if args["mode"] == "static":
+        args["mig_configs"] = copy.deepcopy(MIG_CONFIGS)
+        if draw(st.booleans()):
+            args["mig_configs"] = {"version": "v1", "mig-configs": args["mig_configs"]}
+        args["layout"] = draw(st.sampled_from(sorted(MIG_CONFIGS)))
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(["pci_addresses", "device_ids", "models", "indices"]))
+        args["gpus"] = {
+            "pci_addresses": {"pci_addresses": [draw(st.sampled_from(MIG_GPUS[:2]))]},
+            "device_ids": {"device_ids": [draw(st.sampled_from(["0x20b0", "0x2330", "0x20B0"]))]},
+            "models": {"models": [draw(st.sampled_from(["NVIDIA A100*", "NVIDIA H100*", "*"]))]},
+            "indices": {"indices": draw(st.lists(st.sampled_from([0, 1]), min_size=1, unique=True))},
+        }[key]
+    if draw(st.booleans()):
+        args["drained"] = False  # drained: true resets an Ampere GPU through run_command (the harness refuses it)
+    if draw(st.booleans()):
+        args["reset_command"] = ["nvidia-smi", "--gpu-reset", "-i", "{pci_address}"]
+    return args
+
+
+def semantic_mig(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    what = draw(st.sampled_from(["entry", "profile", "fit", "layout", "pci", "device_id", "reset"]))
+    if what == "reset":
+        args["reset_command"] = draw(st.sampled_from([[], [""]]))
+        broken.add(("reset_command",))
+        return
+    if what in ("pci", "device_id"):
+        key = "pci_addresses" if what == "pci" else "device_ids"
+        value = draw(
+            st.sampled_from(
+                ["0000:ff:00.0", MIG_GPUS[2], "18:00", "x"] if what == "pci" else ["20b0", "0x20b0de", "A100"]
+            )
+        )
+        args["gpus"] = {key: [value]}
+        broken.add(("gpus", key, 0))
+        return
+    # a fresh static set: earlier mutations may have left mig_configs in any shape
+    args.update(mode="static", mig_configs=copy.deepcopy(MIG_CONFIGS))
+    configs = args["mig_configs"]
+    if what == "layout":
+        args["layout"] = draw(st.sampled_from(["missing", ""]))
+        broken.add(("layout",))
+        return
+    name = draw(st.sampled_from(sorted(configs)))
+    args["layout"] = name
+    entry = configs[name][0]
+    if what == "entry":
+        key, value = draw(
+            st.sampled_from(
+                [("devices", "some"), ("devices", [-1]), ("mig-enabled", "yes"), ("device-filter", "A100"),
+                 ("mig-devices", {"1g.5gb": 0}), ("colour", 1), ("mig-devices", [1])]
+            )
+        )  # fmt: skip
+        entry[key] = value
+    elif what == "profile":
+        entry.update({"mig-enabled": True, "mig-devices": {draw(st.sampled_from(["9g.5gb", "5gb", "1c.3g.20gb"])): 1}})
+        entry.pop("device-filter", None)
+        entry["devices"] = "all"
+    else:  # counts that do not fit any GPU
+        entry.update({"mig-enabled": True, "devices": "all", "mig-devices": {"1g.5gb": 8, "1g.10gb": 8}})
+        entry.pop("device-filter", None)
+    broken.add(("mig_configs",))

@@ -110,6 +110,7 @@ EXAMPLE_COUNTS = {
     "replay": 120,
     "jobs": 120,
     "output_files": 100,
+    "mig": 150,
 }
 # Modules that are documentation of an action plugin and have no code of their own to fuzz: the
 # action's own tests cover them (tests/integration/plugins/action/).
@@ -206,6 +207,10 @@ def template_rdma(root: Path) -> None:
     (root / "sys/module/mlx5_ib").mkdir()
     (root / "proc").mkdir()
     (root / "etc/modprobe.d").mkdir(parents=True)
+
+
+def template_mig(root: Path) -> None:
+    (root / "node" / "proc").mkdir(parents=True)
 
 
 def template_sriov(root: Path) -> None:
@@ -346,6 +351,8 @@ def run_module(name: str, args: dict[str, Any], root: Path) -> tuple[dict[str, A
             stack.enter_context(mock.patch.object(sriov_lib, "SysfsWriter", lambda: kernel))
             stack.enter_context(mock.patch.object(sriov_lib.netlink_link, "Links", refuse))
             stack.enter_context(mock.patch.object(sriov_lib.netlink_link, "Devlink", refuse))
+        if name == "mig":  # a fresh fake NVML per run (a run changes it); drained: never drawn, so no GPU reset
+            stack.enter_context(mock.patch.object(module, "load_pynvml", fuzz_node_arguments.mig_nvml))
         cwd = os.getcwd()
         os.chdir(root)
         try:
