@@ -280,3 +280,19 @@ def test_static_needs_configs_and_a_layout(nvml):
         run(nvml, mig_configs=None, layout="x")
     with pytest.raises(layout.LayoutError, match="^layout: the name of the config"):
         run(nvml)
+
+
+def test_a_profile_with_attributes_and_mig_on_without_instances(nvml):
+    nvml.enable_mig(H100)
+    nvml.create(H100, "7g.80gb")
+    configs = {
+        "me": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb+me": 1, "1g.20gb": 3}}],
+        "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+    }
+    args = {"mig_configs": configs, "gpus": {"pci_addresses": [H100]}}
+    assert run(nvml, layout="me", **args)["changed"]
+    assert sorted(i["profile"] for i in nvml.instances(H100)) == ["1g.10gb+me", "1g.20gb", "1g.20gb", "1g.20gb"]
+    assert not run(nvml, layout="me", **args)["changed"]
+    result = run(nvml, layout="all-enabled", **args)
+    assert result["changed"] and len(result["gpus"][0]["destroy"]) == 4
+    assert nvml.instances(H100) == [] and nvml.gpus[H100].mig["current"] == 1
