@@ -51,7 +51,7 @@ options:
       - The stages the playbook runs; required options and the cross-stage checks follow them.
     type: list
     elements: str
-    choices: [probe, network, driver, claims, teams, utilization, placement, replay, report, what_if]
+    choices: [probe, network, mig, driver, claims, teams, utilization, placement, replay, report, what_if]
     required: true
   hosts:
     description:
@@ -113,6 +113,14 @@ site_inputs:
     - Empty when a problem was found.
   returned: always
   type: dict
+mig_hosts:
+  description:
+    - The hosts whose C(aligned_dra_mig.mode) is not V(off), in the order given - the nodes C(playbooks/mig.yml)
+      plans and rolls, so it reads no host's variables again.
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-01, gpu-02]
 """
 
 from ansible.module_utils.basic import AnsibleModule
