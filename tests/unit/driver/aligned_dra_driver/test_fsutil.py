@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Atomic writes: a fresh temporary file, never a leftover or a link, with exactly the mode asked for."""
+"""Atomic writes: a fresh temporary file, never a leftover or a link, with exactly the mode asked for.
+
+A full disk (a real tmpfs, mounted) is tests/integration/driver/aligned_dra_driver/test_fsutil.py's.
+"""
 
 from __future__ import annotations
 
@@ -74,26 +77,6 @@ def test_an_existing_file_is_replaced_whole(tmp_path):
     fsutil.atomic_write(str(target), b"new", mode=0o600, durable=False)
     assert target.read_bytes() == b"new"
     assert _mode(target) == 0o600
-
-
-@pytest.mark.parametrize("durable", [True, False])
-def test_a_full_disk_leaves_the_old_file_and_no_temporary_file(tmp_path, durable):
-    import subprocess
-
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], check=False).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        target = disk / "checkpoint.json"
-        fsutil.atomic_write(str(target), b"old", durable=durable)
-        with pytest.raises(OSError) as raised:
-            fsutil.atomic_write(str(target), b"x" * 64 * 1024, durable=durable)  # larger than the disk
-        assert raised.value.errno == 28  # ENOSPC
-        assert target.read_bytes() == b"old"
-        assert sorted(p.name for p in disk.iterdir()) == ["checkpoint.json"]
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_failing_rename_leaves_no_temporary_file(tmp_path, monkeypatch):
