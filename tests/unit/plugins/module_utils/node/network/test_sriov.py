@@ -3,7 +3,8 @@
 
 The tree is tests/fixtures/network/sriov-lab.yml (two ConnectX-7 ports, one
 with 2 VFs; an E810; an I210 without SR-IOV); tests/support/node_side/fake_sysfs_sriov.py plays
-the kernel's side of sriov_numvfs writes and of rtnetlink for VF properties.
+the kernel's side of sriov_numvfs writes and of rtnetlink for VF properties. A PF's MTU
+through real rtnetlink is tests/integration/plugins/module_utils/node/network/test_sriov.py's.
 """
 
 from __future__ import annotations
@@ -385,46 +386,6 @@ def test_kernel_that_never_shows_the_vfs_fails_clearly(node):
             writer=lazy,
             settle_timeout=0.1,
         )
-
-
-@pytest.fixture
-def pf_veth(node):
-    """The fake tree's PF interface enp1s0f0np0 as a real veth in a namespace (rtnetlink is real)."""
-    import uuid
-
-    from pyroute2 import NetNS, netns
-
-    ns = f"adra-{uuid.uuid4().hex[:6]}"
-    netns.create(ns)
-    with NetNS(ns) as ipr:
-        ipr.link("add", ifname="enp1s0f0np0", kind="veth", peer="peer0")
-    try:
-        yield ns
-    finally:
-        netns.remove(ns)
-
-
-@pytest.mark.netns
-def test_pf_mtu_through_real_netlink(node, pf_veth):
-    from ansible_collections.aligned.dra.plugins.module_utils.node.network.netlink_link import Links
-
-    def apply(pfs):
-        return sriov.apply(
-            pfs,
-            sysfs_root=str(node.root / "sys"),
-            driver_state_dir=str(node.state),
-            writer=node.kernel,
-            links_factory=lambda: Links(pf_veth),
-        )
-
-    first = apply([{"pci_address": CX0, "mtu": 9000}])
-    assert first["changed"] and first["pfs"][0]["before"]["mtu"] == 1500
-    with Links(pf_veth) as links:
-        assert links.get("enp1s0f0np0")["mtu"] == 9000
-    assert not apply([{"pci_address": CX0, "mtu": 9000}])["changed"]
-    # A veth reports no VFs through netlink: the user learns which field could not be applied.
-    with pytest.raises(sriov.SriovError, match=r"^pfs\[0\]\.vfs: enp1s0f0np0 does not report VF 0 through netlink"):
-        apply([{"pci_address": CX0, "numvfs": 1, "vf_defaults": {"trust": True}}])
 
 
 def test_checkpoint_written_by_the_bundled_driver_is_understood(node):
