@@ -11,8 +11,11 @@
 - ``labels``: Kubernetes label names and values, and the labels the collection sets (shared by the
   teams and the placement of jobs);
 - ``scheduler_counts``: what schedulers other than kube-scheduler count as a GPU (KAI Scheduler's
-  rule by name).
+  rule by name);
+- ``mig``: MIG partitions in the model: a GPU's counter set, its MIG devices (static instances, or every
+  placement of a partitionable GPU) and the order they are published in.
 
 The driver's wheel vendors this package as it is (``driver/build_backend.py``). It imports only
-``node.topology`` (the parsers and vocabulary), never the controller side.
+``node.topology`` (the parsers and vocabulary) and ``node.mig.packing`` (the MIG placement preference, one
+rule with the node's layout solver), never the controller side.
 """

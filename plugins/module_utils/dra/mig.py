@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MIG in the device model: a GPU's counter set, its partitions as devices, and their order.
+
+The input is a GPU's published device (:func:`model.devices_from_topology`'s entry) and its MIG state as
+``node/mig/nvml_state.read_gpu`` reads it from NVML (profiles with their placements, instances). Nothing here
+knows a GPU model: profiles, sizes and placements come from NVML (or, on the controller, from the geometry
+NVIDIA documents, passed in the same shape).
+
+- :func:`counter_set`: one set per GPU, ``<gpu>-counters``: ``memory`` (bytes), ``multiprocessors``, the
+  engines (``copy-engines``, ``decoders``, ``encoders``, ``jpeg-engines``, ``ofa-engines``) and
+  ``memory-slice-0`` … ``memory-slice-<n-1>`` (1 each), the names NVIDIA's driver uses. A non-slice counter's
+  capacity is the highest density per memory slice among the profiles times the number of memory slices:
+  a bound that never refuses a combination NVML allows; the memory slices do the exclusion.
+- :func:`dynamic_devices`: the partitionable GPU: one device per profile and placement NVML offers
+  (``<gpu>-mig-<profile>-<start>``), consuming its profile's memory, multiprocessors and engines and exactly
+  the memory slices ``start`` … ``start + size - 1``, then the GPU whole, consuming every counter whole.
+- :func:`static_devices`: the instances that exist, one device each with its MIG UUID and no counters;
+  the GPU whole only while MIG mode is off.
+
+Order (:func:`publish_order`): the scheduler takes the first device that fits, in published order, so the
+order is the preference. Per GPU: profiles by memory slices, then compute slices, ascending (a request for
+"any MIG device" gets the smallest); within a profile, the placements that overlap the fewest placements of
+larger profiles first, ties by the higher start (``node/mig/packing.placement_order``, the rule the node's
+layout solver uses too); the GPU whole last. On an A100 40GB (8 memory slices; 1g.5gb at 0…6, 2g.10gb at
+0, 2, 4, 3g.20gb at 0 and 4 (4 slices), 4g.20gb at 0 (4 slices), 7g.40gb at 0 (8 slices)):
+
+- 1g.5gb: 6 first (it overlaps only 3g@4 and 7g), then 5 and 4 (also 2g@4), then 3, 2, 1, 0 (each
+  also under 4g and 3g@0);
+- 2g.10gb: 4 (under 3g@4 and 7g), then 2 and 0 (under 4g, 3g@0 and 7g);
+- 3g.20gb: 4, then 0 (each under 7g only: 4g is no larger, so the higher start wins).
+
+So three 1g claims land on 6, 5, 4 and a 4g still fits at 0; by name or by start they would land on 0, 1,
+2 and strand the 4g.
+
+Node side rules apply (Python >= 3.9, imports only the device model and the node's placement rule).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aligned.dra.plugins.module_utils.dra.model import (
+    LIMITS,
+    DeviceModelError,
+    is_dns_label,
+)
+from ansible_collections.aligned.dra.plugins.module_utils.node.mig.packing import placement_order
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+KIND = "mig"
+DOMAIN = "dra.aligned.dev"
+MEMORY = "memory"
+MULTIPROCESSORS = "multiprocessors"
+# counter name -> the profile's field (node/mig/nvml_state)
+ENGINES = (
+    ("copy-engines", "copy_engines"),
+    ("decoders", "decoders"),
+    ("encoders", "encoders"),
+    ("jpeg-engines", "jpeg_engines"),
+    ("ofa-engines", "ofa_engines"),
+)
+SLICE_COUNTER = "memory-slice-{}"
+# the parent's attributes a MIG device carries as they are (its standard ones pair it with a NIC)
+PARENT_ATTRIBUTES = (
+    "resource.kubernetes.io/pcieRoot",
+    "resource.kubernetes.io/pciBusID",
+    "resource.kubernetes.io/numaNode",
+    f"{DOMAIN}/vendorID",
+    f"{DOMAIN}/deviceID",
+    f"{DOMAIN}/model",
+    f"{DOMAIN}/driver",
+    f"{DOMAIN}/pcieSwitch",
+    f"{DOMAIN}/gpuIndex",
+    f"{DOMAIN}/minor",
+    f"{DOMAIN}/rail",
+)
+MAX_COUNTERS_PER_SET = 32  # ResourceSliceMaxCountersPerCounterSet
+
+
+def profile_token(profile: str) -> str:
+    """``1g.10gb+me`` → ``1g-10gb-me``: a profile as part of a DNS label."""
+    token = "".join(c if c.isalnum() else "-" for c in profile.lower()).strip("-")
+    if not token:
+        raise DeviceModelError(f"MIG profile {profile!r} has no name")
+    return token
+
+
+def device_name(gpu_name: str, profile: str, start: int) -> str:
+    """``gpu-0000-18-00-0-mig-1g-5gb-6``: the MIG device of ``profile`` at memory slice ``start``."""
+    name = f"{gpu_name}-mig-{profile_token(profile)}-{int(start)}"
+    if not is_dns_label(name):
+        raise DeviceModelError(f"MIG device name {name!r} is not a DNS label of at most 63 characters")
+    return name
+
+
+def counter_set_name(gpu_name: str) -> str:
+    return f"{gpu_name}-counters"
+
+
+def quantity(value: int) -> str:
+    """Bytes as a Kubernetes quantity, exact: ``40Gi``, ``4864Mi`` or plain bytes."""
+    value = int(value)
+    for suffix, unit in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if value and value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)
+
+
+def _size(profile: dict[str, Any]) -> int:
+    """Memory slices of the profile (its placements' size)."""
+    return max((p["size"] for p in profile.get("placements") or []), default=0)
+
+
+def memory_slices(state: dict[str, Any]) -> int:
+    """The GPU's memory slices: NVML's figure, else the end of the furthest placement."""
+    if state.get("memory_slices"):
+        return int(state["memory_slices"])
+    ends = [p["start"] + p["size"] for profile in state.get("profiles") or [] for p in profile.get("placements") or []]
+    return max(ends, default=0)
+
+
+def _profile_counters(profile: dict[str, Any]) -> dict[str, int]:
+    counters = {
+        MEMORY: int(profile.get("memory_bytes") or 0),
+        MULTIPROCESSORS: int(profile.get("multiprocessors") or 0),
+    }
+    for counter, field in ENGINES:
+        counters[counter] = int(profile.get(field) or 0)
+    return counters
+
+
+def capacities(state: dict[str, Any]) -> dict[str, int]:
+    """Each counter's capacity on the GPU (see the module's docstring for the bound)."""
+    slices = memory_slices(state)
+    profiles = [p for p in state.get("profiles") or [] if _size(p)]
+    if not slices or not profiles:
+        raise DeviceModelError(f"GPU {state.get('pci_address')}: NVML offers no MIG placement to publish")
+    result: dict[str, int] = {}
+    for profile in profiles:
+        size = _size(profile)
+        for counter, value in _profile_counters(profile).items():
+            bound = -(-value * slices // size)  # ceil
+            result[counter] = max(result.get(counter, 0), bound)
+    for index in range(slices):
+        result[SLICE_COUNTER.format(index)] = 1
+    if len(result) > MAX_COUNTERS_PER_SET:
+        raise DeviceModelError(
+            f"GPU {state.get('pci_address')}: {len(result)} counters, at most {MAX_COUNTERS_PER_SET}"
+        )
+    return result
+
+
+def _counter_values(counters: dict[str, int]) -> dict[str, dict[str, str]]:
+    return {name: {"value": quantity(value) if name == MEMORY else str(value)} for name, value in counters.items()}
+
+
+def counter_set(gpu_device: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """The GPU's counter set, as ``spec.sharedCounters[]`` holds it."""
+    return {"name": counter_set_name(gpu_device["name"]), "counters": _counter_values(capacities(state))}
+
+
+def _ordered_profiles(profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    usable = [p for p in profiles if _size(p)]
+    return sorted(
+        usable, key=lambda p: (_size(p), int(p.get("slices") or 0), int(p.get("memory_bytes") or 0), p["name"])
+    )
+
+
+def publish_order(state: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, int]]]:
+    """(profile, placement) pairs in the order they are published (the scheduler's preference)."""
+    profiles = state.get("profiles") or []
+    return [
+        (profile, placement)
+        for profile in _ordered_profiles(profiles)
+        for placement in placement_order(profiles, profile["name"])
+    ]
+
+
+def _attributes(
+    gpu_device: dict[str, Any], profile: str, start: int, size: int, extra: dict[str, Any]
+) -> dict[str, Any]:
+    parent = gpu_device.get("attributes") or {}
+    attributes = {name: parent[name] for name in PARENT_ATTRIBUTES if name in parent}
+    attributes[f"{DOMAIN}/kind"] = {"string": KIND}
+    attributes[f"{DOMAIN}/profile"] = {"string": profile}
+    attributes[f"{DOMAIN}/placementStart"] = {"int": int(start)}
+    attributes[f"{DOMAIN}/placementSize"] = {"int": int(size)}
+    parent_uuid = (parent.get(f"{DOMAIN}/uuid") or {}).get("string")
+    if parent_uuid:
+        attributes[f"{DOMAIN}/parentUUID"] = {"string": parent_uuid}
+    attributes.update(extra)
+    return attributes
+
+
+def _device(
+    gpu_device: dict[str, Any], profile: dict[str, Any], start: int, size: int, extra: dict[str, Any]
+) -> dict[str, Any]:
+    device = {
+        "name": device_name(gpu_device["name"], profile["name"], start),
+        "attributes": _attributes(gpu_device, profile["name"], start, size, extra),
+        "capacity": {MEMORY: {"value": quantity(int(profile.get("memory_bytes") or 0))}},
+    }
+    if len(device["attributes"]) + len(device["capacity"]) > LIMITS["device_max_attributes_and_capacities"]:
+        raise DeviceModelError(
+            f"{device['name']}: more than {LIMITS['device_max_attributes_and_capacities']} attributes"
+        )
+    return device
+
+
+def dynamic_devices(gpu_device: dict[str, Any], state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The partitionable GPU: every (profile, placement) NVML offers, in :func:`publish_order`, then the GPU whole."""
+    set_name = counter_set_name(gpu_device["name"])
+    whole = capacities(state)
+    devices = []
+    for profile, placement in publish_order(state):
+        start, size = int(placement["start"]), int(placement["size"])
+        consumed = {k: v for k, v in _profile_counters(profile).items() if v}
+        consumed.update({SLICE_COUNTER.format(i): 1 for i in range(start, start + size)})
+        device = _device(gpu_device, profile, start, size, {})
+        device["consumesCounters"] = [{"counterSet": set_name, "counters": _counter_values(consumed)}]
+        devices.append(device)
+    gpu = dict(gpu_device)
+    gpu["consumesCounters"] = [{"counterSet": set_name, "counters": _counter_values(whole)}]
+    devices.append(gpu)
+    return devices
+
+
+def static_devices(gpu_device: dict[str, Any], state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The instances that exist (a device each, with its MIG UUID); the GPU whole only with MIG mode off.
+
+    An instance without a compute instance (no MIG UUID) cannot run work and is left out.
+    """
+    mode = state.get("mig_mode") or {}
+    if not mode.get("current"):
+        return [gpu_device]
+    profiles = {p["name"]: p for p in state.get("profiles") or []}
+    devices = []
+    for instance in sorted(state.get("instances") or [], key=lambda i: (i["placement"]["start"], i["profile"])):
+        if not instance.get("uuid"):
+            continue
+        profile = profiles.get(instance["profile"], {"name": instance["profile"]})
+        placement = instance["placement"]
+        extra = {f"{DOMAIN}/migUUID": {"string": instance["uuid"]}}
+        devices.append(_device(gpu_device, profile, placement["start"], placement["size"], extra))
+    return devices
+
+
+def mig_devices(gpu_device: dict[str, Any], state: dict[str, Any], mode: str) -> list[dict[str, Any]]:
+    """What the driver publishes for one GPU in ``mode`` (``static`` or ``dynamic``)."""
+    if mode == "static":
+        return static_devices(gpu_device, state)
+    if mode == "dynamic":
+        return dynamic_devices(gpu_device, state)
+    raise DeviceModelError(f"MIG mode {mode!r}: static or dynamic")
