@@ -12,7 +12,8 @@
   ``claim_locks`` (calls on one claim take turns), ``config`` (opaque device configuration),
   ``checkpoint`` (what it prepared, kept across restarts), ``cdi`` (CDI specs),
   ``container_edits`` (what a prepared device gives its container), ``status`` (claim status
-  written in the background), ``fsutil`` (atomic file replacement), ``mig_prepare`` (MIG devices:
+  written in the background), ``fsutil`` (atomic file replacement), ``mig_devices`` (the MIG
+  devices each scan publishes in the MIG GPUs' place), ``mig_prepare`` (MIG devices:
   instances made and destroyed, crash safety at start), ``mig_nvml`` (the NVML calls MIG needs);
 - fractional GPUs: ``sharing`` (shareable devices, enforced limits), ``share_limits`` (a share's
   request and its limit), ``reclaim`` (``--reclaim=evict``: memory above a request taken back),

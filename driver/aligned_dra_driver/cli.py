@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -26,6 +27,7 @@ STOP_GRACE = 5.0  # seconds calls in flight get after SIGTERM
 # shutdown; below the systemd unit's TimeoutStopSec and the DaemonSet's terminationGracePeriodSeconds
 STOP_BOUND = 10.0
 # --kinds: each kind and the device model's option that publishes it (plain NICs: --plain-nics, with nic)
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 KIND_OPTIONS = {"gpu": "gpus", "accelerator": "accelerators", "nic": "rdma_nics", "vf": "vfs"}
 
 
@@ -41,6 +43,17 @@ def _match_rule(text: str) -> tuple[str, bool, str]:
     if not dra.is_qualified_name(attribute):
         raise argparse.ArgumentTypeError(f"{attribute!r} is not an attribute name")
     return attribute, equal, pattern
+
+
+def _mig_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mig",
+        choices=("off", "static", "dynamic"),
+        default="off",
+        help="MIG (needs nvidia-ml-py; docs/mig.md): static publishes the instances that exist, dynamic each "
+        "MIG-capable GPU as a partitionable device whose instances Prepare creates; off: GPUs whole",
+    )
+    p.add_argument("--mig-gpus", default="all", help="the GPUs run as MIG: PCI addresses, comma-separated, or all")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -158,6 +171,7 @@ def parser() -> argparse.ArgumentParser:
         "measures nothing",
     )
     p.add_argument("--usage-interval", type=float, default=15.0, help="seconds between two usage polls")
+    _mig_options(p)
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -179,6 +193,17 @@ def device_options(args: argparse.Namespace) -> dict[str, Any]:
         list_attributes=args.list_attributes,
     )
     return options
+
+
+def mig_gpus(text: str) -> list[str] | None:
+    """``--mig-gpus``: None for ``all``, else the PCI addresses (lowercase); ValueError naming a bad one."""
+    if text.strip().lower() == "all":
+        return None
+    addresses = [part.strip().lower() for part in text.split(",")]
+    for address in addresses:
+        if not PCI_ADDRESS.fullmatch(address):
+            raise ValueError(f"--mig-gpus: {show(address)} is no PCI address (0000:18:00.0) and not all")
+    return addresses
 
 
 def usage_error(message: str) -> NoReturn:
@@ -232,6 +257,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         usage_error("aligned-dra-driver: --rails-file is empty (leave the option out for no rails)")
     try:
         options = device_options(args)
+        selected_mig_gpus = mig_gpus(args.mig_gpus)
     except ValueError as exc:
         usage_error(f"aligned-dra-driver: {exc}")
     opts = Options(
@@ -249,6 +275,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         selectors=args.selector,
         fractional_gpus=args.fractional_gpus == "on",
         mps_root=args.mps_root,
+        mig=args.mig,
+        mig_gpus=selected_mig_gpus,
     )
     try:  # refuse bad options before anything starts
         dra.devices_from_topology({"devices": []}, options)
@@ -498,7 +526,7 @@ class Runner:
                     inventory = self.driver.inventory
                     self.monitor.update(inventory)  # the shareable form is the one to keep for a gone GPU
             devices = self._devices(inventory)
-            self.publisher.publish(devices)
+            self.publisher.publish(devices, inventory.counter_sets)
             if self.device_taints and self.publisher.taints_dropped:
                 LOG.error(
                     "the API server dropped the device taints (feature gate DRADeviceTaints is off): "
@@ -506,7 +534,7 @@ class Runner:
                 )
                 self.device_taints = False
                 devices = self._devices(inventory)
-                self.publisher.publish(devices)
+                self.publisher.publish(devices, inventory.counter_sets)
         except ApiError as exc:
             self._api_failed(exc)
             return

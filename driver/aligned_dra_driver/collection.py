@@ -6,7 +6,7 @@ There is one source of each in the collection: the package
 ``rail_record``, the driver's record of the NICs it saw on the host, and ``addresses`` for
 ``--rails-file``) and ``plugins/module_utils/dra/`` (``model``, with
 ``slices`` for the ResourceSlices, ``cel`` for ``--selector`` and
-``device_model``), and ``plugins/module_utils/node/mig/`` (``mig_state``: a GPU's MIG
+``device_model``, ``dra_mig``: MIG in the device model), and ``plugins/module_utils/node/mig/`` (``mig_state``: a GPU's MIG
 state read from NVML; ``mig_packing``: placements for wanted MIG instances). The driver's wheel carries them as the subpackage
 ``aligned_dra_driver._collection``, copied there by the build backend
 (``driver/build_backend.py``) when the wheel is built; in a checkout of
@@ -21,6 +21,7 @@ from __future__ import annotations
 from types import ModuleType
 
 try:  # an installed wheel
+    from aligned_dra_driver._collection.dra import mig as dra_mig
     from aligned_dra_driver._collection.dra import model as dra
     from aligned_dra_driver._collection.dra import slices as dra_slices
     from aligned_dra_driver._collection.node import topology
@@ -30,6 +31,7 @@ try:  # an installed wheel
     from aligned_dra_driver._collection.node.topology import rail_record
     from aligned_dra_driver._collection.node.topology import rails as rail_rule
 except ImportError:  # the collection checkout (tests, development)
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
     from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
     from ansible_collections.aligned.dra.plugins.module_utils.node import topology
@@ -43,6 +45,7 @@ __all__ = [
     "dra",
     "dra_cel",
     "dra_slices",
+    "dra_mig",
     "mig_packing",
     "mig_state",
     "rail_record",

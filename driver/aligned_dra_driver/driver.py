@@ -92,6 +92,13 @@ class Driver:
         # the pods of each prepared claim (status.reservedFor as Prepare read it): the GPU watcher's, no API cost
         self.claim_pods = ClaimPods()
         self.mig = MigPreparer(self) if opts.mig != "off" else None  # --mig=static|dynamic
+        if self.mig is not None and opts.mig_scanner is None:  # what each scan publishes in the MIG GPUs' place
+            from .mig_devices import MigScanner
+            from .mig_prepare import held_placements
+
+            opts.mig_scanner = MigScanner(
+                opts.mig, opts.mig_gpus, opts.state_dir, busy=self._holds, held=held_placements
+            )
 
     # -- start-up ------------------------------------------------------------------
 
@@ -179,11 +186,16 @@ class Driver:
         if self.mig is not None:
             self.mig.sweep()  # instances kept at start whose processes ended: destroyed, published again
         inventory = scan(self.opts)
-        changed = inventory.devices != self.inventory.devices
+        changed = inventory.devices != self.inventory.devices or inventory.counter_sets != self.inventory.counter_sets
         self.inventory = inventory
         if self.checkpoint.returning:
             self.finish_returns()
         return changed
+
+    def _holds(self, pci_address: str) -> bool:
+        """Whether a prepared claim holds a device of the PCI function (a MIG GPU's layout waits for it)."""
+        claims = list(self.checkpoint.claims.values())
+        return any(d.get("pci_address") == pci_address for c in claims for d in c.get("devices") or [])
 
     # -- NICs back from a pod ------------------------------------------------------------
 

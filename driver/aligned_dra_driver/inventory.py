@@ -43,6 +43,7 @@ class Options:
     # are cut to what is left of it), the checkpoint write after it; the rest get an error, kubelet retries
     call_budget: float = CALL_BUDGET
     rails: Any = None  # rails.Rails with --rails-file: every scan publishes the NICs' rails
+    mig_scanner: Any = None  # mig_devices.MigScanner with --mig: every scan publishes the MIG devices
     mig: str = "off"  # --mig: off | static | dynamic (aligned_dra_driver.mig_prepare)
     mig_gpus: list[str] | None = None  # --mig-gpus: the GPUs run as MIG (PCI addresses); None: every MIG-capable one
 
@@ -55,6 +56,7 @@ class Inventory:
     by_name: dict[str, dict[str, Any]]  # device name -> topology device
     rdma: dict[str, dict[str, Any]]  # rdma device name -> topology rdma entry
     rdma_exclusive: bool
+    counter_sets: list[dict[str, Any]] = field(default_factory=list)  # MIG dynamic: one set per GPU
 
 
 def _attribute_value(device: dict[str, Any], name: str) -> str | None:
@@ -129,10 +131,20 @@ def scan(opts: Options) -> Inventory:
         devices = [d for d in devices if matches(d, opts.match)]
     if opts.selectors:
         devices = [d for d in devices if selected(d, opts.selectors, opts.driver_name)]
-    if opts.fractional_gpus:
+    counter_sets: list[dict[str, Any]] = []
+    mig_gpus: set[str] = set()
+    if opts.mig_scanner is not None:  # the selected GPUs' MIG devices in their place (mig_devices)
+        devices, counter_sets = opts.mig_scanner.apply(devices)
+        mig_gpus = opts.mig_scanner.mig_gpus
+    if opts.fractional_gpus:  # a GPU run as MIG is never an MPS-shared GPU
         from .sharing import make_shareable
 
-        devices = [make_shareable(d) if _attribute_value(d, "dra.aligned.dev/kind") == "gpu" else d for d in devices]
+        devices = [
+            make_shareable(d)
+            if _attribute_value(d, "dra.aligned.dev/kind") == "gpu" and d["name"] not in mig_gpus
+            else d
+            for d in devices
+        ]
     candidates: dict[str, dict[str, Any]] = {}
     for device in topo.get("devices") or []:
         for kind in dra.NAME_PREFIX:
@@ -140,6 +152,10 @@ def scan(opts: Options) -> Inventory:
                 candidates[dra.device_name(kind, device["pci_address"])] = device
             except dra.DeviceModelError:
                 continue
-    by_name = {d["name"]: candidates[d["name"]] for d in devices if d["name"] in candidates}
+    for device in devices:  # a MIG device stands on its parent GPU's topology entry
+        parent = _attribute_value(device, "resource.kubernetes.io/pciBusID")
+        if _attribute_value(device, "dra.aligned.dev/kind") == "mig" and parent:
+            candidates[device["name"]] = candidates.get(dra.device_name("gpu", parent), {})
+    by_name = {d["name"]: candidates[d["name"]] for d in devices if candidates.get(d["name"])}
     rdma = {entry["name"]: entry for entry in topo.get("rdma_devices") or [] if entry.get("name")}
-    return Inventory(devices, by_name, rdma, read_rdma_netns_mode(opts.sysfs_root))
+    return Inventory(devices, by_name, rdma, read_rdma_netns_mode(opts.sysfs_root), counter_sets)

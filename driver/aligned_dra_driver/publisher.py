@@ -27,9 +27,19 @@ def slice_limit(devices: list[dict[str, Any]]) -> int:
 
 
 def build_slices(
-    node: str, driver: str, devices: list[dict[str, Any]], generation: int, node_uid: str | None
+    node: str,
+    driver: str,
+    devices: list[dict[str, Any]],
+    generation: int,
+    node_uid: str | None,
+    counter_sets: list[dict[str, Any]] | None = None,
+    minor: str = "",
 ) -> list[dict[str, Any]]:
-    slices = dra_slices.resource_slices(node, devices, driver, generation, slice_limit(devices))
+    """The pool's slices; with MIG's counter sets (``--mig=dynamic``) in the shape the cluster's ``minor`` takes."""
+    if counter_sets:
+        slices = dra_slices.partitioned_slices(node, devices, counter_sets, minor, driver, generation)
+    else:
+        slices = dra_slices.resource_slices(node, devices, driver, generation, slice_limit(devices))
     if node_uid:
         owner = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}]
         for item in slices:
@@ -56,11 +66,12 @@ def _comparable(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _content(items: list[dict[str, Any]]) -> list[tuple[str, Any, int]]:
+def _content(items: list[dict[str, Any]]) -> list[tuple[str, Any, Any, int]]:
     return sorted(
         (
             item["metadata"]["name"],
             _comparable(item["spec"].get("devices") or []),
+            item["spec"].get("sharedCounters") or [],
             item["spec"]["pool"]["resourceSliceCount"],
         )
         for item in items
@@ -92,6 +103,7 @@ class Publisher:
         self.published = 0
         self.slices = 0
         self.taints_dropped = False  # the last write sent taints and the API server kept none
+        self.minor = ""  # the API server's minor, asked once the pool has counter sets (their slices differ by it)
 
     def _owner_uid(self) -> str | None:
         if self.node_uid is None:
@@ -101,22 +113,24 @@ class Publisher:
                 LOG.warning("Node %s not readable (%s): slices get no owner", self.node, exc)
         return self.node_uid
 
-    def publish(self, devices: list[dict[str, Any]]) -> bool:
-        """Bring the pool in line with ``devices``; True when something was written."""
+    def publish(self, devices: list[dict[str, Any]], counter_sets: list[dict[str, Any]] | None = None) -> bool:
+        """Bring the pool in line with ``devices`` (and MIG's ``counter_sets``); True when something was written."""
         try:
-            changed = self._publish(devices)
+            if counter_sets and not self.minor:
+                self.minor = self.kube.server_minor()
+            changed = self._publish(devices, counter_sets or [])
         except ApiError as exc:
             self.last_error = str(exc)
             raise
         self.last_error = None
         return changed
 
-    def _publish(self, devices: list[dict[str, Any]]) -> bool:
+    def _publish(self, devices: list[dict[str, Any]], counter_sets: list[dict[str, Any]]) -> bool:
         existing = self.kube.list_slices(self.node, self.driver)
         newest = max((s["spec"]["pool"].get("generation", 0) for s in existing), default=0)
         current = [s for s in existing if s["spec"]["pool"].get("generation", 0) == newest]
         owner = self._owner_uid()
-        wanted = build_slices(self.node, self.driver, devices, newest, owner)
+        wanted = build_slices(self.node, self.driver, devices, newest, owner, counter_sets, self.minor)
         owners_ok = all(
             (s["metadata"].get("ownerReferences") or [{}])[0].get("uid") == owner for s in existing if owner
         )
@@ -127,7 +141,7 @@ class Publisher:
             self.taints_dropped = False  # what is stored is what was wanted, taints included
             return False
         generation = newest + 1
-        wanted = build_slices(self.node, self.driver, devices, generation, owner)
+        wanted = build_slices(self.node, self.driver, devices, generation, owner, counter_sets, self.minor)
         by_name = {s["metadata"]["name"]: s for s in existing}
         dropped = False
         for item in wanted:

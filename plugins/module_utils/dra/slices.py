@@ -76,6 +76,72 @@ def resource_slices(
     ]
 
 
+COUNTER_SETS_PER_SLICE = 8  # ResourceSliceMaxCounterSets (1.35 and later: in slices without devices)
+
+
+def _slice(node_name: str, driver: str, index: int, generation: int, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {"name": _slice_name(node_name, driver, index)},
+        "spec": dict(
+            {"driver": driver, "nodeName": node_name, "pool": {"name": node_name, "generation": generation}}, **spec
+        ),
+    }
+
+
+def partitioned_slices(
+    node_name: str,
+    devices: list[dict[str, Any]],
+    counter_sets: list[dict[str, Any]],
+    minor: str,
+    driver: str = DRIVER_NAME,
+    generation: int = 1,
+) -> list[dict[str, Any]]:
+    """The pool of a node with partitionable devices (``DRAPartitionableDevices``), in the shape ``minor`` takes.
+
+    1.35 and later: the counter sets in slices of their own (no devices, at most 8 sets each), the devices that
+    consume counters in slices of at most 64, a set's devices kept together in published order; 1.34: each
+    set in one slice with the devices that consume it. Devices that consume no counter go in slices of their
+    own as :func:`resource_slices` cuts them.
+    """
+    base = resource_slices(node_name, devices, driver, generation)  # names and limits checked there
+    by_set: dict[str, list[dict[str, Any]]] = {s["name"]: [] for s in counter_sets}
+    plain = []
+    for device in devices:
+        sets = [c.get("counterSet") for c in device.get("consumesCounters") or []]
+        if not sets:
+            plain.append(device)
+        elif len(set(sets)) != 1 or sets[0] not in by_set:
+            raise DeviceModelError(f"device {device.get('name')!r} consumes counters of unknown or several sets")
+        else:
+            by_set[sets[0]].append(device)
+    limit = LIMITS["slice_max_devices_with_counters"]
+    for name, members in by_set.items():
+        if len(members) > limit:
+            raise DeviceModelError(f"counter set {name!r}: {len(members)} devices, at most {limit} in one slice")
+    specs: list[dict[str, Any]] = []
+    if minor == "1.34":
+        specs += [{"sharedCounters": [s], "devices": by_set[s["name"]]} for s in counter_sets]
+    else:
+        for i in range(0, len(counter_sets), COUNTER_SETS_PER_SLICE):
+            specs.append({"sharedCounters": counter_sets[i : i + COUNTER_SETS_PER_SLICE]})
+        chunk: list[dict[str, Any]] = []
+        for members in by_set.values():
+            if chunk and len(chunk) + len(members) > limit:
+                specs.append({"devices": chunk})
+                chunk = []
+            chunk = chunk + members
+        if chunk:
+            specs.append({"devices": chunk})
+    if plain:
+        specs += [{"devices": s["spec"]["devices"]} for s in resource_slices(node_name, plain, driver, generation)]
+    slices = [_slice(node_name, driver, i, generation, spec) for i, spec in enumerate(specs)] or base
+    for item in slices:
+        item["spec"]["pool"]["resourceSliceCount"] = len(slices)
+    return slices
+
+
 def devices_from_slices(slices: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Group the devices of ResourceSlices per node, keeping only complete pools.
 

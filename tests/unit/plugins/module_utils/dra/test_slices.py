@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import kubernetes_validate
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -117,3 +118,62 @@ def test_slices_with_list_attributes_hold_at_most_64_devices():
     too_big = copy.deepcopy(slices[0])
     too_big["spec"]["devices"] = devices
     assert any("65 devices, limit 64" in p for p in dra_slices.validate_slice(too_big))
+
+
+# -- partitionable devices (MIG dynamic): the pool's shape per minor --------------------------------------
+
+
+def _partitioned_pool(gpus: int) -> tuple[list[dict], list[dict]]:
+    """``gpus`` GPUs of 4 partitions each (slices 0-1, 2-3, 4-7 and the whole), a counter set each, and a NIC."""
+    devices, sets = [], []
+    for index in range(gpus):
+        gpu = f"gpu-0000-{index:02x}-00-0"
+        sets.append({"name": f"{gpu}-counters", "counters": {f"memory-slice-{i}": {"value": "1"} for i in range(8)}})
+        for start, size in ((0, 2), (2, 2), (4, 4), (0, 8)):
+            name = gpu if size == 8 else f"{gpu}-mig-{size}g-{start}"
+            counters = {f"memory-slice-{i}": {"value": "1"} for i in range(start, start + size)}
+            devices.append(
+                {"name": name, "consumesCounters": [{"counterSet": f"{gpu}-counters", "counters": counters}]}
+            )
+    devices.append({"name": "nic-0000-99-00-0"})
+    return devices, sets
+
+
+@pytest.mark.parametrize("minor", ["1.35", "1.36", "1.37"])
+def test_from_1_35_counter_sets_have_slices_of_their_own_at_most_eight_each(minor):
+    devices, sets = _partitioned_pool(20)  # 20 sets, 80 counter devices, a NIC
+    pool = dra_slices.partitioned_slices("node-1", devices, sets, minor)
+    counter_slices = [s for s in pool if s["spec"].get("sharedCounters")]
+    assert [len(s["spec"]["sharedCounters"]) for s in counter_slices] == [8, 8, 4]
+    assert all("devices" not in s["spec"] for s in counter_slices)
+    device_slices = [s["spec"]["devices"] for s in pool if s["spec"].get("devices")]
+    assert [len(d) for d in device_slices] == [64, 16, 1]  # a GPU's four never split; the NIC alone
+    assert [d["name"] for chunk in device_slices for d in chunk] == [d["name"] for d in devices]  # order kept
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in pool} == {len(pool)}
+    assert len({s["metadata"]["name"] for s in pool}) == len(pool)
+    for item in pool:
+        assert dra_slices.validate_slice(item) == []
+        kubernetes_validate.validate(item, minor + ".0", strict=True)
+
+
+def test_on_1_34_each_counter_set_shares_its_slice_with_the_devices_that_consume_it():
+    devices, sets = _partitioned_pool(3)
+    pool = dra_slices.partitioned_slices("node-1", devices, sets, "1.34")
+    assert len(pool) == 4
+    for gpu_slice, counter_set in zip(pool[:3], sets, strict=True):
+        assert gpu_slice["spec"]["sharedCounters"] == [counter_set]
+        assert {c["counterSet"] for d in gpu_slice["spec"]["devices"] for c in d["consumesCounters"]} == {
+            counter_set["name"]
+        }
+    assert [d["name"] for d in pool[3]["spec"]["devices"]] == ["nic-0000-99-00-0"]
+    for item in pool:
+        kubernetes_validate.validate(item, "1.34.0", strict=True)
+
+
+def test_a_device_of_an_unknown_set_or_a_set_over_64_devices_is_refused():
+    devices, sets = _partitioned_pool(1)
+    with pytest.raises(dra.DeviceModelError, match="unknown or several sets"):
+        dra_slices.partitioned_slices("node-1", devices, [], "1.36")
+    many = [dict(devices[0], name=f"gpu-mig-{i}") for i in range(65)]
+    with pytest.raises(dra.DeviceModelError, match="65 devices, at most 64"):
+        dra_slices.partitioned_slices("node-1", many, sets, "1.36")
