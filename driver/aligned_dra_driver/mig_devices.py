@@ -155,7 +155,9 @@ class MigScanner:
             self.last[pci] = result
         return result
 
-    def _static(self, device: dict[str, Any], state: dict[str, Any]) -> tuple[list, list]:
+    def _static(self, device: dict[str, Any], state: dict[str, Any]) -> tuple[list, list] | None:
+        if not (state.get("mig_mode") or {}).get("current"):
+            return None  # MIG mode off: the GPU whole, as without --mig (and shareable where GPUs are)
         return dra_mig.static_devices(device, state), []
 
     def _dynamic(self, device: dict[str, Any], state: dict[str, Any], pci: str) -> tuple[list, list] | None:
