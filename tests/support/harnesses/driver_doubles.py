@@ -11,6 +11,8 @@ and its status queue when a test builds ``aligned_dra_driver.driver.Driver`` its
 from __future__ import annotations
 
 import copy
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -45,6 +47,29 @@ class ClaimsInMemory:
             raise self.fail_clearing
         self.cleared.append((namespace, name, uid, driver, pool))
         return "cleared"
+
+
+class SlowClaims(ClaimsInMemory):
+    """Claims whose GET blocks until released, or until the caller's deadline (then a timeout, as Kube does).
+
+    ``hold[name]``: the Event that releases the GET of claim ``name``; ``waiting`` is set once a held GET waits.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold: dict[str, threading.Event] = {}
+        self.waiting = threading.Event()
+
+    def get_claim(self, namespace: str, name: str, deadline: float | None = None) -> dict[str, Any]:
+        from aligned_dra_driver.kube import ApiError
+
+        event = self.hold.get(name)
+        if event is not None:
+            assert deadline is not None, "every claim GET carries the call's deadline"
+            self.waiting.set()
+            if not event.wait(max(deadline - time.monotonic(), 0)):
+                raise ApiError(0, "API server unreachable: ReadTimeoutError: read timed out")
+        return super().get_claim(namespace, name, deadline)
 
 
 class StatusRecorder:

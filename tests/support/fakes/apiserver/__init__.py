@@ -146,6 +146,8 @@ By concern; the server composes the others' mixins into one class:
 - ``selector``: label and field selectors, lists;
 - ``disruption``: evictions and PodDisruptionBudgets (what a drain meets);
 - ``server``: ``FakeApiServer``, its HTTP handler, routing and discovery;
+- ``serving``: ``Serving``, a server's accept loop on a thread that stops at
+  once (``FakeApiServer`` and the tests' other fake servers run on it);
 - ``daemon``: the background runner for Molecule scenarios (a script).
 """
 

@@ -22,6 +22,7 @@ from .apply import LabelOwnership, Patching, manager_of
 from .disruption import Disruption
 from .resources import GATE_DEFAULTS, SUPPORTED_MINORS, ApiError, Resource, Storage, served_resources
 from .selector import Listing
+from .serving import Serving
 from .validation import Admission
 
 
@@ -63,7 +64,7 @@ class FakeApiServer(Storage, Admission, Patching, Listing, Disruption):
         self.label_owners = LabelOwnership()
         self._writer: tuple[str, dict[Any, set[str]] | None] | None = None
         self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: Serving | None = None
 
     # -- life cycle -----------------------------------------------------------
 
@@ -75,17 +76,15 @@ class FakeApiServer(Storage, Admission, Patching, Listing, Disruption):
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-apiserver", daemon=True
-        )
-        self._thread.start()
+        # stop() wakes the loop at once (no poll interval to wait out in every test's teardown)
+        self._serving = Serving(self._httpd, "fake-apiserver")
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+        if self._httpd is not None and self._serving is not None:
+            self._serving.stop()
             self._httpd = None
+            self._serving = None
 
     def __enter__(self) -> FakeApiServer:
         return self.start()

@@ -7,7 +7,6 @@ import errno
 import json
 import shutil
 import threading
-import time
 import uuid
 
 import pytest
@@ -345,29 +344,9 @@ def test_an_unprepare_that_cannot_remove_the_spec_keeps_the_claim(node, monkeypa
     assert ref[1] in driver.checkpoint.claims
 
 
-class SlowClaims(d.ClaimsInMemory):
-    """Claims whose GET blocks until released, or until the caller's deadline (then a timeout, as Kube does)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.hold: dict[str, threading.Event] = {}
-        self.waiting = threading.Event()
-
-    def get_claim(self, namespace, name, deadline=None):
-        from aligned_dra_driver.kube import ApiError
-
-        event = self.hold.get(name)
-        if event is not None:
-            assert deadline is not None, "every claim GET carries the call's deadline"
-            self.waiting.set()
-            if not event.wait(max(deadline - time.monotonic(), 0)):
-                raise ApiError(0, "API server unreachable: ReadTimeoutError: read timed out")
-        return super().get_claim(namespace, name, deadline)
-
-
 def make_slow(node, **extra):
     driver, _kube = make(node, **extra)
-    kube = SlowClaims()
+    kube = d.SlowClaims()
     driver.kube = kube
     driver.status = d.StatusRecorder(kube)
     return driver, kube
@@ -396,20 +375,6 @@ def test_one_hung_claim_does_not_hold_up_other_calls(node):
     assert "error" not in box[hung[1]]
 
 
-def test_a_hung_get_ends_in_a_per_claim_error_within_the_budget(node):
-    driver, kube = make_slow(node)
-    hung = one_gpu(kube, "hung")
-    queued = one_gpu(kube, "queued")
-    kube.hold["hung"] = threading.Event()
-    answers = driver.prepare([hung, queued], budget=0.5)  # the hang is never released
-    assert "read timed out" in answers[hung[1]]["error"]
-    if hung[1] < queued[1]:  # claims are taken in UID order: the one after the hung GET finds no time left
-        assert "budget" in answers[queued[1]]["error"]
-        assert driver.checkpoint.claims == {} and list(node.cdi.iterdir()) == []
-    else:
-        assert "error" not in answers[queued[1]] and set(driver.checkpoint.claims) == {queued[1]}
-
-
 def test_a_second_call_on_a_busy_claim_waits_at_most_its_budget(node):
     driver, kube = make_slow(node)
     hung = one_gpu(kube, "hung")
@@ -417,7 +382,8 @@ def test_a_second_call_on_a_busy_claim_waits_at_most_its_budget(node):
     thread = threading.Thread(target=lambda: driver.prepare([hung], budget=30))
     thread.start()
     assert kube.waiting.wait(5)
-    answer = driver.unprepare([hung], budget=0.2)
+    # the prepare holds the claim until released: any budget ends in the same answer, so a short one
+    answer = driver.unprepare([hung], budget=0.01)
     assert "did not finish within the budget" in answer[hung[1]]
     kube.hold["hung"].set()
     thread.join(10)

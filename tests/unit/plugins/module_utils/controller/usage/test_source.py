@@ -10,7 +10,6 @@ import json
 import math
 import re
 import socket
-import threading
 import time
 import urllib.parse
 from array import array
@@ -19,6 +18,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import usage
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import UsageError, exported, source
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver.serving import Serving
 
 INFO, USED, REQUEST, LIMIT, SM, TOTAL, DCGM = (
     usage.CLAIM_INFO,
@@ -415,17 +415,14 @@ class FakePrometheus(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), FakeHandler)
         self.requests: list[tuple[str, dict[str, str], dict[str, str]]] = []
         self.reply = grid_reply()
-        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.serving = Serving(self, "fake-prometheus")  # its stop() answers at once: no poll interval
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def close(self) -> None:
-        self.shutdown()
-        self.server_close()
-        self.thread.join()
+        self.serving.stop()
 
 
 class FakeHandler(http.server.BaseHTTPRequestHandler):
@@ -599,14 +596,15 @@ def test_an_unreachable_or_silent_prometheus_is_named_with_its_url_and_timeout()
         f"aligned_dra_usage: Prometheus at {url} cannot be reached (connection refused, unknown host or no route; "
         "timeout 30 s): [Errno 111] Connection refused"
     )
-    with socket.socket() as silent:  # listens (the kernel accepts the connection) but never answers
+    # listens (the kernel accepts the connection) but never answers: any timeout ends in the same error, so a short one
+    with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         with pytest.raises(UsageError) as failed:
-            source.read_prometheus({"prometheus": url, "timeout": 0.2})
+            source.read_prometheus({"prometheus": url, "timeout": 0.02})
     assert str(failed.value) == (
-        f"aligned_dra_usage: Prometheus at {url} did not answer within the timeout of 0.2 s (query {INFO})"
+        f"aligned_dra_usage: Prometheus at {url} did not answer within the timeout of 0.02 s (query {INFO})"
     )
 
 
