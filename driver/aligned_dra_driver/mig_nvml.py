@@ -10,6 +10,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from .collection import mig_state
 from .container_edits import PrepareError
 
 PROFILE_INDICES = 32  # NVML_GPU_INSTANCE_PROFILE_* and NVML_COMPUTE_INSTANCE_PROFILE_* indices tried
@@ -84,24 +85,11 @@ class Nvml:
                 return info
         raise PrepareError(f"GPU {pci} has no MIG profile {name!r} (is MIG mode on?)")
 
-    @staticmethod
-    def _listed(call: Callable[[Any, Any], Any], kind: Any, most: int) -> list[Any]:
-        """What an NVML list call (a buffer of handles and a count, as pynvml passes them) gives."""
-        array = (kind * max(1, most))()
-        count = ctypes.c_uint(0)
-        call(array, ctypes.byref(count))
-        return [array[i] for i in range(count.value)]
-
     def instances(self, handle: Any) -> list[Instance]:
         """Every GPU instance on the GPU, with its compute instances."""
         found = []
         for info in self.profiles(handle):
-            listed = self._listed(
-                lambda array, count, info=info: self.lib.nvmlDeviceGetGpuInstances(handle, info.id, array, count),
-                self.lib.c_nvmlGpuInstance_t,
-                int(info.instanceCount),
-            )
-            for gi in listed:
+            for gi in mig_state.gpu_instances(self.lib, handle, info.id, int(info.instanceCount)):
                 gi_info = self.lib.nvmlGpuInstanceGetInfo(gi)
                 place = gi_info.placement
                 found.append(
@@ -125,12 +113,7 @@ class Nvml:
     def compute_instances(self, gi: Any) -> list[tuple[Any, int]]:
         out = []
         for info in self._ci_profiles(gi):
-            listed = self._listed(
-                lambda array, count, info=info: self.lib.nvmlGpuInstanceGetComputeInstances(gi, info.id, array, count),
-                self.lib.c_nvmlComputeInstance_t,
-                int(info.instanceCount),
-            )
-            for ci in listed:
+            for ci in mig_state.compute_instances(self.lib, gi, info.id, int(info.instanceCount)):
                 out.append((ci, int(self.lib.nvmlComputeInstanceGetInfo(ci).id)))
         return out
 
