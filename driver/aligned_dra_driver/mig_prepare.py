@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .collection import topology
 from .container_edits import PrepareError, mig_edits
 from .mig_nvml import Instance, Nvml, at, text
 from .usage import load_pynvml
@@ -48,6 +49,7 @@ from .usage import load_pynvml
 LOG = logging.getLogger(__name__)
 
 ATTRIBUTE_PREFIX = "dra.aligned.dev/"
+NVIDIA = "0x10de"
 HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER: MIG mode changes without a reset from here on
 ARCHITECTURES = {7: "Ampere", 8: "Ada", 9: "Hopper", 10: "Blackwell"}
 STEPS = ("started", "mig-mode", "gpu-instance", "compute-instance", "cdi-spec")
@@ -92,22 +94,12 @@ def read_boot_id(procfs_root: str) -> str | None:
         return None
 
 
-def nvidia_gpus(sysfs_root: str) -> list[str]:
-    """PCI addresses of the NVIDIA display and 3D controllers in sysfs (the GPUs NVML may know)."""
-    base = os.path.join(sysfs_root, "bus", "pci", "devices")
-    found = []
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
-    for name in names:
-        try:
-            with open(os.path.join(base, name, "vendor")) as vendor, open(os.path.join(base, name, "class")) as cls:
-                if vendor.read().strip() == "0x10de" and cls.read().strip()[:6] in ("0x0300", "0x0302"):
-                    found.append(name)
-        except OSError:
-            continue
-    return found
+def nvidia_gpus(sysfs_root: str, procfs_root: str) -> list[str]:
+    """PCI addresses of the node's NVIDIA GPUs (the GPUs NVML may know), as the topology probe sees them."""
+    topo = topology.probe(sysfs_root, procfs_root)
+    return [
+        d["pci_address"] for d in topo.get("devices") or [] if d.get("kind") == "gpu" and d.get("vendor_id") == NVIDIA
+    ]
 
 
 class MigPreparer:
@@ -510,7 +502,7 @@ class MigPreparer:
             for r in records
         }
         self.kept = {}
-        for pci in nvidia_gpus(self.opts.sysfs_root):
+        for pci in nvidia_gpus(self.opts.sysfs_root, self.opts.procfs_root):
             if not self.manages(pci):
                 continue
             try:
