@@ -318,6 +318,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     )
     metrics.watch_health(monitor, args.driver_name)
     reclaimer, watcher = gpu_watchers(args, opts, driver, kube, metrics)
+    if watcher is not None:  # NVML's gpu-lost and critical XIDs taint the GPU and its MIG devices
+        watcher.health = monitor
     return {
         "opts": opts,
         "metrics": metrics,

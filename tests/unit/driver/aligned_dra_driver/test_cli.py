@@ -125,3 +125,16 @@ def test_reclaim_is_off_by_default_and_never_imports_nvml_at_start(tmp_path, mon
     parts = cli.build(cli.parser().parse_args([*base, "--reclaim=evict", "--reclaim-margin=7.5"]))
     assert parts["reclaimer"].margin == 7.5 and parts["reclaimer"].interval == 2.0
     assert parts["reclaimer"].nvml is None
+
+
+def test_the_gpu_watcher_reports_nvmls_gpu_signals_to_the_health_monitor(tmp_path):
+    """gpu-lost and critical XIDs taint the GPU and its MIG devices only if the running driver wires them."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+    )
+    base = ["--node-name=n1", f"--sysfs-root={tmp_path}", f"--kubeconfig={kubeconfig}", f"--state-dir={tmp_path}"]
+    parts = cli.build(cli.parser().parse_args([*base, "--mig=dynamic"]))
+    assert parts["watcher"].health is parts["monitor"]
+    assert parts["opts"].mig == "dynamic" and parts["opts"].mig_gpus is None
