@@ -322,7 +322,7 @@ class FakeNvml(nvml_mig.MigNvml):
         )
         self._changed()
 
-    _bus = staticmethod(lambda bus_id: _bus_key(bus_id))
+    _bus = staticmethod(_bus_key)
 
     def uuid_of(self, bus_id: str) -> str:
         self._load(gpus_only=True)

@@ -44,7 +44,10 @@ def run(
         return value
 
     problems, sites = validate.validate(hosts, names, kept, stages)
-    known = lambda host, name, default: read.get(host, {}).get(name, default)  # noqa: E731
+
+    def known(host: str, name: str, default: Any) -> Any:
+        return read.get(host, {}).get(name, default)
+
     if "mig" in stages:
         problems = validate_mig.problems(problems, hosts, sites, known)
     result = {

@@ -115,7 +115,7 @@ def pack(
         taken |= _mask(instance["placement"]["start"], instance["placement"]["size"])
     # largest first (memory slices, then compute slices), so the search fills the hard places first
     items = sorted(
-        (name for name, count in wanted.items() for _ in range(count)),
+        (name for name, count in wanted.items() for _copy in range(count)),
         key=lambda n: (-known[n]["placements"][0]["size"] if known[n]["placements"] else 0, -known[n]["slices"], n),
     )
     orders = {name: placement_order(profiles, name) for name in wanted}

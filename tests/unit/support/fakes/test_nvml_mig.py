@@ -202,7 +202,7 @@ def test_placements_are_checked_and_taken_slices_refused(fake):
 
 def test_nvml_s_own_pick_keeps_the_large_placements_free(fake):
     fake.enable_mig(A100)
-    assert [fake.create(A100, "1g.5gb") for _ in range(3)] == [13, 12, 11]  # starts 6, 5, 4: the 4g.20gb stays
+    assert [fake.create(A100, "1g.5gb") for _copy in range(3)] == [13, 12, 11]  # starts 6, 5, 4: the 4g.20gb stays
     assert fake.create(A100, "2g.10gb") == 4  # 0 and 2 overlap as many larger ones: the higher start
     assert [i["start"] for i in fake.instances(A100)] == [2, 4, 5, 6]
 

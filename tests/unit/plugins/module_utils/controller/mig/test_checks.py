@@ -153,7 +153,7 @@ def test_mig_beside_mps_fractions_on_every_gpu_of_the_site_is_refused_per_host()
         return settings[host].get(name, default)
 
     found = checks.fractional_problems("west", ["a", "b"], setting, shares=True)
-    assert [h for h, *_ in found] == ["a", "b"] and "fractional template" in found[0][3]
+    assert [h for h, *_rest in found] == ["a", "b"] and "fractional template" in found[0][3]
     assert checks.fractional_problems("west", ["a", "b"], setting, shares=False) == []
     settings["b"]["aligned_dra_topology"] = {"devices": [H100, L40S]}  # a GPU left for the shares
     assert checks.fractional_problems("west", ["a", "b"], setting, shares=True) == []
@@ -173,7 +173,10 @@ def test_a_site_without_aligned_dra_mig_is_not_looked_at():
 
 def test_selectors_pick_by_address_id_model_glob_and_index():
     gpus = [A100, H100, {**L40S, "mig": {"readable": True, "name": "NVIDIA L40S"}}]
-    pick = lambda selector: [i for i, _d in checks.selected(gpus, selector)]  # noqa: E731
+
+    def pick(selector):
+        return [i for i, _d in checks.selected(gpus, selector)]
+
     assert pick({}) == [0, 1, 2]
     assert pick({"pci_addresses": ["0000:2a:00.0"]}) == [1]
     assert pick({"device_ids": ["0x20B0"]}) == [0]

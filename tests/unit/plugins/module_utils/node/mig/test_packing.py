@@ -35,7 +35,7 @@ def mask(start, size):
 
 def fits(profiles, taken, wanted):
     """The oracle: some choice of offered placements, pairwise disjoint and disjoint from ``taken``."""
-    items = [name for name, count in wanted.items() for _ in range(count)]
+    items = [name for name, count in wanted.items() for _copy in range(count)]
     offered = {p["name"]: [mask(x["start"], x["size"]) for x in p["placements"]] for p in profiles}
 
     def go(index, used):
@@ -48,7 +48,7 @@ def fits(profiles, taken, wanted):
 
 def valid(profiles, olds, wanted, placed):
     by_name = {p["name"]: p for p in profiles}
-    assert sorted(p["profile"] for p in placed) == sorted(n for n, c in wanted.items() for _ in range(c))
+    assert sorted(p["profile"] for p in placed) == sorted(n for n, c in wanted.items() for _copy in range(c))
     used = 0
     for old in olds:
         used |= mask(old["placement"]["start"], old["placement"]["size"])
