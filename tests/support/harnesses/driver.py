@@ -229,6 +229,15 @@ def short_tmp() -> Path:
     return Path(tempfile.mkdtemp(prefix="ad", dir="/tmp"))
 
 
+def memory_tmp() -> Path:
+    """A short directory in memory (``/dev/shm``, a tmpfs) for the unit tier's in-process node trees: their
+    thousands of sysfs files and the checkpoint's durable writes never wait on a disk; ``/tmp`` where there is
+    no writable ``/dev/shm``. The process tests keep :func:`short_tmp` (a real disk under their crashes)."""
+    shm = "/dev/shm"
+    base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else "/tmp"
+    return Path(tempfile.mkdtemp(prefix="ad", dir=base))
+
+
 def driver_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(DRIVER_SRC), str(REPO / ".cache" / "collections")])

@@ -19,7 +19,7 @@ from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubl
 
 @pytest.fixture
 def node():
-    root = h.short_tmp()
+    root = h.memory_tmp()
     yield h.NodeTree.build(root)
     shutil.rmtree(root, ignore_errors=True)
 

@@ -30,7 +30,7 @@ class Crash(BaseException):
 
 @pytest.fixture
 def node():
-    root = h.short_tmp()
+    root = h.memory_tmp()
     tree = h.NodeTree.build(root)
     (tree.proc / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
     (tree.proc / "sys" / "kernel" / "random" / "boot_id").write_text(BOOT + "\n")

@@ -35,7 +35,7 @@ EXAMPLES = int(os.environ.get("ALIGNED_DRA_FUZZ_EXAMPLES", "10000"))
 
 @pytest.fixture(scope="module")
 def world():
-    root = h.short_tmp()
+    root = h.memory_tmp()
     node = h.NodeTree.build(root, nic_name=HOST_NIC)
     procfs = root / "fakeproc"
     for pid in ("self", str(POD_PID)):

@@ -31,7 +31,7 @@ RULES = {
 
 @pytest.fixture
 def node():
-    root = h.short_tmp()
+    root = h.memory_tmp()
     yield r.build(root)
     shutil.rmtree(root, ignore_errors=True)
 

@@ -298,7 +298,7 @@ def test_an_api_that_refuses_is_retried_with_backoff(node):
 
 @pytest.mark.parametrize("trouble", ["nvml-missing", "api-hangs"])
 def test_prepare_and_unprepare_never_wait_for_the_watcher(node, trouble):
-    root = h.short_tmp()
+    root = h.memory_tmp()
     try:
         tree = h.NodeTree.build(root)
         claims = d.ClaimsInMemory()

@@ -91,7 +91,7 @@ GOOD = {  # name -> (uid, claim): claims that prepare
 
 @pytest.fixture(scope="module")
 def world():
-    root = h.short_tmp()
+    root = h.memory_tmp()
     node = h.NodeTree.build(root)
     # the CDI and state directories on a tmpfs where there is one (as /var/run/cdi is): 10,000 examples
     # of file renames on a busy disk would take minutes

@@ -421,7 +421,7 @@ def test_prepare_records_the_claim_s_pods_and_unprepare_forgets_them():
 
     from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
 
-    root = h.short_tmp()
+    root = h.memory_tmp()
     try:
         tree = h.NodeTree.build(root)
         claims = d.ClaimsInMemory()
