@@ -160,7 +160,8 @@ def counter_set(gpu_device: dict[str, Any], state: dict[str, Any]) -> dict[str, 
     return {"name": counter_set_name(gpu_device["name"]), "counters": _counter_values(capacities(state))}
 
 
-def _ordered_profiles(profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def ordered_profiles(profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The profiles that have placements, smallest first: memory slices, compute slices, memory, name."""
     usable = [p for p in profiles if _size(p)]
     return sorted(
         usable, key=lambda p: (_size(p), int(p.get("slices") or 0), int(p.get("memory_bytes") or 0), p["name"])
@@ -172,7 +173,7 @@ def publish_order(state: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str,
     profiles = state.get("profiles") or []
     return [
         (profile, placement)
-        for profile in _ordered_profiles(profiles)
+        for profile in ordered_profiles(profiles)
         for placement in placement_order(profiles, profile["name"])
     ]
 
@@ -244,6 +245,12 @@ def static_devices(gpu_device: dict[str, Any], state: dict[str, Any]) -> list[di
         extra = {f"{DOMAIN}/migUUID": {"string": instance["uuid"]}}
         devices.append(_device(gpu_device, profile, placement["start"], placement["size"], extra))
     return devices
+
+
+def planned_device(gpu_device: dict[str, Any], profile: dict[str, Any], start: int, size: int) -> dict[str, Any]:
+    """A static layout's instance before it exists (the controller's plan): as :func:`static_devices` publishes
+    it, less the MIG UUID."""
+    return _device(gpu_device, profile, start, size, {})
 
 
 def mig_devices(gpu_device: dict[str, Any], state: dict[str, Any], mode: str) -> list[dict[str, Any]]:
