@@ -79,7 +79,7 @@ def configs_of(mig: dict[str, Any], base: str | None = None) -> dict[str, Any]:
     return load_configs_file(path, base) if path else dict(inline or {})
 
 
-def _entries(configs: dict[str, Any], name: str) -> list[dict[str, Any]]:
+def layout_entries(configs: dict[str, Any], name: str) -> list[dict[str, Any]]:
     """The entries of config ``name``, read as the node reads them (:func:`layout.parse_configs`, mig-parted's
     rules), and no GPU index in two entries without a ``device-filter``."""
     try:
@@ -97,7 +97,7 @@ def _entries(configs: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return entries
 
 
-def _filters(entry: dict[str, Any]) -> list[str]:
+def filter_ids(entry: dict[str, Any]) -> list[str]:
     """The PCI device IDs (``0x20b0``) of an entry's ``device-filter``; NVIDIA's only (the table is NVIDIA's)."""
     return [f"0x{device:04x}" for device, vendor, _sub in entry["device_filter"] or [] if vendor == 0x10DE]
 
@@ -153,14 +153,14 @@ def layout_problems(mig: dict[str, Any], topology: dict[str, Any] | None, base: 
     if not name:
         return ["mode static needs layout (the name of one of the mig-configs)"]
     try:
-        entries = _entries(configs_of(mig, base), str(name))
+        entries = layout_entries(configs_of(mig, base), str(name))
     except MigSettingsError as exc:
         return [str(exc)]
     gpus = node_gpus(topology)
     reasons = []
     if not gpus:  # no probe in this run: each entry against the models its device-filter names
         for number, entry in enumerate(entries):
-            for filtered in _filters(entry):
+            for filtered in filter_ids(entry):
                 geo = geometry.documented(filtered)
                 if geo and entry["mig_devices"]:
                     reasons += _fits(f"layout {name}[{number}]", geo, entry["mig_devices"])
@@ -168,7 +168,7 @@ def layout_problems(mig: dict[str, Any], topology: dict[str, Any] | None, base: 
     for index, device in selected(gpus, mig.get("gpus")):
         for number, entry in enumerate(entries):
             devices = entry["devices"]
-            filtered = entry["device_filter"] and geometry.device_id(device.get("device_id")) not in _filters(entry)
+            filtered = entry["device_filter"] and geometry.device_id(device.get("device_id")) not in filter_ids(entry)
             if (devices != "all" and index not in devices) or filtered:
                 continue
             geo = geometry.of_gpu(device)

@@ -93,13 +93,15 @@ def _layout_instances(
     if not name:
         raise MigModelError(f"{VARIABLE}: mode static needs layout")
     try:
-        entries = checks._entries(checks.configs_of(settings), str(name))
+        entries = checks.layout_entries(checks.configs_of(settings), str(name))
     except checks.MigSettingsError as exc:
         raise MigModelError(f"{VARIABLE}: {exc}") from None
     wanted: dict[str, int] = {}
     for entry in entries:
         devices = entry["devices"]
-        filtered = entry["device_filter"] and geometry.device_id(device.get("device_id")) not in checks._filters(entry)
+        filtered = entry["device_filter"] and geometry.device_id(device.get("device_id")) not in checks.filter_ids(
+            entry
+        )
         if (devices != "all" and index not in devices) or filtered or not entry["mig_enabled"]:
             continue
         for profile, count in (entry["mig_devices"] or {}).items():
