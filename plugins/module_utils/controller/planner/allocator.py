@@ -9,8 +9,10 @@ one node, given what earlier claims already hold there:
   :mod:`dra_cel`); an evaluation error (missing attribute, non-boolean result,
   a function failing) aborts the allocation, and the planner reports it with
   the node, the device, the request and the expression;
-- requests are allocated in order, each from the node's devices in order
-  (sorted by driver, pool and name, as the driver publishes them);
+- requests are allocated in order, each from the node's devices in published
+  order (per driver and pool, slice after slice and device after device: a
+  driver's order is its preference, the GPU's small partitions first; never
+  re-sorted by name);
   ``ExactCount`` takes ``count`` devices, ``All`` takes every candidate (and
   fails when there is none or one is in use); ``firstAvailable`` tries its
   alternatives in order;
@@ -28,8 +30,12 @@ one node, given what earlier claims already hold there:
   policy's ``default`` (the whole capacity without a policy), as the
   scheduler does; a request that breaks a policy does not fit. A request's
   capacity must fit the device either way.
-  Devices that consume shared counters (partitionable devices) fit only while
-  their counter set has enough left;
+  Devices that consume shared counters (partitionable devices, KEP-4815) fit
+  only while their counter set has enough left, after the claims held before
+  and the devices this claim already took (a claim's requests spend the
+  counters as they take devices and give them back when the search
+  backtracks, :mod:`consumption`): the GPU whole and its partitions, or two
+  overlapping partitions, never go to one claim;
 - a device taint with effect NoSchedule or NoExecute keeps the device out
   unless the request tolerates it; ``adminAccess`` requests may get devices in
   use and leave them free.
@@ -48,27 +54,25 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from fractions import Fraction
-
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import (
+    PlanError as PlanError,  # re-exported: the planner's modules import it from here
+)
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import (
+    consumption,
+    counters_fit,
+    parse_quantity,
+    request_policy,
+    return_counters,
+    spend_counters,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from fractions import Fraction
     from typing import Any
-
-
-class PlanError(ValueError):
-    """Input that cannot be planned (a malformed class or template)."""
-
-
-def parse_quantity(text: Any) -> Fraction:
-    """A Kubernetes quantity (capacity, counter) as a Fraction; :class:`PlanError` when it is none."""
-    try:
-        return dra_cel.parse_quantity(str(text))
-    except ValueError as exc:
-        raise PlanError(str(exc)) from None
 
 
 # -- requests and constraints ------------------------------------------------------------------
@@ -141,7 +145,7 @@ class Device:
         "capacity",
         "policies",
         "policy_key",
-        "_consumption",
+        "consumption_memo",
         "multi",
         "counters",
         "taints",
@@ -176,7 +180,7 @@ class Device:
             domain, ident = dra.split_qualified_name(name, driver)
             self.capacity[f"{domain}/{ident}"] = parse_quantity(value.get("value"))
         self.multi = bool(device.get("allowMultipleAllocations"))
-        # {capacity: :func:`_policy`} of the capacities with a requestPolicy; policy_key: the policies
+        # {capacity: :func:`consumption.request_policy`} of the capacities with a requestPolicy; policy_key: the policies
         # as written (strings hash fast: the shape signature holds it)
         self.policies = {}
         self.policy_key = ()
@@ -184,9 +188,9 @@ class Device:
             for name, value in (device.get("capacity") or {}).items():
                 if value.get("requestPolicy"):
                     domain, ident = dra.split_qualified_name(name, driver)
-                    self.policies[f"{domain}/{ident}"] = _policy(value["requestPolicy"])
+                    self.policies[f"{domain}/{ident}"] = request_policy(value["requestPolicy"])
             self.policy_key = tuple(sorted((n, v[5]) for n, v in self.policies.items()))
-        self._consumption: dict[RequestAlternative, dict[str, Fraction] | None] = {}
+        self.consumption_memo: dict[RequestAlternative, dict[str, Fraction] | None] = {}
         # taints that keep the scheduler away (an effect of None only informs)
         self.taints = tuple(t for t in device.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
         self.counters = [
@@ -230,87 +234,15 @@ class Device:
         return selector.evaluate_keyed(key, lambda: self.view)
 
 
-_POLICIES: dict[tuple, tuple] = {}  # the policies of a site repeat: parsed once
-
-
-def _policy(policy: dict[str, Any]) -> tuple:
-    """A capacity's ``requestPolicy`` as ``(default, min, max, step, valid values, as written)``, quantities as
-    Fractions (None where absent)."""
-    valid_range = policy.get("validRange") or {}
-    written = (
-        policy.get("default"),
-        valid_range.get("min"),
-        valid_range.get("max"),
-        valid_range.get("step"),
-        tuple(policy.get("validValues") or ()),
-    )
-    written = tuple(None if v is None else str(v) for v in written[:4]) + (tuple(str(v) for v in written[4]),)
-    if written not in _POLICIES:
-        parsed = tuple(None if v is None else parse_quantity(v) for v in written[:4])
-        _POLICIES[written] = parsed + (tuple(parse_quantity(v) for v in written[4]), written)
-    return _POLICIES[written]
-
-
-def _rounded(amount: Fraction, policy: tuple) -> Fraction:
-    """A requested amount as the scheduler consumes it: up to the range's next step, or the next valid value."""
-    _default, low, _high, step, values, _written = policy
-    if low is not None:
-        if amount < low:
-            return low
-        if step is None:
-            return amount
-        steps = -((low - amount) // step)  # ceil((amount - low) / step)
-        return low + steps * step
-    return next((value for value in values if amount <= value), amount)
-
-
-def _breaks(value: Fraction, policy: tuple) -> bool:
-    default, low, high, step, values, _written = policy
-    if default is not None and value == default:
-        return False
-    if low is not None:
-        return (high is not None and value > high) or (step is not None and (value - low) % step != 0)
-    return bool(values) and value not in values
-
-
-def consumption(device: Device, alternative: RequestAlternative) -> dict[str, Fraction] | None:
-    """What one allocation of ``alternative`` consumes of a multi-allocatable device; None where a request
-    breaks a ``requestPolicy``.
-
-    Every capacity of the device is consumed, as kube-scheduler does (KEP-5075,
-    ``CmpRequestOverCapacity``): a requested amount rounded up by the policy, for a
-    capacity not requested the policy's ``default`` or, without a policy, all of it.
-    """
-    if alternative in device._consumption:
-        return device._consumption[alternative]
-    requested = {
-        (name if "/" in name else f"{device.driver}/{name}"): amount for name, amount in alternative.capacity.items()
-    }
-    found: dict[str, Fraction] | None = {}
-    for name, have in device.capacity.items():
-        policy = device.policies.get(name)
-        amount = requested.get(name)
-        if amount is None:
-            value = policy[0] if policy is not None and policy[0] is not None else have
-        else:
-            value = amount if policy is None else _rounded(amount, policy)
-        if policy is not None and _breaks(value, policy):
-            found = None
-            break
-        found[name] = value
-    device._consumption[alternative] = found
-    return found
-
-
 class NodeDevices:
     """One node's devices (in the scheduler's order), links and shared counters; selector matches and
     GPU-NIC levels are memoised per node."""
 
     def __init__(self, name: str, data: dict[str, Any], domains: set[str]) -> None:
         self.name = name
-        ordered = sorted(
-            data.get("devices") or [], key=lambda d: (d.get("driver") or "", d.get("pool") or "", d["name"])
-        )
+        # published order within each driver's pool (slice after slice, device after device): a driver's
+        # order is its preference, and the scheduler takes the first device that fits (a stable sort)
+        ordered = sorted(data.get("devices") or [], key=lambda d: (d.get("driver") or "", d.get("pool") or ""))
         probed = data.get("probed")
         self.devices = [Device(d, domains, i, probed) for i, d in enumerate(ordered)]
         # a device with a pcieRoot and no numaNode: the NUMA node of the other devices on its root
@@ -446,7 +378,8 @@ class ClaimAllocator:
         }
         self.used = used  # set of device keys held by exclusive allocations
         self.consumed = consumed  # {device key: {capacity: Fraction}} on multi-allocatable devices
-        self.counters_used = counters_used  # {counter set: {counter: Fraction}}
+        self.counters_used = counters_used  # {counter set: {counter: Fraction}}, of the claims held before
+        self.pending: dict = {}  # the same, of the devices this claim has taken so far (given back on backtrack)
         self.steps = 0
         self.step_limit = step_limit
         self.chosen: list[tuple[RequestAlternative, list[Device]]] = []
@@ -553,18 +486,15 @@ class ClaimAllocator:
             for name, amount in needs.items():
                 if amount > device.capacity[name] - spent.get(name, 0):
                     return False
-        for counter_set, needs in device.counters:
-            pool = self.node.shared.get(counter_set)
-            if pool is None:
-                return False
-            used = self.counters_used.get(counter_set, {})
-            for counter, amount in needs.items():
-                if amount > pool.get(counter, Fraction(0)) - used.get(counter, 0):
-                    return False
-        return True
+        # what earlier claims hold, and what this claim's earlier requests took
+        return not device.counters or counters_fit(device, self.node.shared, self.counters_used, self.pending)
 
     def _take(self, device: Device, alternative: RequestAlternative):
-        """Apply the constraints for one device; a token to undo, or None when they fail."""
+        """Apply the constraints for one device and spend its counters; a token to undo, or None when they fail
+        (or its counters no longer fit: an ``All`` request takes devices that were each free alone)."""
+        spends = bool(device.counters) and not alternative.admin
+        if spends and not counters_fit(device, self.node.shared, self.counters_used, self.pending):
+            return None
         changes = []
         for position, constraint in self.applicable[id(alternative)]:
             values = device.value_set(constraint.attribute)
@@ -596,7 +526,9 @@ class ClaimAllocator:
                 seen.update(values)
                 changes.append((position, values))
         self.taken.add(device.key)
-        return (device, changes)
+        if spends:
+            spend_counters(device, self.pending)
+        return (device, changes, spends)
 
     def _undo_constraints(self, changes) -> None:
         for position, value in reversed(changes):
@@ -611,9 +543,11 @@ class ClaimAllocator:
                 state["seen"].difference_update(value)
 
     def _untake_all(self, marks) -> None:
-        for device, changes in reversed(marks):
+        for device, changes, spent in reversed(marks):
             self.taken.discard(device.key)
             self._undo_constraints(changes)
+            if spent:
+                return_counters(device, self.pending)
 
 
 def hold_devices(alternative: RequestAlternative, devices: list[Device], used, consumed, counters_used) -> None:
@@ -631,14 +565,6 @@ def hold_devices(alternative: RequestAlternative, devices: list[Device], used, c
         else:
             used.add(device.key)
         spend_counters(device, counters_used)
-
-
-def spend_counters(device: Device, counters_used: dict) -> None:
-    """Add what ``device`` consumes of its counter sets (a partition) to ``counters_used``."""
-    for counter_set, needs in device.counters:
-        spent = counters_used.setdefault(counter_set, {})
-        for counter, amount in needs.items():
-            spent[counter] = spent.get(counter, 0) + amount
 
 
 def why_unallocatable(requests, constraints, candidates) -> str:
