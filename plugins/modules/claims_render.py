@@ -14,7 +14,8 @@ description:
     driver and for C(gpu.nvidia.com), C(dra.net) and C(dra.cpu) where the site runs them) and a catalogue
     of ResourceClaimTemplates (aligned GPU+NIC pairs, the same with C(firstAvailable) fallback,
     fractional GPU, GPU+NIC+CPUs on one NUMA node, NIC only, GPU only, VF only, and where the site
-    declares rails, GPU+NIC pairs pinned to rails for multi-node jobs).
+    declares rails, GPU+NIC pairs pinned to rails for multi-node jobs, and where its nodes run MIG, MIG
+    partitions per profile, alone, with a NIC on the parent GPU's PCIe root, or as prioritized lists).
   - A template that needs a feature gate which is off on the target minor, and which the site does
     not declare on, is left out and named in RV(left_out) with the reason; nothing gated is emitted
     silently. A fractional GPU without consumable capacity becomes a shared ResourceClaim.
@@ -96,6 +97,30 @@ options:
         task naming the setting. See docs/claims.md.
     type: dict
     default: {}
+  mig:
+    description:
+      - The site's MIG - per host, its C(aligned_dra_mig) (as the filter C(aligned.dra.mig_settings) gives it; hosts
+        with mode C(off) may be left out). Empty - no MIG, nothing of it is rendered.
+      - With a host in mode C(static) or C(dynamic), the DeviceClass C(mig.aligned.dev) (every MIG device), one class
+        per profile where the templates name several (C(mig-<profile>.aligned.dev)), and the templates of
+        C(templates.mig) (C(mig-<profile>), C(mig-<profile>-nic), prioritized lists C(mig-<a>-or-<b>)) are rendered
+        for the profiles the hosts' GPUs offer, read from their probed topologies (O(topologies),
+        O(topology_files) or O(topology_dir)); see docs/claims.md.
+      - Mode C(dynamic) on a minor whose partitionable devices (C(DRAPartitionableDevices)) are off is said in
+        RV(warnings).
+    type: dict
+    default: {}
+  topologies:
+    description: The MIG hosts' probed topologies, inline (host to topology). Read for the hosts in O(mig) only.
+    type: dict
+  topology_files:
+    description: The MIG hosts' probed topologies, one JSON file per host (host to path). Read for the hosts in O(mig) only.
+    type: dict
+  topology_dir:
+    description:
+      - A directory of C(<host>.json) probed topologies (the topology role's C(<site>/nodes/)), for the hosts in
+        O(mig) that O(topology_files) does not name. A host without a file is said in RV(left_out).
+    type: path
 notes:
   - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
     the module's action runs it in ansible-playbook's process, with the same options, result and messages;
@@ -135,6 +160,17 @@ EXAMPLES = r"""
       gpu-a01: {by: netdev_name, pattern: '^nic(\d+)$', count: 8}
   register: rendered
 
+- name: Render the MIG classes and templates of a site whose GPUs run dynamic MIG
+  aligned.dra.claims_render:
+    site: mig-south
+    kubernetes_version: "1.36"
+    settings:
+      templates:
+        mig: {prioritized: [["3g.40gb", "4g.40gb"]]}
+    mig: "{{ hostvars | aligned.dra.mig_settings(groups['mig_south']) }}"
+    topology_dir: output/mig-south/nodes
+  register: rendered
+
 - name: Render a burstable fractional GPU (request 20Gi, limit 40Gi) beside the fractional one
   aligned.dra.claims_render:
     site: ai-west
@@ -167,6 +203,13 @@ minor:
   returned: success
   type: str
   sample: "1.36"
+warnings:
+  description:
+    - What the rendered objects need that the site may not have, e.g. mode C(dynamic) MIG on a minor whose
+      C(DRAPartitionableDevices) gate is off, naming the hosts.
+  returned: success
+  type: list
+  elements: str
 rails:
   description: The rails the site's rules declare, V(null) when no host has a rule.
   returned: success

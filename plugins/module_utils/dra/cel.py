@@ -409,6 +409,12 @@ KNOWN_ATTRIBUTES = {
         "sriovNumVFs": "int",
         "numaNodeInferred": "bool",
         dra.RAIL_ATTRIBUTE: "int",
+        # a MIG device's (dra/mig.py): its profile, placement, parent GPU and (static) its own MIG UUID
+        "profile": "string",
+        "placementStart": "int",
+        "placementSize": "int",
+        "parentUUID": "string",
+        "migUUID": "string",
     },
 }
 KNOWN_CAPACITIES = {dra.DRIVER_NAME: {"memory", "bandwidth"}}

@@ -168,11 +168,13 @@ def render(
     rail_rules: dict[str, Any] | None = None,
     device_options: dict[str, Any] | None = None,
     fractional_burst: dict[str, Any] | None = None,
+    mig: dict[str, Any] | None = None,
+    topologies: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """:func:`render.render`, with the burstable template after the fractional one (or its reason in ``skipped``).
 
     ``required`` may name the burstable template: refused, like any required
-    template, where it is not rendered.
+    template, where it is not rendered. ``mig`` and ``topologies``: the site's MIG (claims/mig.py).
     """
     factors = check(fractional_burst)
     conf = claims.settings(raw_settings)
@@ -182,7 +184,15 @@ def render(
     if name in required:
         raw["required"] = [n for n in required if n != name]
     rendered = claims.render(
-        raw, site, kubernetes_version, feature_gates, tolerations, rail_rules, device_options=device_options
+        raw,
+        site,
+        kubernetes_version,
+        feature_gates,
+        tolerations,
+        rail_rules,
+        device_options=device_options,
+        mig=mig,
+        topologies=topologies,
     )
     rendered["required"] = required
     if factors is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import re
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import mig as claim_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import rails as claim_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import tolerations as claim_tolerations
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
@@ -46,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
         "nvidia-gpu": "nvidia-gpu",
         "dranet-nic": "dranet-nic",
         "cpu": "dra-cpu",
+        claim_mig.KEY: claim_mig.DEFAULT_CLASS,  # rendered only where the site runs MIG (claims/mig.py)
     },
     "selectors": {},  # extra CEL per class key
     "extended_resources": {},  # device-plugin resource name per class key (DRAExtendedResource)
@@ -73,6 +75,8 @@ DEFAULTS: dict[str, Any] = {
         "vf_only": {"enabled": True, "name": "vf-only", "count": 1, "selectors": {}},
         # rendered only where the site declares rails (aligned_dra_rails): see claims/rails.py
         "rails": claim_rails.DEFAULTS,
+        # rendered only where the site's nodes run MIG (aligned_dra_mig): see claims/mig.py
+        "mig": claim_mig.DEFAULTS,
     },
     "required": [],
 }
@@ -89,6 +93,7 @@ REQUEST_ROLES = {
     "gpu_only": ("device",),
     "vf_only": ("device",),
     "rails": claim_rails.REQUEST_ROLES,
+    "mig": claim_mig.REQUEST_ROLES,
 }
 
 
@@ -193,7 +198,8 @@ def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
     _check_fractional(merged["templates"]["fractional_gpu"])
     try:
         claim_rails.check_settings(merged["templates"]["rails"])
-    except claim_rails.RailSettingsError as exc:
+        claim_mig.check_settings(merged["templates"]["mig"])
+    except (claim_rails.RailSettingsError, claim_mig.MigClaimsError) as exc:
         raise ClaimsError(str(exc)) from None
     for name, value in merged["classes"].items():
         if not dra.is_dns_subdomain(value):
@@ -481,14 +487,18 @@ def render(
     tolerations: list[dict[str, Any]] | None = None,
     rail_rules: dict[str, Any] | None = None,
     device_options: dict[str, Any] | None = None,
+    mig: dict[str, Any] | None = None,
+    topologies: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Objects for one site and minor: ``{"objects", "skipped", "required", "minor", "rails"}``.
+    """Objects for one site and minor: ``{"objects", "skipped", "required", "minor", "rails", "warnings"}``.
 
     ``tolerations`` (DeviceTolerations) go into every request of every template.
     ``rail_rules`` (host -> ``aligned_dra_rails``) declare the site's rails
     (``rails``: their numbers, ``None`` without a rule): the rail templates
     are rendered for them. ``device_options``: split by kind (``split_gpu_driver``), the GPU class
     and the fractional GPU's opaque config name the split driver (a bad one: ``dra.DeviceModelError``).
+    ``mig`` (host -> ``aligned_dra_mig``) and the hosts' probed ``topologies``: the MIG classes and
+    templates of claims/mig.py, for the profiles the site's GPUs offer; ``warnings`` says what they need.
     """
     conf = settings(raw_settings)
     drivers = published_drivers(conf, device_options)
@@ -506,6 +516,13 @@ def render(
     except claim_tolerations.TolerationError as exc:
         raise ClaimsError(str(exc)) from None
     classes = device_classes(conf, site, device_options)
+    nic_class = _gpu_nic_classes(conf, classes)[1]
+    builders = claim_mig.Builders(_class, _template, _exactly)
+    try:
+        migs = claim_mig.render(conf, site, mig, topologies, minor, gates, device_options, nic_class, builders)
+    except claim_mig.MigClaimsError as exc:
+        raise ClaimsError(str(exc)) from None
+    classes.update(migs["classes"])
     _check_extended_resources(conf, classes, minor, gates)
     objects: list[dict[str, Any]] = list(classes.values())
     skipped = []
@@ -522,9 +539,9 @@ def render(
     if conf["templates"]["rails"]["enabled"]:
         single = conf["templates"]["rails"]["name"].format(rail="*")
         skipped.extend({"name": single, "reason": note} for note in rail_notes)
-    skipped.extend(left_out)
+    skipped.extend(left_out + migs["skipped"])
     names = set()
-    for template in claim_templates(conf, site, classes) + pinned:
+    for template in claim_templates(conf, site, classes) + pinned + migs["templates"]:
         if tolerations:
             template = claim_tolerations.tolerating(template, tolerations)
         name = template["metadata"]["name"]
@@ -553,7 +570,14 @@ def render(
         if name not in rendered_templates:
             why = next((s["reason"] for s in skipped if s["name"] == name), "no template has this name")
             raise ClaimsError(f"aligned_dra_claims.required: {name!r} is not rendered for Kubernetes {minor}: {why}")
-    return {"objects": objects, "skipped": skipped, "required": required, "minor": minor, "rails": rails}
+    return {
+        "objects": objects,
+        "skipped": skipped,
+        "required": required,
+        "minor": minor,
+        "rails": rails,
+        "warnings": migs["warnings"],
+    }
 
 
 # -- validation --------------------------------------------------------------------------------

@@ -3,13 +3,22 @@
 
 :func:`run` takes the module's parameters and returns its result; the
 burstable template comes after the fractional one (:func:`burst.render`).
+Where the site's hosts run MIG (``mig``: host -> ``aligned_dra_mig``), the
+MIG classes and templates (claims/mig.py) come from the profiles their
+probed topologies offer: ``topologies`` inline, or one file per host
+(``topology_files``, else ``<topology_dir>/<host>.json``), read for the MIG
+hosts only.
 
 Runs on the controller; no Ansible imports.
 """
 
 from __future__ import annotations
 
+import json
+import os
+
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
+from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import mig as claims_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -31,13 +40,49 @@ MODULE_SPEC: dict[str, Any] = {
         "rail_rules": {"type": "dict", "default": {}},
         "device_options": {"type": "dict", "default": {}},
         "fractional_burst": {"type": "dict", "default": {}},
+        "mig": {"type": "dict", "default": {}},
+        "topologies": {"type": "dict"},
+        "topology_files": {"type": "dict"},
+        "topology_dir": {"type": "path"},
     },
+    "mutually_exclusive": [("topologies", "topology_files")],
 }
+
+
+def mig_topologies(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The probed topology of each MIG host that has one (none without MIG: nothing is read)."""
+    hosts = claims_mig.hosts_with_mig(params.get("mig"))
+    inline = params.get("topologies")
+    if not hosts:
+        return {}
+    if inline is not None:
+        return {host: inline[host] for host in hosts if isinstance(inline.get(host), dict)}
+    files = params.get("topology_files") or {}
+    found = {}
+    for host in hosts:
+        path = files.get(host)
+        if path is None and params.get("topology_dir"):
+            path = os.path.join(params["topology_dir"], f"{host}.json")
+            if not os.path.isfile(path):
+                continue  # not probed: said in left_out (its GPUs' profiles are unknown)
+        if path is None:
+            continue
+        option = f"topology_files.{host}" if host in files else "topology_dir"
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found[host] = json.load(handle)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StageError(f"{option}: cannot read {path} ({host}): {reason}") from None
+        if not isinstance(found[host], dict):
+            raise StageError(f"{option}: {path} ({host}) is not a topology (a JSON object)")
+    return found
 
 
 def run(params: Mapping[str, Any]) -> dict[str, Any]:
     """The module's result: ``changed`` (never), ``files``, ``objects``, ``left_out``, ``required``, ``minor``,
-    ``rails``; :class:`StageError` when the settings cannot be rendered or render invalid objects."""
+    ``rails``, ``warnings``; :class:`StageError` when the settings cannot be rendered or render invalid objects."""
+    topologies = mig_topologies(params)
     try:
         rendered = burst.render(
             params["settings"],
@@ -48,6 +93,8 @@ def run(params: Mapping[str, Any]) -> dict[str, Any]:
             rail_rules=params["rail_rules"],
             device_options=params["device_options"],
             fractional_burst=params["fractional_burst"],
+            mig=params.get("mig") or {},
+            topologies=topologies,
         )
         problems = claims.validate_all(rendered["objects"], rendered["minor"], params["feature_gates"])
     except (claims.ClaimsError, dra.DeviceModelError, CelError) as exc:
@@ -64,4 +111,5 @@ def run(params: Mapping[str, Any]) -> dict[str, Any]:
         "required": rendered["required"],
         "minor": rendered["minor"],
         "rails": rendered["rails"],
+        "warnings": rendered["warnings"],
     }
