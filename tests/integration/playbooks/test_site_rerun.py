@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""site.yml run again on the demo (inventories/demo: three sites, real sysfs snapshots, the usage files
+"""site.yml run again on the demo (inventories/demo: four sites, real sysfs snapshots, the usage files
 and traces it ships): every site's inputs and facts are unchanged, so every per-site stage keeps its
 outputs and says so, and the output directory is the same byte for byte; the first run's outputs are
 what a render writes (the record lists them); the site summaries are computed once when no node fails
@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import PLAYBOOKS, REPO, run_playbook
 
 DEMO = REPO / "inventories" / "demo"
-SITES = ("ai-west", "kai-north", "lab-east")
+SITES = ("ai-west", "kai-north", "lab-east", "mig-south")
 STAGES = ("claims", "utilization", "teams", "placement", "replay")
 
 

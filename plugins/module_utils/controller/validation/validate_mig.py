@@ -23,11 +23,14 @@ if TYPE_CHECKING:
 
 
 def mig_hosts(hosts: list[str], setting: Callable[[str, str, Any], Any]) -> list[str]:
-    """The hosts whose ``aligned_dra_mig.mode`` is ``static`` or ``dynamic``, in the order given."""
+    """The hosts whose ``aligned_dra_mig.mode`` is ``static`` or ``dynamic``, in the order given, less those whose
+    ``configure_nodes`` is false (their MIG is left to the driver or to another tool: the MIG stage skips them)."""
     found = []
     for host in hosts:
         mig = setting(host, checks.VARIABLE, None)
-        if isinstance(mig, dict) and mig.get("mode", "off") not in ("off", None, False):
+        if not isinstance(mig, dict) or mig.get("configure_nodes", True) is False:
+            continue
+        if mig.get("mode", "off") not in ("off", None, False):
             found.append(host)
     return found
 

@@ -21,6 +21,13 @@ def test_the_mig_hosts_are_those_whose_mode_is_not_off():
     assert message is None and result["mig_hosts"] == ["a"]
 
 
+def test_hosts_whose_nodes_the_collection_does_not_configure_are_no_mig_hosts():
+    result, message = run(
+        {"a": {"aligned_dra_mig": {"mode": "dynamic", "configure_nodes": False}}, "b": {"aligned_dra_mig": {"mode": "dynamic"}}}
+    )
+    assert message is None and result["mig_hosts"] == ["b"]
+
+
 def test_a_layout_that_does_not_fit_is_said_once_per_site_naming_the_hosts_and_the_input():
     mig = {"mode": "static", "mig_configs": CONFIGS, "layout": "all-1g"}
     result, message = run({f"gpu-0{i}": {"aligned_dra_mig": mig, "aligned_dra_site": "west"} for i in range(2)})
