@@ -81,8 +81,14 @@ options:
       - V(thin) - placed as V(fractional), by request (burstable fractional GPUs - the trace's C(gpu_limit) is
         what a pod may use while its GPU has room, not what it takes); RV(replay) gains C(thin), the GPU memory
         promised (the limits) against guaranteed (the requests). Falls back to whole GPUs as V(fractional) does.
+      - V(mig) - on the site's MIG GPUs (O(mig), O(topology_dir); with O(plan) only), each share rounded up to the
+        smallest MIG profile holding its memory (its peak in O(usage), else the trace's C(gpu_memory)) or else its
+        compute share, placed by the driver's device order (first fit) and, for comparison, by a
+        fragmentation-aware order; pods of whole GPUs take the GPU whole of dynamic MIG GPUs. RV(replay) gains
+        C(mig) - per order the pods placed, the GPUs needed, the memory slices stranded and every placement.
+        GPUs without MIG are not used.
     type: str
-    choices: [whole, fractional, thin]
+    choices: [whole, fractional, thin, mig]
     default: whole
   policies:
     description:
@@ -92,7 +98,19 @@ options:
       - Mutually exclusive with O(policy).
     type: list
     elements: str
-    choices: [whole, fractional, thin]
+    choices: [whole, fractional, thin, mig]
+  mig:
+    description:
+      - The policy V(mig) only - each host's C(aligned_dra_mig), as the filter C(aligned.dra.mig_settings) hands them
+        on (C({host: settings}); hosts with mode V(off) take no GPU). V(mig) with no host of mode V(static) or
+        V(dynamic) fails.
+    type: dict
+    default: {}
+  topology_dir:
+    description:
+      - The policy V(mig) only - the directory of the nodes' probes (C(<host>.json), the topology role's files),
+        read for the MIG GPUs of the hosts of O(mig) that the plan has. Default - C(nodes/) beside O(plan).
+    type: path
   site:
     description: With O(policies), the site C(replay.json) names.
     type: str
@@ -261,6 +279,11 @@ replay:
       C(time), C(node), C(gpu), C(pod), C(used_bytes), C(request_bytes)). Under V(thin) with O(burst_factors),
       C(thin_factors) - per factor C(factor), C(gpus), C(gpus_fractional), C(gpus_saved), C(all_placed),
       C(pods_dropped) (GPUs saved by pods dropped or never started are not savings) and the same figures.
+    - With V(mig), the figures above for the driver's order on the MIG GPUs only, and C(mig) - C(gpus),
+      C(gpus_without_mig), C(memory_slices), C(gpu_models), C(sources), C(sizing), and C(orders) (C(first_fit),
+      C(fragmentation_aware)) - each C(pods_placed), C(gpu_pods_placed), C(gpu_pods_not_placed), C(gpus_needed),
+      C(stranded) (the free memory slices when the first pod found no device), C(sized_by), C(profiles),
+      C(placements) (C(pod), C(node), C(gpu), C(device), C(profile), C(start)) and C(not_placed) (with C(reason)).
   returned: with O(policy)
   type: dict
 replays:

@@ -8,8 +8,9 @@ openb node list, or a site's ``plan.json``), ``engine`` places the pods
 ``result`` turns the outcome into the ``replay`` result. Thin provisioning
 on measured use reads the pods' usage series (``usage``), walks time placing
 by request and evicting by the driver's reclaim rule (``thin_walk``) and
-shapes its part of the result (``thin_result``). docs/replay.md describes
-the semantics.
+shapes its part of the result (``thin_result``). The ``mig`` policy places the
+pods on the site's MIG partitions (``mig``: sizing and both orders; ``mig_result``:
+the site's MIG GPUs and the result). docs/replay.md describes the semantics.
 
 Runs on the controller; no Ansible imports.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 TRACE_FORMATS = ("openb", "csv")
-POLICIES = ("whole", "fractional", "thin")
+POLICIES = ("whole", "fractional", "thin", "mig")
 ORDERS = ("pack", "spread")
 MODES = ("saturation", "timeline")
 # One GPU, in milli-GPUs (openb's unit).

@@ -13,6 +13,8 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import (
     MODES,
     ORDERS,
@@ -20,6 +22,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.replay impo
     SCHEMA_VERSION,
     ReplayError,
     engine,
+    mig_result,
     thin_result,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import nodes as replay_nodes
@@ -256,12 +259,16 @@ def replay_policies(
     gpu_class: str = "aligned-gpu",
     fractional_template: str = "fractional-gpu",
     usage: str | None = None,
+    mig: dict[str, Any] | None = None,
+    topology_dir: str | None = None,
     **thin_options: Any,
 ) -> dict[str, dict[str, Any]]:
     """:func:`replay` under each of ``policies`` (each once, in their order): ``{policy: result}``.
 
     The trace, the nodes and the measured use are read and checked once for
-    every policy; each result is the one :func:`replay` returns for it alone.
+    every policy; each result is the one :func:`replay` returns for it alone. ``mig`` (``{host:
+    aligned_dra_mig}``) and ``topology_dir`` (the nodes' probes; default the plan's ``nodes/`` beside it) are
+    read by the policy ``mig`` only (:mod:`mig_result`).
     """
     if not policies:
         raise ReplayError(f"policies: give at least one of {', '.join(POLICIES)}")
@@ -277,6 +284,8 @@ def replay_policies(
     measured_options = thin_result.options(usage, mode, thin_options)
     if (nodes is None) == (plan is None):
         raise ReplayError("nodes, plan: give exactly one of them (an openb node list, or a site's plan.json)")
+    if "mig" in policies and plan is None:
+        raise ReplayError("policies: mig replays on a site's plan and its nodes' probes, not on an openb node list")
     if plan is not None:
         specs, info = replay_nodes.plan_nodes(plan, gpu_class, fractional_template)
     else:
@@ -291,6 +300,20 @@ def replay_policies(
     trace_info = _trace_info(pods, trace, trace_format, models)
     results = {}
     for policy in policies:
+        if policy == "mig":
+            results[policy] = mig_result.replay_mig(
+                pods,
+                specs,
+                dict(info),
+                mode,
+                mig,
+                os.path.join(os.path.dirname(str(plan)), "nodes") if topology_dir is None else topology_dir,
+                samples if usage is not None else None,
+                lambda mig_specs, mig_info, outcome: summarise(
+                    pods, mig_specs, mig_info, outcome, "mig", "mig", None, order, dict(trace_info)
+                ),
+            )
+            continue
         applied, fallback = policy, None
         if policy in ("fractional", "thin") and fractional_reason:
             applied, fallback = "whole", fractional_reason

@@ -29,8 +29,11 @@ MODULE_SPEC: dict[str, Any] = {
         "plan": {"type": "path"},
         "gpu_class": {"type": "str", "default": "aligned-gpu"},
         "fractional_template": {"type": "str", "default": "fractional-gpu"},
-        "policy": {"type": "str", "choices": ["whole", "fractional", "thin"], "default": "whole"},
-        "policies": {"type": "list", "elements": "str", "choices": ["whole", "fractional", "thin"]},
+        "policy": {"type": "str", "choices": ["whole", "fractional", "thin", "mig"], "default": "whole"},
+        "policies": {"type": "list", "elements": "str", "choices": ["whole", "fractional", "thin", "mig"]},
+        # the policy mig: each host's aligned_dra_mig (aligned.dra.mig_settings) and the nodes' probes
+        "mig": {"type": "dict", "default": {}},
+        "topology_dir": {"type": "path"},
         "site": {"type": "str"},
         "order": {"type": "str", "choices": ["pack", "spread"], "default": "pack"},
         "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
@@ -69,6 +72,8 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
             gpu_class=params["gpu_class"],
             fractional_template=params["fractional_template"],
             usage=params.get("usage"),
+            mig=params.get("mig") or {},
+            topology_dir=params.get("topology_dir"),
             **{name: params[name] for name in thin_result.DEFAULTS if params.get(name) is not None},
         )
     except ReplayError as exc:

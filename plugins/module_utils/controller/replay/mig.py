@@ -1,0 +1,512 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ``mig`` policy's placement: each GPU pod on a MIG partition of the smallest profile that holds it.
+
+The rules (docs/replay.md, "MIG"):
+
+- **Sizing.** A share of one GPU is rounded up to the smallest profile of each GPU model
+  (:func:`controller.mig.model.smallest_profile`, the driver's order: memory slices, then compute slices) that
+  holds its memory - its peak measured use where the replay has ``usage`` samples of it, else the trace's
+  ``gpu_memory`` - or, where neither says, its share of the GPU in compute slices (``0.25`` of 7 slices: 2). A
+  share no profile holds takes the GPU whole where its memory fits the GPU's. A pod of whole GPUs keeps them:
+  the GPU whole of dynamic MIG GPUs with no partition in use, all on one node. A static GPU publishes no GPU
+  whole (MIG mode is on), so only its instances take pods, each the instance's own profile.
+- **First fit** (``first_fit``): what the scheduler does with the driver's order. The nodes in the plan's order
+  (by name: the scheduler's node scores do not see MIG devices), each node's MIG GPUs in PCI order, each GPU's
+  devices in the driver's published order (:func:`dra.mig.publish_order`; the GPU whole last, static instances
+  by start): the first free device of the pod's profile.
+- **Fragmentation-aware** (``fragmentation_aware``): for comparison, the device whose taking loses the fewest
+  large partitions: per size in memory slices, largest first, how many disjoint devices of that size can still
+  be made (dynamic) or are free (static), before and after; the smallest loss, compared largest size first,
+  then the fullest GPU, then the driver's order. Only the GPU taken changes, so this is the placement that
+  leaves the site the most large profiles placeable.
+- A dynamic GPU's devices exclude each other by memory slices, as the driver's counters do; the GPU whole
+  takes every slice.
+
+The search reads a GPU's state (its used memory slices, or a static GPU's used instances) and GPUs of one kind
+(one model's profiles under one mode and layout) in the same state answer alike, so GPUs are kept per kind in
+buckets of their state, each sorted by position: a pod reads the first GPU of each bucket.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import GPU_MILLI, engine
+from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.trace import Pod
+
+FIRST_FIT = "first_fit"
+FRAGMENTATION_AWARE = "fragmentation_aware"
+ORDERS = (FIRST_FIT, FRAGMENTATION_AWARE)
+# Sizes of the loss vector, in memory slices, largest first (GPUs have 4 or 8 memory slices).
+MAX_SLICES = 16
+GIB = 1 << 30
+
+
+class Slot:
+    """One device of a GPU kind: its profile (None: the GPU whole), placement and the state bits it takes."""
+
+    __slots__ = ("profile", "start", "size", "mask", "position")
+
+    def __init__(self, profile: str | None, start: int, size: int, mask: int, position: int) -> None:
+        self.profile = profile
+        self.start = start
+        self.size = size
+        self.mask = mask
+        self.position = position
+
+
+class Kind:
+    """GPUs that publish the same devices: one model's profiles under one mode (and, static, one layout).
+
+    A dynamic GPU's state is the mask of its memory slices in use; a static GPU's, the mask of its instances
+    (in published order) in use.
+    """
+
+    def __init__(self, gpu: dict[str, Any], index: int) -> None:
+        state = gpu["state"]
+        self.index = index
+        self.mode = gpu["mode"]
+        self.model = str(gpu.get("model") or state.get("name") or "GPU")
+        self.memory_slices = int(gpu.get("memory_slices") or dra_mig.memory_slices(state))
+        self.memory_bytes = int(state.get("memory_bytes") or 0)
+        # the profiles a pod may be rounded to: media-extension ones exist once per GPU and hold no more
+        self.profiles = [p for p in dra_mig.ordered_profiles(state.get("profiles") or []) if "+" not in p["name"]]
+        self.slots: list[Slot] = []
+        if self.mode == "dynamic":
+            for profile, placement in dra_mig.publish_order(state):
+                if "+" in profile["name"]:
+                    continue
+                start, size = int(placement["start"]), int(placement["size"])
+                self.slots.append(Slot(profile["name"], start, size, ((1 << size) - 1) << start, len(self.slots)))
+            full = (1 << self.memory_slices) - 1
+            self.slots.append(Slot(None, 0, self.memory_slices, full, len(self.slots)))
+        else:
+            ordered = sorted(gpu["instances"], key=lambda i: (i["start"], i["profile"]))
+            for position, instance in enumerate(ordered):
+                start, size = int(instance["start"]), int(instance["size"])
+                self.slots.append(Slot(instance["profile"], start, size, 1 << position, position))
+        self._fit: dict[tuple[int, str | None], Slot | None] = {}
+        self._best: dict[tuple[int, str | None], tuple[tuple, Slot] | None] = {}
+        self._counts: dict[int, tuple[int, ...]] = {}
+        self._targets: dict[tuple, str | None | bool] = {}
+
+    # -- a state's figures ------------------------------------------------------------------------------------
+
+    def free_slices(self, state: int) -> int:
+        """Memory slices no pod holds: of the GPU (dynamic), or of its free instances (static)."""
+        if self.mode == "dynamic":
+            return self.memory_slices - bin(state).count("1")
+        return sum(slot.size for slot in self.slots if not state & slot.mask)
+
+    def counts(self, state: int) -> tuple[int, ...]:
+        """Per size in memory slices (``MAX_SLICES`` first): how many disjoint devices can still be had."""
+        found = self._counts.get(state)
+        if found is None:
+            per_size = [0] * (MAX_SLICES + 1)
+            if self.mode == "dynamic":
+                by_profile: dict[str | None, list[Slot]] = {}
+                for slot in self.slots:
+                    by_profile.setdefault(slot.profile, []).append(slot)
+                for slots in by_profile.values():
+                    taken = state
+                    for slot in sorted(slots, key=lambda s: s.start):  # one size: the earliest end first is optimal
+                        if not taken & slot.mask:
+                            taken |= slot.mask
+                            per_size[min(slot.size, MAX_SLICES)] += 1
+            else:
+                for slot in self.slots:
+                    if not state & slot.mask:
+                        per_size[min(slot.size, MAX_SLICES)] += 1
+            found = tuple(reversed(per_size[1:]))
+            self._counts[state] = found
+        return found
+
+    # -- the devices a state offers ---------------------------------------------------------------------------
+
+    def fit(self, state: int, profile: str | None) -> Slot | None:
+        """The first free device of ``profile`` in the driver's order (None: the GPU whole)."""
+        key = (state, profile)
+        if key not in self._fit:
+            self._fit[key] = next((s for s in self.slots if s.profile == profile and not state & s.mask), None)
+        return self._fit[key]
+
+    def best(self, state: int, profile: str | None) -> tuple[tuple, Slot] | None:
+        """``((loss, free slices after), slot)``: the free device of ``profile`` that loses the fewest large ones."""
+        key = (state, profile)
+        if key not in self._best:
+            before = self.counts(state)
+            found = None
+            for slot in self.slots:
+                if slot.profile != profile or state & slot.mask:
+                    continue
+                after = state | slot.mask
+                loss = tuple(b - a for b, a in zip(before, self.counts(after)))
+                rank = (loss, self.free_slices(after), slot.position)
+                if found is None or rank < found[0]:
+                    found = (rank, slot)
+            self._best[key] = None if found is None else (found[0][:2], found[1])
+        return self._best[key]
+
+    def target(self, sizing: tuple) -> str | None | bool:
+        """What a pod of ``sizing`` takes on a GPU of this kind: a profile, None (the GPU whole), or False
+        (nothing here holds it)."""
+        if sizing not in self._targets:
+            self._targets[sizing] = self._target(sizing)
+        return self._targets[sizing]
+
+    def _target(self, sizing: tuple) -> str | None | bool:
+        basis, amount = sizing
+        if basis == "whole":
+            return None if self.mode == "dynamic" else False
+        if basis == "compute_share":
+            profile = mig_model.smallest_profile(self.profiles, compute_fraction=amount / GPU_MILLI)
+        else:
+            profile = mig_model.smallest_profile(self.profiles, memory_bytes=amount)
+        if profile is not None:
+            return profile["name"]
+        if self.mode == "dynamic" and (basis == "compute_share" or amount <= self.memory_bytes):
+            return None
+        return False
+
+
+class Gpu:
+    """One MIG GPU of the site: where it is, its kind and its state."""
+
+    __slots__ = ("position", "node", "node_index", "address", "device", "kind", "state", "pods")
+
+    def __init__(self, position: int, node: str, node_index: int, gpu: dict[str, Any], kind: Kind) -> None:
+        self.position = position
+        self.node = node
+        self.node_index = node_index
+        self.address = str(gpu.get("pci_address"))
+        self.device = str(gpu.get("device"))
+        self.kind = kind
+        self.state = 0
+        self.pods = 0
+
+
+def kind_key(gpu: dict[str, Any]) -> tuple:
+    """GPUs with the same key publish the same devices in the same order."""
+    state = gpu["state"]
+    profiles = tuple(
+        (p["name"], int(p.get("slices") or 0), int(p.get("memory_bytes") or 0))
+        + tuple((int(x["start"]), int(x["size"])) for x in p.get("placements") or [])
+        for p in state.get("profiles") or []
+    )
+    instances = tuple((i["profile"], int(i["start"]), int(i["size"])) for i in gpu.get("instances") or [])
+    return (gpu["mode"], str(gpu.get("model")), int(gpu.get("memory_slices") or 0), profiles, instances)
+
+
+class Site:
+    """The site's MIG GPUs, nodes in order and each node's GPUs in PCI order, kept per kind in state buckets."""
+
+    def __init__(self, nodes: Iterable[tuple[str, list[dict[str, Any]]]]) -> None:
+        self.kinds: list[Kind] = []
+        self.gpus: list[Gpu] = []
+        self.nodes: list[tuple[str, list[Gpu]]] = []
+        known: dict[tuple, Kind] = {}
+        for node_index, (node, gpus) in enumerate(nodes):
+            mine = []
+            for gpu in gpus:
+                key = kind_key(gpu)
+                if key not in known:
+                    known[key] = Kind(gpu, len(self.kinds))
+                    self.kinds.append(known[key])
+                found = Gpu(len(self.gpus), node, node_index, gpu, known[key])
+                self.gpus.append(found)
+                mine.append(found)
+            self.nodes.append((node, mine))
+        self.buckets: list[dict[int, list[int]]] = [{} for _kind in self.kinds]
+        for gpu in self.gpus:
+            self.buckets[gpu.kind.index].setdefault(0, []).append(gpu.position)
+        self.memory_slices = sum(gpu.kind.memory_slices for gpu in self.gpus)
+
+    def _move(self, gpu: Gpu, state: int) -> None:
+        bucket = self.buckets[gpu.kind.index]
+        positions = bucket[gpu.state]
+        del positions[bisect_left(positions, gpu.position)]
+        if not positions:
+            del bucket[gpu.state]
+        gpu.state = state
+        insort(bucket.setdefault(state, []), gpu.position)
+
+    def take(self, gpu: Gpu, slot: Slot) -> None:
+        self._move(gpu, gpu.state | slot.mask)
+        gpu.pods += 1
+
+    def give_back(self, gpu: Gpu, slot: Slot) -> None:
+        self._move(gpu, gpu.state & ~slot.mask)
+        gpu.pods -= 1
+
+    def free_slices(self) -> tuple[int, int]:
+        """``(free memory slices, GPUs with some free)`` over the site's MIG GPUs."""
+        free = [gpu.kind.free_slices(gpu.state) for gpu in self.gpus]
+        return sum(free), sum(1 for count in free if count)
+
+    def gpus_in_use(self) -> int:
+        return sum(1 for gpu in self.gpus if gpu.pods)
+
+    def find_one(self, sizing: tuple, order: str) -> tuple[Gpu, Slot] | None:
+        """The device a one-GPU pod of ``sizing`` takes under ``order``; None when no GPU has one free."""
+        best: tuple | None = None
+        for kind in self.kinds:
+            target = kind.target(sizing)
+            if target is False:
+                continue
+            for state, positions in self.buckets[kind.index].items():
+                if order == FIRST_FIT:
+                    slot = kind.fit(state, target)
+                    key = None if slot is None else (positions[0], slot.position)
+                else:
+                    found = kind.best(state, target)
+                    slot = None if found is None else found[1]
+                    key = None if found is None else (*found[0], positions[0], slot.position)
+                if key is not None and (best is None or key < best[0]):
+                    best = (key, self.gpus[positions[0]], slot)
+        return None if best is None else (best[1], best[2])
+
+    def find_whole(self, count: int, order: str) -> list[tuple[Gpu, Slot]] | None:
+        """``count`` GPUs whole on one node: dynamic GPUs with no partition in use; None when no node has them.
+
+        First fit: the first node that has them, its first ones. Fragmentation-aware: the node with the fewest
+        such GPUs that still has enough (every GPU taken whole loses the same), then the first.
+        """
+        chosen: list[Gpu] | None = None
+        for _node, gpus in self.nodes:
+            free = [g for g in gpus if g.kind.mode == "dynamic" and g.state == 0]
+            if len(free) < count:
+                continue
+            if order == FIRST_FIT:
+                chosen = free
+                break
+            if chosen is None or len(free) < len(chosen):
+                chosen = free
+        if chosen is None:
+            return None
+        return [(gpu, gpu.kind.fit(0, None)) for gpu in chosen[:count]]
+
+
+def sizing_of(pod: Pod, measured: int | None) -> tuple[tuple[str, int], int]:
+    """``((basis, amount), GPUs)``: what a GPU pod is sized by, and how many devices it takes.
+
+    ``basis``: ``whole`` (whole GPUs), ``measured`` or ``gpu_memory`` (bytes), ``compute_share`` (milli).
+    """
+    if pod.num_gpu > 1 or pod.gpu_milli >= GPU_MILLI:
+        return ("whole", pod.num_gpu), pod.num_gpu
+    if measured is not None:
+        return ("measured", int(measured)), 1
+    if pod.gpu_memory_bytes is not None:
+        return ("gpu_memory", int(pod.gpu_memory_bytes)), 1
+    return ("compute_share", pod.gpu_milli), 1
+
+
+def _amount(sizing: tuple[str, int]) -> str:
+    basis, amount = sizing
+    if basis == "compute_share":
+        return f"{amount} milli of a GPU's compute"
+    if basis == "whole":
+        return f"{amount} whole GPU(s)"
+    return f"{amount / GIB:.3g} GiB of memory ({'measured peak' if basis == 'measured' else 'gpu_memory'})"
+
+
+def needs_of(site: Site, sizing: tuple[str, int]) -> dict[str, str]:
+    """Per GPU model of the site, what the pod takes there (a profile, ``GPU whole``, or ``nothing``)."""
+    found: dict[str, str] = {}
+    for kind in site.kinds:
+        target = kind.target(sizing)
+        text = "nothing" if target is False else ("GPU whole" if target is None else str(target))
+        label = f"{kind.model} ({kind.mode})"
+        if label in found and found[label] != text:
+            text = f"{found[label]} or {text}"
+        found[label] = text
+    return dict(sorted(found.items()))
+
+
+def needs_text(site: Site, sizing: tuple[str, int]) -> str:
+    """What the pod needed, in words: its size and what that rounds to per GPU model."""
+    per_model = ", ".join(f"{text} on {model}" for model, text in needs_of(site, sizing).items())
+    return f"{_amount(sizing)}: {per_model or 'no MIG GPU'}"
+
+
+def reason_of(site: Site, sizing: tuple[str, int], devices: int) -> str:
+    """Why a pod found no device: too large for every MIG GPU, no whole GPU free, or fragmentation."""
+    targets = [kind.target(sizing) for kind in site.kinds]
+    if not site.gpus:
+        return "the site has no MIG GPU"
+    if all(target is False for target in targets):
+        if sizing[0] == "whole":
+            return "a pod of whole GPUs needs the GPU whole, which only dynamic MIG GPUs publish"
+        return "larger than every profile and every dynamic GPU's memory"
+    if devices > 1:
+        return f"no node has {devices} dynamic MIG GPUs with no partition in use"
+    free, gpus = site.free_slices()
+    wanted = sorted({"GPU whole" if t is None else str(t) for t in targets if t is not False})
+    return f"no free {' or '.join(wanted)} device ({free} memory slices free on {gpus} GPUs)"
+
+
+class MigOutcome(engine.Outcome):
+    """An engine outcome (milli-GPUs: a partition counts its memory slices over the GPU's) with every placement,
+    the pods not placed and why, the GPUs in use over time and the slices stranded at the first failure."""
+
+    def __init__(self, mode: str, order: str) -> None:
+        super().__init__(mode)
+        self.order = order
+        self.placements: list[dict[str, Any]] = []
+        self.not_placed: list[dict[str, Any]] = []
+        self.stranded: dict[str, Any] | None = None
+        self.gpus_used: list[int] = []
+        self.gpus_used_at_stop = 0
+        self.sized_by: dict[str, int] = {}
+        self.profiles: dict[str, int] = {}
+
+
+def _milli(slot: Slot, gpu: Gpu) -> int:
+    return slot.size * GPU_MILLI // gpu.kind.memory_slices if gpu.kind.memory_slices else GPU_MILLI
+
+
+class _Run:
+    """One replay of the pods on the site under one order."""
+
+    def __init__(self, site: Site, order: str, mode: str, measured: dict[str, int]) -> None:
+        self.site = site
+        self.order = order
+        self.measured = measured
+        self.outcome = MigOutcome(mode, order)
+        self.outcome.capacity = len(site.gpus) * GPU_MILLI
+        self.running: dict[str, list[tuple[Gpu, Slot]]] = {}
+        self.requested = 0
+
+    def arrive(self, pod: Pod, time: float) -> bool:
+        """Place the pod; False when a GPU pod finds no device (recorded with its reason)."""
+        outcome = self.outcome
+        if not pod.gpu:
+            outcome.placed[pod.name] = ("", [])
+            return True
+        sizing, devices = sizing_of(pod, self.measured.get(pod.name))
+        if devices == 1:
+            found = self.site.find_one(sizing, self.order)
+            taken = None if found is None else [found]
+        else:
+            taken = self.site.find_whole(devices, self.order)
+        if taken is None:
+            free, gpus = self.site.free_slices()
+            needs = needs_text(self.site, sizing)
+            outcome.not_placed.append(
+                {
+                    "pod": pod.name,
+                    "time": time,
+                    "needs": needs,
+                    "reason": reason_of(self.site, sizing, devices),
+                    "free_slices": free,
+                    "gpus_with_free_slices": gpus,
+                }
+            )
+            if outcome.first_unplaced is None:
+                outcome.first_unplaced = (pod, needs)
+                outcome.stranded = {"pod": pod.name, "time": time, "slices": free, "gpus": gpus}
+            return False
+        outcome.sized_by[sizing[0]] = outcome.sized_by.get(sizing[0], 0) + 1
+        pieces = []
+        for gpu, slot in taken:
+            self.site.take(gpu, slot)
+            milli = _milli(slot, gpu)
+            pieces.append((gpu.position, milli))
+            self.outcome.taken += milli
+            label = slot.profile or "GPU whole"
+            outcome.profiles[label] = outcome.profiles.get(label, 0) + 1
+            outcome.placements.append(
+                {
+                    "pod": pod.name,
+                    "time": time,
+                    "node": gpu.node,
+                    "gpu": gpu.address,
+                    "device": gpu.device
+                    if slot.profile is None
+                    else dra_mig.device_name(gpu.device, slot.profile, slot.start),
+                    "profile": slot.profile,
+                    "start": slot.start,
+                    "size": slot.size,
+                    "sized_by": sizing[0],
+                }
+            )
+        self.running[pod.name] = taken
+        outcome.placed[pod.name] = (taken[0][0].node, pieces)
+        self.requested += pod.requested_milli
+        return True
+
+    def leave(self, pod: Pod) -> None:
+        for gpu, slot in self.running.pop(pod.name, []):
+            self.site.give_back(gpu, slot)
+            self.outcome.taken -= _milli(slot, gpu)
+        if pod.gpu and pod.name in self.outcome.placed:
+            self.requested -= pod.requested_milli
+
+
+def _fresh(site: Site) -> None:
+    for gpu in site.gpus:
+        if gpu.state:
+            site._move(gpu, 0)
+        gpu.pods = 0
+
+
+def saturation(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, int]) -> MigOutcome:
+    """Pods in creation order, none leaves, until the first GPU pod that finds no device."""
+    _fresh(site)
+    run = _Run(site, order, "saturation", measured)
+    ordered = sorted(pods, key=lambda pod: (pod.created, pod.name))
+    for position, pod in enumerate(ordered):
+        if not run.arrive(pod, pod.created):
+            run.outcome.not_tried = len(ordered) - position - 1
+            break
+    run.outcome.requested = run.requested
+    run.outcome.gpus_used_at_stop = site.gpus_in_use()
+    return run.outcome
+
+
+def timeline(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, int]) -> MigOutcome:
+    """Pods leave at their deletion time (before pods arrive at one instant); a pod that finds no device when
+    it is created never starts."""
+    _fresh(site)
+    run = _Run(site, order, "timeline", measured)
+    outcome = run.outcome
+    ordered = list(pods)
+    events = engine._events(ordered)
+    for position, (time, phase, _name, index) in enumerate(events):
+        pod = ordered[index]
+        if phase == 1:
+            if not run.arrive(pod, time):
+                outcome.unstarted.append(pod.name)
+                outcome.unstarted_gpu += 1
+        else:
+            run.leave(pod)
+        last = position + 1 == len(events) or events[position + 1][0] != time
+        if not last:
+            continue
+        point = (outcome.taken, run.requested, site.gpus_in_use())
+        if not outcome.times or (outcome.occupied[-1], outcome.asked[-1], outcome.gpus_used[-1]) != point:
+            outcome.times.append(time)
+            outcome.occupied.append(point[0])
+            outcome.asked.append(point[1])
+            outcome.gpus_used.append(point[2])
+    outcome.end = events[-1][0] if events else None
+    outcome.requested = run.requested
+    outcome.gpus_used_at_stop = site.gpus_in_use()
+    return outcome
+
+
+def replay(
+    pods: Iterable[Pod], site: Site, order: str, mode: str, measured: dict[str, int] | None = None
+) -> MigOutcome:
+    """The pods on the site's MIG GPUs under ``order`` (``first_fit`` or ``fragmentation_aware``)."""
+    run = timeline if mode == "timeline" else saturation
+    return run(list(pods), site, order, measured or {})

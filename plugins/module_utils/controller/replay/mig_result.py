@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ``mig`` policy of the replay: the site's MIG GPUs read, the trace placed in both orders, the result.
+
+The site's MIG GPUs are those :func:`controller.mig.model.node_gpus` gives each node of the plan under its
+host's ``aligned_dra_mig`` (``mig``: ``{host: settings}``, as the filter ``aligned.dra.mig_settings`` hands
+them on) and its probe (``<topology_dir>/<host>.json``, the topology role's file): NVML's profiles where the
+probe read them, else the documented geometry (marked), a static GPU with its layout's instances. GPUs of the
+site without MIG are not used by this policy, and the result says how many there are.
+
+The result is the one the other policies return (pods placed, shares of the capacity, first pod not placed,
+the timeline), counted for the driver's order on the MIG GPUs only (a partition takes its memory slices over
+the GPU's, in milli-GPUs), plus ``mig``: per order (``first_fit``, ``fragmentation_aware``) the pods placed,
+the GPUs needed, the memory slices stranded at the first pod that found no device, every placement and every
+pod not placed with the reason (docs/replay.md, "MIG").
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import checks as mig_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import mig as mig_engine
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.nodes import NodeSpec
+from ansible_collections.aligned.dra.plugins.module_utils.dra.model import DeviceModelError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.trace import Pod
+    from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.usage import Usage
+
+SIZING_RULE = (
+    "each GPU pod's share rounded up to the smallest profile of each GPU model holding its memory (its peak "
+    "measured use where usage has samples of it, else the trace's gpu_memory) or, where neither says, its "
+    "share of the GPU's compute slices; a share no profile holds takes the GPU whole (dynamic GPUs); pods of "
+    "whole GPUs take the GPU whole of dynamic GPUs with no partition in use, on one node"
+)
+
+
+def _read_topology(path: str, host: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ReplayError(f"topology_dir: the probe of {host}, {path}, cannot be read: {exc}") from None
+    if not isinstance(found, dict) or not isinstance(found.get("devices"), list):
+        raise ReplayError(f"topology_dir: {path} is not a probed topology (no 'devices' list)")
+    return found
+
+
+def site_gpus(
+    specs: list[NodeSpec], mig: Any, topology_dir: str | None
+) -> tuple[list[tuple[str, list[dict[str, Any]]]], int, list[str]]:
+    """``(nodes, GPUs without MIG, notes)``: each node of the plan with its MIG GPUs (PCI order), how many of
+    the site's GPUs MIG does not take, and what the nodes could not say."""
+    if not isinstance(mig, dict) or not all(isinstance(s, dict) for s in mig.values()):
+        raise ReplayError("mig: must map each host to its aligned_dra_mig settings")
+    hosts = {host for host, settings in mig.items() if mig_model.mode_of(settings) != "off"}
+    if not hosts:
+        raise ReplayError(
+            "policies: mig replays on the site's MIG GPUs, and no host of mig has aligned_dra_mig with mode "
+            "static or dynamic: give the site's settings (mig), or leave mig out of policies"
+        )
+    if not topology_dir:
+        raise ReplayError("topology_dir: the policy mig reads each MIG node's probe from it (<host>.json)")
+    names = {spec.name for spec in specs}
+    nodes, without, missing = [], 0, []
+    for spec in specs:
+        if spec.name not in hosts:
+            nodes.append((spec.name, []))
+            without += spec.gpus
+            continue
+        topology = _read_topology(os.path.join(topology_dir, f"{spec.name}.json"), spec.name)
+        if topology is None:
+            missing.append(spec.name)
+            nodes.append((spec.name, []))
+            without += spec.gpus
+            continue
+        try:
+            gpus = mig_model.node_gpus(topology, mig[spec.name])
+        except (mig_model.MigModelError, mig_checks.MigSettingsError, DeviceModelError) as exc:
+            raise ReplayError(f"mig.{spec.name}: {exc}") from None
+        probed = sum(1 for d in topology["devices"] if d.get("kind") == "gpu" and d.get("physfn") is None)
+        without += max(probed - len(gpus), 0)
+        nodes.append((spec.name, gpus))
+    notes = []
+    if missing:
+        notes.append(
+            f"policy mig: {len(missing)} node(s) with aligned_dra_mig have no probe in {topology_dir} "
+            f"({', '.join(missing[:5])}{' and more' if len(missing) > 5 else ''}): their GPUs are not used"
+        )
+    strays = sorted(hosts - names)
+    if strays:
+        notes.append(f"policy mig: {len(strays)} host(s) with aligned_dra_mig are not in the plan: not replayed")
+    if without:
+        notes.append(f"policy mig: {without} GPU(s) of the site without MIG are not used (MIG GPUs only)")
+    return nodes, without, notes
+
+
+def _gpus_needed(outcome: mig_engine.MigOutcome) -> dict[str, Any]:
+    """GPUs holding a pod: at the stop (saturation), or the peak, when first reached, and the time-weighted
+    mean over the trace's window (timeline; the mean is None without a window)."""
+    if outcome.mode == "saturation":
+        return {"basis": "at saturation", "peak": outcome.gpus_used_at_stop, "at": None, "mean": None}
+    used, times = outcome.gpus_used, outcome.times
+    if not used:
+        return {"basis": "no pods", "peak": 0, "at": None, "mean": None}
+    peak = max(used)
+    mean = None
+    if outcome.end is not None and outcome.end > times[0]:
+        total = sum(used[i] * ((times[i + 1] if i + 1 < len(times) else outcome.end) - t) for i, t in enumerate(times))
+        mean = total / (outcome.end - times[0])
+    return {"basis": "time-weighted mean", "peak": peak, "at": times[used.index(peak)], "mean": mean}
+
+
+def _first(outcome: mig_engine.MigOutcome) -> dict[str, Any] | None:
+    if outcome.first_unplaced is None:
+        return None
+    pod, needs = outcome.first_unplaced
+    return {"name": pod.name, "line": pod.line, "created": pod.created, "needs": needs}
+
+
+def order_figures(pods: list[Pod], outcome: mig_engine.MigOutcome) -> dict[str, Any]:
+    """One order's figures (the ``mig.orders`` entry)."""
+    gpu_pods = {pod.name for pod in pods if pod.gpu}
+    return {
+        "pods_placed": len(outcome.placed),
+        "gpu_pods_placed": sum(1 for name in outcome.placed if name in gpu_pods),
+        "gpu_pods_not_placed": len(outcome.not_placed),
+        "pods_not_tried": outcome.not_tried,
+        "first_unplaced": _first(outcome),
+        "gpus_needed": _gpus_needed(outcome),
+        "stranded": outcome.stranded,
+        "sized_by": dict(sorted(outcome.sized_by.items())),
+        "profiles": dict(sorted(outcome.profiles.items())),
+        "placements": outcome.placements,
+        "not_placed": outcome.not_placed,
+    }
+
+
+def _models(site: mig_engine.Site) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for gpu in site.gpus:
+        label = f"{gpu.kind.model} ({gpu.kind.mode})"
+        found[label] = found.get(label, 0) + 1
+    return dict(sorted(found.items()))
+
+
+def replay_mig(
+    pods: list[Pod],
+    specs: list[NodeSpec],
+    info: dict[str, Any],
+    mode: str,
+    mig: Any,
+    topology_dir: str | None,
+    usage: Usage | None,
+    summarise: Callable[..., dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``mig`` policy's result. ``summarise(specs, info, outcome)`` shapes the figures every policy has
+    (``result.summarise`` with the trace's and the run's other arguments bound)."""
+    nodes, without, notes = site_gpus(specs, mig, topology_dir)
+    site = mig_engine.Site(nodes)
+    measured = {}
+    if usage is not None:
+        for pod in pods:
+            peak = usage.peak(pod.name) if pod.gpu else None
+            if peak is not None:
+                measured[pod.name] = peak
+    outcomes = {order: mig_engine.replay(pods, site, order, mode, measured) for order in mig_engine.ORDERS}
+    mig_specs = [NodeSpec(name, None, None, len(gpus), None) for name, gpus in nodes]
+    info = dict(info, notes=list(info.get("notes") or []) + notes)
+    info["notes"].append(
+        "policy mig: the driver's device order (first fit) gives the figures above; the replay's order "
+        "(pack or spread) does not apply; mig.orders compares it with a fragmentation-aware order"
+    )
+    result = summarise(mig_specs, info, outcomes[mig_engine.FIRST_FIT])
+    sources: dict[str, int] = {}
+    for _node, gpus in nodes:
+        for gpu in gpus:
+            sources[gpu["source"]] = sources.get(gpu["source"], 0) + 1
+    result["mig"] = {
+        "gpus": len(site.gpus),
+        "gpus_without_mig": without,
+        "memory_slices": site.memory_slices,
+        "gpu_models": _models(site),
+        "sources": dict(sorted(sources.items())),
+        "sizing": {"rule": SIZING_RULE, "measured_pods": len(measured)},
+        "orders": {order: order_figures(pods, outcome) for order, outcome in outcomes.items()},
+    }
+    return result
