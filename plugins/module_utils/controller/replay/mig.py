@@ -98,15 +98,21 @@ class Kind:
         self._fit: dict[tuple[int, str | None], Slot | None] = {}
         self._best: dict[tuple[int, str | None], tuple[tuple, Slot] | None] = {}
         self._counts: dict[int, tuple[int, ...]] = {}
+        self._free: dict[int, int] = {}
         self._targets: dict[tuple, str | None | bool] = {}
 
     # -- a state's figures ------------------------------------------------------------------------------------
 
     def free_slices(self, state: int) -> int:
         """Memory slices no pod holds: of the GPU (dynamic), or of its free instances (static)."""
-        if self.mode == "dynamic":
-            return self.memory_slices - bin(state).count("1")
-        return sum(slot.size for slot in self.slots if not state & slot.mask)
+        found = self._free.get(state)
+        if found is None:
+            if self.mode == "dynamic":
+                found = self.memory_slices - bin(state).count("1")
+            else:
+                found = sum(slot.size for slot in self.slots if not state & slot.mask)
+            self._free[state] = found
+        return found
 
     def counts(self, state: int) -> tuple[int, ...]:
         """Per size in memory slices (``MAX_SLICES`` first): how many disjoint devices can still be had."""
@@ -150,7 +156,7 @@ class Kind:
                 if slot.profile != profile or state & slot.mask:
                     continue
                 after = state | slot.mask
-                loss = tuple(b - a for b, a in zip(before, self.counts(after)))
+                loss = tuple(b - a for b, a in zip(before, self.counts(after), strict=True))
                 rank = (loss, self.free_slices(after), slot.position)
                 if found is None or rank < found[0]:
                     found = (rank, slot)
@@ -230,6 +236,10 @@ class Site:
         for gpu in self.gpus:
             self.buckets[gpu.kind.index].setdefault(0, []).append(gpu.position)
         self.memory_slices = sum(gpu.kind.memory_slices for gpu in self.gpus)
+        self.in_use = 0  # GPUs holding a pod
+        free = [gpu.kind.free_slices(0) for gpu in self.gpus]
+        self.free, self.with_free = sum(free), sum(1 for count in free if count)
+        self._initial = (self.free, self.with_free)
 
     def _move(self, gpu: Gpu, state: int) -> None:
         bucket = self.buckets[gpu.kind.index]
@@ -237,24 +247,28 @@ class Site:
         del positions[bisect_left(positions, gpu.position)]
         if not positions:
             del bucket[gpu.state]
+        before, after = gpu.kind.free_slices(gpu.state), gpu.kind.free_slices(state)
+        self.free += after - before
+        self.with_free += (after > 0) - (before > 0)
         gpu.state = state
         insort(bucket.setdefault(state, []), gpu.position)
 
     def take(self, gpu: Gpu, slot: Slot) -> None:
         self._move(gpu, gpu.state | slot.mask)
         gpu.pods += 1
+        self.in_use += gpu.pods == 1
 
     def give_back(self, gpu: Gpu, slot: Slot) -> None:
         self._move(gpu, gpu.state & ~slot.mask)
         gpu.pods -= 1
+        self.in_use -= gpu.pods == 0
 
     def free_slices(self) -> tuple[int, int]:
         """``(free memory slices, GPUs with some free)`` over the site's MIG GPUs."""
-        free = [gpu.kind.free_slices(gpu.state) for gpu in self.gpus]
-        return sum(free), sum(1 for count in free if count)
+        return self.free, self.with_free
 
     def gpus_in_use(self) -> int:
-        return sum(1 for gpu in self.gpus if gpu.pods)
+        return self.in_use
 
     def find_one(self, sizing: tuple, order: str) -> tuple[Gpu, Slot] | None:
         """The device a one-GPU pod of ``sizing`` takes under ``order``; None when no GPU has one free."""
@@ -457,6 +471,8 @@ def _fresh(site: Site) -> None:
         if gpu.state:
             site._move(gpu, 0)
         gpu.pods = 0
+    site.in_use = 0
+    site.free, site.with_free = site._initial
 
 
 def saturation(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, int]) -> MigOutcome:

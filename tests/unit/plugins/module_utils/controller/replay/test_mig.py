@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import mig as mig_engine
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
 
 A100_40 = "0x20b0"  # 8 memory slices: 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb (documented)
@@ -204,3 +207,55 @@ def test_mig_needs_settings_and_a_plan(tmp_path):
     (tmp_path / "nodes.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,1000,1000,1,\n")
     with pytest.raises(ReplayError, match="not on an openb node list"):
         replay_result.replay(trace, "csv", "mig", nodes=str(tmp_path / "nodes.csv"), mig={"n1": DYNAMIC})
+
+
+def _brute(site, sizing, order):
+    """Every GPU and device read for the pod: the first in order, or the smallest fragmentation key."""
+    found = None
+    for gpu in site.gpus:
+        target = gpu.kind.target(sizing)
+        if target is False:
+            continue
+        for slot in gpu.kind.slots:
+            if slot.profile != target or gpu.state & slot.mask:
+                continue
+            if order == mig_engine.FIRST_FIT:
+                key = (gpu.position, slot.position)
+            else:
+                after = gpu.state | slot.mask
+                before_counts, after_counts = gpu.kind.counts(gpu.state), gpu.kind.counts(after)
+                loss = tuple(b - a for b, a in zip(before_counts, after_counts, strict=True))
+                key = (loss, gpu.kind.free_slices(after), gpu.position, slot.position)
+            if found is None or key < found[0]:
+                found = (key, gpu, slot)
+    return None if found is None else (found[1], found[2])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_indexed_search_finds_what_reading_every_gpu_finds(seed):
+    rng = random.Random(seed)
+    topology = _topology(A100_40, 3)
+    static = {
+        "mode": "static",
+        "layout": "mixed",
+        "mig_configs": {"mixed": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 3, "2g.10gb": 2}}]},
+    }
+    nodes = [(f"n{i}", mig_model.node_gpus(topology, DYNAMIC if i % 3 else static)) for i in range(4)]
+    site = mig_engine.Site(nodes)
+    held = []
+    for step in range(120):
+        if held and rng.random() < 0.35:
+            gpu, slot = held.pop(rng.randrange(len(held)))
+            site.give_back(gpu, slot)
+            continue
+        sizing = rng.choice([("compute_share", rng.choice([100, 250, 400, 550, 1000])), ("whole", 1)])
+        order = rng.choice(mig_engine.ORDERS)
+        found, expected = site.find_one(sizing, order), _brute(site, sizing, order)
+        assert (found is None) == (expected is None), (step, sizing, order)
+        if found is not None:
+            assert (found[0].position, found[1].position) == (expected[0].position, expected[1].position)
+            site.take(*found)
+            held.append(found)
+    assert site.gpus_in_use() == len({gpu.position for gpu, _slot in held})
+    free = sum(gpu.kind.free_slices(gpu.state) for gpu in site.gpus)
+    assert site.free_slices() == (free, sum(1 for g in site.gpus if g.kind.free_slices(g.state)))
