@@ -123,6 +123,21 @@ options:
         node; without addresses a C(subnet) rule places no NIC (their rails stay unknown, and a warning says why).
     type: dict
     default: {}
+  mig:
+    description:
+      - Per planned node (inventory host), its C(aligned_dra_mig) (see docs/mig.md), as the filter
+        C(aligned.dra.mig_settings) builds it; a node not named, or with mode C(off), has no MIG.
+      - Planning on topologies, the GPUs MIG takes are published as the bundled driver publishes them - a dynamic
+        GPU's every placement of every profile in the driver's order, then the GPU whole, with the GPU's counter set
+        (the scheduler's first fit and KEP-4815's counters are planned); a static GPU's layout instances, packed as
+        the node packs them (or those the probe read). Such a GPU is never shareable.
+      - Profiles come from NVML where the probe read them, else from the geometry NVIDIA documents for the GPU's
+        PCI device ID (marked C(documented) in the plan; memory sizes may differ by GPU driver).
+      - The plan gets a C(mig) section (only where some node has MIG) - per node, GPU and template the claims that
+        fit alone and as the site's catalogue mix, and the layout that gives it. Planning on O(slices), the
+        devices are the slices' and the topologies name the GPUs.
+    type: dict
+    default: {}
   dest:
     description: Write the plan as JSON to this file (only when its content changes).
     type: path
@@ -224,6 +239,10 @@ plan:
       min(limit, the GPU's memory) over the memory of the GPUs that hold them; C(bound=true) where a search gave up
       (a lower bound), V(null) where a GPU publishes no memory. With O(return_plan=summary) it has no C(nodes).
     - C(nodes_failed) and C(node_counts) say which of the site's nodes were left out of the plan, and why.
+    - C(mig) (only where O(mig) takes a GPU of a planned node) has per node and MIG GPU its model, mode, profiles
+      and their C(source) (C(nvml) or C(documented)), and per template that lands on its MIG devices the claims
+      that fit C(alone) and in the catalogue C(mix), with the C(layout) (profile and start) that gives them;
+      C(templates) sums them over the site. With O(return_plan=summary) it has no C(nodes).
     - With O(return_plan=summary), C(templates[]) has no C(nodes); O(dest) has them.
   returned: always
   type: dict

@@ -15,9 +15,11 @@ is changed anywhere: the modules only turn it into ``fail_json``.
 ``topology_files``, ``slices``, ``slice_files``, ``device_options``,
 ``nodes_failed``, ``node_counts``, ``rail_rules``, ``rail_rule``,
 ``rail_node_names``, ``rail_addresses``, ``kubernetes_version``,
-``feature_gates``); one a module does not have reads as not given. The minor
+``feature_gates``, ``mig``); one a module does not have reads as not given. The minor
 and the gates decide whether the GPUs of probed topologies are shareable, as
-the driver publishes them there (:func:`shares_gpus`).
+the driver publishes them there (:func:`shares_gpus`); ``mig`` (node -> its
+``aligned_dra_mig``) publishes the GPUs MIG takes as the driver does
+(:func:`planner.nodes_from_topologies`).
 
 Runs on the controller; no Ansible imports.
 """
@@ -61,6 +63,7 @@ _EMPTY_DEFAULTS = {
     "rail_rules": dict,
     "rail_node_names": dict,
     "rail_addresses": dict,
+    "mig": dict,
 }
 
 
@@ -210,12 +213,14 @@ def planner_nodes(
         raise InputError("topologies, topology_files, topology_dir, slices or slice_files must give the site's devices")
     options = _option(params, "device_options")
     shareable = shares_gpus(params) if slices is None else False
+    mig = mig_settings(params)
     try:
         if slices is not None:
-            return planner.nodes_from_slices(slices, topologies, rails_of(params, rules, topologies or {}, problems))
+            rails = rails_of(params, rules, topologies or {}, problems)
+            return planner.nodes_from_slices(slices, topologies, rails, mig=mig)
         if files is None:
             rails = rails_of(params, rules, topologies, problems)
-            return planner.nodes_from_topologies(topologies, options, rails=rails, shareable_gpus=shareable)
+            return planner.nodes_from_topologies(topologies, options, rails=rails, shareable_gpus=shareable, mig=mig)
         # built by an earlier stage of this run from the same files and options (model_store): taken
         name = model_store.key({n: _option(params, n) for n in model_store.BUILT_FROM}, files, topologies)
         kept = model_store.take(name)
@@ -230,7 +235,9 @@ def planner_nodes(
             inputs.check_topologies(one, topology_field)
             rails = rails_of(params, rules, one, found)
             nodes.update(
-                planner.nodes_from_topologies(one, options, shared=shared, rails=rails, shareable_gpus=shareable)
+                planner.nodes_from_topologies(
+                    one, options, shared=shared, rails=rails, shareable_gpus=shareable, mig=mig
+                )
             )
         problems.extend(found)
         model_store.keep(name, {"nodes": nodes, "problems": found})
@@ -238,7 +245,21 @@ def planner_nodes(
     except (planner.PlanError, dra.DeviceModelError) as exc:
         message = str(exc)
         source = ("slice_files" if params.get("slice_files") else "slices") if slices is not None else topology_field
-        raise InputError(message if message.startswith("device_options") else f"{source}: {message}") from None
+        raise InputError(
+            message if message.startswith(("device_options", "mig.")) else f"{source}: {message}"
+        ) from None
+
+
+def mig_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``mig`` (node -> its ``aligned_dra_mig``, as the filter ``aligned.dra.mig_settings`` builds it), checked
+    to be a mapping of mappings; ``{}`` when not given (no MIG)."""
+    mig = _option(params, "mig")
+    if not isinstance(mig, dict):
+        raise InputError(f"mig: a mapping of node to its aligned_dra_mig, not {type(mig).__name__}")
+    for node, settings in mig.items():
+        if settings is not None and not isinstance(settings, dict):
+            raise InputError(f"mig.{node}: aligned_dra_mig must be a mapping, not {type(settings).__name__}")
+    return mig
 
 
 def load_site(params: Mapping[str, Any], required: Iterable[str] | None = None) -> SiteInput:

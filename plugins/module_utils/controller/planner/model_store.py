@@ -46,6 +46,7 @@ BUILT_FROM = (
     "rail_rule",
     "rail_node_names",
     "rail_addresses",
+    "mig",  # the GPUs MIG takes are published as partitions
 )
 FORMAT = 1
 

@@ -20,7 +20,9 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 import gc
+from fractions import Fraction
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import gpu_counts
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import thin as plan_thin
@@ -45,7 +47,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.node.topology import L
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from fractions import Fraction
     from typing import Any
 
 SCHEMA_VERSION = 1
@@ -108,6 +109,7 @@ def nodes_from_topologies(
     shared: dict[tuple, Any] | None = None,
     rails: dict[str, dict[str, int]] | None = None,
     shareable_gpus: bool = False,
+    mig: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Planner nodes from probed topologies, with the devices the driver would publish.
 
@@ -121,16 +123,35 @@ def nodes_from_topologies(
     published on the NICs as the driver does. ``shareable_gpus``: the GPUs
     are published shareable (:func:`dra.make_shareable`), as the driver does
     where the site serves consumable capacity (:func:`dra_gates.shares_gpus`).
+    ``mig``: node -> its ``aligned_dra_mig``; the GPUs MIG takes there are
+    published as the driver publishes them (:func:`mig_model.publish`: a
+    dynamic GPU's partitions in the driver's order, then the GPU whole, with
+    its counter set in ``shared_counters``; a static layout's instances), never
+    shareable, and listed in the node's ``mig`` (:func:`mig_model.node_gpus`).
     """
     shared = {} if shared is None else shared
     rails = rails or {}
+    mig = mig or {}
     drivers = {kind: dra.driver_of_kind(kind, device_options) for kind in dra.DEVICE_KINDS}
     drivers = {kind: driver if name == dra.DRIVER_NAME else name for kind, name in drivers.items()}
     nodes = {}
     for node, topology in sorted(topologies.items()):
         devices = []
-        for device in dra.devices_from_topology(topology, device_options, rails.get(node)):
-            if shareable_gpus and _attribute(device, dra.DRIVER_NAME + "/kind") == "gpu":
+        published = dra.devices_from_topology(topology, device_options, rails.get(node))
+        mig_gpus, counters = [], {}
+        if mig_model.mode_of(mig.get(node)) != "off":
+            try:
+                mig_gpus = mig_model.node_gpus(topology, mig[node])
+                published, counters = mig_model.publish(topology, published, mig[node])
+            except (mig_model.MigModelError, dra.DeviceModelError) as exc:
+                raise PlanError(f"mig.{node}: {exc}") from None
+        whole = {gpu["device"] for gpu in mig_gpus}  # a GPU run as MIG is never shared
+        for device in published:
+            if (
+                shareable_gpus
+                and device["name"] not in whole
+                and _attribute(device, dra.DRIVER_NAME + "/kind") == "gpu"
+            ):
                 device = dra.make_shareable(device)  # the driver's test, on its own kind attribute
             entry = dict(device)
             entry["attributes"] = {
@@ -143,9 +164,11 @@ def nodes_from_topologies(
             "devices": devices,
             "links": topology.get("links") or {},
             "probed": device_model.probed_node(topology),
-            "shared_counters": {},
+            "shared_counters": {name: {k: Fraction(v) for k, v in values.items()} for name, values in counters.items()},
             "rails": dict(rails.get(node) or {}),
         }
+        if mig_gpus:
+            nodes[node]["mig"] = mig_gpus  # the plan's ``mig`` section reads them (planner/mig.py)
     return nodes
 
 
@@ -153,8 +176,15 @@ def nodes_from_slices(
     slices: list[dict[str, Any]],
     topologies: dict[str, dict[str, Any]] | None = None,
     rails: dict[str, dict[str, int]] | None = None,
+    mig: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Planner nodes from ResourceSlices (any driver); ``topologies`` add the GPU-NIC levels.
+
+    Devices keep the order they are published in (slice after slice, device
+    after device), which is the scheduler's. ``mig`` (node -> its
+    ``aligned_dra_mig``, with the node's topology) lists the GPUs MIG takes in
+    the node's ``mig``, for the plan's ``mig`` section; the devices are the
+    slices' as published.
 
     A published device is joined to its node's probe by any PCI address it
     publishes (:func:`device_model.join_device`); without one, its pair levels
@@ -172,7 +202,7 @@ def nodes_from_slices(
             values = {name: parse_quantity(v.get("value")) for name, v in (counter_set.get("counters") or {}).items()}
             counters.setdefault(node, {})[counter_set.get("name")] = values
     topologies = topologies or {}
-    return {
+    nodes = {
         node: {
             "devices": devices,
             "links": (topologies.get(node) or {}).get("links") or {},
@@ -182,6 +212,13 @@ def nodes_from_slices(
         }
         for node, devices in sorted(grouped.items())
     }
+    for node, settings in sorted((mig or {}).items()):
+        if node in nodes and topologies.get(node) and mig_model.mode_of(settings) != "off":
+            try:
+                nodes[node]["mig"] = mig_model.node_gpus(topologies[node], settings)
+            except (mig_model.MigModelError, dra.DeviceModelError) as exc:
+                raise PlanError(f"mig.{node}: {exc}") from None
+    return nodes
 
 
 def tainted_devices(nodes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -530,7 +567,8 @@ def plan(
 
 
 def plan_summary(result: dict[str, Any]) -> dict[str, Any]:
-    """The plan without each template's per-node entries (``templates[].nodes``), which grow with the site.
+    """The plan without each template's per-node entries (``templates[].nodes``, ``thin[].nodes``,
+    ``mig.nodes``), which grow with the site.
 
     Everything else (counts, levels, reasons, errors, accounting) is kept, but
     ``warnings`` past the first :data:`SUMMARY_WARNINGS`; the whole plan is
@@ -539,6 +577,8 @@ def plan_summary(result: dict[str, Any]) -> dict[str, Any]:
     summary = dict(result)
     summary["templates"] = [{k: v for k, v in entry.items() if k != "nodes"} for entry in result["templates"]]
     summary["thin"] = [{k: v for k, v in entry.items() if k != "nodes"} for entry in result.get("thin") or []]
+    if result.get("mig"):
+        summary["mig"] = {k: v for k, v in result["mig"].items() if k != "nodes"}
     warnings = result.get("warnings") or []
     if len(warnings) > SUMMARY_WARNINGS:
         # they can name every NIC of the site; the whole list is in dest

@@ -2,7 +2,8 @@
 """The ``plan`` stage: the site's claim templates planned on its nodes and written to ``plan.json``.
 
 :func:`run` takes the module's parameters: the site loaded as the planner
-loads it (:func:`planner_inputs.load_site`), planned (:func:`planner.plan`),
+loads it (:func:`planner_inputs.load_site`), planned (:func:`planner.plan`;
+where ``mig`` takes GPUs, their ``mig`` section: :func:`planner_mig.section`),
 ``plan.json`` written (only when its content changes; not in check mode), and
 the required templates that cannot be satisfied refused when the module says so.
 
@@ -12,6 +13,7 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import mig as planner_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -40,6 +42,7 @@ MODULE_SPEC: dict[str, Any] = {
         "rail_rule": {"type": "dict"},
         "rail_node_names": {"type": "dict", "default": {}},
         "rail_addresses": {"type": "dict", "default": {}},
+        "mig": {"type": "dict", "default": {}},
     },
     "mutually_exclusive": planner_inputs.DEVICE_SOURCE_EXCLUSIVE,
     # the per-node entries would be nowhere
@@ -85,7 +88,10 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
             kubernetes_version=params["kubernetes_version"],
             warnings=site.warnings,
         )
+        section = planner_mig.section(site.nodes, site.classes, site.templates)
     except (planner.PlanError, dra.DeviceModelError, CelError) as exc:
         raise StageError(str(exc)) from None
+    if section is not None:  # only where some node has MIG: other sites' plan.json does not change
+        result["mig"] = section
     result.update(site.accounted)
     return _respond(params, result, check_mode, diff)

@@ -57,7 +57,7 @@ def test_a_later_stage_of_the_run_takes_the_nodes_the_first_built(site):
         assert built == ["a", "b"]
         second = planner_inputs.load_site(params)
         name = model_store.key(
-            dict(params, nodes_failed={}, device_options={}, rail_node_names={}, rail_addresses={}),
+            dict(params, nodes_failed={}, device_options={}, rail_node_names={}, rail_addresses={}, mig={}),
             params["topology_files"],
             ["a", "b"],
         )
@@ -76,10 +76,10 @@ def test_outside_a_run_nothing_is_kept(site):
 
 
 def test_options_not_given_are_their_empty_defaults(site):
-    """The jobs module has no rail_addresses: given empty by the plan, it is the same model."""
+    """The jobs module has no rail_addresses nor mig: given empty by the plan, it is the same model."""
     params, _files, built, store = site
     with model_store.using(str(store)):
-        planner_inputs.load_site(dict(params, rail_addresses={}, rail_rule=None))
+        planner_inputs.load_site(dict(params, rail_addresses={}, rail_rule=None, mig={}))
         planner_inputs.load_site(params)
     assert built == ["a", "b"]
 
@@ -93,6 +93,7 @@ def test_options_not_given_are_their_empty_defaults(site):
         lambda params, files: params.update(kubernetes_version="1.35"),
         lambda params, files: params.update(rail_rules={}),
         lambda params, files: params.update(nodes_failed={"b": {"state": "failed", "stage": "driver"}}),
+        lambda params, files: params.update(mig={"a": {"mode": "dynamic"}}),  # its GPUs become partitions
     ],
 )
 def test_other_files_or_options_build_the_nodes_again(site, change):
