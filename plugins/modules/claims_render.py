@@ -106,12 +106,14 @@ options:
         C(templates.mig) (C(mig-<profile>), C(mig-<profile>-nic), prioritized lists C(mig-<a>-or-<b>)) are rendered
         for the profiles the hosts' GPUs offer, read from their probed topologies (O(topologies),
         O(topology_files) or O(topology_dir)); see docs/claims.md.
-      - Mode C(dynamic) on a minor whose partitionable devices (C(DRAPartitionableDevices)) are off is said in
-        RV(warnings).
+      - Mode C(dynamic) on a minor whose partitionable devices (C(DRAPartitionableDevices)) are off is said as a
+        warning of the task, naming the hosts.
     type: dict
     default: {}
   topologies:
-    description: The MIG hosts' probed topologies, inline (host to topology). Read for the hosts in O(mig) only.
+    description:
+      - The MIG hosts' probed topologies, inline (host to topology). Read for the hosts in O(mig) only; given, the
+        files of O(topology_files) and O(topology_dir) are not read.
     type: dict
   topology_files:
     description: The MIG hosts' probed topologies, one JSON file per host (host to path). Read for the hosts in O(mig) only.
@@ -203,13 +205,6 @@ minor:
   returned: success
   type: str
   sample: "1.36"
-warnings:
-  description:
-    - What the rendered objects need that the site may not have, e.g. mode C(dynamic) MIG on a minor whose
-      C(DRAPartitionableDevices) gate is off, naming the hosts.
-  returned: success
-  type: list
-  elements: str
 rails:
   description: The rails the site's rules declare, V(null) when no host has a rule.
   returned: success

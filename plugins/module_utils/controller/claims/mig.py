@@ -179,6 +179,9 @@ def site_profiles(topologies: dict[str, Any] | None, mig: dict[str, Any] | None)
             found = mig_model.node_gpus(topology, settings)
         except mig_model.MigModelError as exc:
             raise MigClaimsError(f"{host}: {exc}") from None
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            # a shape the validation stage refuses (aligned_dra_mig's argument spec) met here first
+            raise MigClaimsError(f"{host}: {mig_model.VARIABLE} cannot be read ({type(exc).__name__}: {exc})") from None
         for gpu in found:
             gpus += 1
             profiles = gpu["state"].get("profiles") or []

@@ -20,6 +20,7 @@ import os
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import mig as claims_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as site_inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError
@@ -45,18 +46,23 @@ MODULE_SPEC: dict[str, Any] = {
         "topology_files": {"type": "dict"},
         "topology_dir": {"type": "path"},
     },
-    "mutually_exclusive": [("topologies", "topology_files")],
 }
 
 
 def mig_topologies(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The probed topology of each MIG host that has one (none without MIG: nothing is read)."""
+    """The probed topology of each MIG host that has one (none without MIG: nothing is read).
+
+    ``topologies`` where given (the files are then not read), else ``topology_files``, else
+    ``<topology_dir>/<host>.json``; a host with none is left to :func:`claims_mig.render` to say.
+    """
     hosts = claims_mig.hosts_with_mig(params.get("mig"))
     inline = params.get("topologies")
     if not hosts:
         return {}
     if inline is not None:
-        return {host: inline[host] for host in hosts if isinstance(inline.get(host), dict)}
+        found = {host: inline[host] for host in hosts if inline.get(host) is not None}
+        _check(found, "topologies")
+        return found
     files = params.get("topology_files") or {}
     found = {}
     for host in hosts:
@@ -68,15 +74,24 @@ def mig_topologies(params: Mapping[str, Any]) -> dict[str, Any]:
         if path is None:
             continue
         option = f"topology_files.{host}" if host in files else "topology_dir"
+        if not isinstance(path, str) or not path:
+            raise StageError(f"{option}: must be the path of the host's topology file (got {path!r})")
         try:
             with open(path, encoding="utf-8") as handle:
                 found[host] = json.load(handle)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise StageError(f"{option}: cannot read {path} ({host}): {reason}") from None
-        if not isinstance(found[host], dict):
-            raise StageError(f"{option}: {path} ({host}) is not a topology (a JSON object)")
+        _check({host: found[host]}, option if option == "topology_dir" else "topology_files")
     return found
+
+
+def _check(topologies: dict[str, Any], field: str) -> None:
+    """The shape the MIG model reads (devices with a PCI address and kind); the message names the option."""
+    try:
+        site_inputs.check_topologies(topologies, field)
+    except site_inputs.InputError as exc:
+        raise StageError(str(exc)) from None
 
 
 def run(params: Mapping[str, Any]) -> dict[str, Any]:

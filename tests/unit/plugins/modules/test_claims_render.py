@@ -120,3 +120,15 @@ def test_a_burstable_template_is_rendered_validated_or_left_out(capsys):
     assert [item["name"] for item in result["left_out"]] == ["fractional-gpu", "fractional-gpu-burst"]
     result = run(capsys, {"site": "s", "kubernetes_version": "1.36", "fractional_burst": {"memory": 0.5}})
     assert result["failed"] is True and result["msg"].startswith("aligned_dra_fractional_burst.memory: 0.5 is below 1")
+
+
+def test_mig_hosts_get_the_mig_objects_and_the_gate_warning(capsys):
+    from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
+
+    args = {"site": "s", "kubernetes_version": "1.35", "mig": {"h1": {"mode": "dynamic"}}}
+    result = run(capsys, dict(args, topologies={"h1": topology_of("dgx-h100")}, topology_dir="/nonexistent"))
+    names = [f["name"] for f in result["files"]]
+    assert "deviceclass-mig.aligned.dev.yaml" in names and "claimtemplate-mig-3g-40gb-nic.yaml" in names
+    # the task's warnings (Ansible prints them)
+    (warning,) = result["warnings"]
+    assert "h1: aligned_dra_mig: mode dynamic publishes partitionable devices (DRAPartitionableDevices)" in str(warning)
