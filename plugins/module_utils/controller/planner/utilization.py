@@ -24,6 +24,8 @@ ResourceClaims) and reports, per site, node, DeviceClass and team:
   unknown pair makes them unknown (``None``, ``exact: false``) unless another
   is exactly SYS.
 
+MIG partitions (``mig``, where the site publishes some): :mod:`utilization_mig`.
+
 Device kinds: :func:`device_model.published_kind`. Classes: the DeviceClasses given
 (their selectors evaluated by the planner's CEL code), and the class each
 allocated request names. Runs on the controller; no Ansible imports.
@@ -34,6 +36,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -175,7 +178,10 @@ def utilization(
     allocated, claim_rows, tally = _read_claims(claims, devices, teams, topologies)
     per_node, per_class, shared = _device_rows(devices, allocated, class_names)
     per_team = _team_rows(claim_rows)
-    return {
+    mig = utilization_mig.section(
+        inventory.by_node, slices, allocated, {e["claim"]: e["team"] for e in claim_rows}, topologies
+    )
+    result = {
         "schema_version": SCHEMA_VERSION,
         "site": site,
         "totals": _finish(
@@ -198,6 +204,9 @@ def utilization(
         "alignment": _alignment(claim_rows, plan),
         "allocations": claim_rows,
     }
+    if mig is not None:  # MIG partitions, where the site publishes some (planner/utilization_mig.py)
+        result["mig"] = mig
+    return result
 
 
 def _assign_classes(inventory: _Inventory, classes: list[dict[str, Any]]) -> list[str]:

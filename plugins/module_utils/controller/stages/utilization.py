@@ -22,9 +22,10 @@ import os
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization as util
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import utilization_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_lib
-from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import UsageError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import UsageError, mig_advice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import advice as usage_advice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import pods as usage_pods
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import settings as usage_settings
@@ -136,10 +137,15 @@ def claim_templates(claims: list[Any] | None) -> dict[tuple[str, str], str]:
 
 
 def usage_result(
-    conf: Mapping[str, Any], namespaces: Mapping[str, str], claims: list[Any] | None
+    conf: Mapping[str, Any],
+    namespaces: Mapping[str, str],
+    claims: list[Any] | None,
+    mig: dict[str, Any] | None = None,
+    gpus: dict[tuple[str, str], Any] | None = None,
 ) -> tuple[dict[str, Any], UsageData]:
     """The ``usage`` of ``utilization.json`` (used versus allocated over the window, and the advice), and
-    what was read."""
+    what was read. ``mig``: the utilization's MIG section (its devices' GPU-equivalents weigh MIG claims);
+    ``gpus``: the site's GPUs and their MIG profiles (``mig_advice.site_gpus``), for the MIG advice."""
     try:
         usage_settings.check(conf, "usage")
         threshold = usage_settings.summary_setting(conf, "idle_threshold", "usage")
@@ -147,8 +153,10 @@ def usage_result(
         data = usage_source.read_usage(conf, option="usage", others=usage_settings.OTHERS)
     except UsageError as exc:
         raise StageError(str(exc)) from None
-    summary = usage_summary.summarise(data, namespaces, claim_templates(claims), threshold)
+    fractions = utilization_mig.device_fractions(mig)
+    summary = usage_summary.summarise(data, namespaces, claim_templates(claims), threshold, fractions)
     summary["advice"] = usage_advice.advise(summary, rank)
+    summary["advice"]["mig"] = mig_advice.advise(summary, gpus or {})
     summary["claims_not_measured"] = usage_summary.not_measured(claims, summary)
     return summary, data
 
@@ -163,6 +171,13 @@ def _plan(params: Mapping[str, Any]) -> Any:
         raise StageError(f"plan_file: cannot read {params['plan_file']}: {exc}") from None
 
 
+def _topologies(params: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
+    except ValueError as exc:
+        raise StageError(f"topology_dir: {exc}") from None
+
+
 def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
     """The module's result: ``changed``, ``utilization``, and ``diff`` of ``dest`` when ``diff`` is asked and the
     file changes."""
@@ -172,16 +187,16 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
             if claims:
                 inputs.check_claims(claims, "claims" if params["claims"] is not None else "claim_files")
             namespaces = teams_lib.teams_by_namespace(params["teams"])
+            topologies = _topologies(params)
+            inputs.check_topologies(topologies, "topology_dir")
         except (inputs.InputError, teams_lib.TeamsError) as exc:
             raise StageError(str(exc)) from None
         result = {"schema_version": util.SCHEMA_VERSION, "site": params["site"]}
-        result["usage"], data = usage_result(params["usage"], namespaces, claims)
+        gpus = mig_advice.site_gpus(topologies)
+        result["usage"], data = usage_result(params["usage"], namespaces, claims, gpus=gpus)
         return _written(params, result, check_mode, diff, data)
     plan = _plan(params)
-    try:
-        topologies = read_json_dir(params["topology_dir"]) if params["topology_dir"] else {}
-    except ValueError as exc:
-        raise StageError(f"topology_dir: {exc}") from None
+    topologies = _topologies(params)
     files = {"slices": "slice_files", "claims": "claim_files"}
     try:
         for key, check in (("slices", inputs.check_slices), ("claims", inputs.check_claims)):
@@ -205,7 +220,10 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         raise StageError(str(exc)) from None
     data = None
     if params["usage"]:
-        result["usage"], data = usage_result(params["usage"], namespaces, claims)
+        mig = result.get("mig")
+        gpus = mig_advice.site_gpus(topologies, slices)
+        result["usage"], data = usage_result(params["usage"], namespaces, claims, mig, gpus)
+        utilization_mig.with_usage(mig, result["usage"])
     return _written(params, result, check_mode, diff, data)
 
 

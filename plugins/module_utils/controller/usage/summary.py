@@ -14,8 +14,9 @@ point is exactly one of:
   it is below the threshold).
 
 Hours are points times the step. A claim's GPU-hours weigh them by its share
-of the GPU: 1 for a whole GPU (its request is the GPU's memory), else its
-memory request over the GPU's memory; a claim whose request or GPU memory is
+of the GPU: 1 for a whole GPU (its request is the GPU's memory), a MIG
+device's memory slices over its GPU's (``kind: mig``; known only with the
+published slices), else its memory request over the GPU's memory; a claim whose request or GPU memory is
 unknown has no GPU-hours (``gpu_fraction: null``) and is counted in
 ``claims_without_size`` and ``hours_without_size`` (claim-hours: each is at
 most one GPU). ``idle_share`` is over the GPU-hours of sized claims;
@@ -56,6 +57,8 @@ TIMELINE_BUCKETS = 168
 WHOLE_TOLERANCE = 0.001
 DIGITS = 4
 HOUR = 3600.0
+# A MIG device of the driver: <gpu>-mig-<profile>-<start> (docs/mig.md)
+MIG_INFIX = "-mig-"
 
 
 def percentile(ordered: list[float], rank: float) -> float | None:
@@ -115,8 +118,14 @@ class _Timeline:
         }
 
 
-def _fraction(entry: claim_series.ClaimGpu, total: float | None) -> tuple[str, float | None]:
-    """``(kind, share of the GPU)``: ``whole`` (1), ``share`` (request over memory) or ``unknown`` (None)."""
+def _fraction(
+    entry: claim_series.ClaimGpu, total: float | None, mig: Mapping[tuple[str, str], float | None] | None = None
+) -> tuple[str, float | None]:
+    """``(kind, share of the GPU)``: ``whole`` (1), ``share`` (request over memory), ``mig`` (its memory slices
+    over its GPU's, from the published slices: ``mig``, keyed by node and device; None without them) or
+    ``unknown`` (None)."""
+    if MIG_INFIX in entry.device:  # its series are on the MIG device's own handle: the parent's memory is not its
+        return "mig", (mig or {}).get((entry.node, entry.device))
     if entry.request is None or not total:
         return "unknown", None
     if entry.request >= total * (1 - WHOLE_TOLERANCE):
@@ -238,9 +247,10 @@ def claim_summary(
     step: float,
     team: str,
     template: str,
+    mig: Mapping[tuple[str, str], float | None] | None = None,
 ) -> dict[str, Any]:
     """One claim's GPU over the window, as ``utilization.json`` lists it."""
-    kind, fraction = _fraction(entry, total)
+    kind, fraction = _fraction(entry, total, mig)
     idle = walked["idle"]
     hours = {
         "allocated": sum(idle) + walked["unknown"] + walked["active"],
@@ -346,11 +356,13 @@ def summarise(
     namespaces: Mapping[str, str],
     templates: Mapping[tuple[str, str], str],
     sm_idle_threshold: float = 0.05,
+    mig: Mapping[tuple[str, str], float | None] | None = None,
 ) -> dict[str, Any]:
     """Used versus allocated: ``window``, ``totals``, ``teams``, ``templates``, ``claims`` and ``timeline``.
 
     ``namespaces`` maps a namespace to its team, ``templates`` a ``(namespace, claim)`` to the template the
-    claim came from (its ``aligned.dev/template`` label)."""
+    claim came from (its ``aligned.dev/template`` label), ``mig`` a ``(node, MIG device)`` to its
+    GPU-equivalents (``planner/utilization_mig.device_fractions``)."""
     found = claim_series.claim_gpus(data)
     memory = claim_series.gpu_memory(data)
     dcgm = claim_series.dcgm_utilization(data)
@@ -367,7 +379,7 @@ def summarise(
         walked = _walk(
             entry, dcgm.get(entry.gpu_uuid), sm_idle_threshold, timeline.per_bucket, timeline.buckets, total or 0.0
         )
-        claim = claim_summary(entry, walked, total, data.step, team, template)
+        claim = claim_summary(entry, walked, total, data.step, team, template, mig)
         listed.append(claim)
         for aggregate in (
             totals,
