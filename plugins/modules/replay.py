@@ -102,7 +102,7 @@ options:
   mig:
     description:
       - The policy V(mig) only - each host's C(aligned_dra_mig), as the filter C(aligned.dra.mig_settings) hands them
-        on (C({host: settings}); hosts with mode V(off) take no GPU). V(mig) with no host of mode V(static) or
+        on, mapping each host to its settings (hosts with mode V(off) take no GPU). V(mig) with no host of mode V(static) or
         V(dynamic) fails.
     type: dict
     default: {}

@@ -77,6 +77,13 @@ options:
       - The report's Jinja2 templates, file name to source. Set by the action plugin from the collection's
         C(roles/report/templates/report/); leave it out.
     type: dict
+  mig:
+    description:
+      - Each host's C(aligned_dra_mig), as the filter C(aligned.dra.mig_settings) hands them on, mapping each host to its settings.
+        A site with MIG GPUs gets a section, MIG layouts - each static layout drawn (a row of memory slices, a box
+        per instance), dynamic GPUs counted. Empty - no such section.
+    type: dict
+    default: {}
 notes:
   - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
     the module's action runs it in ansible-playbook's process, with the same options, result and messages;

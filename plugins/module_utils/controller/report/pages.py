@@ -61,6 +61,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inpu
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.jobs import jobs_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import group_layouts
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.mig import layout_view as mig_layout_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.replay import replay_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import (
     LEVEL_COLOURS,
@@ -113,6 +114,7 @@ TEMPLATE_NAMES = (
     "usage.html.j2",
     "replay.html.j2",
     "jobs.html.j2",
+    "mig.html.j2",
 )
 
 
@@ -249,6 +251,12 @@ def replay_html(replay: Mapping[str, Any]) -> Any:
     return _render("replay.html.j2", **view) if view else ""
 
 
+def mig_html(site: str, nodes: Mapping[str, Mapping[str, Any]], mig: Mapping[str, Any] | None) -> Any:
+    """The site's MIG GPUs: each static layout drawn, dynamic GPUs counted; None when the site has none."""
+    view = mig_layout_view(nodes, mig, site)
+    return _render("mig.html.j2", **view) if view else None
+
+
 def jobs_html(jobs: Mapping[str, Any]) -> Any:
     """The site's multi-node jobs: a row per job and each job on a picture of the site's domains and nodes."""
     return _render("jobs.html.j2", **jobs_view(jobs))
@@ -271,12 +279,14 @@ def site_report(
     replay: Mapping[str, Any] | None = None,
     jobs: Mapping[str, Any] | None = None,
     driver: bool = False,
+    mig: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build a site page. Returns ``{"html", "summary", "score", "layouts", "failed"}``.
 
     ``replay`` (``<site>/replay.json``) is shown with the plan it was replayed
     on, after the claim templates. ``jobs`` (``<site>/jobs.json``) follows
-    them: each job's placement and its picture on the site.
+    them: each job's placement and its picture on the site. ``mig`` (``{host: aligned_dra_mig}``) draws the
+    static layouts of the site's MIG GPUs.
 
     ``summary_file`` is the site's ``summary.json`` as the topology role wrote
     it, read for the nodes that failed (``nodes_failed``, ``node_counts``) and
@@ -328,6 +338,7 @@ def site_report(
         jobs=jobs_html(jobs) if jobs is not None else None,
         teams=teams_html(teams) if teams is not None else None,
         utilization=utilization_html(utilization) if utilization is not None else None,
+        mig=mig_html(site, nodes, mig) if mig else None,
         failed=failed["rows"],
         # a site with the bundled driver: what its /metrics exports (docs/monitoring.md)
         driver_metrics=driver_metrics.rows() if driver else None,
@@ -381,6 +392,7 @@ def build_reports(
     warn_levels: Iterable[str] = ("SYS",),
     device_options: Mapping[str, Any] | None = None,
     templates: Mapping[str, str] | None = None,
+    mig: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Pages for the sites in ``<output_dir>/index.json`` (written by the topology role).
 
@@ -389,8 +401,9 @@ def build_reports(
     ``jobs.json`` and ``summary.json`` (for the nodes that failed).
     ``device_options`` are the driver's (``aligned_dra_device_options``): they
     decide which devices the planner sees. ``templates`` are the Jinja2
-    sources (:func:`load_templates`; default, the collection's files). Returns ``{"files": {relative path: html}, "sites": {site: info}}``;
-    writes nothing. Raises :class:`ReportError` naming the file or site at fault.
+    sources (:func:`load_templates`; default, the collection's files). ``mig`` is each host's
+    ``aligned_dra_mig`` (the filter ``aligned.dra.mig_settings``): the static MIG layouts drawn.
+    Returns ``{"files": {relative path: html}, "sites": {site: info}}``; writes nothing. Raises :class:`ReportError` naming the file or site at fault.
     """
     import os
 
@@ -446,7 +459,7 @@ def build_reports(
         # the driver role writes a driver/ folder in the output of a site with the bundled driver
         extra["driver"] = os.path.isdir(os.path.join(output_dir, site, "driver"))
         result = site_report(
-            site, nodes, warn_levels, plan, device_options=device_options, summary_file=summary_file, **extra
+            site, nodes, warn_levels, plan, device_options=device_options, summary_file=summary_file, mig=mig, **extra
         )
         files[f"{site}/report.html"] = result["html"]
         entries.append({"site": site, "plan": plan, **result})

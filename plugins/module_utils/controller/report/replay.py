@@ -19,13 +19,16 @@ use") the section adds a table with a column per policy, and under ``thin``
 with ``thin_factors`` the geometry of a chart of evictions per day against
 GPUs saved, one point per burst factor; a factor whose run dropped pods or
 left some unstarted is drawn open and marked in its table (its GPUs saved
-come partly from pods that did not run). Pure Python, no Ansible imports.
+come partly from pods that did not run). Under the policy ``mig`` a table
+compares the driver's order with a fragmentation-aware one
+(:func:`report.mig.replay_mig_view`). Pure Python, no Ansible imports.
 """
 
 from __future__ import annotations
 
 import math
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.mig import replay_mig_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import text_width
 
 TYPE_CHECKING = False
@@ -33,8 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
-POLICY_ORDER = ("whole", "fractional", "thin")
-COLOURS = {"whole": "#4e79a7", "fractional": "#f28e2b", "thin": "#e15759"}
+POLICY_ORDER = ("whole", "fractional", "thin", "mig")
+COLOURS = {"whole": "#4e79a7", "fractional": "#f28e2b", "thin": "#e15759", "mig": "#76b7b2"}
 OTHER_COLOUR = "#59a14f"
 CAPACITY_COLOUR = "#8c8c8c"
 # The time chart: plot area and margins, in pixels.
@@ -572,4 +575,6 @@ def replay_view(replay: Mapping[str, Any]) -> dict[str, Any] | None:
         "thin": thin_rows(runs),
         "measured": measured_table(runs),
         "factors": [factor_view(name, run) for name, run in runs if run.get("thin_factors")],
+        # the policy mig: the driver's order against a fragmentation-aware one (report/mig.py)
+        "mig": [dict(replay_mig_view(run), policy=str(name)) for name, run in runs if run.get("mig")],
     }

@@ -36,6 +36,8 @@ MODULE_SPEC: dict[str, Any] = {
         },
         "device_options": {"type": "dict", "default": {}},
         "templates": {"type": "dict"},
+        # each host's aligned_dra_mig (the filter aligned.dra.mig_settings): the static MIG layouts drawn
+        "mig": {"type": "dict", "default": {}},
     },
 }
 
@@ -56,6 +58,7 @@ def _built(params: Mapping[str, Any], output_dir: str) -> dict[str, Any]:
             params["warn_levels"],
             device_options=params["device_options"],
             templates=params["templates"],
+            mig=params.get("mig") or {},
         )
     except DeviceModelError as exc:
         message = str(exc)
@@ -63,7 +66,7 @@ def _built(params: Mapping[str, Any], output_dir: str) -> dict[str, Any]:
     except ReportError as exc:
         message = str(exc)
         # Everything else the report reads lies in output_dir: say so.
-        if not message.startswith(("warn_levels", "sites", "templates")):
+        if not message.startswith(("warn_levels", "sites", "templates", "mig")):
             message = f"output_dir: {message}"
         raise StageError(message) from None
 
