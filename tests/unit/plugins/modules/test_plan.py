@@ -14,8 +14,14 @@ from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dr
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
 from ansible_collections.aligned.dra.plugins.modules import plan
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import PAIR_NODE_TOPOLOGY as TOPOLOGY
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
+    device_class,
+    exactly,
+    resource_slice,
+    template,
+)
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import pair_objects as objects
-from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import resource_slice
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
 
 
 def run(capsys, args: dict) -> dict:
@@ -291,3 +297,32 @@ def test_a_malformed_rail_rule_fails_naming_the_option_and_the_node(capsys):
     assert result["msg"].startswith("rail_rules.n1: aligned_dra_rails.subnets: a list of 1 to 64 IPv4 networks")
     result = run(capsys, rail_args(topologies={"n1": TOPOLOGY}, rail_rule={"by": "pci_order", "pattern": "x"}))
     assert result["failed"] is True and result["msg"].startswith("rail_rule: aligned_dra_rails: pattern not used")
+
+
+# -- MIG -------------------------------------------------------------------------------------------------
+
+
+def test_mig_publishes_the_gpus_as_the_driver_does_and_plan_json_says_what_each_gpu_holds(tmp_path, capsys):
+    """The role's way: topology files, mig from the inventory, the summary returned and plan.json whole."""
+    topology = topology_of("dgx-h100")
+    files = {}
+    for node in ("n1", "n2"):
+        files[node] = str(tmp_path / f"{node}.json")
+        (tmp_path / f"{node}.json").write_text(json.dumps(topology))
+    kind = 'device.attributes["dra.aligned.dev"].kind'
+    mig_class = device_class("mig", f'device.driver == "dra.aligned.dev" && {kind} == "mig"')
+    any_mig = template("any-mig", [exactly("mig", "mig")])
+    dest = tmp_path / "plan.json"
+    args = {"site": "s", "kubernetes_version": "1.36", "objects": [mig_class, any_mig], "topology_files": files,
+            "mig": {"n1": {"mode": "dynamic"}}, "dest": str(dest), "return_plan": "summary"}  # fmt: skip
+    summary = run(capsys, args)["plan"]
+    written = json.loads(dest.read_text())
+    # eight H100s, each 7 x 1g.10gb (the smallest profile first, placements from 6 down); n2 runs no MIG
+    assert written["templates"][0]["fits_total"] == 56 and written["templates"][0]["nodes"]["n2"]["fits"] == 0
+    assert written["mig"]["templates"] == {"any-mig": {"gpus": 8, "alone": 56, "mix": 56, "bound": False}}
+    assert list(written["mig"]["nodes"]) == ["n1"] and len(written["mig"]["nodes"]["n1"]["gpus"]) == 8
+    assert written["mig"]["sources"] == {"documented": 8}
+    assert summary["mig"] == {k: v for k, v in written["mig"].items() if k != "nodes"}
+    # without mig the same site has no section
+    run(capsys, dict(args, mig={}))
+    assert "mig" not in json.loads(dest.read_text())
