@@ -18,6 +18,7 @@ from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs impor
     run_playbook,
     write_inventory,
 )
+from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
 
 pytestmark = pytest.mark.slow
 
@@ -136,3 +137,44 @@ def test_measured_use_prints_one_line_per_burst_factor(tmp_path):
         "4 of 4 pods placed",
     ):
         assert line in said, done.stdout
+
+
+def test_the_mig_policy_reads_the_hosts_mig_settings_and_probes(tmp_path):
+    """policies with mig: each host's aligned_dra_mig (through aligned.dra.mig_settings, a static layout and a
+    dynamic GPU set) against the probes in <site>/nodes; both orders in replay.json, one line per policy."""
+    output = tmp_path / "output"
+    (output / "lab" / "nodes").mkdir(parents=True)
+    shutil.copy(FIXTURES / "plan-1.36.json", output / "lab" / "plan.json")
+    for host in ("gpu-a", "gpu-b"):
+        (output / "lab" / "nodes" / f"{host}.json").write_text(json.dumps(topology_of("dgx-h100")))
+    (tmp_path / "pods.csv").write_text("name,submit,end,gpus\n" + "".join(f"p{i},{i},,0.25\n" for i in range(40)))
+    half = {"half": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]}
+    inventory = write_inventory(
+        tmp_path / "hosts.yml",
+        {
+            "gpu-a": {"aligned_dra_mig": {"mode": "dynamic"}},
+            "gpu-b": {"aligned_dra_mig": {"mode": "static", "layout": "half", "mig_configs": half}},
+            "cpu-c": {},
+        },
+        {
+            "aligned_dra_site": "lab",
+            "aligned_dra_output_dir": str(output),
+            "aligned_dra_replay": {"trace": "pods.csv", "trace_format": "csv", "policies": ["whole", "mig"]},
+        },
+    )
+    done = run_playbook(inventory, PLAYBOOKS / "replay.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    mig = json.loads((output / "lab" / "replay.json").read_text())["policies"]["mig"]
+    assert mig["gpus_total"] == 16 and mig["mig"]["gpu_models"] == {
+        "H100-SXM5-80GB (dynamic)": 8,
+        "H100-SXM5-80GB (static)": 8,
+    }
+    orders = mig["mig"]["orders"]
+    # a quarter of 7 compute slices: 2g.20gb, 3 on each dynamic GPU (2 slices left); the static layout has no
+    # 2g instance (its 3g.40gb ones, 8 slices a GPU, stay free)
+    assert {p["profile"] for p in orders["first_fit"]["placements"]} == {"2g.20gb"}
+    assert orders["first_fit"]["gpu_pods_placed"] == orders["fragmentation_aware"]["gpu_pods_placed"] == 24
+    assert orders["first_fit"]["stranded"] == {"pod": "p24", "time": 24, "slices": 80, "gpus": 16}
+    said = " ".join(done.stdout.split())
+    assert "lab: mig, pack, timeline: 24 of 40 pods placed (24 of 40 with GPUs) on 16 GPUs" in said
+    assert "MIG, fragmentation-aware: 24 pods placed, 8 GPUs needed at the peak" in said
