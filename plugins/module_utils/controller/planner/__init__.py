@@ -3,9 +3,11 @@
 utilization measured from published slices and claims, on the same device model.
 
 - ``allocator``: one claim placed on one node's devices;
+- ``consumption``: what an allocation consumes of a device (capacity under ``requestPolicy``, shared counters);
 - ``plan``: how many claims of each template fit on each node (``plan.json``);
 - ``inputs``: the planner's input loaded from the modules' options (objects, topologies or slices);
 - ``rails``: which rail each allocated NIC is on, and how many claims fit per rail;
+- ``mig``: the plan's ``mig`` section (per MIG GPU and template, the claims that fit alone and in the mix);
 - ``thin``: the thin ratio of burstable templates (GPU memory promised over GPU memory there is);
 - ``gpu_counts``: per node, the GPUs its drivers publish beside those KAI Scheduler would count;
 - ``utilization``: the devices in use, measured from ResourceSlices and ResourceClaims;

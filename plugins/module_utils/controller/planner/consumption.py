@@ -29,10 +29,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import (
-        Device,
-        RequestAlternative,
-    )
+    # the allocator's Device and RequestAlternative (not imported: the allocator imports this module)
+    Device = Any
+    RequestAlternative = Any
 
 ZERO = Fraction(0)
 
