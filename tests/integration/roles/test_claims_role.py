@@ -79,19 +79,31 @@ def test_render_plan_and_write_then_idempotent(tmp_path, trees):
 def test_a_driver_split_by_kind_gets_its_gpu_class_and_kai_counts_its_gpus_in_the_plan(tmp_path, trees):
     split = {"exclude": ["eno*"], "split_gpu_driver": "gpu.aligned.dev"}
     inventory, play = setup(tmp_path, trees, aligned_dra_device_options=split)
+    # the DGX's H100s run dynamic MIG (profiles from the documented geometry: a captured tree has no NVML)
+    data = yaml.safe_load(inventory.read_text())
+    data["aligned_dra_nodes"]["hosts"]["dgx1"]["aligned_dra_mig"] = {"mode": "dynamic"}
+    inventory.write_text(yaml.safe_dump(data))
     result = run_playbook(inventory, play)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     site = tmp_path / "out" / "west"
     gpu_class = yaml.safe_load((site / "claims" / "deviceclass-aligned-gpu.yaml").read_text())
     assert gpu_class["spec"]["selectors"][0]["cel"]["expression"].startswith('device.driver == "gpu.aligned.dev" && ')
+    # MIG devices are published by the GPU driver: the MIG classes select its name; a template per H100 profile
+    mig_class = yaml.safe_load((site / "claims" / "deviceclass-mig.aligned.dev.yaml").read_text())
+    assert mig_class["spec"]["selectors"][0]["cel"]["expression"].startswith('device.driver == "gpu.aligned.dev" && ')
+    pair = yaml.safe_load((site / "claims" / "claimtemplate-mig-3g-40gb-nic.yaml").read_text())
+    assert pair["spec"]["spec"]["devices"]["constraints"][0]["matchAttribute"] == "resource.kubernetes.io/pcieRoot"
+    written = {p.name for p in (site / "claims").iterdir()}
+    assert {f"claimtemplate-mig-{t}.yaml" for t in ("1g-10gb", "2g-20gb", "4g-40gb", "7g-80gb")} <= written
     nic_class = yaml.safe_load((site / "claims" / "deviceclass-aligned-nic.yaml").read_text())
     assert nic_class["spec"]["selectors"][0]["cel"]["expression"].startswith('device.driver == "dra.aligned.dev" && ')
     plan = json.loads((site / "plan.json").read_text())
     pair1 = next(t for t in plan["templates"] if t["name"] == "gpu-nic-pair-1")
-    # as with one driver (test_render_plan_and_write_then_idempotent), and KAI counts every GPU
+    # as with one driver (test_render_plan_and_write_then_idempotent): a dynamic GPU is still published whole;
+    # KAI counts every GPU, and (no counters in KAI) every MIG device of the GPU driver too: 25 per H100
     assert (pair1["nodes"]["dgx1"]["fits"], pair1["nodes"]["dgx1"]["worst_level"], pair1["fits_total"]) == (8, "PXB", 9)
-    assert plan["gpu_counts"]["dgx1"] == {"published": 8, "counted_by_kai": 8}
-    assert all(c["counted_by_kai"] == c["published"] > 0 for c in plan["gpu_counts"].values())
+    assert plan["gpu_counts"]["dgx1"] == {"published": 8, "counted_by_kai": 8 + 8 * 25}
+    assert plan["gpu_counts"]["vm1"]["counted_by_kai"] == plan["gpu_counts"]["vm1"]["published"] > 0
 
 
 def test_a_template_that_is_no_longer_rendered_is_removed(tmp_path, trees):
