@@ -33,6 +33,8 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+import json
+
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import (
     ClaimAllocator,
@@ -89,7 +91,10 @@ class GpuPlanner:
     """One GPU's node (its devices and the node's others) and what each template gets there."""
 
     def __init__(self, node: str, data: dict[str, Any], gpu: dict[str, Any], domains: set[str]) -> None:
-        restricted = dict(data, devices=_gpu_devices(data, gpu))
+        devices = _gpu_devices(data, gpu)
+        sets = {c.get("counterSet") for d in devices for c in d.get("consumesCounters") or []}
+        counters = {name: values for name, values in (data.get("shared_counters") or {}).items() if name in sets}
+        restricted = dict(data, devices=devices, shared_counters=counters)
         # the name is the GPU's too: NodeShapes keys its signatures by name
         self.node = NodeDevices(f"{node}/{gpu['device']}", restricted, domains)
         self.whole = {d.label for d in self.node.devices if d.key[2] == gpu["device"]}
@@ -225,23 +230,28 @@ def section(
     domains = dra_cel.referenced_domains(compiler.selectors)
     shapes = planner.NodeShapes(compiler, [(name, (r, c)) for name, r, c in compiled])
     done: dict[tuple, dict[str, Any]] = {}
+    same_nodes: dict[str, list[dict[str, Any]]] = {}  # nodes whose input is the same, but for their name
     result: dict[str, Any] = {"gpus": 0, "sources": {}, "notes": [], "mix": [], "templates": {}, "nodes": {}}
     landing: set[str] = set()
     for node, data in sorted(nodes.items()):
         gpus = data.get("mig") or []
         if not gpus:
             continue
-        entries = []
-        for gpu in gpus:
-            found = GpuPlanner(node, data, gpu, domains)
-            key = shapes.signature(found.node) if shapes.enabled else None
-            planned = done.get(key) if key is not None else None
-            if planned is None:
-                planned = _plan_gpu(found, compiled, step_limit)
-                if key is not None:
-                    done[key] = planned
-            entries.append(dict(gpu_entry(gpu), **planned))
-            landing.update(planned["templates"])
+        text = _node_text(data)
+        entries = same_nodes.get(text)
+        if entries is None:
+            entries = same_nodes[text] = []
+            for gpu in gpus:
+                found = GpuPlanner(node, data, gpu, domains)
+                key = shapes.signature(found.node) if shapes.enabled else None
+                planned = done.get(key) if key is not None else None
+                if planned is None:
+                    planned = _plan_gpu(found, compiled, step_limit)
+                    if key is not None:
+                        done[key] = planned
+                entries.append(dict(gpu_entry(gpu), **planned))
+        for gpu, entry in zip(gpus, entries):
+            landing.update(entry["templates"])
             result["gpus"] += 1
             result["sources"][gpu["source"]] = result["sources"].get(gpu["source"], 0) + 1
         result["nodes"][node] = {"gpus": entries}
@@ -250,6 +260,13 @@ def section(
     if result["sources"].get("documented"):
         result["notes"].append(DOCUMENTED_NOTE)
     return result
+
+
+def _node_text(data: dict[str, Any]) -> str:
+    """A planner node's input as text, without its name (the devices' pool): nodes of one model built from one
+    probe repeat it, and their GPUs are planned once (cheaper than a signature per GPU)."""
+    devices = [{k: v for k, v in device.items() if k != "pool"} for device in data.get("devices") or []]
+    return json.dumps([devices, {k: v for k, v in data.items() if k != "devices"}], sort_keys=True, default=str)
 
 
 def _plan_gpu(found: GpuPlanner, compiled: list, step_limit: int) -> dict[str, Any]:

@@ -190,7 +190,14 @@ def test_gpus_that_look_the_same_are_planned_once(dgx, monkeypatch):
     monkeypatch.setattr(planner_mig.GpuPlanner, "alone", counting)
     plan = run_plan({"n1": dgx, "n2": dgx}, {"n1": DYNAMIC_FIRST, "n2": DYNAMIC_FIRST})
     assert gpu_of(plan, "n1") == gpu_of(plan, "n2")
-    assert calls == [f"n1/{FIRST}"] * 3  # three templates land, planned on n1 only
+    assert calls == [f"n1/{FIRST}"] * 3  # three templates land, planned on n1 only (n2 is the same node)
+    # n3 differs (a second MIG GPU), but its first GPU looks like n1's: only the second is planned
+    calls.clear()
+    two = {"mode": "dynamic", "gpus": {"indices": [0, 1]}}
+    plan = run_plan({"n1": dgx, "n3": dgx}, {"n1": DYNAMIC_FIRST, "n3": two})
+    second = dra.device_name("gpu", "0000:2b:00.0")
+    assert gpu_of(plan, "n3") == gpu_of(plan, "n1") and gpu_of(plan, "n3", second)["templates"]
+    assert calls == [f"n1/{FIRST}"] * 3 + [f"n3/{second}"] * 3
 
 
 def test_planning_on_slices_the_topologies_name_the_mig_gpus(dgx):
