@@ -448,10 +448,6 @@ def validate_replay(replay: Any, source: str = "replay.json") -> dict[str, Any]:
             _check_replay_thin(run["thin"], f"{where}.thin")
         if run.get("measured") is not None:
             _check_measured(run["measured"], f"{where}.measured")
-        if run.get("mig") is not None:  # the policy mig (its module imports this one)
-            from ansible_collections.aligned.dra.plugins.module_utils.controller.report.mig import check_replay_mig
-
-            check_replay_mig(run["mig"], f"{where}.mig")
         if run.get("thin_factors") is not None:
             if not isinstance(run["thin_factors"], list):
                 raise ReportError(f"{where}.thin_factors must be a list")

@@ -24,7 +24,11 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import checks as mig_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
-from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inputs import ReportError, _fields
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inputs import (
+    ReportError,
+    _fields,
+    validate_replay,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import text_label
 from ansible_collections.aligned.dra.plugins.module_utils.dra.model import DeviceModelError
 
@@ -202,6 +206,15 @@ _ORDER = {
     "profiles": "object",
     "not_placed": "list",
 }
+
+
+def validate_replay_mig(replay: Any, source: str = "replay.json") -> dict[str, Any]:
+    """:func:`inputs.validate_replay`, and the ``mig`` figures of each policy that has them."""
+    validate_replay(replay, source)
+    for name, run in replay["policies"].items():
+        if run.get("mig") is not None:
+            check_replay_mig(run["mig"], f"{source}: policies.{name}.mig")
+    return replay
 
 
 def check_replay_mig(figures: Any, where: str) -> None:

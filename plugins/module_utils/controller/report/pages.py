@@ -55,13 +55,13 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inpu
     summary_rails,
     validate_jobs,
     validate_plan,
-    validate_replay,
     validate_teams,
     validate_utilization,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.jobs import jobs_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import group_layouts
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.mig import layout_view as mig_layout_view
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.mig import validate_replay_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.replay import replay_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.svg import (
     LEVEL_COLOURS,
@@ -445,7 +445,7 @@ def build_reports(
         for key, check in (
             ("teams", validate_teams),
             ("utilization", validate_utilization),
-            ("replay", validate_replay),
+            ("replay", validate_replay_mig),
             ("jobs", validate_jobs),
         ):
             path = os.path.join(output_dir, site, f"{key}.json")

@@ -122,8 +122,8 @@ def test_malformed_mig_figures_are_refused(tmp_path, dgx):
     broken = json.loads(json.dumps(replay))
     del broken["policies"]["mig"]["mig"]["orders"]["first_fit"]["gpus_needed"]
     with pytest.raises(inputs.ReportError, match=r"policies.mig.mig.orders.first_fit has no 'gpus_needed'"):
-        inputs.validate_replay(broken)
+        section.validate_replay_mig(broken)
     broken = json.loads(json.dumps(replay))
     broken["policies"]["mig"]["mig"]["gpus"] = "8"
     with pytest.raises(inputs.ReportError, match=r"policies.mig.mig.gpus '8' is not a count"):
-        inputs.validate_replay(broken)
+        section.validate_replay_mig(broken)
