@@ -18,6 +18,8 @@ description:
   - Levels come from the nodes' probed topologies (C(topology_dir)) where given, else from the
     standard attributes C(resource.kubernetes.io/pcieRoot) and C(numaNode); RV(utilization) C(alignment.level_source)
     says which. With O(plan_file) the measured levels are compared with the level the plan promised.
+  - MIG devices of the collection's driver (C(dra.aligned.dev/kind) C(mig)) are counted per profile, GPU, node
+    and team in C(mig), with GPU-equivalents; O(topology_dir) gives the GPUs' MIG geometry for the MIG advice.
   - Writes O(dest) (the site report reads it) only when it changes.
   - Runs on the controller.
 requirements:
@@ -79,7 +81,9 @@ options:
     type: dict
     default: {}
   topology_dir:
-    description: Directory of C(<node>.json) topologies (the topology role's C(<site>/nodes/)) for the levels.
+    description:
+      - Directory of C(<node>.json) topologies (the topology role's C(<site>/nodes/)) for the levels, and the GPUs'
+        MIG profiles (NVML's from the probe, else the documented geometry of their device IDs) for the MIG advice.
     type: path
   plan_file:
     description: The site's C(plan.json); the worst level its satisfiable templates promise is compared with the measured ones.
@@ -150,9 +154,15 @@ utilization:
     - C(totals), C(claims) (allocated, pending, admin access results), C(nodes), C(classes) and C(teams) with
       published, allocated, idle and utilization; C(shared) devices; C(alignment) (level histogram,
       C(level_source), C(promised_level), C(below_promise)); C(allocations) per claim. See docs/teams.md.
+    - Where the site publishes MIG devices, C(mig) (docs/utilization.md) - per profile, GPU, node and team the
+      MIG devices published, allocated and idle (a dynamic GPU's idle is what can still be made, not its
+      overlapping placements) and GPU-equivalents (memory slices over the GPU's); C(instances) allocated, with
+      O(usage) each with its used versus allocated memory.
     - With O(usage), C(usage) (docs/utilization.md) - C(window), C(totals), C(teams), C(templates) and C(claims)
       with hours and GPU-hours allocated, active, idle and unknown, memory used and SM ratio, C(timeline) per team,
-      and C(advice) (right-sized fractions, whole-GPU claims that could be fractions, an inventory snippet).
+      and C(advice) (right-sized fractions, whole-GPU claims that could be fractions, an inventory snippet, and
+      C(mig) - per team the smallest MIG profile holding each measured claim's peak, the GPUs a layout would
+      need against today's, and a ready C(aligned_dra_mig) snippet).
   returned: success
   type: dict
 """

@@ -12,7 +12,9 @@ Two modes publish differently, so "published" means different things, and both a
   times, so a profile's ``published`` is what is allocated plus what can **still be made** now
   (``idle``): the most instances of that profile, alone, that fit what the GPU's counter set has left
   once the allocated devices took theirs (each profile's placements tried greedily by end: exact for
-  same-sized placements, and the non-slice counters are linear). Idle counts of two profiles of one
+  same-sized placements, and the non-slice counters are linear), and never more than NVML allows a GPU
+  (the profile's ``instance_count`` from the probe or the documented geometry, where known: a ``+me``
+  profile once, which counters of documented sizes cannot say). Idle counts of two profiles of one
   dynamic GPU are alternatives, not a sum (``idle_are_alternatives``). ``placements`` counts the devices
   as published, for reference.
 
@@ -23,6 +25,11 @@ static GPU, which has no counter set, the probe's or the documented geometry's s
 GPU is allocated whole), idle the free slices (dynamic) or the unallocated instances' slices (static),
 unpartitioned a static GPU's slices in no instance. A GPU whose slice count is unknown has no
 GPU-equivalents (``gpus_of_unknown_size``) and its teams' figures are lower bounds.
+
+With the usage window (:func:`with_usage`), each allocated instance gains its used versus allocated: the
+usage summary's row of the same claim, node and device (the driver exports a MIG claim's series on the MIG
+device's own handle), its peak and p95 memory over the instance's memory; an instance the window never
+names is ``not measured``, never 0.
 
 Runs on the controller; no Ansible imports.
 """

@@ -196,7 +196,7 @@ def _group(
         },
         "gpus_needed": len(layouts) + whole,
         "gpus_needed_lower_bound": lower + whole,
-        "layouts": layouts,
+        "layouts": [dict(sorted(layout.items())) for layout in layouts],
         "peaks_lower_bound": any(r["peak_lower_bound"] for r in rows),
         "compute_known": all(r["compute_known"] for r in rows),
     }
