@@ -250,6 +250,9 @@ def section(
                     if key is not None:
                         done[key] = planned
                 entries.append(dict(gpu_entry(gpu), **planned))
+                over = beyond_instance_count(gpu, planned)
+                if over:
+                    entries[-1]["warnings"] = over
         for gpu, entry in zip(gpus, entries):
             landing.update(entry["templates"])
             result["gpus"] += 1
@@ -260,6 +263,28 @@ def section(
     if result["sources"].get("documented"):
         result["notes"].append(DOCUMENTED_NOTE)
     return result
+
+
+def beyond_instance_count(gpu: dict[str, Any], planned: dict[str, Any]) -> list[str]:
+    """Where a layout holds more instances of a profile than the GPU can make (NVML's ``instance_count``, e.g.
+    one ``+me`` profile per GPU): the counters do not say so (their engine figures are bounds), the scheduler
+    would allocate them and Prepare would fail. Said, not hidden: the counts are the scheduler's."""
+    limits = {p["name"]: p.get("instance_count") for p in (gpu.get("state") or {}).get("profiles") or []}
+    found = []
+    layouts = [(name, entry["layout"]) for name, entry in planned["templates"].items()]
+    layouts.append(("the catalogue mix", planned["mix"]["layout"]))
+    for name, layout in layouts:
+        counts: dict[str, int] = {}
+        for placement in layout:
+            counts[placement["profile"]] = counts.get(placement["profile"], 0) + 1
+        for profile, count in sorted(counts.items()):
+            limit = limits.get(profile)
+            if isinstance(limit, int) and count > limit:
+                found.append(
+                    f"{name}: {count} x {profile} planned, the GPU makes at most {limit} (instance_count); "
+                    "the published counters allow more, so the scheduler would allocate them and Prepare fail"
+                )
+    return found
 
 
 def _node_text(data: dict[str, Any]) -> str:

@@ -230,3 +230,15 @@ def test_a_mig_gpu_is_never_shareable(dgx):
     by_name = {d["name"]: d for d in nodes["n1"]["devices"]}
     assert not by_name[FIRST].get("allowMultipleAllocations")
     assert by_name[dra.device_name("gpu", "0000:2b:00.0")].get("allowMultipleAllocations")
+
+
+def test_more_instances_of_a_profile_than_the_gpu_makes_are_said(dgx):
+    """The documented +me profile exists once per GPU; the counters do not say so, the section does."""
+    templates = TEMPLATES + [profile("mig-1g-me", "1g.10gb+me")]
+    gpu = gpu_of(run_plan({"n1": dgx}, {"n1": DYNAMIC_FIRST}, templates))
+    assert gpu["templates"]["mig-1g-me"]["claims"] == 7  # what the scheduler would allocate
+    assert gpu["warnings"] == [
+        "mig-1g-me: 7 x 1g.10gb+me planned, the GPU makes at most 1 (instance_count); the published counters "
+        "allow more, so the scheduler would allocate them and Prepare fail"
+    ]
+    assert "warnings" not in gpu_of(run_plan({"n1": dgx}, {"n1": DYNAMIC_FIRST}))
