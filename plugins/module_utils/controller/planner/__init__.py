@@ -11,6 +11,7 @@ utilization measured from published slices and claims, on the same device model.
 - ``thin``: the thin ratio of burstable templates (GPU memory promised over GPU memory there is);
 - ``gpu_counts``: per node, the GPUs its drivers publish beside those KAI Scheduler would count;
 - ``utilization``: the devices in use, measured from ResourceSlices and ResourceClaims;
+- ``utilization_mig``: its ``mig`` section (MIG devices per profile, GPU, node and team; GPU-equivalents);
 - ``held``: the devices a site's claims hold now, read from this run's ``utilization.json``;
 - ``model_store``: the site model (the planner's nodes) one stage of a run built, kept for a later one.
 """

@@ -6,7 +6,7 @@
 on the window's grid of steps), ``source`` reads it from Prometheus's HTTP API
 or from exported files, ``claims`` folds each claim's series onto the grid,
 ``summary`` turns it into used versus allocated per claim, team and template,
-and ``advice`` into right-sized fractions; ``pods`` writes the pods' series as
+and ``advice`` into right-sized fractions, ``mig_advice`` into MIG layouts; ``pods`` writes the pods' series as
 the replay reads them.
 docs/utilization.md says where every figure comes from.
 
