@@ -126,6 +126,13 @@ def test_fragmentation_aware_keeps_a_free_gpu_whole_where_first_fit_strands_it(t
     ]
     run = _mig(tmp_path, rows, {"n1": (A100_40, 2, 0)}, {"n1": DYNAMIC}, mode="timeline")
     first, aware = run["mig"]["orders"]["first_fit"], run["mig"]["orders"]["fragmentation_aware"]
+    # docs/replay.md's worked example: x and y fill GPU 0, z on GPU 1 at the driver's first 1g placement
+    for order in (first, aware):
+        assert _where(order)[:3] == [
+            ("x", "n1", "0000:07:00.0", "4g.20gb", 0),
+            ("y", "n1", "0000:07:00.0", "3g.20gb", 4),
+            ("z", "n1", "0000:08:00.0", "1g.5gb", 6),
+        ]
     assert ("w", "n1", "0000:07:00.0", "1g.5gb", 6) in _where(first)
     assert ("w", "n1", "0000:08:00.0", "1g.5gb", 5) in _where(aware)
     assert ("v", "n1", "0000:07:00.0", None, 0) in _where(aware)
