@@ -102,7 +102,7 @@ options:
       - The site's MIG - per host, its C(aligned_dra_mig) (as the filter C(aligned.dra.mig_settings) gives it; hosts
         with mode C(off) may be left out). Empty - no MIG, nothing of it is rendered.
       - With a host in mode C(static) or C(dynamic), the DeviceClass C(mig.aligned.dev) (every MIG device), one class
-        per profile where the templates name several (C(mig-<profile>.aligned.dev)), and the templates of
+        per profile where the GPUs offer several (C(mig-<profile>.aligned.dev)), and the templates of
         C(templates.mig) (C(mig-<profile>), C(mig-<profile>-nic), prioritized lists C(mig-<a>-or-<b>)) are rendered
         for the profiles the hosts' GPUs offer, read from their probed topologies (O(topologies),
         O(topology_files) or O(topology_dir)); see docs/claims.md.

@@ -11,7 +11,7 @@ driver publishes only the instances that exist.
 - DeviceClasses: ``mig.aligned.dev`` (class key ``mig``, renamed through ``aligned_dra_claims.classes.mig``):
   every MIG device (``kind == "mig"``) of the collection's GPU driver, which is the split GPU driver where
   ``split_gpu_driver`` sets one (the MIG devices take their GPU's place in that driver's slices); and,
-  where the templates name several profiles, one class per profile (``templates.mig.class_name``,
+  where the site's GPUs offer several profiles, one class per profile (``templates.mig.class_name``,
   ``mig-<token>.aligned.dev``, ``profile == "<name>"``), which Kueue quotas can count apart.
 - Templates (``aligned_dra_claims.templates.mig``, :data:`DEFAULTS`): ``mig-<token>`` one MIG device of
   the profile; ``mig-<token>-nic`` the same and a NIC on the parent GPU's PCIe root (``matchAttribute``
@@ -294,6 +294,17 @@ def render(
     out["classes"][KEY] = build.device_class(
         conf["classes"][KEY], [_selector(driver), *extra], site, conf["extended_resources"].get(KEY)
     )
+    # one class per profile where the site's GPUs offer several (quotas count them apart), whatever the templates
+    taken = {c["metadata"]["name"] for c in out["classes"].values()}
+    per_profile: dict[str, str] = {}
+    for profile in found["profiles"] if len(found["profiles"]) > 1 else []:
+        name = options["class_name"].format(profile=dra_mig.profile_token(profile))
+        if name in taken:
+            raise MigClaimsError(f"{WHERE}.class_name: {name!r} is the name of another DeviceClass")
+        taken.add(name)
+        per_profile[profile] = name
+        key = f"{KEY}-{dra_mig.profile_token(profile)}"
+        out["classes"][key] = build.device_class(name, [_selector(driver, profile), *extra], site)
     if not options["enabled"]:
         return out
     if found["unknown"]:
@@ -305,18 +316,6 @@ def render(
             }
         )
     chosen, lists = _wanted(options, found["profiles"], out["skipped"])
-    named = [p for p in found["profiles"] if p in chosen or any(p in entry for entry in lists)]
-    taken = {c["metadata"]["name"] for c in out["classes"].values()}
-    per_profile: dict[str, str] = {}
-    if len(named) > 1:
-        for profile in named:
-            name = options["class_name"].format(profile=dra_mig.profile_token(profile))
-            if name in taken:
-                raise MigClaimsError(f"{WHERE}.class_name: {name!r} is the name of another DeviceClass")
-            taken.add(name)
-            per_profile[profile] = name
-            key = f"{KEY}-{dra_mig.profile_token(profile)}"
-            out["classes"][key] = build.device_class(name, [_selector(driver, profile), *extra], site)
     out["templates"] = _templates(conf, site, options, chosen, lists, per_profile, nic_class, build)
     return out
 

@@ -138,7 +138,10 @@ def test_class_names_and_selectors_follow_the_settings(dgx):
     rendered = render(settings, mig={"h1": DYNAMIC}, topologies={"h1": dgx})
     assert by_name(rendered, "partitions.example.com")["kind"] == "DeviceClass"
     classes = [n for n in names(rendered, "DeviceClass") if n.startswith("mig-")]
-    assert classes == ["mig-1g-10gb.example.com", "mig-7g-80gb.example.com"]
+    # a class per profile the GPUs offer (quotas count them apart), whichever profiles get a template
+    assert len(classes) == 7 and classes[0] == "mig-1g-10gb.example.com" and classes[-1] == "mig-7g-80gb.example.com"
+    templates = ["mig-1g-10gb", "mig-7g-80gb", "mig-1g-10gb-nic", "mig-7g-80gb-nic"]
+    assert mig_names(rendered, "ResourceClaimTemplate") == templates
     assert expressions(by_name(rendered, "mig-7g-80gb.example.com"))[1].endswith('.model.startsWith("H100")')
 
 
@@ -238,15 +241,13 @@ def test_a_prioritized_list_takes_the_profiles_in_order(dgx):
     assert "mig-1g-10gb-or-1g-20gb-or-2g-20gb" in names(rendered, "ResourceClaimTemplate")
 
 
-def test_a_prioritized_list_on_a_one_profile_site_gets_the_classes_it_names(dgx):
+def test_a_prioritized_list_beside_one_profiles_templates_asks_for_each_profiles_class(dgx):
     settings = {"templates": {"mig": {"profiles": ["3g.40gb"], "prioritized": [["3g.40gb", "7g.80gb"]]}}}
     rendered = render(settings, mig={"h1": DYNAMIC}, topologies={"h1": dgx})
-    assert mig_names(rendered, "DeviceClass") == [
-        "mig.aligned.dev",
-        "mig-3g-40gb.aligned.dev",
-        "mig-7g-80gb.aligned.dev",
-    ]
     assert mig_names(rendered, "ResourceClaimTemplate") == ["mig-3g-40gb", "mig-3g-40gb-nic", "mig-3g-40gb-or-7g-80gb"]
+    (request,) = by_name(rendered, "mig-3g-40gb-or-7g-80gb")["spec"]["spec"]["devices"]["requests"]
+    classes = [sub["deviceClassName"] for sub in request["firstAvailable"]]
+    assert classes == ["mig-3g-40gb.aligned.dev", "mig-7g-80gb.aligned.dev"]
 
 
 def test_profiles_no_gpu_offers_are_left_out_with_the_reason(dgx):
@@ -268,9 +269,11 @@ def test_a_mig_host_without_a_topology_is_said_and_the_others_render(dgx):
     assert note["name"] == "mig-*" and note["reason"].startswith("h2: no probed topology")
 
 
-def test_disabled_templates_keep_the_class_and_other_drivers_render_nothing(dgx):
+def test_disabled_templates_keep_the_classes_and_other_drivers_render_nothing(dgx):
     off = render({"templates": {"mig": {"enabled": False}}}, mig={"h1": HALF}, topologies={"h1": dgx})
     assert mig_names(off, "DeviceClass") == ["mig.aligned.dev"] and not mig_names(off, "ResourceClaimTemplate")
+    off = render({"templates": {"mig": {"enabled": False}}}, mig={"h1": DYNAMIC}, topologies={"h1": dgx})
+    assert len(mig_names(off, "DeviceClass")) == 8 and not mig_names(off, "ResourceClaimTemplate")
     nvidia = {"drivers": ["gpu.nvidia.com", "dra.net"], "gpu_driver": "gpu.nvidia.com", "nic_driver": "dra.net"}
     rendered = render(nvidia, mig={"h1": HALF}, topologies={"h1": dgx})
     assert not mig_names(rendered, "DeviceClass") and not mig_names(rendered, "ResourceClaimTemplate")
