@@ -170,11 +170,40 @@ def _can_make(devices: list[dict[str, Any]], left: dict[str, int]) -> int:
     left = dict(left)
     made = 0
     for device in sorted(devices, key=lambda d: ((d["start"] or 0) + (d["size"] or 0), d["start"] or 0)):
-        if all(left.get(name, 0) >= value for name, value in device["consumes"].items()):
+        # a counter the set does not name does not limit (a real set names every counter its devices consume)
+        if all(left[name] >= value for name, value in device["consumes"].items() if name in left):
             for name, value in device["consumes"].items():
-                left[name] -= value
+                if name in left:
+                    left[name] -= value
             made += 1
     return made
+
+
+def _left(gpu: dict[str, Any], held: list[dict[str, Any]], whole: bool) -> dict[str, int] | None:
+    """What a dynamic GPU's counter set has left once its allocated devices took theirs (nothing once the GPU
+    whole is allocated). A set the slices do not carry: its memory slices alone (the exclusion NVML makes;
+    the other counters are bounds), where the slice count is known; else None."""
+    counters = gpu["counter_set"]
+    if counters is None and gpu["memory_slices"]:
+        counters = {f"{SLICE_PREFIX}{i}": 1 for i in range(gpu["memory_slices"])}
+    if counters is None:
+        return None
+    left = {name: 0 for name in counters} if whole else dict(counters)
+    for device in held:
+        for name, value in device["consumes"].items():
+            if name in left:
+                left[name] -= value
+    return left
+
+
+def _counters_source(gpu: dict[str, Any]) -> str | None:
+    """What a dynamic GPU's idle counts rest on: its ``counter set``, else its ``memory slices`` alone; None
+    for a static GPU (no counters) or where neither is known."""
+    if gpu["mode"] == "static":
+        return None
+    if gpu["counter_set"]:
+        return "counter set"
+    return "memory slices" if gpu["memory_slices"] else None
 
 
 def _share(slices: int, total: int | None) -> float | None:
@@ -203,13 +232,11 @@ def gpu_row(
         partitioned = sum(d["size"] or 0 for d in gpu["devices"])
         free, unpartitioned = partitioned - used, (total - partitioned) if total else None
     else:
-        left = dict(gpu["counter_set"] or {})
-        if whole:
-            left = {}
-        for device in held:
-            for name, value in device["consumes"].items():
-                left[name] = left.get(name, 0) - value
+        left = _left(gpu, held, whole)
         for name, row in profiles.items():
+            if left is None:  # neither the counter set nor the slice count: what can be made is unknown
+                row["idle"] = row["published"] = None
+                continue
             row["idle"] = _can_make(
                 [d for d in gpu["devices"] if d["profile"] == name and d["key"] not in allocated], left
             )
@@ -226,6 +253,7 @@ def gpu_row(
         "mode": gpu["mode"],
         "memory_slices": total,
         "slices_source": gpu["slices_source"],
+        "counters_source": _counters_source(gpu),
         "whole_allocated": whole,
         "memory_slices_allocated": used if total or not whole else None,
         "memory_slices_free": free,
@@ -265,7 +293,9 @@ def _add(into: dict[str, Any], row: dict[str, Any]) -> None:
     for name, counts in row["profiles"].items():
         target = into["by_profile"].setdefault(name, {"published": 0, "allocated": 0, "idle": 0})
         for field in ("published", "allocated", "idle"):
-            target[field] += counts[field]
+            target[field] += counts[field] or 0
+        if counts["idle"] is None:  # a GPU whose free counters are unknown: these counts are lower bounds
+            target["idle_is_lower_bound"] = True
     if row["mode"] == "dynamic" and len(row["profiles"]) > 1:
         into["idle_are_alternatives"] = True
 

@@ -45,6 +45,7 @@ def dynamic_report(topo, names, claims=None):
 def test_dynamic_counts_what_can_still_be_made_not_the_overlapping_placements(topo, names):
     mig = dynamic_report(topo, names)["mig"]
     first, second = mig["gpus"]
+    assert first["counters_source"] == "counter set"
     assert (first["gpu"], first["mode"], first["memory_slices"], first["slices_source"]) == (
         names[0],
         "dynamic",
@@ -237,3 +238,23 @@ def test_without_the_slices_a_mig_claim_is_of_unknown_size_not_a_whole_gpu():
     )
     (claim,) = summary.summarise(window, {}, {})["claims"]
     assert claim["kind"] == "mig" and claim["gpu_fraction"] is None and claim["gpu_hours"] is None
+
+
+def test_without_the_counter_set_the_memory_slices_decide_and_without_them_idle_is_unknown(topo, names):
+    pool = site.slices("node-a", DYNAMIC, topo)
+    for item in pool:
+        item["spec"].pop("sharedCounters", None)
+    held = [site.claim("ml", "b", "node-a", [f"{names[0]}-mig-3g-40gb-0"])]
+    slices_only = util.utilization(pool, held, None, TEAMS, {"node-a": topo})["mig"]["gpus"][0]
+    assert slices_only["counters_source"] == "memory slices" and slices_only["slices_source"] == "documented"
+    assert (
+        slices_only["profiles"]["3g.40gb"]["idle"] == 1 and slices_only["profiles"]["1g.10gb"]["idle"] == 3
+    )  # 4, 5, 6: none starts at 7
+    for item in pool:
+        for device in item["spec"].get("devices") or []:
+            device["attributes"].pop("dra.aligned.dev/deviceID", None)
+    unknown = util.utilization(pool, held, None, TEAMS, {})["mig"]
+    first = unknown["gpus"][0]
+    assert first["counters_source"] is None and first["gpu_equivalents"] is None
+    assert first["profiles"]["3g.40gb"] == {"published": None, "allocated": 1, "idle": None, "placements": 2, "size": 4}
+    assert unknown["totals"]["by_profile"]["3g.40gb"]["idle_is_lower_bound"]
