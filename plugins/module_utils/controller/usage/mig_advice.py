@@ -203,7 +203,7 @@ def _group(
     if uniform is not None:
         layout, gpus = uniform
         selector = {"device_ids": [state["device_id"]]} if state.get("device_id") else None
-        out["uniform_layout"] = {"mig-devices": dict(sorted(layout.items())), "gpus": gpus + whole}
+        out["uniform_layout"] = {"mig-devices": dict(sorted(layout.items())), "gpus": gpus}
         out["snippet"] = mig_model.layout_snippet(layout, selector)
     else:
         out["uniform_layout"] = None

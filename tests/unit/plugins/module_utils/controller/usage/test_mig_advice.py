@@ -141,6 +141,14 @@ def test_shares_are_advised_and_today_counts_their_share_of_the_gpu(gpus, names)
     assert group["gpus_needed"] == 1
 
 
+def test_claims_that_keep_a_whole_gpu_are_beside_the_layout_not_in_it(gpus, names):
+    claims = [row("big", names[0], 85 * GIB), row("small", names[1], 5 * GIB), row("tiny", names[2], 4 * GIB)]
+    (group,) = advise(gpus, claims)["groups"]
+    assert group["whole_gpus"] == 1 and group["profiles"] == {"1g.10gb": 2}
+    assert (group["gpus_needed"], group["gpus_needed_lower_bound"]) == (2, 2)
+    assert group["uniform_layout"] == {"mig-devices": {"1g.10gb": 2}, "gpus": 1}
+
+
 def test_per_team_groups(gpus, names):
     claims = [row("a", names[0], 5 * GIB, team="team-a"), row("b", names[1], 30 * GIB, team="team-b")]
     groups = advise(gpus, claims)["groups"]
