@@ -315,6 +315,15 @@ def render(
                 "unknown (probe the nodes); the templates are those of the other MIG hosts' GPUs",
             }
         )
+    known = [host for host in hosts if host not in found["unknown"]]
+    if known and not found["gpus"]:
+        out["skipped"].append(
+            {
+                "name": options["name"].format(profile="*"),
+                "reason": f"{_named(known)}: {mig_model.VARIABLE} takes none of their GPUs (none is MIG-capable, "
+                "or gpus selects none): no MIG profile to render a template for",
+            }
+        )
     chosen, lists = _wanted(options, found["profiles"], out["skipped"])
     out["templates"] = _templates(conf, site, options, chosen, lists, per_profile, nic_class, build)
     return out

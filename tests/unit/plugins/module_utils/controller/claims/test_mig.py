@@ -269,6 +269,19 @@ def test_a_mig_host_without_a_topology_is_said_and_the_others_render(dgx):
     assert note["name"] == "mig-*" and note["reason"].startswith("h2: no probed topology")
 
 
+def test_mig_hosts_whose_gpus_mig_does_not_take_are_said(dgx):
+    v100 = copy.deepcopy(dgx)  # V100s (0x1db4): no MIG
+    for device in v100["devices"]:
+        if device.get("kind") == "gpu":
+            device["device_id"] = "0x1db4"
+    rendered = render(mig={"vm1": DYNAMIC}, topologies={"vm1": v100})
+    assert mig_names(rendered, "DeviceClass") == ["mig.aligned.dev"] and not mig_names(
+        rendered, "ResourceClaimTemplate"
+    )
+    (note,) = rendered["skipped"]
+    assert note["name"] == "mig-*" and note["reason"].startswith("vm1: aligned_dra_mig takes none of their GPUs")
+
+
 def test_disabled_templates_keep_the_classes_and_other_drivers_render_nothing(dgx):
     off = render({"templates": {"mig": {"enabled": False}}}, mig={"h1": HALF}, topologies={"h1": dgx})
     assert mig_names(off, "DeviceClass") == ["mig.aligned.dev"] and not mig_names(off, "ResourceClaimTemplate")
