@@ -5,9 +5,12 @@
 ResourceSlices, claims and classes (from the cluster, read-only, or given or
 in files), the plan and the topology files when given, each input's shape,
 the teams' namespaces, the classes compiled on their own (so that their errors
-name the option), the utilization (:func:`util.utilization`), with ``usage``
-the GPU use read over its window (``usage/``: used versus allocated and the
-advice; without ResourceSlices, the usage alone), ``pods_dest`` (the pods'
+name the option), the utilization (:func:`util.utilization`; its ``mig``
+section where the site publishes MIG devices), with ``usage`` the GPU use
+read over its window (``usage/``: used versus allocated, MIG claims weighed by
+their memory slices, each MIG instance's used versus allocated, and the
+advice, MIG layouts from the GPUs' profiles in the topologies or the slices'
+device IDs; without ResourceSlices, the usage alone), ``pods_dest`` (the pods'
 usage series as the replay reads them) and ``dest`` written (only when their
 content changes; not in check mode).
 
