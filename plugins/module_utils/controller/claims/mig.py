@@ -41,7 +41,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.node.mig import layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from typing import Any
 
 KEY = "mig"  # the class key of every MIG device (aligned_dra_claims.classes.mig, selectors.mig)
@@ -270,9 +270,11 @@ def render(
     device_options: dict[str, Any] | None,
     nic_class: str | None,
     build: Builders,
+    other_classes: Iterable[str] = (),
 ) -> dict[str, Any]:
     """``{"classes": {key: DeviceClass}, "templates", "skipped", "warnings"}`` of the site's MIG; all empty
-    where no host runs MIG. The templates still go through the caller's per-minor filter."""
+    where no host runs MIG. The templates still go through the caller's per-minor filter. ``other_classes``:
+    the names of the site's other DeviceClasses, which no MIG class may take."""
     out: dict[str, Any] = {"classes": {}, "templates": [], "skipped": [], "warnings": []}
     hosts = hosts_with_mig(mig)
     if not hosts:
@@ -295,7 +297,11 @@ def render(
         conf["classes"][KEY], [_selector(driver), *extra], site, conf["extended_resources"].get(KEY)
     )
     # one class per profile where the site's GPUs offer several (quotas count them apart), whatever the templates
-    taken = {c["metadata"]["name"] for c in out["classes"].values()}
+    taken = {c["metadata"]["name"] for c in out["classes"].values()} | set(other_classes)
+    if conf["classes"][KEY] in other_classes:
+        raise MigClaimsError(
+            f"aligned_dra_claims.classes.{KEY}: {conf['classes'][KEY]!r} is the name of another DeviceClass"
+        )
     per_profile: dict[str, str] = {}
     for profile in found["profiles"] if len(found["profiles"]) > 1 else []:
         name = options["class_name"].format(profile=dra_mig.profile_token(profile))

@@ -519,7 +519,8 @@ def render(
     nic_class = _gpu_nic_classes(conf, classes)[1]
     builders = claim_mig.Builders(_class, _template, _exactly)
     try:
-        migs = claim_mig.render(conf, site, mig, topologies, minor, gates, device_options, nic_class, builders)
+        others = [c["metadata"]["name"] for c in classes.values()]
+        migs = claim_mig.render(conf, site, mig, topologies, minor, gates, device_options, nic_class, builders, others)
     except claim_mig.MigClaimsError as exc:
         raise ClaimsError(str(exc)) from None
     classes.update(migs["classes"])

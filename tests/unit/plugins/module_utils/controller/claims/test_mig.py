@@ -400,6 +400,13 @@ def test_a_class_name_taken_by_another_class_is_refused(dgx):
         render(settings, mig={"h1": DYNAMIC}, topologies={"h1": dgx})
 
 
+def test_a_mig_class_name_another_class_has_is_refused(dgx):
+    with pytest.raises(claims.ClaimsError, match="class_name: 'mig-3g-40gb.aligned.dev' is the name of another"):
+        render({"classes": {"gpu": "mig-3g-40gb.aligned.dev"}}, mig={"h1": DYNAMIC}, topologies={"h1": dgx})
+    with pytest.raises(claims.ClaimsError, match="classes.mig: 'aligned-nic' is the name of another DeviceClass"):
+        render({"classes": {"mig": "aligned-nic"}}, mig={"h1": HALF}, topologies={"h1": dgx})
+
+
 def test_a_layout_that_cannot_be_modelled_names_the_host(dgx):
     bad = dict(HALF, layout="nope")
     with pytest.raises(claims.ClaimsError, match="^h1: aligned_dra_mig: "):
