@@ -117,6 +117,39 @@ options:
   dest:
     description: Where to write the teams summary (C(<site>/teams.json)); omitted, nothing is written.
     type: path
+  mig:
+    description:
+      - The site's MIG - per host, its C(aligned_dra_mig) (as the filter C(aligned.dra.mig_settings) gives it). Empty -
+        no MIG, and nothing of the output changes.
+      - With hosts in mode C(static) or C(dynamic), the site's MIG classes are rendered as M(aligned.dra.claims_render)
+        renders them, so teams may name them and their templates, and C(teams.json) gets C(mig) (hosts by mode, MIG
+        classes, the MIG capacity from the controller's MIG model - GPUs, GPU memory, per profile, C(bound) where a
+        figure is the driver's counter bound or the geometry NVIDIA documents - and the MIG devices published per host).
+      - With engine C(kueue) or C(both), a quota given as GPU memory on the class of every MIG device (C(quotas.mig 80Gi))
+        maps every MIG class to one logical resource (C(aligned.dev/mig-memory)) with a C(counter) source on the
+        driver's C(memory) counter; the nominal quotas in cohort are checked against the site's MIG memory. Refused,
+        naming the setting - hosts in mode C(static) (their instances publish no counters), a minor whose
+        C(DRAPartitionableDevices) gate is off, memory on a per-profile MIG class.
+        C(KueueDRAIntegrationPartitionableDevices) is turned on in the Configuration fragment and named in a
+        warning where the site's Kueue (C(aligned_dra_teams.kueue.version)) has it off.
+      - With engine C(kai), GPU memory on a MIG class, and any quota on or template of a MIG class whose name
+        contains C(gpu), are refused (KAI counts each MIG device as one whole GPU); the stage warns how many devices
+        KAI counts as GPUs on the MIG hosts.
+    type: dict
+    default: {}
+  topologies:
+    description:
+      - The MIG hosts' probed topologies, inline (host to topology). Read for the hosts in O(mig) only; given, the
+        files of O(topology_files) and O(topology_dir) are not read.
+    type: dict
+  topology_files:
+    description: The MIG hosts' probed topologies, one JSON file per host (host to path). Read for the hosts in O(mig) only.
+    type: dict
+  topology_dir:
+    description:
+      - A directory of C(<host>.json) probed topologies (the topology role's C(<site>/nodes/)), for the hosts in
+        O(mig) that O(topology_files) does not name. A host without one makes the site's MIG capacity unknown.
+    type: path
 notes:
   - Delegated to C(localhost) (a local connection without become, with ansible-playbook's own interpreter)
     the module's action runs it in ansible-playbook's process, with the same options, result and messages;
@@ -187,10 +220,18 @@ kueue:
     - With engine C(kueue) or C(both) - C(configuration) (the Kueue manager Configuration fragment with
       the feature gates and C(deviceClassMappings)), C(teams) (per team its ClusterQueue, cohort, and
       nominal, borrowable, lendable and idle devices per class), C(mappings) (per DeviceClass its
-      logical resource and unit, devices or capacity), C(capacity) (the cohort's nominal quotas
+      logical resource and unit, devices, capacity or counter - GPU memory of MIG devices), C(capacity) (the cohort's nominal quotas
       against the plan's devices), C(notes) (what works differently than with ResourceQuotas) and
       C(what_if) (the outcome of the site's what-if workloads); null with engine C(resourcequota).
   returned: success
+  type: dict
+mig:
+  description:
+    - Only where O(mig) has hosts running MIG - C(hosts) (C(static), C(dynamic)), C(unprobed), C(classes) (the MIG
+      DeviceClasses, each with its profile or null for every MIG device), C(capacity) (C(gpus), C(memory_bytes),
+      C(memory), C(by_profile), C(sources), C(bound); null figures where a host is unprobed, with C(reason)) and
+      C(published) (per host its MIG GPUs and the MIG devices the driver publishes for them).
+  returned: when hosts run MIG
   type: dict
 kai:
   description:

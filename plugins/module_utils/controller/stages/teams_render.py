@@ -4,7 +4,10 @@
 :func:`run` takes the module's parameters and returns its result, in this order:
 
 1. the plan (``plan_file``, its shape checked) and this run's devices in use
-   per team (``utilization_file``), each when given and present;
+   per team (``utilization_file``), each when given and present; where hosts
+   run MIG (``mig``: host -> ``aligned_dra_mig``), their probed topologies
+   (``topologies``, ``topology_files`` or ``<topology_dir>/<host>.json``, read
+   as the claims stage reads them) and the site's MIG (:mod:`teams.mig`);
 2. the site's claim objects (:func:`burst.render`), then its team objects
    with its engine's (:func:`render`: namespaces, quotas, priorities,
    Kueue's or KAI Scheduler's);
@@ -38,6 +41,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
+from ansible_collections.aligned.dra.plugins.module_utils.controller.stages.claims_render import mig_topologies
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -64,6 +69,10 @@ MODULE_SPEC: dict[str, Any] = {
         "plan_file": {"type": "path"},
         "utilization_file": {"type": "path"},
         "dest": {"type": "path"},
+        "mig": {"type": "dict", "default": {}},
+        "topologies": {"type": "dict"},
+        "topology_files": {"type": "dict"},
+        "topology_dir": {"type": "path"},
     },
 }
 
@@ -81,9 +90,13 @@ def render(
     in_use: dict[str, dict[str, int]] | None = None,
     placement_levels: list[dict[str, str]] | None = None,
     drivers: dict[str, str] | None = None,
+    mig: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue",
-    "kai"}``.
+    "kai"}``, and ``"mig"`` and ``"warnings"`` where hosts run MIG.
+
+    ``mig``: the site's MIG (:func:`teams_mig.site`, with ``published`` per host): Kueue may count quotas on
+    MIG devices in GPU memory, KAI is told what it would miscount; None without MIG, and nothing changes.
 
     With engine ``kueue`` or ``both``, ``kueue`` holds what :func:`kueue.render`
     returns besides its objects (the manager configuration, the queues per
@@ -106,10 +119,12 @@ def render(
         raise teams_settings.TeamsError(
             f"admin_access needs the DRAAdminAccess feature gate, which is off on Kubernetes {minor}"
         )
+    if mig is not None:
+        mig = dict(mig, classes=teams_mig.mig_classes(claim_objects))
     scheduled = None
     if schedulers.uses_kai(conf["engine"]):
         allocated = None if in_use is None else kai.in_use_gpus(in_use, kai.gpu_classes(conf, claim_objects))
-        scheduled = kai.render(conf, site, claim_objects, plan, drivers, placement_levels, allocated)
+        scheduled = kai.render(conf, site, claim_objects, plan, drivers, placement_levels, allocated, mig)
     queued = frozenset(scheduled["gpu_classes"]) if scheduled else frozenset()
     objects = teams_model.priority_classes(conf, site) + teams_model.team_objects(conf, site, claim_objects, queued)
     rows, problems = teams_model.capacity_check(conf, plan)
@@ -118,7 +133,7 @@ def render(
         _kai_guidance(objects, scheduled)
         objects += scheduled["objects"]
     if schedulers.uses_kueue(conf["engine"]):
-        queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use, placement_levels)
+        queues = kueue.render(conf, site, claim_objects, plan, feature_gates, minor, in_use, placement_levels, mig)
         # queues["problems"] is the same check on the same numbers (guaranteed quota x namespaces against
         # the plan's devices; classes counted in memory are unknown to both): capacity_check reports it once
         _queue_guidance(objects, queues["objects"])
@@ -136,17 +151,24 @@ def render(
         }
         for t in conf["teams"]
     ]
-    return {
+    result = {
         "objects": objects,
         "capacity": rows,
-        "problems": problems,
+        "problems": problems + ([] if queues is None else queues["counter_problems"]),
         "teams": summary,
         "tiers": conf["tiers"],
         "minor": minor,
         "engine": conf["engine"],
-        "kueue": None if queues is None else {k: v for k, v in queues.items() if k not in ("objects", "problems")},
+        "kueue": None
+        if queues is None
+        else {k: v for k, v in queues.items() if k not in ("objects", "problems", "counter_problems")},
         "kai": None if scheduled is None else {k: v for k, v in scheduled.items() if k != "objects"},
     }
+    if mig is not None:
+        result["mig"] = {k: v for k, v in mig.items() if k != "settings"}
+        notes = (result["kueue"] or {}).get("notes", []) + (result["kai"] or {}).get("notes", [])
+        result["warnings"] = [n for n in notes if n.startswith("MIG:") or "PartitionableDevices" in n]
+    return result
 
 
 def _kai_guidance(objects: list[dict[str, Any]], scheduled: dict[str, Any]) -> None:
@@ -273,7 +295,11 @@ def _in_use(params: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:
 
 def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[str, Any]:
     """The site's team objects and rows (:func:`render`), every object checked; :class:`StageError` else."""
+    topologies = mig_topologies(params)
     try:
+        mig = teams_mig.site(params.get("mig"), topologies)
+        if mig is not None:
+            mig["published"] = teams_mig.published_per_gpu(topologies, params.get("mig"))
         rendered_claims = burst.render(
             params["claims_settings"],
             params["site"],
@@ -282,6 +308,8 @@ def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[st
             rail_rules=params["rail_rules"],
             device_options=params["device_options"],
             fractional_burst=params["fractional_burst"],
+            mig=params.get("mig") or {},
+            topologies=topologies,
         )
         claim_conf = claims.settings(params["claims_settings"])
         class_keys = claim_conf["classes"]
@@ -297,6 +325,7 @@ def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[st
             params["placement_levels"],
             # the drivers' names as published: the collection's GPUs under its split GPU driver, if any
             claims.published_drivers(claim_conf, params["device_options"]),
+            mig,
         )
         problems = validate_all(result["objects"], result["minor"], params["feature_gates"])
     except (
@@ -305,6 +334,7 @@ def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[st
         claims.ClaimsError,
         dra.DeviceModelError,
         CelError,
+        teams_mig.MigTeamsError,
     ) as exc:
         raise StageError(str(exc)) from None
     if problems:
@@ -318,7 +348,8 @@ def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[st
 
 def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
     """The module's result: ``changed``, ``objects``, ``files``, ``capacity``, ``teams``, ``minor``, ``engine``,
-    ``kueue``, ``kai``, and ``diff`` of ``dest`` when ``diff`` is asked and the file changes."""
+    ``kueue``, ``kai``, and ``diff`` of ``dest`` when ``diff`` is asked and the file changes; where hosts run
+    MIG also ``mig`` and, where the scheduler counts MIG differently than asked, ``warnings``."""
     plan = _plan(params)
     result = _rendered(params, plan)
     summary = {
@@ -333,6 +364,8 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         "kueue": result["kueue"],
         "kai": result["kai"],
     }
+    if "mig" in result:  # only where hosts run MIG: a site without keeps its teams.json as it was
+        summary["mig"] = result["mig"]
     changed, file_diff = write_dest(params["dest"], summary, check_mode)
     response = {
         "changed": changed,
@@ -345,6 +378,10 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
         "kueue": result["kueue"],
         "kai": result["kai"],
     }
+    if "mig" in result:
+        response["mig"] = result["mig"]
+    if result.get("warnings"):
+        response["warnings"] = result["warnings"]
     if diff and file_diff:
         response["diff"] = file_diff
     return response

@@ -129,7 +129,8 @@ def team_objects(
             if team["admin_access"]:
                 ns_labels[teams_settings.ADMIN_ACCESS_LABEL] = "true"
             out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": ns_labels}})
-            capped = {cls: n for cls, n in team["quotas"].items() if cls not in queued}
+            # GPU memory (a MIG counter quota, engine both) is Kueue's alone: a ResourceQuota counts devices
+            capped = {cls: n for cls, n in team["quotas"].items() if cls not in queued and not isinstance(n, str)}
             if capped and conf.get("engine", schedulers.DEFAULT_ENGINE) != schedulers.KUEUE:
                 hard = {}
                 for cls, count in sorted(capped.items()):

@@ -22,7 +22,9 @@ import copy
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import settings_checks as checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import mig as kai_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import settings as kueue_settings
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
@@ -127,6 +129,7 @@ def settings(
         "keys": keys,
         "engine": engine,
         "node_groups": kueue["node_groups"],
+        "mig_classes": teams_mig.mig_classes(objects),
     }
     teams = _teams(raw.get("teams") or [], site)
     if engine == schedulers.KUEUE:
@@ -237,7 +240,7 @@ def _teams(teams_raw: Any, site: dict[str, Any]) -> list[dict[str, Any]]:
     for index, team in enumerate(teams_raw):
         name, where, namespaces = _team_name_and_namespaces(index, team, seen_teams, seen_ns)
         tier, labels, admin, wanted = _team_tier_and_access(where, team, site["tiers"], site["templates"])
-        quotas, limits = _team_amounts(where, team, site["classes"], site["keys"], site["engine"])
+        quotas, limits = _team_amounts(where, team, site)
         department = team.get("department")
         if department is not None and not dra.is_dns_label(department):
             raise TeamsError(f"{where}.department {department!r} is not a DNS label")
@@ -326,13 +329,13 @@ def _team_tier_and_access(
 
 
 def _team_amounts(
-    where: str, team: dict[str, Any], classes: dict[str, Any], keys: dict[str, str], engine: str
+    where: str, team: dict[str, Any], site: dict[str, Any]
 ) -> tuple[dict[str, int | str], dict[str, dict[str, int | str]]]:
     """The team's quotas, and its borrowing and lending limits (Kueue only, on classes it has a quota for)."""
-    quotas = _amounts(f"{where}.quotas", team.get("quotas"), classes, keys, engine)
+    engine = site["engine"]
+    quotas = _amounts(f"{where}.quotas", team.get("quotas"), site)
     limits = {
-        option: _amounts(f"{where}.{option}", team.get(option), classes, keys, engine)
-        for option in ("borrowing_limit", "lending_limit")
+        option: _amounts(f"{where}.{option}", team.get(option), site) for option in ("borrowing_limit", "lending_limit")
     }
     for option, amounts in limits.items():
         if amounts and engine == schedulers.RESOURCEQUOTA:
@@ -346,16 +349,19 @@ def _team_amounts(
     return quotas, limits
 
 
-def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str], engine: str) -> dict[str, int | str]:
+def _amounts(where: str, raw: Any, site: dict[str, Any]) -> dict[str, int | str]:
     """``{DeviceClass: devices}``; a quantity string (GPU memory) only where Kueue counts it."""
     amounts: dict[str, int | str] = {}
+    engine = site["engine"]
     if raw is None:
         return amounts
     if not isinstance(raw, dict):
         raise TeamsError(f"{where} must map DeviceClasses to device counts")
     for key, count in raw.items():
-        cls = _resolve_class(where, key, classes, keys)
-        if isinstance(count, str):
+        cls = _resolve_class(where, key, site["classes"], site["keys"])
+        if isinstance(count, str) and cls in site["mig_classes"]:
+            _mig_memory(where, key, count, cls, engine)
+        elif isinstance(count, str):
             kueue_settings.check_capacity_amount(where, key, count, engine)
         elif isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= checks.MAX_AMOUNT:
             raise TeamsError(f"{where}.{key} must be a non-negative integer (got {count!r})")
@@ -363,6 +369,19 @@ def _amounts(where: str, raw: Any, classes: dict[str, Any], keys: dict[str, str]
             raise TeamsError(f"{where}: {key!r} names {cls} a second time")
         amounts[cls] = count
     return amounts
+
+
+def _mig_memory(where: str, key: str, count: str, cls: str, engine: str) -> None:
+    """GPU memory on a MIG class: counted by Kueue's counters (engines kueue and both), refused elsewhere."""
+    if schedulers.uses_kai(engine):
+        raise TeamsError(kai_mig.quota_refusal(where, key, count, cls))
+    if not schedulers.uses_kueue(engine):
+        raise TeamsError(
+            f"{where}.{key}: {count!r} is GPU memory on the MIG class {cls}, which only Kueue counts (engine kueue "
+            "or both: a counter quota); a ResourceQuota counts devices, give a device count or set the engine"
+        )
+    # the quantity's own checks (a unit, not negative), as for capacity amounts
+    kueue_settings.check_capacity_amount(where, key, count, schedulers.KUEUE)
 
 
 def teams_by_namespace(raw_or_conf: dict[str, Any] | None) -> dict[str, str]:

@@ -41,6 +41,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.domains imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import shared
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import admission as kai_admission
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import fair_share as kai_fair_share
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import mig as kai_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import settings as kai_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai.api import (
     QUEUE_API_VERSION,
@@ -84,14 +85,18 @@ def gpu_classes(conf: dict[str, Any], claim_objects: list[dict[str, Any]]) -> li
     return sorted({keys[k] for k in GPU_CLASS_KEYS if keys.get(k) in rendered})
 
 
-def _request_problems(template: str, requests: list[dict[str, Any]], gpus: set[str]) -> list[str]:
+def _request_problems(
+    template: str, requests: list[dict[str, Any]], gpus: set[str], mig: frozenset[str] = frozenset()
+) -> list[str]:
     problems = []
     for request in requests:
         name = request.get("name")
         exactly = request.get("exactly")
         if exactly is not None:
             cls = exactly.get("deviceClassName")
-            if cls in gpus and not counts_as_gpu(cls):
+            if cls in mig:
+                pass  # kai_mig.counting_problems says what KAI counts of MIG classes
+            elif cls in gpus and not counts_as_gpu(cls):
                 problems.append(
                     f"template {template}: request {name} asks for GPUs of class {cls}, whose name lacks 'gpu': "
                     "KAI would count none of them"
@@ -112,9 +117,14 @@ def _request_problems(template: str, requests: list[dict[str, Any]], gpus: set[s
 
 
 def check_counting(
-    conf: dict[str, Any], claim_objects: list[dict[str, Any]], drivers: dict[str, str] | None
+    conf: dict[str, Any],
+    claim_objects: list[dict[str, Any]],
+    drivers: dict[str, str] | None,
+    mig_classes: dict[str, str | None] | None = None,
 ) -> list[str]:
-    """Problems KAI would miscount (see the module docstring); ``drivers``: ``{"gpu", "nic"}`` driver names."""
+    """Problems KAI would miscount (see the module docstring); ``drivers``: ``{"gpu", "nic"}`` driver names;
+    ``mig_classes``: the site's MIG classes (``teams/mig.mig_classes``), checked by :mod:`kai_mig`."""
+    mig = frozenset(mig_classes or {})
     problems = []
     drivers = drivers or {}
     gpu_driver, nic_driver = drivers.get("gpu"), drivers.get("nic")
@@ -145,12 +155,12 @@ def check_counting(
             spec = claim.get("spec") or {}
             spec = (spec.get("spec") or {}) if claim["kind"] == "ResourceClaimTemplate" else spec
             requests = (spec.get("devices") or {}).get("requests")
-            problems += [f"{where}.templates: {p}" for p in _request_problems(template, requests or [], gpus)]
+            problems += [f"{where}.templates: {p}" for p in _request_problems(template, requests or [], gpus, mig)]
         for cls in sorted(team["quotas"]):
-            if (cls in gpus) != counts_as_gpu(cls):
+            if cls not in mig and (cls in gpus) != counts_as_gpu(cls):
                 what = "GPUs, but its name lacks 'gpu'" if cls in gpus else "no GPUs, but its name contains 'gpu'"
                 problems.append(f"{where}.quotas.{cls}: the class selects {what}; KAI would count it wrongly")
-    return problems
+    return problems + kai_mig.counting_problems(conf, claim_objects, mig_classes or {})
 
 
 # -- queues ------------------------------------------------------------------------------------------
@@ -286,6 +296,7 @@ def render(
     drivers: dict[str, str] | None = None,
     placement_levels: list[dict[str, str]] | None = None,
     allocated: dict[str, float] | None = None,
+    mig: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """KAI objects for one site: ``{"objects", "scheduler_name", "queue_label", "gpu_classes", "queues",
     "notes", "what_if"}``.
@@ -299,10 +310,12 @@ def render(
     :func:`kai_fair_share.what_if` of ``aligned_dra_teams.kai.what_if`` when
     set, with the GPUs each team has in use now (``allocated``, from the
     utilization stage) when known. What KAI would miscount, or settings it cannot serve, raise
-    :class:`KaiError` naming them.
+    :class:`KaiError` naming them. ``mig``: the site's MIG (``teams/mig.site`` with ``classes`` and
+    ``published``): what KAI counts of it goes to ``notes`` (:mod:`kai_mig`).
     """
     kai = kai_settings.site_settings(conf.get("kai"), site, conf["teams"])
-    problems = check_counting(conf, claim_objects, drivers)
+    mig_classes = (mig or {}).get("classes") or {}
+    problems = check_counting(conf, claim_objects, drivers, mig_classes)
     if problems:
         raise KaiError("KAI Scheduler would miscount GPUs: " + " | ".join(problems))
     gpus = gpu_classes(conf, claim_objects)
@@ -325,7 +338,7 @@ def render(
         "parent_queue": kai["parent_queue"],
         "gpu_classes": gpus,
         "queues": rows,
-        "notes": list(NOTES),
+        "notes": list(NOTES) + kai_mig.notes(mig, (mig or {}).get("published") or {}, drivers, mig_classes),
         "nodes": _node_gpus(plan),
         "what_if": None,
     }

@@ -45,14 +45,24 @@ RESOURCE_PREFIX = "aligned.dev/"
 GATE_DRA = "KueueDRAIntegration"
 GATE_CAPACITY = "KueueDRAIntegrationConsumableCapacity"
 GATE_QUOTA_CHECK = "QuotaCheckStrategy"
+GATE_PARTITIONABLE = "KueueDRAIntegrationPartitionableDevices"
 KNOWN_GATES = (
     GATE_DRA,
     GATE_CAPACITY,
     GATE_QUOTA_CHECK,
     "KueueDRAIntegrationExtendedResource",
-    "KueueDRAIntegrationPartitionableDevices",
+    GATE_PARTITIONABLE,
     "KueueDRARejectWorkloadsWhenDRADisabled",
 )
+# The Kueue minors the collection renders for (aligned_dra_teams.kueue.version) and the defaults of the gates
+# its configuration fragment sets, from Kueue's pkg/features/kube_features.go at v0.18.6 and v0.19.2. A gate
+# missing from a minor does not exist there (Kueue refuses to start with it).
+KUEUE_MINORS = ("0.18", "0.19")
+DEFAULT_KUEUE_MINOR = "0.19"  # the embedded CRD schemas' (KUEUE_VERSION)
+GATE_DEFAULTS: dict[str, dict[str, bool]] = {
+    "0.18": {GATE_DRA: True, GATE_QUOTA_CHECK: False, GATE_PARTITIONABLE: False},
+    "0.19": {GATE_DRA: True, GATE_QUOTA_CHECK: True, GATE_PARTITIONABLE: True, GATE_CAPACITY: False},
+}
 MAX_MAPPINGS = 16  # deviceClassMappings
 MAX_CLASSES_PER_MAPPING = 8
 MAX_NODE_LABELS = 8  # ResourceFlavor.spec.nodeLabels
@@ -60,6 +70,8 @@ INT32 = (-(2**31), 2**31 - 1)
 NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "storage", "pods")
 UNIT_DEVICES = "devices"
 UNIT_CAPACITY = "capacity"
+# GPU memory of partitionable devices (MIG), charged from each device's consumesCounters (kueue/mig.py)
+UNIT_COUNTER = "counter"
 
 
 class KueueError(schedulers.SchedulerError):
@@ -110,6 +122,19 @@ def amount_out(value: Fraction | None, unit: str) -> int | str | None:
     return quantity_text(value)
 
 
+def kueue_minor(version: Any) -> str | None:
+    """``"0.18"`` from ``"0.18"``, ``"v0.18.6"`` or ``"0.18.0"``; None when it is not of the form 0.N."""
+    parts = str(version).strip().lstrip("v").split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return f"{int(parts[0])}.{int(parts[1])}"
+
+
+def gate_default(gate: str, minor: str) -> bool | None:
+    """Whether ``gate`` is on by default in Kueue ``minor``; None where the gate does not exist there."""
+    return GATE_DEFAULTS.get(minor, {}).get(gate)
+
+
 # -- names ---------------------------------------------------------------------------------
 
 
@@ -129,4 +154,15 @@ def resource_name_problem(name: Any) -> str | None:
         return "the kubernetes.io and k8s.io prefixes are reserved for Kubernetes' own resources"
     if not sep and (name in NATIVE_RESOURCES or name.startswith(("hugepages-", "requests."))):
         return "is a resource of the pods themselves, which Kueue counts from their requests"
+    return None
+
+
+def class_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be one of a mapping's ``deviceClassNames`` (Kueue: a label key), or None.
+
+    Kueue v0.19.2's ``validateDeviceClassMappings`` checks ``content.IsLabelKey``, whose name part may hold
+    dots (``mig.aligned.dev`` is a valid entry), unlike the logical resource names this module gives.
+    """
+    if not labels.is_label_name(name):
+        return "is not a label key ([prefix/]name, the name at most 63 letters, digits, '-', '_' or '.')"
     return None

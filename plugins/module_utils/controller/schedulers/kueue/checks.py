@@ -16,12 +16,14 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import crd_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mig as kueue_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import schemas as kueue_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     API_VERSION,
     CONFIG_API_VERSION,
     GATE_CAPACITY,
     GATE_DRA,
+    GATE_PARTITIONABLE,
     GATE_QUOTA_CHECK,
     KNOWN_GATES,
     KUEUE_VERSION,
@@ -29,8 +31,10 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     MAX_MAPPINGS,
     NATIVE_RESOURCES,
     UNIT_CAPACITY,
+    UNIT_COUNTER,
     amount,
     amount_out,
+    class_name_problem,
     resource_name_problem,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
@@ -176,7 +180,7 @@ def validate_configuration(cfg: dict[str, Any]) -> list[str]:
         gates = {}
     for gate in sorted(set(gates) - set(KNOWN_GATES)):
         problems.append(f"featureGates.{gate}: not a gate this module knows for Kueue {KUEUE_VERSION}")
-    enabled = {GATE_DRA: True, GATE_QUOTA_CHECK: True, GATE_CAPACITY: False}  # v0.19 defaults
+    enabled = {GATE_DRA: True, GATE_QUOTA_CHECK: True, GATE_CAPACITY: False, GATE_PARTITIONABLE: True}  # v0.19
     enabled.update(gates)
     resources = cfg.get("resources") or {}
     if not isinstance(resources, dict):
@@ -225,7 +229,7 @@ def _mapping_problems(
     if len(classes) > MAX_CLASSES_PER_MAPPING:
         problems.append(f"{where}.deviceClassNames: {len(classes)} classes, at most {MAX_CLASSES_PER_MAPPING}")
     for j, cls in enumerate(classes):
-        problem = resource_name_problem(cls)
+        problem = class_name_problem(cls)
         if problem:
             problems.append(f"{where}.deviceClassNames[{j}]: {cls!r} {problem}")
         if cls in owner:
@@ -252,12 +256,15 @@ def _source_problems(swhere: str, source: Any, enabled: dict[str, bool]) -> list
     problems = []
     kind = kinds[0]
     gate = GATE_CAPACITY if kind == "capacity" else "KueueDRAIntegrationPartitionableDevices"
-    if kind == "capacity" and not enabled.get(gate):
-        problems.append(f"{swhere}.capacity: capacity sources require {gate} to be enabled")
+    if not enabled.get(gate):
+        problems.append(f"{swhere}.{kind}: {kind} sources require {gate} to be enabled")
     body = source[kind]
     for key in sorted(set(body) - {"name", "driver", "deviceSelector"}):
         problems.append(f"{swhere}.{kind}.{key}: unknown field")
-    if not dra.is_qualified_name(body.get("name")):
+    if kind == "counter" and not dra.is_dns_label(body.get("name")):
+        # Kueue: IsDNS1123Label, the name of a counter in the devices' consumesCounters
+        problems.append(f"{swhere}.counter.name: {body.get('name')!r} is not a DNS label")
+    elif kind == "capacity" and not dra.is_qualified_name(body.get("name")):
         problems.append(f"{swhere}.{kind}.name: {body.get('name')!r} is not a qualified name")
     driver = body.get("driver")
     if not dra.is_dns_subdomain(driver) or len(driver) > 63:
@@ -279,10 +286,14 @@ def capacity_rows(
     plan: dict[str, Any] | None,
     mappings: dict[str, dict[str, Any]],
     amounts: dict[str, dict[str, dict[str, Fraction | None]]],
+    mig: dict[str, Any] | None = None,
+    counter_problems: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per mapped class the cohort's nominal quota against the plan's devices, and the over_limit problems.
 
-    ``amounts`` are the teams' ``{team: {class: {"nominal", "borrow", "lend"}}}``.
+    ``amounts`` are the teams' ``{team: {class: {"nominal", "borrow", "lend"}}}``. A class counted in GPU
+    memory by a counter (MIG) is set against the site's MIG memory (``mig``: ``teams/mig.site``); its problems
+    go to ``counter_problems`` where given (the teams' own check counts devices only), else with the others.
     """
     capacities = ((plan or {}).get("classes")) or {}
     rows, problems = [], []
@@ -308,7 +319,10 @@ def capacity_rows(
             "factor": factor,
             "status": "unknown",
         }
-        if unit == UNIT_CAPACITY:
+        if unit == UNIT_COUNTER:
+            found = kueue_mig.capacity_row(row, nominal, mig)
+            (problems if counter_problems is None else counter_problems).extend(found)
+        elif unit == UNIT_CAPACITY:
             row["reason"] = "quotas count capacity; the plan counts devices"
         elif cls in capacities and (capacities[cls] or {}).get("devices") is not None:
             capacity = int(capacities[cls]["devices"])

@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mig as kueue_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     CONFIG_API_VERSION,
     GATE_CAPACITY,
     GATE_DRA,
+    GATE_PARTITIONABLE,
     GATE_QUOTA_CHECK,
     KUEUE_VERSION,
     MAX_MAPPINGS,
     RESOURCE_PREFIX,
     UNIT_CAPACITY,
+    UNIT_COUNTER,
     UNIT_DEVICES,
     KueueError,
     amount,
+    class_name_problem,
     resource_name_problem,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -139,6 +143,8 @@ def check_templates(
     conf: dict[str, Any], claim_objects: list[dict[str, Any]], mappings: dict[str, dict[str, Any]]
 ) -> None:
     """Refuse admin-access teams and team templates Kueue would not admit."""
+    # a mapping with a counter source lists every MIG class (kueue/mig.py)
+    mapped = set(mappings) | {c for entry in mappings.values() for c in entry.get("classes") or []}
     by_name = {
         o["metadata"]["name"]: o for o in claim_objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")
     }
@@ -159,7 +165,7 @@ def check_templates(
                 raise KueueError(f"{where}.templates: {'; '.join(reasons)}")
             for request in _requests(obj):
                 for cls in _request_classes(request):
-                    if cls and cls not in mappings:
+                    if cls and cls not in mapped:
                         raise KueueError(
                             f"{where}.templates: {name} requests DeviceClass {cls}, on which no team has a quota; "
                             "Kueue does not admit workloads whose classes are not in its deviceClassMappings: "
@@ -183,9 +189,16 @@ def class_mappings(
     minor: str | None,
     feature_gates: dict[str, bool] | None,
     notes: list[str],
+    mig: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """``{DeviceClass: {"resource", "unit", "capacity", "driver"}}`` for every class with a quota; notes to ``notes``."""
+    """``{DeviceClass: {"resource", "unit", "capacity", "driver"}}`` for every class with a quota; notes to ``notes``.
+
+    ``mig``: the site's MIG (``teams/mig.site``, with ``classes``); a memory amount on its class of every MIG
+    device is counted by the ``memory`` counter (``kueue/mig.py``), the entry then also has ``counter``,
+    ``classes`` (every MIG class) and ``selector``.
+    """
     classes = {o["metadata"]["name"]: o for o in claim_objects if o.get("kind") == "DeviceClass"}
+    mig_classes = (mig or {}).get("classes") or {}
     by_capacity = capacity_classes(claim_objects)
     shared = shared_claims(claim_objects)
     overrides = dict((conf.get("kueue") or {}).get("resource_names") or {})
@@ -195,10 +208,21 @@ def class_mappings(
         where = _where_amount(conf, cls)
         unit = _unit(cls, units[cls], first_set)
         entry: dict[str, Any] = {"unit": unit, "capacity": None, "driver": None}
-        if unit == UNIT_CAPACITY:
+        if unit == UNIT_CAPACITY and cls in mig_classes:
+            extended = dict(conf.get("extended_resources") or {})
+            extended.update(
+                {
+                    n: o["spec"]["extendedResourceName"]
+                    for n, o in classes.items()
+                    if (o.get("spec") or {}).get("extendedResourceName")
+                }
+            )
+            entry = kueue_mig.counter_entry(cls, where, claim_objects, extended, mig, minor, feature_gates)
+        elif unit == UNIT_CAPACITY:
             entry.update(_capacity_source(conf, cls, where, classes, by_capacity, shared, minor, feature_gates))
         notes.extend(_counting_notes(cls, unit, by_capacity, shared))
-        entry["resource"] = _resource_name(cls, where, overrides)
+        entry["resource"] = _resource_name(cls, where, overrides, entry.pop("default_resource", None))
+        notes.extend(kueue_mig.counting_notes(cls, entry, mig))
         mappings[cls] = entry
     _check_resource_names(mappings, overrides, classes)
     return mappings
@@ -302,15 +326,17 @@ def _counting_notes(
     return notes
 
 
-def _resource_name(cls: str, where: str, overrides: dict[str, str]) -> str:
-    """The logical resource ``cls`` maps to: ``aligned.dev/<class>`` or its override."""
-    problem = resource_name_problem(cls)
+def _resource_name(cls: str, where: str, overrides: dict[str, str], default: str | None = None) -> str:
+    """The logical resource ``cls`` maps to: ``default`` (``aligned.dev/<class>``, its dots as dashes) or its
+    override."""
+    problem = class_name_problem(cls)
     if problem or len(cls) > 63:
         raise KueueError(
             f"{where}: Kueue's deviceClassMappings take DeviceClass names that are label keys "
             f"(at most 63 characters); {cls!r} {problem or 'is longer'}"
         )
-    name = overrides.get(cls, RESOURCE_PREFIX + cls)
+    # a class named like a domain (mig.aligned.dev) gives a DNS label after the prefix
+    name = overrides.get(cls, default or RESOURCE_PREFIX + cls.replace(".", "-"))
     setting = f"aligned_dra_teams.kueue.resource_names.{cls}" if cls in overrides else where
     problem = resource_name_problem(name)
     if problem:
@@ -326,7 +352,14 @@ def _check_resource_names(
         if cls not in classes:
             raise KueueError(f"aligned_dra_teams.kueue.resource_names.{cls}: not a DeviceClass rendered for this site")
     owners: dict[str, str] = {}
+    pooled = {c: cls for cls, entry in mappings.items() for c in entry.get("classes") or [] if c != cls}
     for cls, entry in mappings.items():
+        if cls in pooled:
+            raise KueueError(
+                f"aligned_dra_teams.teams[].quotas.{cls}: {cls} is counted in GPU memory with every MIG class on "
+                f"the quota of {pooled[cls]}; Kueue counts a class toward one resource per counter, so give it no "
+                f"quota of its own"
+            )
         if entry["resource"] in owners:
             raise KueueError(
                 f"aligned_dra_teams.kueue.resource_names: {owners[entry['resource']]} and {cls} both map to "
@@ -348,8 +381,11 @@ def configuration(mappings: dict[str, dict[str, Any]]) -> dict[str, Any]:
     gates = {GATE_DRA: True, GATE_QUOTA_CHECK: True}
     entries = []
     for cls, entry in sorted(mappings.items(), key=lambda item: item[1]["resource"]):
-        mapping: dict[str, Any] = {"name": entry["resource"], "deviceClassNames": [cls]}
-        if entry["unit"] == UNIT_CAPACITY:
+        mapping: dict[str, Any] = {"name": entry["resource"], "deviceClassNames": list(entry.get("classes") or [cls])}
+        if entry["unit"] == UNIT_COUNTER:
+            gates[GATE_PARTITIONABLE] = True
+            mapping["sources"] = [kueue_mig.source(entry)]
+        elif entry["unit"] == UNIT_CAPACITY:
             gates[GATE_CAPACITY] = True
             expression = f'device.driver == "{entry["driver"]}" && device.allowMultipleAllocations == true'
             mapping["sources"] = [

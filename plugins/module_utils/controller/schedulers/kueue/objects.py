@@ -135,9 +135,12 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.domains imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import shared
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mappings as kueue_mappings
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mig as kueue_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import what_if as kueue_what_if
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     API_VERSION,
+    DEFAULT_KUEUE_MINOR,
+    GATE_CAPACITY,
     INT32,
     MANAGED,
     MAX_NODE_LABELS,
@@ -145,10 +148,11 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     SITE_LABEL,
     TEAM_LABEL,
     TIER_LABEL,
-    UNIT_CAPACITY,
+    UNIT_DEVICES,
     KueueError,
     amount,
     amount_out,
+    gate_default,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -272,12 +276,14 @@ def render(
     minor: str | None = None,
     in_use: dict[str, dict[str, Any]] | None = None,
     placement_levels: list[dict[str, str]] | None = None,
+    mig: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Kueue objects and configuration for one site (see the module docstring).
 
     ``placement_levels`` are the site's ``aligned_dra_placement_levels``
     (widest first); with any, the objects include a Topology and every flavor
-    names it.
+    names it. ``mig``: the site's MIG (``teams/mig.site`` with its ``classes``),
+    whose class of every MIG device may be counted in GPU memory (:mod:`kueue_mig`).
 
     Returns ``{"objects", "configuration", "mappings", "teams", "capacity",
     "problems", "notes", "what_if"}``:
@@ -297,6 +303,8 @@ def render(
     - ``capacity``: per mapped class the cohort's nominal quota against the
       plan's devices (``status`` ok, oversubscribed, over_limit, unknown);
     - ``problems``: capacity problems (over_limit), as teams.capacity_check;
+    - ``counter_problems``: the same for GPU memory counted by counters (MIG), which teams.capacity_check
+      does not see;
     - ``notes``: what works but differently than with ResourceQuotas;
     - ``what_if``: :func:`kueue_what_if.what_if` of ``aligned_dra_teams.kueue.what_if`` when set.
 
@@ -310,13 +318,17 @@ def render(
             "teams": [],
             "capacity": [],
             "problems": [],
+            "counter_problems": [],
             "notes": [],
             "what_if": None,
         }
     if minor is not None:
         minor = dra_gates.minor_of(minor)
     notes: list[str] = []
-    mappings = kueue_mappings.class_mappings(conf, claim_objects, minor, feature_gates, notes)
+    mappings = kueue_mappings.class_mappings(conf, claim_objects, minor, feature_gates, notes, mig)
+    kueue_minor = (conf.get("kueue") or {}).get("minor") or DEFAULT_KUEUE_MINOR
+    _check_gates_exist(mappings, kueue_minor)
+    notes += kueue_mig.gate_notes(mappings, kueue_minor) + kueue_mig.engine_notes(conf.get("engine", ""), mappings)
     kueue_mappings.check_templates(conf, claim_objects, mappings)
     flavors = _flavors(conf, site)
     topology_object = topology(site, placement_levels)
@@ -345,7 +357,8 @@ def render(
         rows.append(_queue_row(team, team_cohort, own, resources, mappings, team_amounts, in_use))
     objects += queues + local_queues
 
-    capacity, problems = kueue_checks.capacity_rows(conf, plan, mappings, amounts)
+    counter_problems: list[str] = []
+    capacity, problems = kueue_checks.capacity_rows(conf, plan, mappings, amounts, mig, counter_problems)
     if kueue_mappings.tolerates_device_taints(claim_objects):
         notes.append("templates tolerate device taints; Kueue does not consider taints when it counts devices")
     configuration = kueue_mappings.configuration(mappings)
@@ -356,6 +369,7 @@ def render(
         "teams": rows,
         "capacity": capacity,
         "problems": problems,
+        "counter_problems": counter_problems,
         "notes": notes,
         "what_if": None,
     }
@@ -364,6 +378,17 @@ def render(
         devices = {cls: (v or {}).get("devices") for cls, v in (((plan or {}).get("classes")) or {}).items()}
         result["what_if"] = kueue_what_if.what_if(result, devices, demands, "aligned_dra_teams.kueue.what_if")
     return result
+
+
+def _check_gates_exist(mappings: dict[str, dict[str, Any]], kueue_minor: str) -> None:
+    """A capacity source needs a gate that Kueue ``kueue_minor`` has (v0.19 on): Kueue does not start with an
+    unknown gate."""
+    for cls, entry in sorted(mappings.items()):
+        if entry["capacity"] and gate_default(GATE_CAPACITY, kueue_minor) is None:
+            raise KueueError(
+                f"aligned_dra_teams.teams[].quotas.{cls}: an amount of capacity needs {GATE_CAPACITY}, which Kueue "
+                f"{kueue_minor} (aligned_dra_teams.kueue.version) does not have (v0.19 on); give device counts"
+            )
 
 
 def what_if_from_settings(
@@ -646,7 +671,7 @@ def _idle(
     for cls, values in team_amounts.items():
         unit = mappings[cls]["unit"]
         value = used.get(cls, 0)
-        if unit == UNIT_CAPACITY and not isinstance(value, str) and value != 0:
+        if unit != UNIT_DEVICES and not isinstance(value, str) and value != 0:
             idle[cls] = None  # devices in use say nothing about the memory in use
             continue
         try:

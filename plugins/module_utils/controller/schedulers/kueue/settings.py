@@ -3,8 +3,10 @@
 
 ``aligned_dra_teams.kueue`` (:func:`site_settings`): ``cohort`` (the site's
 Cohort), ``node_groups`` (``{name: {node_labels}}``, a ResourceFlavor each),
-``resource_names`` (``{DeviceClass: the logical resource Kueue counts it as}``)
-and ``what_if`` (the workloads the admission what-if admits). Per team:
+``resource_names`` (``{DeviceClass: the logical resource Kueue counts it as}``),
+``what_if`` (the workloads the admission what-if admits) and ``version`` (the
+site's Kueue, ``0.18`` or ``0.19``, default the embedded schemas' minor: which
+feature gates are off by default there, :func:`kueue_minor`). Per team:
 ``node_group`` (:func:`team_node_group`, one of those node groups) and quotas
 or limits given as an amount of capacity (:func:`check_capacity_amount`: GPU
 memory, which only Kueue counts). Across the teams, engine ``kueue`` alone
@@ -19,7 +21,12 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import settings_checks as checks
-from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import KueueError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
+    DEFAULT_KUEUE_MINOR,
+    KUEUE_MINORS,
+    KueueError,
+    kueue_minor,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.labels import is_label_name
@@ -28,7 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-SITE_KEYS = ("cohort", "node_groups", "resource_names", "what_if")
+SITE_KEYS = ("cohort", "node_groups", "resource_names", "what_if", "version")
 NODE_GROUP_KEYS = ("node_labels",)
 WHAT_IF_KEYS = ("team", "name", "class", "devices", "tier", "running")
 
@@ -54,7 +61,22 @@ def site_settings(
         "node_groups": _node_groups(raw),
         "resource_names": _resource_names(raw, classes, keys),
         "what_if": _what_if(raw, classes, keys, tiers),
+        "minor": _minor(raw.get("version")),
     }
+
+
+def _minor(version: Any) -> str:
+    """``aligned_dra_teams.kueue.version`` as a Kueue minor (``0.19`` unset); refused outside :data:`KUEUE_MINORS`."""
+    if version is None:
+        return DEFAULT_KUEUE_MINOR
+    minor = kueue_minor(version) if isinstance(version, str) else None
+    if minor not in KUEUE_MINORS:
+        raise KueueError(
+            f"aligned_dra_teams.kueue.version {version!r}: give the site's Kueue as a string, one of "
+            f"{', '.join(KUEUE_MINORS)} (or a release such as v0.19.2); Kueue counts DRA devices in ClusterQueues "
+            "from v0.18 on"
+        )
+    return minor
 
 
 def _node_groups(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ def site(raw, engine: str = schedulers.KUEUE) -> dict:
 
 
 def test_the_site_settings_resolve_class_keys_and_default_to_nothing():
-    assert site(None) == {"cohort": None, "node_groups": {}, "resource_names": {}, "what_if": []}
+    assert site(None) == {"cohort": None, "node_groups": {}, "resource_names": {}, "what_if": [], "minor": "0.19"}
     checked = site(
         {
             "cohort": "lab",

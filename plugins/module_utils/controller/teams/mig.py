@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MIG for the teams stage, engine-neutral: which rendered classes select MIG devices, and what the site has.
+
+Quotas on MIG devices need two facts the schedulers' modules share (``schedulers/kueue/mig.py`` charges GPU
+memory, ``schedulers/kai/mig.py`` refuses what KAI would miscount):
+
+- :func:`mig_classes`: the site's DeviceClasses that select MIG devices, read from their selectors (the
+  claims catalogue's ``mig.aligned.dev`` and one per profile, ``controller/claims/mig.py``; renamed classes
+  are found the same way), each with its profile (None: every MIG device);
+- :func:`site`: the site's MIG hosts by mode (``aligned_dra_mig``, as the filter ``aligned.dra.mig_settings``
+  hands it on) and the MIG capacity the controller's model gives for them (``controller/mig/model.
+  site_capacity``): the GPUs, the GPU memory their MIG devices can hold at once, per profile, and where
+  the figures come from. A host without a probed topology makes the capacity unknown (None), never 0; a
+  figure from the geometry NVIDIA documents (no NVML reading) or from a dynamic GPU's ``memory`` counter
+  (the bound the driver publishes: the most its partitions can consume together) is marked ``bound``.
+
+Nothing here for a site without MIG: :func:`site` is None, and the stage's output stays what it was.
+
+Runs on the controller; no Ansible imports.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
+from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# a selector that keeps the collection's MIG devices (claims/mig.py: attribute kind == "mig")
+_KIND_RE = re.compile(r'\.kind\s*==\s*"' + dra_mig.KIND + '"')
+_PROFILE_RE = re.compile(r'\.profile\s*==\s*"([^"]+)"')
+
+
+class MigTeamsError(ValueError):
+    """The site's MIG cannot be read for its quotas; the message names the host and the setting."""
+
+
+def mig_classes(claim_objects: list[dict[str, Any]]) -> dict[str, str | None]:
+    """``{DeviceClass: its profile, or None for every MIG device}`` of the rendered classes that select MIG
+    devices, the class of every MIG device first."""
+    found: dict[str, str | None] = {}
+    for obj in claim_objects:
+        if obj.get("kind") != "DeviceClass":
+            continue
+        expressions = [
+            (s.get("cel") or {}).get("expression") or "" for s in (obj.get("spec") or {}).get("selectors") or []
+        ]
+        if not any(_KIND_RE.search(e) for e in expressions):
+            continue
+        profiles = [m.group(1) for e in expressions for m in _PROFILE_RE.finditer(e)]
+        found[obj["metadata"]["name"]] = profiles[0] if profiles else None
+    return dict(sorted(found.items(), key=lambda item: (item[1] is not None, item[0])))
+
+
+def pool_class(classes: dict[str, str | None]) -> str | None:
+    """The class of every MIG device (no profile): the one a team's GPU-memory quota is given on."""
+    return next((cls for cls, profile in classes.items() if profile is None), None)
+
+
+def site(mig: dict[str, Any] | None, topologies: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The site's MIG for its quotas; None where no host runs MIG.
+
+    ``{"hosts": {"static": [...], "dynamic": [...]}, "unprobed": [hosts without a topology], "settings":
+    {host: aligned_dra_mig}, "capacity":
+    {"gpus", "memory_bytes", "memory" (a quantity), "by_profile", "sources", "bound"}}``; the capacity's
+    figures are None where some host is unprobed (``reason`` says which).
+    """
+    hosts = {host: s for host, s in sorted((mig or {}).items()) if mig_model.mode_of(s) != "off"}
+    if not hosts:
+        return None
+    by_mode: dict[str, list[str]] = {mode: [] for mode in mig_model.MODES}
+    for host, settings in hosts.items():
+        by_mode[mig_model.mode_of(settings)].append(host)
+    unprobed = [host for host in hosts if not (topologies or {}).get(host)]
+    out: dict[str, Any] = {"hosts": by_mode, "unprobed": unprobed, "settings": hosts}
+    if unprobed:
+        out["capacity"] = {
+            "gpus": None,
+            "memory_bytes": None,
+            "memory": None,
+            "by_profile": None,
+            "sources": None,
+            "bound": None,
+            "reason": f"no probed topology of {', '.join(unprobed)}: their GPUs' MIG memory is unknown",
+        }
+        return out
+    try:
+        capacity = mig_model.site_capacity(topologies or {}, hosts)
+    except mig_model.MigModelError as exc:
+        raise MigTeamsError(str(exc)) from None
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        # a shape the validation stage refuses (aligned_dra_mig's argument spec) met here first
+        raise MigTeamsError(f"{mig_model.VARIABLE} cannot be read ({type(exc).__name__}: {exc})") from None
+    capacity["memory"] = dra_mig.quantity(capacity["memory_bytes"])
+    out["capacity"] = capacity
+    return out
+
+
+def published_per_gpu(topologies: dict[str, Any] | None, mig: dict[str, Any] | None) -> dict[str, dict[str, int]]:
+    """``{host: {"gpus": MIG GPUs, "devices": MIG devices the driver publishes for them}}``: dynamic GPUs publish
+    every placement of every profile and the GPU whole, static ones each instance (``controller/mig/model``)."""
+    found: dict[str, dict[str, int]] = {}
+    for host, settings in sorted((mig or {}).items()):
+        topology = (topologies or {}).get(host)
+        if mig_model.mode_of(settings) == "off" or not topology:
+            continue
+        try:
+            gpus = mig_model.node_gpus(topology, settings)
+        except mig_model.MigModelError as exc:
+            raise MigTeamsError(f"{host}: {exc}") from None
+        devices = 0
+        for gpu in gpus:
+            if gpu["mode"] == "static":
+                devices += len(gpu["instances"])
+            else:
+                devices += len(dra_mig.publish_order(gpu["state"])) + 1
+        found[host] = {"gpus": len(gpus), "devices": devices}
+    return found
