@@ -134,7 +134,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_site_summaries_computed aligned_dra_summaries_reuse
     aligned_dra_preflight_done aligned_dra_validate_done aligned_dra_report
     aligned_dra_capture_abs_dir aligned_dra_capture_current aligned_dra_capture_file aligned_dra_capture_path
-    aligned_dra_capture_result aligned_dra_capture_scratch aligned_dra_claims_mig
+    aligned_dra_capture_result aligned_dra_capture_scratch aligned_dra_claims_mig aligned_dra_replay_mig
     aligned_dra_claims_cluster_slices aligned_dra_claims_hosts aligned_dra_claims_plan aligned_dra_claims_rendered
     aligned_dra_claims_site aligned_dra_claims_rail_rules aligned_dra_claims_rail_node_names aligned_dra_claims_catalogues
     aligned_dra_driver_cdi_specs aligned_dra_driver_checkpoint aligned_dra_driver_cluster
