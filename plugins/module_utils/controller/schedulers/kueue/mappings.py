@@ -34,6 +34,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     KueueError,
     amount,
     class_name_problem,
+    gate_default,
     resource_name_problem,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -371,6 +372,17 @@ def _check_resource_names(
             f"aligned_dra_teams.teams: quotas on {len(mappings)} DeviceClasses; Kueue takes at most {MAX_MAPPINGS} "
             "deviceClassMappings"
         )
+
+
+def check_gates_exist(mappings: dict[str, dict[str, Any]], kueue_minor: str) -> None:
+    """A capacity source needs a gate that Kueue ``kueue_minor`` has (v0.19 on): Kueue does not start with an
+    unknown gate."""
+    for cls, entry in sorted(mappings.items()):
+        if entry["capacity"] and gate_default(GATE_CAPACITY, kueue_minor) is None:
+            raise KueueError(
+                f"aligned_dra_teams.teams[].quotas.{cls}: an amount of capacity needs {GATE_CAPACITY}, which Kueue "
+                f"{kueue_minor} (aligned_dra_teams.kueue.version) does not have (v0.19 on); give device counts"
+            )
 
 
 # -- the manager Configuration --------------------------------------------------------------

@@ -140,7 +140,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     API_VERSION,
     DEFAULT_KUEUE_MINOR,
-    GATE_CAPACITY,
     INT32,
     MANAGED,
     MAX_NODE_LABELS,
@@ -152,7 +151,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     KueueError,
     amount,
     amount_out,
-    gate_default,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -327,7 +325,7 @@ def render(
     notes: list[str] = []
     mappings = kueue_mappings.class_mappings(conf, claim_objects, minor, feature_gates, notes, mig)
     kueue_minor = (conf.get("kueue") or {}).get("minor") or DEFAULT_KUEUE_MINOR
-    _check_gates_exist(mappings, kueue_minor)
+    kueue_mappings.check_gates_exist(mappings, kueue_minor)
     notes += kueue_mig.gate_notes(mappings, kueue_minor) + kueue_mig.engine_notes(conf.get("engine", ""), mappings)
     kueue_mappings.check_templates(conf, claim_objects, mappings)
     flavors = _flavors(conf, site)
@@ -378,17 +376,6 @@ def render(
         devices = {cls: (v or {}).get("devices") for cls, v in (((plan or {}).get("classes")) or {}).items()}
         result["what_if"] = kueue_what_if.what_if(result, devices, demands, "aligned_dra_teams.kueue.what_if")
     return result
-
-
-def _check_gates_exist(mappings: dict[str, dict[str, Any]], kueue_minor: str) -> None:
-    """A capacity source needs a gate that Kueue ``kueue_minor`` has (v0.19 on): Kueue does not start with an
-    unknown gate."""
-    for cls, entry in sorted(mappings.items()):
-        if entry["capacity"] and gate_default(GATE_CAPACITY, kueue_minor) is None:
-            raise KueueError(
-                f"aligned_dra_teams.teams[].quotas.{cls}: an amount of capacity needs {GATE_CAPACITY}, which Kueue "
-                f"{kueue_minor} (aligned_dra_teams.kueue.version) does not have (v0.19 on); give device counts"
-            )
 
 
 def what_if_from_settings(
