@@ -266,21 +266,26 @@ def _numas(value: Any) -> frozenset[int]:
 
 # The collection driver's own kind attribute, qualified by its domain whatever the driver name.
 ATTR_KIND = f"{dra.DRIVER_NAME}/kind"
+# The kind of a MIG device (dra/mig.KIND): a partition of a GPU that carries its parent's PCI address, root and
+# NUMA node, so it joins the parent's probed function and pairs with a NIC as the GPU does.
+MIG_KIND = "mig"
+# The kinds that are accelerators for the GPU-NIC levels: a MIG device stands for its parent GPU.
+ACCELERATOR_KINDS = ("gpu", "accelerator", MIG_KIND)
 
 
 def collection_device(driver: str, attributes: Mapping[str, Any]) -> bool:
     """A device of the collection's driver: published as ``dra.aligned.dev``, or by the split GPU driver.
 
     Run split by kind (``device_options.split_gpu_driver``), the driver
-    publishes its GPUs under another name; their attributes stay under
+    publishes its GPUs (and their MIG devices) under another name; their attributes stay under
     ``dra.aligned.dev/``, so the ``kind`` attribute tells them, not the name.
     ``attributes`` as :func:`flat_attributes` gives them.
     """
-    return driver == dra.DRIVER_NAME or attributes.get(ATTR_KIND) in dra.DEVICE_KINDS
+    return driver == dra.DRIVER_NAME or attributes.get(ATTR_KIND) in (*dra.DEVICE_KINDS, MIG_KIND)
 
 
 def published_kind(driver: str, attributes: Mapping[str, Any]) -> str | None:
-    """gpu, accelerator, nic, vf or ``None``, from what a driver publishes.
+    """gpu, accelerator, mig, nic, vf or ``None``, from what a driver publishes.
 
     The collection driver's ``kind`` (under its main name or a split GPU
     driver's: :func:`collection_device`); ``gpu.nvidia.com`` types gpu, mig,
@@ -411,7 +416,8 @@ def join_device(
         # a root and no NUMA node published: the probe knows the root's NUMA node
         joined["numa"] = frozenset(n for r in joined["roots"] for n in probed["root_numa"].get(r, ()))
     joined["physfn"] = parent
-    joined["role"] = "accelerator" if kind in ("gpu", "accelerator") else ("nic" if kind in ("nic", "vf") else None)
+    # a MIG device is its parent GPU's accelerator: same probed function, same levels to the node's NICs
+    joined["role"] = "accelerator" if kind in ACCELERATOR_KINDS else ("nic" if kind in ("nic", "vf") else None)
     return joined
 
 

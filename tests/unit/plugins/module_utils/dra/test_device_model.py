@@ -510,3 +510,25 @@ def test_the_collection_drivers_devices_are_told_by_their_kind_whatever_the_driv
     join = {"role": "nic", "address": "0000:1d:00.0"}
     assert device_model.device_rail("nic.aligned.dev", nic, join, {"0000:1d:00.0": 2})[0] == 3
     assert device_model.device_rail("dra.net", {}, join, {"0000:1d:00.0": 2}) == (2, None)
+
+
+@pytest.mark.parametrize("split", [None, "gpu.aligned.dev"])
+def test_a_mig_device_joins_its_parent_gpus_function_as_an_accelerator(dgx, split):
+    """A MIG device (kind ``mig``) carries its parent's pciBusID, pcieRoot and numaNode: it is the parent GPU's
+    accelerator for the levels, under the main driver's name or a split GPU driver's."""
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
+
+    options = {"split_gpu_driver": split} if split else None
+    gpu = next(d for d in dra.devices_from_topology(dgx, options) if d["name"] == "gpu-0000-1a-00-0")
+    state = {"memory_slices": 8, "profiles": [
+        {"name": "3g.40gb", "slices": 3, "memory_bytes": 40 << 30, "placements": [{"start": 0, "size": 4}]}]}  # fmt: skip
+    mig = dra_mig.dynamic_devices(gpu, state)[0]
+    driver = dra.driver_of_kind("gpu", options)
+    probed = device_model.probed_node(dgx)
+    attributes = device_model.flat_attributes(mig, driver)
+    assert device_model.collection_device(driver, attributes)
+    assert device_model.published_kind(driver, attributes) == "mig"
+    joined = device_model.join_device(driver, attributes, probed, mig["name"])
+    parent = device_model.join_device(driver, device_model.flat_attributes(gpu, driver), probed, gpu["name"])
+    assert (joined["role"], joined["address"], joined["roots"], joined["numa"]) == (
+        "accelerator", "0000:1a:00.0", parent["roots"], parent["numa"])  # fmt: skip

@@ -19,7 +19,13 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import plan as plan_stage
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
-from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import CLASSES, device_class, exactly, template
+from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
+    CLASSES,
+    device_class,
+    exactly,
+    pair_objects,
+    template,
+)
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
 
 GIB = 1 << 30
@@ -148,6 +154,21 @@ def test_a_mig_and_nic_template_counts_the_nics_of_the_gpus_root(dgx):
     gpu = gpu_of(run_plan({"n1": dgx}, {"n1": DYNAMIC_FIRST}, templates))
     entry = gpu["templates"]["mig-1g-nic"]
     assert entry["claims"] == 1 and starts(entry["layout"]) == [("1g.10gb", 6)]
+
+
+def test_a_mig_and_nic_claim_has_the_level_of_its_parent_gpu_and_the_nic(dgx):
+    """A MIG device carries its parent's pciBusID: it joins the GPU's probed function and pairs with the NIC on
+    the GPU's root at the GPU's own level (PXB on a DGX H100), in the main plan as gpu-nic-pair-1 is."""
+    templates = pair_objects() + [profile("mig-3g-40gb-nic", "3g.40gb", nic=True)]
+    plan = run_plan({"n": dgx}, {"n": {"mode": "dynamic"}}, templates)
+    by_name = {t["name"]: t for t in plan["templates"]}
+    pair, mig_nic = by_name["gpu-nic-pair-1"], by_name["mig-3g-40gb-nic"]
+    assert pair["aligned_level"] == "PXB" and pair["fits_total"] == mig_nic["fits_total"] == 8
+    allocations = mig_nic["nodes"]["n"]["allocations"]
+    assert len(allocations) == 8 and all("-mig-3g-40gb-" in a["devices"]["mig"][0] for a in allocations)
+    for key in ("aligned_level", "worst_level"):
+        assert {(a[key], a[key + "_exact"], a["level_source"]) for a in allocations} == {("PXB", True, "topology")}
+        assert (mig_nic[key], mig_nic[key + "_exact"]) == (pair[key], pair[key + "_exact"]) == ("PXB", True)
 
 
 def test_a_template_that_can_take_the_gpu_whole_says_so(dgx):
