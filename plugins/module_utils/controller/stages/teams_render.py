@@ -127,7 +127,7 @@ def render(
         scheduled = kai.render(conf, site, claim_objects, plan, drivers, placement_levels, allocated, mig)
     queued = frozenset(scheduled["gpu_classes"]) if scheduled else frozenset()
     objects = teams_model.priority_classes(conf, site) + teams_model.team_objects(conf, site, claim_objects, queued)
-    rows, problems = teams_model.capacity_check(conf, plan)
+    rows, problems = teams_model.capacity_check(conf, plan, mig)
     queues = None
     if scheduled is not None:
         _kai_guidance(objects, scheduled)

@@ -96,8 +96,67 @@ def site(mig: dict[str, Any] | None, topologies: dict[str, Any] | None) -> dict[
         # a shape the validation stage refuses (aligned_dra_mig's argument spec) met here first
         raise MigTeamsError(f"{mig_model.VARIABLE} cannot be read ({type(exc).__name__}: {exc})") from None
     capacity["memory"] = dra_mig.quantity(capacity["memory_bytes"])
+    capacity["devices"] = _devices_at_once(topologies or {}, hosts)
     out["capacity"] = capacity
     return out
+
+
+def _disjoint(profile: dict[str, Any]) -> int:
+    """The most placements of one profile that exist at once on a GPU (pairwise disjoint, NVML's count at most)."""
+    taken, count = 0, 0
+    for placement in sorted(profile.get("placements") or [], key=lambda p: p["start"]):
+        mask = ((1 << placement["size"]) - 1) << placement["start"]
+        if not taken & mask:
+            taken |= mask
+            count += 1
+    return min(count, int(profile.get("instance_count") or count))
+
+
+def _devices_at_once(topologies: dict[str, Any], hosts: dict[str, Any]) -> dict[str, Any]:
+    """The most MIG devices that exist at once: ``{"all": n, "by_profile": {profile: n}, "dynamic_gpus": n}``.
+
+    A static GPU has its instances; a dynamic one publishes every placement of every profile, which exclude
+    each other, so it holds at most its largest count of one profile (all MIG devices) or of that profile.
+    """
+    total, by_profile, dynamic = 0, {}, 0
+    for host, settings in hosts.items():
+        for gpu in mig_model.node_gpus(topologies.get(host), settings):
+            if gpu["mode"] == "static":
+                counts: dict[str, int] = {}
+                for instance in gpu["instances"]:
+                    counts[instance["profile"]] = counts.get(instance["profile"], 0) + 1
+                total += len(gpu["instances"])
+            else:
+                dynamic += 1
+                counts = {p["name"]: _disjoint(p) for p in gpu["state"].get("profiles") or [] if p.get("placements")}
+                total += max(counts.values(), default=0)
+            for name, count in counts.items():
+                by_profile[name] = by_profile.get(name, 0) + count
+    return {"all": total, "by_profile": dict(sorted(by_profile.items())), "dynamic_gpus": dynamic}
+
+
+def device_capacity(mig: dict[str, Any] | None, cls: str) -> dict[str, Any] | None:
+    """The capacity of MIG class ``cls`` in devices, from the model rather than the plan's published devices
+    (a dynamic GPU publishes every placement: the plan's count is not what can be allocated at once).
+
+    ``{"capacity": n or None, "bound": bool, "capacity_is": text}``; None where ``cls`` is not a MIG class.
+    """
+    classes = (mig or {}).get("classes") or {}
+    if cls not in classes:
+        return None
+    capacity = mig.get("capacity") or {}
+    devices = capacity.get("devices")
+    if devices is None:
+        return {"capacity": None, "bound": None, "capacity_is": capacity.get("reason") or "unknown"}
+    profile = classes[cls]
+    count = devices["all"] if profile is None else devices["by_profile"].get(profile, 0)
+    if devices["dynamic_gpus"]:
+        how = (
+            "the most MIG devices that exist at once: a dynamic GPU publishes every placement, which exclude each "
+            "other, and holds at most its largest count of one profile"
+        )
+        return {"capacity": count, "bound": True, "capacity_is": how}
+    return {"capacity": count, "bound": False, "capacity_is": "the static layouts' instances"}
 
 
 def published_per_gpu(topologies: dict[str, Any] | None, mig: dict[str, Any] | None) -> dict[str, dict[str, int]]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import labels as dra_labels
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -162,8 +163,14 @@ def team_objects(
 # -- capacity ------------------------------------------------------------------------------------
 
 
-def capacity_check(conf: dict[str, Any], plan: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+def capacity_check(
+    conf: dict[str, Any], plan: dict[str, Any] | None, mig: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Quotas against capacity per class: ``(rows, problems)``.
+
+    A MIG class (``mig``: the site's MIG, ``teams/mig.site`` with its ``classes``) takes its capacity from the
+    MIG model instead (:func:`teams_mig.device_capacity`: the devices that exist at once, a bound where GPUs
+    are dynamic, said in the row's ``bound`` and ``capacity_is``).
 
     A row per class that some team has a quota for: ``capacity`` (devices the
     class selects on the site, from the plan; None when there is no plan),
@@ -193,6 +200,10 @@ def capacity_check(conf: dict[str, Any], plan: dict[str, Any] | None) -> tuple[l
             )
             row["guaranteed" if guaranteed else "opportunistic"] += total
             row["teams"][team["name"]] = {"quota": total, "guaranteed": guaranteed, "tier": team["tier"]}
+    for cls, row in rows.items():
+        found = teams_mig.device_capacity(mig, cls)
+        if found is not None:
+            row.update(found)
     problems = []
     for cls, row in sorted(rows.items()):
         capacity = row["capacity"]
@@ -208,8 +219,9 @@ def capacity_check(conf: dict[str, Any], plan: dict[str, Any] | None) -> tuple[l
         else:
             row["status"] = "over_limit"
             allowed = "no oversubscription is allowed" if row["factor"] == 1.0 else f"the factor is {row['factor']:g}"
+            has = f"{capacity}" + (f" ({row['capacity_is']})" if row.get("bound") else "")
             problems.append(
                 f"DeviceClass {cls}: guaranteed quotas add up to {row['guaranteed']} devices, the site has "
-                f"{capacity} and {allowed} (aligned_dra_teams.oversubscription)"
+                f"{has} and {allowed} (aligned_dra_teams.oversubscription)"
             )
     return [rows[k] for k in sorted(rows)], problems

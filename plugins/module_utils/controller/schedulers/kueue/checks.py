@@ -37,6 +37,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     class_name_problem,
     resource_name_problem,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
@@ -324,6 +325,10 @@ def capacity_rows(
             (problems if counter_problems is None else counter_problems).extend(found)
         elif unit == UNIT_CAPACITY:
             row["reason"] = "quotas count capacity; the plan counts devices"
+        elif teams_mig.device_capacity(mig, cls) is not None:
+            # a MIG class in devices: the devices that exist at once (the plan counts every placement)
+            row.update(teams_mig.device_capacity(mig, cls))
+            problems += _device_status(row, nominal, factor, cls, unit)
         elif cls in capacities and (capacities[cls] or {}).get("devices") is not None:
             capacity = int(capacities[cls]["devices"])
             row["capacity"] = capacity
@@ -340,3 +345,22 @@ def capacity_rows(
                 )
         rows.append(row)
     return rows, problems
+
+
+def _device_status(row: dict[str, Any], nominal: Fraction, factor: float, cls: str, unit: str) -> list[str]:
+    """A MIG class counted in devices against the devices the MIG model gives (None: unknown)."""
+    capacity = row["capacity"]
+    if capacity is None:
+        return []
+    if nominal <= capacity:
+        row["status"] = "ok"
+    elif nominal <= capacity * Fraction(factor):
+        row["status"] = "oversubscribed"
+    else:
+        row["status"] = "over_limit"
+        allowed = "no oversubscription is allowed" if factor == 1.0 else f"the factor is {factor:g}"
+        return [
+            f"DeviceClass {cls}: the ClusterQueues' nominal quotas in cohort add up to {amount_out(nominal, unit)} "
+            f"devices, the site has {capacity} ({row['capacity_is']}) and {allowed} (aligned_dra_teams.oversubscription)"
+        ]
+    return []

@@ -114,3 +114,14 @@ def test_the_mig_example_of_the_docs_renders_as_it_says(tmp_path, dgx):
     assert (row["nominal"], row["capacity"], row["status"]) == ("480Gi", "640Gi", "ok")
     (mapping,) = result["kueue"]["configuration"]["resources"]["deviceClassMappings"]
     assert mapping["name"] == "aligned.dev/mig-memory" and mapping["sources"][0]["counter"]["name"] == "memory"
+
+
+@pytest.mark.parametrize("engine", ["resourcequota", "kueue"])
+def test_device_counts_on_mig_classes_are_checked_against_what_exists_at_once(tmp_path, dgx, engine):
+    settings = {"engine": engine, "teams": [{"name": "llm", "tier": "production", "quotas": {"mig": 56}}]}
+    ok = teams.run(params(tmp_path, "ok", settings, mig={"h1": DYNAMIC}, topologies={"h1": dgx}), False, False)
+    (row,) = ok["capacity"]
+    assert (row["capacity"], row["status"], row["bound"]) == (56, "ok", True)
+    settings["teams"][0]["quotas"] = {"mig": 57}
+    with pytest.raises(teams.StageError, match=r"DeviceClass mig\.aligned\.dev: .*57.* 56 \(the most MIG devices"):
+        teams.run(params(tmp_path, "over", settings, mig={"h1": DYNAMIC}, topologies={"h1": dgx}), False, False)

@@ -68,3 +68,35 @@ def test_an_unprobed_host_makes_the_capacity_unknown_naming_it(dgx):
 def test_settings_the_model_cannot_read_are_refused_naming_the_variable(dgx):
     with pytest.raises(teams_mig.MigTeamsError, match="aligned_dra_mig"):
         teams_mig.site({"h1": {"mode": "static"}}, {"h1": dgx})  # static without a layout
+
+
+def test_device_capacity_is_what_exists_at_once_not_every_placement_published(dgx):
+    objects = claims.render({}, "s", "1.36", mig={"d": DYNAMIC, "s": STATIC}, topologies={"d": dgx, "s": dgx})
+    classes = teams_mig.mig_classes(objects["objects"])
+    both = dict(teams_mig.site({"d": DYNAMIC, "s": STATIC}, {"d": dgx, "s": dgx}), classes=classes)
+    # dynamic H100s: 7 x 1g.10gb at most each (the driver publishes 25 MIG placements per GPU); static: 2 x 3g.40gb
+    assert both["capacity"]["devices"] == {
+        "all": 8 * 7 + 8 * 2,
+        "by_profile": {
+            "1g.10gb": 56,
+            "1g.10gb+me": 8,
+            "1g.20gb": 32,
+            "2g.20gb": 24,
+            "3g.40gb": 16 + 16,
+            "4g.40gb": 8,
+            "7g.80gb": 8,
+        },
+        "dynamic_gpus": 8,
+    }
+    pool = teams_mig.device_capacity(both, "mig.aligned.dev")
+    assert pool["capacity"] == 72 and pool["bound"] is True and "exist at once" in pool["capacity_is"]
+    assert teams_mig.device_capacity(both, "mig-3g-40gb.aligned.dev")["capacity"] == 32
+    assert teams_mig.device_capacity(both, "aligned-gpu") is None
+    static = dict(teams_mig.site({"s": STATIC}, {"s": dgx}), classes={"mig.aligned.dev": None})
+    assert teams_mig.device_capacity(static, "mig.aligned.dev") == {
+        "capacity": 16,
+        "bound": False,
+        "capacity_is": "the static layouts' instances",
+    }
+    unknown = dict(teams_mig.site({"x": DYNAMIC}, {}), classes={"mig.aligned.dev": None})
+    assert teams_mig.device_capacity(unknown, "mig.aligned.dev")["capacity"] is None
