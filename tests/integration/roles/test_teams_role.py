@@ -293,3 +293,54 @@ def test_a_limited_run_knows_the_rail_templates_of_the_whole_site(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     written = sorted(p.name for p in (tmp_path / "out" / "west" / "teams").iterdir())
     assert any("gpu-nic-rail-7" in name for name in written), written
+
+
+def test_mig_quotas_in_gpu_memory_reach_the_kueue_configuration(tmp_path):
+    """A site whose hosts run dynamic MIG (their topologies in <site>/nodes/, as the topology role writes
+    them): the role hands the MIG settings on, Kueue counts GPU memory through the counter mapping of every
+    MIG class, the quota is shown against the site's MIG memory, and above it nothing is written.
+
+    The validation play is skipped (aligned_dra_checks_done, as site.yml's stage playbooks skip it after
+    validating): it renders the catalogue without the site's MIG so far and refuses the MIG template."""
+    from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
+
+    mig_teams = {
+        "engine": "kueue",
+        "teams": [
+            {"name": "llm", "tier": "production", "templates": ["mig-3g-40gb"], "quotas": {"mig": "160Gi"}},
+        ],
+    }
+    inventory, play = setup(
+        tmp_path, mig_teams, hosts=("n1",), plays=("teams.yml",), aligned_dra_kubernetes_version="1.36",
+        aligned_dra_mig={"mode": "dynamic"},
+    )  # fmt: skip
+    nodes = tmp_path / "out" / "west" / "nodes"
+    nodes.mkdir(parents=True)
+    (nodes / "n1.json").write_text(json.dumps(topology_of("dgx-h100")))
+    skip = {"aligned_dra_checks_done": True}
+    result = run_playbook(inventory, play, extra_vars=skip)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "west: mig.aligned.dev (aligned.dev/mig-memory): nominal 160Gi of 640Gi GPU memory (ok; an upper bound" in (
+        " ".join(result.stdout.split())
+    )
+    out = tmp_path / "out" / "west"
+    configuration = yaml.safe_load((out / "kueue-configuration.yaml").read_text())
+    assert configuration["featureGates"]["KueueDRAIntegrationPartitionableDevices"] is True
+    (mapping,) = configuration["resources"]["deviceClassMappings"]
+    assert mapping["name"] == "aligned.dev/mig-memory" and "mig-3g-40gb.aligned.dev" in mapping["deviceClassNames"]
+    assert mapping["sources"][0]["counter"]["name"] == "memory"
+    queue = yaml.safe_load((out / "teams" / "kueue-clusterqueue-llm.yaml").read_text())
+    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "aligned.dev/mig-memory", "nominalQuota": "160Gi"}
+    ]
+    assert json.loads((out / "teams.json").read_text())["mig"]["capacity"]["memory"] == "640Gi"
+    # above the site's MIG memory: refused, nothing of it written
+    mig_teams["teams"][0]["quotas"] = {"mig": "700Gi"}
+    inventory, play = setup(
+        tmp_path, mig_teams, hosts=("n1",), plays=("teams.yml",), aligned_dra_kubernetes_version="1.36",
+        aligned_dra_mig={"mode": "dynamic"},
+    )  # fmt: skip
+    refused = run_playbook(inventory, play, extra_vars=skip)
+    assert refused.returncode != 0
+    assert "nominal GPU-memory quotas in cohort add up to 700Gi, the site's MIG GPUs hold 640Gi" in refused.stdout
+    assert yaml.safe_load((out / "teams" / "kueue-clusterqueue-llm.yaml").read_text()) == queue
