@@ -167,7 +167,7 @@ def render(
     if mig is not None:
         result["mig"] = {k: v for k, v in mig.items() if k != "settings"}
         notes = (result["kueue"] or {}).get("notes", []) + (result["kai"] or {}).get("notes", [])
-        result["warnings"] = [n for n in notes if n.startswith("MIG:") or "PartitionableDevices" in n]
+        result["warnings"] = [n for n in notes if n.startswith(teams_mig.WARNING_PREFIX)]
     return result
 
 

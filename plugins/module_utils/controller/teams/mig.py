@@ -35,6 +35,10 @@ _KIND_RE = re.compile(r'\.kind\s*==\s*"' + dra_mig.KIND + '"')
 _PROFILE_RE = re.compile(r'\.profile\s*==\s*"([^"]+)"')
 
 
+# the notes of the schedulers' MIG modules that the teams stage also gives as the task's warnings
+WARNING_PREFIX = "MIG: "
+
+
 class MigTeamsError(ValueError):
     """The site's MIG cannot be read for its quotas; the message names the host and the setting."""
 

@@ -35,6 +35,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     KAI_VERSION,
     counts_as_gpu,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.mig import WARNING_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -110,16 +111,18 @@ def notes(
         gpus = sum(row["gpus"] for row in published.values())
         devices = sum(row["devices"] for row in published.values())
         out.append(
-            f"MIG: {', '.join(sorted(published))} publish {devices} MIG devices for {gpus} MIG GPUs under {driver}, "
+            f"{WARNING_PREFIX}{', '.join(sorted(published))} publish {devices} MIG devices for {gpus} MIG GPUs under {driver}, "
             f"and {REASON}: KAI counts {devices} GPUs there, not {gpus}, and divides the site's GPUs among the "
             "queues by that count"
         )
     elif mig.get("unprobed"):
-        out.append(f"MIG: {', '.join(mig['unprobed'])} have no probed topology: what KAI counts there is unknown")
+        out.append(
+            f"{WARNING_PREFIX}{', '.join(mig['unprobed'])} have no probed topology: what KAI counts there is unknown"
+        )
     plain = [cls for cls in mig_classes if not counts_as_gpu(cls)]
     if plain:
         out.append(
-            f"MIG: claims on {', '.join(plain)} count as no GPU against a KAI queue (the class names lack 'gpu'); "
+            f"{WARNING_PREFIX}claims on {', '.join(plain)} count as no GPU against a KAI queue (the class names lack 'gpu'); "
             "a team's quota on them is a ResourceQuota on the namespace's MIG devices"
         )
     return out

@@ -145,7 +145,7 @@ def gate_notes(mappings: dict[str, dict[str, Any]], kueue_minor: str) -> list[st
     if not counted or gate_default(GATE_PARTITIONABLE, kueue_minor):
         return []
     return [
-        f"Kueue {kueue_minor}: {GATE_PARTITIONABLE} is alpha and off by default, and Kueue refuses to start with "
+        f"{teams_mig.WARNING_PREFIX}Kueue {kueue_minor}: {GATE_PARTITIONABLE} is alpha and off by default, and Kueue refuses to start with "
         f"the counter source of {', '.join(counted)} without it: kueue-configuration.yaml turns it on, merge its "
         "featureGates into Kueue's configuration (or use Kueue v0.19, where it is beta and on)"
     ]

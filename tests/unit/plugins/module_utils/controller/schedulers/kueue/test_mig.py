@@ -244,7 +244,7 @@ def test_an_unprobed_mig_host_leaves_the_capacity_unknown_never_zero(dgx):
 def test_the_counter_gate_is_named_where_the_site_kueue_has_it_off(dgx):
     old = render(kueue_site(team("a", "80Gi"), version="v0.18.6"), dgx)
     (note,) = [n for n in old["kueue"]["notes"] if GATE in n]
-    assert note.startswith(f"Kueue 0.18: {GATE} is alpha and off by default") and "aligned.dev/mig-memory" in note
+    assert note.startswith(f"MIG: Kueue 0.18: {GATE} is alpha and off by default") and "aligned.dev/mig-memory" in note
     assert note in old["warnings"]
     assert old["kueue"]["configuration"]["featureGates"][GATE] is True
     new = render(kueue_site(team("a", "80Gi"), version="0.19"), dgx)
