@@ -210,14 +210,8 @@ def class_mappings(
         unit = _unit(cls, units[cls], first_set)
         entry: dict[str, Any] = {"unit": unit, "capacity": None, "driver": None}
         if unit == UNIT_CAPACITY and cls in mig_classes:
+            # the site's names and those the classes declare (teams.settings gathers both)
             extended = dict(conf.get("extended_resources") or {})
-            extended.update(
-                {
-                    n: o["spec"]["extendedResourceName"]
-                    for n, o in classes.items()
-                    if (o.get("spec") or {}).get("extendedResourceName")
-                }
-            )
             entry = kueue_mig.counter_entry(cls, where, claim_objects, extended, mig, minor, feature_gates)
         elif unit == UNIT_CAPACITY:
             entry.update(_capacity_source(conf, cls, where, classes, by_capacity, shared, minor, feature_gates))

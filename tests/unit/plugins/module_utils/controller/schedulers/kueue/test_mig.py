@@ -351,3 +351,34 @@ def test_capacity_amounts_need_kueue_019(dgx):
     objects = claims.render({}, "s", "1.36")["objects"]
     with pytest.raises(KueueError, match=r"KueueDRAIntegrationConsumableCapacity, which Kueue 0\.18 .*does not have"):
         teams.render(settings, "s", objects, "1.36", class_keys=claims.settings({})["classes"])
+
+
+def test_a_mig_class_with_an_extended_resource_name_is_refused_for_memory(dgx):
+    claims_settings = {"extended_resources": {"mig": "example.com/mig"}}
+    with pytest.raises(
+        KueueError, match=r"DeviceClass mig\.aligned\.dev has the extended resource name 'example\.com/mig'"
+    ):
+        render({"engine": "both", "teams": [team("a", "80Gi", templates=[])]}, dgx, claims_settings=claims_settings)
+
+
+def test_more_mig_classes_than_one_mapping_lists_are_refused_naming_the_profiles_setting(dgx):
+    a100 = copy.deepcopy(dgx)
+    for device in a100["devices"]:
+        if device.get("kind") == "gpu":
+            device["device_id"] = "0x20b0"  # A100 40GB: other profiles, so more per-profile classes
+    mig = {"h1": DYNAMIC, "h2": DYNAMIC}
+    topologies = {"h1": dgx, "h2": a100}
+    objects = burst.render({}, "s", "1.36", mig=mig, topologies=topologies)["objects"]
+    site = teams_mig.site(mig, topologies)
+    with pytest.raises(
+        KueueError,
+        match=r"MIG DeviceClasses .* at most 8; name fewer profiles in aligned_dra_claims\.templates\.mig\.profiles",
+    ):
+        teams.render(
+            kueue_site(team("a", "80Gi", templates=[])),
+            "s",
+            objects,
+            "1.36",
+            class_keys=claims.settings({})["classes"],
+            mig=site,
+        )
