@@ -122,7 +122,7 @@ def counter_entry(
 def _driver(device_class: dict[str, Any]) -> str | None:
     for selector in (device_class.get("spec") or {}).get("selectors") or []:
         expression = (selector.get("cel") or {}).get("expression") or ""
-        head, sep, rest = expression.partition('device.driver == "')
+        _before, sep, rest = expression.partition('device.driver == "')
         if sep:
             return rest.partition('"')[0]
     return None
