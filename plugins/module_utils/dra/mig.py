@@ -8,9 +8,12 @@ NVIDIA documents, passed in the same shape).
 
 - :func:`counter_set`: one set per GPU, ``<gpu>-counters``: ``memory`` (bytes), ``multiprocessors``, the
   engines (``copy-engines``, ``decoders``, ``encoders``, ``jpeg-engines``, ``ofa-engines``) and
-  ``memory-slice-0`` … ``memory-slice-<n-1>`` (1 each), the names NVIDIA's driver uses. A non-slice counter's
-  capacity is the highest density per memory slice among the profiles times the number of memory slices:
-  a bound that never refuses a combination NVML allows; the memory slices do the exclusion.
+  ``memory-slice-0`` … ``memory-slice-<n-1>`` (1 each), the names NVIDIA's driver uses. An engine counter's
+  capacity is exact: the most that placements existing at once consume (pairwise disjoint memory slices, each
+  profile at most ``instance_count`` times, :func:`engine_capacities`), so it never refuses a combination NVML
+  allows and refuses a second ``+me`` partition where that profile is the only small one with an OFA engine.
+  ``memory`` and ``multiprocessors`` are the highest density per memory slice among the profiles times the
+  number of memory slices, a bound (:func:`capacities` says why); the memory slices do the exclusion.
 - :func:`dynamic_devices`: the partitionable GPU: one device per profile and placement NVML offers
   (``<gpu>-mig-<profile>-<start>``), consuming its profile's memory, multiprocessors and engines and exactly
   the memory slices ``start`` … ``start + size - 1``, then the GPU whole, consuming every counter whole.
@@ -130,8 +133,67 @@ def _profile_counters(profile: dict[str, Any]) -> dict[str, int]:
     return counters
 
 
+def engine_capacities(profiles: list[dict[str, Any]], slices: int) -> dict[str, int]:
+    """Per engine counter, the exact maximum of its sum over every set of placements that can exist at once:
+    pairwise disjoint memory slices, each profile at most ``instance_count`` times (NVML's limit; all its
+    placements where it gives none).
+
+    A left-to-right search over the memory slices (at most 8): at each slice, leave it free or start one of the
+    placements that begin there; the state is the slice and what is left of each profile whose
+    ``instance_count`` is below its placements (the ``+me`` profiles: once per GPU), memoised, so a GPU's
+    answer takes a few hundred steps (the driver computes it in every scan). Each counter is maximised on
+    its own (the sets that reach the maxima may differ): a capacity no combination NVML allows exceeds.
+    """
+    names = [counter for counter, _field in ENGINES]
+    limited: list[int] = []  # positions in ``profiles`` whose instance_count binds
+    starts: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {}  # start -> [(end, limited slot or -1, values)]
+    for profile in profiles:
+        placements = [p for p in profile.get("placements") or [] if int(p["size"]) > 0]
+        count = int(profile.get("instance_count") or 0)
+        slot = -1
+        if 0 < count < len(placements):
+            slot = len(limited)
+            limited.append(count)
+        counters = _profile_counters(profile)
+        values = tuple(counters[name] for name in names)
+        for placement in placements:
+            start, end = int(placement["start"]), int(placement["start"]) + int(placement["size"])
+            starts.setdefault(start, []).append((end, slot, values))
+    last = max([slices] + [end for options in starts.values() for end, _slot, _values in options])
+    memo: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+    zero = tuple(0 for _name in names)
+
+    def best(position: int, left: tuple[int, ...]) -> tuple[int, ...]:
+        if position >= last:
+            return zero
+        key = (position, left)
+        found = memo.get(key)
+        if found is not None:
+            return found
+        found = best(position + 1, left)  # this slice left free
+        for end, slot, values in starts.get(position, ()):
+            if slot >= 0 and not left[slot]:
+                continue
+            after = left if slot < 0 else left[:slot] + (left[slot] - 1,) + left[slot + 1 :]
+            rest = best(end, after)
+            found = tuple(max(a, v + r) for a, v, r in zip(found, values, rest))
+        memo[key] = found
+        return found
+
+    return dict(zip(names, best(0, tuple(limited))))
+
+
 def capacities(state: dict[str, Any]) -> dict[str, int]:
-    """Each counter's capacity on the GPU (see the module's docstring for the bound)."""
+    """Each counter's capacity on the GPU.
+
+    Engines: exact (:func:`engine_capacities`): NVML's ``instance_count`` is enforced nowhere else, and the
+    engines are what tells a ``+me`` profile (an OFA engine, once per GPU) from its plain twin. ``memory`` and
+    ``multiprocessors``: the highest density per memory slice among the profiles times the memory slices, a
+    bound that never refuses a combination NVML allows. Every profile's memory and multiprocessors grow with
+    its memory slices, so the slices already refuse whatever these could; and ``memory`` is the figure Kueue
+    charges quotas against and the site's MIG memory is summed from (``controller/mig/model``), which should
+    stay the GPU's whole MIG memory rather than the most one packing happens to reach.
+    """
     slices = memory_slices(state)
     profiles = [p for p in state.get("profiles") or [] if _size(p)]
     if not slices or not profiles:
@@ -139,9 +201,10 @@ def capacities(state: dict[str, Any]) -> dict[str, int]:
     result: dict[str, int] = {}
     for profile in profiles:
         size = _size(profile)
-        for counter, value in _profile_counters(profile).items():
-            bound = -(-value * slices // size)  # ceil
+        for counter in (MEMORY, MULTIPROCESSORS):
+            bound = -(-_profile_counters(profile)[counter] * slices // size)  # ceil
             result[counter] = max(result.get(counter, 0), bound)
+    result.update(engine_capacities(profiles, slices))
     for index in range(slices):
         result[SLICE_COUNTER.format(index)] = 1
     if len(result) > MAX_COUNTERS_PER_SET:

@@ -5,11 +5,15 @@ NVML on the node is authoritative (profile sizes and placements change with the 
 controller uses this table only where it has no NVML answer for a GPU: before the probe ran, on a GPU whose
 MIG mode is off (NVML lists no profiles then), or where the probe could not read NVML. Each profile as
 :mod:`node.mig.nvml_state` describes one (``name``, ``slices`` (compute slices), ``instance_count``,
-``placements`` in memory slices), plus ``memory_gb`` (the figure in its name) and ``source: "documented"``.
+``placements`` in memory slices, ``ofa_engines``), plus ``memory_gb`` (the figure in its name) and
+``source: "documented"``. Of the engines only the optical flow accelerator (OFA) is listed: it is the figure that
+tells a ``+me`` profile from its plain twin, and its counter refuses a second ``+me`` partition (one OFA per GPU:
+the ``+me`` profile or the GPU whole); the other engines' figures are not in the guide's table.
 
 Figures from NVIDIA's MIG user guide, "Supported MIG Profiles" (A30, A100 40GB and 80GB, H100 80GB and
 94GB (NVL), H200 141GB, B200 180GB); the ``+me`` profiles (media extensions) take one 1g placement and
-exist once per GPU. Runs on the controller; standard library only.
+exist once per GPU; the ``+me`` profiles and the full profile (``7g``; ``4g.24gb`` on an A30) have one OFA engine,
+the others none. Runs on the controller; standard library only.
 """
 
 from __future__ import annotations
@@ -22,27 +26,31 @@ DOCUMENTED = "documented"
 NVML = "nvml"
 
 
-def _eight(one: int, two: int, three: int, seven: int) -> tuple[tuple[str, int, int, tuple[int, ...], int], ...]:
+# (name, compute slices, instance count, placement starts, placement size, OFA engines)
+Profile = tuple[str, int, int, tuple[int, ...], int, int]
+
+
+def _eight(one: int, two: int, three: int, seven: int) -> tuple[Profile, ...]:
     """The profiles of a GPU with 8 memory slices and 7 compute slices (A100, H100, H200, B200): ``(name,
-    compute slices, instance count, placement starts, placement size)``; the names from the memory per
-    1, 2, 4 and 8 memory slices."""
+    compute slices, instance count, placement starts, placement size, OFA engines)``; the names from the memory
+    per 1, 2, 4 and 8 memory slices."""
     return (
-        (f"1g.{one}gb", 1, 7, (0, 1, 2, 3, 4, 5, 6), 1),
-        (f"1g.{one}gb+me", 1, 1, (0, 1, 2, 3, 4, 5, 6), 1),
-        (f"1g.{two}gb", 1, 4, (0, 2, 4, 6), 2),
-        (f"2g.{two}gb", 2, 3, (0, 2, 4), 2),
-        (f"3g.{three}gb", 3, 2, (0, 4), 4),
-        (f"4g.{three}gb", 4, 1, (0,), 4),
-        (f"7g.{seven}gb", 7, 1, (0,), 8),
+        (f"1g.{one}gb", 1, 7, (0, 1, 2, 3, 4, 5, 6), 1, 0),
+        (f"1g.{one}gb+me", 1, 1, (0, 1, 2, 3, 4, 5, 6), 1, 1),
+        (f"1g.{two}gb", 1, 4, (0, 2, 4, 6), 2, 0),
+        (f"2g.{two}gb", 2, 3, (0, 2, 4), 2, 0),
+        (f"3g.{three}gb", 3, 2, (0, 4), 4, 0),
+        (f"4g.{three}gb", 4, 1, (0,), 4, 0),
+        (f"7g.{seven}gb", 7, 1, (0,), 8, 1),
     )
 
 
-_A30 = (
-    ("1g.6gb", 1, 4, (0, 1, 2, 3), 1),
-    ("1g.6gb+me", 1, 1, (0, 1, 2, 3), 1),
-    ("2g.12gb", 2, 2, (0, 2), 2),
-    ("2g.12gb+me", 2, 1, (0, 2), 2),
-    ("4g.24gb", 4, 1, (0,), 4),
+_A30: tuple[Profile, ...] = (
+    ("1g.6gb", 1, 4, (0, 1, 2, 3), 1, 0),
+    ("1g.6gb+me", 1, 1, (0, 1, 2, 3), 1, 1),
+    ("2g.12gb", 2, 2, (0, 2), 2, 0),
+    ("2g.12gb+me", 2, 1, (0, 2), 2, 1),
+    ("4g.24gb", 4, 1, (0,), 4, 1),
 )
 # A100 40GB: 1g.10gb (two memory slices) since R525, as the guide lists it
 _A100_40 = _eight(5, 10, 20, 40)
@@ -53,7 +61,7 @@ _H200 = _eight(18, 35, 71, 141)
 _B200 = _eight(23, 45, 90, 180)
 
 # PCI device ID (lower case, as the probe writes it) -> (model, memory slices, profiles)
-MODELS: dict[str, tuple[str, int, tuple[tuple[str, int, int, tuple[int, ...], int], ...]]] = {
+MODELS: dict[str, tuple[str, int, tuple[Profile, ...]]] = {
     "0x20b7": ("A30", 4, _A30),
     "0x20b0": ("A100-SXM4-40GB", 8, _A100_40),
     "0x20f1": ("A100-PCIE-40GB", 8, _A100_40),
@@ -100,8 +108,9 @@ def documented(pci_device_id: Any) -> dict[str, Any] | None:
                 "memory_gb": int(name.split(".", 1)[1].split("gb", 1)[0]),
                 "instance_count": count,
                 "placements": [{"start": start, "size": size} for start in starts],
+                "ofa_engines": ofa,
             }
-            for index, (name, slices, count, starts, size) in enumerate(profiles)
+            for index, (name, slices, count, starts, size, ofa) in enumerate(profiles)
         ],
     }
 

@@ -52,7 +52,9 @@ def gpu_state(device: dict[str, Any]) -> dict[str, Any] | None:
     """A probed GPU's MIG state in ``nvml_state.read_gpu``'s shape, plus ``source`` and ``model``; None without MIG.
 
     NVML's profiles where the probe read them; else the documented geometry, each profile's ``memory_bytes``
-    from its name (GiB), no multiprocessor or engine figures (unknown: those counters are left out).
+    from its name (GiB) and its ``ofa_engines`` (the guide's figure: 1 for ``+me`` and the full profile, so the
+    counter set holds one OFA engine and refuses a second ``+me`` partition), no multiprocessor or other engine
+    figures (unknown: those counters are left out).
     """
     geo = geometry.of_gpu(device)
     if geo is None:
@@ -191,7 +193,8 @@ def publish(
             continue
         out.extend(dra_mig.dynamic_devices(device, gpu["state"]))
         capacity = dra_mig.capacities(gpu["state"])
-        if gpu["source"] == geometry.DOCUMENTED:  # no multiprocessor or engine figure: unknown, not zero
+        if gpu["source"] == geometry.DOCUMENTED:
+            # no multiprocessor or engine figure but the OFA one: unknown, not zero (ofa-engines 1 is kept)
             capacity = {name: value for name, value in capacity.items() if value}
         counters[dra_mig.counter_set_name(device["name"])] = capacity
     return out, counters

@@ -267,8 +267,12 @@ def section(
 
 def beyond_instance_count(gpu: dict[str, Any], planned: dict[str, Any]) -> list[str]:
     """Where a layout holds more instances of a profile than the GPU can make (NVML's ``instance_count``, e.g.
-    one ``+me`` profile per GPU): the counters do not say so (their engine figures are bounds), the scheduler
-    would allocate them and Prepare would fail. Said, not hidden: the counts are the scheduler's."""
+    one ``+me`` profile per GPU) and the counters let the scheduler allocate them (Prepare would then fail).
+
+    The engine counters are exact (``dra/mig.engine_capacities``): where the profiles carry their OFA figure
+    (NVML's, or the documented geometry's) the one OFA engine refuses a second ``+me`` partition and this never
+    fires. It does where that figure is unknown (profiles from NVML without engine figures, say), since the
+    memory slices alone allow a ``+me`` on every 1g placement. Said, not hidden: the counts are the scheduler's."""
     limits = {p["name"]: p.get("instance_count") for p in (gpu.get("state") or {}).get("profiles") or []}
     found = []
     layouts = [(name, entry["layout"]) for name, entry in planned["templates"].items()]

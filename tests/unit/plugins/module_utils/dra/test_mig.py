@@ -127,27 +127,77 @@ def test_counters_the_gpu_whole_takes_all_a_partition_its_profile_and_exactly_it
     assert consumed["memory"] == {"value": mig.quantity(profile["memory_bytes"])}
 
 
-def test_capacity_bounds_never_refuse_a_layout_nvml_allows(nvml):
-    """Every full layout of disjoint placements fits each non-slice counter's capacity."""
-    gpu_state = state(nvml, H100)
-    capacity = mig.capacities(gpu_state)
+ENGINES = ("copy-engines", "decoders", "encoders", "jpeg-engines", "ofa-engines")
+
+
+def layouts(gpu_state: dict):
+    """Every set of placements that can exist at once (disjoint slices, each profile at most instance_count
+    times), independently of the model's search: its counter sums."""
     pairs = mig.publish_order(gpu_state)
 
-    def layouts(index: int, taken: int, sums: dict):
+    def walk(index: int, taken: int, counts: dict, sums: dict):
         yield sums
         for i in range(index, len(pairs)):
             profile, placement = pairs[i]
             mask = ((1 << placement["size"]) - 1) << placement["start"]
-            if mask & taken:
+            if mask & taken or counts.get(profile["name"], 0) >= profile["instance_count"]:
                 continue
             counters = mig._profile_counters(profile)
-            yield from layouts(i + 1, taken | mask, {k: sums.get(k, 0) + v for k, v in counters.items()})
+            more = {k: sums.get(k, 0) + v for k, v in counters.items()}
+            yield from walk(i + 1, taken | mask, {**counts, profile["name"]: counts.get(profile["name"], 0) + 1}, more)
 
+    yield from walk(0, 0, {}, {})
+
+
+@pytest.mark.parametrize("bus", [A100, H100])
+def test_engine_capacities_are_the_exact_maximum_and_the_rest_never_refuse_a_layout_nvml_allows(nvml, bus):
+    """Every layout NVML allows fits each non-slice counter; each engine's capacity is reached by one of them."""
+    gpu_state = state(nvml, bus)
+    capacity = mig.capacities(gpu_state)
+    most: dict = {}
     checked = 0
-    for sums in layouts(0, 0, {}):
+    for sums in layouts(gpu_state):
         checked += 1
         assert all(value <= capacity[name] for name, value in sums.items()), sums
-    assert checked > 100
+        most = {k: max(most.get(k, 0), v) for k, v in sums.items()}
+    assert checked > 40
+    assert {name: capacity[name] for name in ENGINES} == {name: most[name] for name in ENGINES}
+    assert capacity["memory"] >= most["memory"] and capacity["multiprocessors"] >= most["multiprocessors"]
+
+
+def test_a_second_me_partition_does_not_fit_the_counters(nvml):
+    """H100: only 1g.10gb+me (once per GPU) and 7g have an OFA engine: one OFA, so one +me; the plain 1g
+    profiles still fill the other six slices."""
+    gpu_state = state(nvml, H100)
+    capacity = mig.capacities(gpu_state)
+    assert capacity["ofa-engines"] == 1
+    assert (capacity["decoders"], capacity["jpeg-engines"], capacity["copy-engines"]) == (7, 7, 8)
+    me = [d for d in mig.dynamic_devices(gpu_device(H100), gpu_state) if "-mig-1g-10gb-me-" in d["name"]]
+    plain = [d for d in mig.dynamic_devices(gpu_device(H100), gpu_state) if "-mig-1g-10gb-" in d["name"]]
+    plain = [d for d in plain if d not in me]
+
+    def fits(devices: list) -> bool:
+        spent: dict = {}
+        for device in devices:
+            for name, value in device["consumesCounters"][0]["counters"].items():
+                if not name.startswith("memory"):
+                    spent[name] = spent.get(name, 0) + int(value["value"])
+        return all(value <= capacity[name] for name, value in spent.items())
+
+    assert fits(me[:1] + plain[1:]) and not fits(me[:2])
+
+
+def test_the_search_honours_instance_count_and_placements_past_the_slices():
+    """A hand-made GPU: ``x`` (2 OFA) fits at 0-1 and 2-3 but exists once; ``y`` (1 OFA) anywhere."""
+    profiles = [
+        {"name": "x", "instance_count": 1, "ofa_engines": 2, "placements": [{"start": 0, "size": 2}, {"start": 2, "size": 2}]},
+        {"name": "y", "instance_count": 4, "ofa_engines": 1, "placements": [{"start": s, "size": 1} for s in range(4)]},
+    ]  # fmt: skip
+    assert mig.engine_capacities(profiles, 4)["ofa-engines"] == 4  # x once (2) and y twice, or y four times
+    profiles[1]["instance_count"] = 1
+    assert mig.engine_capacities(profiles, 4)["ofa-engines"] == 3  # x and one y
+    profiles[0]["instance_count"] = 0  # NVML gives none: every placement
+    assert mig.engine_capacities(profiles, 4)["ofa-engines"] == 4
 
 
 def test_mig_device_attributes_pair_it_with_its_parents_nic(nvml):

@@ -30,6 +30,18 @@ def test_the_a100_40gb_has_the_guides_profiles_counts_and_placements():
     assert profiles["7g.40gb"]["placements"] == [{"start": 0, "size": 8}]
 
 
+@pytest.mark.parametrize("device_id", sorted(geometry.MODELS))
+def test_the_me_profiles_and_the_full_profile_have_the_one_ofa_engine(device_id):
+    """The guide's "Supported MIG Profiles": one OFA for +me and the full profile (A30: 4g.24gb), none elsewhere."""
+    profiles = geometry.documented(device_id)["profiles"]
+    full = max(profiles, key=lambda p: p["placements"][0]["size"])["name"]
+    assert {p["name"] for p in profiles if p["ofa_engines"] == 1} == {
+        p["name"] for p in profiles if "+me" in p["name"]
+    } | {full}
+    assert all(p["ofa_engines"] in (0, 1) for p in profiles)
+    assert full == ("4g.24gb" if device_id == "0x20b7" else profiles[-1]["name"])
+
+
 @pytest.mark.parametrize(
     ("device_id", "largest", "smallest"),
     [

@@ -58,8 +58,11 @@ def test_dynamic_publishes_each_gpu_as_the_driver_does_in_place_with_its_counter
     assert out[:position] == devices[:position] and out[position + len(expected) :] == devices[position + 1 :]
     (name,) = counters
     assert name == dra_mig.counter_set_name(gpu["device"])
-    # documented profiles give no multiprocessor or engine figures: those counters are unknown, left out
-    assert counters[name] == {"memory": 80 * GIB, **{f"memory-slice-{i}": 1 for i in range(8)}}
+    # documented profiles give no multiprocessor or engine figures but the OFA one: those counters are unknown,
+    # left out; one OFA engine (the +me profile's or the GPU whole's: the exact maximum, dra/mig.engine_capacities)
+    assert counters[name] == {"memory": 80 * GIB, "ofa-engines": 1, **{f"memory-slice-{i}": 1 for i in range(8)}}
+    me = [d for d in out if "-mig-1g-10gb-me-" in d["name"]]
+    assert len(me) == 7 and all(d["consumesCounters"][0]["counters"]["ofa-engines"] == {"value": "1"} for d in me)
 
 
 def test_static_plans_the_layouts_instances_packed_as_the_node_packs_them(dgx):

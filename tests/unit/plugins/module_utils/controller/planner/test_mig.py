@@ -253,13 +253,38 @@ def test_a_mig_gpu_is_never_shareable(dgx):
     assert by_name[dra.device_name("gpu", "0000:2b:00.0")].get("allowMultipleAllocations")
 
 
-def test_more_instances_of_a_profile_than_the_gpu_makes_are_said(dgx):
-    """The documented +me profile exists once per GPU; the counters do not say so, the section does."""
+def test_the_documented_ofa_engine_lets_one_me_partition_and_no_warning(dgx):
+    """The documented +me profile exists once per GPU and has the GPU's one OFA engine (as the 7g does): the
+    counter set holds one, so the scheduler places one +me, and nothing is said."""
     templates = TEMPLATES + [profile("mig-1g-me", "1g.10gb+me")]
     gpu = gpu_of(run_plan({"n1": dgx}, {"n1": DYNAMIC_FIRST}, templates))
+    assert gpu["templates"]["mig-1g-me"]["claims"] == 1
+    assert starts(gpu["templates"]["mig-1g-me"]["layout"]) == [("1g.10gb+me", 6)]
+    assert "warnings" not in gpu
+
+
+def test_more_instances_of_a_profile_than_the_gpu_makes_are_said_where_no_engine_figure_refuses_them(dgx):
+    """NVML profiles without engine figures: the memory slices alone allow a +me on every 1g placement."""
+    topology = copy.deepcopy(dgx)
+    first = next(d for d in topology["devices"] if d["pci_address"] == "0000:1a:00.0")
+    ones = [{"start": s, "size": 1} for s in range(7)]
+    profiles = [
+        {"id": 19, "name": "1g.10gb", "slices": 1, "instance_count": 7, "memory_bytes": 10 * GIB,
+         "multiprocessors": 16, "placements": ones},
+        {"id": 20, "name": "1g.10gb+me", "slices": 1, "instance_count": 1, "memory_bytes": 10 * GIB,
+         "multiprocessors": 16, "placements": ones},
+        {"id": 0, "name": "7g.80gb", "slices": 7, "instance_count": 1, "memory_bytes": 80 * GIB,
+         "multiprocessors": 132, "placements": [{"start": 0, "size": 8}]},
+    ]  # fmt: skip
+    first["mig"] = {"readable": True, "mig_capable": True, "name": "NVIDIA H100 80GB HBM3", "memory_slices": 8,
+                    "mig_mode": {"current": True, "pending": True}, "profiles": profiles, "instances": []}  # fmt: skip
+    templates = TEMPLATES + [profile("mig-1g-me", "1g.10gb+me")]
+    gpu = gpu_of(run_plan({"n1": topology}, {"n1": DYNAMIC_FIRST}, templates))
     assert gpu["templates"]["mig-1g-me"]["claims"] == 7  # what the scheduler would allocate
+    said = ("the GPU makes at most 1 (instance_count); the published counters allow more, so the scheduler would "
+            "allocate them and Prepare fail")  # fmt: skip
     assert gpu["warnings"] == [
-        "mig-1g-me: 7 x 1g.10gb+me planned, the GPU makes at most 1 (instance_count); the published counters "
-        "allow more, so the scheduler would allocate them and Prepare fail"
+        f"mig-1g-me: 7 x 1g.10gb+me planned, {said}",
+        f"the catalogue mix: 3 x 1g.10gb+me planned, {said}",
     ]
-    assert "warnings" not in gpu_of(run_plan({"n1": dgx}, {"n1": DYNAMIC_FIRST}))
+    assert "warnings" not in gpu_of(run_plan({"n1": topology}, {"n1": DYNAMIC_FIRST}))
