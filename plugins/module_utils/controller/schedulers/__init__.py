@@ -21,10 +21,12 @@ Each scheduler package offers the same small interface, a module each:
   queue and the topology annotation; ``kai.gangs``: its PodGroup).
 
 Packages and modules: :mod:`kueue` (``api``, ``schemas``, ``settings``,
-``objects``, ``mappings``, ``checks``, ``what_if``, ``gangs``), :mod:`kai` (``api``,
-``schemas``, ``settings``, ``objects``, ``admission``, ``checks``,
-``fair_share``, ``gangs``), and :mod:`crd_checks`: a CRD's objects checked as
-its API server would (both schedulers' ``checks``).
+``objects``, ``mappings``, ``mig``, ``checks``, ``what_if``, ``gangs``), :mod:`kai` (``api``,
+``schemas``, ``settings``, ``objects``, ``mig``, ``admission``, ``checks``,
+``fair_share``, ``gangs``), :mod:`crd_checks`: a CRD's objects checked as
+its API server would (both schedulers' ``checks``), and :mod:`mig`: the site's
+MIG classes and capacity, which the team model and both schedulers' ``mig``
+modules read (Kueue's GPU-memory quotas, what KAI would miscount).
 
 Runs on the controller; no Ansible imports.
 """

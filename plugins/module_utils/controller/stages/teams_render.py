@@ -7,7 +7,7 @@
    per team (``utilization_file``), each when given and present; where hosts
    run MIG (``mig``: host -> ``aligned_dra_mig``), their probed topologies
    (``topologies``, ``topology_files`` or ``<topology_dir>/<host>.json``, read
-   as the claims stage reads them) and the site's MIG (:mod:`teams.mig`);
+   as the claims stage reads them) and the site's MIG (:mod:`schedulers.mig`);
 2. the site's claim objects (:func:`burst.render`), then its team objects
    with its engine's (:func:`render`: namespaces, quotas, priorities,
    Kueue's or KAI Scheduler's);
@@ -34,6 +34,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
@@ -42,7 +43,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import objects as kueue
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages.claims_render import mig_topologies
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import render as teams_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
@@ -95,7 +95,7 @@ def render(
     """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue",
     "kai"}``, and ``"mig"`` and ``"warnings"`` where hosts run MIG.
 
-    ``mig``: the site's MIG (:func:`teams_mig.site`, with ``published`` per host): Kueue may count quotas on
+    ``mig``: the site's MIG (:func:`schedulers_mig.site`, with ``published`` per host): Kueue may count quotas on
     MIG devices in GPU memory, KAI is told what it would miscount; None without MIG, and nothing changes.
 
     With engine ``kueue`` or ``both``, ``kueue`` holds what :func:`kueue.render`
@@ -120,7 +120,7 @@ def render(
             f"admin_access needs the DRAAdminAccess feature gate, which is off on Kubernetes {minor}"
         )
     if mig is not None:
-        mig = dict(mig, classes=teams_mig.mig_classes(claim_objects))
+        mig = dict(mig, classes=schedulers_mig.mig_classes(claim_objects))
     scheduled = None
     if schedulers.uses_kai(conf["engine"]):
         allocated = None if in_use is None else kai.in_use_gpus(in_use, kai.gpu_classes(conf, claim_objects))
@@ -167,7 +167,7 @@ def render(
     if mig is not None:
         result["mig"] = {k: v for k, v in mig.items() if k != "settings"}
         notes = (result["kueue"] or {}).get("notes", []) + (result["kai"] or {}).get("notes", [])
-        result["warnings"] = [n for n in notes if n.startswith(teams_mig.WARNING_PREFIX)]
+        result["warnings"] = [n for n in notes if n.startswith(schedulers_mig.WARNING_PREFIX)]
     return result
 
 
@@ -297,9 +297,9 @@ def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[st
     """The site's team objects and rows (:func:`render`), every object checked; :class:`StageError` else."""
     topologies = mig_topologies(params)
     try:
-        mig = teams_mig.site(params.get("mig"), topologies)
+        mig = schedulers_mig.site(params.get("mig"), topologies)
         if mig is not None:
-            mig["published"] = teams_mig.published_per_gpu(topologies, params.get("mig"))
+            mig["published"] = schedulers_mig.published_per_gpu(topologies, params.get("mig"))
         rendered_claims = burst.render(
             params["claims_settings"],
             params["site"],
@@ -334,7 +334,7 @@ def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[st
         claims.ClaimsError,
         dra.DeviceModelError,
         CelError,
-        teams_mig.MigTeamsError,
+        schedulers_mig.MigTeamsError,
     ) as exc:
         raise StageError(str(exc)) from None
     if problems:

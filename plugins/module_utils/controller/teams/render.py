@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.dra import labels as dra_labels
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -168,8 +168,8 @@ def capacity_check(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Quotas against capacity per class: ``(rows, problems)``.
 
-    A MIG class (``mig``: the site's MIG, ``teams/mig.site`` with its ``classes``) takes its capacity from the
-    MIG model instead (:func:`teams_mig.device_capacity`: the devices that exist at once, a bound where GPUs
+    A MIG class (``mig``: the site's MIG, ``schedulers/mig.site`` with its ``classes``) takes its capacity from the
+    MIG model instead (:func:`schedulers_mig.device_capacity`: the devices that exist at once, a bound where GPUs
     are dynamic, said in the row's ``bound`` and ``capacity_is``).
 
     A row per class that some team has a quota for: ``capacity`` (devices the
@@ -201,7 +201,7 @@ def capacity_check(
             row["guaranteed" if guaranteed else "opportunistic"] += total
             row["teams"][team["name"]] = {"quota": total, "guaranteed": guaranteed, "tier": team["tier"]}
     for cls, row in rows.items():
-        found = teams_mig.device_capacity(mig, cls)
+        found = schedulers_mig.device_capacity(mig, cls)
         if found is not None:
             row.update(found)
     problems = []

@@ -22,9 +22,9 @@ import copy
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import settings_checks as checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import mig as kai_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import settings as kueue_settings
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False
@@ -129,7 +129,7 @@ def settings(
         "keys": keys,
         "engine": engine,
         "node_groups": kueue["node_groups"],
-        "mig_classes": teams_mig.mig_classes(objects),
+        "mig_classes": schedulers_mig.mig_classes(objects),
     }
     teams = _teams(raw.get("teams") or [], site)
     if engine == schedulers.KUEUE:

@@ -35,7 +35,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     KAI_VERSION,
     counts_as_gpu,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.mig import WARNING_PREFIX
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.mig import WARNING_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

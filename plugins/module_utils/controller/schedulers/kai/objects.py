@@ -123,7 +123,7 @@ def check_counting(
     mig_classes: dict[str, str | None] | None = None,
 ) -> list[str]:
     """Problems KAI would miscount (see the module docstring); ``drivers``: ``{"gpu", "nic"}`` driver names;
-    ``mig_classes``: the site's MIG classes (``teams/mig.mig_classes``), checked by :mod:`kai_mig`."""
+    ``mig_classes``: the site's MIG classes (``schedulers/mig.mig_classes``), checked by :mod:`kai_mig`."""
     mig = frozenset(mig_classes or {})
     problems = []
     drivers = drivers or {}
@@ -310,7 +310,7 @@ def render(
     :func:`kai_fair_share.what_if` of ``aligned_dra_teams.kai.what_if`` when
     set, with the GPUs each team has in use now (``allocated``, from the
     utilization stage) when known. What KAI would miscount, or settings it cannot serve, raise
-    :class:`KaiError` naming them. ``mig``: the site's MIG (``teams/mig.site`` with ``classes`` and
+    :class:`KaiError` naming them. ``mig``: the site's MIG (``schedulers/mig.site`` with ``classes`` and
     ``published``): what KAI counts of it goes to ``notes`` (:mod:`kai_mig`).
     """
     kai = kai_settings.site_settings(conf.get("kai"), site, conf["teams"])

@@ -8,6 +8,8 @@ a job's queue.
 - :mod:`objects`: the objects for the site's teams (``render``: cohorts, flavors, ClusterQueues, LocalQueues,
   priorities) and the what-if of checked settings;
 - :mod:`mappings`: which DeviceClasses Kueue counts, and how (``deviceClassMappings``);
+- :mod:`mig`: GPU-memory quotas on MIG devices (a counter source on every MIG class), against the site's MIG
+  memory;
 - :mod:`checks`: the objects against Kueue's CRDs, the quotas against the site's capacity;
 - :mod:`what_if`: a model of Kueue's admission and preemption for a list of workloads;
 - :mod:`gangs`: a job's queue and Topology Aware Scheduling's annotation.

@@ -16,6 +16,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import crd_checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mig as kueue_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import schemas as kueue_schemas
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
@@ -37,7 +38,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     class_name_problem,
     resource_name_problem,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
@@ -293,7 +293,7 @@ def capacity_rows(
     """Per mapped class the cohort's nominal quota against the plan's devices, and the over_limit problems.
 
     ``amounts`` are the teams' ``{team: {class: {"nominal", "borrow", "lend"}}}``. A class counted in GPU
-    memory by a counter (MIG) is set against the site's MIG memory (``mig``: ``teams/mig.site``); its problems
+    memory by a counter (MIG) is set against the site's MIG memory (``mig``: ``schedulers/mig.site``); its problems
     go to ``counter_problems`` where given (the teams' own check counts devices only), else with the others.
     """
     capacities = ((plan or {}).get("classes")) or {}
@@ -325,9 +325,9 @@ def capacity_rows(
             (problems if counter_problems is None else counter_problems).extend(found)
         elif unit == UNIT_CAPACITY:
             row["reason"] = "quotas count capacity; the plan counts devices"
-        elif teams_mig.device_capacity(mig, cls) is not None:
+        elif schedulers_mig.device_capacity(mig, cls) is not None:
             # a MIG class in devices: the devices that exist at once (the plan counts every placement)
-            row.update(teams_mig.device_capacity(mig, cls))
+            row.update(schedulers_mig.device_capacity(mig, cls))
             problems += _device_status(row, nominal, factor, cls, unit)
         elif cls in capacities and (capacities[cls] or {}).get("devices") is not None:
             capacity = int(capacities[cls]["devices"])

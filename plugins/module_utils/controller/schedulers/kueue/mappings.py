@@ -194,7 +194,7 @@ def class_mappings(
 ) -> dict[str, dict[str, Any]]:
     """``{DeviceClass: {"resource", "unit", "capacity", "driver"}}`` for every class with a quota; notes to ``notes``.
 
-    ``mig``: the site's MIG (``teams/mig.site``, with ``classes``); a memory amount on its class of every MIG
+    ``mig``: the site's MIG (``schedulers/mig.site``, with ``classes``); a memory amount on its class of every MIG
     device is counted by the ``memory`` counter (``kueue/mig.py``), the entry then also has ``counter``,
     ``classes`` (every MIG class) and ``selector``.
     """

@@ -14,7 +14,7 @@ class and the one per profile) to one logical resource, ``aligned.dev/mig-memory
 ``counter`` source (counter ``memory``, the driver that publishes the MIG devices, a selector for MIG
 devices of that driver), and the Configuration fragment turns the gate on. The cohort's nominal quotas are
 then checked against the site's MIG memory (:func:`capacity_row`, from ``controller/mig/model.site_capacity``
-through ``controller/teams/mig.site``).
+through ``controller/schedulers/mig.site``).
 
 Refused, naming the setting and the reason:
 
@@ -35,6 +35,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import mig as deploy_mig
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     GATE_PARTITIONABLE,
     MAX_CLASSES_PER_MAPPING,
@@ -44,7 +45,6 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     amount_out,
     gate_default,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
@@ -67,8 +67,8 @@ def counter_entry(
 ) -> dict[str, Any]:
     """The mapping entry of a MIG class counted in GPU memory: ``{"unit", "capacity", "driver", "counter",
     "classes", "selector", "default_resource"}``; :class:`KueueError` where Kueue could not count it."""
-    classes = teams_mig.mig_classes(claim_objects)
-    pool = teams_mig.pool_class(classes)
+    classes = schedulers_mig.mig_classes(claim_objects)
+    pool = schedulers_mig.pool_class(classes)
     if cls != pool:
         raise KueueError(
             f"{where}: {cls} selects the MIG profile {classes[cls]}; Kueue charges GPU memory of every MIG profile "
@@ -145,7 +145,7 @@ def gate_notes(mappings: dict[str, dict[str, Any]], kueue_minor: str) -> list[st
     if not counted or gate_default(GATE_PARTITIONABLE, kueue_minor):
         return []
     return [
-        f"{teams_mig.WARNING_PREFIX}Kueue {kueue_minor}: {GATE_PARTITIONABLE} is alpha and off by default, and Kueue refuses to start with "
+        f"{schedulers_mig.WARNING_PREFIX}Kueue {kueue_minor}: {GATE_PARTITIONABLE} is alpha and off by default, and Kueue refuses to start with "
         f"the counter source of {', '.join(counted)} without it: kueue-configuration.yaml turns it on, merge its "
         "featureGates into Kueue's configuration (or use Kueue v0.19, where it is beta and on)"
     ]

@@ -280,7 +280,7 @@ def render(
 
     ``placement_levels`` are the site's ``aligned_dra_placement_levels``
     (widest first); with any, the objects include a Topology and every flavor
-    names it. ``mig``: the site's MIG (``teams/mig.site`` with its ``classes``),
+    names it. ``mig``: the site's MIG (``schedulers/mig.site`` with its ``classes``),
     whose class of every MIG device may be counted in GPU memory (:mod:`kueue_mig`).
 
     Returns ``{"objects", "configuration", "mappings", "teams", "capacity",

@@ -11,10 +11,10 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import mig as kai_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai.api import KaiError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import TeamsError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import scheduler_counts
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
@@ -40,9 +40,9 @@ def render(teams_: list[dict], dgx: dict, mig=None, claims_settings=None) -> dic
     settings = dict(CLAIMS, **(claims_settings or {}))
     topologies = {"h1": dgx}
     objects = burst.render(settings, "s", "1.36", mig=mig, topologies=topologies, device_options=SPLIT)["objects"]
-    site = teams_mig.site(mig, topologies)
+    site = schedulers_mig.site(mig, topologies)
     if site is not None:
-        site["published"] = teams_mig.published_per_gpu(topologies, mig)
+        site["published"] = schedulers_mig.published_per_gpu(topologies, mig)
     keys = claims.settings(settings)["classes"]
     drivers = claims.published_drivers(claims.settings(settings), SPLIT)
     return teams.render(

@@ -13,11 +13,11 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import checks as kueue_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mig as kueue_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import KueueError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import mig as teams_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
@@ -47,9 +47,9 @@ def render(raw: dict, dgx: dict, mig=None, minor: str = "1.36", gates=None, clai
     mig = {"h1": DYNAMIC} if mig is None else mig
     topologies = {host: dgx for host in mig}
     objects = burst.render(claims_settings or {}, "s", minor, gates, mig=mig, topologies=topologies)["objects"]
-    site = teams_mig.site(mig, topologies)
+    site = schedulers_mig.site(mig, topologies)
     if site is not None:
-        site["published"] = teams_mig.published_per_gpu(topologies, mig)
+        site["published"] = schedulers_mig.published_per_gpu(topologies, mig)
     keys = claims.settings(claims_settings or {})["classes"]
     return teams.render(raw, "s", objects, minor, gates, class_keys=keys, mig=site)
 
@@ -122,7 +122,7 @@ def test_a_site_split_by_kind_counts_the_mig_devices_of_its_gpu_driver(dgx):
     objects = burst.render(
         settings, "s", "1.36", mig=mig, topologies=topologies, device_options={"split_gpu_driver": "gpu.aligned.dev"}
     )
-    site = teams_mig.site(mig, topologies)
+    site = schedulers_mig.site(mig, topologies)
     result = teams.render(
         objects_site, "s", objects["objects"], "1.36", class_keys=claims.settings(settings)["classes"], mig=site
     )
@@ -229,7 +229,7 @@ def test_the_stage_fails_before_writing_anything_when_memory_exceeds_the_site(dg
 def test_an_unprobed_mig_host_leaves_the_capacity_unknown_never_zero(dgx):
     mig = {"h1": DYNAMIC, "h2": DYNAMIC}
     objects = burst.render({}, "s", "1.36", mig=mig, topologies={"h1": dgx})["objects"]
-    site = teams_mig.site(mig, {"h1": dgx})
+    site = schedulers_mig.site(mig, {"h1": dgx})
     result = teams.render(
         kueue_site(team("a", "9000Gi")), "s", objects, "1.36", class_keys=claims.settings({})["classes"], mig=site
     )
@@ -369,7 +369,7 @@ def test_more_mig_classes_than_one_mapping_lists_are_refused_naming_the_profiles
     mig = {"h1": DYNAMIC, "h2": DYNAMIC}
     topologies = {"h1": dgx, "h2": a100}
     objects = burst.render({}, "s", "1.36", mig=mig, topologies=topologies)["objects"]
-    site = teams_mig.site(mig, topologies)
+    site = schedulers_mig.site(mig, topologies)
     with pytest.raises(
         KueueError,
         match=r"MIG DeviceClasses .* at most 8; name fewer profiles in aligned_dra_claims\.templates\.mig\.profiles",

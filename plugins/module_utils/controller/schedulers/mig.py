@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""MIG for the teams stage, engine-neutral: which rendered classes select MIG devices, and what the site has.
+"""MIG for the quota engines, engine-neutral: which rendered classes select MIG devices, and what the site has.
 
-Quotas on MIG devices need two facts the schedulers' modules share (``schedulers/kueue/mig.py`` charges GPU
-memory, ``schedulers/kai/mig.py`` refuses what KAI would miscount):
+Quotas on MIG devices need facts the team model (``teams``: a ResourceQuota's MIG classes and their capacity
+in devices) and the schedulers' modules share (``kueue/mig.py`` charges GPU memory, ``kai/mig.py`` refuses
+what KAI would miscount), so they live here, below all of them:
 
 - :func:`mig_classes`: the site's DeviceClasses that select MIG devices, read from their selectors (the
   claims catalogue's ``mig.aligned.dev`` and one per profile, ``controller/claims/mig.py``; renamed classes
