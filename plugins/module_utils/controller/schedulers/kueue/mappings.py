@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue import mig as kueue_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kueue.api import (
     CONFIG_API_VERSION,
@@ -194,12 +195,13 @@ def class_mappings(
 ) -> dict[str, dict[str, Any]]:
     """``{DeviceClass: {"resource", "unit", "capacity", "driver"}}`` for every class with a quota; notes to ``notes``.
 
-    ``mig``: the site's MIG (``schedulers/mig.site``, with ``classes``); a memory amount on its class of every MIG
-    device is counted by the ``memory`` counter (``kueue/mig.py``), the entry then also has ``counter``,
+    ``mig``: the site's MIG (``schedulers/mig.site``; None: its hosts unknown, nothing refused for them); a memory
+    amount on the class of every MIG device is counted by the ``memory`` counter (``kueue/mig.py``), the entry then also has ``counter``,
     ``classes`` (every MIG class) and ``selector``.
     """
     classes = {o["metadata"]["name"]: o for o in claim_objects if o.get("kind") == "DeviceClass"}
-    mig_classes = (mig or {}).get("classes") or {}
+    # the classes that select MIG devices, read from the rendered classes (also without the site's MIG facts)
+    mig_classes = schedulers_mig.mig_classes(claim_objects)
     by_capacity = capacity_classes(claim_objects)
     shared = shared_claims(claim_objects)
     overrides = dict((conf.get("kueue") or {}).get("resource_names") or {})

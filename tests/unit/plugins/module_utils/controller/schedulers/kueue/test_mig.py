@@ -382,3 +382,15 @@ def test_more_mig_classes_than_one_mapping_lists_are_refused_naming_the_profiles
             class_keys=claims.settings({})["classes"],
             mig=site,
         )
+
+
+def test_without_the_sites_mig_facts_the_mig_classes_still_count_memory(dgx):
+    """A caller that renders the catalogue with MIG but knows nothing of the hosts (the validation's render):
+    the mapping is the same, the capacity unknown."""
+    mig = {"h1": DYNAMIC}
+    objects = burst.render({}, "s", "1.36", mig=mig, topologies={"h1": dgx})["objects"]
+    keys = claims.settings({})["classes"]
+    bare = teams.render(kueue_site(team("a", "80Gi")), "s", objects, "1.36", class_keys=keys)
+    full = render(kueue_site(team("a", "80Gi")), dgx)
+    assert bare["kueue"]["configuration"] == full["kueue"]["configuration"]
+    assert bare["kueue"]["capacity"][0]["status"] == "unknown" and "mig" not in bare
