@@ -242,6 +242,27 @@ def test_what_if_plans_a_site_on_a_tree_it_does_not_have(tmp_path, trees):
     assert pair1["fits_total"] == 8
     # nothing of the site itself was probed or written
     assert not (tmp_path / "out").exists()
+    assert "mig" not in plan  # the site runs no MIG
+
+
+def test_what_if_takes_the_sites_mig_settings_on_the_other_nodes(tmp_path, trees):
+    """The site's aligned_dra_mig (its first host's) on the other node: MIG templates for the profiles its GPUs
+    offer, the GPU planned as the driver would publish it there, a MIG + NIC claim at the GPU's level."""
+    mig = {"mode": "dynamic", "gpus": {"indices": [0]}}
+    inventory, _play = setup(tmp_path, trees, claims={"templates": {"pairs": {"counts": [1]}}}, aligned_dra_mig=mig)
+    dest = tmp_path / "what-if.json"
+    extra = {"aligned_dra_what_if_site": "west", "aligned_dra_what_if_trees": {"dgx-next": str(trees["dgx-h100"])},
+             "aligned_dra_what_if_dest": str(dest)}  # fmt: skip
+    result = run_playbook(inventory, REPO / "playbooks" / "what_if.yml", "-e", json.dumps(extra))
+    assert result.returncode == 0, result.stdout + result.stderr
+    plan = json.loads(dest.read_text())
+    (gpu,) = plan["mig"]["nodes"]["dgx-next"]["gpus"]
+    assert (gpu["pci_address"], gpu["mode"], gpu["source"]) == ("0000:1a:00.0", "dynamic", "documented")
+    assert gpu["templates"]["mig-1g-10gb"]["claims"] == 7
+    templates = {t["name"]: t for t in plan["templates"]}
+    assert templates["mig-3g-40gb-nic"]["aligned_level"] == templates["gpu-nic-pair-1"]["aligned_level"] == "PXB"
+    assert templates["gpu-nic-pair-1"]["fits_total"] == 8  # the MIG GPU whole still pairs with its NIC
+    assert "mig-1g-10gb: on 1 MIG GPUs, 7 claims each GPU serving it alone" in " ".join(result.stdout.split())
 
 
 def test_what_if_needs_one_source_of_nodes(tmp_path, trees):
