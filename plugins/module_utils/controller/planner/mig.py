@@ -43,6 +43,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.all
     hold_devices,
 )
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
+from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import Device
 
 DOMAIN = dra.DRIVER_NAME
-ACCELERATOR_KINDS = ("gpu", "accelerator", "mig")
+ACCELERATOR_KINDS = device_model.ACCELERATOR_KINDS  # gpu, accelerator, mig: what the levels read as accelerators
 DOCUMENTED_NOTE = (
     "documented: profiles from the geometry NVIDIA documents for the GPU's PCI device ID (no NVML answer from "
     "the probe); a profile's memory is the figure in its name, and the GPU driver may set it a little lower"
