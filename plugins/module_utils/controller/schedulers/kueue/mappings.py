@@ -141,6 +141,22 @@ def tolerates_device_taints(claim_objects: list[dict[str, Any]]) -> bool:
     )
 
 
+def _template_classes(conf: dict[str, Any], claim_objects: list[dict[str, Any]]) -> set[str]:
+    """The DeviceClasses the teams' templates ask for."""
+    by_name = {
+        o["metadata"]["name"]: o for o in claim_objects if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")
+    }
+    return {
+        cls
+        for team in conf["teams"]
+        for name in team.get("templates") or []
+        if name in by_name
+        for request in _requests(by_name[name])
+        for cls in _request_classes(request)
+        if cls
+    }
+
+
 def check_templates(
     conf: dict[str, Any], claim_objects: list[dict[str, Any]], mappings: dict[str, dict[str, Any]]
 ) -> None:
@@ -214,7 +230,8 @@ def class_mappings(
         if unit == UNIT_CAPACITY and cls in mig_classes:
             # the site's names and those the classes declare (teams.settings gathers both)
             extended = dict(conf.get("extended_resources") or {})
-            entry = kueue_mig.counter_entry(cls, where, claim_objects, extended, mig, minor, feature_gates)
+            used = _template_classes(conf, claim_objects)
+            entry = kueue_mig.counter_entry(cls, where, claim_objects, extended, mig, minor, feature_gates, used)
         elif unit == UNIT_CAPACITY:
             entry.update(_capacity_source(conf, cls, where, classes, by_capacity, shared, minor, feature_gates))
         notes.extend(_counting_notes(cls, unit, by_capacity, shared))

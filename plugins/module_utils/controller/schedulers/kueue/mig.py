@@ -64,9 +64,15 @@ def counter_entry(
     mig: dict[str, Any] | None,
     minor: str | None,
     feature_gates: dict[str, bool] | None,
+    used: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The mapping entry of a MIG class counted in GPU memory: ``{"unit", "capacity", "driver", "counter",
-    "classes", "selector", "default_resource"}``; :class:`KueueError` where Kueue could not count it."""
+    "classes", "selector", "default_resource"}``; :class:`KueueError` where Kueue could not count it.
+
+    ``classes`` lists every MIG class of the site where one mapping holds them (at most 8), so the
+    Configuration does not change as teams take other templates; else the class of every MIG device and those
+    the teams' templates ask for (``used``), refused when even those are more than 8.
+    """
     classes = schedulers_mig.mig_classes(claim_objects)
     pool = schedulers_mig.pool_class(classes)
     if cls != pool:
@@ -97,11 +103,13 @@ def counter_entry(
                 "extended-resource requests of a class counted by counters inadmissible; drop the name or give "
                 "a device count"
             )
-    if len(classes) > MAX_CLASSES_PER_MAPPING:
+    listed = list(classes)
+    if len(listed) > MAX_CLASSES_PER_MAPPING:
+        listed = [name for name in classes if name == pool or name in used]
+    if len(listed) > MAX_CLASSES_PER_MAPPING:
         raise KueueError(
-            f"{where}: the site renders {len(classes)} MIG DeviceClasses ({', '.join(classes)}) and one Kueue "
-            f"mapping lists at most {MAX_CLASSES_PER_MAPPING}; name fewer profiles in "
-            "aligned_dra_claims.templates.mig.profiles"
+            f"{where}: the teams' templates ask for {len(listed)} MIG DeviceClasses ({', '.join(listed)}) and one "
+            f"Kueue mapping lists at most {MAX_CLASSES_PER_MAPPING}; give the teams templates of fewer profiles"
         )
     by_name = {o["metadata"]["name"]: o for o in claim_objects if o.get("kind") == "DeviceClass"}
     driver = _driver(by_name[cls])
@@ -113,7 +121,7 @@ def counter_entry(
         "capacity": None,
         "driver": driver,
         "counter": COUNTER,
-        "classes": list(classes),
+        "classes": listed,
         "selector": selector,
         "default_resource": DEFAULT_RESOURCE,
     }

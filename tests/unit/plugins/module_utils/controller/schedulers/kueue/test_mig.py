@@ -361,7 +361,9 @@ def test_a_mig_class_with_an_extended_resource_name_is_refused_for_memory(dgx):
         render({"engine": "both", "teams": [team("a", "80Gi", templates=[])]}, dgx, claims_settings=claims_settings)
 
 
-def test_more_mig_classes_than_one_mapping_lists_are_refused_naming_the_profiles_setting(dgx):
+def test_a_site_with_more_mig_classes_than_a_mapping_lists_maps_those_the_teams_use(dgx):
+    """An H100 and an A100 host: 14 MIG profiles, a class each. One mapping lists at most 8 classes: the class
+    of every MIG device and those the teams' templates ask for; more than that is refused, naming them."""
     a100 = copy.deepcopy(dgx)
     for device in a100["devices"]:
         if device.get("kind") == "gpu":
@@ -370,18 +372,27 @@ def test_more_mig_classes_than_one_mapping_lists_are_refused_naming_the_profiles
     topologies = {"h1": dgx, "h2": a100}
     objects = burst.render({}, "s", "1.36", mig=mig, topologies=topologies)["objects"]
     site = schedulers_mig.site(mig, topologies)
+    assert len(schedulers_mig.mig_classes(objects)) > 8
+    keys = claims.settings({})["classes"]
+    used = ["mig-1g-5gb", "mig-3g-40gb", "mig-7g-80gb"]
+    result = teams.render(
+        kueue_site(team("a", "80Gi", templates=used)), "s", objects, "1.36", class_keys=keys, mig=site
+    )
+    (mapping,) = result["kueue"]["configuration"]["resources"]["deviceClassMappings"]
+    assert mapping["deviceClassNames"] == [
+        "mig.aligned.dev",
+        "mig-1g-5gb.aligned.dev",
+        "mig-3g-40gb.aligned.dev",
+        "mig-7g-80gb.aligned.dev",
+    ]
+    assert kueue_checks.validate_configuration(result["kueue"]["configuration"]) == []
+    templates = [o["metadata"]["name"] for o in objects if o["kind"] == "ResourceClaimTemplate"]
+    every = [n for n in templates if n.startswith("mig-") and not n.endswith("-nic") and "-or-" not in n]
     with pytest.raises(
         KueueError,
-        match=r"MIG DeviceClasses .* at most 8; name fewer profiles in aligned_dra_claims\.templates\.mig\.profiles",
+        match=r"the teams' templates ask for 1[0-9] MIG DeviceClasses .* at most 8; give the teams templates of fewer profiles",
     ):
-        teams.render(
-            kueue_site(team("a", "80Gi", templates=[])),
-            "s",
-            objects,
-            "1.36",
-            class_keys=claims.settings({})["classes"],
-            mig=site,
-        )
+        teams.render(kueue_site(team("a", "80Gi", templates=every)), "s", objects, "1.36", class_keys=keys, mig=site)
 
 
 def test_without_the_sites_mig_facts_the_mig_classes_still_count_memory(dgx):
