@@ -3,6 +3,8 @@
 
 - ``stage``: the stage's one entry, ``run``, which the ``validate`` module and action call;
 - ``validate``: argument specs, unknown names, the checks across hosts and stages, the message;
+- ``validate_catalogue``: the site's claim catalogue rendered as the claims stage renders it (MIG hosts and
+  their probes included), the teams' quotas and templates and the jobs against it;
 - ``validate_driver``: each host's driver settings (node name, metrics port, image), the driver role's rules;
 - ``validate_placement``: the placement levels and each host's domains, and the jobs' placement;
 - ``validate_rails``: every host's rail rule read against its probe;

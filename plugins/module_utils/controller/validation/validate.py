@@ -34,22 +34,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
-from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import burst
-from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.deploy import driver as driver_deploy
-from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import DEFAULT_SITE, site_of
-from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
-from ansible_collections.aligned.dra.plugins.module_utils.controller.teams import settings as teams_settings
 from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import fact as topology_fact
 from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import (
+    validate_catalogue,
     validate_driver,
     validate_placement,
     validate_rails,
     validate_usage,
 )
-from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
@@ -134,7 +128,7 @@ RUNTIME_NAMES = frozenset(
     aligned_dra_site_summaries_computed aligned_dra_summaries_reuse
     aligned_dra_preflight_done aligned_dra_validate_done aligned_dra_report
     aligned_dra_capture_abs_dir aligned_dra_capture_current aligned_dra_capture_file aligned_dra_capture_path
-    aligned_dra_capture_result aligned_dra_capture_scratch aligned_dra_claims_mig aligned_dra_replay_mig
+    aligned_dra_capture_result aligned_dra_capture_scratch aligned_dra_claims_mig aligned_dra_replay_mig aligned_dra_what_if_mig aligned_dra_what_if_topology_files
     aligned_dra_claims_cluster_slices aligned_dra_claims_hosts aligned_dra_claims_plan aligned_dra_claims_rendered
     aligned_dra_claims_site aligned_dra_claims_rail_rules aligned_dra_claims_rail_node_names aligned_dra_claims_catalogues
     aligned_dra_driver_cdi_specs aligned_dra_driver_checkpoint aligned_dra_driver_cluster
@@ -564,46 +558,15 @@ def check_site(
         holders = [host for host in hosts if _key(setting(host, variable, None)) == value]
         return [Problem(host, variable, shown, f"site {site}: {exc}") for host in holders]
 
-    claim_settings = setting(first, "aligned_dra_claims", {}) or {}
-    # The rail templates a site's rules declare (a malformed rule is refused once, by the rails check).
-    rail_rules, _malformed = fabric_rails.check_rules(
-        {host: setting(host, "aligned_dra_rails", None) for host in hosts}
-    )
-    try:
-        burst_factors = setting(first, "aligned_dra_fractional_burst", None)
-        rendered = burst.render(claim_settings, site, version, gates, None, rail_rules, device_options, burst_factors)
-        claim_conf = claims.settings(claim_settings)
-        class_keys = claim_conf["classes"]
-    except (claims.ClaimsError, dra.DeviceModelError, dra_cel.CelError) as exc:
-        return [*problems, *site_problem(exc, "aligned_dra_claims")]
-    if stages & {"teams", "utilization"}:
-        team_settings = setting(first, "aligned_dra_teams", {}) or {}
-        try:
-            teams.render(
-                team_settings,
-                site,
-                rendered["objects"],
-                version,
-                gates,
-                None,
-                class_keys,
-                placement_levels=placement_levels or [],
-                drivers=claims.published_drivers(claim_conf, device_options),
-            )
-        except (teams_settings.TeamsError, schedulers.SchedulerError, dra.DeviceModelError, dra_cel.CelError) as exc:
-            problems.extend(site_problem(exc, "aligned_dra_teams"))
-    if "placement" in stages and placement_levels is not None:
-        found = validate_placement.check_jobs(
-            site,
-            hosts,
-            setting,
-            placement_levels,
-            claims.settings(claim_settings)["namespace"],
-            rendered["objects"],
-            minor,
-            show,
-        )
-        problems += [Problem(*item) for item in found]
+    site_input = {
+        "version": version,
+        "gates": gates,
+        "minor": minor,
+        "device_options": device_options,
+        "placement_levels": placement_levels,
+        "show": show,
+    }
+    problems += validate_catalogue.check_catalogue(site, hosts, setting, stages, site_input, Problem, site_problem)
     return problems
 
 
