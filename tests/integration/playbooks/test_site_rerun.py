@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import PLAYBOOKS, REPO, run_playbook
 
@@ -31,6 +32,36 @@ def files(root: Path) -> dict[str, bytes]:
     return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
+def check_the_mig_site(site: Path) -> None:
+    """What the README and docs/quickstart.md say mig-south shows: MIG classes and templates, the plan of
+    partitions on the documented H100 geometry, Kueue quotas in GPU memory and the replay's mig policy."""
+    claims = {path.name for path in (site / "claims").iterdir()}
+    assert {"deviceclass-mig.aligned.dev.yaml", "claimtemplate-mig-3g-40gb.yaml"} <= claims
+    assert "claimtemplate-mig-3g-40gb-nic.yaml" in claims
+    mig = json.loads((site / "plan.json").read_text())["mig"]
+    assert mig["sources"] == {"documented": 8}
+    assert mig["templates"]["mig-1g-10gb"]["alone"] == 56  # 7 per H100, the +me profile once per GPU
+    assert mig["templates"]["mig-1g-10gb-me"]["alone"] == 8
+    assert mig["templates"]["mig-3g-40gb"]["alone"] == 16
+    configuration = yaml.safe_load((site / "kueue-configuration.yaml").read_text())
+    mapping = next(
+        m for m in configuration["resources"]["deviceClassMappings"] if "mig.aligned.dev" in m["deviceClassNames"]
+    )
+    queue = yaml.safe_load((site / "teams" / "kueue-clusterqueue-inference.yaml").read_text())
+    quotas = {
+        r["name"]: r["nominalQuota"]
+        for g in queue["spec"]["resourceGroups"]
+        for f in g["flavors"]
+        for r in f["resources"]
+    }
+    assert quotas[mapping["name"]] == "240Gi"
+    replay = json.loads((site / "replay.json").read_text())["policies"]
+    assert set(replay) == {"whole", "mig"}
+    orders = replay["mig"]["mig"]["orders"]
+    assert set(orders) == {"first_fit", "fragmentation_aware"}
+    assert replay["mig"]["gpu_pods_placed"] > replay["whole"]["gpu_pods_placed"]
+
+
 @pytest.mark.slow
 def test_a_converged_demo_keeps_every_sites_outputs_byte_for_byte(tmp_path):
     out = tmp_path / "out"
@@ -46,6 +77,7 @@ def test_a_converged_demo_keeps_every_sites_outputs_byte_for_byte(tmp_path):
     computed = first.stdout.split("Output | Compute the site summaries]")
     assert len(computed) == 3 and computed[1].split()[1] == "ok:" and computed[2].split()[1] == "skipping:"
     written = files(out)
+    check_the_mig_site(out / "mig-south")
     for site in SITES:
         record = json.loads(written[f"{site}/.aligned-dra-converged.json"])
         assert "plan.json" in record["outputs"] and not any(name.startswith("nodes/") for name in record["outputs"])
