@@ -182,7 +182,8 @@ def _can_make(devices: list[dict[str, Any]], left: dict[str, int]) -> int:
 def _left(gpu: dict[str, Any], held: list[dict[str, Any]], whole: bool) -> dict[str, int] | None:
     """What a dynamic GPU's counter set has left once its allocated devices took theirs (nothing once the GPU
     whole is allocated). A set the slices do not carry: its memory slices alone (the exclusion NVML makes;
-    the other counters are bounds), where the slice count is known; else None."""
+    memory and multiprocessors would add only bounds, and the engines' exact limits are missing: the idle
+    counts are capped by each profile's instance_count), where the slice count is known; else None."""
     counters = gpu["counter_set"]
     if counters is None and gpu["memory_slices"]:
         counters = {f"{SLICE_PREFIX}{i}": 1 for i in range(gpu["memory_slices"])}

@@ -23,7 +23,10 @@ def test_the_mig_hosts_are_those_whose_mode_is_not_off():
 
 def test_hosts_whose_nodes_the_collection_does_not_configure_are_no_mig_hosts():
     result, message = run(
-        {"a": {"aligned_dra_mig": {"mode": "dynamic", "configure_nodes": False}}, "b": {"aligned_dra_mig": {"mode": "dynamic"}}}
+        {
+            "a": {"aligned_dra_mig": {"mode": "dynamic", "configure_nodes": False}},
+            "b": {"aligned_dra_mig": {"mode": "dynamic"}},
+        }
     )
     assert message is None and result["mig_hosts"] == ["b"]
 
