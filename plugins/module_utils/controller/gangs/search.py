@@ -103,7 +103,8 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.domains imp
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import capacity, choice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import rails as plan_rails
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices, PlanError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import NodeDevices
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import PlanError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra

@@ -15,7 +15,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.sha
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import search
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import PlanError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 
 TYPE_CHECKING = False

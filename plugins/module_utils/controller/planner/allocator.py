@@ -55,9 +55,6 @@ Runs on the controller; no Ansible imports.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import (
-    PlanError as PlanError,  # re-exported: the planner's modules import it from here
-)
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import (
     consumption,
     counters_fit,
     parse_quantity,

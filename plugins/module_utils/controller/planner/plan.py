@@ -30,13 +30,13 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.all
     ClaimAllocator,
     DeviceConstraint,
     NodeDevices,
-    PlanError,
     RequestAlternative,
     SearchLimitReached,
     hold_devices,
     parse_quantity,
     why_unallocatable,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import PlanError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import gates as dra_gates

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims.rails import RAILS_ANNOTATION
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import PlanError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

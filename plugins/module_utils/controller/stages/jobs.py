@@ -30,7 +30,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs impor
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import render as jobs_render
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import held as planner_held
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import inputs as planner_inputs
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import PlanError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.dra.cel import CelError

@@ -16,7 +16,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.gangs import choice
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import spec as jobs_spec
-from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.allocator import PlanError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.consumption import PlanError
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     NIC_NAME_RULE,
     aligned_node,

@@ -129,8 +129,8 @@ def test_an_all_request_over_overlapping_partitions_does_not_fit():
     """``All`` takes every candidate: the 3g.40gb at 0 and at 4 of two H100s fit at once, every MIG device
     of them does not (each 1g.10gb overlaps a 3g.40gb)."""
     both = template("t", [profile_request("all", "3g.40gb", allocationMode="All")])
-    overlapping = template("u", [{"name": "all", "exactly": {"deviceClassName": "mig.nvidia.com",
-                                                              "allocationMode": "All"}}])  # fmt: skip
+    every_mig = {"deviceClassName": "mig.nvidia.com", "allocationMode": "All"}
+    overlapping = template("u", [{"name": "all", "exactly": every_mig}])
     result = plan_slices(nvidia_mig_slices(device_id=H100_80GB, gpus=2), [both, overlapping])
     assert result["t"]["fits"] == 1 and len(held(result["t"])[0]) == 4
     assert result["u"]["fits"] == 0

@@ -125,8 +125,8 @@ def test_the_snippet_passes_the_mig_roles_argument_spec_and_the_layout_checks(gp
     assert [p.reason for p in problems] == []
     assert checks.layout_problems(snippet, topo) == []
     # and a layout the GPU cannot hold would have been refused by the same checks
-    broken = dict(snippet, mig_configs={"aligned-advice": [dict(snippet["mig_configs"]["aligned-advice"][0],
-                                                               **{"mig-devices": {"3g.40gb": 3}})]})  # fmt: skip
+    too_many = dict(snippet["mig_configs"]["aligned-advice"][0], **{"mig-devices": {"3g.40gb": 3}})
+    broken = dict(snippet, mig_configs={"aligned-advice": [too_many]})
     assert checks.layout_problems(broken, topo)
 
 
