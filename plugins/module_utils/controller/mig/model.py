@@ -243,16 +243,19 @@ def _profile_counts(gpu: dict[str, Any]) -> dict[str, int]:
         for instance in gpu["instances"]:
             counts[instance["profile"]] = counts.get(instance["profile"], 0) + 1
         return counts
-    found = {}
-    for profile in gpu["state"].get("profiles") or []:
-        taken, count = 0, 0
-        for placement in sorted(profile.get("placements") or [], key=lambda p: p["start"]):
-            mask = ((1 << placement["size"]) - 1) << placement["start"]
-            if not taken & mask:
-                taken |= mask
-                count += 1
-        found[profile["name"]] = min(count, int(profile.get("instance_count") or count))
-    return found
+    return {profile["name"]: most_at_once(profile) for profile in gpu["state"].get("profiles") or []}
+
+
+def most_at_once(profile: dict[str, Any]) -> int:
+    """The most instances of one profile that exist at once on a GPU: its placements pairwise disjoint
+    (all of one size, so taking them by start finds the most), NVML's ``instance_count`` at most."""
+    taken, count = 0, 0
+    for placement in sorted(profile.get("placements") or [], key=lambda p: p["start"]):
+        mask = ((1 << placement["size"]) - 1) << placement["start"]
+        if not taken & mask:
+            taken |= mask
+            count += 1
+    return min(count, int(profile.get("instance_count") or count))
 
 
 def compute_slices(profiles: list[dict[str, Any]]) -> int:

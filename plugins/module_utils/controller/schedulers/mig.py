@@ -106,17 +106,6 @@ def site(mig: dict[str, Any] | None, topologies: dict[str, Any] | None) -> dict[
     return out
 
 
-def _disjoint(profile: dict[str, Any]) -> int:
-    """The most placements of one profile that exist at once on a GPU (pairwise disjoint, NVML's count at most)."""
-    taken, count = 0, 0
-    for placement in sorted(profile.get("placements") or [], key=lambda p: p["start"]):
-        mask = ((1 << placement["size"]) - 1) << placement["start"]
-        if not taken & mask:
-            taken |= mask
-            count += 1
-    return min(count, int(profile.get("instance_count") or count))
-
-
 def _devices_at_once(topologies: dict[str, Any], hosts: dict[str, Any]) -> dict[str, Any]:
     """The most MIG devices that exist at once: ``{"all": n, "by_profile": {profile: n}, "dynamic_gpus": n}``.
 
@@ -133,7 +122,11 @@ def _devices_at_once(topologies: dict[str, Any], hosts: dict[str, Any]) -> dict[
                 total += len(gpu["instances"])
             else:
                 dynamic += 1
-                counts = {p["name"]: _disjoint(p) for p in gpu["state"].get("profiles") or [] if p.get("placements")}
+                counts = {
+                    p["name"]: mig_model.most_at_once(p)
+                    for p in gpu["state"].get("profiles") or []
+                    if p.get("placements")
+                }
                 total += max(counts.values(), default=0)
             for name, count in counts.items():
                 by_profile[name] = by_profile.get(name, 0) + count

@@ -330,25 +330,14 @@ def capacity_rows(
             row.update(schedulers_mig.device_capacity(mig, cls))
             problems += _device_status(row, nominal, factor, cls, unit)
         elif cls in capacities and (capacities[cls] or {}).get("devices") is not None:
-            capacity = int(capacities[cls]["devices"])
-            row["capacity"] = capacity
-            if nominal <= capacity:
-                row["status"] = "ok"
-            elif nominal <= capacity * Fraction(factor):
-                row["status"] = "oversubscribed"
-            else:
-                row["status"] = "over_limit"
-                allowed = "no oversubscription is allowed" if factor == 1.0 else f"the factor is {factor:g}"
-                problems.append(
-                    f"DeviceClass {cls}: the ClusterQueues' nominal quotas in cohort add up to {amount_out(nominal, unit)} "
-                    f"devices, the site has {capacity} and {allowed} (aligned_dra_teams.oversubscription)"
-                )
+            row["capacity"] = int(capacities[cls]["devices"])
+            problems += _device_status(row, nominal, factor, cls, unit)
         rows.append(row)
     return rows, problems
 
 
 def _device_status(row: dict[str, Any], nominal: Fraction, factor: float, cls: str, unit: str) -> list[str]:
-    """A MIG class counted in devices against the devices the MIG model gives (None: unknown)."""
+    """A class counted in devices against its capacity (a MIG class's: what the MIG model gives, None unknown)."""
     capacity = row["capacity"]
     if capacity is None:
         return []
@@ -359,8 +348,9 @@ def _device_status(row: dict[str, Any], nominal: Fraction, factor: float, cls: s
     else:
         row["status"] = "over_limit"
         allowed = "no oversubscription is allowed" if factor == 1.0 else f"the factor is {factor:g}"
+        has = f"{capacity} ({row['capacity_is']})" if row.get("capacity_is") else str(capacity)
         return [
             f"DeviceClass {cls}: the ClusterQueues' nominal quotas in cohort add up to {amount_out(nominal, unit)} "
-            f"devices, the site has {capacity} ({row['capacity_is']}) and {allowed} (aligned_dra_teams.oversubscription)"
+            f"devices, the site has {has} and {allowed} (aligned_dra_teams.oversubscription)"
         ]
     return []
