@@ -124,10 +124,11 @@ def test_demo_with_a_driver_image_python_the_base_image_lacks_stops_in_validatio
         "(aligned_dra_driver_base_image) is Python 3.12: set '3.12', or a python:3.11 base image"
     )
     # one line per site (the extra var reaches every host), and nothing about the rules that hold
-    assert "aligned.dra validation: 3 problems in the inventory; nothing was changed." in text
+    assert "aligned.dra validation: 4 problems in the inventory; nothing was changed." in text
     assert f"6 hosts (dgx-h100-01, mi300x-01, ndv4-01 and 3 more): {reason}" in text
     assert f"2 hosts (kai-dgx-01, kai-dgx-02): {reason}" in text
     assert f"4 hosts (mic-node01, p100-vm01, r910-node01 and 1 more): {reason}" in text
+    assert f"mig-dgx-01: {reason}" in text
     assert "glibc" not in text and "3.10 or newer" not in text
     # no later play ran, and no output file was written
     assert "PLAY [Write the nodes' facts" not in text and "PLAY [DRA driver" not in text
