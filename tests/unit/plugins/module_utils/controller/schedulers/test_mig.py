@@ -10,14 +10,9 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.claims import render as claims
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
+from ansible_collections.aligned.dra.tests.support.sites.mig_settings import DYNAMIC
+from ansible_collections.aligned.dra.tests.support.sites.mig_settings import HALF as STATIC
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
-
-DYNAMIC = {"mode": "dynamic"}
-STATIC = {
-    "mode": "static",
-    "layout": "half",
-    "mig_configs": {"half": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]},
-}
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,8 @@ import json
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, claims_render
+from ansible_collections.aligned.dra.tests.support.sites.mig_settings import DYNAMIC, HALF
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
-
-DYNAMIC = {"mode": "dynamic"}
-HALF = {
-    "mode": "static",
-    "layout": "half",
-    "mig_configs": {"half": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]},
-}
 
 
 @pytest.fixture(scope="module")

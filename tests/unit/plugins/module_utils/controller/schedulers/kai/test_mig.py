@@ -17,16 +17,12 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import teams_render as teams
 from ansible_collections.aligned.dra.plugins.module_utils.controller.teams.settings import TeamsError
 from ansible_collections.aligned.dra.plugins.module_utils.dra import scheduler_counts
+from ansible_collections.aligned.dra.tests.support.sites.mig_settings import DYNAMIC
+from ansible_collections.aligned.dra.tests.support.sites.mig_settings import HALF as STATIC
 from ansible_collections.aligned.dra.tests.support.sites.report_sites import topology_of
 
 SPLIT = {"split_gpu_driver": "gpu.aligned.dev"}
 CLAIMS = {"gpu_driver": "dra.aligned.dev"}
-DYNAMIC = {"mode": "dynamic"}
-STATIC = {
-    "mode": "static",
-    "layout": "half",
-    "mig_configs": {"half": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]},
-}
 
 
 @pytest.fixture(scope="module")
