@@ -263,11 +263,6 @@ def compute_slices(profiles: list[dict[str, Any]]) -> int:
     return max((int(p.get("slices") or 0) for p in profiles), default=0)
 
 
-def ordered_profiles(profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Profiles smallest first, in the driver's order (memory slices, then compute slices, then memory)."""
-    return dra_mig.ordered_profiles(profiles)
-
-
 def smallest_profile(
     profiles: list[dict[str, Any]], memory_bytes: int | None = None, compute_fraction: float | None = None
 ) -> dict[str, Any] | None:
@@ -277,7 +272,7 @@ def smallest_profile(
     need_slices = 0
     if compute_fraction is not None:
         need_slices = math.ceil(round(float(compute_fraction) * compute_slices(profiles), 9))
-    for profile in ordered_profiles(profiles):
+    for profile in dra_mig.ordered_profiles(profiles):  # the driver's order, smallest first
         if "+" in profile["name"]:
             continue
         if memory_bytes is not None and int(profile.get("memory_bytes") or 0) < int(memory_bytes):
