@@ -12,9 +12,9 @@
   ``claim_locks`` (calls on one claim take turns), ``config`` (opaque device configuration),
   ``checkpoint`` (what it prepared, kept across restarts), ``cdi`` (CDI specs),
   ``container_edits`` (what a prepared device gives its container), ``status`` (claim status
-  written in the background), ``fsutil`` (atomic file replacement), ``mig_devices`` (the MIG
-  devices each scan publishes in the MIG GPUs' place), ``mig_prepare`` (MIG devices:
-  instances made and destroyed, crash safety at start), ``mig_nvml`` (the NVML calls MIG needs);
+  written in the background), ``fsutil`` (atomic file replacement), ``mig`` (a package: the MIG
+  devices each scan publishes in the MIG GPUs' place, instances made and destroyed with crash safety at
+  start, the NVML calls MIG needs);
 - fractional GPUs: ``sharing`` (shareable devices, enforced limits), ``share_limits`` (a share's
   request and its limit), ``reclaim`` (``--reclaim=evict``: memory above a request taken back),
   ``usage`` (GPU use per claim through NVML), ``usage_metrics`` (its series at scrape time),

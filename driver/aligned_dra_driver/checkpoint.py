@@ -41,7 +41,7 @@ host namespace yet (the kernel moves a NIC back when the pod's namespace is
 destroyed, which may come after Unprepare); the driver puts their name, MTU,
 state, addresses and routes back when they appear (every rescan, and at start).
 
-``mig`` (MIG devices only, :mod:`aligned_dra_driver.mig_prepare`): ``{"mode": "static" | "dynamic",
+``mig`` (MIG devices only, :mod:`aligned_dra_driver.mig.prepare`): ``{"mode": "static" | "dynamic",
 "profile": "1g.10gb", "profile_id": <NVML's>, "placement": {"start": <slice>, "size": <slices>},
 "gpu_instance": <id>, "compute_instance": <id>, "uuid": "MIG-…" | null}``; the device's ``kind`` is
 ``gpu`` and its ``pci_address`` the parent GPU's. ``mig_started`` (only while there is one):

@@ -8,7 +8,7 @@ network interface moves into the pod, the ``createRuntime`` hook that moves it
 with the IPv4 addresses and routes it has on the host now (or those of the
 claim's ``NicConfig``), which the checkpoint keeps for Unprepare.
 
-A MIG device (:mod:`aligned_dra_driver.mig_prepare`) gets its parent GPU's
+A MIG device (:mod:`aligned_dra_driver.mig.prepare`) gets its parent GPU's
 device nodes and the two ``nvidia-caps`` nodes of its GPU and compute instance
 (minors from ``<procfs>/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>[/ci<C>]/access``,
 major from ``<procfs>/devices``), and the MIG UUID as ``NVIDIA_VISIBLE_DEVICES``.

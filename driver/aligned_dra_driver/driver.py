@@ -22,7 +22,7 @@ container edits of each prepared device from
 (recorded in the checkpoint and the claim's status) from
 :mod:`aligned_dra_driver.share_limits`. With ``--mig``, MIG devices' instances
 (made at Prepare, destroyed at Unprepare, checked at start) come from
-:mod:`aligned_dra_driver.mig_prepare`.
+:mod:`aligned_dra_driver.mig.prepare`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .claim_pods import ClaimPods, reserved_pods
 from .collection import dra
 from .container_edits import PrepareError, gpu_edits, nic_edits
 from .inventory import Inventory, Options, scan
-from .mig_prepare import MigPreparer
+from .mig.prepare import MigPreparer
 from .netdev import netdevs_of, restore_name
 from .share_limits import checked_share
 from .sharing import SharingError
@@ -93,8 +93,8 @@ class Driver:
         self.claim_pods = ClaimPods()
         self.mig = MigPreparer(self) if opts.mig != "off" else None  # --mig=static|dynamic
         if self.mig is not None and opts.mig_scanner is None:  # what each scan publishes in the MIG GPUs' place
-            from .mig_devices import MigScanner
-            from .mig_prepare import held_placements
+            from .mig.devices import MigScanner
+            from .mig.prepare import held_placements
 
             opts.mig_scanner = MigScanner(
                 opts.mig, opts.mig_gpus, opts.state_dir, busy=self._holds, held=held_placements

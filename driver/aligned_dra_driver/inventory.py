@@ -44,7 +44,7 @@ class Options:
     call_budget: float = CALL_BUDGET
     rails: Any = None  # rails.Rails with --rails-file: every scan publishes the NICs' rails
     mig_scanner: Any = None  # mig_devices.MigScanner with --mig: every scan publishes the MIG devices
-    mig: str = "off"  # --mig: off | static | dynamic (aligned_dra_driver.mig_prepare)
+    mig: str = "off"  # --mig: off | static | dynamic (aligned_dra_driver.mig.prepare)
     mig_gpus: list[str] | None = None  # --mig-gpus: the GPUs run as MIG (PCI addresses); None: every MIG-capable one
 
 

@@ -51,15 +51,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:  # the package's sibling (tests import tests.support.fakes.nvml)
-    from . import nvml_mig
-except ImportError:  # loaded by its path (write_module's pynvml.py): the sibling by its path too
-    _mig_spec = importlib.util.spec_from_file_location(
-        "aligned_dra_fake_nvml_mig", Path(__file__).with_name("nvml_mig.py")
-    )
-    nvml_mig = importlib.util.module_from_spec(_mig_spec)
-    sys.modules[_mig_spec.name] = nvml_mig
-    _mig_spec.loader.exec_module(nvml_mig)
+try:  # the package's siblings (tests import tests.support.fakes.nvml)
+    from . import nvml_faults, nvml_mig
+except ImportError:  # loaded by its path (write_module's pynvml.py): the siblings by their paths too
+
+    def _sibling(name: str) -> Any:
+        spec = importlib.util.spec_from_file_location(f"aligned_dra_fake_{name}", Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    nvml_mig = _sibling("nvml_mig")
+    nvml_faults = _sibling("nvml_faults")
 
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
@@ -274,7 +278,7 @@ def _bus_key(bus_id: Any) -> str:
     return f"{domain}:{found.group(1)}:{found.group(2)}.{found.group(3)}"
 
 
-class FakeNvml(nvml_mig.MigNvml):
+class FakeNvml(nvml_faults.FaultyNvml, nvml_mig.MigNvml):
     """The module ``pynvml``, faked: GPUs by PCI address, their memory and processes, and MIG (``nvml_mig``)."""
 
     NVMLError = NVMLError
@@ -292,6 +296,7 @@ class FakeNvml(nvml_mig.MigNvml):
         self.init_count = 0
         self.calls: list[str] = []
         self.failing = False  # every call after nvmlInit raises NVML_ERROR_UNKNOWN (a driver in trouble)
+        self.faults: list[dict[str, Any]] = []  # errors injected per call (nvml_faults)
         self._generation = 0
         self._clock = 1_000_000  # microseconds, as NVML's sample timestamps
         self._tokens: dict[tuple, int] = {}  # what a handle stands for -> the address it holds, and back
@@ -389,6 +394,7 @@ class FakeNvml(nvml_mig.MigNvml):
             for bus, gpu in self.gpus.items()
         }
         data = {"library": self.library, "failing": self.failing, "procfs": self.procfs, "gpus": state}
+        data["faults"] = self.faults
         tmp = Path(f"{path}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data))
         tmp.replace(path)
@@ -413,6 +419,7 @@ class FakeNvml(nvml_mig.MigNvml):
         if not gpus_only:
             self.library = data["library"]
             self.failing = data.get("failing", False)
+            self.faults = data.get("faults") or []
             self.procfs = data.get("procfs")
         self.gpus = {
             bus: _Gpu(
@@ -430,6 +437,10 @@ class FakeNvml(nvml_mig.MigNvml):
             )
             for bus, g in data["gpus"].items()
         }
+
+    def _read_faults(self) -> None:
+        if self.state_file is not None:
+            self.faults = json.loads(self.state_file.read_text()).get("faults") or []
 
     # -- pynvml's functions; handles: opaque pointers, as NVML's; each names what it stands for (never dereferenced) ---------
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 from aligned_dra_driver import driver as drv
-from aligned_dra_driver import mig_prepare
+from aligned_dra_driver.mig import prepare as mig_prepare
 from aligned_dra_driver.inventory import Options
 from aligned_dra_driver.metrics import Metrics
 
@@ -253,7 +253,7 @@ def test_a_gpu_the_driver_does_not_run_as_mig_is_refused(node, nvml):
 def test_without_nvml_the_driver_starts_and_a_mig_claim_fails_saying_so(node, monkeypatch, caplog):
     missing = fake_nvml.FakeNvml(library=False)
     monkeypatch.setattr(mig_prepare, "load_pynvml", lambda: missing)
-    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.mig_prepare"):
+    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.mig.prepare"):
         driver, kube = make(node)
     assert any("NVML is not usable" in r.message for r in caplog.records)
     ref = claim(kube, "a", mig_name("1g.10gb", 0))
@@ -333,7 +333,7 @@ def test_an_unprepare_cut_short_after_the_destroy_is_not_made_again_in_the_same_
     ref = claim(kube, "a", mig_name("2g.20gb", 0))
     assert "error" not in driver.prepare([ref])[ref[1]]
     driver.mig.unprepare(driver.checkpoint.claims[ref[1]])  # destroyed; the crash came before the checkpoint write
-    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.mig_prepare"):
+    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.mig.prepare"):
         restarted, _kube = make(node, kube=kube)
     assert instances(nvml) == [] and ref[1] in restarted.checkpoint.claims
     assert any("is gone in this boot: not made again" in r.message for r in caplog.records)
@@ -346,7 +346,7 @@ def test_unknown_instances_at_start_idle_destroyed_busy_kept_warned_counted(node
     busy = nvml.create(h.GPU_BDF, "3g.40gb", start=4)
     nvml.run(h.GPU_BDF, 777, 1 << 30, gpu_instance=busy)
     metrics = Metrics()
-    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.mig_prepare"):
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.mig.prepare"):
         driver, _kube = make(node, metrics=metrics)
     assert instances(nvml) == [("3g.40gb", 4, [0])]
     assert any("3g.40gb at memory slice 4" in r.message and "777" in r.message for r in caplog.records)

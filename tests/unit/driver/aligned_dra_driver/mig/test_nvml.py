@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pynvml  # nvidia-ml-py, pinned in requirements-dev.txt
 import pytest
-from aligned_dra_driver import mig_nvml, mig_prepare, usage
+from aligned_dra_driver import usage
+from aligned_dra_driver.mig import nvml as mig_nvml
+from aligned_dra_driver.mig import prepare as mig_prepare
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 

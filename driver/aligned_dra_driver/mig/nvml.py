@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The NVML calls MIG needs (:mod:`aligned_dra_driver.mig_prepare`), on the module ``pynvml`` as nvidia-ml-py
+"""The NVML calls MIG needs (:mod:`aligned_dra_driver.mig.prepare`), on the module ``pynvml`` as nvidia-ml-py
 has it (list calls fill a buffer of handles and a count; a placement goes by reference), or the tests' fake.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from .collection import mig_state
-from .container_edits import PrepareError
+from ..collection import mig_state
+from ..container_edits import PrepareError
 
 PROFILE_INDICES = 32  # NVML_GPU_INSTANCE_PROFILE_* and NVML_COMPUTE_INSTANCE_PROFILE_* indices tried
 ERRORS = {"NOT_SUPPORTED": 3, "NOT_FOUND": 6, "GPU_IS_LOST": 15, "RESET_REQUIRED": 16, "IN_USE": 19}

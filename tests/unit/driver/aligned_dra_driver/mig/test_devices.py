@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from aligned_dra_driver import mig_devices
+from aligned_dra_driver.mig import devices as mig_devices
 from aligned_dra_driver.cli import mig_gpus, parser
 from aligned_dra_driver.collection import dra_mig
 from aligned_dra_driver.inventory import Options, scan

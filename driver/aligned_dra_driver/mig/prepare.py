@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """MIG devices in the driver (``--mig=static|dynamic``): Prepare, Unprepare, and crash safety at start.
 
-A MIG device is published (:mod:`aligned_dra_driver.mig_devices`) with the attributes ``kind`` ``mig``,
+A MIG device is published (:mod:`aligned_dra_driver.mig.devices`) with the attributes ``kind`` ``mig``,
 ``profile``, ``placementStart``, ``placementSize`` and ``parentUUID``; the scan maps its name to the
 parent GPU's topology entry. Its checkpoint record (``devices[i].mig``, see
 :mod:`aligned_dra_driver.checkpoint`) names the profile, the placement, the GPU and compute instance
@@ -41,10 +41,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .collection import topology
-from .container_edits import PrepareError, mig_edits
-from .mig_nvml import Instance, Nvml, at, text
-from .usage import load_pynvml
+from ..collection import topology
+from ..container_edits import PrepareError, mig_edits
+from .nvml import Instance, Nvml, at, text
+from ..usage import load_pynvml
 
 LOG = logging.getLogger(__name__)
 
