@@ -15,8 +15,11 @@ NVIDIA documents, passed in the same shape).
   ``memory`` and ``multiprocessors`` are the highest density per memory slice among the profiles times the
   number of memory slices, a bound (:func:`capacities` says why); the memory slices do the exclusion.
 - :func:`dynamic_devices`: the partitionable GPU: one device per profile and placement NVML offers
-  (``<gpu>-mig-<profile>-<start>``), consuming its profile's memory, multiprocessors and engines and exactly
-  the memory slices ``start`` … ``start + size - 1``, then the GPU whole, consuming every counter whole.
+  (``<gpu>-mig-<profile token>-<start>``, :func:`profile_token`: one token per profile NVML can offer, a GPU
+  whose profiles would still share one refused by :func:`check_tokens`), consuming its profile's memory,
+  multiprocessors and engines and exactly the memory slices ``start`` … ``start + size - 1``, then the GPU
+  whole, consuming every counter whole, where the driver can prepare it (:func:`publishes_whole`: MIG mode
+  off, or an architecture whose MIG mode changes live, :func:`mode_changes_live`; not Ampere).
 - :func:`static_devices`: the instances that exist, one device each with its MIG UUID and no counters;
   the GPU whole only while MIG mode is off.
 
@@ -40,6 +43,8 @@ Node side rules apply (Python >= 3.9, imports only the device model and the node
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.aligned.dra.plugins.module_utils.dra.model import (
     LIMITS,
     DeviceModelError,
@@ -49,6 +54,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.node.mig.packing impor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 KIND = "mig"
@@ -81,12 +87,74 @@ PARENT_ATTRIBUTES = (
 MAX_COUNTERS_PER_SET = 32  # ResourceSliceMaxCountersPerCounterSet
 
 
+# a profile's name as NVML gives it: ``[<C>c.]<G>g.<GB>gb`` and its attributes, ``+`` those it has (``me``,
+# ``me.all``, ``gfx``), ``-`` those it lacks (``-me``), several joined by ``,``
+_PROFILE = re.compile(
+    r"((?:[0-9]+c\.)?[0-9]+g\.[0-9]+gb)((?:[+-][a-z0-9]+(?:\.[a-z0-9]+)*(?:,[a-z0-9]+(?:\.[a-z0-9]+)*)*)*)"
+)
+_ATTRIBUTES = re.compile(r"([+-])([^+-]+)")
+# live MIG mode changes (no GPU reset): the architectures node/mig/nvml_state names so
+LIVE_MODE_CHANGE = ("hopper", "blackwell")
+
+
 def profile_token(profile: str) -> str:
-    """``1g.10gb+me`` → ``1g-10gb-me``: a profile as part of a DNS label."""
-    token = "".join(c if c.isalnum() else "-" for c in profile.lower()).strip("-")
+    """A profile as part of a DNS label, one token per profile NVML can offer: the size's ``.`` as ``-``
+    (``1g.10gb`` → ``1g-10gb``, ``1c.2g.10gb`` → ``1c-2g-10gb``), each attribute the profile has as ``-<name>``
+    and each it lacks as ``-no<name>``, a name's dots dropped: ``1g.10gb+me`` → ``1g-10gb-me``, ``1g.10gb-me``
+    → ``1g-10gb-nome``, ``1g.10gb+me.all`` → ``1g-10gb-meall``, ``1g.10gb+gfx`` → ``1g-10gb-gfx``.
+
+    A name outside that form (a future one) has every character but letters and digits as ``-``; where two of
+    a GPU's profiles still give one token, :func:`check_tokens` refuses the GPU before anything is published.
+    """
+    text = str(profile).strip().lower()
+    found = _PROFILE.fullmatch(text)
+    if found:
+        token = found.group(1).replace(".", "-")
+        for sign, names in _ATTRIBUTES.findall(found.group(2)):
+            for name in names.split(","):
+                token += ("-" if sign == "+" else "-no") + name.replace(".", "")
+        return token
+    token = "".join(c if c.isalnum() and c.isascii() else "-" for c in text).strip("-")
     if not token:
         raise DeviceModelError(f"MIG profile {profile!r} has no name")
     return token
+
+
+def check_tokens(gpu: str, profiles: Iterable[dict[str, Any]]) -> None:
+    """Refuse a GPU two of whose profiles (distinct by name or NVML's profile ID) give one :func:`profile_token`:
+    their devices would share names, and the API server refuses a pool with a duplicate device name whole.
+    ``gpu`` names the GPU in the message."""
+    by_token: dict[str, list[str]] = {}
+    seen = set()
+    for profile in profiles:
+        key = (profile.get("id"), profile["name"])
+        if key in seen:
+            continue
+        seen.add(key)
+        label = profile["name"] if profile.get("id") is None else f"{profile['name']} (ID {profile['id']})"
+        by_token.setdefault(profile_token(profile["name"]), []).append(label)
+    clashes = {token: sorted(labels) for token, labels in sorted(by_token.items()) if len(labels) > 1}
+    if clashes:
+        said = "; ".join(f"{' and '.join(labels)} give {token!r}" for token, labels in clashes.items())
+        raise DeviceModelError(f"GPU {gpu}: MIG profiles whose device names would collide: {said}")
+
+
+def mode_changes_live(architecture: str | None) -> bool:
+    """Whether NVML changes a GPU's MIG mode without a GPU reset: Hopper and Blackwell (idle GPU). Ampere (A100,
+    A30) needs a reset, so the driver can never turn MIG mode off at Prepare there; ``ada``, ``unknown`` and any
+    other name: no (fail closed)."""
+    return architecture in LIVE_MODE_CHANGE
+
+
+def mig_mode_on(state: dict[str, Any]) -> bool:
+    """MIG mode is on now (NVML's current mode)."""
+    return bool((state.get("mig_mode") or {}).get("current"))
+
+
+def publishes_whole(state: dict[str, Any]) -> bool:
+    """Whether a dynamic GPU's whole is published: only where the driver can prepare it, i.e. MIG mode is off
+    or the GPU changes MIG mode live (``state["architecture"]``, :func:`mode_changes_live`)."""
+    return not mig_mode_on(state) or mode_changes_live(state.get("architecture"))
 
 
 def device_name(gpu_name: str, profile: str, start: int) -> str:
@@ -218,9 +286,22 @@ def _counter_values(counters: dict[str, int]) -> dict[str, dict[str, str]]:
     return {name: {"value": quantity(value) if name == MEMORY else str(value)} for name, value in counters.items()}
 
 
+def published_capacities(state: dict[str, Any]) -> dict[str, int]:
+    """The counters a dynamic GPU's set publishes: :func:`capacities`, less those only the GPU whole would
+    consume where it is left out (:func:`publishes_whole`): a counter no partition consumes (an engine no
+    profile has, a memory slice no placement covers)."""
+    found = capacities(state)
+    if publishes_whole(state):
+        return found
+    consumed = set()
+    for profile, placement in publish_order(state):
+        consumed.update(_consumed(profile, placement))
+    return {name: value for name, value in found.items() if name in consumed}
+
+
 def counter_set(gpu_device: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """The GPU's counter set, as ``spec.sharedCounters[]`` holds it."""
-    return {"name": counter_set_name(gpu_device["name"]), "counters": _counter_values(capacities(state))}
+    """The GPU's counter set, as ``spec.sharedCounters[]`` holds it (:func:`published_capacities`)."""
+    return {"name": counter_set_name(gpu_device["name"]), "counters": _counter_values(published_capacities(state))}
 
 
 def ordered_profiles(profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -272,42 +353,76 @@ def _device(
     return device
 
 
+def _consumed(profile: dict[str, Any], placement: dict[str, Any]) -> dict[str, int]:
+    """What a partition consumes: its profile's non-zero counters and exactly its memory slices."""
+    start, size = int(placement["start"]), int(placement["size"])
+    consumed = {k: v for k, v in _profile_counters(profile).items() if v}
+    consumed.update({SLICE_COUNTER.format(i): 1 for i in range(start, start + size)})
+    return consumed
+
+
+def _gpu_label(gpu_device: dict[str, Any], state: dict[str, Any]) -> str:
+    address = state.get("pci_address")
+    return f"{address} ({gpu_device['name']})" if address else str(gpu_device["name"])
+
+
+def _unique(gpu_device: dict[str, Any], state: dict[str, Any], devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``devices``, refused where two share a name (the backstop of :func:`check_tokens`)."""
+    seen: set[str] = set()
+    for device in devices:
+        if device["name"] in seen:
+            raise DeviceModelError(f"GPU {_gpu_label(gpu_device, state)}: two MIG devices named {device['name']!r}")
+        seen.add(device["name"])
+    return devices
+
+
 def dynamic_devices(gpu_device: dict[str, Any], state: dict[str, Any]) -> list[dict[str, Any]]:
-    """The partitionable GPU: every (profile, placement) NVML offers, in :func:`publish_order`, then the GPU whole."""
+    """The partitionable GPU: every (profile, placement) NVML offers, in :func:`publish_order`, then the GPU whole
+    where the driver can prepare it (:func:`publishes_whole`: not on an Ampere GPU in MIG mode, whose mode
+    changes only with a reset).
+
+    :class:`DeviceModelError` where two profiles would give one device name (:func:`check_tokens`), before
+    anything is published."""
+    check_tokens(_gpu_label(gpu_device, state), state.get("profiles") or [])
     set_name = counter_set_name(gpu_device["name"])
-    whole = capacities(state)
+    whole = published_capacities(state)
     devices = []
     for profile, placement in publish_order(state):
         start, size = int(placement["start"]), int(placement["size"])
-        consumed = {k: v for k, v in _profile_counters(profile).items() if v}
-        consumed.update({SLICE_COUNTER.format(i): 1 for i in range(start, start + size)})
         device = _device(gpu_device, profile, start, size, {})
-        device["consumesCounters"] = [{"counterSet": set_name, "counters": _counter_values(consumed)}]
+        device["consumesCounters"] = [
+            {"counterSet": set_name, "counters": _counter_values(_consumed(profile, placement))}
+        ]
         devices.append(device)
-    gpu = dict(gpu_device)
-    gpu["consumesCounters"] = [{"counterSet": set_name, "counters": _counter_values(whole)}]
-    devices.append(gpu)
-    return devices
+    if publishes_whole(state):
+        gpu = dict(gpu_device)
+        gpu["consumesCounters"] = [{"counterSet": set_name, "counters": _counter_values(whole)}]
+        devices.append(gpu)
+    return _unique(gpu_device, state, devices)
 
 
 def static_devices(gpu_device: dict[str, Any], state: dict[str, Any]) -> list[dict[str, Any]]:
     """The instances that exist (a device each, with its MIG UUID); the GPU whole only with MIG mode off.
 
     An instance without a compute instance (no MIG UUID) cannot run work and is left out.
+    :class:`DeviceModelError` where two profiles would give one device name (:func:`check_tokens`).
     """
-    mode = state.get("mig_mode") or {}
-    if not mode.get("current"):
+    if not mig_mode_on(state):
         return [gpu_device]
-    profiles = {p["name"]: p for p in state.get("profiles") or []}
+    listed = list(state.get("profiles") or [])
+    profiles = {p["name"]: p for p in listed}
+    instances = state.get("instances") or []
+    unlisted = [{"name": i["profile"], "id": i.get("profile_id")} for i in instances if i["profile"] not in profiles]
+    check_tokens(_gpu_label(gpu_device, state), listed + unlisted)
     devices = []
-    for instance in sorted(state.get("instances") or [], key=lambda i: (i["placement"]["start"], i["profile"])):
+    for instance in sorted(instances, key=lambda i: (i["placement"]["start"], i["profile"])):
         if not instance.get("uuid"):
             continue
         profile = profiles.get(instance["profile"], {"name": instance["profile"]})
         placement = instance["placement"]
         extra = {f"{DOMAIN}/migUUID": {"string": instance["uuid"]}}
         devices.append(_device(gpu_device, profile, placement["start"], placement["size"], extra))
-    return devices
+    return _unique(gpu_device, state, devices)
 
 
 def planned_device(gpu_device: dict[str, Any], profile: dict[str, Any], start: int, size: int) -> dict[str, Any]:

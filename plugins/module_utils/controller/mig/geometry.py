@@ -13,7 +13,9 @@ the ``+me`` profile or the GPU whole); the other engines' figures are not in the
 Figures from NVIDIA's MIG user guide, "Supported MIG Profiles" (A30, A100 40GB and 80GB, H100 80GB and
 94GB (NVL), H200 141GB, B200 180GB); the ``+me`` profiles (media extensions) take one 1g placement and
 exist once per GPU; the ``+me`` profiles and the full profile (``7g``; ``4g.24gb`` on an A30) have one OFA engine,
-the others none. Runs on the controller; standard library only.
+the others none. Each model carries its architecture (``ampere``, ``hopper``, ``blackwell``, NVML's names): an
+Ampere GPU changes MIG mode only with a GPU reset, so in dynamic MIG its GPU whole is not published
+(``dra/mig.publishes_whole``). Runs on the controller; standard library only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 DOCUMENTED = "documented"
 NVML = "nvml"
+UNKNOWN = "unknown"
 
 
 # (name, compute slices, instance count, placement starts, placement size, OFA engines)
@@ -60,19 +63,21 @@ _H100_94 = _eight(12, 24, 47, 94)
 _H200 = _eight(18, 35, 71, 141)
 _B200 = _eight(23, 45, 90, 180)
 
-# PCI device ID (lower case, as the probe writes it) -> (model, memory slices, profiles)
-MODELS: dict[str, tuple[str, int, tuple[Profile, ...]]] = {
-    "0x20b7": ("A30", 4, _A30),
-    "0x20b0": ("A100-SXM4-40GB", 8, _A100_40),
-    "0x20f1": ("A100-PCIE-40GB", 8, _A100_40),
-    "0x20b2": ("A100-SXM4-80GB", 8, _A100_80),
-    "0x20b5": ("A100-PCIE-80GB", 8, _A100_80),
-    "0x2330": ("H100-SXM5-80GB", 8, _H100_80),
-    "0x2331": ("H100-PCIE-80GB", 8, _H100_80),
-    "0x2321": ("H100-NVL-94GB", 8, _H100_94),
-    "0x2335": ("H200-SXM-141GB", 8, _H200),
-    "0x233b": ("H200-NVL-141GB", 8, _H200),
-    "0x2901": ("B200-180GB", 8, _B200),
+AMPERE, HOPPER, BLACKWELL = "ampere", "hopper", "blackwell"  # node/mig/nvml_state's names
+
+# PCI device ID (lower case, as the probe writes it) -> (model, architecture, memory slices, profiles)
+MODELS: dict[str, tuple[str, str, int, tuple[Profile, ...]]] = {
+    "0x20b7": ("A30", AMPERE, 4, _A30),
+    "0x20b0": ("A100-SXM4-40GB", AMPERE, 8, _A100_40),
+    "0x20f1": ("A100-PCIE-40GB", AMPERE, 8, _A100_40),
+    "0x20b2": ("A100-SXM4-80GB", AMPERE, 8, _A100_80),
+    "0x20b5": ("A100-PCIE-80GB", AMPERE, 8, _A100_80),
+    "0x2330": ("H100-SXM5-80GB", HOPPER, 8, _H100_80),
+    "0x2331": ("H100-PCIE-80GB", HOPPER, 8, _H100_80),
+    "0x2321": ("H100-NVL-94GB", HOPPER, 8, _H100_94),
+    "0x2335": ("H200-SXM-141GB", HOPPER, 8, _H200),
+    "0x233b": ("H200-NVL-141GB", HOPPER, 8, _H200),
+    "0x2901": ("B200-180GB", BLACKWELL, 8, _B200),
 }
 
 
@@ -89,14 +94,16 @@ def device_id(value: Any) -> str | None:
 
 
 def documented(pci_device_id: Any) -> dict[str, Any] | None:
-    """The documented geometry of a GPU model: ``{"model", "memory_slices", "profiles", "source"}``, or None
-    for a device ID the table does not know (no MIG, or a model NVIDIA documents elsewhere)."""
+    """The documented geometry of a GPU model: ``{"model", "architecture", "memory_slices", "profiles",
+    "source"}``, or None for a device ID the table does not know (no MIG, or a model NVIDIA documents
+    elsewhere)."""
     key = device_id(pci_device_id)
     if key not in MODELS:
         return None
-    model, memory_slices, profiles = MODELS[key]
+    model, architecture, memory_slices, profiles = MODELS[key]
     return {
         "model": model,
+        "architecture": architecture,
         "device_id": key,
         "memory_slices": memory_slices,
         "source": DOCUMENTED,
@@ -117,17 +124,27 @@ def documented(pci_device_id: Any) -> dict[str, Any] | None:
 
 def of_gpu(device: dict[str, Any]) -> dict[str, Any] | None:
     """A probed GPU's geometry: NVML's profiles from its ``mig`` entry where the probe read them (MIG mode on),
-    else the documented one for its device ID; None for a GPU without MIG (NVML says so, or no table entry)."""
+    else the documented one for its device ID; None for a GPU without MIG (NVML says so, or no table entry).
+
+    ``architecture`` is NVML's where the probe read the GPU (also with MIG mode off, when it lists no
+    profiles), else the table's; ``unknown`` where neither names one (the device model then fails closed)."""
     entry = device.get("mig")
-    if isinstance(entry, dict) and entry.get("readable"):
+    readable = isinstance(entry, dict) and bool(entry.get("readable"))
+    probed = entry.get("architecture") if readable and entry.get("architecture") not in (None, "unknown") else None
+    if readable:
         if not entry.get("mig_capable"):
             return None
         if entry.get("profiles"):
+            key = device_id(device.get("device_id"))
             return {
                 "model": entry.get("name") or device.get("device_id"),
-                "device_id": device_id(device.get("device_id")),
+                "architecture": probed or (MODELS[key][1] if key in MODELS else UNKNOWN),
+                "device_id": key,
                 "memory_slices": entry.get("memory_slices"),
                 "source": NVML,
                 "profiles": entry["profiles"],
             }
-    return documented(device.get("device_id"))
+    found = documented(device.get("device_id"))
+    if found is not None and probed:
+        found["architecture"] = probed
+    return found

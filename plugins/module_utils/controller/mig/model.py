@@ -13,7 +13,9 @@ output is what the driver publishes for the node (:func:`publish`), per GPU (:fu
 - ``static``: the instances are the layout's, packed by the node's own solver (``node/mig/packing``) as the
   node would make them, or the instances the probe read where it read some; planned instances carry no MIG
   UUID (they do not exist yet);
-- ``dynamic``: every placement of every profile, then the GPU whole, in the driver's order
+- ``dynamic``: every placement of every profile, then the GPU whole where the driver can prepare it (not on
+  an Ampere GPU, whose MIG mode changes only with a reset: ``dra/mig.publishes_whole``, the architecture from
+  the probe's NVML reading, else from the documented geometry), in the driver's order
   (``dra/mig.publish_order``), and the GPU's counter set.
 
 Runs on the controller; no Ansible imports.
@@ -36,6 +38,8 @@ MODES = ("static", "dynamic")
 GIB = 1 << 30
 ADVICE_LAYOUT = "aligned-advice"
 PCI_ATTRIBUTE = "resource.kubernetes.io/pciBusID"
+# the mode a GPU MIG takes is in (the rollout turns it on; the driver at start on Hopper and newer)
+MIG_MODE_ON = {"current": True, "pending": True}
 
 
 class MigModelError(ValueError):
@@ -55,6 +59,11 @@ def gpu_state(device: dict[str, Any]) -> dict[str, Any] | None:
     from its name (GiB) and its ``ofa_engines`` (the guide's figure: 1 for ``+me`` and the full profile, so the
     counter set holds one OFA engine and refuses a second ``+me`` partition), no multiprocessor or other engine
     figures (unknown: those counters are left out).
+
+    ``architecture``: NVML's where the probe read the GPU, else the documented one for its device ID
+    (``geometry``); ``mig_mode`` of a documented state is on, the mode MIG leaves the GPU in (the rollout turns
+    it on, the driver at start on Hopper and newer). So an Ampere GPU in ``dynamic`` publishes no GPU whole
+    (``dra/mig.publishes_whole``), before the first probe too.
     """
     geo = geometry.of_gpu(device)
     if geo is None:
@@ -63,7 +72,7 @@ def gpu_state(device: dict[str, Any]) -> dict[str, Any] | None:
     if geo["source"] == geometry.NVML:
         state = {k: v for k, v in entry.items() if k not in ("readable", "reason")}
         state.update(source=geometry.NVML, model=geo.get("model") or entry.get("name"))
-        state["pci_address"] = device.get("pci_address")
+        state.update(pci_address=device.get("pci_address"), architecture=geo["architecture"])
         return state
     profiles = [dict(p, memory_bytes=int(p["memory_gb"]) * GIB) for p in geo["profiles"]]
     return {
@@ -71,6 +80,8 @@ def gpu_state(device: dict[str, Any]) -> dict[str, Any] | None:
         "name": geo["model"],
         "model": geo["model"],
         "source": geometry.DOCUMENTED,
+        "architecture": geo["architecture"],
+        "mig_mode": dict(MIG_MODE_ON),
         "mig_capable": True,
         "memory_slices": geo["memory_slices"],
         "memory_bytes": max((p["memory_bytes"] for p in profiles), default=0),
@@ -192,7 +203,7 @@ def publish(
             out.extend(_static_devices(device, gpu))
             continue
         out.extend(dra_mig.dynamic_devices(device, gpu["state"]))
-        capacity = dra_mig.capacities(gpu["state"])
+        capacity = dra_mig.published_capacities(gpu["state"])
         if gpu["source"] == geometry.DOCUMENTED:
             # no multiprocessor or engine figure but the OFA one: unknown, not zero (ofa-engines 1 is kept)
             capacity = {name: value for name, value in capacity.items() if value}

@@ -19,8 +19,11 @@ MIG device the claims hold, in allocation order (``whole_gpu``: claims that
 took the GPU whole instead). A GPU is planned on its own: its devices and the
 node's devices that are no GPU (NICs, so that a MIG + NIC template counts
 too), never another GPU's. Dynamic GPUs plan on every placement the driver
-publishes and their counter set; static ones on the instances their layout
-declares (packed as the node packs it) or the probe read.
+publishes and their counter set, and on the GPU whole where the driver
+publishes it (Hopper and newer; an Ampere GPU's MIG mode changes only with a
+reset, so ``whole_gpu`` stays 0 there: ``dra/mig.publishes_whole``); static
+ones on the instances their layout declares (packed as the node packs it) or
+the probe read.
 
 Profiles come from NVML where the probe read them (``source: nvml``), else from
 the geometry NVIDIA documents for the GPU's PCI device ID (``documented``): a

@@ -9,7 +9,9 @@ The rules (docs/replay.md, "MIG"):
   ``gpu_memory`` - or, where neither says, its share of the GPU in compute slices (``0.25`` of 7 slices: 2). A
   share no profile holds takes the GPU whole where its memory fits the GPU's. A pod of whole GPUs keeps them:
   the GPU whole of dynamic MIG GPUs with no partition in use, all on one node. A static GPU publishes no GPU
-  whole (MIG mode is on), so only its instances take pods, each the instance's own profile.
+  whole (MIG mode is on), so only its instances take pods, each the instance's own profile; nor does a dynamic
+  Ampere GPU (A100, A30: its MIG mode changes only with a reset, ``dra.mig.publishes_whole``), so only its
+  partitions take pods there.
 - **First fit** (``first_fit``): what the scheduler does with the driver's order. The nodes in the plan's order
   (by name: the scheduler's node scores do not see MIG devices), each node's MIG GPUs in PCI order, each GPU's
   devices in the driver's published order (:func:`dra.mig.publish_order`; the GPU whole last, static instances
@@ -76,6 +78,8 @@ class Kind:
         state = gpu["state"]
         self.index = index
         self.mode = gpu["mode"]
+        # the driver publishes this GPU whole (dynamic, and its MIG mode can change live)
+        self.whole = self.mode == "dynamic" and dra_mig.publishes_whole(state)
         self.model = str(gpu.get("model") or state.get("name") or "GPU")
         self.memory_slices = int(gpu.get("memory_slices") or dra_mig.memory_slices(state))
         self.memory_bytes = int(state.get("memory_bytes") or 0)
@@ -88,8 +92,9 @@ class Kind:
                     continue
                 start, size = int(placement["start"]), int(placement["size"])
                 self.slots.append(Slot(profile["name"], start, size, ((1 << size) - 1) << start, len(self.slots)))
-            full = (1 << self.memory_slices) - 1
-            self.slots.append(Slot(None, 0, self.memory_slices, full, len(self.slots)))
+            if self.whole:
+                full = (1 << self.memory_slices) - 1
+                self.slots.append(Slot(None, 0, self.memory_slices, full, len(self.slots)))
         else:
             ordered = sorted(gpu["instances"], key=lambda i: (i["start"], i["profile"]))
             for position, instance in enumerate(ordered):
@@ -173,14 +178,14 @@ class Kind:
     def _target(self, sizing: tuple) -> str | None | bool:
         basis, amount = sizing
         if basis == "whole":
-            return None if self.mode == "dynamic" else False
+            return None if self.whole else False
         if basis == "compute_share":
             profile = mig_model.smallest_profile(self.profiles, compute_fraction=amount / GPU_MILLI)
         else:
             profile = mig_model.smallest_profile(self.profiles, memory_bytes=amount)
         if profile is not None:
             return profile["name"]
-        if self.mode == "dynamic" and (basis == "compute_share" or amount <= self.memory_bytes):
+        if self.whole and (basis == "compute_share" or amount <= self.memory_bytes):
             return None
         return False
 
@@ -210,7 +215,8 @@ def kind_key(gpu: dict[str, Any]) -> tuple:
         for p in state.get("profiles") or []
     )
     instances = tuple((i["profile"], int(i["start"]), int(i["size"])) for i in gpu.get("instances") or [])
-    return (gpu["mode"], str(gpu.get("model")), int(gpu.get("memory_slices") or 0), profiles, instances)
+    whole = dra_mig.publishes_whole(state)
+    return (gpu["mode"], str(gpu.get("model")), int(gpu.get("memory_slices") or 0), whole, profiles, instances)
 
 
 class Site:
@@ -290,14 +296,15 @@ class Site:
         return None if best is None else (best[1], best[2])
 
     def find_whole(self, count: int, order: str) -> list[tuple[Gpu, Slot]] | None:
-        """``count`` GPUs whole on one node: dynamic GPUs with no partition in use; None when no node has them.
+        """``count`` GPUs whole on one node: dynamic GPUs published whole (not Ampere) with no partition in use;
+        None when no node has them.
 
         First fit: the first node that has them, its first ones. Fragmentation-aware: the node with the fewest
         such GPUs that still has enough (every GPU taken whole loses the same), then the first.
         """
         chosen: list[Gpu] | None = None
         for _node, gpus in self.nodes:
-            free = [g for g in gpus if g.kind.mode == "dynamic" and g.state == 0]
+            free = [g for g in gpus if g.kind.whole and g.state == 0]
             if len(free) < count:
                 continue
             if order == FIRST_FIT:
@@ -359,10 +366,10 @@ def reason_of(site: Site, sizing: tuple[str, int], devices: int) -> str:
         return "the site has no MIG GPU"
     if all(target is False for target in targets):
         if sizing[0] == "whole":
-            return "a pod of whole GPUs needs the GPU whole, which only dynamic MIG GPUs publish"
-        return "larger than every profile and every dynamic GPU's memory"
+            return "a pod of whole GPUs needs the GPU whole, which only dynamic MIG GPUs of Hopper and newer publish"
+        return "larger than every profile and every memory of a GPU published whole"
     if devices > 1:
-        return f"no node has {devices} dynamic MIG GPUs with no partition in use"
+        return f"no node has {devices} dynamic MIG GPUs published whole with no partition in use"
     free, gpus = site.free_slices()
     wanted = sorted({"GPU whole" if t is None else str(t) for t in targets if t is not False})
     return f"no free {' or '.join(wanted)} device ({free} memory slices free on {gpus} GPUs)"

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 SIZING_RULE = (
     "each GPU pod's share rounded up to the smallest profile of each GPU model holding its memory (its peak "
     "measured use where usage has samples of it, else the trace's gpu_memory) or, where neither says, its "
-    "share of the GPU's compute slices; a share no profile holds takes the GPU whole (dynamic GPUs); pods of "
-    "whole GPUs take the GPU whole of dynamic GPUs with no partition in use, on one node"
+    "share of the GPU's compute slices; a share no profile holds takes the GPU whole (dynamic GPUs of Hopper and "
+    "newer); pods of whole GPUs take the GPU whole of such GPUs with no partition in use, on one node"
 )
 
 

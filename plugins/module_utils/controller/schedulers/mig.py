@@ -159,7 +159,8 @@ def device_capacity(mig: dict[str, Any] | None, cls: str) -> dict[str, Any] | No
 
 def published_per_gpu(topologies: dict[str, Any] | None, mig: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     """``{host: {"gpus": MIG GPUs, "devices": MIG devices the driver publishes for them}}``: dynamic GPUs publish
-    every placement of every profile and the GPU whole, static ones each instance (``controller/mig/model``)."""
+    every placement of every profile and the GPU whole where the driver can prepare it (not on Ampere:
+    ``dra/mig.publishes_whole``), static ones each instance (``controller/mig/model``)."""
     found: dict[str, dict[str, int]] = {}
     for host, settings in sorted((mig or {}).items()):
         topology = (topologies or {}).get(host)
@@ -174,6 +175,6 @@ def published_per_gpu(topologies: dict[str, Any] | None, mig: dict[str, Any] | N
             if gpu["mode"] == "static":
                 devices += len(gpu["instances"])
             else:
-                devices += len(dra_mig.publish_order(gpu["state"])) + 1
+                devices += len(dra_mig.publish_order(gpu["state"])) + int(dra_mig.publishes_whole(gpu["state"]))
         found[host] = {"gpus": len(gpus), "devices": devices}
     return found

@@ -7,9 +7,10 @@ KAI v0.17.0 counts GPUs by name and has no counters (``api.counts_as_gpu``; its 
 whose driver name contains ``gpu``, and a claim's GPUs are its ``exactly`` requests of a class whose name
 contains ``gpu``, one per device. A MIG device is one device: where the MIG devices are published under a
 driver whose name contains ``gpu`` (a ``kai`` site's split GPU driver), each of them counts as one whole GPU
-of the node (a dynamic GPU publishes every placement of every profile and the GPU whole: an H100 then counts
-as some twenty GPUs), and a claim on a MIG class whose name contains ``gpu`` counts one whole GPU per
-partition (a ``1g.10gb`` as much as a ``7g.80gb``), whatever its memory.
+of the node (a dynamic GPU publishes every placement of every profile and, Hopper and newer, the GPU whole: an
+H100 then counts as some twenty GPUs; ``schedulers/mig.published_per_gpu`` counts them as the driver publishes),
+and a claim on a MIG class whose name contains ``gpu`` counts one whole GPU per partition (a ``1g.10gb`` as much
+as a ``7g.80gb``), whatever its memory.
 
 So on a ``kai`` site:
 

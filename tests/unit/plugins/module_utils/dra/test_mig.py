@@ -78,7 +78,8 @@ def first_fit(devices: list[dict], wanted: list[str]) -> list[dict] | None:
     return chosen
 
 
-def test_a100_dynamic_devices_are_the_placements_nvml_offers_in_the_preferred_order_then_the_gpu_whole(nvml):
+def test_a100_dynamic_devices_are_the_placements_nvml_offers_in_the_preferred_order_and_never_the_gpu_whole(nvml):
+    """Ampere in MIG mode: Prepare could never turn MIG mode off (a GPU reset), so the GPU whole is left out."""
     devices = mig.dynamic_devices(gpu_device(A100), state(nvml, A100))
     assert [d["name"] for d in devices][:3] == [
         "gpu-0000-18-00-0-mig-1g-5gb-6",
@@ -90,10 +91,57 @@ def test_a100_dynamic_devices_are_the_placements_nvml_offers_in_the_preferred_or
     assert starts(devices, "3g.20gb") == [4, 0]
     assert starts(devices, "4g.20gb") == [0]
     assert starts(devices, "7g.40gb") == [0]
-    assert devices[-1]["name"] == "gpu-0000-18-00-0"  # the GPU whole last
-    assert len(devices) == 7 + 3 + 2 + 1 + 1 + 1
+    assert devices[-1]["name"] == "gpu-0000-18-00-0-mig-7g-40gb-0"  # the largest profile last, no GPU whole
+    assert len(devices) == 7 + 3 + 2 + 1 + 1
+    assert "gpu-0000-18-00-0" not in {d["name"] for d in devices}
     for device in devices:
         assert validate_device(device) == [], device["name"]
+
+
+def test_h100_dynamic_devices_end_with_the_gpu_whole(nvml):
+    """Hopper changes MIG mode live: the GPU whole, after every partition, in the same order rule."""
+    devices = mig.dynamic_devices(gpu_device(H100), state(nvml, H100))
+    assert devices[-1]["name"] == "gpu-0000-2a-00-0" and devices[-1]["consumesCounters"]
+    assert devices[-2]["name"] == "gpu-0000-2a-00-0-mig-7g-80gb-0"
+    assert validate_device(devices[-1]) == []
+
+
+@pytest.mark.parametrize(
+    ("architecture", "live"),
+    [("hopper", True), ("blackwell", True), ("ampere", False), ("ada", False), ("unknown", False),
+     ("rubin", False), ("", False), (None, False), ("Hopper", False)],
+)  # fmt: skip
+def test_only_hopper_and_blackwell_change_mig_mode_live_anything_else_fails_closed(architecture, live):
+    assert mig.mode_changes_live(architecture) is live
+
+
+@pytest.mark.parametrize(
+    ("architecture", "current", "whole"),
+    [("ampere", True, False), ("ampere", False, True), ("unknown", True, False), ("hopper", True, True),
+     ("blackwell", True, True), (None, True, False)],
+)  # fmt: skip
+def test_the_gpu_whole_is_published_where_the_driver_can_prepare_it(architecture, current, whole):
+    """MIG mode off: the whole is what the GPU is. MIG mode on: only where Prepare can turn it off live."""
+    gpu_state = {"architecture": architecture, "mig_mode": {"current": current, "pending": current}}
+    assert mig.publishes_whole(gpu_state) is whole
+
+
+def test_without_the_whole_the_counter_set_keeps_what_partitions_consume_and_the_order_is_unchanged(nvml):
+    """An A100 has no video encoder: only the GPU whole consumed ``encoders`` (0), so the set drops it; every
+    other counter (engines, memory, the eight memory slices) stays, and a partition's consumption is the same."""
+    ampere = state(nvml, A100)
+    as_hopper = dict(ampere, architecture="hopper")
+    assert mig.capacities(ampere)["encoders"] == 0
+    published = mig.counter_set(gpu_device(A100), ampere)["counters"]
+    whole = mig.counter_set(gpu_device(A100), as_hopper)["counters"]
+    assert set(whole) - set(published) == {"encoders"}
+    assert all(published[name] == whole[name] for name in published)
+    assert [f"memory-slice-{i}" for i in range(8)] == [n for n in published if n.startswith("memory-slice-")]
+    ampere_devices = mig.dynamic_devices(gpu_device(A100), ampere)
+    hopper_devices = mig.dynamic_devices(gpu_device(A100), as_hopper)
+    assert hopper_devices[:-1] == ampere_devices and hopper_devices[-1]["name"] == "gpu-0000-18-00-0"
+    for device in ampere_devices:  # every counter a partition consumes is in the published set
+        assert set(device["consumesCounters"][0]["counters"]) <= set(published), device["name"]
 
 
 def test_small_claims_in_published_order_leave_the_large_partitions_free(nvml):
@@ -110,7 +158,7 @@ def test_small_claims_in_published_order_leave_the_large_partitions_free(nvml):
 
 
 def test_counters_the_gpu_whole_takes_all_a_partition_its_profile_and_exactly_its_slices(nvml):
-    gpu_state = state(nvml, A100)
+    gpu_state = dict(state(nvml, A100), architecture="hopper")  # an A100 that could change mode live
     counter_set = mig.counter_set(gpu_device(A100), gpu_state)
     assert counter_set["name"] == "gpu-0000-18-00-0-counters"
     counters = counter_set["counters"]

@@ -366,8 +366,8 @@ def test_the_burstable_render_passes_mig_on(dgx):
         ({"prioritized": {"a": 1}}, "templates.mig.prioritized must be a list of profile lists"),
         ({"prioritized": [["3g.40gb"]]}, r"templates.mig.prioritized\[0\]: a prioritized list names at least 2"),
         (
-            {"prioritized": [["1g.10gb+me", "1g.10gb-me"]]},
-            r"templates.mig.prioritized\[0\]\[1\]: '1g.10gb-me' is there twice",
+            {"prioritized": [["1g.10gb+me", "1g.10gb-me", "1g.10gb-me"]]},
+            r"templates.mig.prioritized\[0\]\[2\]: '1g.10gb-me' is there twice",
         ),
         (
             {
@@ -392,6 +392,13 @@ def test_the_burstable_render_passes_mig_on(dgx):
 def test_bad_settings_are_refused_naming_the_setting(options, said):
     with pytest.raises(claims.ClaimsError, match="aligned_dra_claims." + said):
         claims.settings({"templates": {"mig": options}})
+
+
+def test_variants_of_one_size_are_distinct_profiles_with_distinct_names():
+    """``+me`` and ``-me`` once folded to one name; each variant now has its own token, so a list may name both."""
+    options = {"prioritized": [["1g.10gb+me", "1g.10gb-me", "1g.10gb+me.all", "1g.10gb+gfx"]]}
+    conf = claims.settings({"templates": {"mig": options}})
+    assert conf["templates"]["mig"]["prioritized"] == options["prioritized"]
 
 
 def test_a_class_name_taken_by_another_class_is_refused(dgx):

@@ -59,7 +59,7 @@ def test_each_documented_model_names_its_whole_and_its_smallest_profile(device_i
 
 
 def test_every_documented_model_packs_its_largest_layouts():
-    for device_id, (_model, slices, _profiles) in geometry.MODELS.items():
+    for device_id, (_model, _architecture, slices, _profiles) in geometry.MODELS.items():
         geo = geometry.documented(device_id)
         ones = geo["profiles"][0]  # the smallest, at its full count: 7 (4 on an A30)
         assert len(packing.pack(geo["profiles"], [], {ones["name"]: ones["instance_count"]})) == ones["instance_count"]

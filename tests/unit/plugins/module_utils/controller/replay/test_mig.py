@@ -115,26 +115,26 @@ def test_first_fit_follows_the_drivers_order_so_a_4g_still_fits_after_three_1g(t
 
 
 def test_fragmentation_aware_keeps_a_free_gpu_whole_where_first_fit_strands_it(tmp_path):
-    # two A100s on one node; x and y fill GPU 0, z takes a 1g on GPU 1; x and y leave; w (1g) comes, then v
+    # two H100s on one node; x and y fill GPU 0, z takes a 1g on GPU 1; x and y leave; w (1g) comes, then v
     # needs a GPU whole: first fit put w on GPU 0 (the first in order), fragmentation-aware beside z
     rows = [
-        "x,0,30,0.55,",  # 4g.20gb
-        "y,1,30,0.4,",  # 3g.20gb
-        "z,2,,0.1,",  # 1g.5gb
+        "x,0,30,0.55,",  # 4g.40gb
+        "y,1,30,0.4,",  # 3g.40gb
+        "z,2,,0.1,",  # 1g.10gb
         "w,40,,0.1,",
         "v,50,,1,",
     ]
-    run = _mig(tmp_path, rows, {"n1": (A100_40, 2, 0)}, {"n1": DYNAMIC}, mode="timeline")
+    run = _mig(tmp_path, rows, {"n1": (H100, 2, 0)}, {"n1": DYNAMIC}, mode="timeline")
     first, aware = run["mig"]["orders"]["first_fit"], run["mig"]["orders"]["fragmentation_aware"]
     # docs/replay.md's worked example: x and y fill GPU 0, z on GPU 1 at the driver's first 1g placement
     for order in (first, aware):
         assert _where(order)[:3] == [
-            ("x", "n1", "0000:07:00.0", "4g.20gb", 0),
-            ("y", "n1", "0000:07:00.0", "3g.20gb", 4),
-            ("z", "n1", "0000:08:00.0", "1g.5gb", 6),
+            ("x", "n1", "0000:07:00.0", "4g.40gb", 0),
+            ("y", "n1", "0000:07:00.0", "3g.40gb", 4),
+            ("z", "n1", "0000:08:00.0", "1g.10gb", 6),
         ]
-    assert ("w", "n1", "0000:07:00.0", "1g.5gb", 6) in _where(first)
-    assert ("w", "n1", "0000:08:00.0", "1g.5gb", 5) in _where(aware)
+    assert ("w", "n1", "0000:07:00.0", "1g.10gb", 6) in _where(first)
+    assert ("w", "n1", "0000:08:00.0", "1g.10gb", 5) in _where(aware)
     assert ("v", "n1", "0000:07:00.0", None, 0) in _where(aware)
     assert first["gpu_pods_placed"] == 4 and aware["gpu_pods_placed"] == 5
     assert [p["pod"] for p in first["not_placed"]] == ["v"]
@@ -150,18 +150,18 @@ def test_fragmentation_aware_takes_a_static_instance_before_cutting_a_dynamic_gp
     static = {
         "mode": "static",
         "layout": "small",
-        "mig_configs": {"small": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]},
+        "mig_configs": {"small": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]},
     }
     rows = ["small,0,,0.1,", "whole,1,,1,"]
-    run = _mig(tmp_path, rows, {"a": (A100_40, 1, 0), "b": (A100_40, 1, 0)}, {"a": DYNAMIC, "b": static})
+    run = _mig(tmp_path, rows, {"a": (H100, 1, 0), "b": (H100, 1, 0)}, {"a": DYNAMIC, "b": static})
     first, aware = run["mig"]["orders"]["first_fit"], run["mig"]["orders"]["fragmentation_aware"]
-    assert _where(first) == [("small", "a", "0000:07:00.0", "1g.5gb", 6)]
+    assert _where(first) == [("small", "a", "0000:07:00.0", "1g.10gb", 6)]
     assert first["not_placed"][0]["pod"] == "whole" and first["pods_not_tried"] == 0
     # a's 7 free slices and b's 7 free 1g instances
     assert first["stranded"] == {"pod": "whole", "time": 1, "slices": 14, "gpus": 2}
-    assert _where(aware) == [("small", "b", "0000:07:00.0", "1g.5gb", 0), ("whole", "a", "0000:07:00.0", None, 0)]
-    assert aware["profiles"] == {"1g.5gb": 1, "GPU whole": 1}
-    assert run["mig"]["gpu_models"] == {"A100-SXM4-40GB (dynamic)": 1, "A100-SXM4-40GB (static)": 1}
+    assert _where(aware) == [("small", "b", "0000:07:00.0", "1g.10gb", 0), ("whole", "a", "0000:07:00.0", None, 0)]
+    assert aware["profiles"] == {"1g.10gb": 1, "GPU whole": 1}
+    assert run["mig"]["gpu_models"] == {"H100-SXM5-80GB (dynamic)": 1, "H100-SXM5-80GB (static)": 1}
 
 
 def test_a_static_gpu_takes_only_its_instances_and_no_whole_gpu(tmp_path):
@@ -176,7 +176,31 @@ def test_a_static_gpu_takes_only_its_instances_and_no_whole_gpu(tmp_path):
     assert _where(first) == [("b", "n1", "0000:07:00.0", "3g.20gb", 0)]
     reasons = {p["pod"]: p["reason"] for p in first["not_placed"]}
     assert reasons["a"].startswith("no free 1g.5gb device")  # the layout has no 1g instance
-    assert reasons["c"] == "a pod of whole GPUs needs the GPU whole, which only dynamic MIG GPUs publish"
+    assert reasons["c"] == (
+        "a pod of whole GPUs needs the GPU whole, which only dynamic MIG GPUs of Hopper and newer publish"
+    )
+
+
+def test_a_dynamic_a100_takes_no_pod_whole_where_an_h100_does(tmp_path):
+    """Ampere changes MIG mode only with a reset: its GPU whole is not published, so whole-GPU pods and shares
+    no profile holds go to the H100; on an A100-only site they are not placed, with the reason."""
+    rows = ["whole,0,,1,", "small,1,,0.1,"]
+    run = _mig(tmp_path, rows, {"a": (A100_40, 1, 0), "h": (H100, 1, 0)}, {"a": DYNAMIC, "h": DYNAMIC})
+    first = run["mig"]["orders"]["first_fit"]
+    assert _where(first) == [("whole", "h", "0000:07:00.0", None, 0), ("small", "a", "0000:07:00.0", "1g.5gb", 6)]
+    assert first["not_placed"] == []
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    rows = ["whole,0,,1,", "big,1,,0.5,45Gi", "small,2,,0.1,"]
+    run = _mig(alone, rows, {"a": (A100_40, 2, 0)}, {"a": DYNAMIC}, mode="timeline")
+    first = run["mig"]["orders"]["first_fit"]
+    reasons = {p["pod"]: p["reason"] for p in first["not_placed"]}
+    assert reasons == {
+        "whole": "a pod of whole GPUs needs the GPU whole, which only dynamic MIG GPUs of Hopper and newer publish",
+        "big": "larger than every profile and every memory of a GPU published whole",
+    }
+    assert _where(first) == [("small", "a", "0000:07:00.0", "1g.5gb", 6)]
+    assert "GPU whole" not in first["profiles"]
 
 
 def test_whole_gpu_pods_take_dynamic_gpus_whole_on_one_node_and_each_is_listed(tmp_path):
@@ -196,7 +220,7 @@ def test_whole_gpu_pods_take_dynamic_gpus_whole_on_one_node_and_each_is_listed(t
 def test_a_share_larger_than_every_profile_and_the_gpu_is_not_placed_with_the_reason(tmp_path):
     run = _mig(tmp_path, ["huge,0,,0.5,90Gi"], {"n1": (H100, 1, 0)}, {"n1": DYNAMIC})
     first = run["mig"]["orders"]["first_fit"]
-    assert first["not_placed"][0]["reason"] == "larger than every profile and every dynamic GPU's memory"
+    assert first["not_placed"][0]["reason"] == "larger than every profile and every memory of a GPU published whole"
     assert run["first_unplaced"]["needs"].startswith("90 GiB of memory (gpu_memory): nothing on H100-SXM5-80GB")
 
 
