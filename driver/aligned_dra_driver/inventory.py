@@ -43,7 +43,7 @@ class Options:
     # are cut to what is left of it), the checkpoint write after it; the rest get an error, kubelet retries
     call_budget: float = CALL_BUDGET
     rails: Any = None  # rails.Rails with --rails-file: every scan publishes the NICs' rails
-    mig_scanner: Any = None  # mig_devices.MigScanner with --mig: every scan publishes the MIG devices
+    mig_scanner: Any = None  # mig.devices.MigScanner with --mig: every scan publishes the MIG devices
     mig: str = "off"  # --mig: off | static | dynamic (aligned_dra_driver.mig.prepare)
     mig_gpus: list[str] | None = None  # --mig-gpus: the GPUs run as MIG (PCI addresses); None: every MIG-capable one
 
@@ -133,7 +133,7 @@ def scan(opts: Options) -> Inventory:
         devices = [d for d in devices if selected(d, opts.selectors, opts.driver_name)]
     counter_sets: list[dict[str, Any]] = []
     mig_gpus: set[str] = set()
-    if opts.mig_scanner is not None:  # the selected GPUs' MIG devices in their place (mig_devices)
+    if opts.mig_scanner is not None:  # the selected GPUs' MIG devices in their place (mig.devices; fails closed)
         devices, counter_sets = opts.mig_scanner.apply(devices)
         mig_gpus = opts.mig_scanner.mig_gpus
     if opts.fractional_gpus:  # a GPU run as MIG is never an MPS-shared GPU

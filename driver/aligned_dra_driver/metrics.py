@@ -114,6 +114,13 @@ class Metrics:
             "MIG instances no prepared claim holds, kept at start because a process runs on them (not published)",
             registry=self.registry,
         )
+        self.mig_unreadable_gpus = Gauge(
+            "aligned_dra_mig_unreadable_gpus",
+            "GPUs selected for MIG the last scan could not publish from NVML (cause nvml: NVML did not load or failed "
+            "to read it; device-model: its MIG state was refused): each keeps what was last published, or is withdrawn",
+            ["cause"],
+            registry=self.registry,
+        )
         self.gpu_bytes_above_request = Gauge(
             "aligned_dra_gpu_bytes_above_request",
             "Bytes of GPU memory the fractional claims on a GPU use above their requests (pods as last read)",

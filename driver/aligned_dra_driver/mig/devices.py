@@ -110,11 +110,13 @@ class MigScanner:
         self.mig_gpus: set[str] = set()  # device names of the GPUs run as MIG at the last scan
         self.unreadable: dict[str, tuple[str, str]] = {}  # pci -> (cause, reason) of the GPUs the last scan kept
         self._said: dict[str, str] = {}  # pci -> the condition last logged for it (a warning each time it changes)
+        self._now: set[str] = set()  # the GPUs a condition was noted for in this scan
 
     # -- NVML, the profile cache and what is said ----------------------------------------
 
     def _note(self, pci: str, key: str, level: int, message: str, *args: Any) -> None:
         """Log ``message`` when the GPU's condition ``key`` is new (not once per process: once per change)."""
+        self._now.add(pci)
         if self._said.get(pci) != key:
             self._said[pci] = key
             LOG.log(level, message, *args)
@@ -165,6 +167,7 @@ class MigScanner:
         out: list[dict[str, Any]] = []
         sets: list[dict[str, Any]] = []
         self.mig_gpus = set()
+        self._now = set()
         unreadable: dict[str, tuple[str, str]] = {}
         for device in devices:
             if not self.selects(device):
@@ -175,13 +178,13 @@ class MigScanner:
                 replaced = self._gpu(device, pci)
             except _Unpublishable as exc:
                 unreadable[pci] = (exc.cause, str(exc))
-                replaced = self._kept(device, pci, exc)
-                if replaced is not None and not replaced[0] and not replaced[1]:
+                self._keep(pci, exc)
+                if pci not in self.last:
                     continue  # withdrawn: nothing in its place
+                replaced = self.last[pci]
             else:
                 self.last[pci] = replaced
-                if self._said.pop(pci, None) is not None:
-                    LOG.info("--mig: GPU %s is read again: published from NVML", pci)
+                self._recovered(pci)
             if replaced is None:
                 out.append(device)
                 continue
@@ -193,21 +196,23 @@ class MigScanner:
         self._count(unreadable)
         return out, sets
 
-    def _kept(self, device: dict[str, Any], pci: str, exc: _Unpublishable) -> Published | None:
-        """What a GPU that cannot be read publishes: what was last published for it, else nothing."""
+    def _recovered(self, pci: str) -> None:
+        """A good read: a condition logged before and not noted in this scan is over."""
+        if pci in self._now:
+            return
+        said = self._said.pop(pci, None)
+        if said is not None and said.split(":", 1)[0] in CAUSES:
+            LOG.info("--mig: GPU %s is read again: published from NVML", pci)
+
+    def _keep(self, pci: str, exc: _Unpublishable) -> None:
+        """Say what a GPU that cannot be read publishes: what was last published for it, else nothing."""
         level = logging.ERROR if exc.cause == "device-model" else logging.WARNING
+        key = f"{exc.cause}: {exc}"
         if pci not in self.last:
-            self._note(
-                pci, f"{exc.cause}: {exc}", level, "--mig: GPU %s is withdrawn (never published since the start): %s",
-                pci, exc,
-            )
-            return [], []
-        kept = self.last[pci]
-        what = "as a GPU without MIG" if kept is None else "with its MIG devices"
-        self._note(
-            pci, f"{exc.cause}: {exc}", level, "--mig: GPU %s keeps what was last published (%s): %s", pci, what, exc
-        )
-        return kept
+            self._note(pci, key, level, "--mig: GPU %s is withdrawn (never published since the start): %s", pci, exc)
+            return
+        what = "as a GPU without MIG" if self.last[pci] is None else "with its MIG devices"
+        self._note(pci, key, level, "--mig: GPU %s keeps what was last published (%s): %s", pci, what, exc)
 
     def _count(self, unreadable: dict[str, tuple[str, str]]) -> None:
         gauge = getattr(self.metrics, "mig_unreadable_gpus", None)

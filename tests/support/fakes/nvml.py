@@ -56,7 +56,9 @@ try:  # the package's siblings (tests import tests.support.fakes.nvml)
 except ImportError:  # loaded by its path (write_module's pynvml.py): the siblings by their paths too
 
     def _sibling(name: str) -> Any:
-        spec = importlib.util.spec_from_file_location(f"aligned_dra_fake_{name}", Path(__file__).with_name(f"{name}.py"))
+        spec = importlib.util.spec_from_file_location(
+            f"aligned_dra_fake_{name}", Path(__file__).with_name(f"{name}.py")
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
@@ -262,7 +264,9 @@ class _Gpu:
     samples: list[list[int]] = field(default_factory=list)  # [pid, timeStamp, smUtil, memUtil]
     model: str = nvml_mig.DEFAULT_MODEL  # a key of nvml_mig.MODELS
     minor: int = 0
-    mig: dict[str, Any] = field(default_factory=lambda: {"current": 0, "pending": 0, "serial": 0, "instances": []})
+    mig: dict[str, Any] = field(
+        default_factory=lambda: {"current": 0, "pending": 0, "serial": 0, "instances": [], "epoch": 0}
+    )
     placed: dict[int, list[int]] = field(default_factory=dict)  # pid -> [gpu instance, compute instance]
 
 
@@ -452,7 +456,7 @@ class FakeNvml(nvml_faults.FaultyNvml, nvml_mig.MigNvml):
         if kind is not nvml_mig.c_nvmlDevice_t:
             return ctypes.cast(ctypes.c_void_p(token), kind)
         handle = ctypes.cast(ctypes.c_void_p(token), DeviceHandle)
-        handle.bus, handle.generation = key[1], key[2]
+        handle.bus, handle.generation = key[1], key[2][0]  # key[2]: (generation, MIG mode epoch)
         return handle
 
     def _key(self, handle: Any, kind: Any) -> tuple:
@@ -529,7 +533,7 @@ class FakeNvml(nvml_faults.FaultyNvml, nvml_mig.MigNvml):
         gpu = self.gpus.get(key)
         if gpu is None:
             raise NVMLError(NVML_ERROR_NOT_FOUND)
-        return self._handle(nvml_mig.c_nvmlDevice_t, ("gpu", key, gpu.generation))
+        return self._handle(nvml_mig.c_nvmlDevice_t, ("gpu", key, self._era(gpu)))
 
     def nvmlDeviceGetCount(self) -> int:
         self._initialized()

@@ -33,6 +33,7 @@ class FaultyNvml:
             raise ValueError(f"{call!r} is no NVML call of the fake")
         if times is not None and times < 1:
             raise ValueError("times must be 1 or more, or None")
+        self._load_faults()  # a fake bound to a state file: what the driver's calls left of the faults
         self.faults.append({"call": call, "error": int(error), "times": times, "bus_id": bus_id})
         self._changed()
 

@@ -26,11 +26,17 @@ From code under test, call pynvml as the real one is called: the list calls take
 
 Strict as the real library (figures from NVIDIA's MIG user guide, IDs as ``nvidia-smi mig -lgip`` shows them):
 
-- models: A100-SXM4-40GB (Ampere, 0x20B0: 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb), H100-SXM5-80GB (Hopper,
-  0x2330: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb), L40S (Ada, 0x26B9: no MIG);
-- ``nvmlDeviceGetMigMode`` of a GPU without MIG: NOT_SUPPORTED; ``nvmlDeviceSetMigMode``: Hopper and newer idle:
-  on at once (returns 0), with processes: pending (returns 19 IN_USE); Ampere: pending (returns 16
-  RESET_REQUIRED) until :meth:`MigNvml.reset`; disabling with instances raises IN_USE and changes nothing;
+- models (``nvml_models.py``): A100-SXM4-40GB (Ampere), H100-SXM5-80GB (Hopper), RTX-PRO-6000-96GB (Blackwell,
+  with the variants of one size NVML offers: ``1g.24gb``, ``+me``, ``+gfx``, ``+me.all``, ``-me``), L40S (no MIG);
+  an Ampere GPU in MIG mode: ``enable_mig`` (as booted so), or ``nvmlDeviceSetMigMode`` then :meth:`MigNvml.reset`;
+- ``nvmlDeviceGetMigMode`` of a GPU without MIG: NOT_SUPPORTED; ``nvmlDeviceSetMigMode`` returns NVML's
+  activation status, as pynvml does (an error code, not raised): Hopper and newer idle: on at once (0), with
+  processes: pending (19 IN_USE: a GPU that is not idle keeps its mode); Ampere: pending (16 RESET_REQUIRED)
+  until :meth:`MigNvml.reset`; disabling with instances raises IN_USE and changes nothing;
+- handles change with the MIG mode: after an effective change (``nvmlDeviceSetMigMode`` that took effect, or a
+  reset that applied a pending mode) every handle of that GPU taken before (the GPU's, its instances', its MIG
+  devices') raises INVALID_ARGUMENT, as NVML may reset and re-enumerate the GPU for the change; take a new one
+  with ``nvmlDeviceGetHandleByPciBusId``. GPU_IS_LOST stays for a GPU that fell off the bus (``remove_gpu``);
 - profile info, placements, capacity, instance calls with MIG mode (current) off: NOT_SUPPORTED; a profile index
   the GPU lacks: NOT_SUPPORTED (one past the enum: INVALID_ARGUMENT); an unknown profile ID: INVALID_ARGUMENT;
 - ``nvmlDeviceCreateGpuInstanceWithPlacement``: a placement not offered: INVALID_ARGUMENT; taken slices or the
@@ -46,12 +52,31 @@ Strict as the real library (figures from NVIDIA's MIG user guide, IDs as ``nvidi
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import sys
 import uuid
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+try:  # the package's sibling (tests import tests.support.fakes.nvml_mig)
+    from . import nvml_models
+except ImportError:  # loaded by its path (write_module's pynvml.py): the sibling by its path too
+    _spec = importlib.util.spec_from_file_location(
+        "aligned_dra_fake_nvml_models", Path(__file__).with_name("nvml_models.py")
+    )
+    nvml_models = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = nvml_models
+    _spec.loader.exec_module(nvml_models)
+
+MIB, Profile, GpuModel, MODELS, DEFAULT_MODEL = (
+    nvml_models.MIB,
+    nvml_models.Profile,
+    nvml_models.GpuModel,
+    nvml_models.MODELS,
+    nvml_models.DEFAULT_MODEL,
+)
+gi_id, memory_units = nvml_models.gi_id, nvml_models.memory_units
 CAPS_MAJOR = 237
-MIB = 1 << 20
 
 
 class _Printable(ctypes.Structure):
@@ -133,63 +158,6 @@ class c_nvmlComputeInstanceInfo_t(_Printable):
     ]
 
 
-class Profile(NamedTuple):
-    """A GPU instance profile: ``index`` the NVML_GPU_INSTANCE_PROFILE_* value, ``size`` its placements' memory
-    slices, ``slices`` NVML's sliceCount (compute slices)."""
-
-    index: int
-    id: int
-    name: str
-    slices: int
-    instances: int
-    sms: int
-    engines: tuple[int, int, int, int, int]  # copy engines, decoders, encoders, jpeg, ofa
-    memory_mib: int
-    size: int
-    starts: tuple[int, ...]
-
-
-class GpuModel(NamedTuple):
-    name: str
-    architecture: int
-    device_id: int
-    memory_mib: int
-    profiles: tuple[Profile, ...]
-
-
-_SEVEN = tuple(range(7))
-MODELS = {
-    "A100-SXM4-40GB": GpuModel(
-        "NVIDIA A100-SXM4-40GB",
-        7,
-        0x20B0,
-        40960,
-        (
-            Profile(0, 19, "1g.5gb", 1, 7, 14, (1, 0, 0, 0, 0), 4864, 1, _SEVEN),
-            Profile(1, 14, "2g.10gb", 2, 3, 28, (2, 1, 0, 0, 0), 9856, 2, (0, 2, 4)),
-            Profile(2, 9, "3g.20gb", 3, 2, 42, (3, 2, 0, 0, 0), 19968, 4, (0, 4)),
-            Profile(3, 5, "4g.20gb", 4, 1, 56, (4, 2, 0, 0, 0), 19968, 4, (0,)),
-            Profile(4, 0, "7g.40gb", 7, 1, 98, (7, 5, 0, 1, 1), 40192, 8, (0,)),
-        ),
-    ),
-    "H100-SXM5-80GB": GpuModel(
-        "NVIDIA H100 80GB HBM3",
-        9,
-        0x2330,
-        81559,
-        (
-            Profile(0, 19, "1g.10gb", 1, 7, 16, (1, 1, 0, 1, 0), 9984, 1, _SEVEN),
-            Profile(7, 20, "1g.10gb+me", 1, 1, 16, (1, 1, 0, 1, 1), 9984, 1, _SEVEN),
-            Profile(9, 15, "1g.20gb", 1, 4, 26, (1, 1, 0, 1, 0), 20096, 2, (0, 2, 4, 6)),
-            Profile(1, 14, "2g.20gb", 2, 3, 32, (2, 2, 0, 2, 0), 20096, 2, (0, 2, 4)),
-            Profile(2, 9, "3g.40gb", 3, 2, 60, (3, 3, 0, 3, 0), 40448, 4, (0, 4)),
-            Profile(3, 5, "4g.40gb", 4, 1, 64, (4, 4, 0, 4, 0), 40448, 4, (0,)),
-            Profile(4, 0, "7g.80gb", 7, 1, 132, (8, 7, 0, 7, 1), 81152, 8, (0,)),
-        ),
-    ),
-    "L40S": GpuModel("NVIDIA L40S", 8, 0x26B9, 46068, ()),
-}
-DEFAULT_MODEL = "L40S"
 GI_PROFILE_COUNT = 18  # NVML_GPU_INSTANCE_PROFILE_COUNT
 CI_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6}  # NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE -> n
 CI_PROFILE_COUNT = 9
@@ -208,11 +176,6 @@ CONSTANTS = {  # pynvml's values (the conformance test holds them to the real mo
     "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED": 0,
     "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT": 1,
 }
-
-
-def gi_id(size: int, start: int) -> int:
-    """The GPU instance ID NVML gives a placement (its swizzle ID)."""
-    return {8: 0, 4: 1 + start // 4, 2: 3 + start // 2, 1: 7 + start}[size]
 
 
 def caps_minor(gpu_minor: int, gi: int, ci: int | None = None) -> int:
@@ -241,8 +204,11 @@ class MigNvml:
     def _resolve(self, key: tuple) -> tuple[Any, dict | None, dict | None]:
         """(gpu, gpu instance, compute instance) of a handle's key; GPU_IS_LOST, INVALID_ARGUMENT when gone."""
         gpu = self.gpus.get(key[1])
-        if gpu is None or gpu.generation != key[2]:
+        generation, epoch = key[2]
+        if gpu is None or gpu.generation != generation:
             raise self.NVMLError(self.NVML_ERROR_GPU_IS_LOST)
+        if gpu.mig.get("epoch", 0) != epoch:  # taken before an effective MIG mode change
+            raise self.NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
         if len(key) == 3:
             return gpu, None, None
         gi = next((g for g in gpu.mig["instances"] if g["serial"] == key[3]), None)
@@ -250,6 +216,15 @@ class MigNvml:
         if gi is None or (len(key) == 5 and ci is None):
             raise self.NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
         return gpu, gi, ci
+
+    @staticmethod
+    def _era(gpu: Any) -> tuple[int, int]:
+        """What a GPU handle taken now is bound to: the GPU (its generation) and its MIG mode epoch."""
+        return gpu.generation, gpu.mig.get("epoch", 0)
+
+    def _mode_changed(self, gpu: Any) -> None:
+        """MIG mode changed in effect: every handle of the GPU taken before is no longer valid."""
+        gpu.mig["epoch"] = gpu.mig.get("epoch", 0) + 1
 
     def _gi(self, handle: Any) -> tuple[Any, dict]:
         self._initialized()
@@ -297,6 +272,8 @@ class MigNvml:
         for gi in list(gpu.mig["instances"]):
             self._remove_caps(gpu, gi)
         gpu.mig["instances"] = []
+        if gpu.mig["current"] != gpu.mig["pending"]:
+            self._mode_changed(gpu)
         gpu.mig["current"] = gpu.mig["pending"]
         self._changed()
 
@@ -307,7 +284,7 @@ class MigNvml:
         found = next((p for p in MODELS[gpu.model].profiles if p.name == profile), None)
         if found is None:
             raise ValueError(f"{gpu.model} has no profile {profile}")
-        handle = self._handle(c_nvmlDevice_t, ("gpu", self._bus(bus_id), gpu.generation))
+        handle = self._handle(c_nvmlDevice_t, ("gpu", self._bus(bus_id), self._era(gpu)))
         self.init_count += 1
         try:
             if start is None:
@@ -412,6 +389,7 @@ class MigNvml:
                 status = self.NVML_ERROR_IN_USE
             else:
                 gpu.mig["current"] = mode
+                self._mode_changed(gpu)
         self._changed()
         return status
 
@@ -502,7 +480,12 @@ class MigNvml:
         if sum(1 for g in gpu.mig["instances"] if g["profile"] == found.id) >= found.instances:
             raise self.NVMLError(self.NVML_ERROR_INSUFFICIENT_RESOURCES)
         gpu.mig["serial"] += 1
-        gi = {"id": gi_id(found.size, start), "profile": found.id, "start": start, "size": found.size}
+        gi = {
+            "id": gi_id(found.size, start, memory_units(MODELS[gpu.model])),
+            "profile": found.id,
+            "start": start,
+            "size": found.size,
+        }
         gi.update(serial=gpu.mig["serial"], cis=[])
         gpu.mig["instances"].append(gi)
         self._write_caps(gpu, gi)

@@ -30,6 +30,7 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("aligned_dra_claim_status_queue", "", "claim status writes waiting"),
     ("aligned_dra_claim_status_dropped_total", "", "claim status writes given up"),
     ("aligned_dra_mig_kept_instances", "", "MIG instances no claim holds, kept: a process runs on them"),
+    ("aligned_dra_mig_unreadable_gpus", "cause", "MIG GPUs NVML could not read: last publication kept, or withdrawn"),
     ("aligned_dra_published_device_taints", "cause, effect", "device taints published"),
     ("aligned_dra_rails_file_error", "", "1 while --rails-file cannot be used"),
     ("aligned_dra_rail_problems", "", "problems of the rail rule at the last scan"),

@@ -138,7 +138,9 @@ def test_ampere_mig_mode_waits_for_a_reset_and_profiles_answer_only_then(fake):
     assert fake.nvmlDeviceSetMigMode(handle, 1) == pynvml.NVML_ERROR_RESET_REQUIRED
     assert fake.nvmlDeviceGetMigMode(handle) == [0, 1]
     assert code(fake.nvmlDeviceGetGpuInstanceProfileInfo, handle, 0) == pynvml.NVML_ERROR_NOT_SUPPORTED
-    fake.reset(A100)
+    fake.reset(A100)  # the pending mode applies: the handles taken before are no longer valid
+    assert code(fake.nvmlDeviceGetMigMode, handle) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    handle = fake.nvmlDeviceGetHandleByPciBusId(A100)
     assert fake.nvmlDeviceGetMigMode(handle) == [1, 1]
     info = fake.nvmlDeviceGetGpuInstanceProfileInfo(handle, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
     assert (info.id, info.name, info.sliceCount, info.instanceCount, info.memorySizeMB) == (
@@ -160,14 +162,17 @@ def test_ampere_mig_mode_waits_for_a_reset_and_profiles_answer_only_then(fake):
 def test_hopper_mig_mode_changes_at_once_when_idle_and_is_pending_with_a_process(fake):
     handle = fake.nvmlDeviceGetHandleByPciBusId(H100)
     assert fake.nvmlDeviceSetMigMode(handle, 1) == pynvml.NVML_SUCCESS
+    handle = fake.nvmlDeviceGetHandleByPciBusId(H100)  # the mode changed: a new handle
     assert fake.nvmlDeviceGetMigMode(handle) == [1, 1]
     assert fake.nvmlDeviceSetMigMode(handle, 0) == pynvml.NVML_SUCCESS
+    handle = fake.nvmlDeviceGetHandleByPciBusId(H100)
     fake.run(H100, 77, 1 << 30)
     assert fake.nvmlDeviceSetMigMode(handle, 1) == pynvml.NVML_ERROR_IN_USE
-    assert fake.nvmlDeviceGetMigMode(handle) == [0, 1]
+    assert fake.nvmlDeviceGetMigMode(handle) == [0, 1]  # not idle: the mode stays, the handle too
     with pytest.raises(ValueError):
         fake.reset(H100)  # a process runs: no GPU reset
     fake.reset(H100, reboot=True)
+    handle = fake.nvmlDeviceGetHandleByPciBusId(H100)
     assert fake.nvmlDeviceGetMigMode(handle) == [1, 1]
     assert fake.nvmlDeviceGetComputeRunningProcesses(handle) == []
     me = fake.nvmlDeviceGetGpuInstanceProfileInfo(handle, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the driver publishes with --mig (mig_devices.MigScanner, through inventory.scan) on a node of an A100 40GB,
+"""What the driver publishes with --mig (mig/devices.MigScanner, through inventory.scan) on a node of an A100 40GB,
 an H100 80GB and an L40S behind the fake NVML."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from aligned_dra_driver.mig import devices as mig_devices
 from aligned_dra_driver.cli import mig_gpus, parser
 from aligned_dra_driver.collection import dra_mig
 from aligned_dra_driver.inventory import Options, scan
+from aligned_dra_driver.mig import devices as mig_devices
 
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
 
@@ -124,7 +124,7 @@ def test_static_layout_changes_wait_while_a_claim_holds_the_gpu(tmp_path, node):
     assert "gpu-0000-18-00-0-mig-1g-5gb-6" in names(mig.apply(devices())[0])
 
 
-def test_gpus_not_selected_or_not_readable_stay_whole(tmp_path, node):
+def test_gpus_not_selected_stay_whole_and_selected_ones_nvml_never_loaded_for_are_withdrawn(tmp_path, node):
     node.enable_mig(A100)
     node.create(A100, "1g.5gb", start=6)
     published, _sets = scanner(tmp_path, node, "static", gpus=[H100]).apply(devices())
@@ -133,8 +133,9 @@ def test_gpus_not_selected_or_not_readable_stay_whole(tmp_path, node):
     def broken():
         raise ImportError("No module named 'pynvml'")
 
-    mig = mig_devices.MigScanner("static", None, str(tmp_path), loader=broken)
-    assert names(mig.apply(devices())[0]) == names(devices())
+    mig = mig_devices.MigScanner("static", [A100], str(tmp_path), loader=broken)
+    assert names(mig.apply(devices())[0]) == names(devices()[1:])  # the A100's state is unknown: not published
+    assert mig.unreadable[A100][0] == "nvml" and "No module named 'pynvml'" in mig.unreadable[A100][1]
 
 
 def test_a_mig_gpu_is_never_made_shareable_and_its_devices_stand_on_the_parents_topology_entry(
