@@ -97,7 +97,13 @@ class Driver:
             from .mig.prepare import held_placements
 
             opts.mig_scanner = MigScanner(
-                opts.mig, opts.mig_gpus, opts.state_dir, busy=self._holds, held=held_placements
+                opts.mig,
+                opts.mig_gpus,
+                opts.state_dir,
+                busy=self._holds,
+                held=held_placements,
+                lock=self.mig.lock,  # a scan reads a GPU only between its Prepares and Unprepares
+                metrics=metrics,
             )
 
     # -- start-up ------------------------------------------------------------------

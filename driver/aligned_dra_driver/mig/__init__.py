@@ -3,6 +3,8 @@
 
 - :mod:`.nvml`: the NVML calls MIG needs, on ``pynvml`` (or the tests' fake);
 - :mod:`.devices`: what each scan publishes in the MIG GPUs' place (:class:`.devices.MigScanner`);
-- :mod:`.prepare`: instances made and destroyed at Prepare and Unprepare, crash safety at start
-  (:class:`.prepare.MigPreparer`).
+- :mod:`.prepare`: instances made and destroyed at Prepare and Unprepare (:class:`.prepare.MigPreparer`);
+- :mod:`.restore`: crash safety at start and the retries at each rescan (mixed into ``MigPreparer``);
+- :mod:`.mode`: a MIG mode change, its activation status and the mode read back;
+- :mod:`.holders`: the processes that hold a GPU (PID and command), for a refused change.
 """

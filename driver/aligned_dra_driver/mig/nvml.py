@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The NVML calls MIG needs (:mod:`aligned_dra_driver.mig.prepare`), on the module ``pynvml`` as nvidia-ml-py
 has it (list calls fill a buffer of handles and a count; a placement goes by reference), or the tests' fake.
+
+Fail closed: when profiles, instances, compute instances and MIG devices are listed, only the answers NVML
+documents for "no such index" (``NOT_SUPPORTED``, ``INVALID_ARGUMENT``; ``NOT_FOUND`` for a MIG device index)
+mean "not there"; every other error raises, so that an error never reads as "no instance".
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ from typing import Any
 from ..collection import mig_state
 from ..container_edits import PrepareError
 
-PROFILE_INDICES = 32  # NVML_GPU_INSTANCE_PROFILE_* and NVML_COMPUTE_INSTANCE_PROFILE_* indices tried
-ERRORS = {"NOT_SUPPORTED": 3, "NOT_FOUND": 6, "GPU_IS_LOST": 15, "RESET_REQUIRED": 16, "IN_USE": 19}
-ERRORS["INSUFFICIENT_RESOURCES"] = 23
+ERRORS = {"INVALID_ARGUMENT": 2, "NOT_SUPPORTED": 3, "NOT_FOUND": 6, "GPU_IS_LOST": 15, "RESET_REQUIRED": 16}
+ERRORS.update(IN_USE=19, INSUFFICIENT_RESOURCES=23)
+ABSENT = ("NOT_SUPPORTED", "INVALID_ARGUMENT")  # a profile index the GPU (instance) lacks, one past the enum
 
 
 def text(value: Any) -> str:
@@ -64,20 +68,25 @@ class Nvml:
             raise
         return bool(current)
 
-    def _indexed(self, call: Callable[[int], Any]) -> list[Any]:
-        """The infos of every profile index the GPU (instance) answers for."""
+    def absent(self, exc: BaseException, *names: str) -> bool:
+        """Whether NVML's error means "not there" (``names``, default :data:`ABSENT`), not a failure."""
+        return any(self.is_error(exc, name) for name in names or ABSENT)
+
+    def _indexed(self, call: Callable[[int], Any], count: int) -> list[Any]:
+        """The infos of every profile index the GPU (instance) answers for; any other NVML error raises."""
         infos = []
-        for index in range(int(getattr(self.lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", PROFILE_INDICES))):
+        for index in range(count):
             try:
                 infos.append(call(index))
             except Exception as exc:
-                if self.code(exc) is None:
+                if not self.absent(exc):
                     raise
         return infos
 
     def profiles(self, handle: Any) -> list[Any]:
-        """GPU instance profile infos (MIG mode on)."""
-        return self._indexed(lambda index: self.lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, index))
+        """GPU instance profile infos (MIG mode on; none while it is off: NVML answers NOT_SUPPORTED)."""
+        count = int(getattr(self.lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", mig_state.GPU_INSTANCE_PROFILE_COUNT))
+        return self._indexed(lambda index: self.lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, index), count)
 
     def profile(self, handle: Any, name: str, pci: str) -> Any:
         for info in self.profiles(handle):
@@ -108,7 +117,10 @@ class Nvml:
 
     def _ci_profiles(self, gi: Any) -> list[Any]:
         engine = getattr(self.lib, "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", 0)
-        return self._indexed(lambda index: self.lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, index, engine))
+        count = int(getattr(self.lib, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", mig_state.COMPUTE_INSTANCE_PROFILE_COUNT))
+        return self._indexed(
+            lambda index: self.lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, index, engine), count
+        )
 
     def compute_instances(self, gi: Any) -> list[tuple[Any, int]]:
         out = []
@@ -135,6 +147,13 @@ class Nvml:
                 return int(self.lib.nvmlComputeInstanceGetInfo(ci).id)
         raise PrepareError(f"no compute instance profile spans {slices} slice(s)")
 
+    def gpu_processes(self, handle: Any) -> list[int]:
+        """PIDs of every compute process NVML lists on the GPU (on any of its instances)."""
+        return sorted({int(p.pid) for p in self.lib.nvmlDeviceGetComputeRunningProcesses(handle)})
+
+    def minor(self, handle: Any) -> int:
+        return int(self.lib.nvmlDeviceGetMinorNumber(handle))
+
     def processes(self, handle: Any, gi_id: int) -> list[int]:
         """PIDs running on the GPU instance (NVML lists them on the parent with their instance ids)."""
         return sorted(
@@ -148,7 +167,7 @@ class Nvml:
             try:
                 mig = self.lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
             except Exception as exc:
-                if self.code(exc) is None:
+                if not self.absent(exc, "NOT_FOUND", "INVALID_ARGUMENT"):  # NOT_FOUND: no MIG device at the index
                     raise
                 continue
             if (self.lib.nvmlDeviceGetGpuInstanceId(mig), self.lib.nvmlDeviceGetComputeInstanceId(mig)) == (

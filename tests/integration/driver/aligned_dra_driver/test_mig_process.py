@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The driver process with ``--mig=dynamic`` starting after a reboot (the fault lab's MIG start, end to end).
+"""The driver process with ``--mig=dynamic``: the fault lab's MIG paths end to end, one test each: a start after a
+reboot, and NVML failing (a mode change refused while a process holds the GPU, an error in Unprepare).
 
 Before the start: the checkpoint holds a prepared claim's MIG device (2g.20gb at memory slice 4) made in an
 earlier boot, and the checkpoint's ``boot_id`` is that boot's; NVML (tests/support/fakes/nvml.py, the driver's
@@ -8,7 +9,8 @@ claim holds: 1g.10gb at slice 6, idle, and 3g.40gb at slice 0, which a process r
 create the claim's instance again and write its CDI spec with the new nvidia-caps minors, destroy the idle
 instance, keep the busy one (a warning, ``aligned_dra_mig_kept_instances`` 1) and record the new boot; then a claim
 allocated the freed placement is prepared over gRPC (its instance made) and unprepared (destroyed). The
-in-process cases (a crash at each step of Prepare) are in tests/unit/driver/aligned_dra_driver/test_mig_prepare.py.
+in-process cases (a crash at each step of Prepare, an NVML error at each call) are in
+tests/unit/driver/aligned_dra_driver/mig/test_prepare.py and test_prepare_faults.py.
 """
 
 from __future__ import annotations
@@ -98,3 +100,56 @@ def test_a_start_after_a_reboot_makes_the_claims_instance_again_and_sweeps_the_u
     assert minors == [fake_nvml.nvml_mig.caps_minor(0, remade["id"]), fake_nvml.nvml_mig.caps_minor(0, remade["id"], 0)]
     log = driver.log.read_text()
     assert "3g.40gb at memory slice 0 is held by no claim but runs process(es) [4242]" in log
+
+
+def published_mig(api, profile: str, start: int) -> str | None:
+    """The name of the MIG device the driver published for ``profile`` at memory slice ``start``, if any."""
+    for item in api.list("resourceslices"):
+        for device in item["spec"].get("devices") or []:
+            attributes = device.get("attributes") or {}
+            if (attributes.get("dra.aligned.dev/profile"), attributes.get("dra.aligned.dev/placementStart")) == (
+                {"string": profile},
+                {"int": start},
+            ):
+                return device["name"]
+    return None
+
+
+def test_a_refused_mode_change_is_retried_at_rescan_and_an_nvml_error_in_unprepare_keeps_the_claim(setup):
+    """The fault lab's NVML path end to end: a process holds the H100 at start (MIG mode stays off, the process
+    named); it ends, and a rescan turns MIG mode on; a MIG claim is prepared, its Unprepare meets an NVML error
+    (the claim stays, its instance too), the kubelet's retry releases it, and nothing is left."""
+    node, env, state = setup
+    nvml = fake_nvml.FakeNvml(procfs=node.proc)
+    nvml.add_gpu(h.GPU_BDF, model="H100-SXM5-80GB")
+    (node.proc / "4242").mkdir(parents=True)
+    (node.proc / "4242" / "comm").write_text("dcgm-exporter\n")
+    nvml.run(h.GPU_BDF, 4242, 1 << 30)
+    nvml.write_state(state)
+    with FakeApiServer("1.36") as api:
+        api.create(h.node_object())
+        driver = h.DriverProcess(node, api, env=env, extra=["--mig=dynamic"]).start()
+        try:
+            refused = f"GPU {h.GPU_BDF}: MIG mode stays off: process 4242 (dcgm-exporter) holds the GPU"
+            h.wait_until(lambda: refused in driver.log.read_text(), timeout=30, what="the refusal logged")
+            nvml = fake_nvml.FakeNvml.from_state_file(state)
+            nvml.end(h.GPU_BDF, 4242)
+            name = h.wait_until(lambda: published_mig(api, "1g.10gb", 0), timeout=30, what="MIG devices published")
+            assert driver.log.read_text().count(refused) == 1  # named once, not at every scan
+            ref = h.claim_ref(api.create(h.claim_object("mig", [{"request": "gpu", "device": name}])))
+            answer = driver.prepare([ref]).claims[ref["uid"]]
+            assert not answer.error, answer.error
+            nvml = fake_nvml.FakeNvml.from_state_file(state)  # read again: inject writes the state it holds
+            nvml.inject("nvmlComputeInstanceDestroy", nvml.NVML_ERROR_UNKNOWN)
+            error = driver.unprepare([ref]).claims[ref["uid"]].error
+            assert f"GPU {h.GPU_BDF}: MIG 1g.10gb at memory slice 0" in error and "stays prepared" in error
+            data = json.loads((node.state / "checkpoint.json").read_text())
+            assert ref["uid"] in data["claims"]
+            assert [(i["profile"], i["start"], i["cis"]) for i in nvml.instances(h.GPU_BDF)] == [("1g.10gb", 0, [0])]
+            assert not driver.unprepare([ref]).claims[ref["uid"]].error  # the kubelet's retry
+        finally:
+            assert driver.stop() == 0
+    assert fake_nvml.FakeNvml.from_state_file(state).instances(h.GPU_BDF) == []
+    data = json.loads((node.state / "checkpoint.json").read_text())
+    assert data["claims"] == {} and "mig_started" not in data
+    assert list(node.cdi.iterdir()) == []

@@ -12,8 +12,10 @@ from pathlib import Path
 import pynvml  # nvidia-ml-py, pinned in requirements-dev.txt
 import pytest
 from aligned_dra_driver import usage
+from aligned_dra_driver.mig import mode as mig_mode
 from aligned_dra_driver.mig import nvml as mig_nvml
 from aligned_dra_driver.mig import prepare as mig_prepare
+from aligned_dra_driver.mig import restore as mig_restore
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 
@@ -30,7 +32,7 @@ def nvml_calls(module) -> list[tuple[str, int, int]]:
     ]
 
 
-@pytest.mark.parametrize("module", [mig_nvml, mig_prepare, usage], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [mig_nvml, mig_prepare, mig_mode, mig_restore, usage], ids=lambda m: m.__name__)
 def test_every_nvml_call_is_the_real_library_s_with_arguments_it_takes(module):
     calls = nvml_calls(module)
     assert calls
@@ -78,3 +80,51 @@ def test_instances_are_made_found_listed_and_destroyed_on_the_strict_fake(tmp_pa
     assert nvml.is_error(refused.value, "INVALID_ARGUMENT")
     with pytest.raises(mig_prepare.PrepareError, match="no MIG profile '9g.99gb'"):
         nvml.profile(handle, "9g.99gb", BUS)
+
+
+def test_only_not_supported_and_invalid_argument_mean_not_there_when_listing(tmp_path):
+    fake = fake_nvml.FakeNvml(procfs=tmp_path)
+    fake.add_gpu(BUS, model="H100-SXM5-80GB")
+    fake.enable_mig(BUS)
+    fake.create(BUS, "2g.20gb", start=0)
+    fake.nvmlInit()
+    nvml = mig_nvml.Nvml(fake)
+    handle = nvml.handle(BUS)
+    (made,) = nvml.instances(handle)  # the profile indices the H100 lacks answer NOT_SUPPORTED: skipped
+    calls = [
+        "nvmlDeviceGetGpuInstanceProfileInfo",
+        "nvmlDeviceGetGpuInstances",
+        "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+        "nvmlGpuInstanceGetComputeInstances",
+    ]
+    for call in calls:
+        for error in (fake.NVML_ERROR_UNKNOWN, fake.NVML_ERROR_NOT_FOUND, fake.NVML_ERROR_NO_PERMISSION):
+            fake.inject(call, error)
+            with pytest.raises(fake.NVMLError) as failed:
+                nvml.instances(handle)
+            assert failed.value.value == error, call
+    fake.inject("nvmlDeviceGetMigDeviceHandleByIndex", fake.NVML_ERROR_UNKNOWN)
+    with pytest.raises(fake.NVMLError):
+        nvml.mig_uuid(handle, made.id, 0)
+    assert nvml.mig_uuid(handle, made.id, 0) == fake.mig_uuid(BUS, made.id)  # NOT_FOUND past the last: absent
+
+
+def test_a_mode_change_is_read_back_and_a_refused_one_leaves_nothing_pending(tmp_path):
+    fake = fake_nvml.FakeNvml(procfs=tmp_path)
+    fake.add_gpu(BUS, model="H100-SXM5-80GB")
+    fake.add_gpu("0000:2a:00.0", model="A100-SXM4-40GB")
+    fake.nvmlInit()
+    nvml = mig_nvml.Nvml(fake)
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "cmdline").write_bytes(b"/usr/bin/dcgm-exporter\0-f\0")  # no comm: cmdline's first word
+    fake.run(BUS, 4242, 1 << 30)
+    with pytest.raises(mig_mode.ModeRefused, match=r"MIG mode stays off: process 4242 \(dcgm-exporter\) holds"):
+        mig_mode.set_mode(nvml, BUS, nvml.handle(BUS), True, str(tmp_path))
+    assert fake.nvmlDeviceGetMigMode(nvml.handle(BUS)) == [0, 0]
+    fake.end(BUS, 4242)
+    handle = mig_mode.set_mode(nvml, BUS, nvml.handle(BUS), True, str(tmp_path))
+    assert nvml.mig_mode(handle) is True and fake.nvmlDeviceGetMigMode(handle) == [1, 1]
+    ampere = nvml.handle("0000:2a:00.0")
+    with pytest.raises(mig_mode.ModeRefused, match="stays off: the change needs a GPU reset"):
+        mig_mode.set_mode(nvml, "0000:2a:00.0", ampere, True, str(tmp_path))
+    assert fake.nvmlDeviceGetMigMode(nvml.handle("0000:2a:00.0")) == [0, 0]

@@ -7,100 +7,43 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 
 import pytest
 from aligned_dra_driver import driver as drv
-from aligned_dra_driver.mig import prepare as mig_prepare
 from aligned_dra_driver.inventory import Options
 from aligned_dra_driver.metrics import Metrics
+from aligned_dra_driver.mig import prepare as mig_prepare
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
+from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
+    BOOT,
+    AsProbed,
+    Crash,
+    claim,
+    fake,
+    instances,
+    make,
+    mig_mode,
+    mig_name,
+    node_tree,
+    on_disk,
+    publish,
+)
 
 caps_minor = fake_nvml.nvml_mig.caps_minor
-
-BOOT = "11111111-2222-3333-4444-555555555555"
-
-
-class Crash(BaseException):
-    """The driver process dies here (no except clause of the driver catches it)."""
 
 
 @pytest.fixture
 def node():
-    root = h.memory_tmp()
-    tree = h.NodeTree.build(root)
-    (tree.proc / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
-    (tree.proc / "sys" / "kernel" / "random" / "boot_id").write_text(BOOT + "\n")
-    yield tree
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def fake(node, monkeypatch, model="H100-SXM5-80GB", mig=True):
-    """The node's GPU (minor 0) in tests/support/fakes/nvml.py, the driver's pynvml."""
-    nvml = fake_nvml.FakeNvml(procfs=node.proc)
-    nvml.add_gpu(h.GPU_BDF, model=model)
-    if mig:
-        nvml.enable_mig(h.GPU_BDF)
-    monkeypatch.setattr(mig_prepare, "load_pynvml", lambda: nvml)
-    return nvml
+    yield from node_tree()
 
 
 @pytest.fixture
 def nvml(node, monkeypatch):
     monkeypatch.setattr(mig_prepare, "_HELD", {})
     return fake(node, monkeypatch)
-
-
-def mig_mode(nvml):
-    nvml.nvmlInit()
-    return nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByPciBusId(h.GPU_BDF))
-
-
-def mig_name(profile, start):
-    return f"{h.GPU}-mig-{profile.replace('.', '-')}-{start}"
-
-
-def publish(driver, profile, start, size, static_uuid=None):
-    """The MIG device as the scan publishes it (its name mapped to the parent GPU's topology entry)."""
-    name = mig_name(profile, start)
-    attributes = {
-        "dra.aligned.dev/kind": {"string": "mig"},
-        "dra.aligned.dev/profile": {"string": profile},
-        "dra.aligned.dev/placementStart": {"int": start},
-        "dra.aligned.dev/placementSize": {"int": size},
-    }
-    if static_uuid:
-        attributes["dra.aligned.dev/migUUID"] = {"string": static_uuid}
-    driver.inventory.devices.append({"name": name, "attributes": attributes})
-    driver.inventory.by_name[name] = driver.inventory.by_name[h.GPU]
-    return name
-
-
-def make(node, mode="dynamic", kube=None, metrics=None):
-    opts = Options(**node.options(mig=mode))
-    kube = kube or d.ClaimsInMemory()
-    driver = drv.Driver(opts, kube, metrics=metrics, status_queue=d.StatusRecorder(kube))
-    driver.restore()
-    driver.rescan()
-    for profile, start, size in (("1g.10gb", 0, 1), ("1g.10gb", 1, 1), ("2g.20gb", 0, 2), ("3g.40gb", 4, 4)):
-        publish(driver, profile, start, size)
-    return driver, kube
-
-
-def claim(kube, name, device):
-    return kube.add(h.claim_object(name, [{"request": "gpu", "device": device}]))
-
-
-def on_disk(node):
-    data = json.loads((node.state / "checkpoint.json").read_text())
-    return data, sorted(p.name for p in node.cdi.iterdir())
-
-
-def instances(nvml):
-    return sorted((i["profile"], i["start"], i["cis"]) for i in nvml.instances(h.GPU_BDF))
 
 
 def test_prepare_creates_the_instance_and_gives_its_caps_nodes(node, nvml):
@@ -151,7 +94,11 @@ def test_unprepare_destroys_the_instance_and_waits_for_its_process(node, nvml):
     assert list(node.cdi.iterdir()) == []
     again = claim(kube, "b", mig_name("1g.10gb", 0))
     assert "error" not in driver.prepare([again])[again[1]]
-    nvml.remove_gpu(h.GPU_BDF)  # the GPU fell off the bus: its instance went with it
+    nvml.remove_gpu(h.GPU_BDF)  # NVML does not find the GPU, but its PCI function is still there: kept
+    error = driver.unprepare([again])[again[1]]
+    assert "NVML cannot find the GPU" in error and "the claim stays prepared" in error
+    assert again[1] in driver.checkpoint.claims
+    (node.sys / "bus" / "pci" / "devices" / h.GPU_BDF).unlink()  # gone from the bus: its instance went with it
     assert driver.unprepare([again])[again[1]] == "" and driver.checkpoint.claims == {}
 
 
@@ -241,7 +188,7 @@ def test_static_devices_are_found_and_never_destroyed(node, nvml):
 
 
 def test_a_gpu_the_driver_does_not_run_as_mig_is_refused(node, nvml):
-    opts = Options(**node.options(mig="dynamic", mig_gpus=["0000:99:00.0"]))
+    opts = Options(**node.options(mig="dynamic", mig_gpus=["0000:99:00.0"], mig_scanner=AsProbed()))
     kube = d.ClaimsInMemory()
     driver = drv.Driver(opts, kube, status_queue=d.StatusRecorder(kube))
     driver.restore()

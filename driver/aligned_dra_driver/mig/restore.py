@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MIG crash safety at start (:meth:`MigRestore.restore`, from ``Driver.restore``) and the retries at each rescan
+(:meth:`MigRestore.sweep`), mixed into :class:`aligned_dra_driver.mig.prepare.MigPreparer`.
+
+At start: the started records of claims that were not committed are rolled back (the kubelet's retry prepares
+them again); each committed claim's instance is found again, or, after a new boot
+(``<procfs>/sys/kernel/random/boot_id`` differs from the checkpoint's: instances do not survive a reboot),
+created again, and its CDI spec rewritten with the nvidia-caps minors of now. An instance of a dynamic GPU that
+no committed claim holds is destroyed when no process runs on it; one with a process is kept, logged as a
+warning, counted in ``aligned_dra_mig_kept_instances``, and ``held_placements`` names its placement so that the
+publishing leaves the devices over those memory slices out. A dynamic GPU (Hopper and newer) left with MIG mode
+off that no claim holds whole goes back to MIG mode.
+
+Fail closed: an NVML error never reads as "nothing there". A roll back that meets one keeps its started record,
+a GPU whose instances cannot be listed is not swept, and a MIG mode change NVML refuses (a process holds the GPU:
+named by PID and command) leaves the GPU as it is. Each rescan (:meth:`MigRestore.sweep`) tries again: the
+started records left (of claims no call works on), the GPUs not swept, the kept instances whose processes
+ended, and MIG mode on for the GPUs where it was refused, until the GPU is idle. A reason is logged when it
+changes, not at every scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from ..collection import topology
+from ..container_edits import PrepareError, mig_edits
+from .nvml import Instance, Nvml, at, text
+
+LOG = logging.getLogger(__name__)
+
+NVIDIA = "0x10de"
+HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER: MIG mode changes without a reset from here on
+
+
+def claimed_placements(claims: dict[str, Any]) -> dict[str, list[tuple[int, int]]]:
+    """``{pci_address: [(start, size)]}`` of the MIG devices the prepared claims hold."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for entry in claims.values():
+        for device in entry.get("devices") or []:
+            mig = device.get("mig")
+            if isinstance(mig, dict):
+                place = mig["placement"]
+                out.setdefault(device["pci_address"], []).append((place["start"], place["size"]))
+    return out
+
+
+def read_boot_id(procfs_root: str) -> str | None:
+    try:
+        with open(os.path.join(procfs_root, "sys", "kernel", "random", "boot_id"), encoding="ascii") as handle:
+            return handle.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def nvidia_gpus(sysfs_root: str, procfs_root: str) -> list[str]:
+    """PCI addresses of the node's NVIDIA GPUs (the GPUs NVML may know), as the topology probe sees them."""
+    topo = topology.probe(sysfs_root, procfs_root)
+    return [
+        d["pci_address"] for d in topo.get("devices") or [] if d.get("kind") == "gpu" and d.get("vendor_id") == NVIDIA
+    ]
+
+
+class MigRestore:
+    """Start-up and rescan of :class:`~aligned_dra_driver.mig.prepare.MigPreparer` (which gives the rest)."""
+
+    driver: Any
+    opts: Any
+    mode: str
+    nvml: Nvml | None
+    kept: dict[str, list[Instance]]
+    new_boot: bool
+    mode_retry: dict[str, str]
+    _whole: dict[str, str]
+    unswept: set[str]  # GPUs whose instances could not be checked at start (retried at each rescan)
+
+    # given by MigPreparer
+    lib: Any
+    lock: Any
+    manages: Any
+    roll_back: Any
+    _record: Any
+    _mig_mode_on: Any
+    _mode_back_on: Any
+    _publish_held: Any
+    _gone: Any
+
+    def restore(self) -> dict[str, list[str]]:
+        """Crash safety at start (module docstring); what it did: rolled back, recreated, destroyed, kept."""
+        outcome: dict[str, list[str]] = {"rolled_back": [], "recreated": [], "destroyed": [], "kept": []}
+        checkpoint = self.driver.checkpoint
+        self.unswept = set()
+        try:
+            self.lib()
+        except PrepareError as exc:
+            LOG.error("MIG: %s; instances left by an earlier run are not checked", exc)
+            return outcome
+        boot = read_boot_id(self.opts.procfs_root)
+        new_boot = boot is not None and checkpoint.boot_id is not None and boot != checkpoint.boot_id
+        self.new_boot = new_boot
+        if new_boot:
+            LOG.info("MIG: a new boot since the last run: the prepared claims' instances are created again")
+        for uid in sorted(checkpoint.mig_started):
+            if uid not in checkpoint.claims and self.roll_back(uid):
+                outcome["rolled_back"].append(uid)
+        claims = dict(checkpoint.claims)
+        changed: dict[str, dict[str, Any]] = {}
+        for uid, entry in sorted(claims.items()):
+            fresh = self._refresh(uid, entry, outcome)
+            if fresh is not None:
+                changed[uid] = fresh
+        if self.mode == "dynamic":
+            self._sweep_unknown(outcome, dict(checkpoint.claims, **changed))
+        with self.driver.state_lock:
+            candidate = dict(checkpoint.claims, **changed)
+            before = checkpoint.boot_id
+            checkpoint.mig_started = {u: r for u, r in checkpoint.mig_started.items() if u not in candidate}
+            checkpoint.boot_id = boot or before
+            try:
+                checkpoint.save(candidate)
+            except OSError as exc:
+                checkpoint.boot_id = before
+                LOG.error("MIG: writing the checkpoint after the start-up check failed: %s", exc)
+            else:
+                checkpoint.claims = candidate
+        return outcome
+
+    def _refresh(self, uid: str, entry: dict[str, Any], outcome: dict[str, list[str]]) -> dict[str, Any] | None:
+        """A committed claim's MIG devices found again (created again where missing); the new entry if changed."""
+        devices = []
+        spec = entry["cdi_spec"]
+        names = {d["name"]: d for d in spec["devices"]}
+        changed = False
+        for device in entry["devices"]:
+            mig = device.get("mig")
+            if not isinstance(mig, dict) or not self.manages(device["pci_address"]):
+                devices.append(device)
+                continue
+            try:
+                fresh, topo = self._find_again(uid, device, outcome)
+                edits = mig_edits(self.opts, topo, fresh)
+            except Exception as exc:  # the claim stays prepared as it was; its pod sees what NVML left
+                LOG.error("MIG: claim %s: %s cannot be found or created again: %s", uid, device["device"], exc)
+                devices.append(device)
+                continue
+            cdi_name = device["cdi_device_ids"][0].split("=", 1)[1]
+            if cdi_name in names and names[cdi_name].get("containerEdits") != edits:
+                names[cdi_name] = dict(names[cdi_name], containerEdits=edits)  # new nvidia-caps minors
+                changed = True
+            changed = changed or fresh != mig
+            devices.append(dict(device, mig=fresh))
+        if not changed:
+            return None
+        new_spec = dict(spec, devices=[names[d["name"]] for d in spec["devices"]])
+        return dict(entry, devices=devices, cdi_spec=new_spec)
+
+    def _find_again(
+        self, uid: str, device: dict[str, Any], outcome: dict[str, list[str]]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The device's ``mig`` record as NVML has it now (a missing dynamic instance made again), and its topo."""
+        mig, pci = device["mig"], device["pci_address"]
+        place = mig["placement"]
+        nvml = self.lib()
+        with self.lock(pci):
+            handle = nvml.handle(pci)
+            if mig["mode"] == "dynamic" and self.new_boot:
+                handle = self._mig_mode_on(pci, handle)  # a new handle: the change may reset the GPU
+            minor = nvml.minor(handle)
+            topo = {"pci_address": pci, "gpu": {"minor": minor, "uuid": text(nvml.lib.nvmlDeviceGetUUID(handle))}}
+            found = at(nvml.instances(handle) if nvml.mig_mode(handle) else [], place["start"], place["size"])
+            if found is None and (mig["mode"] == "static" or not self.new_boot):
+                # in the same boot: an Unprepare cut short after the destroy, or destroyed by hand; its slices
+                # may be allocated again already, so it is not made again
+                raise PrepareError(
+                    f"its {mig['mode']} instance {mig['profile']} at memory slice {place['start']} is gone in this "
+                    "boot: not made again (the kubelet's Unprepare removes the claim)"
+                )
+            if found is None:
+                info = nvml.profile(handle, mig["profile"], pci)
+                nvml.create(handle, info, place["start"], place["size"])
+                found = at(nvml.instances(handle), place["start"], place["size"])
+                LOG.info("MIG: claim %s: %s created again at memory slice %s", uid, mig["profile"], place["start"])
+                outcome["recreated"].append(uid)
+            if found is None:
+                raise PrepareError("the GPU instance NVML created is not found")
+            ci_id = found.cis[0][1] if found.cis else nvml.create_ci(found.gi, found.slices)
+            return self._record(mig["mode"], found, ci_id, nvml.mig_uuid(handle, found.id, ci_id)), topo
+
+    def _sweep_unknown(self, outcome: dict[str, list[str]], claims: dict[str, Any]) -> None:
+        """Destroy the idle instances of the dynamic GPUs that no claim holds; keep (and name) those in use. A GPU
+        NVML fails to read is left as it is and tried again at each rescan."""
+        self.kept = {}
+        for pci in nvidia_gpus(self.opts.sysfs_root, self.opts.procfs_root):
+            if not self.manages(pci):
+                continue
+            try:
+                self._sweep_gpu(pci, claims, outcome)
+            except Exception as exc:
+                LOG.error("MIG: checking the instances of GPU %s failed (nothing destroyed, tried again): %s", pci, exc)
+                self.unswept.add(pci)
+        self._publish_held()
+
+    def _sweep_gpu(self, pci: str, claims: dict[str, Any], outcome: dict[str, list[str]]) -> None:
+        """One GPU of :meth:`_sweep_unknown`, under its lock; NVML's errors raise (nothing counts as absent)."""
+        nvml = self.lib()
+        with self.lock(pci):
+            held = claimed_placements(claims).get(pci, [])
+            started = {
+                (r["placement"]["start"], r["placement"]["size"])
+                for records in self.driver.checkpoint.mig_started.values()
+                for r in records
+                if r["pci_address"] == pci
+            }
+            handle = nvml.handle(pci)
+            if not nvml.mig_mode(handle):
+                self._mode_back_on(pci, handle, list(claims.values()))
+                return
+            self.mode_retry.pop(pci, None)
+            kept = []
+            for instance in nvml.instances(handle):
+                place = (instance.start, instance.size)
+                if place in held or place in started:
+                    continue
+                what = f"GPU {pci}: MIG {instance.profile} at memory slice {instance.start}"
+                pids = nvml.processes(handle, instance.id)
+                if pids:
+                    LOG.warning("%s is held by no claim but runs process(es) %s: kept, not published", what, pids)
+                    kept.append(instance)
+                    outcome["kept"].append(f"{pci}/{instance.start}")
+                    continue
+                nvml.destroy(instance)
+                LOG.info("%s was held by no claim: destroyed", what)
+                outcome["destroyed"].append(f"{pci}/{instance.start}")
+            self.kept[pci] = kept  # every instance of the GPU no claim holds that runs a process
+
+    # -- each rescan ---------------------------------------------------------------------
+
+    def sweep(self) -> list[str]:
+        """Each rescan: what the start left to retry (module docstring); the ``<pci>/<start>`` destroyed."""
+        if self.nvml is None:
+            return []  # NVML never loaded: nothing was done that needs a retry
+        self._retry_roll_backs()
+        done = self._retry_unswept()
+        done += self._retry_kept()
+        self._retry_mode()
+        return done
+
+    def _retry_roll_backs(self) -> None:
+        """The started records a failed roll back left, of claims not committed that no call works on."""
+        checkpoint, locks = self.driver.checkpoint, self.driver.claim_locks
+        for uid in sorted(checkpoint.mig_started):
+            if uid in checkpoint.claims or not locks.acquire(uid, timeout=0):
+                continue
+            try:
+                if uid in checkpoint.mig_started and uid not in checkpoint.claims and self.roll_back(uid):
+                    LOG.info("claim %s: its MIG roll back is done", uid)
+            finally:
+                locks.release(uid)
+
+    def _retry_unswept(self) -> list[str]:
+        outcome: dict[str, list[str]] = {"destroyed": [], "kept": []}
+        for pci in sorted(self.unswept):
+            try:
+                self._sweep_gpu(pci, dict(self.driver.checkpoint.claims), outcome)
+            except Exception as exc:
+                LOG.debug("MIG: GPU %s: its instances still cannot be checked: %s", pci, exc)
+                continue
+            self.unswept.discard(pci)
+            LOG.info("MIG: GPU %s: its instances are checked", pci)
+        if outcome["destroyed"] or outcome["kept"]:
+            self._publish_held()
+        return outcome["destroyed"]
+
+    def _retry_kept(self) -> list[str]:
+        """Destroy the kept instances whose processes ended; their ``<pci>/<start>``."""
+        if not self.kept:
+            return []
+        nvml = self.lib()
+        done = []
+        held = claimed_placements(self.driver.checkpoint.claims)
+        for pci, kept in sorted(self.kept.items()):
+            left = []
+            try:
+                with self.lock(pci):
+                    handle = nvml.handle(pci)
+                    now = nvml.instances(handle)
+                    for old in kept:
+                        instance = at(now, old.start, old.size, old.profile)
+                        if instance is None or (old.start, old.size) in held.get(pci, []):
+                            continue
+                        if nvml.processes(handle, instance.id):
+                            left.append(instance)
+                            continue
+                        nvml.destroy(instance)
+                        LOG.info(
+                            "GPU %s: MIG %s at memory slice %s: its processes ended, destroyed",
+                            pci,
+                            old.profile,
+                            old.start,
+                        )
+                        done.append(f"{pci}/{old.start}")
+            except Exception as exc:
+                LOG.error("MIG: GPU %s: the kept instances cannot be checked (retried): %s", pci, exc)
+                left = kept
+            self.kept[pci] = left
+        self.kept = {pci: kept for pci, kept in self.kept.items() if kept}
+        self._publish_held()
+        return done
+
+    def _retry_mode(self) -> None:
+        """MIG mode back on for the dynamic GPUs where it was refused or failed, now that they may be idle."""
+        nvml = self.lib()
+        for pci in sorted(self.mode_retry):
+            try:
+                with self.lock(pci):
+                    if pci in self._whole:
+                        continue  # a Prepare of the GPU whole is in flight: it decides
+                    try:
+                        handle = nvml.handle(pci)
+                    except Exception as exc:
+                        if self._gone(nvml, pci, exc, lookup=True):
+                            self.mode_retry.pop(pci, None)
+                            continue
+                        raise
+                    self._mode_back_on(pci, handle, list(self.driver.checkpoint.claims.values()))
+            except Exception as exc:
+                reason = f"GPU {pci}: turning MIG mode back on failed ({exc}); tried again at each rescan"
+                if self.mode_retry.get(pci) != reason:
+                    LOG.warning("%s", reason)
+                self.mode_retry[pci] = reason
