@@ -6,7 +6,10 @@ node-a only (node-b has the layout already); a re-run changes nothing; a process
 instances refuses a new layout in the plan, naming the GPU, the instance and the process, and no node
 changes. One module-scoped site, four ansible-playbook runs in a row; then an Ampere node not drained (no
 kubeconfig): its MIG mode needs a GPU reset, which only a drained node's GPUs get, so the GPUs are left as
-they are, the node is reported with what to do, and the run fails."""
+they are, the node is reported with what to do, and the run fails. Against a cluster (the fake API server), two
+runs: the nodes are drained, their GPU clients (systemd units that run, DaemonSet pods by a node label) stopped
+and started again, and uncordoned; an Ampere node whose reset fails stays cordoned, its clients started again,
+and the rollout stops; then the first failing node stays cordoned and the nodes after it are untouched."""
 
 from __future__ import annotations
 
@@ -17,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver.daemon import create_workload
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml, write_module
+from ansible_collections.aligned.dra.tests.support.fakes.systemctl import read_state, write_systemctl
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     recap,
@@ -46,8 +52,11 @@ def gpu_addresses(tree: Path) -> list[str]:
     ]
 
 
-def node(root: Path, name: str, model: str = "H100-SXM5-80GB") -> tuple[dict, Path, list[str]]:
-    """A node's host vars (its tree, its interpreter with the fake pynvml), its NVML state file and GPUs."""
+def node(
+    root: Path, name: str, model: str = "H100-SXM5-80GB", units: dict[str, str] | None = None
+) -> tuple[dict, Path, list[str]]:
+    """A node's host vars (its tree, its interpreter with the fake pynvml, and on its PATH the fake systemctl
+    with ``units`` and an ``nvidia-smi`` whose GPU reset fails), its NVML state file and GPUs."""
     tree = Path(build_tree(load_layout(LAYOUT), root / name))
     addresses = gpu_addresses(tree)
     nvml = FakeNvml(procfs=tree / "proc")
@@ -58,8 +67,12 @@ def node(root: Path, name: str, model: str = "H100-SXM5-80GB") -> tuple[dict, Pa
     shim = root / name / "shim"
     shim.mkdir()
     write_module(shim, state)
+    tools = root / name / "bin"
+    write_systemctl(tools, root / name / "systemd.json", units or {})
+    (tools / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU reset failed: in use by another client' >&2\nexit 1\n")
+    (tools / "nvidia-smi").chmod(0o755)
     python = root / name / "python"
-    python.write_text(f'#!/bin/sh\nPYTHONPATH={shim} exec {sys.executable} "$@"\n')
+    python.write_text(f'#!/bin/sh\nPATH={tools}:$PATH PYTHONPATH={shim} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     return {**tree_vars(tree), "ansible_python_interpreter": str(python)}, state, addresses
 
@@ -147,3 +160,130 @@ def test_an_ampere_node_that_needs_a_reset_stops_the_rollout(tmp_path):
     nvml = FakeNvml.from_state_file(state)
     handle = (nvml.nvmlInit(), nvml.nvmlDeviceGetHandleByPciBusId(addresses[0]))[1]
     assert nvml.nvmlDeviceGetMigMode(handle) == [0, 0]  # left as it was: only a drained node's GPUs are reset
+
+
+# -- against a cluster -------------------------------------------------------------------------------------
+
+UNITS = {"nvidia-dcgm.service": "active", "dcgm-exporter.service": "active", "aligned-dra-driver.service": "inactive"}
+EXPORTER_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"
+DRIVER_LABELS = {"app.kubernetes.io/name": "aligned-dra-driver", "app.kubernetes.io/component": "kubelet-plugin"}
+
+
+def cluster(api: FakeApiServer, nodes: list[str]) -> None:
+    """The nodes (the GPU operator's exporter label on), an exporter and the bundled driver's DaemonSet pod on
+    each, and a workload on the first."""
+    for name in nodes:
+        api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {EXPORTER_LABEL: "true"}}})
+    create_workload(api, nodes, [f"{nodes[0]}/default/trainer"], ["gpu-operator/nvidia-dcgm-exporter"])
+    template = {"metadata": {"labels": DRIVER_LABELS}, "spec": {"containers": [{"name": "driver", "image": "x:1"}]}}
+    owner = api.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "aligned-dra-driver", "namespace": "aligned-dra"},
+            "spec": {"selector": {"matchLabels": DRIVER_LABELS}, "template": template},
+        }
+    )
+    reference = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "aligned-dra-driver", "controller": True}
+    for name in nodes:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"aligned-dra-driver-{name}",
+                "namespace": "aligned-dra",
+                "labels": DRIVER_LABELS,
+                "ownerReferences": [{**reference, "uid": owner["metadata"]["uid"]}],
+            },
+            "spec": {"nodeName": name, **template["spec"]},
+        }
+        api.create(pod)
+
+
+def pods_on(api: FakeApiServer, node_name: str) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in api.list("pods") if p["spec"].get("nodeName") == node_name)
+
+
+def node_writes(api: FakeApiServer, node_name: str) -> list[tuple[str, str]]:
+    return [
+        (method, path)
+        for method, path, _type in api.requests
+        if method in ("PATCH", "POST", "PUT", "DELETE") and (f"/nodes/{node_name}" in path or path.endswith(node_name))
+    ]
+
+
+def test_the_rollout_against_a_cluster(tmp_path):
+    hosts, states, systemd = {}, {}, {}
+    for name, model in (("node-a", "H100-SXM5-80GB"), ("node-b", "H100-SXM5-80GB"), ("node-c", "A100-SXM4-40GB")):
+        hosts[name], states[name], addresses = node(tmp_path, name, model=model, units=dict(UNITS))
+        systemd[name] = tmp_path / name / "systemd.json"
+    with FakeApiServer(minor="1.35") as api:
+        cluster(api, list(hosts))
+        variables = {
+            "aligned_dra_site": "lab",
+            "aligned_dra_output_dir": str(tmp_path / "output"),
+            "aligned_dra_claims": {"templates": {"fractional_gpu": {"enabled": False}}},
+            "aligned_dra_mig": {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "two-3g"},
+            "aligned_dra_kubeconfig": str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+            "aligned_dra_drain_timeout": 10,
+            "aligned_dra_mig_gpu_clients_timeout": 10,
+        }
+        inventory = write_inventory(tmp_path / "hosts.yml", hosts, variables)
+
+        # node-a and node-b roll; node-c (Ampere) needs a GPU reset that fails: it stays cordoned, the run stops
+        first = run_playbook(inventory, PLAYBOOKS / "mig.yml")
+        assert first.returncode != 0, first.output
+        converged = {a: [("3g.40gb", 0), ("3g.40gb", 4)] for a in addresses}
+        assert instances(states["node-a"], addresses) == converged == instances(states["node-b"], addresses)
+        for name in ("node-a", "node-b"):
+            stored = api.get("nodes", name)
+            assert not stored["spec"].get("unschedulable"), name  # uncordoned
+            assert stored["metadata"]["labels"] == {EXPORTER_LABEL: "true"}  # the labels as they were
+            assert pods_on(api, name) == []  # the exporter and the driver were made to leave (the fake runs no
+            # DaemonSet controller to bring them back once the labels are)
+            # the units that ran stopped, the last in the list first, and started again in the list's order;
+            # the driver's unit was not running: neither stopped nor started
+            assert read_state(systemd[name])["calls"] == [
+                ["stop", "dcgm-exporter.service"],
+                ["stop", "nvidia-dcgm.service"],
+                ["start", "nvidia-dcgm.service"],
+                ["start", "dcgm-exporter.service"],
+            ]
+            assert read_state(systemd[name])["units"] == UNITS
+        # each pause was a label the DaemonSet excludes, written before its pods were deleted, and put back after
+        written = [
+            (m, p.split("?")[0]) for m, p, _t in api.requests if m in ("PATCH", "DELETE", "POST") and "node-a" in p
+        ]
+        assert written[-5:] == [
+            ("PATCH", "/api/v1/nodes/node-a"),  # paused
+            ("DELETE", "/api/v1/namespaces/gpu-operator/pods/nvidia-dcgm-exporter-node-a"),
+            ("DELETE", "/api/v1/namespaces/aligned-dra/pods/aligned-dra-driver-node-a"),
+            ("PATCH", "/api/v1/nodes/node-a"),  # put back
+            ("PATCH", "/api/v1/nodes/node-a"),  # uncordoned
+        ], written
+        assert "node-c needs a reboot for the MIG mode of" in first.output
+        assert "It stays cordoned and drained: reboot it (or set aligned_dra_mig_reboot: true)" in first.output
+        assert api.get("nodes", "node-c")["spec"].get("unschedulable") is True
+        assert api.get("nodes", "node-c")["metadata"]["labels"] == {EXPORTER_LABEL: "true"}
+        assert [c[0] for c in read_state(systemd["node-c"])["calls"]] == ["stop", "stop", "start", "start"]
+
+        # a new layout; node-a's first destroy is refused IN_USE by a client NVML does not list: node-a fails and
+        # stays cordoned with its clients started again, node-b and node-c (after it) are untouched
+        nvml = FakeNvml.from_state_file(states["node-a"])
+        nvml.inject("nvmlGpuInstanceDestroy", nvml.NVML_ERROR_IN_USE)
+        for name in hosts:
+            systemd[name].write_text(json.dumps({"units": dict(UNITS), "calls": []}))
+        del api.requests[:]
+        seven = {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "seven-1g"}
+        second = run_playbook(inventory, PLAYBOOKS / "mig.yml", "-e", json.dumps({"aligned_dra_mig": seven}))
+        assert second.returncode != 0, second.output
+        assert (
+            "nvmlGpuInstanceDestroy: " in second.output and "NVML lists no compute process on the GPU" in second.output
+        )
+        assert api.get("nodes", "node-a")["spec"].get("unschedulable") is True
+        assert [c[0] for c in read_state(systemd["node-a"])["calls"]] == ["stop", "stop", "start", "start"]
+        assert "MIG | Uncordon the node" not in second.output
+        for name in ("node-b", "node-c"):
+            assert node_writes(api, name) == [], name
+            assert read_state(systemd[name])["calls"] == []
+        assert instances(states["node-b"], addresses) == converged

@@ -46,3 +46,29 @@ def test_wrong_input_is_refused_naming_the_option(mig, said):
 def test_the_reboot_switch_is_a_bool_and_a_misspelt_name_gets_the_closest_one():
     assert "aligned_dra_mig_reboot" in errors({"aligned_dra_mig_reboot": "sometimes"})[0]
     assert "did you mean aligned_dra_mig_reboot?" in errors({"aligned_dra_mig_rebot": True})[0]
+
+
+def test_a_site_list_of_gpu_clients_passes():
+    clients = {
+        "systemd_units": ["nvidia-dcgm.service", "nvidia-persistenced.service"],
+        "daemonset_pods": [
+            {"namespace": "gpu-operator", "labels": {"app": "nvidia-dcgm-exporter"}, "node_label": "nvidia.com/x"}
+        ],
+        "bundled_driver": False,
+    }
+    assert errors({"aligned_dra_mig_gpu_clients": clients, "aligned_dra_mig_gpu_clients_timeout": 60}) == []
+
+
+@pytest.mark.parametrize(
+    ("clients", "said"),
+    [
+        ({"bundled_driver": "sometimes"}, "bundled_driver"),
+        ({"daemonset_pods": [{"labels": {"app": "x"}}]}, "node_label"),
+        ({"daemonset_pods": [{"node_label": "x"}]}, "labels"),
+        ({"daemonset_pods": [{"labels": {"app": "x"}, "node_label": "x", "selector": "a=b"}]}, "selector"),
+        ({"stop_units": []}, "stop_units"),
+    ],
+)
+def test_wrong_gpu_clients_are_refused_naming_the_option(clients, said):
+    (error,) = errors({"aligned_dra_mig_gpu_clients": clients})
+    assert error.startswith("aligned_dra_mig_gpu_clients: ") and said in error, error

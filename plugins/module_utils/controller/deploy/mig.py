@@ -174,6 +174,11 @@ def _runtime_class(settings: dict[str, Any]) -> str:
     return str(setting.get("runtime_class") or "") if setting else ""
 
 
+# A node the MIG role changes gets this label, which the driver's DaemonSet excludes (pod_spec)
+PAUSE_LABEL = "aligned.dra/deploy.driver"
+PAUSED = "paused-for-mig-change"
+
+
 def pod_spec(value: Any, settings: dict[str, Any], spec: dict[str, Any], container: dict[str, Any]) -> None:
     """With MIG on, the DaemonSet's pod ``spec`` and the GPU plugin's ``container`` as MIG needs them; what the
     reclaim watcher gave already stays as it is. Off: unchanged."""
@@ -191,6 +196,17 @@ def pod_spec(value: Any, settings: dict[str, Any], spec: dict[str, Any], contain
     )
     if not spec.get("runtimeClassName") and _runtime_class(settings):
         spec["runtimeClassName"] = _runtime_class(settings)
+    # the MIG role pauses the driver on a node it changes (roles/mig, aligned_dra_mig_gpu_clients): a node
+    # labelled PAUSE_LABEL=PAUSED is left by the DaemonSet, which comes back once the label is put back
+    affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    paused = {"key": PAUSE_LABEL, "operator": "NotIn", "values": [PAUSED]}
+    for term in terms:  # the terms are ORed: each excludes the paused node
+        if paused not in term.setdefault("matchExpressions", []):
+            term["matchExpressions"].append(paused)
 
 
 def without_mig(container: dict[str, Any]) -> dict[str, Any]:

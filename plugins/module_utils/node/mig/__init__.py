@@ -13,4 +13,6 @@ vendors the package (``driver/build_backend.py``); the driver imports it through
   preference among a profile's placements;
 - ``layout``: mig-parted configs, the selection of GPUs, and their validation against NVML's profiles;
 - ``apply``: the plan of changes per GPU (instances to destroy and create, MIG mode) and its apply.
+- ``boot``: the boot-time apply of a static node's layout as the role recorded it (``aligned-dra-mig.service``,
+  ``python -m``), one GPU at a time through ``apply``.
 """

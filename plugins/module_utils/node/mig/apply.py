@@ -12,6 +12,11 @@
   and no process on the GPU by the reset command (NVML's pending mode set first, so a reboot applies it where
   the reset fails); otherwise the GPU is left as it is and reported as needing a reboot.
 
+Refused while changing: NVML answering ``IN_USE`` to a destroy or a mode change, or a mode change's activation
+status that is not success, fails naming what holds the GPU: its processes (PID and command, read under
+``procfs_root``), or, where NVML lists none, a GPU client that is not a compute process (DCGM's host engine, an
+exporter, a device plugin: the role stops those listed in ``aligned_dra_mig_gpu_clients`` for the change).
+
 Refused before anything changes: an instance to destroy that runs a process (naming the GPU, the instance and
 the PIDs), a MIG mode change of a Hopper GPU that runs processes on a drained node (static; on a node not
 drained it is left as it is, reported in ``blocked``), and every layout error
@@ -274,8 +279,24 @@ def _mode_change(plan: dict[str, Any], gpu: dict[str, Any], mode: str, drained: 
 # -- the apply -----------------------------------------------------------------------------------------------
 
 
-def _destroy(nvml: Any, handle: Any, gpu: dict[str, Any], found: dict[str, Any]) -> None:
+def holders(nvml: Any, gpu: dict[str, Any], procfs_root: str) -> str:
+    """What holds the GPU, for a change NVML refused as in use: its processes (PID and command), or the clients
+    NVML does not list as processes."""
+    try:
+        pids = nvml_state.read_gpu(nvml, gpu["pci_address"]).get("processes") or []
+    except Exception:  # the refusal is the error to tell; who holds the GPU is a help
+        pids = []
+    if pids:
+        return f"the GPU is held by processes {_pids(pids, procfs_root)}"
+    return (
+        "NVML lists no compute process on the GPU: a GPU client holds it (DCGM's host engine, a DCGM exporter, "
+        "a device plugin, a monitoring agent); stop it for the change (aligned_dra_mig_gpu_clients)"
+    )
+
+
+def _destroy(nvml: Any, handle: Any, gpu: dict[str, Any], found: dict[str, Any], procfs_root: str = "/proc") -> None:
     what = f"{layout.describe(gpu)}: destroying instance {_shown(found)} (GPU instance {found['gpu_instance']})"
+    held = (nvml, gpu, procfs_root)
     gi = _nvml_in(nvml, what, "nvmlDeviceGetGpuInstanceById", handle, found["gpu_instance"])
     shared = int(getattr(nvml, "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", 0))
     for index in range(int(getattr(nvml, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", len(CI_SLICES)))):
@@ -286,15 +307,16 @@ def _destroy(nvml: Any, handle: Any, gpu: dict[str, Any], found: dict[str, Any])
                 continue
             raise MigError(f"{what}: {_describe(exc)}") from exc
         for ci in nvml_state.compute_instances(nvml, gi, int(info.id), int(info.instanceCount)):
-            _nvml_in(nvml, what, "nvmlComputeInstanceDestroy", ci)
-    _nvml_in(nvml, what, "nvmlGpuInstanceDestroy", gi)
+            _nvml_in(nvml, what, "nvmlComputeInstanceDestroy", ci, held=held)
+    _nvml_in(nvml, what, "nvmlGpuInstanceDestroy", gi, held=held)
 
 
-def _nvml_in(nvml: Any, what: str, name: str, *args: Any) -> Any:
+def _nvml_in(nvml: Any, what: str, name: str, *args: Any, held: tuple | None = None) -> Any:
+    """An NVML call of a change; ``held`` (nvml, gpu, procfs_root): an IN_USE answer names what holds the GPU."""
     try:
         return getattr(nvml, name)(*args)
     except Exception as exc:
-        hint = " (a process started on it)" if _code(exc) == IN_USE else ""
+        hint = f": {holders(*held)}" if held is not None and _code(exc) == IN_USE else ""
         raise MigError(f"{what}: {name}: {_describe(exc)}{hint}") from exc
 
 
@@ -328,17 +350,26 @@ def _create(nvml: Any, handle: Any, gpu: dict[str, Any], state: dict[str, Any], 
 
 
 def _set_mode(
-    nvml: Any, handle: Any, gpu: dict[str, Any], plan: dict[str, Any], runner: Callable, command: list
+    nvml: Any,
+    handle: Any,
+    gpu: dict[str, Any],
+    plan: dict[str, Any],
+    runner: Callable,
+    command: list,
+    procfs_root: str = "/proc",
 ) -> bool:
     """Set the MIG mode; reset the GPU where it needs one. True where the mode is now the wanted one."""
     want = plan["mig_mode"]["after"]
     what = f"{layout.describe(gpu)}: MIG mode {'on' if want else 'off'}"
-    status = _nvml_in(nvml, what, "nvmlDeviceSetMigMode", handle, int(want))
-    current = bool(_nvml_in(nvml, what, "nvmlDeviceGetMigMode", handle)[0])
+    held = (nvml, gpu, procfs_root)
+    status = _nvml_in(nvml, what, "nvmlDeviceSetMigMode", handle, int(want), held=held)
+    current = _mig_mode(nvml, what, gpu)
     if current == want:
         return True
     if status not in (SUCCESS, RESET_REQUIRED) or not plan["reset"]:
-        raise MigError(f"{what}: NVML answered {status} and the mode is still {'on' if current else 'off'}")
+        raise MigError(
+            f"{what}: NVML answered {status} and the mode is still {'on' if current else 'off'}: {holders(*held)}"
+        )
     argv = [part.replace("{pci_address}", gpu["pci_address"]) for part in command]
     try:
         rc, out, err = runner(argv)
@@ -350,7 +381,7 @@ def _set_mode(
             f"the GPU reset ({' '.join(argv)}) failed, rc {rc}: {(err or out).strip()}; a reboot applies the pending mode"
         )
         return False
-    current = bool(_nvml_in(nvml, what, "nvmlDeviceGetMigMode", handle)[0])
+    current = _mig_mode(nvml, what, gpu)
     if current != want:
         plan["reboot_required"] = True
         plan["blocked"] = (
@@ -359,17 +390,31 @@ def _set_mode(
     return current == want
 
 
+def _mig_mode(nvml: Any, what: str, gpu: dict[str, Any]) -> bool:
+    """The current MIG mode, through a handle taken now: NVML's handles of a GPU change with its MIG mode."""
+    handle = _nvml_in(nvml, what, "nvmlDeviceGetHandleByPciBusId", gpu["pci_address"])
+    return bool(_nvml_in(nvml, what, "nvmlDeviceGetMigMode", handle)[0])
+
+
 def apply_gpu(
-    nvml: Any, gpu: dict[str, Any], plan: dict[str, Any], entry: dict | None, runner: Callable, command: list
+    nvml: Any,
+    gpu: dict[str, Any],
+    plan: dict[str, Any],
+    entry: dict | None,
+    runner: Callable,
+    command: list,
+    procfs_root: str = "/proc",
 ) -> None:
     """Make the plan real for one GPU (not blocked); ``plan``'s ``create``, ``after`` and, where a reset failed,
-    ``reboot_required`` are updated."""
+    ``reboot_required`` are updated. ``procfs_root``: where a refusal reads the names of the GPU's processes."""
     handle = _nvml(nvml, "nvmlDeviceGetHandleByPciBusId", gpu["pci_address"])
     for found in plan["destroy"]:
-        _destroy(nvml, handle, gpu, found)
+        _destroy(nvml, handle, gpu, found, procfs_root)
     mode = plan["mig_mode"]
     turned_on = mode is not None and mode["after"] and not mode["before"]["current"]
-    if mode is None or _set_mode(nvml, handle, gpu, plan, runner, command):
+    if mode is None or _set_mode(nvml, handle, gpu, plan, runner, command, procfs_root):
+        if mode is not None:  # a handle taken before a mode change is no longer valid
+            handle = _nvml(nvml, "nvmlDeviceGetHandleByPciBusId", gpu["pci_address"])
         state = _read(nvml, gpu)
         if turned_on and entry is not None and entry["mig_enabled"] and plan["create"]:
             plan["create"] = target(entry, state)[2]  # the profiles are known now: placed and checked
@@ -427,12 +472,8 @@ def run(nvml: Any, params: dict[str, Any], check_mode: bool, runner: Callable) -
             for g in gpus
             if entries is not None and found[g["pci_address"]] is None
         ]
-        plans = [
-            plan_gpu(
-                g, mode, found.get(g["pci_address"]), bool(params.get("drained")), params.get("procfs_root") or "/proc"
-            )
-            for g in gpus
-        ]
+        procfs_root = params.get("procfs_root") or "/proc"
+        plans = [plan_gpu(g, mode, found.get(g["pci_address"]), bool(params.get("drained")), procfs_root) for g in gpus]
         for gpu, plan in zip(gpus, plans):
             if plan["blocked"]:
                 warnings.append(f"{layout.describe(gpu)}: {plan['blocked']}")
@@ -441,7 +482,7 @@ def run(nvml: Any, params: dict[str, Any], check_mode: bool, runner: Callable) -
             if plan["blocked"] or not plan["changed"]:  # nothing is done to it now
                 plan.update(changed=False, after=plan["before"])
                 continue
-            apply_gpu(nvml, gpu, plan, found.get(gpu["pci_address"]), runner, command)
+            apply_gpu(nvml, gpu, plan, found.get(gpu["pci_address"]), runner, command, procfs_root)
             if plan["blocked"]:
                 warnings.append(f"{layout.describe(gpu)}: {plan['blocked']}")
     finally:

@@ -80,6 +80,7 @@ def payloads() -> dict[str, list[str]]:
     for path in sorted((REPO / "plugins" / "modules").glob("*.py")):
         args += ["modules", str(path)]
     args += ["module_utils", str(REPO / "plugins" / "module_utils" / "node" / "network" / "netconf.py")]
+    args += ["module_utils", str(REPO / "plugins" / "module_utils" / "node" / "mig" / "boot.py")]
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".cache" / "collections"))
     found = subprocess.run(
         [sys.executable, "-c", FINDER, *args], capture_output=True, text=True, env=env, check=False, cwd=REPO
@@ -169,6 +170,15 @@ def test_boot_time_units_get_every_file_their_code_imports(payloads, role):
     (install,) = [task for task in tasks if task["name"] == "Install the network library"]
     files = install["aligned.dra.node_library"]["files"]
     assert sorted(files) == sorted([*payloads["netconf"], "node/network/netconf.py"])
+
+
+def test_the_mig_boot_time_unit_gets_every_file_its_code_imports(payloads):
+    """The mig role installs the library of its boot-time unit (node/mig/boot.py) by a list of files."""
+    tasks = yaml.safe_load((REPO / "roles" / "mig" / "tasks" / "persist.yml").read_text())
+    (install,) = [task for task in tasks[0]["block"] if task["name"] == "MIG | Install the MIG library"]
+    files = install["aligned.dra.node_library"]["files"]
+    assert sorted(files) == sorted([*payloads["boot"], "node/mig/boot.py"])
+    assert sides(files) == {"node"}
 
 
 @pytest.mark.parametrize("module", ["topology_info", "topology_capture", "sriov", "rdma", "network_plan"])

@@ -168,12 +168,8 @@ def test_ampere_on_a_node_not_drained_needs_a_reboot_and_is_left_as_it_is(nvml):
     (gpu,) = result["gpus"]
     assert result["reboot_required"] and gpu["reboot_required"] and not result["changed"]
     assert "not drained" in gpu["blocked"] and runner.argv == []
-    assert nvml.gpus[A100].mig == {
-        "current": 0,
-        "pending": 0,
-        "serial": 0,
-        "instances": [],
-    }
+    mig = nvml.gpus[A100].mig
+    assert (mig["current"], mig["pending"], mig["serial"], mig["instances"]) == (0, 0, 0, [])  # left as it was
     assert result["warnings"] == [
         f"GPU {A100} (NVIDIA A100-SXM4-40GB): its MIG mode needs a GPU reset, and the node is not drained"
     ]
@@ -296,3 +292,53 @@ def test_a_profile_with_attributes_and_mig_on_without_instances(nvml):
     result = run(nvml, layout="all-enabled", **args)
     assert result["changed"] and len(result["gpus"][0]["destroy"]) == 4
     assert nvml.instances(H100) == [] and nvml.gpus[H100].mig["current"] == 1
+
+
+def _comm(procfs, pid, name):
+    (procfs / str(pid)).mkdir()
+    (procfs / str(pid) / "comm").write_text(name + "\n")
+    return str(procfs)
+
+
+def test_a_destroy_refused_in_use_names_the_process_on_the_gpu(nvml, tmp_path):
+    nvml.enable_mig(A100)
+    kept = nvml.create(A100, "3g.20gb", start=4)
+    gone = nvml.create(A100, "4g.20gb", start=0)
+    nvml.run(A100, 4242, 1 << 30, gpu_instance=kept)
+    nvml.inject("nvmlGpuInstanceDestroy", nvml.NVML_ERROR_IN_USE, bus_id=A100)
+    with pytest.raises(apply.MigError) as caught:
+        run(nvml, layout="all-balanced", gpus={"pci_addresses": [A100]}, procfs_root=_comm(tmp_path, 4242, "python3"))
+    message = str(caught.value)
+    assert f"destroying instance 4g.20gb at memory slice 0 (size 4) (GPU instance {gone})" in message
+    assert message.endswith("(NVML error 19): the GPU is held by processes 4242 (python3)"), message
+
+
+def test_a_mode_change_refused_in_use_without_a_process_names_the_gpu_clients(nvml):
+    nvml.enable_mig(H100)
+    nvml.inject("nvmlDeviceSetMigMode", nvml.NVML_ERROR_IN_USE, bus_id=H100)
+    with pytest.raises(apply.MigError) as caught:
+        run(nvml, layout="all-disabled", gpus={"pci_addresses": [H100]}, drained=True)
+    message = str(caught.value)
+    assert message.startswith(f"GPU {H100} (NVIDIA H100") and "MIG mode off: nvmlDeviceSetMigMode" in message
+    assert "NVML lists no compute process on the GPU: a GPU client holds it (DCGM's host engine" in message
+    assert "(aligned_dra_mig_gpu_clients)" in message
+    handle = (nvml.nvmlInit(), nvml.nvmlDeviceGetHandleByPciBusId(H100))[1]
+    assert nvml.nvmlDeviceGetMigMode(handle) == [1, 1]  # left as it was
+
+
+def test_an_activation_status_not_success_names_the_process_that_started(nvml, tmp_path):
+    """A process starts on the Hopper GPU between the plan and the mode change: NVML's status is IN_USE, the mode
+    stays off, and the failure names the process."""
+    set_mode = nvml.nvmlDeviceSetMigMode
+
+    def started_first(handle, mode):
+        nvml.run(H100, 4343, 1 << 30)
+        return set_mode(handle, mode)
+
+    nvml.nvmlDeviceSetMigMode = started_first
+    with pytest.raises(apply.MigError) as caught:
+        run(nvml, layout="all-1g", gpus={"pci_addresses": [H100]}, procfs_root=_comm(tmp_path, 4343, "trainer"))
+    message = str(caught.value)
+    assert "MIG mode on: NVML answered 19 and the mode is still off" in message
+    assert message.endswith("the GPU is held by processes 4343 (trainer)"), message
+    assert nvml.instances(H100) == []

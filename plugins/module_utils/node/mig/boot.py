@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Boot-time apply of a static MIG node's layout (the ``mig`` role's ``aligned-dra-mig.service``).
+
+MIG instances do not survive a reboot: a node comes back with MIG mode as it was and no instances. The role
+writes the node's layout, once it was applied and verified, as JSON (``/etc/aligned-dra/mig.json``) and
+installs a systemd oneshot unit that runs, before the kubelet and the bundled driver::
+
+    python3 -m ansible_collections.aligned.dra.plugins.module_utils.node.mig.boot /etc/aligned-dra/mig.json
+
+with ``PYTHONPATH`` naming the library zip the role installs (``mig.zip``). Each GPU goes through the same
+:func:`apply.run` as the ``aligned.dra.mig`` module, one GPU at a time (a GPU that fails leaves the others
+to be made), with ``drained`` false: no GPU reset at boot. An Ampere GPU whose MIG mode is not the recorded
+one (its pending mode is applied by the reboot itself) is left as it is and reported. Then the GPU is read
+again in check mode: nothing may be left to change.
+
+State file (written by the role)::
+
+    {"mode": "static", "layout": "all-balanced",
+     "mig_configs": {"all-balanced": [{"devices": "all", "mig-enabled": true, "mig-devices": {...}}]},
+     "gpus": ["0000:18:00.0", "0000:2a:00.0"], "procfs_root": "/proc"}
+
+``gpus``: the GPUs the rollout selected, by PCI address (one that is gone fails, naming the node's GPUs).
+
+Exit status 0 when every GPU is as the layout says (changed or not), 1 when a GPU failed or NVML cannot start,
+2 for a bad command line or state file. One line per GPU says what was done; a failure names the GPU and the
+reason, at the journal's ``err`` priority (systemd reads the ``<3>`` prefix); a last JSON line sums it up.
+
+Node side: Python 3.9, standard library only (``pynvml`` of nvidia-ml-py imported at run time).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ansible_collections.aligned.dra.plugins.module_utils.node.mig import apply, layout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+NAME = "aligned-dra-mig"
+ERR = "<3>"  # the sd-daemon(3) priority prefix of an error, read by the journal
+
+
+class StateError(ValueError):
+    """The state file is not one the role writes; the message names the field."""
+
+
+def load_state(path: str) -> dict[str, Any]:
+    """The state file, checked: mode ``static``, a ``layout`` of ``mig_configs``, ``gpus`` a list of addresses."""
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict):
+        raise StateError(f"{path}: the state must be a JSON object")
+    if data.get("mode") != "static":
+        raise StateError(f"{path}: mode: only a static layout is applied at boot, not {data.get('mode')!r}")
+    configs, name = data.get("mig_configs"), data.get("layout")
+    if not isinstance(configs, dict) or not isinstance(name, str) or name not in configs:
+        raise StateError(f"{path}: layout: the name of a config of mig_configs, not {name!r}")
+    gpus = data.get("gpus")
+    if not isinstance(gpus, list) or not all(isinstance(g, str) and g for g in gpus):
+        raise StateError(f"{path}: gpus: a list of PCI addresses, not {gpus!r}")
+    procfs_root = data.get("procfs_root", "/proc")
+    if not isinstance(procfs_root, str) or not procfs_root:
+        raise StateError(f"{path}: procfs_root: a path, not {procfs_root!r}")
+    return data
+
+
+def _no_reset(argv: list[str]) -> tuple[int, str, str]:
+    """The reset command's runner: never called with ``drained`` false, and never resets a GPU at boot."""
+    return 1, "", "no GPU reset at boot"
+
+
+def _params(state: dict[str, Any], address: str) -> dict[str, Any]:
+    return {
+        "mode": "static",
+        "gpus": {"pci_addresses": [address]},
+        "mig_configs": state["mig_configs"],
+        "layout": state["layout"],
+        "drained": False,
+        "procfs_root": state.get("procfs_root", "/proc"),
+    }
+
+
+def _on(mode: Any) -> str:
+    return "on" if mode else "off"
+
+
+def _done(plan: dict[str, Any]) -> str:
+    """What was done to a GPU, in words."""
+    parts = []
+    if plan["destroy"]:
+        parts.append("destroyed " + ", ".join(apply._shown(i) for i in plan["destroy"]))
+    if plan["mig_mode"]:
+        parts.append(f"MIG mode {_on(plan['mig_mode']['after'])}")
+    if plan["create"]:
+        parts.append("created " + ", ".join(apply._shown(i) for i in plan["create"]))
+    return "; ".join(parts) or "as the layout says, nothing to do"
+
+
+def apply_gpu(nvml: Any, state: dict[str, Any], address: str) -> dict[str, Any]:
+    """The layout applied to one GPU, then verified: ``{"pci_address", "changed", "done", "error"}``."""
+    params = _params(state, address)
+    outcome: dict[str, Any] = {"pci_address": address, "changed": False, "done": "", "error": None}
+    try:
+        result = apply.run(nvml, params, False, _no_reset)
+        (plan,) = result["gpus"]
+        outcome.update(pci_address=plan["pci_address"], changed=plan["changed"], done=_done(plan))
+        described = layout.describe(plan)
+        if plan["reset"] and plan["reboot_required"]:
+            before, want = plan["mig_mode"]["before"]["current"], plan["mig_mode"]["after"]
+            outcome["error"] = (
+                f"{described}: its MIG mode is {_on(before)}, the layout wants it {_on(want)}: that needs a GPU "
+                "reset, never done at boot; left as it is (run the MIG rollout, docs/mig.md)"
+            )
+            return outcome
+        if plan["blocked"] or plan["reboot_required"]:
+            outcome["error"] = f"{described}: {plan['blocked'] or 'needs a reboot for its MIG mode'}"
+            return outcome
+        if plan["layout_entry"] is None:
+            outcome["done"] = f"layout {state['layout']} has no entry for it: left as it is"
+            return outcome
+        left = apply.run(nvml, params, True, _no_reset)["gpus"][0]
+        if left["changed"] or left["reboot_required"]:
+            outcome["error"] = f"{described}: still to change after the apply: {_done(left)}"
+    except (apply.MigError, layout.LayoutError) as exc:
+        message = str(exc)
+        outcome["error"] = message if address in message else f"GPU {address}: {message}"
+    return outcome
+
+
+def run(nvml: Any, state: dict[str, Any], out: Any, err: Any) -> int:
+    """Every GPU of the state, one after the other; lines to ``out`` (what was done) and ``err`` (failures)."""
+    outcomes = [apply_gpu(nvml, state, address) for address in state["gpus"]]
+    for outcome in outcomes:
+        if outcome["error"]:
+            err.write(f"{ERR}{NAME}: {outcome['error']}\n")
+        else:
+            out.write(f"{NAME}: GPU {outcome['pci_address']}: {outcome['done']}\n")
+    failed = [o["pci_address"] for o in outcomes if o["error"]]
+    summary = {
+        "layout": state["layout"],
+        "changed": [o["pci_address"] for o in outcomes if o["changed"] and not o["error"]],
+        "failed": failed,
+    }
+    out.write(json.dumps(summary, sort_keys=True) + "\n")
+    return 1 if failed else 0
+
+
+def load_pynvml() -> Any:
+    """The real ``pynvml`` (package ``nvidia-ml-py``); ImportError where it is not installed."""
+    import pynvml
+
+    return pynvml
+
+
+def main(argv: list[str] | None = None, nvml: Any = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        sys.stderr.write(f"{ERR}usage: python3 -m ...node.mig.boot STATE_FILE\n")
+        return 2
+    try:
+        state = load_state(args[0])
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"{ERR}{NAME}: cannot read the state file: {exc}\n")
+        return 2
+    if not state["gpus"]:
+        sys.stdout.write(f"{NAME}: no GPU to configure\n")
+        return 0
+    if nvml is None:
+        try:
+            nvml = load_pynvml()
+        except ImportError as exc:
+            sys.stderr.write(f"{ERR}{NAME}: nvidia-ml-py (module pynvml) does not load: {exc}; no GPU configured\n")
+            return 1
+    return run(nvml, state, sys.stdout, sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The mig role's boot-time apply (roles/mig/tasks/persist.yml, templates/aligned-dra-mig.service.j2).
+
+The unit is rendered from the role's template and defaults by a real ansible-playbook run, its ordering read,
+and parsed by ``systemd-analyze verify`` (offline). The persist tasks run as the role runs them, by a real
+ansible-playbook run on this machine, with the unit directory, the state and library directories moved under
+tmp_path and systemd left out (``systemd_service``): a check run shows the layout's diff and writes nothing,
+a run installs the layout as verified, the unit and the library, a second run changes nothing, mode dynamic
+removes them; a Python that cannot load nvidia-ml-py stops the role before anything is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml, write_module
+from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import directives, exec_start_argv
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    REPO,
+    environment,
+    run_on_localhost,
+    write_play,
+)
+
+ROLE = REPO / "roles" / "mig"
+SEVEN = {"seven": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}
+GPUS = ["0000:18:00.0", "0000:2a:00.0"]
+
+
+def playbook(tmp_path, tasks, extra):
+    """``tasks`` on localhost with the role's defaults and vars; the run's CompletedProcess."""
+    play = [
+        {
+            "name": "mig boot-time apply",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
+            "tasks": tasks,
+        }
+    ]
+    return run_on_localhost(
+        write_play(tmp_path / "play.yml", play),
+        "--diff",
+        *extra.pop("args", ()),
+        extra_vars=extra,
+        env=environment(ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+        cwd=REPO,
+    )
+
+
+def render(tmp_path, **overrides):
+    out = tmp_path / "aligned-dra-mig.service"
+    task = {
+        "ansible.builtin.template": {"src": str(ROLE / "templates" / "aligned-dra-mig.service.j2"), "dest": str(out)}
+    }
+    proc = playbook(tmp_path, [task], dict(overrides))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out.read_text()
+
+
+def test_the_unit_runs_after_the_nvidia_driver_and_before_the_kubelet_and_the_driver(tmp_path):
+    text = render(tmp_path)
+    unit = directives(text)
+    assert (unit["Type"], unit["RemainAfterExit"], unit["DefaultDependencies"]) == ("oneshot", "yes", "no")
+    after, before = unit["After"].split(), unit["Before"].split()
+    assert {"systemd-modules-load.service", "nvidia-persistenced.service", "local-fs.target"} <= set(after)
+    assert before == ["kubelet.service", "aligned-dra-driver.service", "aligned-dra-driver-gpu.service"]
+    # the kubelet starts when the unit fails: ordering only, nothing requires the unit or is required by it
+    assert not {"Requires", "Requisite", "BindsTo", "RequiredBy", "Wants"} & set(unit)
+    assert unit["ConditionPathExists"] == "/etc/aligned-dra/mig.json"
+    assert unit["Environment"] == "PYTHONPATH=/usr/local/lib/aligned-dra/mig.zip"
+    assert exec_start_argv(text) == [
+        "/usr/bin/python3",
+        "-m",
+        "ansible_collections.aligned.dra.plugins.module_utils.node.mig.boot",
+        "/etc/aligned-dra/mig.json",
+    ]
+    assert unit["WantedBy"] == "multi-user.target"
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.symlink_to(sys.executable)
+    checked = tmp_path / "verify" / "aligned-dra-mig.service"
+    checked.parent.mkdir()
+    checked.write_text(render(tmp_path, aligned_dra_mig_python=str(python)))
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(checked)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "aligned-dra-mig.service" not in proc.stderr, proc.stderr  # no complaint about the unit itself
+
+
+# -- the persist tasks, as the role runs them --------------------------------------------------------------
+
+
+def persist_tasks(tmp_path):
+    """persist.yml's block with /etc/systemd/system under tmp_path and without systemd_service (none here)."""
+    text = (ROLE / "tasks" / "persist.yml").read_text().replace("/etc/systemd/system/", f"{tmp_path}/units/")
+    (block,) = yaml.safe_load(text)
+    assert block["when"] == "aligned_dra_sysfs_root == '/sys'"  # only a node's own machine
+    tasks = []
+    for task in block["block"]:
+        if "ansible.builtin.systemd_service" in task:
+            continue
+        task = dict(task, vars={**block["vars"], **task.get("vars", {})})
+        if "ansible.builtin.template" in task:
+            task["ansible.builtin.template"] = dict(
+                task["ansible.builtin.template"], src=str(ROLE / "templates" / "aligned-dra-mig.service.j2")
+            )
+        tasks.append(task)
+    return tasks
+
+
+def recap_changed(stdout: str) -> int:
+    return int(re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)", stdout, re.M).group(1))
+
+
+@pytest.fixture
+def site(tmp_path):
+    """The variables of a run: directories under tmp_path, a Python whose pynvml is the fake one."""
+    (tmp_path / "units").mkdir()
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    FakeNvml().write_state(tmp_path / "nvml.json")
+    write_module(shim, tmp_path / "nvml.json")
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={shim} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return {
+        "aligned_dra_mig": {"mode": "static", "mig_configs": {**SEVEN, "other": []}, "layout": "seven"},
+        "aligned_dra_mig_state_dir": str(tmp_path / "etc"),
+        "aligned_dra_mig_library_dir": str(tmp_path / "lib"),
+        "aligned_dra_mig_python": str(python),
+        "aligned_dra_mig_verify": {"changed": False, "gpus": [{"pci_address": a} for a in GPUS]},
+    }
+
+
+def test_check_run_diff_then_install_then_nothing_to_change_then_removed_in_mode_dynamic(tmp_path, site):
+    tasks = persist_tasks(tmp_path)
+    state, unit = tmp_path / "etc" / "mig.json", tmp_path / "units" / "aligned-dra-mig.service"
+    checked = playbook(tmp_path, tasks, {**site, "args": ["--check"]})
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert recap_changed(checked.stdout) > 0
+    assert '+    "layout": "seven",' in checked.stdout  # the diff of the state
+    assert not state.exists() and not unit.exists()
+
+    done = playbook(tmp_path, tasks, dict(site))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(state.read_text()) == {
+        "mode": "static",
+        "layout": "seven",
+        "mig_configs": SEVEN,  # the config that applies, not the others
+        "gpus": GPUS,
+        "procfs_root": "/proc",
+    }
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
+    assert "ConditionPathExists=" + str(state) in unit.read_text()
+    library = tmp_path / "lib" / "mig.zip"
+    assert library.is_file()
+
+    again = playbook(tmp_path, tasks, dict(site))
+    assert again.returncode == 0 and recap_changed(again.stdout) == 0, again.stdout
+
+    gone = playbook(tmp_path, tasks, {**site, "aligned_dra_mig": {"mode": "dynamic"}})
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert not state.exists() and not unit.exists() and not library.exists()
+    assert (tmp_path / "lib").is_dir()  # the directory is the network roles' too
+    still = playbook(tmp_path, tasks, {**site, "aligned_dra_mig": {"mode": "off"}})
+    assert still.returncode == 0 and recap_changed(still.stdout) == 0, still.stdout
+
+
+def test_a_python_without_nvidia_ml_py_stops_the_role_before_anything_is_installed(tmp_path, site):
+    failed = playbook(tmp_path, persist_tasks(tmp_path), {**site, "aligned_dra_mig_python": "/bin/false"})
+    assert failed.returncode != 0
+    assert "/bin/false on localhost cannot import pynvml (nvidia-ml-py)" in failed.stdout
+    assert not (tmp_path / "etc" / "mig.json").exists() and not (tmp_path / "lib").exists()

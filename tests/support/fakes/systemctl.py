@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FAKE ``systemctl`` for the tests (never shipped): a node's systemd units in a JSON state file.
+
+The playbook tests put it on a node's PATH (``write_systemctl``), so ``ansible.builtin.systemd_service`` asks
+it, and not this machine's systemd. It answers what systemd answers for the calls that module makes:
+
+- ``show UNIT``: ``Id``, ``LoadState`` (``not-found`` for a unit that is not installed, rc 0 as systemd
+  answers), ``ActiveState`` and ``SubState``;
+- ``start UNIT`` / ``stop UNIT``: the unit becomes ``active`` / ``inactive`` (rc 5, "Unit UNIT not found."
+  for one not installed);
+- ``is-enabled UNIT``: ``enabled`` (rc 0) or, not installed, rc 1;
+- anything else: rc 1, "Unknown command" on stderr.
+
+State file: ``{"units": {NAME: "active" | "inactive"}, "calls": [[VERB, NAME], ...]}``: every start and stop
+is appended to ``calls``, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def write_systemctl(directory: Path, state: Path, units: dict[str, str]) -> Path:
+    """A ``systemctl`` in ``directory`` (put it first on the node's PATH) whose units are ``units``."""
+    state.write_text(json.dumps({"units": units, "calls": []}))
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "systemctl"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {Path(__file__).resolve()} {state} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+def read_state(state: Path) -> dict:
+    return json.loads(state.read_text())
+
+
+def main(argv: list[str]) -> int:
+    path, args = Path(argv[0]), [a for a in argv[1:] if not a.startswith("-")]
+    data = read_state(path)
+    verb, names = (args[0], args[1:]) if args else ("", [])
+    units = data["units"]
+    if verb == "show" and len(names) == 1:
+        name = names[0]
+        state = units.get(name)
+        load = "loaded" if state is not None else "not-found"
+        active = state or "inactive"
+        sub = "running" if active == "active" else "dead"
+        print(f"Id={name}\nLoadState={load}\nActiveState={active}\nSubState={sub}")
+        return 0
+    if verb in ("start", "stop") and len(names) == 1:
+        name = names[0]
+        if name not in units:
+            print(f"Failed to {verb} {name}: Unit {name} not found.", file=sys.stderr)
+            return 5
+        units[name] = "active" if verb == "start" else "inactive"
+        data["calls"].append([verb, name])
+        path.write_text(json.dumps(data))
+        return 0
+    if verb == "is-enabled" and len(names) == 1:
+        if names[0] in units:
+            print("enabled")
+            return 0
+        return 1
+    print(f"Unknown command verb {verb}.", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: Apache-2.0
+"""node/mig/boot.py: a static node's layout applied at boot (the strict NVML fake, in this process): after a
+reboot (instances gone, MIG mode as it was) the instances the rollout made are made again, at the same
+placements; a second run changes nothing; no GPU is reset at boot; a GPU that fails is named in the journal's
+error lines and the exit status, and the other GPUs are still made; a bad state file is refused.
+
+The unit's own command (``python -m`` with the fake ``pynvml`` on its path) is
+tests/integration/plugins/module_utils/node/mig/test_boot.py's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.aligned.dra.plugins.module_utils.node.mig import apply, boot
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
+
+A100, H100 = "0000:18:00.0", "0000:2a:00.0"
+BALANCED = {
+    "all-balanced": [
+        {"device-filter": ["0x233010DE"], "devices": "all", "mig-enabled": True,
+         "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}},
+        {"device-filter": ["0x20B010DE"], "devices": "all", "mig-enabled": True,
+         "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
+    ],
+}  # fmt: skip
+
+
+def shape(nvml, bus):
+    return sorted((i["profile"], i["start"], i["size"], i["cis"]) for i in nvml.instances(bus))
+
+
+def no_reset(argv):
+    raise AssertionError(f"a GPU reset was asked for: {argv}")
+
+
+@pytest.fixture
+def node(tmp_path):
+    """An A100 and an H100 with the balanced layout made by the rollout (the module's apply), and the state
+    file the role writes; ``(nvml, state path, the instances made)``."""
+    nvml = FakeNvml()
+    nvml.add_gpu(A100, model="A100-SXM4-40GB")
+    nvml.add_gpu(H100, model="H100-SXM5-80GB")
+    nvml.enable_mig(A100)  # MIG mode on since an earlier rollout
+    nvml.enable_mig(H100)
+    params = {"mode": "static", "mig_configs": BALANCED, "layout": "all-balanced", "procfs_root": str(tmp_path)}
+    apply.run(nvml, {**params, "drained": True}, False, no_reset)
+    made = {bus: shape(nvml, bus) for bus in (A100, H100)}
+    assert all(made.values())
+    path = tmp_path / "mig.json"
+    path.write_text(json.dumps({**params, "gpus": [A100, H100]}))
+    return nvml, path, made
+
+
+def reboot(nvml):
+    for bus in (A100, H100):
+        nvml.reset(bus, reboot=True)
+        assert nvml.instances(bus) == []
+
+
+def boot_run(nvml, path, capsys):
+    rc = boot.main([str(path)], nvml=nvml)
+    out, err = capsys.readouterr()
+    *lines, summary = out.splitlines()
+    return rc, lines, json.loads(summary), err
+
+
+def test_after_a_reboot_the_layouts_instances_are_made_again_and_a_second_run_changes_nothing(node, capsys):
+    nvml, path, made = node
+    reboot(nvml)
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, err) == (0, "")
+    assert {bus: shape(nvml, bus) for bus in (A100, H100)} == made  # the same profiles at the same placements
+    assert summary == {"layout": "all-balanced", "changed": [A100, H100], "failed": []}
+    assert lines[0].startswith(f"aligned-dra-mig: GPU {A100}: created ")
+    assert "3g.20gb at memory slice 4 (size 4)" in lines[0]
+    assert nvml.init_count == 0  # NVML shut down after each GPU
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, err, summary["changed"]) == (0, "", [])
+    assert lines == [f"aligned-dra-mig: GPU {bus}: as the layout says, nothing to do" for bus in (A100, H100)]
+    assert {bus: shape(nvml, bus) for bus in (A100, H100)} == made
+
+
+def test_instances_left_from_before_are_kept_or_replaced_as_the_layout_says(node, capsys):
+    nvml, path, made = node
+    reboot(nvml)
+    nvml.create(H100, "7g.80gb")  # not the layout's: something made it before the unit ran
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, err) == (0, "")
+    assert shape(nvml, H100) == made[H100]
+    assert lines[1].startswith(f"aligned-dra-mig: GPU {H100}: destroyed 7g.80gb at memory slice 0 (size 8); created ")
+
+
+def test_an_ampere_gpu_whose_mig_mode_is_not_the_layouts_is_never_reset_and_the_others_are_made(node, capsys):
+    nvml, path, made = node
+    reboot(nvml)
+    nvml.nvmlInit()
+    try:  # someone turned its MIG mode off: pending on Ampere, applied by the next reboot
+        nvml.nvmlDeviceSetMigMode(nvml.nvmlDeviceGetHandleByPciBusId(A100), 0)
+    finally:
+        nvml.nvmlShutdown()
+    nvml.reset(A100, reboot=True)
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert rc == 1
+    assert summary == {"layout": "all-balanced", "changed": [H100], "failed": [A100]}
+    assert err == (
+        f"<3>aligned-dra-mig: GPU {A100} (NVIDIA A100-SXM4-40GB): its MIG mode is off, the layout wants it on: that "
+        "needs a GPU reset, never done at boot; left as it is (run the MIG rollout, docs/mig.md)\n"
+    )
+    assert shape(nvml, A100) == [] and shape(nvml, H100) == made[H100]
+    nvml.nvmlInit()
+    try:
+        assert tuple(nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByPciBusId(A100))) == (0, 0)
+    finally:
+        nvml.nvmlShutdown()
+
+
+def test_a_hopper_gpu_whose_mig_mode_is_off_gets_it_on_and_its_instances(node, capsys):
+    nvml, path, made = node
+    reboot(nvml)
+    nvml.nvmlInit()
+    try:
+        nvml.nvmlDeviceSetMigMode(nvml.nvmlDeviceGetHandleByPciBusId(H100), 0)  # idle Hopper: off at once
+    finally:
+        nvml.nvmlShutdown()
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, err) == (0, "")
+    assert shape(nvml, H100) == made[H100]
+    assert lines[1].startswith(f"aligned-dra-mig: GPU {H100}: MIG mode on; created ")
+
+
+def test_a_gpu_that_is_gone_or_fails_in_nvml_is_named_and_the_others_are_made(node, capsys):
+    nvml, path, made = node
+    reboot(nvml)
+    nvml.remove_gpu(H100)
+    rc, _lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, summary["failed"], summary["changed"]) == (1, [H100], [A100])
+    assert err.startswith(f"<3>aligned-dra-mig: gpus.pci_addresses[0]: no GPU {H100} on this node (its GPUs: ")
+    assert shape(nvml, A100) == made[A100]
+    # an NVML error creating an instance: that GPU fails, nothing is reported as done
+    nvml.reset(A100, reboot=True)
+    nvml.inject("nvmlDeviceCreateGpuInstanceWithPlacement", nvml.NVML_ERROR_UNKNOWN, bus_id=A100)
+    rc, _lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, summary["failed"], summary["changed"]) == (1, [A100, H100], [])
+    assert err.splitlines()[0].startswith(f"<3>aligned-dra-mig: GPU {A100} (NVIDIA A100-SXM4-40GB): creating ")
+    assert "nvmlDeviceCreateGpuInstanceWithPlacement" in err.splitlines()[0]
+    # the next boot (no error now) makes it
+    nvml.reset(A100, reboot=True)
+    rc, _lines, summary, _err = boot_run(nvml, path, capsys)
+    assert summary["changed"] == [A100] and shape(nvml, A100) == made[A100]
+
+
+def test_nvml_that_does_not_start_fails_every_gpu(node, capsys):
+    nvml, path, _made = node
+    nvml.library = False
+    rc, _lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, summary["failed"]) == (1, [A100, H100])
+    assert err.splitlines()[0].startswith(f"<3>aligned-dra-mig: GPU {A100}: NVML cannot start (")
+
+
+def test_a_gpu_the_layout_has_no_entry_for_is_left_as_it_is(node, capsys):
+    nvml, path, made = node
+    state = json.loads(path.read_text())
+    state["mig_configs"]["all-balanced"] = state["mig_configs"]["all-balanced"][:1]  # the H100's entry only
+    path.write_text(json.dumps(state))
+    reboot(nvml)
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, err, summary["changed"]) == (0, "", [H100])
+    assert lines[0] == f"aligned-dra-mig: GPU {A100}: layout all-balanced has no entry for it: left as it is"
+    assert shape(nvml, A100) == [] and shape(nvml, H100) == made[H100]
+
+
+def test_no_gpu_to_configure_needs_no_nvml(tmp_path, capsys):
+    path = tmp_path / "mig.json"
+    path.write_text(json.dumps({"mode": "static", "layout": "x", "mig_configs": {"x": []}, "gpus": []}))
+    assert boot.main([str(path)], nvml=object()) == 0
+    assert capsys.readouterr().out == "aligned-dra-mig: no GPU to configure\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[]", "the state must be a JSON object"),
+        ("{", "Expecting property name"),
+        ('{"mode": "dynamic"}', "mode: only a static layout is applied at boot, not 'dynamic'"),
+        ('{"mode": "static", "layout": "y", "mig_configs": {"x": []}}', "layout: the name of a config"),
+        ('{"mode": "static", "layout": "x", "mig_configs": {"x": []}, "gpus": "all"}', "gpus: a list of PCI"),
+        ('{"mode": "static", "layout": "x", "mig_configs": {"x": []}, "gpus": [], "procfs_root": ""}', "procfs_root"),
+    ],
+)
+def test_a_bad_state_file_is_refused_before_nvml(tmp_path, capsys, content, message):
+    path = tmp_path / "mig.json"
+    path.write_text(content)
+    assert boot.main([str(path)], nvml=object()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("<3>aligned-dra-mig: cannot read the state file: ") and message in err
+
+
+def test_a_missing_state_file_or_command_line(tmp_path, capsys):
+    assert boot.main([str(tmp_path / "none.json")], nvml=object()) == 2
+    assert "cannot read the state file" in capsys.readouterr().err
+    assert boot.main([], nvml=object()) == 2
+    assert capsys.readouterr().err.startswith("<3>usage: ")
+
+
+def test_without_nvidia_ml_py_no_gpu_is_configured(node, capsys, monkeypatch):
+    _nvml, path, _made = node
+
+    def missing():
+        raise ImportError("No module named 'pynvml'")
+
+    monkeypatch.setattr(boot, "load_pynvml", missing)
+    assert boot.main([str(path)]) == 1
+    assert "nvidia-ml-py (module pynvml) does not load: No module named 'pynvml'" in capsys.readouterr().err
