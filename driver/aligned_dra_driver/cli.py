@@ -390,7 +390,12 @@ def fractional_by_version(kube: Any) -> bool:
     """Consumable capacity is on by default from Kubernetes 1.36.
 
     An unreachable or failing server raises ApiError (asked again later); one that
-    refuses the question (403, 404) leaves GPUs unshared.
+    refuses the question (403, 404) leaves GPUs unshared. Decided once, at the first
+    publication: a control-plane upgrade under a running driver leaves GPUs as they
+    were (whole GPUs stay valid on a newer server) until the driver's next start,
+    since turning sharing on or off changes the devices under prepared claims. The
+    slices' shape, which a newer minor can refuse, follows the minor
+    (``publisher.MINOR_INTERVAL`` and a refused write).
     """
     from .kube import ApiError
 

@@ -30,10 +30,18 @@ MAX_RETRY_AFTER = 300.0  # a larger Retry-After is taken as this
 class ApiError(RuntimeError):
     """A failed API call: ``status`` is the HTTP status, 0 for a transport failure."""
 
-    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        retry_after: float | None = None,
+        causes: list[dict[str, str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        # the Status's details.causes: what a refused write got wrong ({"field", "message", "reason"} each)
+        self.causes = causes or []
 
     @property
     def transient(self) -> bool:
@@ -56,6 +64,23 @@ def _retry_after(headers: Any) -> float | None:
     if math.isnan(seconds) or seconds < 0:  # ignored
         return None
     return min(seconds, MAX_RETRY_AFTER)
+
+
+MAX_CAUSES = 64  # causes kept of one refusal (the API server lists one per wrong field)
+
+
+def _causes(details: Any) -> list[dict[str, str]]:
+    """A Status's ``details.causes`` as ``{"field", "message", "reason"}`` strings, bounded; [] if none."""
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if not isinstance(causes, list):
+        return []
+    out = []
+    for cause in causes[:MAX_CAUSES]:
+        if isinstance(cause, dict):
+            out.append(
+                {key: " ".join(str(cause.get(key) or "").split())[:300] for key in ("field", "message", "reason")}
+            )
+    return out
 
 
 def load_client(kubeconfig: str | None) -> Any:
@@ -133,12 +158,15 @@ class Kube:
         except ApiException as exc:
             status = exc.status or 0
             message = exc.reason or ""
+            causes: list[dict[str, str]] = []
             try:
-                message = json.loads(exc.body).get("message") or message
+                body = json.loads(exc.body)
+                message = body.get("message") or message
+                causes = _causes(body.get("details"))
             except (TypeError, ValueError, AttributeError):
                 pass
             message = " ".join(str(message).split())[:300]  # one line, bounded
-            raise ApiError(status, f"{status} {message}", _retry_after(exc.headers)) from exc
+            raise ApiError(status, f"{status} {message}", _retry_after(exc.headers), causes) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             # refused, reset, timed out, DNS, TLS: urllib3 (retries off) raises these directly
             raise ApiError(0, f"API server unreachable: {_transport_reason(exc)}") from exc

@@ -33,6 +33,7 @@ Interface
         api.rejections                                # every refused write: (method, path, code, message)
         api.requests                                  # every request: (method, path, content_type)
         api.fail_next("PATCH", r"/status$", code=500) # fault injection for the next matching request
+        api.upgrade("1.36", gates=dict(...))          # a control-plane upgrade: /version, schemas, rules, gates
 
 Kueue (v0.19.2) as a cluster with its CRDs installed serves it:
 ``/apis/kueue.x-k8s.io/v1beta2/{clusterqueues, cohorts, resourceflavors,
@@ -129,6 +130,13 @@ v1beta1 on 1.37 (``WORKLOAD_API``), next to ``priorityclasses`` in v1.
 Errors are ``Status`` objects with the real codes and reasons: 400
 BadRequest, 403 Forbidden, 404 NotFound, 409 AlreadyExists/Conflict, 422
 Invalid, 405 MethodNotAllowed, 415 UnsupportedMediaType, 429 TooManyRequests.
+A 422 of the server's own rules has ``details`` (``name``, ``group``, ``kind``)
+with one cause per wrong field, as the real server answers:
+``{"field": "spec.devices[2]", "message": "Duplicate value: \\"gpu-0\\"",
+"reason": "FieldValueDuplicate"}``. Where a pool's counter sets may be
+follows the minor (``DRAPartitionableDevices`` on): on 1.34 a device consumes
+a set of its own slice, from 1.35 a slice has ``sharedCounters`` or
+``devices``, never both.
 Discovery (``/api``, ``/apis``, ``/apis/GROUP``, ``/apis/GROUP/VERSION``) lists
 every served group and version, ``pods/eviction`` included.
 

@@ -118,6 +118,24 @@ class FakeApiServer(Storage, Admission, Patching, Listing, Disruption):
         with self.lock:
             self._faults.append((method.upper(), re.compile(path_pattern), code, times))
 
+    def upgrade(self, minor: str, gates: dict[str, bool] | None = None) -> None:
+        """Serve ``minor`` from now on, as a control plane upgraded under running clients.
+
+        Stored objects stay as they are (an upgrade does not rewrite them); every later request answers as
+        ``minor`` does: ``/version``, the resources served, the schemas, the rules and the feature gates
+        (the new minor's defaults, then ``gates``).
+        """
+        if minor not in SUPPORTED_MINORS:
+            raise ValueError(f"minor {minor!r} not served; choose one of {SUPPORTED_MINORS}")
+        defaults = {name: per_minor[minor] for name, per_minor in GATE_DEFAULTS.items()}
+        for name in gates or {}:
+            if name not in defaults:
+                raise ValueError(f"unknown feature gate {name!r}")
+        with self.lock:
+            self.minor = minor
+            self.resources = served_resources(minor)
+            self.gates = {**defaults, **(gates or {})}
+
     # -- internals -------------------------------------------------------------
 
     def handle(self, method: str, path: str, query: dict[str, str], headers: Any, body: bytes) -> tuple[int, Any]:

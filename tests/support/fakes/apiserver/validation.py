@@ -14,6 +14,7 @@ import base64
 import binascii
 import copy
 import ipaddress
+import json
 import re
 import threading
 from datetime import UTC, datetime
@@ -141,8 +142,8 @@ def validate_resource_slice(obj: dict[str, Any], minor: str, errors: list[str]) 
         name = device.get("name")
         if not is_dns_label(name):
             errors.append(f"{path}.name: Invalid value {name!r}: must be a DNS label")
-        if name in seen:
-            errors.append(f"{path}.name: Duplicate value {name!r}")
+        if name in seen:  # the real server names the item, not its name field
+            errors.append(f"{path}: Duplicate value: {json.dumps(name)}")
         seen.add(name)
         attributes = device.get("attributes") or {}
         capacity = device.get("capacity") or {}
@@ -168,6 +169,53 @@ def validate_resource_slice(obj: dict[str, Any], minor: str, errors: list[str]) 
                     f"{path}.capacity[{cap_name}].requestPolicy: Forbidden: only allowed when "
                     "allowMultipleAllocations is true"
                 )
+
+
+def validate_counter_shape(obj: dict[str, Any], minor: str, errors: list[str]) -> None:
+    """Where a pool's counter sets may be (``DRAPartitionableDevices``), as the served minor says.
+
+    1.34: a device consumes counters of a set in its own slice's ``sharedCounters``. 1.35 and later: a slice
+    has ``sharedCounters`` or ``devices``, never both (devices consume the sets of other slices of the pool).
+    """
+    spec = obj.get("spec") or {}
+    if minor >= "1.35":
+        if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
+            errors.append('spec: Invalid value: "": only one of `sharedCounters` or `devices` is allowed')
+        return
+    sets = {s.get("name") for s in spec.get("sharedCounters") or []}
+    for index, device in enumerate(spec.get("devices") or []):
+        for number, consumed in enumerate(device.get("consumesCounters") or []):
+            if consumed.get("counterSet") not in sets:
+                errors.append(
+                    f"spec.devices[{index}].consumesCounters[{number}].counterSet: Invalid value: "
+                    f"{json.dumps(consumed.get('counterSet'))}: must reference a counterSet defined in the "
+                    "ResourceSlice sharedCounters"
+                )
+
+
+# field.ErrorType's reason in a Status cause, by the words that begin an error's message
+_CAUSE_REASONS = (
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Invalid value", "FieldValueInvalid"),
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+    ("Not found", "FieldValueNotFound"),
+)
+
+
+def invalid_details(kind: str, group: str, name: Any, errors: list[str]) -> dict[str, Any]:
+    """A 422 Status's ``details``: one cause per error, ``field`` the path before the first ``": "``."""
+    causes = []
+    for error in errors:
+        field, sep, message = error.partition(": ")
+        if not sep or " " in field:  # a message that names no field path
+            field, message = "", error
+        reason = next((r for words, r in _CAUSE_REASONS if message.startswith(words)), "FieldValueInvalid")
+        causes.append({"reason": reason, "message": message, "field": field})
+    return {"name": name, "group": group, "kind": kind, "causes": causes}
 
 
 _LABEL_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -402,6 +450,8 @@ class Admission:
         _validate_metadata(obj, resource, errors)
         if resource.kind == "ResourceSlice":
             validate_resource_slice(obj, self.minor, errors)
+            if self.gates["DRAPartitionableDevices"]:  # with the gate off the fields are dropped, never checked
+                validate_counter_shape(obj, self.minor, errors)
             if self.gates["DRADeviceTaints"]:  # with the gate off the field is dropped, never validated
                 validate_device_taints(obj, self.minor, errors)
         elif resource.kind == "DeviceClass":
@@ -456,7 +506,8 @@ class Admission:
                 )
         if errors:
             name = (obj.get("metadata") or {}).get("name")
-            raise ApiError(422, f'{resource.kind} "{name}" is invalid: ' + "; ".join(errors))
+            details = invalid_details(resource.kind, resource.group, name, errors)
+            raise ApiError(422, f'{resource.kind} "{name}" is invalid: ' + "; ".join(errors), details=details)
 
     def _finish_write(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if resource.kind == "Secret" and isinstance(obj.get("stringData"), dict):

@@ -66,3 +66,25 @@ def test_an_event_the_server_does_not_serve_is_one_api_error(api, kube):
     with pytest.raises(ApiError) as caught:  # a body the client's own check refuses is an ApiError too
         kube.create_event("default", {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}})
     assert caught.value.status == 400
+
+
+def test_a_refused_write_carries_the_causes_of_the_status(api, kube):
+    """A duplicate device name: 422 Invalid, one cause per wrong field, as the real API server answers."""
+    devices = [{"name": "gpu-0"}, {"name": "gpu-1"}, {"name": "gpu-0"}]
+    pool = {"name": h.NODE, "generation": 1, "resourceSliceCount": 1}
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s-0"},
+        "spec": {"driver": h.DRIVER, "nodeName": h.NODE, "pool": pool, "devices": devices},
+    }
+    with pytest.raises(ApiError) as caught:
+        kube.create_slice(body)
+    assert caught.value.status == 422 and not caught.value.transient
+    assert caught.value.causes == [
+        {"field": "spec.devices[2]", "message": 'Duplicate value: "gpu-0"', "reason": "FieldValueDuplicate"}
+    ]
+    api.fail_next("GET", r"/resourceslices$", code=500)
+    with pytest.raises(ApiError) as caught:
+        kube.list_slices(h.NODE, h.DRIVER)
+    assert caught.value.causes == []  # a Status without details
