@@ -3,11 +3,9 @@
 
 MIG instances do not survive a reboot: a node comes back with MIG mode as it was and no instances. The role
 writes the node's layout, once it was applied and verified, as JSON (``/etc/aligned-dra/mig.json``) and
-installs a systemd oneshot unit that runs, before the kubelet and the bundled driver::
-
-    python3 -m ansible_collections.aligned.dra.plugins.module_utils.node.mig.boot /etc/aligned-dra/mig.json
-
-with ``PYTHONPATH`` naming the library zip the role installs (``mig.zip``). Each GPU goes through the same
+installs a systemd oneshot unit that runs this module (``python3 -m`` with its dotted name in the
+collection) on that file before the kubelet and the bundled driver, with ``PYTHONPATH`` naming the library
+zip the role installs (``mig.zip``). Each GPU goes through the same
 :func:`apply.run` as the ``aligned.dra.mig`` module, one GPU at a time (a GPU that fails leaves the others
 to be made), with ``drained`` false: no GPU reset at boot. An Ampere GPU whose MIG mode is not the recorded
 one (its pending mode is applied by the reboot itself) is left as it is and reported. Then the GPU is read
