@@ -31,7 +31,7 @@ from .kube import ApiError
 
 LOG = logging.getLogger(__name__)
 
-MINOR_INTERVAL = 300.0  # seconds between two reads of the API server's minor while the pool has counter sets
+MINOR_INTERVAL = 60.0  # seconds between two reads of the API server's minor while the pool has counter sets
 MINOR_REASK_AFTER = 30.0  # seconds: a refused slice write asks the minor again at most this often
 SHAPE_REFUSALS = (400, 404, 422)  # a refused write that a changed minor (the slices' shape) may explain
 REFUSALS_REMEMBERED = 64  # distinct refusals logged since the last successful publication
