@@ -109,6 +109,10 @@ def site(tmp_path_factory):
     # node-c gave MIG up (mode off said in the inventory): only an earlier boot-time unit would go
     off, states["node-c"], _gpus = node(root, "node-c")
     hosts["node-c"] = {**off, "aligned_dra_mig": {"mode": "off"}}
+    # node-d's layouts belong to another tool (configure_nodes false): the same
+    mine_no_more, states["node-d"], _gpus = node(root, "node-d")
+    static = {"mode": "static", "mig_configs": TWO_3G, "layout": "two-3g", "configure_nodes": False}
+    hosts["node-d"] = {**mine_no_more, "aligned_dra_mig": static}
     inventory = write_inventory(root / "hosts.yml", hosts, variables)
     return inventory, states, addresses
 
@@ -127,11 +131,14 @@ def test_check_rollout_rerun_and_a_gpu_in_use(site):
     assert rollout.returncode == 0, rollout.output
     assert re.search(r"MIG \| Apply the layout\] \*+ changed: \[node-a\]", rollout.output), rollout.output
     assert changed(rollout.stdout, "node-b") == 0  # node-b had the layout: it did not roll
-    # node-c (mode off) is visited only to remove a boot-time unit (none on a test host): nothing changes
+    # node-c (mode off) and node-d (configure_nodes false) are visited only to remove a boot-time unit (none
+    # on a test host): nothing changes
     given_up = rollout.output.split("PLAY [MIG - no boot-time apply on the nodes whose MIG mode is off]")[1]
-    assert "node-c" in given_up.split("PLAY [")[0] and "node-a" not in given_up.split("PLAY [")[0]
-    assert changed(rollout.stdout, "node-c") == 0
-    assert instances(states["node-c"], addresses) == {a: [] for a in addresses}
+    given_up = given_up.split("PLAY [")[0]
+    assert "node-c" in given_up and "node-d" in given_up and "node-a" not in given_up, given_up
+    for host in ("node-c", "node-d"):
+        assert changed(rollout.stdout, host) == 0
+        assert instances(states[host], addresses) == {a: [] for a in addresses}
     assert instances(states["node-a"], addresses) == converged == instances(states["node-b"], addresses)
 
     again = run_playbook(inventory, PLAYBOOKS / "mig.yml")
