@@ -18,12 +18,13 @@ place:
   published whole, as without MIG, and a warning says why. Placements an instance no claim holds still
   occupies (a process runs on it: :func:`.prepare.held_placements`) are left out, with the GPU whole.
 
-**Fail closed.** A selected GPU the scan cannot read (NVML cannot be loaded, or answers any error for that
-GPU), or whose state the device model refuses (``DeviceModelError``: names that collide or are no DNS label),
-keeps what was last published for it; a GPU never published since the start is withdrawn (nothing is
-published in its place). It is never published whole in doubt: the scheduler could allocate it over a live
-partition. A warning names the GPU and the reason each time that changes, ``aligned_dra_mig_unreadable_gpus``
-counts such GPUs (by cause), and the next good read publishes the GPU again. Where NVML never loaded (no
+**Fail closed.** A selected GPU the scan cannot read (NVML cannot be loaded, answers any error for that GPU,
+or offers no MIG profile while MIG mode is on: its instances cannot be listed then), or whose state the
+device model refuses (``DeviceModelError``: names that collide or are no DNS label), keeps what was last
+published for it; a GPU never published since the start is withdrawn (nothing is published in its place).
+It is never published whole in doubt: the scheduler could allocate it over a live partition. A warning
+names the GPU and the reason each time that changes, ``aligned_dra_mig_unreadable_gpus`` counts such GPUs
+(by cause), and the next good read publishes the GPU again. Where NVML never loaded (no
 ``nvidia-ml-py``, no driver), every selected GPU is withdrawn: ``--mig-gpus`` naming the MIG GPUs keeps the
 others untouched (a GPU not selected is always published as without ``--mig``).
 
@@ -232,6 +233,11 @@ class MigScanner:
             raise _Unpublishable("nvml", f"NVML cannot read it: {state['error']}")
         if not state.get("mig_capable"):
             return None
+        if (state.get("mig_mode") or {}).get("current") and not state.get("profiles"):
+            # its instances are listed per profile: none readable says nothing of them (a partition may be live)
+            raise _Unpublishable(
+                "nvml", "NVML offers no MIG profile while MIG mode is on, so its instances cannot be read"
+            )
         try:
             return self._static(device, state) if self.mode == "static" else self._dynamic(device, state, pci)
         except dra_mig.DeviceModelError as exc:

@@ -4,7 +4,8 @@ has it (list calls fill a buffer of handles and a count; a placement goes by ref
 
 Fail closed: when profiles, instances, compute instances and MIG devices are listed, only the answers NVML
 documents for "no such index" (``NOT_SUPPORTED``, ``INVALID_ARGUMENT``; ``NOT_FOUND`` for a MIG device index)
-mean "not there"; every other error raises, so that an error never reads as "no instance".
+mean "not there"; every other error raises, so that an error never reads as "no instance". No profile at all
+is confirmed on the same handle (:meth:`Nvml.profiles`): a stale handle raises, it never reads as "no instance".
 """
 
 from __future__ import annotations
@@ -84,9 +85,16 @@ class Nvml:
         return infos
 
     def profiles(self, handle: Any) -> list[Any]:
-        """GPU instance profile infos (MIG mode on; none while it is off: NVML answers NOT_SUPPORTED)."""
+        """GPU instance profile infos (MIG mode on; none while it is off: NVML answers NOT_SUPPORTED).
+
+        None found is confirmed: a handle taken before a MIG mode change (``nvidia-smi``, mig-parted) answers
+        INVALID_ARGUMENT for every index, which says nothing of the GPU. So the MIG mode is read on the same
+        handle, which raises for such a handle, and MIG mode on without a profile raises too."""
         count = int(getattr(self.lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", mig_state.GPU_INSTANCE_PROFILE_COUNT))
-        return self._indexed(lambda index: self.lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, index), count)
+        infos = self._indexed(lambda index: self.lib.nvmlDeviceGetGpuInstanceProfileInfo(handle, index), count)
+        if not infos and self.mig_mode(handle):
+            raise PrepareError("NVML offers no MIG profile while MIG mode is on: its instances cannot be listed")
+        return infos
 
     def profile(self, handle: Any, name: str, pci: str) -> Any:
         for info in self.profiles(handle):

@@ -22,8 +22,9 @@ while the PCI function is gone from sysfs as well (an instance lives in the GPU'
 only through a reset or a reload of the NVIDIA driver, which destroy every instance). The GPU whole of a
 dynamic GPU runs with MIG mode off: Prepare turns it off (Hopper and newer, no instance left) and reads it
 back, or fails naming why (the instances; the process that holds the GPU, :mod:`.mode`). A partition is
-never created while MIG mode is off, nor MIG mode turned on while a claim holds the GPU whole. A static
-device is found (never created) and never destroyed.
+never created while MIG mode is off, nor MIG mode turned on while a claim holds the GPU whole: the Unprepare
+of the GPU whole leaves that to the next rescan, once it is committed. A static device is found (never
+created) and never destroyed; a static GPU whole is never given while MIG mode is on.
 
 Crash safety at start and the retries at each rescan are :mod:`.restore`.
 
@@ -95,6 +96,7 @@ class MigPreparer(MigRestore):
         self.mode_retry: dict[str, str] = {}
         self._whole: dict[str, str] = {}  # PCI address -> claim uid: a Prepare of the GPU whole in flight
         self.unswept: set[str] = set()  # GPUs whose instances could not be checked at start (retried)
+        self.restore_pending = False  # NVML not loadable at start: the start-up check waits for it (each rescan)
 
     # -- shared ------------------------------------------------------------------------
 
@@ -274,10 +276,19 @@ class MigPreparer(MigRestore):
         return handle
 
     def prepare_whole(self, pci: str, uid: str = "") -> None:
-        """The GPU whole of a dynamic GPU runs with MIG mode off: turned off where it may be, and read back."""
-        if self.mode != "dynamic" or not self.manages(pci):
+        """The GPU whole runs with MIG mode off: dynamic, turned off where it may be, and read back; static, never
+        given while MIG mode is on (turned on since the GPU was published whole) or cannot be read."""
+        if not self.manages(pci):
             return
         nvml = self.lib()
+        if self.mode == "static":
+            with self.lock(pci), self._nvml_failure(nvml, f"GPU {pci} as a whole"):
+                if nvml.mig_mode(nvml.handle(pci)):
+                    raise PrepareError(
+                        f"GPU {pci} has MIG mode on (--mig=static): the GPU whole is not given while it is; its MIG "
+                        "devices are published at the next scan"
+                    )
+            return
         with self.lock(pci), self._nvml_failure(nvml, f"GPU {pci} as a whole"):
             self._whole[pci] = uid  # MIG mode is not turned back on behind it (settle forgets it)
             self.mode_retry.pop(pci, None)
@@ -354,7 +365,9 @@ class MigPreparer(MigRestore):
                 pids = nvml.processes(handle, found.id)
                 if pids:
                     LOG.warning("GPU %s: MIG instance %s runs process(es) %s: kept", pci, found.id, pids)
-                    self.kept.setdefault(pci, []).append(found)
+                    kept = self.kept.setdefault(pci, [])
+                    if at(kept, found.start, found.size) is None:  # a retried Prepare's roll back meets it again
+                        kept.append(found)
                     self._publish_held()
                     return True
                 nvml.destroy(found)
@@ -400,27 +413,16 @@ class MigPreparer(MigRestore):
 
     def unprepare(self, entry: dict[str, Any] | None) -> None:
         """Destroy a claim's dynamic MIG instances; raises PrepareError (the claim stays) while one is in use or
-        NVML fails. A dynamic GPU whole goes back to MIG mode (refused or failed: retried at each rescan)."""
+        NVML fails. A dynamic GPU whole goes back to MIG mode at the next rescan (:meth:`_retry_mode`), once the
+        Unprepare is committed: decided then under the GPU's lock from the claims committed then, so neither a
+        whole claim committed meanwhile nor this one kept by a failed checkpoint write gets MIG mode under it."""
         for device in (entry or {}).get("devices") or []:
             pci = device["pci_address"]
             if device["kind"] == "gpu" and "mig" not in device and self.mode == "dynamic" and self.manages(pci):
-                others = [e for e in self.driver.checkpoint.claims.values() if e is not entry]
-                self._whole_back(pci, others)
+                self.mode_retry.setdefault(pci, "")
             mig = device.get("mig")
             if isinstance(mig, dict) and mig.get("mode") == "dynamic":  # a static instance is never destroyed
                 self._destroy_claimed(pci, mig)
-
-    def _whole_back(self, pci: str, others: list[dict[str, Any]]) -> None:
-        """The GPU whole is released: MIG mode back on; an NVML error never fails the Unprepare (retried)."""
-        with self.lock(pci):
-            try:
-                nvml = self.lib()
-                self._mode_back_on(pci, nvml.handle(pci), others)
-            except Exception as exc:
-                reason = f"GPU {pci}: turning MIG mode back on failed ({exc}); tried again at each rescan"
-                if self.mode_retry.get(pci) != reason:
-                    LOG.warning("%s", reason)
-                self.mode_retry[pci] = reason
 
     def _destroy_claimed(self, pci: str, mig: dict[str, Any]) -> None:
         """Destroy a claim's instance; PrepareError (the claim stays, the kubelet retries) on any NVML error but

@@ -16,7 +16,10 @@ a GPU whose instances cannot be listed is not swept, and a MIG mode change NVML 
 named by PID and command) leaves the GPU as it is. Each rescan (:meth:`MigRestore.sweep`) tries again: the
 started records left (of claims no call works on), the GPUs not swept, the kept instances whose processes
 ended, and MIG mode on for the GPUs where it was refused, until the GPU is idle. A reason is logged when it
-changes, not at every scan.
+changes, not at every scan. Each check of a GPU reads the committed claims and the started records together
+(state lock) while it holds the GPU's lock, so that an instance whose Prepare committed meanwhile is never
+taken for a leftover. A start while NVML cannot be loaded leaves the whole check pending
+(``restore_pending``); the first rescan that loads NVML makes it, CDI specs included.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class MigRestore:
     mode_retry: dict[str, str]
     _whole: dict[str, str]
     unswept: set[str]  # GPUs whose instances could not be checked at start (retried at each rescan)
+    restore_pending: bool  # NVML could not be loaded at start: the start-up check is done at the first rescan it is
 
     # given by MigPreparer
     lib: Any
@@ -88,23 +92,25 @@ class MigRestore:
     _gone: Any
 
     def restore(self) -> dict[str, list[str]]:
-        """Crash safety at start (module docstring); what it did: rolled back, recreated, destroyed, kept."""
+        """Crash safety at start (module docstring); what it did: rolled back, recreated, destroyed, kept. Where
+        NVML cannot be loaded yet, the check stays pending and the first rescan that loads NVML does it."""
         outcome: dict[str, list[str]] = {"rolled_back": [], "recreated": [], "destroyed": [], "kept": []}
         checkpoint = self.driver.checkpoint
         self.unswept = set()
         try:
             self.lib()
         except PrepareError as exc:
-            LOG.error("MIG: %s; instances left by an earlier run are not checked", exc)
+            if not self.restore_pending:
+                LOG.error("MIG: %s; the start-up check of MIG instances is done once NVML loads (each rescan)", exc)
+            self.restore_pending = True
             return outcome
+        self.restore_pending = False
         boot = read_boot_id(self.opts.procfs_root)
         new_boot = boot is not None and checkpoint.boot_id is not None and boot != checkpoint.boot_id
         self.new_boot = new_boot
         if new_boot:
             LOG.info("MIG: a new boot since the last run: the prepared claims' instances are created again")
-        for uid in sorted(checkpoint.mig_started):
-            if uid not in checkpoint.claims and self.roll_back(uid):
-                outcome["rolled_back"].append(uid)
+        outcome["rolled_back"] = self._retry_roll_backs()
         claims = dict(checkpoint.claims)
         changed: dict[str, dict[str, Any]] = {}
         for uid, entry in sorted(claims.items()):
@@ -112,9 +118,9 @@ class MigRestore:
             if fresh is not None:
                 changed[uid] = fresh
         if self.mode == "dynamic":
-            self._sweep_unknown(outcome, dict(checkpoint.claims, **changed))
-        with self.driver.state_lock:
-            candidate = dict(checkpoint.claims, **changed)
+            self._sweep_unknown(outcome, changed)
+        with self.driver.state_lock:  # a claim unprepared meanwhile (a late check runs beside the calls) stays out
+            candidate = dict(checkpoint.claims, **{u: e for u, e in changed.items() if u in checkpoint.claims})
             before = checkpoint.boot_id
             checkpoint.mig_started = {u: r for u, r in checkpoint.mig_started.items() if u not in candidate}
             checkpoint.boot_id = boot or before
@@ -188,7 +194,7 @@ class MigRestore:
             ci_id = found.cis[0][1] if found.cis else nvml.create_ci(found.gi, found.slices)
             return self._record(mig["mode"], found, ci_id, nvml.mig_uuid(handle, found.id, ci_id)), topo
 
-    def _sweep_unknown(self, outcome: dict[str, list[str]], claims: dict[str, Any]) -> None:
+    def _sweep_unknown(self, outcome: dict[str, list[str]], changed: dict[str, Any]) -> None:
         """Destroy the idle instances of the dynamic GPUs that no claim holds; keep (and name) those in use. A GPU
         NVML fails to read is left as it is and tried again at each rescan."""
         self.kept = {}
@@ -196,32 +202,40 @@ class MigRestore:
             if not self.manages(pci):
                 continue
             try:
-                self._sweep_gpu(pci, claims, outcome)
+                self._sweep_gpu(pci, outcome, changed)
             except Exception as exc:
                 LOG.error("MIG: checking the instances of GPU %s failed (nothing destroyed, tried again): %s", pci, exc)
                 self.unswept.add(pci)
         self._publish_held()
 
-    def _sweep_gpu(self, pci: str, claims: dict[str, Any], outcome: dict[str, list[str]]) -> None:
-        """One GPU of :meth:`_sweep_unknown`, under its lock; NVML's errors raise (nothing counts as absent)."""
-        nvml = self.lib()
-        with self.lock(pci):
-            held = claimed_placements(claims).get(pci, [])
+    def _taken(self, pci: str, changed: dict[str, Any] | None = None) -> tuple[set[tuple[int, int]], list[Any]]:
+        """The placements of the GPU that committed claims hold or started records name, and the committed
+        claims (``changed``: their entries found again at start): read together under the state lock, by a
+        caller that holds the GPU's lock, so that a Prepare committed meanwhile is seen in one or the other."""
+        checkpoint = self.driver.checkpoint
+        with self.driver.state_lock:
+            claims = dict(checkpoint.claims, **{u: e for u, e in (changed or {}).items() if u in checkpoint.claims})
             started = {
                 (r["placement"]["start"], r["placement"]["size"])
-                for records in self.driver.checkpoint.mig_started.values()
+                for records in checkpoint.mig_started.values()
                 for r in records
                 if r["pci_address"] == pci
             }
+        return started | set(claimed_placements(claims).get(pci, [])), list(claims.values())
+
+    def _sweep_gpu(self, pci: str, outcome: dict[str, list[str]], changed: dict[str, Any] | None = None) -> None:
+        """One GPU of :meth:`_sweep_unknown`, under its lock; NVML's errors raise (nothing counts as absent)."""
+        nvml = self.lib()
+        with self.lock(pci):
+            taken, claims = self._taken(pci, changed)
             handle = nvml.handle(pci)
             if not nvml.mig_mode(handle):
-                self._mode_back_on(pci, handle, list(claims.values()))
+                self._mode_back_on(pci, handle, claims)
                 return
             self.mode_retry.pop(pci, None)
             kept = []
             for instance in nvml.instances(handle):
-                place = (instance.start, instance.size)
-                if place in held or place in started:
+                if (instance.start, instance.size) in taken:
                     continue
                 what = f"GPU {pci}: MIG {instance.profile} at memory slice {instance.start}"
                 pids = nvml.processes(handle, instance.id)
@@ -239,6 +253,8 @@ class MigRestore:
 
     def sweep(self) -> list[str]:
         """Each rescan: what the start left to retry (module docstring); the ``<pci>/<start>`` destroyed."""
+        if self.restore_pending:
+            return self._restore_late()
         if self.nvml is None:
             return []  # NVML never loaded: nothing was done that needs a retry
         self._retry_roll_backs()
@@ -247,23 +263,41 @@ class MigRestore:
         self._retry_mode()
         return done
 
-    def _retry_roll_backs(self) -> None:
-        """The started records a failed roll back left, of claims not committed that no call works on."""
+    def _restore_late(self) -> list[str]:
+        """The start-up check that NVML's absence at start left pending, done once NVML loads (each rescan tries):
+        committed claims' instances found or made again after a reboot, their CDI specs rewritten, leftovers
+        swept, MIG mode turned on, the boot recorded. The ``<pci>/<start>`` destroyed."""
+        try:
+            self.lib()
+        except PrepareError as exc:
+            LOG.debug("MIG: the start-up check waits for NVML: %s", exc)
+            return []
+        LOG.info("MIG: NVML loads now: the start-up check of MIG instances is done")
+        outcome = self.restore()
+        self.driver.retry_restore()  # the CDI specs with the instances' minors and MIG UUIDs of now, as at start
+        return outcome["destroyed"]
+
+    def _retry_roll_backs(self) -> list[str]:
+        """The started records (left by a crash or a failed roll back) of claims not committed that no call
+        works on (a Prepare in flight holds its claim's lock): rolled back; the claims done."""
         checkpoint, locks = self.driver.checkpoint, self.driver.claim_locks
+        done = []
         for uid in sorted(checkpoint.mig_started):
             if uid in checkpoint.claims or not locks.acquire(uid, timeout=0):
                 continue
             try:
                 if uid in checkpoint.mig_started and uid not in checkpoint.claims and self.roll_back(uid):
                     LOG.info("claim %s: its MIG roll back is done", uid)
+                    done.append(uid)
             finally:
                 locks.release(uid)
+        return done
 
     def _retry_unswept(self) -> list[str]:
         outcome: dict[str, list[str]] = {"destroyed": [], "kept": []}
         for pci in sorted(self.unswept):
             try:
-                self._sweep_gpu(pci, dict(self.driver.checkpoint.claims), outcome)
+                self._sweep_gpu(pci, outcome)  # the claims are read under the GPU's lock, not before
             except Exception as exc:
                 LOG.debug("MIG: GPU %s: its instances still cannot be checked: %s", pci, exc)
                 continue
@@ -279,16 +313,16 @@ class MigRestore:
             return []
         nvml = self.lib()
         done = []
-        held = claimed_placements(self.driver.checkpoint.claims)
         for pci, kept in sorted(self.kept.items()):
             left = []
             try:
                 with self.lock(pci):
+                    taken, _claims = self._taken(pci)
                     handle = nvml.handle(pci)
                     now = nvml.instances(handle)
                     for old in kept:
                         instance = at(now, old.start, old.size, old.profile)
-                        if instance is None or (old.start, old.size) in held.get(pci, []):
+                        if instance is None or (old.start, old.size) in taken:
                             continue
                         if nvml.processes(handle, instance.id):
                             left.append(instance)

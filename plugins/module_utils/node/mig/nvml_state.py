@@ -159,6 +159,10 @@ def _read(nvml: Any, pci_address: str, entry: dict[str, Any]) -> None:
         entry["processes"] = sorted({int(p.pid) for p in _call(nvml, "nvmlDeviceGetComputeRunningProcesses", handle)})
         return
     entry["profiles"] = _profiles(nvml, handle)
+    if not entry["profiles"]:  # every index "not there": a handle made stale by a MIG mode change answers so
+        current, _pending = _call(nvml, "nvmlDeviceGetMigMode", handle)  # raises for such a handle
+        if current:
+            raise _Failed("nvmlDeviceGetGpuInstanceProfileInfo", LookupError("no MIG profile while MIG mode is on"))
     entry["memory_slices"] = max(
         (p["start"] + p["size"] for f in entry["profiles"] for p in f["placements"]), default=0
     )

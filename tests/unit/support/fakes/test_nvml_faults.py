@@ -45,9 +45,9 @@ def test_an_error_fails_the_next_call_once_then_the_call_answers_again(fake):
 def test_times_counts_the_calls_and_none_fails_every_call_until_cleared(fake):
     handle = fake.nvmlDeviceGetHandleByPciBusId(H100)
     fake.inject("nvmlDeviceGetUUID", pynvml.NVML_ERROR_TIMEOUT, times=2)
-    assert [code(fake.nvmlDeviceGetUUID, handle) for _ in range(3)] == [pynvml.NVML_ERROR_TIMEOUT] * 2 + [0]
+    assert [code(fake.nvmlDeviceGetUUID, handle) for _try in range(3)] == [pynvml.NVML_ERROR_TIMEOUT] * 2 + [0]
     fake.inject("nvmlDeviceGetUUID", pynvml.NVML_ERROR_GPU_IS_LOST, times=None)
-    assert {code(fake.nvmlDeviceGetUUID, handle) for _ in range(5)} == {pynvml.NVML_ERROR_GPU_IS_LOST}
+    assert {code(fake.nvmlDeviceGetUUID, handle) for _try in range(5)} == {pynvml.NVML_ERROR_GPU_IS_LOST}
     fake.clear_faults()
     assert fake.nvmlDeviceGetUUID(handle) == fake.uuid_of(H100)
 

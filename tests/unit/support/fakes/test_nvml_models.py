@@ -110,7 +110,7 @@ def test_set_mig_mode_returns_the_activation_status_as_pynvml_does(fake):
     handle = fake.nvmlDeviceGetHandleByPciBusId(H100)
     fake.run(H100, 4242, 1 << 30)
     status = fake.nvmlDeviceSetMigMode(handle, 1)
-    assert status == pynvml.NVML_ERROR_IN_USE and type(status) is int  # not idle: the mode stays off
+    assert status == pynvml.NVML_ERROR_IN_USE and isinstance(status, int)  # not idle: the mode stays off
     assert fake.nvmlDeviceGetMigMode(handle) == [0, 1]
 
 

@@ -208,3 +208,21 @@ def test_a_scan_reads_a_gpu_only_after_the_prepare_holding_its_lock_is_done(tmp_
         assert "out" not in result
     scan.join(10)
     assert of(result["out"][0], A100_NAME) == [f"{A100_NAME}-mig-2g-10gb-4"]
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+@pytest.mark.parametrize("error", ["NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT"])
+def test_mig_mode_on_without_a_readable_profile_is_never_published_whole(tmp_path, node, caplog, mode, error):
+    node.enable_mig(A100)  # Ampere too: the GPU whole could never be prepared, and its partition may be live
+    node.create(A100, "3g.20gb", start=4)
+    node.inject("nvmlDeviceGetGpuInstanceProfileInfo", getattr(node, error), times=None, bus_id=A100)
+    mig = scanner(tmp_path, node, mode)
+    published, sets = mig.apply(devices())
+    assert of(published, A100_NAME) == [] and A100_NAME not in mig.mig_gpus  # withdrawn, never the whole
+    assert mig.unreadable[A100][0] == "nvml" and "no MIG profile while MIG mode is on" in mig.unreadable[A100][1]
+    assert said(caplog, f"GPU {A100} is withdrawn") == 1 and said(caplog, f"GPU {A100} has MIG mode off") == 0
+    node.clear_faults()
+    first, _sets = mig.apply(devices())
+    assert A100_NAME in mig.mig_gpus and A100_NAME not in names(first)
+    node.inject("nvmlDeviceGetGpuInstanceProfileInfo", getattr(node, error), times=None, bus_id=A100)
+    assert mig.apply(devices())[0] == first  # kept as last published

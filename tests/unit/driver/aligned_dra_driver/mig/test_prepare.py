@@ -30,6 +30,7 @@ from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
     node_tree,
     on_disk,
     publish,
+    rescan,
 )
 
 caps_minor = fake_nvml.nvml_mig.caps_minor
@@ -164,6 +165,7 @@ def test_the_gpu_whole_runs_with_mig_mode_off(node, nvml, monkeypatch):
     driver, kube = make(node, kube=kube)  # a start keeps the mode while a claim holds the GPU whole
     assert mig_mode(nvml) == [0, 0]
     assert driver.unprepare([whole])[whole[1]] == ""
+    rescan(driver)  # the Unprepare committed, the next rescan turns MIG mode back on
     assert mig_mode(nvml) == [1, 1]  # back to MIG: its MIG devices are published again
     nvml = fake(node, monkeypatch, model="A100-SXM4-40GB")
     driver, kube = make(node, kube=kube)

@@ -172,7 +172,9 @@ def test_the_gpu_whole_is_never_given_while_mig_mode_stays_on(node, nvml):
     assert mig_mode(nvml) == [0, 0]
     rescan(driver)  # a claim holds the GPU whole: MIG mode is not turned back on behind it
     assert mig_mode(nvml) == [0, 0]
-    assert driver.unprepare([whole])[whole[1]] == "" and mig_mode(nvml) == [1, 1]
+    assert driver.unprepare([whole])[whole[1]] == ""
+    rescan(driver)  # the Unprepare is committed: MIG mode back on
+    assert mig_mode(nvml) == [1, 1]
 
 
 def test_a_gpu_whole_whose_claim_failed_goes_back_to_mig_mode_at_the_next_rescan(node, nvml, monkeypatch):

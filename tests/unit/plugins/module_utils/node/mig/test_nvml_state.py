@@ -124,3 +124,16 @@ def test_the_package_is_node_side_standard_library_only():
                 assert module == "__future__" or module.startswith(NODE_SIDE) or "ansible" not in module, path
             if isinstance(node, ast.Import):
                 assert all("ansible" not in alias.name for alias in node.names), path
+
+
+@pytest.mark.parametrize("error", ["NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT"])
+def test_mig_mode_on_without_a_profile_is_an_error_never_no_instance(nvml, error):
+    nvml.enable_mig(A100)
+    nvml.create(A100, "3g.20gb", start=4)
+    nvml.nvmlInit()
+    nvml.inject("nvmlDeviceGetGpuInstanceProfileInfo", getattr(nvml, error), times=None, bus_id=A100)
+    entry = nvml_state.read_gpu(nvml, A100)
+    assert entry["error"] == (
+        "nvmlDeviceGetGpuInstanceProfileInfo: LookupError: no MIG profile while MIG mode is on"
+    ), entry
+    assert entry["instances"] is None  # never [] while the partition is live
