@@ -9,7 +9,9 @@ kubeconfig): its MIG mode needs a GPU reset, which only a drained node's GPUs ge
 they are, the node is reported with what to do, and the run fails. Against a cluster (the fake API server), two
 runs: the nodes are drained, their GPU clients (systemd units that run, DaemonSet pods by a node label) stopped
 and started again, and uncordoned; an Ampere node whose reset fails stays cordoned, its clients started again,
-and the rollout stops; then the first failing node stays cordoned and the nodes after it are untouched."""
+and the rollout stops; then the first failing node stays cordoned and the nodes after it are untouched, while
+a unit of its that fails to start keeps no other client back (the run names it) and a DaemonSet label left
+paused by a run cut short is put back."""
 
 from __future__ import annotations
 
@@ -181,6 +183,8 @@ def test_an_ampere_node_that_needs_a_reset_stops_the_rollout(tmp_path):
 
 UNITS = {"nvidia-dcgm.service": "active", "dcgm-exporter.service": "active", "aligned-dra-driver.service": "inactive"}
 EXPORTER_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"
+PAUSE_LABEL = "aligned.dra/deploy.driver"
+DCGM = "nvidia-dcgm.service"
 DRIVER_LABELS = {"app.kubernetes.io/name": "aligned-dra-driver", "app.kubernetes.io/component": "kubelet-plugin"}
 
 
@@ -288,6 +292,12 @@ def test_the_rollout_against_a_cluster(tmp_path):
         nvml.inject("nvmlGpuInstanceDestroy", nvml.NVML_ERROR_IN_USE)
         for name in hosts:
             systemd[name].write_text(json.dumps({"units": dict(UNITS), "calls": []}))
+        # node-a's host DCGM does not start again; and an earlier run cut short (a host unreachable) left the
+        # driver's DaemonSet paused on node-a, with no pod there any more
+        systemd["node-a"].write_text(json.dumps({"units": dict(UNITS), "calls": [], "fail_start": [DCGM]}))
+        merge = {"Content-Type": "application/merge-patch+json"}
+        left_paused = {"metadata": {"labels": {PAUSE_LABEL: "paused-for-mig-change"}}}
+        api.handle("PATCH", "/api/v1/nodes/node-a", {}, merge, json.dumps(left_paused).encode())
         del api.requests[:]
         seven = {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "seven-1g"}
         second = run_playbook(inventory, PLAYBOOKS / "mig.yml", "-e", json.dumps({"aligned_dra_mig": seven}))
@@ -296,7 +306,17 @@ def test_the_rollout_against_a_cluster(tmp_path):
             "nvmlGpuInstanceDestroy: " in second.output and "NVML lists no compute process on the GPU" in second.output
         )
         assert api.get("nodes", "node-a")["spec"].get("unschedulable") is True
-        assert [c[0] for c in read_state(systemd["node-a"])["calls"]] == ["stop", "stop", "start", "start"]
+        # every client got its start: the exporter's unit after DCGM's failed one, and the labels (the one left
+        # paused removed, as the node had none); the run names what did not come back
+        assert read_state(systemd["node-a"])["calls"] == [
+            ["stop", "dcgm-exporter.service"],
+            ["stop", DCGM],
+            ["start", DCGM],
+            ["start", "dcgm-exporter.service"],
+        ]
+        assert read_state(systemd["node-a"])["units"] == {**UNITS, DCGM: "failed"}
+        assert api.get("nodes", "node-a")["metadata"]["labels"] == {EXPORTER_LABEL: "true"}
+        assert f"GPU clients that did not come back on node-a: systemd unit {DCGM} (Unable to start" in second.output
         assert "MIG | Uncordon the node" not in second.output
         for name in ("node-b", "node-c"):
             assert node_writes(api, name) == [], name

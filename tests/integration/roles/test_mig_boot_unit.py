@@ -6,7 +6,9 @@ and parsed by ``systemd-analyze verify`` (offline). The persist tasks run as the
 ansible-playbook run on this machine, with the unit directory, the state and library directories moved under
 tmp_path and systemd left out (``systemd_service``): a check run shows the layout's diff and writes nothing,
 a run installs the layout as verified, the unit and the library, a second run changes nothing, mode dynamic
-removes them; a Python that cannot load nvidia-ml-py stops the role before anything is installed.
+removes them; a Python that cannot load nvidia-ml-py stops the role before anything is installed. The
+rollout's own reboot (tasks/main.yml) runs after the unit's state is removed, so the boot does not make the
+old layout again: the removal and a stand-in for the reboot run on this machine.
 """
 
 from __future__ import annotations
@@ -70,7 +72,9 @@ def test_the_unit_runs_after_the_nvidia_driver_and_before_the_kubelet_and_the_dr
     unit = directives(text)
     assert (unit["Type"], unit["RemainAfterExit"], unit["DefaultDependencies"]) == ("oneshot", "yes", "no")
     after, before = unit["After"].split(), unit["Before"].split()
-    assert {"systemd-modules-load.service", "nvidia-persistenced.service", "local-fs.target"} <= set(after)
+    # the modules loaded, udev's coldplug done (the NVIDIA module may be loaded by it): boot.py then waits for NVML
+    wanted = {"systemd-modules-load.service", "systemd-udev-trigger.service", "nvidia-persistenced.service"}
+    assert wanted | {"local-fs.target", "nvidia-fabricmanager.service"} == set(after)
     assert before == ["kubelet.service", "aligned-dra-driver.service", "aligned-dra-driver-gpu.service"]
     # the kubelet starts when the unit fails: ordering only, nothing requires the unit or is required by it
     assert not {"Requires", "Requisite", "BindsTo", "RequiredBy", "Wants"} & set(unit)
@@ -182,3 +186,54 @@ def test_a_python_without_nvidia_ml_py_stops_the_role_before_anything_is_install
     assert failed.returncode != 0
     assert "/bin/false on localhost cannot import pynvml (nvidia-ml-py)" in failed.stdout
     assert not (tmp_path / "etc" / "mig.json").exists() and not (tmp_path / "lib").exists()
+
+
+# -- the rollout's own reboot (tasks/main.yml) --------------------------------------------------------------
+
+REBOOT = "MIG | Reboot the drained node for the GPUs that need a reset"
+REMOVAL = "MIG | Remove the boot-time layout before the reboot"
+
+
+def reboot_tasks(tmp_path):
+    """main.yml's change block: the removal of the unit's state, and the reboot replaced by a stand-in that
+    reads the state file as the boot would find it (the real reboot runs only on a node's own machine)."""
+    (block,) = [task for task in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()) if "block" in task]
+    names = [task["name"] for task in block["block"]]
+    removal, reboot = block["block"][names.index(REMOVAL)], block["block"][names.index(REBOOT)]
+    assert names.index(REMOVAL) < names.index(REBOOT) and removal["when"] == reboot["when"]
+    # after the reboot and before the layout is applied again, the clients enabled at boot leave again
+    after = block["block"][names.index(REBOOT) + 1 : names.index("MIG | Apply the layout again after the reboot")]
+    assert [(t.get("ansible.builtin.include_tasks"), t.get("when")) for t in after] == [
+        ("clients_stop.yml", "aligned_dra_mig_rebooted is changed")
+    ]
+    stand_in = {
+        "name": "the reboot: what the boot unit finds",
+        "ansible.builtin.stat": {"path": str(tmp_path / "etc" / "mig.json")},
+        "register": "at_boot",
+        "when": reboot["when"],
+    }
+    found = {
+        "name": "what the boot finds",
+        "ansible.builtin.debug": {"msg": "boot finds state {{ at_boot.stat.exists }}"},
+    }
+    return [removal, stand_in, {**found, "when": "at_boot is not skipped"}]
+
+
+@pytest.mark.parametrize("reboot", [True, False])
+def test_the_rollouts_reboot_finds_no_state_so_the_old_layout_is_not_made_at_boot(tmp_path, site, reboot):
+    state = tmp_path / "etc" / "mig.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"mode": "static", "layout": "old", "mig_configs": {"old": []}, "gpus": GPUS}))
+    variables = {
+        **site,
+        "aligned_dra_mig_result": {"changed": True, "reboot_required": True, "gpus": [{"pci_address": GPUS[0]}]},
+        "aligned_dra_mig_reboot": reboot,
+        "aligned_dra_mig_cordoned": True,
+        "aligned_dra_sysfs_root": "/sys",  # the node's own machine: the reboot's condition holds
+    }
+    run = playbook(tmp_path, reboot_tasks(tmp_path), variables)
+    assert run.returncode == 0, run.stdout + run.stderr
+    if reboot:
+        assert "boot finds state False" in run.stdout and not state.exists()
+    else:  # no reboot in this run: the last verified layout stays for a reboot in between (docs/mig.md)
+        assert "boot finds state" not in run.stdout and state.exists()

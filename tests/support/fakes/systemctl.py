@@ -7,12 +7,14 @@ it, and not this machine's systemd. It answers what systemd answers for the call
 - ``show UNIT``: ``Id``, ``LoadState`` (``not-found`` for a unit that is not installed, rc 0 as systemd
   answers), ``ActiveState`` and ``SubState``;
 - ``start UNIT`` / ``stop UNIT``: the unit becomes ``active`` / ``inactive`` (rc 5, "Unit UNIT not found."
-  for one not installed);
+  for one not installed); a unit in ``fail_start`` does not start: ``failed``, rc 1 and systemd's "Job for
+  UNIT failed because the control process exited with error code." (its unit's process exits non-zero);
 - ``is-enabled UNIT``: ``enabled`` (rc 0) or, not installed, rc 1;
 - anything else: rc 1, "Unknown command" on stderr.
 
-State file: ``{"units": {NAME: "active" | "inactive"}, "calls": [[VERB, NAME], ...]}``: every start and stop
-is appended to ``calls``, in order.
+State file: ``{"units": {NAME: "active" | "inactive" | "failed"}, "calls": [[VERB, NAME], ...],
+"fail_start": [NAME, ...]}``: every start and stop of an installed unit (one that fails too) is appended to
+``calls``, in order; ``fail_start`` (optional) names the units whose start fails.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def main(argv: list[str]) -> int:
         state = units.get(name)
         load = "loaded" if state is not None else "not-found"
         active = state or "inactive"
-        sub = "running" if active == "active" else "dead"
+        sub = {"active": "running", "failed": "failed"}.get(active, "dead")
         print(f"Id={name}\nLoadState={load}\nActiveState={active}\nSubState={sub}")
         return 0
     if verb in ("start", "stop") and len(names) == 1:
@@ -54,9 +56,17 @@ def main(argv: list[str]) -> int:
         if name not in units:
             print(f"Failed to {verb} {name}: Unit {name} not found.", file=sys.stderr)
             return 5
-        units[name] = "active" if verb == "start" else "inactive"
         data["calls"].append([verb, name])
+        failing = verb == "start" and name in data.get("fail_start", [])
+        units[name] = "failed" if failing else "active" if verb == "start" else "inactive"
         path.write_text(json.dumps(data))
+        if failing:
+            print(
+                f"Job for {name} failed because the control process exited with error code.\n"
+                f'See "systemctl status {name}" and "journalctl -xeu {name}" for details.',
+                file=sys.stderr,
+            )
+            return 1
         return 0
     if verb == "is-enabled" and len(names) == 1:
         if names[0] in units:

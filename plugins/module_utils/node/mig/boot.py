@@ -19,6 +19,15 @@ State file (written by the role)::
 
 ``gpus``: the GPUs the rollout selected, by PCI address (one that is gone fails, naming the node's GPUs).
 
+The unit is ordered after the kernel's modules are loaded (``systemd-modules-load``, udev's coldplug
+``systemd-udev-trigger``) and ``nvidia-persistenced``, but none of them waits for the NVIDIA module itself: udev
+may still be loading it, and a node without nvidia-persistenced has nothing that waits for the driver. So
+:func:`wait_for_nvml` first waits for ``nvmlInit`` to succeed: while NVML answers that the driver is not loaded
+(``DRIVER_NOT_LOADED``), its library is not there yet (``LIBRARY_NOT_FOUND``) or an unknown error, it asks
+again every :data:`RETRY_INTERVAL` seconds for up to :data:`NVML_WAIT` seconds; any other error, or the time
+up, fails every GPU as before. A driver that a container brings up later (NVIDIA's GPU operator) is never
+there at boot: such a node applies its layout with the playbook, not this unit (docs/mig.md "Reboots").
+
 Exit status 0 when every GPU is as the layout says (changed or not), 1 when a GPU failed or NVML cannot start,
 2 for a bad command line or state file. One line per GPU says what was done; a failure names the GPU and the
 reason, at the journal's ``err`` priority (systemd reads the ``<3>`` prefix); a last JSON line sums it up.
@@ -30,15 +39,21 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.mig import apply, layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 NAME = "aligned-dra-mig"
 ERR = "<3>"  # the sd-daemon(3) priority prefix of an error, read by the journal
+# nvmlInit's answers while the NVIDIA driver is still coming up: NVML_ERROR_DRIVER_NOT_LOADED,
+# NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_UNKNOWN
+NVML_NOT_YET = frozenset({9, 12, 999})
+NVML_WAIT = 120.0  # seconds, well inside the unit's TimeoutStartSec
+RETRY_INTERVAL = 2.0
 
 
 class StateError(ValueError):
@@ -146,6 +161,33 @@ def run(nvml: Any, state: dict[str, Any], out: Any, err: Any) -> int:
     return 1 if failed else 0
 
 
+def wait_for_nvml(
+    nvml: Any, err: Any, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+) -> bool:
+    """Whether ``nvmlInit`` succeeds within :data:`NVML_WAIT` seconds (NVML shut down again: each GPU's apply
+    starts its own); only the errors of :data:`NVML_NOT_YET` are asked again. Waiting and giving up are said
+    on ``err``."""
+    deadline = clock() + NVML_WAIT
+    waited = False
+    while True:
+        try:
+            nvml.nvmlInit()
+        except Exception as exc:  # NVMLError, or a broken binding
+            code = getattr(exc, "value", None)
+            left = deadline - clock()
+            if code not in NVML_NOT_YET or left <= 0:
+                if waited:
+                    err.write(f"{ERR}{NAME}: NVML still does not start after {NVML_WAIT:.0f} s: {exc}\n")
+                return False
+            if not waited:
+                err.write(f"{NAME}: NVML does not start yet ({exc}): waiting for the NVIDIA driver\n")
+                waited = True
+            sleep(min(RETRY_INTERVAL, left))
+            continue
+        nvml.nvmlShutdown()
+        return True
+
+
 def load_pynvml() -> Any:
     """The real ``pynvml`` (package ``nvidia-ml-py``); ImportError where it is not installed."""
     import pynvml
@@ -153,7 +195,12 @@ def load_pynvml() -> Any:
     return pynvml
 
 
-def main(argv: list[str] | None = None, nvml: Any = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    nvml: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         sys.stderr.write(f"{ERR}usage: python3 -m ...node.mig.boot STATE_FILE\n")
@@ -172,6 +219,8 @@ def main(argv: list[str] | None = None, nvml: Any = None) -> int:
         except ImportError as exc:
             sys.stderr.write(f"{ERR}{NAME}: nvidia-ml-py (module pynvml) does not load: {exc}; no GPU configured\n")
             return 1
+    # NVML that does not start in time fails each GPU, named, as before (the apply says why)
+    wait_for_nvml(nvml, sys.stderr, clock, sleep)
     return run(nvml, state, sys.stdout, sys.stderr)
 
 

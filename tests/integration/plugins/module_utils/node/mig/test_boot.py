@@ -61,7 +61,7 @@ def test_the_unit_makes_the_layout_again_after_a_reboot_and_a_second_boot_change
     for bus, model in ((A100, "A100-SXM4-40GB"), (H100, "H100-SXM5-80GB")):
         nvml.add_gpu(bus, model=model)
         nvml.enable_mig(bus)
-        for _ in range(7):
+        for _slot in range(7):
             nvml.create(bus, "1g.10gb" if bus == H100 else "1g.5gb")
     made = {bus: [(i["profile"], i["start"]) for i in nvml.instances(bus)] for bus in (A100, H100)}
     nvml.write_state(nvml_file)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """node/mig/boot.py: a static node's layout applied at boot (the strict NVML fake, in this process): after a
 reboot (instances gone, MIG mode as it was) the instances the rollout made are made again, at the same
-placements; a second run changes nothing; no GPU is reset at boot; a GPU that fails is named in the journal's
+placements; a second run changes nothing; no GPU is reset at boot; NVML that does not start yet (the NVIDIA
+module still loading) is waited for, boundedly, on an injected clock; a GPU that fails is named in the journal's
 error lines and the exit status, and the other GPUs are still made; a bad state file is refused.
 
 The unit's own command (``python -m`` with the fake ``pynvml`` on its path) is
@@ -9,6 +10,7 @@ tests/integration/plugins/module_utils/node/mig/test_boot.py's."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -151,12 +153,78 @@ def test_a_gpu_that_is_gone_or_fails_in_nvml_is_named_and_the_others_are_made(no
     assert summary["changed"] == [A100] and shape(nvml, A100) == made[A100]
 
 
-def test_nvml_that_does_not_start_fails_every_gpu(node, capsys):
+class Clock:
+    """Time for :func:`boot.wait_for_nvml`: ``sleep`` moves it on (no test sleeps) and runs ``at`` callbacks."""
+
+    def __init__(self):
+        self.now, self.slept, self.at = 1000.0, [], {}
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+        for when in [w for w in self.at if w <= self.now - 1000.0]:
+            self.at.pop(when)()
+
+
+class DriverNotLoaded(FakeNvml):
+    """The real nvmlInit's answer before the NVIDIA module is loaded: NVML_ERROR_DRIVER_NOT_LOADED (9)."""
+
+    loaded = False
+
+    def nvmlInit(self):
+        if not self.loaded:
+            raise self.NVMLError(9)
+        super().nvmlInit()
+
+
+def test_nvml_that_never_starts_is_waited_for_then_fails_every_gpu(node, capsys):
     nvml, path, _made = node
     nvml.library = False
-    rc, _lines, summary, err = boot_run(nvml, path, capsys)
-    assert (rc, summary["failed"]) == (1, [A100, H100])
-    assert err.splitlines()[0].startswith(f"<3>aligned-dra-mig: GPU {A100}: NVML cannot start (")
+    clock = Clock()
+    rc = boot.main([str(path)], nvml=nvml, clock=clock, sleep=clock.sleep)
+    out, err = capsys.readouterr()
+    assert (rc, json.loads(out.splitlines()[-1])["failed"]) == (1, [A100, H100])
+    assert clock.now - 1000.0 == boot.NVML_WAIT and max(clock.slept) == boot.RETRY_INTERVAL  # bounded
+    lines = err.splitlines()
+    assert (
+        lines[0]
+        == "aligned-dra-mig: NVML does not start yet (NVML Shared Library Not Found): waiting for the NVIDIA driver"
+    )
+    assert lines[1] == "<3>aligned-dra-mig: NVML still does not start after 120 s: NVML Shared Library Not Found"
+    assert lines[2].startswith(f"<3>aligned-dra-mig: GPU {A100}: NVML cannot start (")
+
+
+def test_a_driver_loaded_while_the_unit_waits_gets_its_layout(node, tmp_path, capsys):
+    _nvml, path, made = node
+    nvml = DriverNotLoaded()  # the same node after a reboot, its module not loaded yet
+    nvml.add_gpu(A100, model="A100-SXM4-40GB")
+    nvml.add_gpu(H100, model="H100-SXM5-80GB")
+    nvml.enable_mig(A100)
+    nvml.enable_mig(H100)
+    clock = Clock()
+    clock.at[7] = lambda: setattr(nvml, "loaded", True)  # udev loads the module 7 s in
+    rc = boot.main([str(path)], nvml=nvml, clock=clock, sleep=clock.sleep)
+    out, err = capsys.readouterr()
+    assert (rc, json.loads(out.splitlines()[-1])["changed"]) == (0, [A100, H100]), err
+    assert {bus: shape(nvml, bus) for bus in (A100, H100)} == made and nvml.init_count == 0
+    assert clock.slept == [2.0] * 4
+    assert err == "aligned-dra-mig: NVML does not start yet (Unknown Error (9)): waiting for the NVIDIA driver\n"
+
+
+def test_an_nvml_error_that_waiting_does_not_mend_is_not_waited_for():
+    class NoPermission(FakeNvml):
+        def nvmlInit(self):  # NVML_ERROR_NO_PERMISSION: NVML may not talk to the driver
+            raise self.NVMLError(self.NVML_ERROR_NO_PERMISSION)
+
+    clock, err = Clock(), io.StringIO()
+    assert boot.wait_for_nvml(NoPermission(), err, clock, clock.sleep) is False
+    assert clock.slept == [] and err.getvalue() == ""  # each GPU's apply names the error
+    started = FakeNvml()
+    assert boot.wait_for_nvml(started, err, clock, clock.sleep) is True
+    assert clock.slept == [] and started.init_count == 0  # shut down again: each GPU's apply starts its own
 
 
 def test_a_gpu_the_layout_has_no_entry_for_is_left_as_it_is(node, capsys):
