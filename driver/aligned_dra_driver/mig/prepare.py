@@ -157,6 +157,17 @@ class MigPreparer(MigRestore):
             return False
         return not os.path.lexists(os.path.join(self.opts.sysfs_root, "bus", "pci", "devices", pci))
 
+    def _handle_unless_gone(self, nvml: Nvml, pci: str) -> Any:
+        """The GPU's handle; None where the GPU is gone (:meth:`_gone`: its instances went with it). Any other
+        NVML error passes through."""
+        try:
+            return nvml.handle(pci)
+        except Exception as exc:
+            if not self._gone(nvml, pci, exc, lookup=True):
+                raise
+            LOG.warning("GPU %s is gone (%s): its MIG instance went with it", pci, exc)
+            return None
+
     @staticmethod
     @contextlib.contextmanager
     def _nvml_failure(nvml: Nvml, what: str) -> Iterator[None]:
@@ -350,13 +361,9 @@ class MigPreparer(MigRestore):
         try:
             nvml = self.lib()
             with self.lock(pci):
-                try:
-                    handle = nvml.handle(pci)
-                except Exception as exc:
-                    if self._gone(nvml, pci, exc, lookup=True):
-                        LOG.warning("GPU %s is gone (%s): its MIG instance went with it", pci, exc)
-                        return True
-                    raise
+                handle = self._handle_unless_gone(nvml, pci)
+                if handle is None:
+                    return True
                 if not nvml.mig_mode(handle):
                     return True  # MIG mode off: no instance
                 found = at(nvml.instances(handle), place["start"], place["size"], record["profile"])
@@ -431,12 +438,11 @@ class MigPreparer(MigRestore):
         what = f"GPU {pci}: MIG {mig['profile']} at memory slice {place['start']}"
         with self.lock(pci):
             try:
-                handle = nvml.handle(pci)
+                handle = self._handle_unless_gone(nvml, pci)
             except Exception as exc:
-                if self._gone(nvml, pci, exc, lookup=True):
-                    LOG.warning("GPU %s is gone (%s): its MIG instance went with it", pci, exc)
-                    return
                 raise PrepareError(f"{what}: NVML cannot find the GPU ({exc}): the claim stays prepared") from exc
+            if handle is None:
+                return
             found = None
             try:
                 found = at(nvml.instances(handle), place["start"], place["size"], mig["profile"])

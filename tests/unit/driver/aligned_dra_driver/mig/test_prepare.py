@@ -27,24 +27,12 @@ from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
     make,
     mig_mode,
     mig_name,
-    node_tree,
     on_disk,
     publish,
     rescan,
 )
 
 caps_minor = fake_nvml.nvml_mig.caps_minor
-
-
-@pytest.fixture
-def node():
-    yield from node_tree()
-
-
-@pytest.fixture
-def nvml(node, monkeypatch):
-    monkeypatch.setattr(mig_prepare, "_HELD", {})
-    return fake(node, monkeypatch)
 
 
 def test_prepare_creates_the_instance_and_gives_its_caps_nodes(node, nvml):

@@ -10,7 +10,6 @@ races are made deterministic by running the other call at the point where it wou
 
 from __future__ import annotations
 
-import pytest
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import prepare as mig_prepare
 
@@ -23,21 +22,9 @@ from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
     make,
     mig_mode,
     mig_name,
-    node_tree,
     on_disk,
     rescan,
 )
-
-
-@pytest.fixture
-def node():
-    yield from node_tree()
-
-
-@pytest.fixture
-def nvml(node, monkeypatch):
-    monkeypatch.setattr(mig_prepare, "_HELD", {})
-    return fake(node, monkeypatch)
 
 
 def before_the_first_lock(driver, monkeypatch, call) -> list[bool]:

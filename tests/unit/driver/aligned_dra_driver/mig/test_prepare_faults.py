@@ -15,7 +15,6 @@ import logging
 
 import pytest
 from aligned_dra_driver import driver as drv
-from aligned_dra_driver.mig import prepare as mig_prepare
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
@@ -25,24 +24,12 @@ from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
     make,
     mig_mode,
     mig_name,
-    node_tree,
     on_disk,
     process,
     rescan,
 )
 
 LOGGERS = ("aligned_dra_driver.mig.prepare", "aligned_dra_driver.mig.restore", "aligned_dra_driver.mig.mode")
-
-
-@pytest.fixture
-def node():
-    yield from node_tree()
-
-
-@pytest.fixture
-def nvml(node, monkeypatch):
-    monkeypatch.setattr(mig_prepare, "_HELD", {})
-    return fake(node, monkeypatch)
 
 
 def nothing_leaked(node, driver, nvml, claims: dict[str, tuple[str, int]]) -> None:
