@@ -275,18 +275,27 @@ def compute_slices(profiles: list[dict[str, Any]]) -> int:
 
 
 def smallest_profile(
-    profiles: list[dict[str, Any]], memory_bytes: int | None = None, compute_fraction: float | None = None
+    profiles: list[dict[str, Any]],
+    memory_bytes: int | None = None,
+    compute_fraction: float | None = None,
+    headroom: float = 0.0,
 ) -> dict[str, Any] | None:
     """The smallest profile (driver's order) holding ``memory_bytes`` and ``compute_fraction`` of the GPU's
-    compute slices; None when none does (the work needs the GPU whole, or more). Media-extension profiles
-    (``+me``) are left out: they hold the same as their plain profile and exist once per GPU."""
+    compute slices; None when none does (the work needs the GPU whole, or more). ``headroom`` (a fraction
+    of the profile's memory, 0 <= headroom < 1) is kept free: a profile holds ``memory_bytes`` only where
+    ``memory_bytes <= memory * (1 - headroom)``, so a measured peak does not fit a profile it would fill.
+    Media-extension profiles (``+me``) are left out: they hold the same as their plain profile and exist
+    once per GPU."""
+    if not 0.0 <= float(headroom) < 1.0:
+        raise ValueError(f"headroom {headroom!r} is not a fraction in [0, 1)")
     need_slices = 0
     if compute_fraction is not None:
         need_slices = math.ceil(round(float(compute_fraction) * compute_slices(profiles), 9))
     for profile in dra_mig.ordered_profiles(profiles):  # the driver's order, smallest first
         if "+" in profile["name"]:
             continue
-        if memory_bytes is not None and int(profile.get("memory_bytes") or 0) < int(memory_bytes):
+        usable = int(profile.get("memory_bytes") or 0) * (1.0 - float(headroom))
+        if memory_bytes is not None and usable < int(memory_bytes):
             continue
         if int(profile.get("slices") or 0) < need_slices:
             continue

@@ -140,6 +140,11 @@ def test_the_smallest_profile_by_memory_and_by_compute_share(dgx):
     assert model.smallest_profile(profiles, compute_fraction=0.5)["name"] == "4g.40gb"
     assert model.smallest_profile(profiles, memory_bytes=30 * GIB, compute_fraction=1.0)["name"] == "7g.80gb"
     assert model.smallest_profile(profiles, memory_bytes=81 * GIB) is None
+    # Headroom: 9.6 GiB fills 96% of a 1g.10gb; with 5% kept free it needs the 1g.20gb.
+    assert model.smallest_profile(profiles, memory_bytes=int(9.6 * GIB))["name"] == "1g.10gb"
+    assert model.smallest_profile(profiles, memory_bytes=int(9.6 * GIB), headroom=0.05)["name"] == "1g.20gb"
+    with pytest.raises(ValueError, match="headroom"):
+        model.smallest_profile(profiles, memory_bytes=GIB, headroom=1.0)
 
 
 def test_the_layout_snippet_is_a_layout_the_validation_accepts(dgx):
