@@ -379,11 +379,24 @@ SIDE_BY_SIDE=("sanity lint")
 background_pids=()
 background_names=()
 
+# descendants PID: every process below PID (Molecule's ansible-playbook runs
+# three levels down), listed before any of them is stopped.
+descendants() {
+    local child
+    for child in $(pgrep -P "$1" 2>/dev/null); do
+        echo "$child"
+        descendants "$child"
+    done
+}
+
+# stop_background: a lane and everything it started, so that a failed run
+# leaves no Molecule step running on.
 stop_background() {
-    local pid
+    local pid tree
     for pid in "${background_pids[@]}"; do
-        pkill -TERM -P "$pid" 2>/dev/null || true
-        kill "$pid" 2>/dev/null || true
+        tree="$(descendants "$pid")"
+        # shellcheck disable=SC2086  # one PID per word
+        kill -TERM "$pid" $tree 2>/dev/null || true
     done
 }
 

@@ -11,6 +11,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "test.sh"
 FULL_SUITE = ["ruff", "changelog", "sanity", "lint", "pytest", "molecule"]
@@ -54,6 +56,28 @@ def _function(name: str) -> str:
     """One shell function of scripts/test.sh, as written there."""
     text = SCRIPT.read_text()
     return f"{name}() {{" + text.split(f"\n{name}() {{", 1)[1].split("\n}\n", 1)[0] + "\n}\n"
+
+
+def test_a_failed_run_stops_every_process_of_a_background_lane():
+    """A lane whose work runs two levels down (Molecule, then ansible-playbook): after stop_background no
+    process of it holds the script's stdout open any more, so reading it ends (it would hang otherwise)."""
+    lane = "( bash -c 'sleep 600 & echo up >&2; wait'; true ) &"  # three levels: no exec shortcut
+    script = (
+        _function("descendants")
+        + _function("stop_background")
+        + f"background_pids=(); {lane}\nbackground_pids+=($!); read -r go; stop_background; wait || true\n"
+    )
+    process = subprocess.Popen(
+        ["bash", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stderr.readline() == b"up\n"  # the grandchild is running
+    try:
+        out, _err = process.communicate(b"go\n", timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        subprocess.run(["pkill", "-f", "sleep 600"], check=False)
+        pytest.fail("a process of the lane outlived stop_background")
+    assert process.returncode == 0 and out == b""
 
 
 def test_a_stages_cpu_is_every_field_of_times_added_up(tmp_path):
