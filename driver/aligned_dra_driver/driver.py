@@ -290,7 +290,9 @@ class Driver:
                 held.append(uid)
                 entry = self.checkpoint.claims.get(uid)
                 if entry is not None:  # prepared before: the same answer (its spec rewritten if it was lost)
-                    error = self._ensure_spec(uid, entry)
+                    error = self.mig.refresh_claim(uid) if self.mig is not None else None
+                    entry = self.checkpoint.claims.get(uid, entry)  # its instance made again since a reboot
+                    error = error or self._ensure_spec(uid, entry)
                     answers[uid] = {"error": f"{where}: {error}"} if error else {"devices": entry["devices"]}
                     continue
                 if time.monotonic() >= deadline:

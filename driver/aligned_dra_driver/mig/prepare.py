@@ -41,9 +41,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..collection import mig_holders
 from ..container_edits import PrepareError, mig_edits
 from ..usage import load_pynvml
-from .holders import command
 from .mode import ModeRefused, set_mode
 from .nvml import Instance, Nvml, at
 from .restore import HOPPER, MigRestore, claimed_placements, nvidia_gpus, read_boot_id
@@ -97,6 +97,8 @@ class MigPreparer(MigRestore):
         self._whole: dict[str, str] = {}  # PCI address -> claim uid: a Prepare of the GPU whole in flight
         self.unswept: set[str] = set()  # GPUs whose instances could not be checked at start (retried)
         self.restore_pending = False  # NVML not loadable at start: the start-up check waits for it (each rescan)
+        self.unrefreshed: dict[str, str] = {}  # committed claims whose instances NVML failed to make again: why
+        self.boot: str | None = None  # this boot's ID (restore)
 
     # -- shared ------------------------------------------------------------------------
 
@@ -466,5 +468,5 @@ class MigPreparer(MigRestore):
         except Exception as exc:  # the refusal stands; who holds it is not known
             LOG.warning("the processes of GPU instance %s cannot be read: %s", gi_id, exc)
             pids = []
-        shown = ", ".join(f"{pid} ({command(self.opts.procfs_root, pid)})" for pid in pids) or "?"
+        shown = mig_holders.listed((pid, mig_holders.command(self.opts.procfs_root, pid)) for pid in pids) or "?"
         return f"still runs process(es) {shown}: kept until they end"

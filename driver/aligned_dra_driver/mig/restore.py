@@ -19,7 +19,10 @@ ended, and MIG mode on for the GPUs where it was refused, until the GPU is idle.
 changes, not at every scan. Each check of a GPU reads the committed claims and the started records together
 (state lock) while it holds the GPU's lock, so that an instance whose Prepare committed meanwhile is never
 taken for a leftover. A start while NVML cannot be loaded leaves the whole check pending
-(``restore_pending``); the first rescan that loads NVML makes it, CDI specs included.
+(``restore_pending``); the first rescan that loads NVML makes it, CDI specs included. A committed claim whose
+instance NVML fails to find or make again (``unrefreshed``) is tried again at each rescan and at the kubelet's
+next Prepare of it, which answers an error until it is done (its pod never starts on a stale CDI spec); until
+then the checkpoint keeps the old boot, so that a restart meanwhile still makes the instance again.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ LOG = logging.getLogger(__name__)
 
 NVIDIA = "0x10de"
 HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER: MIG mode changes without a reset from here on
+
+
+class InstanceGone(PrepareError):
+    """A committed claim's instance is gone in this boot: it is not made again, and not tried again."""
 
 
 def claimed_placements(claims: dict[str, Any]) -> dict[str, list[tuple[int, int]]]:
@@ -78,6 +85,8 @@ class MigRestore:
     mode_retry: dict[str, str]
     _whole: dict[str, str]
     unswept: set[str]  # GPUs whose instances could not be checked at start (retried at each rescan)
+    unrefreshed: dict[str, str]  # committed claims whose instances NVML failed to find or make again: why
+    boot: str | None  # this boot's ID, recorded in the checkpoint once no claim is left unrefreshed
     restore_pending: bool  # NVML could not be loaded at start: the start-up check is done at the first rescan it is
 
     # given by MigPreparer
@@ -106,6 +115,7 @@ class MigRestore:
             return outcome
         self.restore_pending = False
         boot = read_boot_id(self.opts.procfs_root)
+        self.boot = boot
         new_boot = boot is not None and checkpoint.boot_id is not None and boot != checkpoint.boot_id
         self.new_boot = new_boot
         if new_boot:
@@ -123,7 +133,7 @@ class MigRestore:
             candidate = dict(checkpoint.claims, **{u: e for u, e in changed.items() if u in checkpoint.claims})
             before = checkpoint.boot_id
             checkpoint.mig_started = {u: r for u, r in checkpoint.mig_started.items() if u not in candidate}
-            checkpoint.boot_id = boot or before
+            checkpoint.boot_id = before if self.unrefreshed else (boot or before)
             try:
                 checkpoint.save(candidate)
             except OSError as exc:
@@ -139,6 +149,7 @@ class MigRestore:
         spec = entry["cdi_spec"]
         names = {d["name"]: d for d in spec["devices"]}
         changed = False
+        previous = self.unrefreshed.pop(uid, None)  # the reason last logged
         for device in entry["devices"]:
             mig = device.get("mig")
             if not isinstance(mig, dict) or not self.manages(device["pci_address"]):
@@ -147,8 +158,21 @@ class MigRestore:
             try:
                 fresh, topo = self._find_again(uid, device, outcome)
                 edits = mig_edits(self.opts, topo, fresh)
-            except Exception as exc:  # the claim stays prepared as it was; its pod sees what NVML left
+            except InstanceGone as exc:  # the claim stays prepared as it was; the kubelet's Unprepare removes it
                 LOG.error("MIG: claim %s: %s cannot be found or created again: %s", uid, device["device"], exc)
+                devices.append(device)
+                continue
+            except Exception as exc:  # NVML failed: tried again (rescan, Prepare); Prepare refuses it until then
+                reason = f"{device['device']}: {exc}"
+                if previous != reason:
+                    LOG.error(
+                        "MIG: claim %s: %s cannot be found or created again (tried again at each rescan and at its "
+                        "Prepare): %s",
+                        uid,
+                        device["device"],
+                        exc,
+                    )
+                self.unrefreshed[uid] = reason
                 devices.append(device)
                 continue
             cdi_name = device["cdi_device_ids"][0].split("=", 1)[1]
@@ -179,7 +203,7 @@ class MigRestore:
             if found is None and (mig["mode"] == "static" or not self.new_boot):
                 # in the same boot: an Unprepare cut short after the destroy, or destroyed by hand; its slices
                 # may be allocated again already, so it is not made again
-                raise PrepareError(
+                raise InstanceGone(
                     f"its {mig['mode']} instance {mig['profile']} at memory slice {place['start']} is gone in this "
                     "boot: not made again (the kubelet's Unprepare removes the claim)"
                 )
@@ -258,10 +282,55 @@ class MigRestore:
         if self.nvml is None:
             return []  # NVML never loaded: nothing was done that needs a retry
         self._retry_roll_backs()
+        if self.unrefreshed:
+            self._retry_unrefreshed()
         done = self._retry_unswept()
         done += self._retry_kept()
         self._retry_mode()
         return done
+
+    def refresh_claim(self, uid: str) -> str | None:
+        """A committed claim the start could not find or make again (``unrefreshed``), tried again; the caller
+        holds the claim's lock. None when done (or never pending), else why not (the kubelet retries)."""
+        reason = self.unrefreshed.get(uid)
+        if reason is None:
+            return None
+        checkpoint = self.driver.checkpoint
+        entry = checkpoint.claims.get(uid)
+        if entry is None:  # unprepared meanwhile
+            self.unrefreshed.pop(uid, None)
+            return None
+        outcome: dict[str, list[str]] = {"rolled_back": [], "recreated": [], "destroyed": [], "kept": []}
+        fresh = self._refresh(uid, entry, outcome)
+        if uid in self.unrefreshed:
+            return f"its MIG instance is not found or made again since the reboot yet ({self.unrefreshed[uid]})"
+        with self.driver.state_lock:
+            candidate = dict(checkpoint.claims, **({uid: fresh} if fresh is not None else {}))
+            before = checkpoint.boot_id
+            if not self.unrefreshed and self.boot:
+                checkpoint.boot_id = self.boot
+            try:
+                checkpoint.save(candidate)
+            except OSError as exc:
+                checkpoint.boot_id = before
+                self.unrefreshed[uid] = f"writing the checkpoint: {exc}"
+                return f"its MIG instance is made again, but {self.unrefreshed[uid]}"
+            checkpoint.claims = candidate
+        LOG.info("MIG: claim %s: its instances are found again since the reboot", uid)
+        return None
+
+    def _retry_unrefreshed(self) -> None:
+        """Each rescan: the claims left unrefreshed that no call works on, their CDI specs rewritten."""
+        locks, done = self.driver.claim_locks, False
+        for uid in sorted(self.unrefreshed):
+            if not locks.acquire(uid, timeout=0):
+                continue  # a Prepare or Unprepare of it decides
+            try:
+                done = self.refresh_claim(uid) is None or done
+            finally:
+                locks.release(uid)
+        if done:
+            self.driver.retry_restore()  # the specs with the instances' minors and MIG UUIDs of now
 
     def _restore_late(self) -> list[str]:
         """The start-up check that NVML's absence at start left pending, done once NVML loads (each rescan tries):

@@ -10,6 +10,8 @@ races are made deterministic by running the other call at the point where it wou
 
 from __future__ import annotations
 
+import json
+
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import prepare as mig_prepare
 
@@ -177,3 +179,45 @@ def test_a_kept_instance_is_counted_once_however_often_a_failing_prepare_meets_i
     rescan(driver)  # its process ended: destroyed, no longer counted
     assert instances(nvml) == [] and metrics.mig_kept_instances._value.get() == 0
     assert "error" not in driver.prepare([ref])[ref[1]]
+
+
+def test_a_claim_nvml_cannot_make_again_after_a_reboot_is_retried_and_refused_until_it_is(node, nvml):
+    """After a reboot NVML fails to make a committed claim's instance: its Prepare answers an error (never the
+    stale spec), the checkpoint keeps the old boot (a restart still makes it again), and a rescan makes it."""
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.10gb", 1))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    nvml.reset(h.GPU_BDF, reboot=True)
+    for path in node.cdi.iterdir():
+        path.unlink()
+    (node.proc / "sys" / "kernel" / "random" / "boot_id").write_text("99999999-2222-3333-4444-555555555555\n")
+    nvml.inject("nvmlDeviceCreateGpuInstanceWithPlacement", nvml.NVML_ERROR_UNKNOWN, times=3)
+    restarted, _kube = make(node, kube=kube)  # the start and its first rescan fail
+    assert instances(nvml) == [] and set(restarted.mig.unrefreshed) == {ref[1]}
+    assert on_disk(node)[0]["boot_id"] == BOOT  # the old boot kept
+    answer = restarted.prepare([ref])[ref[1]]  # the third injected error
+    assert "not found or made again since the reboot" in answer["error"] and "Unknown" in answer["error"], answer
+    again, _kube = make(node, kube=kube)  # a restart meanwhile: still a new boot, the instance made now
+    assert again.mig.unrefreshed == {} and [(p, s) for p, s, _cis in instances(nvml)] == [("1g.10gb", 1)]
+    assert on_disk(node)[0]["boot_id"].startswith("99999999")
+    entry = again.checkpoint.claims[ref[1]]
+    assert again.prepare([ref])[ref[1]] == {"devices": entry["devices"]}
+
+
+def test_a_rescan_makes_a_claims_instance_again_and_rewrites_its_spec(node, nvml):
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.10gb", 1))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    nvml.reset(h.GPU_BDF, reboot=True)
+    (node.proc / "sys" / "kernel" / "random" / "boot_id").write_text("99999999-2222-3333-4444-555555555555\n")
+    nvml.inject("nvmlDeviceCreateGpuInstanceWithPlacement", nvml.NVML_ERROR_UNKNOWN, times=2)
+    restarted, _kube = make(node, kube=kube)  # the start and its first rescan fail
+    assert set(restarted.mig.unrefreshed) == {ref[1]}
+    rescan(restarted)
+    assert restarted.mig.unrefreshed == {}
+    (made,) = nvml.instances(h.GPU_BDF)
+    entry = restarted.checkpoint.claims[ref[1]]
+    assert entry["devices"][0]["mig"]["uuid"] == made["uuid"][0]
+    spec = json.loads((node.cdi / f"aligned.dev-claim_{ref[1]}.json").read_text())
+    assert spec == entry["cdi_spec"] and f"NVIDIA_VISIBLE_DEVICES={made['uuid'][0]}" in str(spec)
+    assert on_disk(node)[0]["boot_id"].startswith("99999999")
