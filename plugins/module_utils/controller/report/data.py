@@ -407,7 +407,39 @@ def teams_view(teams: Mapping[str, Any]) -> dict[str, Any]:
         for t in teams["teams"]
     ]
     engine_rows = kai_rows(teams["kai"]) if teams.get("kai") else kueue_rows(teams.get("kueue"))
-    return {"capacity": capacity, "teams": rows, **engine_rows}
+    return {"capacity": capacity, "teams": rows, "shared": shared_rows(teams.get("shared")), **engine_rows}
+
+
+def shared_rows(shared: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The GPUs given whole or as MIG partitions, counted once, and who holds which part (None without MIG)."""
+    if not shared or shared.get("status") in (None, "none"):
+        return None
+    status = str(shared["status"])
+    sets = [
+        f"{s['gpus']} {s['model']} ({s['kind']}, {s['source']}): {s['why']}; per GPU Kueue charges at most "
+        f"{s['per_gpu']['charge']}"
+        for s in shared.get("sets") or []
+    ]
+    holders = [
+        {
+            "team": str(h["team"]),
+            "cls": str(h["class"]),
+            "kind": str(h["kind"]),
+            "quota": str(h["quota"]),
+            "gpus": "?" if h.get("gpus") is None else str(h["gpus"]),
+        }
+        for h in shared.get("holders") or []
+    ]
+    return {
+        "sets": sets,
+        "holders": holders,
+        "needed": "?" if shared.get("needed") is None else str(shared["needed"]),
+        "capacity": "?" if shared.get("capacity") is None else str(shared["capacity"]),
+        "free": "?" if shared.get("free") is None else str(shared["free"]),
+        "factor": f"{shared.get('factor') or 1.0:g}",
+        "status": _QUOTA_STATUS.get(status, status),
+        "warn": status in ("oversubscribed", "over_limit"),
+    }
 
 
 def _amounts(values: Mapping[str, Any] | None, missing: str = "-") -> str:

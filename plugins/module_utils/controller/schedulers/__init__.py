@@ -27,6 +27,8 @@ Packages and modules: :mod:`kueue` (``api``, ``schemas``, ``settings``,
 its API server would (both schedulers' ``checks``), and :mod:`mig`: the site's
 MIG classes and capacity, which the team model and both schedulers' ``mig``
 modules read (Kueue's GPU-memory quotas, what KAI would miscount).
+:mod:`shared`: one GPU counted once, the guaranteed whole-GPU and MIG quotas of
+all teams together against the GPUs that both kinds of class take.
 
 Runs on the controller; no Ansible imports.
 """

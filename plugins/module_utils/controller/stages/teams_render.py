@@ -35,6 +35,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.claims impo
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains import levels as placement
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs import site as inputs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import mig as schedulers_mig
+from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers import shared as schedulers_shared
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import api as kai_api
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import checks as kai_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.kai import objects as kai
@@ -93,7 +94,8 @@ def render(
     mig: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything for one site: ``{"objects", "capacity", "problems", "teams", "tiers", "minor", "engine", "kueue",
-    "kai"}``, and ``"mig"`` and ``"warnings"`` where hosts run MIG.
+    "kai"}``, and ``"mig"``, ``"shared"`` (the GPUs given whole or as partitions and who holds which part:
+    :func:`schedulers_shared.check`) and ``"warnings"`` where hosts run MIG.
 
     ``mig``: the site's MIG (:func:`schedulers_mig.site`, with ``published`` per host): Kueue may count quotas on
     MIG devices in GPU memory, KAI is told what it would miscount; None without MIG, and nothing changes.
@@ -128,6 +130,9 @@ def render(
     queued = frozenset(scheduled["gpu_classes"]) if scheduled else frozenset()
     objects = teams_model.priority_classes(conf, site) + teams_model.team_objects(conf, site, claim_objects, queued)
     rows, problems = teams_model.capacity_check(conf, plan, mig)
+    # whole-GPU and MIG quotas together on the GPUs both take (a dynamic GPU is given whole or as partitions)
+    shared, shared_problems = schedulers_shared.check(conf, claim_objects, plan, mig)
+    problems = problems + shared_problems
     queues = None
     if scheduled is not None:
         _kai_guidance(objects, scheduled)
@@ -165,7 +170,9 @@ def render(
         "kai": None if scheduled is None else {k: v for k, v in scheduled.items() if k != "objects"},
     }
     if mig is not None:
-        result["mig"] = {k: v for k, v in mig.items() if k != "settings"}
+        result["mig"] = {k: v for k, v in mig.items() if k not in ("settings", "sets")}
+        result["mig"]["sets"] = schedulers_mig.public(mig.get("sets"))
+        result["shared"] = shared
         notes = (result["kueue"] or {}).get("notes", []) + (result["kai"] or {}).get("notes", [])
         result["warnings"] = [n for n in notes if n.startswith(schedulers_mig.WARNING_PREFIX)]
     return result
@@ -349,7 +356,7 @@ def _rendered(params: Mapping[str, Any], plan: dict[str, Any] | None) -> dict[st
 def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, Any]:
     """The module's result: ``changed``, ``objects``, ``files``, ``capacity``, ``teams``, ``minor``, ``engine``,
     ``kueue``, ``kai``, and ``diff`` of ``dest`` when ``diff`` is asked and the file changes; where hosts run
-    MIG also ``mig`` and, where the scheduler counts MIG differently than asked, ``warnings``."""
+    MIG also ``mig``, ``shared`` and, where the scheduler counts MIG differently than asked, ``warnings``."""
     plan = _plan(params)
     result = _rendered(params, plan)
     summary = {
@@ -366,6 +373,7 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
     }
     if "mig" in result:  # only where hosts run MIG: a site without keeps its teams.json as it was
         summary["mig"] = result["mig"]
+        summary["shared"] = result["shared"]
     changed, file_diff = write_dest(params["dest"], summary, check_mode)
     response = {
         "changed": changed,
@@ -380,6 +388,7 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
     }
     if "mig" in result:
         response["mig"] = result["mig"]
+        response["shared"] = result["shared"]
     if result.get("warnings"):
         response["warnings"] = result["warnings"]
     if diff and file_diff:

@@ -13,8 +13,9 @@ key ``mig`` or ``mig.aligned.dev``); :func:`counter_entry` then maps every MIG D
 class and the one per profile) to one logical resource, ``aligned.dev/mig-memory`` by default, with one
 ``counter`` source (counter ``memory``, the driver that publishes the MIG devices, a selector for MIG
 devices of that driver), and the Configuration fragment turns the gate on. The cohort's nominal quotas are
-then checked against the site's MIG memory (:func:`capacity_row`, from ``controller/mig/model.site_capacity``
-through ``controller/schedulers/mig.site``).
+then checked against what Kueue can charge on the site's MIG GPUs at once (:func:`capacity_row`, from the
+controller's MIG model through ``controller/schedulers/mig.site``), and :func:`charges` says what each claim
+costs: the memory the driver publishes for its profile (NVML's size where the probe read it).
 
 Refused, naming the setting and the reason:
 
@@ -23,6 +24,7 @@ Refused, naming the setting and the reason:
 - hosts in mode ``static``: their instances are published without ``consumesCounters`` and Kueue marks
   every workload that matches such a device inadmissible ("Device has no consumesCounters"); give device
   counts, or run those hosts dynamic;
+- a site on Kubernetes 1.34: Kueue's DRA setup guide asks 1.35 or later for counter quotas;
 - a minor whose ``DRAPartitionableDevices`` gate is off (no counters published), Kueue v0.18 with a site
   that also counts capacity, a class with an extended resource name (Kueue refuses extended-resource
   requests on classes with sources), more than 8 MIG classes (one mapping lists at most 8).
@@ -42,6 +44,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.schedulers.
     RESOURCE_PREFIX,
     UNIT_COUNTER,
     KueueError,
+    amount,
     amount_out,
     gate_default,
 )
@@ -54,6 +57,13 @@ if TYPE_CHECKING:
 
 COUNTER = dra_mig.MEMORY
 DEFAULT_RESOURCE = RESOURCE_PREFIX + "mig-memory"
+# Kueue v0.19's DRA setup guide ("Set up counter-based quota"): "Kubernetes 1.35+ with the DRAPartitionableDevices
+# feature gate enabled"
+KUBERNETES_MINIMUM = "1.35"
+
+
+def _minor_key(minor: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(minor).split(".")[:2] if part.isdigit())
 
 
 def counter_entry(
@@ -88,6 +98,12 @@ def counter_entry(
             "without consumesCounters, and Kueue marks every workload matching such a device inadmissible; "
             "give a device count on the MIG classes, or run those hosts in mode dynamic"
         )
+    if minor and _minor_key(minor) < _minor_key(KUBERNETES_MINIMUM):
+        raise KueueError(
+            f"{where}: Kueue counts GPU memory from the counters of partitionable devices only on Kubernetes "
+            f"{KUBERNETES_MINIMUM} or later (Kueue's DRA setup guide, 'Set up counter-based quota'), and the site runs "
+            f"{minor}; give device counts on the MIG classes, or upgrade the cluster"
+        )
     if minor:
         for host in hosts.get("dynamic") or []:
             problems = deploy_mig.partitionable_problems(mig["settings"][host], minor, feature_gates)
@@ -112,7 +128,7 @@ def counter_entry(
             f"Kueue mapping lists at most {MAX_CLASSES_PER_MAPPING}; give the teams templates of fewer profiles"
         )
     by_name = {o["metadata"]["name"]: o for o in claim_objects if o.get("kind") == "DeviceClass"}
-    driver = _driver(by_name[cls])
+    driver = schedulers_mig.class_driver(by_name[cls])
     if not driver:
         raise KueueError(f"{where}: the driver of DeviceClass {cls} cannot be read from its selectors")
     selector = f'device.driver == "{driver}" && device.attributes["{dra.DRIVER_NAME}"].kind == "{dra_mig.KIND}"'
@@ -125,15 +141,6 @@ def counter_entry(
         "selector": selector,
         "default_resource": DEFAULT_RESOURCE,
     }
-
-
-def _driver(device_class: dict[str, Any]) -> str | None:
-    for selector in (device_class.get("spec") or {}).get("selectors") or []:
-        expression = (selector.get("cel") or {}).get("expression") or ""
-        _before, sep, rest = expression.partition('device.driver == "')
-        if sep:
-            return rest.partition('"')[0]
-    return None
 
 
 def source(entry: dict[str, Any]) -> dict[str, Any]:
@@ -186,22 +193,56 @@ def counting_notes(cls: str, entry: dict[str, Any], mig: dict[str, Any] | None) 
     return []
 
 
+def charges(mig: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """What Kueue charges one claim of each MIG profile: the largest ``memory`` its matching devices consume
+    (``pkg/dra/counters.go`` ``computeCounterCharges``, Kueue v0.19.2: the largest counter value of the matching
+    devices, times the request's count), as the driver publishes it for the site's GPUs: NVML's size where the
+    probe read it, the documented one (the size in the profile's name) where nothing was probed.
+
+    ``{profile: {"charge" (a quantity), "charge_bytes", "source" (nvml, documented, or both where GPUs differ)}}``.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for entry in (mig or {}).get("sets") or []:
+        if entry["kind"] == schedulers_mig.PARTITIONS and entry["per_gpu"]["memory_counter_bytes"] is None:
+            continue  # static: no counters published, never charged by counter
+        for profile, memory in entry["profiles"].items():
+            value = int(Fraction(amount(memory)))
+            row = found.setdefault(profile, {"charge_bytes": 0, "sources": set()})
+            row["charge_bytes"] = max(row["charge_bytes"], value)
+            row["sources"].add(entry["source"])
+    return {
+        profile: {
+            "charge": dra_mig.quantity(row["charge_bytes"]),
+            "charge_bytes": row["charge_bytes"],
+            "source": ", ".join(sorted(row["sources"])),
+        }
+        for profile, row in sorted(found.items())
+    }
+
+
 def capacity_row(row: dict[str, Any], nominal: Fraction, mig: dict[str, Any] | None) -> list[str]:
-    """The cohort's nominal GPU memory against the site's MIG memory; fills ``row``, returns the problems."""
+    """The cohort's nominal GPU memory against the most Kueue can charge on the site's MIG GPUs at once (per GPU
+    ``schedulers/mig.most_charged``: the largest sum of the profiles' memory, as published, over partitions that
+    exist together); fills ``row`` (also ``memory_counters``, the driver's ``memory`` counters, and ``charges``
+    per profile), returns the problems."""
     capacity = (mig or {}).get("capacity") or {}
-    total = capacity.get("memory_bytes")
+    sets = (mig or {}).get("sets")
     row["bound"] = capacity.get("bound")
     row["sources"] = capacity.get("sources")
-    if total is None:
+    if capacity.get("memory_bytes") is None or sets is None:
         row["reason"] = capacity.get("reason") or "the site's MIG memory is unknown"
         return []
+    total = sum(s["gpus"] * s["per_gpu"]["charge_bytes"] for s in sets)
     row["capacity"] = amount_out(Fraction(total), UNIT_COUNTER)
+    row["memory_counters"] = capacity.get("memory")
+    row["charges"] = charges(mig)
     factor = Fraction(row["factor"])
+    documented = "documented" in (row["sources"] or {})
     how = (
-        "an upper bound: the MIG memory counters the driver publishes"
-        + (", from the geometry NVIDIA documents (no NVML reading)" if "documented" in (row["sources"] or {}) else "")
-        if row["bound"]
-        else "read from NVML"
+        "the most Kueue charges on the site's MIG GPUs at once (each partition its profile's memory as the driver "
+        "publishes it, "
+        + ("from the geometry NVIDIA documents (no NVML reading)" if documented else "NVML's sizes")
+        + "); an upper bound: the partitions the teams' templates ask for may hold less"
     )
     row["capacity_is"] = how
     if nominal <= total:

@@ -405,3 +405,56 @@ def test_without_the_sites_mig_facts_the_mig_classes_still_count_memory(dgx):
     full = render(kueue_site(team("a", "80Gi")), dgx)
     assert bare["kueue"]["configuration"] == full["kueue"]["configuration"]
     assert bare["kueue"]["capacity"][0]["status"] == "unknown" and "mig" not in bare
+
+
+# -- Kueue's minimum and Kueue's charge ------------------------------------------------------------------
+
+
+def test_memory_quotas_on_kubernetes_134_are_refused_naming_kueues_135_minimum(dgx):
+    with pytest.raises(KueueError, match=r"only on Kubernetes 1\.35 or later .*the site runs 1\.34"):
+        render(kueue_site(team("a", "80Gi", templates=[])), dgx, minor="1.34", gates={"DRAPartitionableDevices": True})
+    # device counts on the MIG classes stay possible on 1.34
+    counted = render(kueue_site(team("a", 7, templates=[])), dgx, minor="1.34", gates={"DRAPartitionableDevices": True})
+    assert counted["problems"] == []
+
+
+def _probed(dgx: dict) -> dict:
+    """The DGX with every GPU read by NVML (the fake's H100 80GB: the GPU driver's own profile sizes)."""
+    from ansible_collections.aligned.dra.plugins.module_utils.node.mig import nvml_state
+    from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
+
+    probed = copy.deepcopy(dgx)
+    nvml = FakeNvml()
+    gpus = [d for d in probed["devices"] if d.get("kind") == "gpu"]
+    for device in gpus:
+        nvml.add_gpu(device["pci_address"], model="H100-SXM5-80GB")
+        nvml.enable_mig(device["pci_address"])
+    nvml.nvmlInit()
+    for device in gpus:
+        state = nvml_state.read_gpu(nvml, device["pci_address"])
+        device["mig"] = {"readable": True, **{k: v for k, v in state.items() if k not in ("pci_address", "error")}}
+    return probed
+
+
+def test_the_charge_is_the_memory_the_driver_publishes_nvmls_where_probed_documented_else(dgx):
+    probed = _probed(dgx)
+    first = next(d for d in probed["devices"] if d.get("kind") == "gpu")
+    sizes = {p["name"]: p["memory_bytes"] for p in mig_model.gpu_state(first)["profiles"]}
+    result = render(kueue_site(team("a", "160Gi")), probed)
+    (row,) = result["kueue"]["capacity"]
+    charge = row["charges"]["1g.10gb"]
+    assert charge["charge_bytes"] == sizes["1g.10gb"] and charge["source"] == "nvml"
+    assert charge["charge_bytes"] < 10 * GIB and charge["charge"] == dra_mig_quantity(sizes["1g.10gb"])
+    # the capacity is what Kueue charges at once: per GPU the largest sum of partitions that exist together
+    (gpu_set,) = result["mig"]["sets"]
+    assert row["capacity"] == dra_mig_quantity(8 * gpu_set["per_gpu"]["charge_bytes"])
+    assert gpu_set["per_gpu"]["charge_bytes"] >= 7 * sizes["1g.10gb"]
+    assert "NVML's sizes" in row["capacity_is"]
+    documented = render(kueue_site(team("a", "160Gi")), dgx)["kueue"]["capacity"][0]
+    assert documented["charges"]["1g.10gb"] == {"charge": "10Gi", "charge_bytes": 10 * GIB, "source": "documented"}
+
+
+def dra_mig_quantity(value: int) -> str:
+    from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
+
+    return dra_mig.quantity(value)
