@@ -233,6 +233,15 @@ mig:
       C(published) (per host its MIG GPUs and the MIG devices the driver publishes for them).
   returned: when hosts run MIG
   type: dict
+shared:
+  description:
+    - Only where O(mig) has hosts running MIG - one GPU counted once (docs/teams.md "One GPU counted once") -
+      C(sets) (the MIG GPUs by how they are given - C(shared) whole or as partitions, C(partitions) only - with
+      what Kueue charges per GPU at most), C(holders) (per guaranteed quota its team, class, kind, amount and the
+      GPUs it takes at least), C(needed), C(capacity), C(free), C(factor), C(status) (ok, oversubscribed,
+      over_limit, unknown without a plan) and C(counted_as) (how a quota becomes GPUs - a lower bound).
+  returned: when hosts run MIG
+  type: dict
 kai:
   description:
     - With engine C(kai) - C(scheduler_name), C(queue_label) (the label pods name their queue in),
