@@ -17,9 +17,15 @@ recorded as Prepare records them (no API request in any poll measured here):
 - Prepare and Unprepare of a 1-GPU claim in the driver (fixture node, in-memory API), with the watcher's
   thread polling every 0.05 s beside it and without it.
 
+The GPUs are L40S by default (before Hopper: NVML's GPM is asked once per GPU, then never again);
+``--model H100-SXM5-80GB`` measures with GPM's share of SMs busy sampled on every GPU at every usage poll
+(allocate, sample, the metric between this poll's sample and the last one, free the older): the fake's GPM
+clock is moved a second forward on every GPU before each timed usage poll and tick, inside the timed step
+(a few dictionary updates of the fake).
+
 Medians, p95 and the ratios to each baseline measured in the same run. Times are printed, never compared
 against a target (the aim: a usage poll under 5 ms, Prepare unchanged).
-Run: ``.venv/bin/python benchmarks/driver_usage.py [--samples N] [--claims-per-gpu N]``.
+Run: ``.venv/bin/python benchmarks/driver_usage.py [--samples N] [--claims-per-gpu N] [--model NAME]``.
 """
 
 from __future__ import annotations
@@ -45,7 +51,13 @@ from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402
 from aligned_dra_driver.usage import GpuWatcher, NvmlReader  # noqa: E402
 from aligned_dra_driver.usage_metrics import UsageCollector  # noqa: E402
 
-from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry  # noqa: E402
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import (  # noqa: E402
+    GIB,
+    HOST_CGROUP,
+    GpuNode,
+    pod_cgroup,
+    share_entry,
+)
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d  # noqa: E402
 
@@ -55,15 +67,18 @@ WARM_UP = 3
 
 
 class Node(GpuNode):
-    def __init__(self, root: Path, claims_per_gpu: int) -> None:
+    def __init__(self, root: Path, claims_per_gpu: int, model: str = "L40S") -> None:
         super().__init__(root)
+        self.model = model
         self.checkpoint: dict[str, dict] = {}
         self.pods = ClaimPods()
         self.gpus: dict[str, str] = {}
         for index in range(GPUS):
             bus = f"0000:{0x18 + index:02x}:00.0"
             self.gpus[bus] = "gpu-" + bus.replace(":", "-").replace(".", "-")
-            self.add_gpu(bus, 80 * GIB, mps_server_gib=0.3, host_gib=0.2)
+            self.nvml.add_gpu(bus, 80 * GIB, model=model)  # what GpuNode.add_gpu adds, of the model asked
+            self.process(bus, 0.3, pod_cgroup(str(uuid.uuid4()), "besteffort", container="ab" * 32), False)
+            self.process(bus, 0.2, HOST_CGROUP, mps_client=False)
             for share in range(claims_per_gpu):
                 uid, pod_uid = str(uuid.uuid4()), str(uuid.uuid4())
                 name = f"c{index}-{share}"
@@ -72,6 +87,12 @@ class Node(GpuNode):
                 for _process in range(PROCESSES):
                     pid = self.process(bus, 80 / (claims_per_gpu * PROCESSES + 4), pod_cgroup(pod_uid))
                     self.nvml.sample(bus, pid, 20)
+
+    def elapse(self) -> None:
+        """A second of GPM time on every GPU (GPUs with GPM only), as passes between two polls."""
+        if self.model != "L40S":
+            for bus in self.gpus:
+                self.nvml.gpm_elapse(bus, 1.0, 0.5)
 
 
 class Claims:
@@ -164,19 +185,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200, help="samples per figure (after 3 warm-up)")
     parser.add_argument("--claims-per-gpu", type=int, default=8, help="fractional claims per GPU (8: 64 claims)")
+    parser.add_argument("--model", default="L40S", help="the GPUs' model (H100-SXM5-80GB: with GPM)")
     args = parser.parse_args()
     logging.getLogger("aligned_dra_driver").setLevel(logging.ERROR)
     root = Path(tempfile.mkdtemp(prefix="usage-bench-"))
     try:
-        node = Node(root, args.claims_per_gpu)
+        node = Node(root, args.claims_per_gpu, args.model)
         off_metrics = Metrics()
         alone = reclaimer(node, off_metrics, None)
         baseline = timed(alone.poll, args.samples)
         metrics = Metrics()
         usage = watcher(node, metrics, with_reclaim=False)
-        polls = timed(usage.poll_usage, args.samples)
+        polls = timed(lambda: (node.elapse(), usage.poll_usage()), args.samples)
         both = watcher(node, Metrics(), with_reclaim=True)
-        ticks = timed(lambda: (both.reader.begin(), both.reclaimer.poll(), both._poll_usage()), args.samples)
+        ticks = timed(
+            lambda: (node.elapse(), both.reader.begin(), both.reclaimer.poll(), both._poll_usage()), args.samples
+        )
         page_off = off_metrics.render()
         scrapes = timed(metrics.render, args.samples)
         page_on = metrics.render()

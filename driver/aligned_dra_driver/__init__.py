@@ -17,7 +17,8 @@
   start, the NVML calls MIG needs);
 - fractional GPUs: ``sharing`` (shareable devices, enforced limits), ``share_limits`` (a share's
   request and its limit), ``reclaim`` (``--reclaim=evict``: memory above a request taken back),
-  ``usage`` (GPU use per claim through NVML), ``usage_metrics`` (its series at scrape time),
+  ``usage`` (GPU use per claim through NVML), ``usage_gpm`` (the share of SMs busy from NVML's GPM),
+  ``usage_metrics`` (its series at scrape time),
   ``claim_pods`` (the pods of each prepared claim), ``polling`` (the thread both NVML watchers poll
   in);
 - NICs: ``netdev`` (a PCI function's interfaces over netlink), ``netdev_addresses`` (a NIC's IPv4

@@ -5,9 +5,11 @@
 retried with capped exponential backoff when it fails, one log line per run of failures. Per GPU it reads
 the memory, the processes of the compute and the MPS lists (other containers' processes too), each mapped
 to its pod through ``<procfs-root>/<pid>/cgroup`` (cached while NVML lists the PID), and the processes' SM
-utilization where NVML samples it; on a GPU in MIG mode, each MIG device's memory from NVML on its MIG handle
-(:class:`MigReading`, per GPU instance). Readings are kept for one tick: the reclaim watcher and the usage poll
-of a tick share them (one poll, not two).
+utilization where NVML samples it (a share of time); on a GPU in MIG mode, each MIG device's memory from NVML on
+its MIG handle (:class:`MigReading`, per GPU instance). Readings are kept for one tick: the reclaim watcher and
+the usage poll of a tick share them (one poll, not two). Each usage poll adds the share of SMs busy since the
+last one where NVML's GPM measures it (Hopper and newer: :mod:`aligned_dra_driver.usage_gpm`), of the GPU
+whole or of each MIG device's GPU instance.
 
 :class:`GpuWatcher` is the one thread that polls: every ``--reclaim-interval`` the reclaim step
 (:mod:`aligned_dra_driver.reclaim`) and every ``--usage-interval`` the usage snapshot of every NVIDIA GPU
@@ -27,11 +29,12 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .claim_pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
 from .polling import PollingThread
+from .usage_gpm import GpmSampler
 
 LOG = logging.getLogger("aligned_dra_driver.usage")
 BACKOFF_BASE = 1.0  # seconds before the first retry after a failure (jittered to half..full)
@@ -53,11 +56,13 @@ def load_pynvml() -> Any:
 
 @dataclass(frozen=True)
 class MigReading:
-    """One MIG device (NVML on its MIG handle): its UUID and memory in bytes."""
+    """One MIG device (NVML on its MIG handle): its UUID and memory in bytes; ``sms_busy``: the share (0-1) of
+    its GPU instance's SMs busy since the last usage poll (NVML's GPM), None where not known."""
 
     uuid: str
     total: int
     used: int
+    sms_busy: float | None = None
 
 
 @dataclass
@@ -73,6 +78,9 @@ class GpuReading:
     pods: dict[int, str | None] = field(default_factory=dict)  # pid -> pod UID, None: no pod's process
     sm: dict[int, float] = field(default_factory=dict)
     migs: dict[int, MigReading] = field(default_factory=dict)  # GPU instance id -> its MIG device
+    sms_busy: float | None = None  # the GPU whole (MIG mode off): share of SMs busy since the last usage poll
+    mig_mode: bool = False
+    handle: Any = field(default=None, repr=False, compare=False)
 
     def by_pod(self) -> dict[str, int]:
         """Bytes per pod UID (processes of no pod left out)."""
@@ -123,6 +131,7 @@ class NvmlReader:
         self._uuids: dict[str, str] = {}
         self._sm_since: dict[str, int] = {}
         self._sm_unsupported: set[str] = set()
+        self.gpm = GpmSampler()
 
     def count_error(self) -> None:
         if self.metrics is not None:
@@ -145,6 +154,7 @@ class NvmlReader:
             LOG.info("NVML works again after %d failure(s)", self.backoff.failures)
         self.nvml = nvml
         self.backoff = Backoff()
+        self.gpm = GpmSampler()  # samples of an earlier initialization are not this one's
         return True
 
     def failed_init(self, exc: BaseException) -> None:
@@ -194,7 +204,7 @@ class NvmlReader:
         if uuid is None:
             raw = nvml.nvmlDeviceGetUUID(handle)
             uuid = self._uuids[pci] = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
-        reading = GpuReading(pci, uuid, int(memory.total), int(memory.free), int(memory.used))
+        reading = GpuReading(pci, uuid, int(memory.total), int(memory.free), int(memory.used), handle=handle)
         lists = [nvml.nvmlDeviceGetComputeRunningProcesses]
         mps = getattr(nvml, "nvmlDeviceGetMPSComputeRunningProcesses", None)
         if mps is not None:
@@ -207,19 +217,23 @@ class NvmlReader:
         for pid in reading.processes:
             reading.pods[pid] = self._pod_of(pid)
         reading.sm = self._sm(pci, handle)
-        reading.migs = self._migs(handle)
+        reading.mig_mode, reading.migs = self._mig_state(handle)
         self.cache[pci] = reading
         return reading
 
     def _migs(self, handle: Any) -> dict[int, MigReading]:
         """The MIG devices of a GPU in MIG mode, per GPU instance id; {} otherwise."""
+        return self._mig_state(handle)[1]
+
+    def _mig_state(self, handle: Any) -> tuple[bool, dict[int, MigReading]]:
+        """Whether the GPU is in MIG mode, and its MIG devices per GPU instance id ({} outside MIG mode)."""
         nvml = self.nvml
         mode = getattr(nvml, "nvmlDeviceGetMigMode", None)
         try:
             if mode is None or not mode(handle)[0]:
-                return {}
+                return False, {}
         except nvml.NVMLError:  # NOT_SUPPORTED: a GPU without MIG
-            return {}
+            return False, {}
         migs = {}
         for index in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
             try:
@@ -230,12 +244,27 @@ class NvmlReader:
             raw = nvml.nvmlDeviceGetUUID(mig)
             uuid = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
             migs[int(nvml.nvmlDeviceGetGpuInstanceId(mig))] = MigReading(uuid, int(memory.total), int(memory.used))
-        return migs
+        return True, migs
+
+    def sample_gpm(self, reading: GpuReading) -> None:
+        """The usage poll's GPM figures on the reading: the GPU whole's share of SMs busy (MIG mode off) or each
+        MIG device's (its GPU instance's); never raises for NVML (no figure instead)."""
+        nvml, pci = self.nvml, reading.pci
+        if nvml is None or reading.handle is None:
+            return
+        if reading.mig_mode:
+            shares = self.gpm.instances(nvml, pci, reading.handle, sorted(reading.migs))
+            for gi, share in shares.items():
+                reading.migs[gi] = replace(reading.migs[gi], sms_busy=share)
+        else:
+            reading.sms_busy = self.gpm.gpu(nvml, pci, reading.handle)
 
     def forget(self, pci: str) -> None:
-        """A GPU gone: its UUID is read again when it comes back."""
+        """A GPU gone: its UUID is read again when it comes back, its GPM samples are dropped."""
         self._uuids.pop(pci, None)
         self._sm_since.pop(pci, None)
+        if self.nvml is not None:
+            self.gpm.forget(self.nvml, pci)
 
     def _pod_of(self, pid: int) -> str | None:
         self._seen.add(pid)
@@ -396,6 +425,7 @@ class GpuWatcher(PollingThread):
                 continue
             try:
                 readings[pci] = self.reader.read(pci)
+                self.reader.sample_gpm(readings[pci])
             except Exception as exc:
                 failed += 1
                 self._gpu_failed(pci, exc)

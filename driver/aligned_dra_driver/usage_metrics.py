@@ -9,7 +9,12 @@ Per prepared GPU of a claim, one series per pod of the claim (``pod=""`` while n
 - ``aligned_dra_claim_gpu_memory_request_bytes`` and ``..._limit_bytes``: what Prepare recorded (a whole
   GPU: the GPU's memory; a share without a memory figure: no series); the claim's, repeated for each pod;
 - ``aligned_dra_claim_gpu_sm_utilization_ratio``: 0..1, the pod's processes' SM utilization summed (at
-  most 1), only where NVML sampled at least one of them since the last poll: absent, never 0, otherwise.
+  most 1), only where NVML sampled at least one of them since the last poll: absent, never 0, otherwise. NVML's
+  per-process figure is a share of *time* (the part of the period a kernel of the process ran, on any SMs);
+- ``aligned_dra_claim_gpu_sms_busy_ratio``: 0..1, the share of the *SMs* busy since the last poll (NVML's GPM
+  ``SM_UTIL``, Hopper and newer), of the claim's GPU whole or of its MIG device's GPU instance; the device's
+  figure, repeated for each pod. Not exported for a share of a GPU (GPM sees the GPU, not a process), nor
+  where GPM is not supported or has no earlier sample yet (absent, never 0).
 
 A MIG device of a claim (``device`` its name, ``gpu_uuid`` its MIG UUID): memory used is NVML's on its MIG
 handle (the instance's whole use, for each pod of the claim), request and limit the instance's memory.
@@ -44,7 +49,13 @@ FAMILIES = {
         CLAIM_LABELS,
     ),
     "aligned_dra_claim_gpu_sm_utilization_ratio": (
-        "SM utilization (0-1) of a claim's pod's processes since the last poll, where NVML samples them",
+        "Share of time (0-1) a kernel of a claim's pod's processes ran on the GPU since the last poll (NVML's "
+        "per-process SM figure, where NVML samples them): a share of time, not of the SMs",
+        CLAIM_LABELS,
+    ),
+    "aligned_dra_claim_gpu_sms_busy_ratio": (
+        "Share of the SMs (0-1) busy since the last poll on a claim's whole GPU or MIG device (NVML GPM SM_UTIL, "
+        "Hopper and newer): a share of the SMs, not of time",
         CLAIM_LABELS,
     ),
     "aligned_dra_gpu_memory_used_bytes": ("GPU memory used (NVML), all processes and the driver's reserve", GPU_LABELS),
@@ -123,6 +134,8 @@ class UsageCollector:
             request = total if share is None else (share.get("request") or {}).get("memory")
             limit = total if share is None else (share.get("limit") or {}).get("memory")
             by_pod = reading.by_pod() if part is None else {pod_uid: part.used for _name, pod_uid in pods}
+            # GPM sees a GPU or a GPU instance: a whole GPU's or a MIG device's figure, never a share's
+            busy = part.sms_busy if part is not None else reading.sms_busy if share is None else None
             for pod_name, pod_uid in pods:
                 labels = [namespace, claim, pod_name, name, uuid]
                 families["aligned_dra_claim_gpu_memory_used_bytes"].add_metric(labels, by_pod.get(pod_uid, 0))
@@ -133,3 +146,5 @@ class UsageCollector:
                 sampled = [ratio for pid, ratio in reading.sm.items() if pod_uid and reading.pods.get(pid) == pod_uid]
                 if sampled:
                     families["aligned_dra_claim_gpu_sm_utilization_ratio"].add_metric(labels, min(1.0, sum(sampled)))
+                if busy is not None:
+                    families["aligned_dra_claim_gpu_sms_busy_ratio"].add_metric(labels, busy)

@@ -99,7 +99,8 @@ options:
         with C(window), C(step) and C(end).
       - C(idle_threshold) (default 0.05) is the SM ratio under which a GPU with a process counts as idle;
         C(request_percentile) (default 95) the percentile of the claims' peak memory the advice proposes as a
-        fraction's request.
+        fraction's request; C(mig_headroom) (default 0.05, at least 0 and below 1) the share of a MIG profile's
+        memory a measured peak must leave free for the MIG advice to choose that profile.
       - The result gains C(usage) (used versus allocated per claim, team and template, and the advice). Without
         slices (no O(from_cluster), O(slices) or O(slice_files)) the result is the usage alone. Nothing is written
         to the cluster.

@@ -25,7 +25,8 @@ Strict as the real library is:
   come from :meth:`FakeNvml.sample`; NVML keeps a bounded buffer, here the last 100 per GPU.
 
 MIG (GPU models, MIG mode, GPU and compute instances, MIG devices, nvidia-caps files) is ``nvml_mig.py``, mixed
-into :class:`FakeNvml`; its docstring opens with the test-side API. Handles are ctypes pointers, as pynvml's
+into :class:`FakeNvml`; its docstring opens with the test-side API. GPM (the share of SMs busy, per GPU and
+per GPU instance, Hopper and newer) is ``nvml_gpm.py``, mixed in the same way. Handles are ctypes pointers, as pynvml's
 (``c_nvmlDevice_t``; a GPU's also tells a test its ``bus``).
 
 An instance stands for the module (``FakeNvml().nvmlInit()``, as ``pynvml.nvmlInit()``). For a driver
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 try:  # the package's siblings (tests import tests.support.fakes.nvml)
-    from . import nvml_faults, nvml_mig
+    from . import nvml_faults, nvml_gpm, nvml_mig
 except ImportError:  # loaded by its path (write_module's pynvml.py): the siblings by their paths too
 
     def _sibling(name: str) -> Any:
@@ -66,6 +67,7 @@ except ImportError:  # loaded by its path (write_module's pynvml.py): the siblin
 
     nvml_mig = _sibling("nvml_mig")
     nvml_faults = _sibling("nvml_faults")
+    nvml_gpm = _sibling("nvml_gpm")
 
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
@@ -268,6 +270,7 @@ class _Gpu:
         default_factory=lambda: {"current": 0, "pending": 0, "serial": 0, "instances": [], "epoch": 0}
     )
     placed: dict[int, list[int]] = field(default_factory=dict)  # pid -> [gpu instance, compute instance]
+    gpm: dict[str, Any] = field(default_factory=dict)  # GPM's counters (nvml_gpm)
 
 
 def _bus_key(bus_id: Any) -> str:
@@ -282,7 +285,7 @@ def _bus_key(bus_id: Any) -> str:
     return f"{domain}:{found.group(1)}:{found.group(2)}.{found.group(3)}"
 
 
-class FakeNvml(nvml_faults.FaultyNvml, nvml_mig.MigNvml):
+class FakeNvml(nvml_faults.FaultyNvml, nvml_mig.MigNvml, nvml_gpm.GpmNvml):
     """The module ``pynvml``, faked: GPUs by PCI address, their memory and processes, and MIG (``nvml_mig``)."""
 
     NVMLError = NVMLError
@@ -394,6 +397,7 @@ class FakeNvml(nvml_faults.FaultyNvml, nvml_mig.MigNvml):
                 "minor": gpu.minor,
                 "mig": gpu.mig,
                 "placed": [[pid, *at] for pid, at in sorted(gpu.placed.items())],
+                "gpm": gpu.gpm,
             }
             for bus, gpu in self.gpus.items()
         }
@@ -438,6 +442,7 @@ class FakeNvml(nvml_faults.FaultyNvml, nvml_mig.MigNvml):
                 g.get("minor", 0),
                 g.get("mig") or _Gpu(1, 0, 0).mig,
                 {pid: [gi, ci] for pid, gi, ci in g.get("placed", [])},
+                g.get("gpm") or {},
             )
             for bus, g in data["gpus"].items()
         }

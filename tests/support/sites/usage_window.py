@@ -2,6 +2,7 @@
 """A hand-computed usage window of ten one-minute steps, for the usage summary's and the report's tests.
 
 - ``whole-a`` (namespace ns-a): a whole GPU, 10 GiB used and SM 0.5 for five steps, then no process for five;
+  GPM's share of its SMs busy 0.2 for three steps and 0.4 for two (the first five);
 - ``share-b`` (ns-b): a quarter of a GPU (20 GiB request, 40 GiB limit), two pods: 15 GiB + 10 GiB for five
   steps (5 GiB above its request, SM 0.3), then 15 GiB at SM 0.02 (below the 5 % threshold) for five;
 - ``silent-c`` (ns-a): allocated the whole window, never measured: unknown, never idle;
@@ -54,6 +55,7 @@ def window(nic: bool = False) -> UsageData:
         _series(metrics.CLAIM_SM, a, [0.5] * 5, list(range(5))),
         _series(metrics.CLAIM_SM, b1, [0.3] * 5 + [0.02] * 5),
     ]
+    series[metrics.CLAIM_SMS_BUSY].append(_series(metrics.CLAIM_SMS_BUSY, a, [0.2] * 3 + [0.4] * 2, list(range(5))))
     for uuid in ("GPU-a", "GPU-b", "GPU-c", "GPU-e"):
         series[metrics.GPU_TOTAL].append(_series(metrics.GPU_TOTAL, {"gpu_uuid": uuid}, [TOTAL] * STEPS))
     # node-1's NVML answered but for the last two steps (when the driver exports no claim series: here it

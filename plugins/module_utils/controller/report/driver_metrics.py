@@ -40,7 +40,16 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("aligned_dra_claim_gpu_memory_used_bytes", _CLAIM, "GPU memory a claim's processes use"),
     ("aligned_dra_claim_gpu_memory_request_bytes", _CLAIM, "GPU memory a claim requested"),
     ("aligned_dra_claim_gpu_memory_limit_bytes", _CLAIM, "GPU memory a claim may use"),
-    ("aligned_dra_claim_gpu_sm_utilization_ratio", _CLAIM, "SM use of a claim, 0-1 (absent where unknown)"),
+    (
+        "aligned_dra_claim_gpu_sm_utilization_ratio",
+        _CLAIM,
+        "share of time a claim's kernels ran, 0-1 (absent where unknown)",
+    ),
+    (
+        "aligned_dra_claim_gpu_sms_busy_ratio",
+        _CLAIM,
+        "share of the SMs busy on a claim's whole GPU or MIG device, 0-1 (NVML GPM, Hopper and newer; absent where unknown)",
+    ),
     ("aligned_dra_gpu_memory_used_bytes", "device, gpu_uuid", "GPU memory used"),
     ("aligned_dra_gpu_memory_total_bytes", "device, gpu_uuid", "GPU memory"),
     ("aligned_dra_gpu_memory_unattributed_bytes", "device, gpu_uuid", "GPU memory used by no claim"),

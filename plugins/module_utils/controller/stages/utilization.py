@@ -153,13 +153,14 @@ def usage_result(
         usage_settings.check(conf, "usage")
         threshold = usage_settings.summary_setting(conf, "idle_threshold", "usage")
         rank = usage_settings.summary_setting(conf, "request_percentile", "usage")
+        headroom = usage_settings.mig_headroom(conf, "usage")
         data = usage_source.read_usage(conf, option="usage", others=usage_settings.OTHERS)
     except UsageError as exc:
         raise StageError(str(exc)) from None
     fractions = utilization_mig.device_fractions(mig)
     summary = usage_summary.summarise(data, namespaces, claim_templates(claims), threshold, fractions)
     summary["advice"] = usage_advice.advise(summary, rank)
-    summary["advice"]["mig"] = mig_advice.advise(summary, gpus or {})
+    summary["advice"]["mig"] = mig_advice.advise(summary, gpus or {}, headroom)
     summary["claims_not_measured"] = usage_summary.not_measured(claims, summary)
     return summary, data
 

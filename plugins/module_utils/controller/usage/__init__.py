@@ -19,7 +19,10 @@ from __future__ import annotations
 CLAIM_USED = "aligned_dra_claim_gpu_memory_used_bytes"
 CLAIM_REQUEST = "aligned_dra_claim_gpu_memory_request_bytes"
 CLAIM_LIMIT = "aligned_dra_claim_gpu_memory_limit_bytes"
+# NVML's per-process SM figure: a share of time (a kernel ran), not of the SMs.
 CLAIM_SM = "aligned_dra_claim_gpu_sm_utilization_ratio"
+# NVML GPM's share of the SMs busy (Hopper and newer), of a whole GPU or a MIG device.
+CLAIM_SMS_BUSY = "aligned_dra_claim_gpu_sms_busy_ratio"
 CLAIM_INFO = "aligned_dra_claim_device_info"
 GPU_TOTAL = "aligned_dra_gpu_memory_total_bytes"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -27,8 +30,8 @@ DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 USAGE_AVAILABLE = "aligned_dra_usage_available"
 # Without these the window says nothing of use: a source that has none of them fails, naming them.
 REQUIRED = (CLAIM_INFO, CLAIM_USED, CLAIM_REQUEST, CLAIM_LIMIT, GPU_TOTAL)
-# Absent where nothing was sampled (SM) or nothing is deployed (DCGM): noted, not an error.
-OPTIONAL = (CLAIM_SM, DCGM_UTIL, USAGE_AVAILABLE)
+# Absent where nothing was sampled (SM, GPM) or nothing is deployed (DCGM): noted, not an error.
+OPTIONAL = (CLAIM_SM, CLAIM_SMS_BUSY, DCGM_UTIL, USAGE_AVAILABLE)
 METRICS = REQUIRED + OPTIONAL
 
 

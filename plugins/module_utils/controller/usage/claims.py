@@ -13,7 +13,11 @@ largest. At each grid point:
   the GPU; the source asked Prometheus for each step's peak); absent where no
   pod's series has a value (unknown, never 0);
 - **SM**: the sum over the pods that NVML sampled, at most 1; absent
-  (:data:`NO_RATIO`) where none was sampled;
+  (:data:`NO_RATIO`) where none was sampled (NVML's per-process figure: a
+  share of time);
+- **SMs busy**: NVML GPM's share of the SMs busy on the claim's whole GPU or
+  MIG device, the device's figure the pods' series repeat (their largest at
+  each point, never a sum); absent where the driver exported none;
 - **request** and **limit**: the largest the pods' series repeat (one claim's
   pods repeat its request);
 - the GPU's memory (``aligned_dra_gpu_memory_total_bytes``, its largest value)
@@ -59,6 +63,7 @@ class ClaimGpu:
     used: array = field(default_factory=lambda: array("d"))
     sm: array = field(default_factory=lambda: array("d"))
     has_sm: bool = False
+    busy: array | None = None  # GPM's share of SMs busy, made only for a claim that has the series
     request: float | None = None
     limit: float | None = None
 
@@ -159,6 +164,16 @@ def _peak_of(group: list[Series]) -> Series:
     return Series(group[0].metric, group[0].labels, array("l", ordered), array("d", (points[p] for p in ordered)))
 
 
+def _device_figures(
+    found: dict[tuple[str, str, str], ClaimGpu], series: list[Series], steps: int
+) -> dict[tuple[str, str, str], Series]:
+    """A figure of the claim's device each pod's series repeats: one series per claim, the largest at each point."""
+    grouped: dict[tuple[str, str, str], list[Series]] = {}
+    for (key, _pod), group in _per_pod(found, series, steps).items():
+        grouped.setdefault(key, []).extend(group)
+    return {key: _peak_of(group) for key, group in grouped.items() if any(one.points for one in group)}
+
+
 def claim_gpus(data: UsageData) -> dict[tuple[str, str, str], ClaimGpu]:
     """Every claim's GPU the window saw, keyed ``(namespace, claim, gpu_uuid)``."""
     steps = data.steps
@@ -179,6 +194,11 @@ def claim_gpus(data: UsageData) -> dict[tuple[str, str, str], ClaimGpu]:
         if merged.points:
             _add_ratio(found[key].sm, merged)
             found[key].has_sm = True
+    for key, merged in _device_figures(found, data.series.get(usage.CLAIM_SMS_BUSY, []), steps).items():
+        entry = found[key]
+        entry.busy = _dense(steps, NO_RATIO)
+        for point, value in zip(merged.points, merged.values):
+            entry.busy[point] = min(1.0, max(0.0, value))
     for metric, attribute in ((usage.CLAIM_REQUEST, "request"), (usage.CLAIM_LIMIT, "limit")):
         for one in data.series.get(metric, []):
             entry = _claim(found, one.labels, steps)

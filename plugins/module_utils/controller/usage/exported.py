@@ -27,6 +27,7 @@ from itertools import islice
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import (
     CLAIM_SM,
+    CLAIM_SMS_BUSY,
     CLAIM_USED,
     DCGM_UTIL,
     METRICS,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 # Prometheus's default --query.lookback-delta: a plain selector's last sample counts for 5 minutes.
 LOOKBACK_MS = 300_000
 # How each metric is asked: "max" and "avg" over the step before each grid point, else the last value.
-FUNCTIONS = {CLAIM_USED: "max", CLAIM_SM: "avg", DCGM_UTIL: "avg"}
+FUNCTIONS = {CLAIM_USED: "max", CLAIM_SM: "avg", CLAIM_SMS_BUSY: "avg", DCGM_UTIL: "avg"}
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')

@@ -5,8 +5,14 @@ Per team and GPU model, for each whole-GPU claim and each share the window measu
 
 - **the smallest profile** of the claim's own GPU (its model's profiles: NVML's from the probe, else the
   documented geometry, ``controller/mig/model.gpu_state``) that holds the claim's **peak memory** (the
-  largest sample of the window) and, where NVML sampled the claim's SM use, its **p95 SM ratio** in compute
-  slices (``model.smallest_profile``). A claim that even the largest profile cannot hold keeps a whole GPU.
+  largest sample of the window) with **headroom** (``mig_headroom``, default 0.05: the peak must stay within
+  ``(1 - headroom)`` of the profile's memory) and its **p95 compute** in compute slices
+  (``model.smallest_profile``). The compute figure is the share of SMs busy that NVML's GPM measured where the
+  driver exported it (Hopper and newer: ``sms_busy_ratio``), else the per-process SM figure, a share of *time*
+  (``sm_ratio``: a kernel on any SM counts the whole time, so it is at least the share of SMs busy and never
+  chooses a smaller profile). ``compute_source`` says which. A claim that even the largest profile cannot hold
+  keeps a whole GPU. ``decided_by`` says which need chose the profile: ``memory``, ``compute``, ``both`` (each
+  alone would choose it, or only the two together need it) or ``whole GPU``; each group counts them.
 - **GPUs needed**: the profiles packed onto GPUs of the model with the node's own solver
   (``node/mig/packing``): first fit, largest first (a count found, not proven the fewest), beside a lower
   bound that no layout can beat (memory and compute slices summed over the GPU's); and **today**: the
@@ -16,11 +22,16 @@ Per team and GPU model, for each whole-GPU claim and each share the window measu
   the model (``gpus.device_ids``), so that ``gpus`` of them hold the team's profiles; where no single
   layout repeated does, the snippet is None and the reason and the per-GPU layouts found are given.
 
+Every figure says its source (``figure_sources`` per group, ``*_source`` per claim): a profile's memory is
+NVML's where the probe read it (``nvml``: the GPU driver's own size, e.g. 4864 MiB for an A100 40GB's
+``1g.5gb``), else the nominal size of its name (``documented``: the GPU driver may give a little less); a
+peak is measured, and a lower bound where the claim was not measured at every step; GPUs needed is a count
+found, its lower bound a bound.
+
 Unknown stays unknown: a claim without a measured sample has no advice (listed in ``not_advised`` with the
 reason), nor one whose GPU model is not known or has no MIG; a claim measured at only some of its steps
 may have peaked in the others, so its profile is at least the one advised (``peak_lower_bound``); without
-an SM sample the profile rests on memory alone (``compute_known: false``). Profiles of documented geometry
-carry nominal memory sizes (the name's figure; the GPU driver may give a little less): ``source`` says so.
+a compute sample the profile rests on memory alone (``compute_known: false``).
 
 Runs on the controller; no Ansible imports.
 """
@@ -32,6 +43,7 @@ import math
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import checks as mig_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import geometry
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
+from ansible_collections.aligned.dra.plugins.module_utils.controller.usage.settings import MIG_HEADROOM_DEFAULT
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -43,6 +55,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 ADVISED_KINDS = ("whole", "share")
+# A peak fits a profile only within (1 - headroom) of its memory (usage/settings: mig_headroom).
+DEFAULT_HEADROOM = MIG_HEADROOM_DEFAULT
 DIGITS = 4
 ATTR_KIND = f"{dra.DRIVER_NAME}/kind"
 ATTR_DEVICE_ID = f"{dra.DRIVER_NAME}/deviceID"
@@ -84,11 +98,47 @@ def _size(profile: dict[str, Any]) -> int:
     return max((int(p["size"]) for p in profile.get("placements") or []), default=0)
 
 
-def _claim_advice(claim: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """One measured claim's smallest profile (None: it needs the GPU whole)."""
-    memory, sm = claim["memory_used_bytes"], claim.get("sm_ratio")
-    compute = sm["p95"] if sm else None
-    profile = mig_model.smallest_profile(state.get("profiles") or [], int(memory["max"]), compute)
+# What a claim's compute figure is: GPM's share of SMs busy, else NVML's per-process share of time.
+SMS_BUSY = "sms busy"
+TIME_SHARE = "time share"
+DECIDED = ("memory", "compute", "both", "whole GPU")
+PROFILE_SOURCES = {geometry.NVML: "nvml", geometry.DOCUMENTED: "documented nominal"}
+
+
+def _compute(claim: dict[str, Any]) -> tuple[float | None, str | None, bool]:
+    """The claim's p95 compute, what it is, and whether it covers every measured step: GPM's share of SMs busy
+    where the driver measured it, else NVML's per-process figure (a share of time, at least the SMs' share)."""
+    points = claim["memory_used_bytes"]["points"]
+    for key, source in (("sms_busy_ratio", SMS_BUSY), ("sm_ratio", TIME_SHARE)):
+        figure = claim.get(key)
+        if figure:
+            return figure["p95"], source, figure["points"] == points
+    return None, None, False
+
+
+def _decided_by(
+    profiles: list[dict[str, Any]], memory: int, compute: float | None, headroom: float, chosen: Any
+) -> str:
+    if chosen is None:
+        return "whole GPU"
+    by_memory = mig_model.smallest_profile(profiles, memory, None, headroom)
+    by_compute = mig_model.smallest_profile(profiles, None, compute) if compute is not None else None
+    name = chosen["name"]
+    if by_compute is None or (by_memory or {}).get("name") == name != by_compute["name"]:
+        return "memory"
+    if by_compute["name"] == name != (by_memory or {}).get("name"):
+        return "compute"
+    return "both"
+
+
+def _claim_advice(claim: dict[str, Any], state: dict[str, Any], headroom: float) -> dict[str, Any]:
+    """One measured claim's smallest profile (None: it needs the GPU whole), each figure with its source."""
+    memory = claim["memory_used_bytes"]
+    compute, compute_source, compute_known = _compute(claim)
+    profiles = state.get("profiles") or []
+    profile = mig_model.smallest_profile(profiles, int(memory["max"]), compute, headroom)
+    lower = bool(claim["hours"]["unknown"])
+    profile_memory = int(profile.get("memory_bytes") or 0) if profile else None
     return {
         "namespace": claim["namespace"],
         "claim": claim["claim"],
@@ -97,12 +147,18 @@ def _claim_advice(claim: dict[str, Any], state: dict[str, Any]) -> dict[str, Any
         "device": claim["device"],
         "gpu_fraction": claim["gpu_fraction"],
         "peak_bytes": memory["max"],
-        "peak_lower_bound": bool(claim["hours"]["unknown"]),
-        "sm_p95": compute,
-        # the SM figure covers the window only where NVML sampled it at every measured step
-        "compute_known": bool(sm) and sm["points"] == memory["points"],
+        "peak_lower_bound": lower,
+        "peak_source": "measured, lower bound" if lower else "measured",
+        "compute_p95": compute,
+        "compute_source": compute_source,
+        # the compute figure covers the window only where it was measured at every measured step
+        "compute_known": compute_known,
         "profile": profile["name"] if profile else None,
-        "profile_memory_bytes": int(profile.get("memory_bytes") or 0) if profile else None,
+        "profile_memory_bytes": profile_memory,
+        "profile_memory_source": PROFILE_SOURCES.get(state.get("source"), state.get("source")) if profile else None,
+        # what the peak may fill of the profile: its memory less the headroom
+        "usable_memory_bytes": math.floor(profile_memory * (1.0 - headroom)) if profile else None,
+        "decided_by": _decided_by(profiles, int(memory["max"]), compute, headroom, profile),
         "needs_whole_gpu": profile is None,
     }
 
@@ -168,8 +224,20 @@ def _lower_bound(profiles: list[dict[str, Any]], memory_slices: int, counts: dic
     )
 
 
+def _figure_sources(state: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Where each of a group's figures comes from."""
+    lower = any(r["peak_lower_bound"] for r in rows)
+    return {
+        "profiles": "NVML from the probe" if state.get("source") == geometry.NVML else "documented nominal sizes",
+        "peaks": "measured (some a lower bound: not measured at every step)" if lower else "measured",
+        "gpus_today": "allocated (the claims' GPU-equivalents and GPUs)",
+        "gpus_needed": "first fit, largest first: a count found, not proven the fewest",
+        "gpus_needed_lower_bound": "lower bound (memory and compute slices summed)",
+    }
+
+
 def _group(
-    team: str, state: dict[str, Any], rows: list[dict[str, Any]], claims: list[dict[str, Any]]
+    team: str, state: dict[str, Any], rows: list[dict[str, Any]], claims: list[dict[str, Any]], headroom: float
 ) -> dict[str, Any]:
     """One team's advice on one GPU model."""
     profiles = [p for p in state.get("profiles") or [] if "+" not in p["name"]]
@@ -199,6 +267,13 @@ def _group(
         "layouts": [dict(sorted(layout.items())) for layout in layouts],
         "peaks_lower_bound": any(r["peak_lower_bound"] for r in rows),
         "compute_known": all(r["compute_known"] for r in rows),
+        "headroom": headroom,
+        "decided_by": {name: sum(1 for r in rows if r["decided_by"] == name) for name in DECIDED},
+        "compute_sources": {
+            name: sum(1 for r in rows if r["compute_source"] == source)
+            for name, source in ((SMS_BUSY, SMS_BUSY), (TIME_SHARE, TIME_SHARE), ("none", None))
+        },
+        "figure_sources": _figure_sources(state, rows),
     }
     if uniform is not None:
         layout, gpus = uniform
@@ -216,11 +291,19 @@ def _group(
     return out
 
 
-def advise(summary: dict[str, Any], gpus: dict[tuple[str, str], dict[str, Any] | None]) -> dict[str, Any]:
+def advise(
+    summary: dict[str, Any],
+    gpus: dict[tuple[str, str], dict[str, Any] | None],
+    headroom: float = DEFAULT_HEADROOM,
+) -> dict[str, Any]:
     """``usage.advice.mig``: ``groups`` (per team and GPU model) and ``not_advised`` (each with the reason).
-    ``gpus``: :func:`site_gpus`. A site with no MIG-capable GPU known gets no groups and says so once."""
+    ``gpus``: :func:`site_gpus`; ``headroom``: the share of a profile's memory a peak leaves free (``mig_headroom``,
+    0 <= headroom < 1). A site with no MIG-capable GPU known gets no groups and says so once."""
+    if not 0.0 <= float(headroom) < 1.0:
+        raise ValueError(f"mig_headroom {headroom!r} is not a fraction in [0, 1)")
     if not any(state is not None for state in gpus.values()):
         return {
+            "headroom": headroom,
             "groups": [],
             "not_advised": [],
             "reason": "no GPU of the site is known to offer MIG (no probe, no "
@@ -244,7 +327,9 @@ def advise(summary: dict[str, Any], gpus: dict[tuple[str, str], dict[str, Any] |
         else:
             model_key = str(state.get("device_id") or state.get("model"))
             entry = grouped.setdefault((claim["team"], model_key), (state, [], []))
-            entry[1].append(_claim_advice(claim, state))
+            entry[1].append(_claim_advice(claim, state, headroom))
             entry[2].append(claim)
-    groups = [_group(team, state, rows, claims) for (team, _m), (state, rows, claims) in sorted(grouped.items())]
-    return {"groups": groups, "not_advised": skipped}
+    groups = [
+        _group(team, state, rows, claims, headroom) for (team, _m), (state, rows, claims) in sorted(grouped.items())
+    ]
+    return {"headroom": headroom, "groups": groups, "not_advised": skipped}

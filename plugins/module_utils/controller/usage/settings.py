@@ -6,7 +6,9 @@ the key: unknown keys, neither or both of ``prometheus`` and ``files``, keys
 of the other source, a window that is not a whole number of steps, an
 ``end`` that is no time, a URL that is not http(s), numbers out of range.
 What only the source can tell (a file that cannot be read, a Prometheus that
-refuses) is said by ``source`` when it reads.
+refuses) is said by ``source`` when it reads. ``mig_headroom`` (the MIG
+advice's share of a profile's memory kept free, :func:`mig_headroom`) is a
+fraction in [0, 1); the replay's setting of the same name means the same.
 
 Runs on the controller; no Ansible imports.
 """
@@ -22,9 +24,12 @@ if TYPE_CHECKING:
 
 # The summary's keys, with their defaults and the largest value each may take (above 0).
 SUMMARY = {"idle_threshold": (0.05, 1.0), "request_percentile": (95.0, 100.0)}
+# The MIG advice's headroom: a measured peak fits a profile only within (1 - headroom) of its memory.
+MIG_HEADROOM = "mig_headroom"
+MIG_HEADROOM_DEFAULT = 0.05
 # The role's own key: whether it writes the pods' series for the replay (<site>/usage-pods.csv).
 ROLE_KEYS = ("pods_csv",)
-OTHERS = (*SUMMARY, *ROLE_KEYS)
+OTHERS = (*SUMMARY, MIG_HEADROOM, *ROLE_KEYS)
 
 
 def summary_setting(conf: Mapping[str, Any], key: str, option: str) -> float:
@@ -33,6 +38,16 @@ def summary_setting(conf: Mapping[str, Any], key: str, option: str) -> float:
     value = conf.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
         raise UsageError(f"{option}.{key}: {value!r} must be a number above 0 and at most {high:g}")
+    return float(value)
+
+
+def mig_headroom(conf: Mapping[str, Any], option: str) -> float:
+    """``mig_headroom``: the share of a MIG profile's memory a measured peak leaves free, 0 <= value < 1."""
+    value = conf.get(MIG_HEADROOM, MIG_HEADROOM_DEFAULT)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise UsageError(
+            f"{option}.{MIG_HEADROOM}: {value!r} must be a fraction of the profile's memory, at least 0 and below 1"
+        )
     return float(value)
 
 
@@ -66,5 +81,6 @@ def check(conf: Any, option: str = "aligned_dra_usage") -> None:
         source.parse_end(conf["end"], option)
     for key in SUMMARY:
         summary_setting(conf, key, option)
+    mig_headroom(conf, option)
     if not isinstance(conf.get("pods_csv", False), bool):
         raise UsageError(f"{option}.pods_csv: {conf['pods_csv']!r} is not true or false")

@@ -17,6 +17,7 @@ metric                                          query at grid time ``t``        
 ==============================================  =============================================  ===========================
 ``aligned_dra_claim_gpu_memory_used_bytes``     ``max_over_time(<metric>{match}[step])``       ``[t - step, t]``
 ``aligned_dra_claim_gpu_sm_utilization_ratio``  ``avg_over_time(<metric>{match}[step])``       ``[t - step, t]``
+``aligned_dra_claim_gpu_sms_busy_ratio``        ``avg_over_time(<metric>{match}[step])``       ``[t - step, t]``
 ``DCGM_FI_DEV_GPU_UTIL``                        ``avg_over_time(<metric>{dcgm_match}[step])``  ``[t - step, t]``
 the others (info, request, limit, GPU total)    ``<metric>{match}``                            the latest in ``[t-5m, t]``
 ==============================================  =============================================  ===========================

@@ -193,6 +193,10 @@ def _walk(
     if entry.has_sm:
         ratios = sorted(compress(entry.sm, allocated))
         sm_seen = ratios[: bisect_left(ratios, NO_RATIO)]
+    busy_seen: list[float] = []
+    if entry.busy is not None:
+        ratios = sorted(compress(entry.busy, allocated))
+        busy_seen = ratios[: bisect_left(ratios, NO_RATIO)]
     activity_max = None
     activity_points = 0
     if activity is not None:  # the compute bound of a whole-GPU claim (advice: candidates for a fraction)
@@ -210,6 +214,7 @@ def _walk(
         "above_max": above_max,
         "measured": measured_all,
         "sm": sm_seen,
+        "sms_busy": busy_seen,
         "activity_source": activity_source,
         "activity_max": activity_max,
         "activity_points": activity_points,
@@ -286,6 +291,7 @@ def claim_summary(
         "activity_points": walked["activity_points"],
         "memory_used_bytes": memory,
         "sm_ratio": _sm(walked["sm"]),
+        "sms_busy_ratio": _sm(walked["sms_busy"]),
         "above_request": (
             {"hours": round(walked["above"] * step / HOUR, DIGITS), "max_bytes": walked["above_max"]}
             if kind == "share"

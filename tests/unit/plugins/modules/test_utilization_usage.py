@@ -74,8 +74,11 @@ def test_the_demo_usage_alone_is_written_once_with_teams_templates_and_advice(ca
     # the batch shares peak at 25 and 28 GiB (bursting): p95 of four peaks is the largest
     assert group["advice"]["request"] == "28Gi" and group["advice"]["claims_above_request"] == 0
     assert [c["claim"] for c in usage["advice"]["whole_gpu_candidates"]] == ["vision-small"]
+    assert usage["advice"]["mig"]["headroom"] == 0.05  # the default
     assert json.loads((tmp_path / "utilization.json").read_text()) == used
     assert run(capsys, args)["changed"] is False
+    headroom = run(capsys, args_for(tmp_path / "h", usage=dict(USAGE, mig_headroom=0.125)))
+    assert headroom["utilization"]["usage"]["advice"]["mig"]["headroom"] == 0.125
 
 
 def test_the_pods_series_are_written_for_the_replay_and_read_back_by_it(capsys, tmp_path):
@@ -115,6 +118,7 @@ def test_the_pods_series_are_written_for_the_replay_and_read_back_by_it(capsys, 
     [
         (dict(USAGE, idle_threshold=1.5), "usage.idle_threshold: 1.5 must be a number above 0 and at most 1"),
         (dict(USAGE, request_percentile=0), "usage.request_percentile: 0 must be a number above 0 and at most 100"),
+        (dict(USAGE, mig_headroom=1.5), "usage.mig_headroom: 1.5 must be a fraction of the profile's memory"),
         (dict(USAGE, files=[str(FILES / "missing.om")]), "missing.om"),
         ({"files": USAGE["files"], "window": "6h", "step": "30m", "colour": "red"}, "colour"),
     ],

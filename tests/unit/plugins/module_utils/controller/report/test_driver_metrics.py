@@ -17,6 +17,7 @@ CONTRACT = {
     "aligned_dra_claim_gpu_memory_request_bytes",
     "aligned_dra_claim_gpu_memory_limit_bytes",
     "aligned_dra_claim_gpu_sm_utilization_ratio",
+    "aligned_dra_claim_gpu_sms_busy_ratio",
     "aligned_dra_gpu_memory_used_bytes",
     "aligned_dra_gpu_memory_total_bytes",
     "aligned_dra_gpu_memory_unattributed_bytes",

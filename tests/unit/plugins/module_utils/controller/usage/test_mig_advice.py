@@ -10,8 +10,12 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import checks
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import mig_advice, summary
 from ansible_collections.aligned.dra.plugins.module_utils.controller.validation import validate
+from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
+from ansible_collections.aligned.dra.plugins.module_utils.node.probe import gpu_mig
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
 from ansible_collections.aligned.dra.tests.support.sites import mig_usage_site as site
 
 GIB = 1 << 30
@@ -33,8 +37,13 @@ def gpus(topo):
     return mig_advice.site_gpus({NODE: topo})
 
 
-def row(name, device, peak, team="team-a", kind="whole", sm_p95=None, unknown_hours=0.0, fraction=None):
-    """One claim as the usage summary lists it; ``peak`` None: never measured."""
+def ratio(p95, points=10):
+    return None if p95 is None else {"mean": p95, "p95": p95, "max": p95, "points": points}
+
+
+def row(name, device, peak, team="team-a", kind="whole", sm_p95=None, unknown_hours=0.0, fraction=None, busy_p95=None):
+    """One claim as the usage summary lists it; ``peak`` None: never measured. ``sm_p95``: NVML's per-process
+    SM figure (a share of time); ``busy_p95``: GPM's share of SMs busy."""
     memory = None if peak is None else {"mean": peak, "p50": peak, "p95": peak, "max": peak, "points": 10}
     return {
         "namespace": "ns",
@@ -48,12 +57,14 @@ def row(name, device, peak, team="team-a", kind="whole", sm_p95=None, unknown_ho
         "gpu_fraction": fraction if fraction is not None else (1.0 if kind == "whole" else None),
         "hours": {"allocated": 1.0, "active": 1.0, "idle": 0.0, "unknown": unknown_hours},
         "memory_used_bytes": memory,
-        "sm_ratio": None if sm_p95 is None else {"mean": sm_p95, "p95": sm_p95, "max": sm_p95, "points": 10},
+        "sm_ratio": ratio(sm_p95),
+        "sms_busy_ratio": ratio(busy_p95),
     }
 
 
-def advise(gpus, claims):
-    return mig_advice.advise({"claims": claims}, gpus)
+def advise(gpus, claims, headroom=0.0):
+    """The advice without headroom unless said: the profiles' own sizes, as these tests' figures are."""
+    return mig_advice.advise({"claims": claims}, gpus, headroom)
 
 
 @pytest.mark.parametrize(
@@ -73,6 +84,8 @@ def test_the_smallest_profile_holds_the_peak_and_the_p95_sm(gpus, names, peak, s
     (claim,) = group["claims"]
     assert claim["profile"] == profile and not claim["needs_whole_gpu"]
     assert claim["compute_known"] is (sm_p95 is not None)
+    assert claim["compute_source"] == (None if sm_p95 is None else "time share")
+    assert claim["profile_memory_source"] == "documented nominal" and claim["peak_source"] == "measured"
     assert group["model"] == "H100-SXM5-80GB" and group["source"] == "documented" and group["device_id"] == "0x2330"
 
 
@@ -186,3 +199,85 @@ def test_site_gpus_from_the_published_device_ids_without_a_probe(topo, names):
     found = mig_advice.site_gpus({}, site.slices(NODE, {"mode": "off"}, topo))
     state = found[(NODE, names[0])]
     assert state["source"] == "documented" and state["device_id"] == "0x2330" and state["memory_slices"] == 8
+
+
+def test_a_peak_fits_a_profile_only_with_headroom(gpus, names):
+    peak = int(9.6 * GIB)  # 96 % of the documented 1g.10gb's 10 GiB
+    (bare,) = advise(gpus, [row("c", names[0], peak)], headroom=0.0)["groups"]
+    assert bare["claims"][0]["profile"] == "1g.10gb"
+    result = mig_advice.advise({"claims": [row("c", names[0], peak)]}, gpus)  # the default: 0.05
+    assert result["headroom"] == 0.05
+    (claim,) = result["groups"][0]["claims"]
+    assert claim["profile"] == "1g.20gb" and claim["usable_memory_bytes"] == int(20 * GIB * 0.95)
+    # exactly at the usable memory still fits
+    (edge,) = advise(gpus, [row("c", names[0], int(10 * GIB * 0.95))], headroom=0.05)["groups"]
+    assert edge["claims"][0]["profile"] == "1g.10gb" and edge["headroom"] == 0.05
+
+
+@pytest.mark.parametrize("headroom", [-0.01, 1.0, 1.5])
+def test_a_headroom_outside_zero_to_one_is_refused(gpus, names, headroom):
+    with pytest.raises(ValueError, match="mig_headroom"):
+        mig_advice.advise({"claims": [row("c", names[0], GIB)]}, gpus, headroom)
+
+
+def test_nvmls_profile_sizes_from_the_probe_are_used_not_the_nominal_ones():
+    """An A100 40GB as NVML reads it (the strict fake): its 1g.5gb holds 4864 MiB, not 5 GiB."""
+    bus = "0000:07:00.0"
+    nvml = FakeNvml()
+    nvml.add_gpu(bus, model="A100-SXM4-40GB")
+    nvml.enable_mig(bus)
+    device = {"pci_address": bus, "kind": "gpu", "vendor_id": "0x10de", "device_id": "0x20b0"}
+    gpu_mig.add_entries([device], lambda: nvml)  # the probe's own reading
+    name = dra.device_name("gpu", bus)
+    state = mig_model.gpu_state(device)
+    gpus = {(NODE, name): dict(state, device_id="0x20b0")}
+    mib = 1 << 20
+    # 4700 MiB: within 5 GiB less 5 %, but above NVML's 4864 MiB less 5 % (4620.8 MiB)
+    (group,) = advise(gpus, [row("c", name, 4700 * mib)], headroom=0.05)["groups"]
+    (claim,) = group["claims"]
+    assert group["source"] == "nvml" and group["figure_sources"]["profiles"] == "NVML from the probe"
+    assert claim["profile"] == "2g.10gb" and claim["profile_memory_bytes"] == 9856 * mib
+    assert claim["profile_memory_source"] == "nvml"
+    nominal = mig_model.gpu_state({"pci_address": bus, "device_id": "0x20b0"})
+    (documented,) = advise({(NODE, name): nominal}, [row("c", name, 4700 * mib)], headroom=0.05)["groups"]
+    assert documented["claims"][0]["profile"] == "1g.5gb"
+    assert documented["claims"][0]["profile_memory_source"] == "documented nominal"
+    assert documented["figure_sources"]["profiles"] == "documented nominal sizes"
+
+
+def test_gpms_share_of_sms_busy_is_preferred_over_the_share_of_time(gpus, names):
+    # busy 10 % of the SMs, but some kernel ran 55 % of the time (3.85 of 7 compute slices): GPM's figure chooses
+    claims = [row("gpm", names[0], 5 * GIB, sm_p95=0.55, busy_p95=0.1), row("time", names[1], 5 * GIB, sm_p95=0.55)]
+    (group,) = advise(gpus, claims)["groups"]
+    gpm, time = group["claims"]
+    assert (gpm["compute_source"], gpm["compute_p95"], gpm["profile"]) == ("sms busy", 0.1, "1g.10gb")
+    assert (time["compute_source"], time["compute_p95"], time["profile"]) == ("time share", 0.55, "4g.40gb")
+    assert group["compute_sources"] == {"sms busy": 1, "time share": 1, "none": 0}
+    # GPM measured at only some of the steps: the figure is preferred, and said not to cover the window
+    partial = row("p", names[0], 5 * GIB, sm_p95=0.6) | {"sms_busy_ratio": ratio(0.1, points=4)}
+    (one,) = advise(gpus, [partial])["groups"][0]["claims"]
+    assert one["compute_source"] == "sms busy" and one["compute_known"] is False
+
+
+def test_which_need_decided_each_profile_is_counted(gpus, names):
+    claims = [
+        row("memory", names[0], 15 * GIB, sm_p95=0.1),  # 1g.20gb: one compute slice would do
+        row("compute", names[1], 5 * GIB, sm_p95=0.25),  # 2g.20gb: 5 GiB alone is a 1g.10gb
+        row("both", names[2], 30 * GIB, busy_p95=0.4),  # 3g.40gb either way
+        row("no-sm", names[3], 5 * GIB),  # memory alone
+        row("whole", names[4], 85 * GIB),
+    ]
+    (group,) = advise(gpus, claims)["groups"]
+    assert [c["decided_by"] for c in group["claims"]] == ["memory", "compute", "both", "memory", "whole GPU"]
+    assert group["decided_by"] == {"memory": 2, "compute": 1, "both": 1, "whole GPU": 1}
+    assert group["claims"][3]["compute_known"] is False and group["compute_sources"]["none"] == 2
+
+
+def test_every_figure_of_a_group_says_its_source(gpus, names):
+    claims = [row("a", names[0], 5 * GIB), row("b", names[1], 5 * GIB, unknown_hours=0.5)]
+    (group,) = advise(gpus, claims)["groups"]
+    sources = group["figure_sources"]
+    assert set(sources) == {"profiles", "peaks", "gpus_today", "gpus_needed", "gpus_needed_lower_bound"}
+    assert "lower bound" in sources["peaks"] and "lower bound" in sources["gpus_needed_lower_bound"]
+    assert "not proven the fewest" in sources["gpus_needed"]
+    assert [c["peak_source"] for c in group["claims"]] == ["measured", "measured, lower bound"]

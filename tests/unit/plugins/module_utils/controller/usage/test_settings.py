@@ -21,6 +21,8 @@ PROM = {"prometheus": "https://prometheus.example:9090"}
         dict(PROM, match='job="aligned-dra-driver"', dcgm_match='{namespace="gpu-operator"}'),
         {"files": ["a.om"], "window": "6h", "step": "30m", "idle_threshold": 0.1, "request_percentile": 90},
         {"files": "a.om"},
+        {"files": "a.om", "mig_headroom": 0},
+        {"files": "a.om", "mig_headroom": 0.2},
     ],
 )
 def test_settings_that_can_work_pass(conf):
@@ -51,9 +53,19 @@ def test_settings_that_can_work_pass(conf):
         (dict(PROM, request_percentile=101), "request_percentile: 101"),
         (dict(PROM, idle_threshold=True), "idle_threshold: True"),
         (dict(PROM, pods_csv="yes"), "aligned_dra_usage.pods_csv: 'yes' is not true or false"),
+        (dict(PROM, mig_headroom=1), "aligned_dra_usage.mig_headroom: 1 must be a fraction of the profile's memory"),
+        (dict(PROM, mig_headroom=-0.1), "aligned_dra_usage.mig_headroom: -0.1 must be"),
+        (dict(PROM, mig_headroom="5%"), "aligned_dra_usage.mig_headroom: '5%' must be"),
+        (dict(PROM, mig_headroom=False), "aligned_dra_usage.mig_headroom: False must be"),
     ],
 )
 def test_settings_that_cannot_work_are_refused_naming_the_key(conf, message):
     with pytest.raises(UsageError) as raised:
         settings.check(conf)
     assert message in str(raised.value)
+
+
+def test_the_mig_headroom_defaults_to_five_percent_and_is_read_as_given():
+    assert settings.mig_headroom({}, "usage") == 0.05
+    assert settings.mig_headroom({"mig_headroom": 0}, "usage") == 0.0
+    assert settings.mig_headroom({"mig_headroom": 0.1}, "usage") == 0.1

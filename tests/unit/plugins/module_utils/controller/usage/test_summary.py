@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Used versus allocated, computed by hand on a window of ten one-minute steps.
 
-- ``whole-a`` (team-a): a whole GPU, 10 GiB used and SM 0.5 for five steps, then no process for five;
+- ``whole-a`` (team-a): a whole GPU, 10 GiB used and SM 0.5 for five steps, then no process for five; GPM's
+  share of its SMs busy 0.2 for three steps and 0.4 for two;
 - ``share-b`` (no team): a quarter of a GPU (20 GiB request), two pods: 15 GiB + 10 GiB for five steps
   (5 GiB above its request, SM 0.3), then 15 GiB at SM 0.02 (below the 5 % threshold) for five;
 - ``silent-c`` (team-a): allocated the whole window, never measured: unknown, never idle;
@@ -52,6 +53,8 @@ def test_a_whole_gpu_with_no_process_is_idle_and_its_sm_is_its_own(result):
         "points": 10,
     }
     assert a["sm_ratio"] == {"mean": 0.5, "p95": 0.5, "max": 0.5, "points": 5}
+    # GPM's share of SMs busy beside NVML's share of time, each its own figure
+    assert a["sms_busy_ratio"] == {"mean": 0.28, "p95": 0.4, "max": 0.4, "points": 5}
     assert a["above_request"] is None and a["node"] == "node-1" and a["template"] == summary.UNKNOWN_TEMPLATE
 
 
@@ -76,7 +79,7 @@ def test_a_claim_without_samples_is_unknown_never_idle(result):
 
 def test_dcgm_below_the_threshold_bounds_a_claim_without_sm_of_its_own(result):
     e = by_claim(result)["dcgm-e"]
-    assert e["activity_source"] == "dcgm" and e["sm_ratio"] is None
+    assert e["activity_source"] == "dcgm" and e["sm_ratio"] is None and e["sms_busy_ratio"] is None
     assert e["idle_by"]["below_threshold_hours"] == pytest.approx(5 * MINUTE_H, abs=1e-4)
     assert e["hours"]["active"] == pytest.approx(5 * MINUTE_H, abs=1e-4) and e["activity_max"] == 0.4
 
@@ -225,3 +228,17 @@ def test_claims_holding_gpus_without_any_series_are_listed_not_summed(result):
     assert summary.not_measured(objects, result) == [
         {"namespace": "ns-z", "claim": "ghost", "gpus": 2, "node": "node-9"}
     ]
+
+
+def test_the_share_of_sms_busy_is_the_devices_figure_each_pod_repeats_never_a_sum():
+    """Two pods of one whole-GPU claim repeat the device's GPM figure: it is counted once, at its largest
+    (two scrapes of one pod the same); a claim without the series has none, not a 0."""
+    data = usage_window.window()
+    a = {"namespace": "ns-a", "claim": "whole-a", "device": "gpu-0", "gpu_uuid": "GPU-a"}
+    data.series[usage.CLAIM_SMS_BUSY] = [
+        usage_window._series(usage.CLAIM_SMS_BUSY, dict(a, pod="pa"), [0.3] * 4, list(range(4))),
+        usage_window._series(usage.CLAIM_SMS_BUSY, dict(a, pod="pa2"), [0.3, 0.3, 0.3, 0.35], list(range(4))),
+    ]
+    found = by_claim(summary.summarise(data, {"ns-a": "team-a"}, {}))
+    assert found["whole-a"]["sms_busy_ratio"] == {"mean": 0.3125, "p95": 0.35, "max": 0.35, "points": 4}
+    assert found["share-b"]["sms_busy_ratio"] is None
