@@ -99,6 +99,8 @@ def usage_window(claims: list[dict[str, Any]]) -> UsageData:
             series[metrics.CLAIM_USED].append(_series(metrics.CLAIM_USED, labels, [float(v) for v in entry["used"]]))
         if entry.get("sm") is not None:
             series[metrics.CLAIM_SM].append(_series(metrics.CLAIM_SM, labels, list(entry["sm"])))
+        if entry.get("sms_busy") is not None:  # GPM's share of the instance's SMs busy (Hopper and newer)
+            series[metrics.CLAIM_SMS_BUSY].append(_series(metrics.CLAIM_SMS_BUSY, labels, list(entry["sms_busy"])))
         if entry.get("gpu_total"):
             gpu = {"device": entry["device"], "gpu_uuid": entry["uuid"]}
             series[metrics.GPU_TOTAL].append(_series(metrics.GPU_TOTAL, gpu, [float(entry["gpu_total"])] * STEPS))

@@ -429,7 +429,9 @@ def _measured(instance: dict[str, Any], claim: dict[str, Any] | None) -> dict[st
         "used_over_allocated": None,
         "hours": hours,
         "idle_share": round(hours["idle"] / hours["allocated"], DIGITS) if hours.get("allocated") else None,
+        # NVML's per-process SM figure, a share of time; GPM's share of the instance's SMs busy (Hopper and newer)
         "sm_ratio_p95": (claim.get("sm_ratio") or {}).get("p95"),
+        "sms_busy_ratio_p95": (claim.get("sms_busy_ratio") or {}).get("p95"),
         # a claim with unknown steps may have peaked in them: its peak is then at least this
         "peak_lower_bound": bool(hours.get("unknown")),
     }

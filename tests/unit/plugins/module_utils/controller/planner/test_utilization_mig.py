@@ -200,6 +200,7 @@ def test_used_versus_allocated_per_instance_from_the_usage_window(topo, names):
                 "used": [4 * GIB] * 5 + [2 * GIB] * 5,
                 "request": 10 * GIB,
                 "sm": [0.1] * 10,
+                "sms_busy": [0.3] * 10,
             }
         ]
     )
@@ -215,7 +216,8 @@ def test_used_versus_allocated_per_instance_from_the_usage_window(topo, names):
     assert measured["status"] == "measured" and measured["memory_allocated_bytes"] == 10 * GIB
     assert measured["memory_used_bytes"]["max"] == 4 * GIB and measured["memory_used_bytes"]["p50"] == 2 * GIB
     assert measured["used_over_allocated"] == {"p95": 0.4, "max": 0.4}
-    assert measured["sm_ratio_p95"] == 0.1 and not measured["peak_lower_bound"]
+    assert measured["sm_ratio_p95"] == 0.1 and not measured["peak_lower_bound"]  # a share of time
+    assert measured["sms_busy_ratio_p95"] == 0.3  # GPM: a share of the instance's SMs
     # the 3g the window never names: not measured, said, never zero
     missing = rows[f"{names[0]}-mig-3g-40gb-0"]["usage"]
     assert missing["status"] == "not measured" and "memory_used_bytes" not in missing
