@@ -7,7 +7,8 @@ There is one source of each in the collection: the package
 ``--rails-file``) and ``plugins/module_utils/dra/`` (``model``, with
 ``slices`` for the ResourceSlices, ``cel`` for ``--selector`` and
 ``device_model``, ``dra_mig``: MIG in the device model), and ``plugins/module_utils/node/mig/`` (``mig_state``: a GPU's MIG
-state read from NVML; ``mig_packing``: placements for wanted MIG instances). The driver's wheel carries them as the subpackage
+state read from NVML; ``mig_packing``: placements for wanted MIG instances; ``mig_holders``: the processes that
+hold a GPU, named for a refused MIG change). The driver's wheel carries them as the subpackage
 ``aligned_dra_driver._collection``, copied there by the build backend
 (``driver/build_backend.py``) when the wheel is built; in a checkout of
 the collection the driver imports them through ``ansible_collections``
@@ -25,6 +26,7 @@ try:  # an installed wheel
     from aligned_dra_driver._collection.dra import model as dra
     from aligned_dra_driver._collection.dra import slices as dra_slices
     from aligned_dra_driver._collection.node import topology
+    from aligned_dra_driver._collection.node.mig import holders as mig_holders
     from aligned_dra_driver._collection.node.mig import nvml_state as mig_state
     from aligned_dra_driver._collection.node.mig import packing as mig_packing
     from aligned_dra_driver._collection.node.topology import addresses as topology_addresses
@@ -35,6 +37,7 @@ except ImportError:  # the collection checkout (tests, development)
     from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
     from ansible_collections.aligned.dra.plugins.module_utils.dra import slices as dra_slices
     from ansible_collections.aligned.dra.plugins.module_utils.node import topology
+    from ansible_collections.aligned.dra.plugins.module_utils.node.mig import holders as mig_holders
     from ansible_collections.aligned.dra.plugins.module_utils.node.mig import nvml_state as mig_state
     from ansible_collections.aligned.dra.plugins.module_utils.node.mig import packing as mig_packing
     from ansible_collections.aligned.dra.plugins.module_utils.node.topology import addresses as topology_addresses
@@ -46,6 +49,7 @@ __all__ = [
     "dra_cel",
     "dra_slices",
     "dra_mig",
+    "mig_holders",
     "mig_packing",
     "mig_state",
     "rail_record",

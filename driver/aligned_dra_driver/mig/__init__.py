@@ -5,6 +5,8 @@
 - :mod:`.devices`: what each scan publishes in the MIG GPUs' place (:class:`.devices.MigScanner`);
 - :mod:`.prepare`: instances made and destroyed at Prepare and Unprepare (:class:`.prepare.MigPreparer`);
 - :mod:`.restore`: crash safety at start and the retries at each rescan (mixed into ``MigPreparer``);
-- :mod:`.mode`: a MIG mode change, its activation status and the mode read back;
-- :mod:`.holders`: the processes that hold a GPU (PID and command), for a refused change.
+- :mod:`.mode`: a MIG mode change, its activation status and the mode read back.
+
+The processes that hold a GPU (PID and command), for a refused change, are named by the collection's
+``node/mig/holders`` (``aligned_dra_driver.collection.mig_holders``), as the rollout's module names them.
 """

@@ -6,8 +6,9 @@ changed now, ``IN_USE`` when the GPU is not idle (the change needs it unbound, w
 prevents), ``RESET_REQUIRED`` where only a GPU reset applies it (Ampere, pass-through). Either way NVML keeps
 the wanted mode as *pending*. So the status is read, the mode is read again from a new handle (the change may
 unbind and reset the GPU: handles taken before it are no longer valid), and a change that did not happen
-fails naming why and the processes that hold the GPU; the pending mode is put back to the current one, so
-that a later GPU reset or reboot brings no change nobody asked for.
+fails naming why and the processes that hold the GPU (the collection's ``node/mig/holders``, vendored); the
+pending mode is put back to the current one, so that a later GPU reset or reboot brings no change nobody asked
+for.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..collection import mig_holders
 from ..container_edits import PrepareError
-from .holders import describe, holders
 from .nvml import Nvml
 
 LOG = logging.getLogger(__name__)
@@ -33,12 +34,10 @@ def _word(mode: bool | None) -> str:
 def _why(nvml: Nvml, pci: str, handle: Any, status: int, procfs_root: str) -> str:
     lib = nvml.lib
     if status == getattr(lib, "NVML_ERROR_IN_USE", 19):
-        try:
-            pids, minor = nvml.gpu_processes(handle), nvml.minor(handle)
-        except Exception as exc:  # the reason stays: the GPU is in use; who holds it is not known
+        found, errors = mig_holders.read(procfs_root, lambda: nvml.gpu_processes(handle), lambda: nvml.minor(handle))
+        for exc in errors:  # the reason stays: the GPU is in use; who holds it is known in part or not at all
             LOG.warning("GPU %s: the processes holding it cannot be read: %s", pci, exc)
-            pids, minor = [], None
-        return describe(holders(procfs_root, pids, minor))
+        return mig_holders.describe(found)
     if status == getattr(lib, "NVML_ERROR_RESET_REQUIRED", 16):
         return "the change needs a GPU reset, which the driver never does"
     if status == getattr(lib, "NVML_SUCCESS", 0):

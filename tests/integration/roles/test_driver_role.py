@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -200,70 +201,98 @@ def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goe
     assert not reclaim.exists()
 
 
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        # the driver role's own rules, asked of every host by the validation first
-        ({"aligned_dra_driver_image": ""}, 'aligned_dra_driver_image = "": DaemonSet mode needs the driver\'s image'),
-        (
-            {"aligned_dra_driver_node_name": "Node_A"},
-            'aligned_dra_driver_node_name = "Node_A": must be a lowercase DNS',
-        ),
-        ({"aligned_dra_driver_metrics_port": 70000}, "aligned_dra_driver_metrics_port = 70000: must be 0..65535"),
-        ({"aligned_dra_site": "../etc"}, "aligned_dra_site must be letters, digits"),
-        ({"aligned_dra_driver_mode": "kubelet"}, "aligned_dra_driver_mode"),
-        ({"aligned_dra_driver_log_level": "TRACE"}, "aligned_dra_driver_log_level"),
-        # Strings that would otherwise become systemd unit syntax (a second ExecStartPre line, a split path).
-        ({"aligned_dra_driver_extra_args": ["--health-service\nExecStartPre=/bin/sh -c id"]}, "control characters"),
-        ({"aligned_dra_device_options": {"exclude": ["eno*\r"]}}, "control characters"),
-        ({"aligned_dra_driver_state_dir": "/var/lib/a dra"}, "got ['/var/lib/a dra']"),
-        ({"aligned_dra_driver_cdi_dir": "run/cdi"}, "got ['run/cdi']"),
-        # The image's build context holds wheels for one Python and glibc: settings that cannot build are refused.
-        ({"aligned_dra_driver_image_python": 3.1}, "3.10 or newer written as a string such as '3.12' (got '3.1')"),
-        ({"aligned_dra_driver_image_python": "3.9"}, "(got '3.9')"),
-        ({"aligned_dra_driver_image_glibc": "2.5"}, "must be 2.17 or newer, e.g. '2.36' (got '2.5')"),
-        ({"aligned_dra_driver_image_machine": "riscv64"}, "aligned_dra_driver_image_machine"),
-        (
-            {"aligned_dra_driver_base_image": "registry.local/library/python:3.13-slim-bookworm"},
-            "the base image registry.local/library/python:3.13-slim-bookworm (aligned_dra_driver_base_image) "
-            "is Python 3.13: set '3.13', or a python:3.12 base image",
-        ),
-        # The reclaim watcher: its argument spec, the driver's bounds, and no watcher without fractional GPUs.
-        ({"aligned_dra_driver_reclaim": {"mode": "kill"}}, "value of mode must be one of: off, evict, got: kill"),
-        (
-            {"aligned_dra_driver_reclaim": {"mode": "evict", "margin": 0}},
-            "aligned_dra_driver_reclaim.margin = 0: must be a number of percent more than 0 and less than 100",
-        ),
-        (
-            {"aligned_dra_driver_reclaim": {"mode": "evict"}, "aligned_dra_kubernetes_version": "1.35"},
-            'aligned_dra_driver_reclaim.mode = "evict": reclaim needs fractional GPUs',
-        ),
-    ],
-)
-def test_bad_inventory_is_refused_before_anything_is_written(tmp_path, settings, message):
-    inv = inventory(tmp_path, **{"aligned_dra_driver_mode": "daemonset", "aligned_dra_driver_image": IMAGE, **settings})
-    proc = playbook(inv)
+# Bad settings and what the refusal says of them. The validation asks every host's settings at once; a setting
+# it passes that the role's preflight refuses (each host on its own) is refused in the same run only when the
+# validation passed every host, so the preflight's cases run apart from the validation's.
+REFUSED_BY_THE_VALIDATION = [
+    # the driver role's own rules, asked of every host by the validation first
+    ({"aligned_dra_driver_image": ""}, 'aligned_dra_driver_image = "": DaemonSet mode needs the driver\'s image'),
+    (
+        {"aligned_dra_driver_node_name": "Node_A"},
+        'aligned_dra_driver_node_name = "Node_A": must be a lowercase DNS',
+    ),
+    ({"aligned_dra_driver_metrics_port": 70000}, "aligned_dra_driver_metrics_port = 70000: must be 0..65535"),
+    ({"aligned_dra_site": "../etc"}, "aligned_dra_site must be letters, digits"),
+    ({"aligned_dra_driver_mode": "kubelet"}, "aligned_dra_driver_mode"),
+    ({"aligned_dra_driver_log_level": "TRACE"}, "aligned_dra_driver_log_level"),
+    # The image's build context holds wheels for one Python and glibc: settings that cannot build are refused.
+    ({"aligned_dra_driver_image_python": 3.1}, "3.10 or newer written as a string such as '3.12' (got '3.1')"),
+    ({"aligned_dra_driver_image_python": "3.9"}, "(got '3.9')"),
+    ({"aligned_dra_driver_image_glibc": "2.5"}, "must be 2.17 or newer, e.g. '2.36' (got '2.5')"),
+    ({"aligned_dra_driver_image_machine": "riscv64"}, "aligned_dra_driver_image_machine"),
+    (
+        {"aligned_dra_driver_base_image": "registry.local/library/python:3.13-slim-bookworm"},
+        "the base image registry.local/library/python:3.13-slim-bookworm (aligned_dra_driver_base_image) "
+        "is Python 3.13: set '3.13', or a python:3.12 base image",
+    ),
+    # The reclaim watcher: its argument spec, the driver's bounds, and no watcher without fractional GPUs.
+    ({"aligned_dra_driver_reclaim": {"mode": "kill"}}, "value of mode must be one of: off, evict, got: kill"),
+]
+REFUSED_BY_THE_ROLES_PREFLIGHT = [
+    # Strings that would otherwise become systemd unit syntax (a second ExecStartPre line, a split path).
+    ({"aligned_dra_driver_extra_args": ["--health-service\nExecStartPre=/bin/sh -c id"]}, "control characters"),
+    ({"aligned_dra_device_options": {"exclude": ["eno*\r"]}}, "control characters"),
+    ({"aligned_dra_driver_state_dir": "/var/lib/a dra"}, "got ['/var/lib/a dra']"),
+    ({"aligned_dra_driver_cdi_dir": "run/cdi"}, "got ['run/cdi']"),
+    # The reclaim watcher: the driver's bounds, and no watcher without fractional GPUs.
+    (
+        {"aligned_dra_driver_reclaim": {"mode": "evict", "margin": 0}},
+        "aligned_dra_driver_reclaim.margin = 0: must be a number of percent more than 0 and less than 100",
+    ),
+    (
+        {"aligned_dra_driver_reclaim": {"mode": "evict"}, "aligned_dra_kubernetes_version": "1.35"},
+        'aligned_dra_driver_reclaim.mode = "evict": reclaim needs fractional GPUs',
+    ),
+]
+
+
+def by_host(output: str) -> dict[str, str]:
+    """What a run said of each host (from ``node-NN: `` or ``[node-NN]: `` to the next host's name), joined."""
+    said: dict[str, str] = {}
+    marks = list(re.finditer(r"\[?\b(node-\d\d)\]?: ", output))
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        part = output[mark.end() : following.start() if following else len(output)]
+        said[mark[1]] = said.get(mark[1], "") + part + " | "
+    return said
+
+
+def refused_each(tmp_path: Path, cases: list[tuple[dict, str]], *args: str, **common) -> subprocess.CompletedProcess:
+    """One run, a host for each case (in a site of its own, so that no rule across the hosts of a site stands in
+    for its own): the run fails, each host's refusal says its case's message, and nothing is written."""
+    hosts = {
+        f"node-{index:02d}": {"aligned_dra_site": f"case{index}", **settings}
+        for index, (settings, _message) in enumerate(cases)
+    }
+    inv = inventory(tmp_path, hosts, aligned_dra_driver_mode="daemonset", aligned_dra_driver_image=IMAGE, **common)
+    proc = playbook(inv, *args)
     assert proc.returncode != 0
-    assert message in proc.output, proc.output
+    said = by_host(proc.output)
+    for index, (_settings, message) in enumerate(cases):
+        assert message in said.get(f"node-{index:02d}", ""), (index, message, proc.output)
     assert not (tmp_path / "output").exists()
+    return proc
 
 
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        ({"aligned_dra_driver_image": ""}, "daemonset mode needs aligned_dra_driver_image (got '')"),
-        ({"aligned_dra_driver_node_name": "Node_A"}, "must be a lowercase DNS name (got 'Node_A')"),
-        ({"aligned_dra_driver_metrics_port": 70000}, "must be 0..65535 (got 70000)"),
-    ],
-)
-def test_the_roles_own_host_check_refuses_without_the_validation(tmp_path, settings, message):
+def test_bad_inventory_is_refused_by_the_validation_before_anything_is_written(tmp_path):
+    refused_each(tmp_path, REFUSED_BY_THE_VALIDATION)
+
+
+def test_bad_inventory_the_validation_passes_is_refused_by_the_roles_preflight_before_anything_is_written(tmp_path):
+    proc = refused_each(tmp_path, REFUSED_BY_THE_ROLES_PREFLIGHT)
+    assert "Validate | Every host's settings" in proc.output  # asked first, and passed
+
+
+ROLES_OWN_HOST_CHECK = [
+    ({"aligned_dra_driver_image": ""}, "daemonset mode needs aligned_dra_driver_image (got '')"),
+    ({"aligned_dra_driver_node_name": "Node_A"}, "must be a lowercase DNS name (got 'Node_A')"),
+    ({"aligned_dra_driver_metrics_port": 70000}, "must be 0..65535 (got 70000)"),
+]
+
+
+def test_the_roles_own_host_check_refuses_without_the_validation(tmp_path):
     """The role on its own (no validation play) still asks every host's settings before anything is written."""
-    inv = inventory(tmp_path, **{"aligned_dra_driver_mode": "daemonset", "aligned_dra_driver_image": IMAGE, **settings})
-    proc = playbook(inv, "--skip-tags", "validate")
-    assert proc.returncode != 0
+    proc = refused_each(tmp_path, ROLES_OWN_HOST_CHECK, "--skip-tags", "validate")
     assert "Validate | Every host" not in proc.output
-    assert message in proc.output, proc.output
-    assert not (tmp_path / "output").exists()
 
 
 def test_the_roles_own_image_check_names_only_the_broken_rule(tmp_path):

@@ -57,18 +57,27 @@ def playbook(tmp_path, tasks, extra):
     )
 
 
-def render(tmp_path, **overrides):
-    out = tmp_path / "aligned-dra-mig.service"
-    task = {
-        "ansible.builtin.template": {"src": str(ROLE / "templates" / "aligned-dra-mig.service.j2"), "dest": str(out)}
-    }
-    proc = playbook(tmp_path, [task], dict(overrides))
+def render(tmp_path, *variants):
+    """The unit rendered once per variant (variables over the role's defaults), all in one run; their texts."""
+    template = str(ROLE / "templates" / "aligned-dra-mig.service.j2")
+    outs = [tmp_path / f"render-{index}" / "aligned-dra-mig.service" for index in range(len(variants))]
+    for out in outs:
+        out.parent.mkdir()
+    tasks = [
+        {"ansible.builtin.template": {"src": template, "dest": str(out)}, "vars": dict(variables)}
+        for out, variables in zip(outs, variants, strict=True)
+    ]
+    proc = playbook(tmp_path, tasks, {})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out.read_text()
+    return [out.read_text() for out in outs]
 
 
 def test_the_unit_runs_after_the_nvidia_driver_and_before_the_kubelet_and_the_driver(tmp_path):
-    text = render(tmp_path)
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.symlink_to(sys.executable)
+    # the role's defaults, and the same with an interpreter that systemd-analyze can find here
+    text, with_python = render(tmp_path, {}, {"aligned_dra_mig_python": str(python)})
     unit = directives(text)
     assert (unit["Type"], unit["RemainAfterExit"], unit["DefaultDependencies"]) == ("oneshot", "yes", "no")
     after, before = unit["After"].split(), unit["Before"].split()
@@ -87,14 +96,12 @@ def test_the_unit_runs_after_the_nvidia_driver_and_before_the_kubelet_and_the_dr
         "/etc/aligned-dra/mig.json",
     ]
     assert unit["WantedBy"] == "multi-user.target"
+    assert exec_start_argv(with_python)[0] == str(python)
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed")
-    python = tmp_path / "bin" / "python3"
-    python.parent.mkdir()
-    python.symlink_to(sys.executable)
     checked = tmp_path / "verify" / "aligned-dra-mig.service"
     checked.parent.mkdir()
-    checked.write_text(render(tmp_path, aligned_dra_mig_python=str(python)))
+    checked.write_text(with_python)
     proc = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", str(checked)], capture_output=True, text=True, check=False
     )
@@ -194,7 +201,7 @@ REBOOT = "MIG | Reboot the drained node for the GPUs that need a reset"
 REMOVAL = "MIG | Remove the boot-time layout before the reboot"
 
 
-def reboot_tasks(tmp_path):
+def reboot_tasks(state_dir, case):
     """main.yml's change block: the removal of the unit's state, and the reboot replaced by a stand-in that
     reads the state file as the boot would find it (the real reboot runs only on a node's own machine)."""
     (block,) = [task for task in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()) if "block" in task]
@@ -208,32 +215,43 @@ def reboot_tasks(tmp_path):
     ]
     stand_in = {
         "name": "the reboot: what the boot unit finds",
-        "ansible.builtin.stat": {"path": str(tmp_path / "etc" / "mig.json")},
+        "ansible.builtin.stat": {"path": str(state_dir / "mig.json")},
         "register": "at_boot",
         "when": reboot["when"],
     }
     found = {
         "name": "what the boot finds",
-        "ansible.builtin.debug": {"msg": "boot finds state {{ at_boot.stat.exists }}"},
+        "ansible.builtin.debug": {"msg": f"{case}: boot finds state {{{{ at_boot.stat.exists }}}}"},
     }
     return [removal, stand_in, {**found, "when": "at_boot is not skipped"}]
 
 
-@pytest.mark.parametrize("reboot", [True, False])
-def test_the_rollouts_reboot_finds_no_state_so_the_old_layout_is_not_made_at_boot(tmp_path, site, reboot):
-    state = tmp_path / "etc" / "mig.json"
-    state.parent.mkdir()
-    state.write_text(json.dumps({"mode": "static", "layout": "old", "mig_configs": {"old": []}, "gpus": GPUS}))
+def test_the_rollouts_reboot_finds_no_state_so_the_old_layout_is_not_made_at_boot(tmp_path, site):
+    """Both cases in one run, each with a state directory of its own: a rollout that reboots (the state removed
+    first), and one that does not (aligned_dra_mig_reboot false: the last verified layout stays for a reboot in
+    between, docs/mig.md)."""
+    old = json.dumps({"mode": "static", "layout": "old", "mig_configs": {"old": []}, "gpus": GPUS})
     variables = {
         **site,
         "aligned_dra_mig_result": {"changed": True, "reboot_required": True, "gpus": [{"pci_address": GPUS[0]}]},
-        "aligned_dra_mig_reboot": reboot,
         "aligned_dra_mig_cordoned": True,
         "aligned_dra_sysfs_root": "/sys",  # the node's own machine: the reboot's condition holds
     }
-    run = playbook(tmp_path, reboot_tasks(tmp_path), variables)
+    del variables["aligned_dra_mig_state_dir"]  # each case's own, below (extra vars would override them)
+    blocks, states = [], {}
+    for case, reboot in (("rebooted", True), ("kept", False)):
+        state_dir = tmp_path / case / "etc"
+        state_dir.mkdir(parents=True)
+        states[case] = state_dir / "mig.json"
+        states[case].write_text(old)
+        blocks.append(
+            {
+                "block": reboot_tasks(state_dir, case),
+                "vars": {"aligned_dra_mig_reboot": reboot, "aligned_dra_mig_state_dir": str(state_dir)},
+            }
+        )
+    run = playbook(tmp_path, blocks, variables)
     assert run.returncode == 0, run.stdout + run.stderr
-    if reboot:
-        assert "boot finds state False" in run.stdout and not state.exists()
-    else:  # no reboot in this run: the last verified layout stays for a reboot in between (docs/mig.md)
-        assert "boot finds state" not in run.stdout and state.exists()
+    assert "rebooted: boot finds state False" in run.stdout and not states["rebooted"].exists()
+    # no reboot in this run: the last verified layout stays for a reboot in between (docs/mig.md)
+    assert "kept: boot finds state" not in run.stdout and states["kept"].exists()

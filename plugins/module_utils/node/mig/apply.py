@@ -13,9 +13,10 @@
   the reset fails); otherwise the GPU is left as it is and reported as needing a reboot.
 
 Refused while changing: NVML answering ``IN_USE`` to a destroy or a mode change, or a mode change's activation
-status that is not success, fails naming what holds the GPU: its processes (PID and command, read under
-``procfs_root``), or, where NVML lists none, a GPU client that is not a compute process (DCGM's host engine, an
-exporter, a device plugin: the role stops those listed in ``aligned_dra_mig_gpu_clients`` for the change).
+status that is not success, fails naming what holds the GPU (:mod:`holders`, read under ``procfs_root``): NVML's
+compute processes, then the processes with the GPU's device file open (a GPU client that is not a compute
+process: DCGM's host engine, an exporter, a device plugin; the role stops those listed in
+``aligned_dra_mig_gpu_clients`` for the change), each by PID and command, or, where none is seen, such a client.
 
 Refused before anything changes: an instance to destroy that runs a process (naming the GPU, the instance and
 the PIDs), a MIG mode change of a Hopper GPU that runs processes on a drained node (static; on a node not
@@ -31,9 +32,8 @@ Node side: Python 3.9, standard library only.
 from __future__ import annotations
 
 import ctypes
-import os
 
-from . import layout, nvml_state, packing
+from . import holders, layout, nvml_state, packing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,14 +124,9 @@ def _shown(found: dict[str, Any]) -> str:
 
 
 def _pids(pids: list[int], procfs_root: str) -> str:
-    named = []
-    for pid in pids:
-        try:
-            with open(os.path.join(procfs_root, str(pid), "comm")) as handle:
-                named.append(f"{pid} ({handle.read().strip()})")
-        except (OSError, ValueError):  # gone, unreadable, or a procfs_root no path can hold
-            named.append(str(pid))
-    return ", ".join(named)
+    """``4242 (python3), 77``: the PIDs with their commands (:func:`holders.command`), a PID alone where its
+    command cannot be read."""
+    return holders.listed((pid, holders.command(procfs_root, pid, unknown="")) for pid in pids)
 
 
 # -- the plan ------------------------------------------------------------------------------------------
@@ -279,15 +274,17 @@ def _mode_change(plan: dict[str, Any], gpu: dict[str, Any], mode: str, drained: 
 # -- the apply -----------------------------------------------------------------------------------------------
 
 
-def holders(nvml: Any, gpu: dict[str, Any], procfs_root: str) -> str:
-    """What holds the GPU, for a change NVML refused as in use: its processes (PID and command), or the clients
-    NVML does not list as processes."""
-    try:
-        pids = nvml_state.read_gpu(nvml, gpu["pci_address"]).get("processes") or []
-    except Exception:  # the refusal is the error to tell; who holds the GPU is a help
-        pids = []
-    if pids:
-        return f"the GPU is held by processes {_pids(pids, procfs_root)}"
+def held_by(nvml: Any, gpu: dict[str, Any], procfs_root: str) -> str:
+    """What holds the GPU, for a change NVML refused as in use: its processes (PID and command: NVML's compute
+    processes, then those with its device file open, :mod:`holders`), or the clients no process is seen for."""
+    address = gpu["pci_address"]
+    found, _errors = holders.read(  # an NVML error here leaves its part out: the refusal is the error to tell
+        procfs_root,
+        lambda: nvml_state.read_gpu(nvml, address).get("processes") or [],
+        lambda: nvml.nvmlDeviceGetMinorNumber(nvml.nvmlDeviceGetHandleByPciBusId(address)),
+    )
+    if found:
+        return f"the GPU is held by processes {holders.listed(found)}"
     return (
         "NVML lists no compute process on the GPU: a GPU client holds it (DCGM's host engine, a DCGM exporter, "
         "a device plugin, a monitoring agent); stop it for the change (aligned_dra_mig_gpu_clients)"
@@ -316,7 +313,7 @@ def _nvml_in(nvml: Any, what: str, name: str, *args: Any, held: tuple | None = N
     try:
         return getattr(nvml, name)(*args)
     except Exception as exc:
-        hint = f": {holders(*held)}" if held is not None and _code(exc) == IN_USE else ""
+        hint = f": {held_by(*held)}" if held is not None and _code(exc) == IN_USE else ""
         raise MigError(f"{what}: {name}: {_describe(exc)}{hint}") from exc
 
 
@@ -368,7 +365,7 @@ def _set_mode(
         return True
     if status not in (SUCCESS, RESET_REQUIRED) or not plan["reset"]:
         raise MigError(
-            f"{what}: NVML answered {status} and the mode is still {'on' if current else 'off'}: {holders(*held)}"
+            f"{what}: NVML answered {status} and the mode is still {'on' if current else 'off'}: {held_by(*held)}"
         )
     argv = [part.replace("{pci_address}", gpu["pci_address"]) for part in command]
     try:

@@ -16,20 +16,9 @@ from aligned_dra_driver.inventory import Options
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import devices as mig_devices
 
-from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
-
 A100, H100, L40S = "0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0"
 NIC = {"name": "nic-0000-99-00-0", "attributes": {"dra.aligned.dev/kind": {"string": "nic"}}}
 A100_NAME, H100_NAME, L40S_NAME = "gpu-0000-18-00-0", "gpu-0000-2a-00-0", "gpu-0000-3b-00-0"
-
-
-@pytest.fixture
-def node(tmp_path):
-    nvml = FakeNvml(procfs=tmp_path / "proc")
-    nvml.add_gpu(A100, model="A100-SXM4-40GB")
-    nvml.add_gpu(H100, model="H100-SXM5-80GB")
-    nvml.add_gpu(L40S, model="L40S")
-    return nvml
 
 
 def gpu(bus: str, model: str) -> dict:
@@ -66,64 +55,64 @@ def said(caplog, text: str) -> int:
     return sum(text in record.getMessage() for record in caplog.records)
 
 
-def test_a_static_gpu_nvml_cannot_read_keeps_its_devices_until_the_next_good_read(tmp_path, node, caplog):
+def test_a_static_gpu_nvml_cannot_read_keeps_its_devices_until_the_next_good_read(tmp_path, scan_nvml, caplog):
     caplog.set_level(logging.INFO, logger=mig_devices.LOG.name)
-    node.enable_mig(A100)
-    node.create(A100, "3g.20gb", start=4)
+    scan_nvml.enable_mig(A100)
+    scan_nvml.create(A100, "3g.20gb", start=4)
     metrics = Metrics()
-    mig = scanner(tmp_path, node, "static", metrics=metrics)
+    mig = scanner(tmp_path, scan_nvml, "static", metrics=metrics)
     first, _sets = mig.apply(devices())
     assert of(first, A100_NAME) == [f"{A100_NAME}-mig-3g-20gb-4"]
-    node.create(A100, "1g.5gb", start=0)  # a change NVML cannot tell while it fails
-    node.inject("nvmlDeviceGetGpuInstances", node.NVML_ERROR_UNKNOWN, times=None, bus_id=A100)
+    scan_nvml.create(A100, "1g.5gb", start=0)  # a change NVML cannot tell while it fails
+    scan_nvml.inject("nvmlDeviceGetGpuInstances", scan_nvml.NVML_ERROR_UNKNOWN, times=None, bus_id=A100)
     for _scan in range(3):
         kept, _sets = mig.apply(devices())
         assert kept == first  # never the A100 whole, never half a read
     assert said(caplog, f"GPU {A100} keeps what was last published") == 1  # once per change, not per scan
     assert unreadable(metrics) == 1 and unreadable(metrics, "device-model") == 0
     assert mig.unreadable[A100][1].startswith("NVML cannot read it: nvmlDeviceGetGpuInstances")
-    node.clear_faults()
+    scan_nvml.clear_faults()
     again, _sets = mig.apply(devices())
     assert of(again, A100_NAME) == [f"{A100_NAME}-mig-1g-5gb-0", f"{A100_NAME}-mig-3g-20gb-4"]
     assert unreadable(metrics) == 0 and mig.unreadable == {}
     assert said(caplog, f"GPU {A100} is read again") == 1
-    node.inject("nvmlDeviceGetMigMode", node.NVML_ERROR_GPU_IS_LOST, times=None, bus_id=A100)
+    scan_nvml.inject("nvmlDeviceGetMigMode", scan_nvml.NVML_ERROR_GPU_IS_LOST, times=None, bus_id=A100)
     mig.apply(devices())
     assert said(caplog, f"GPU {A100} keeps what was last published") == 2  # a new failure: said again
 
 
-def test_a_dynamic_gpu_never_read_is_withdrawn_then_published_with_its_counters(tmp_path, node, caplog):
-    node.enable_mig(H100)
-    node.inject("nvmlDeviceGetGpuInstanceProfileInfo", node.NVML_ERROR_UNKNOWN, times=None, bus_id=H100)
+def test_a_dynamic_gpu_never_read_is_withdrawn_then_published_with_its_counters(tmp_path, scan_nvml, caplog):
+    scan_nvml.enable_mig(H100)
+    scan_nvml.inject("nvmlDeviceGetGpuInstanceProfileInfo", scan_nvml.NVML_ERROR_UNKNOWN, times=None, bus_id=H100)
     metrics = Metrics()
-    mig = scanner(tmp_path, node, "dynamic", metrics=metrics)
+    mig = scanner(tmp_path, scan_nvml, "dynamic", metrics=metrics)
     published, sets = mig.apply(devices())
     assert of(published, H100_NAME) == [] and sets == []  # not the H100 whole without its counters: nothing
     assert H100_NAME not in mig.mig_gpus and unreadable(metrics) == 1
     assert said(caplog, f"GPU {H100} is withdrawn (never published since the start)") == 1
-    node.clear_faults()
+    scan_nvml.clear_faults()
     published, sets = mig.apply(devices())
     assert of(published, H100_NAME)[-1] == H100_NAME and len(of(published, H100_NAME)) > 20
     assert [s["name"] for s in sets] == [f"{H100_NAME}-counters"] and unreadable(metrics) == 0
 
 
-def test_nvml_that_stops_working_keeps_every_gpu_as_last_published(tmp_path, node):
-    node.enable_mig(H100)
-    mig = scanner(tmp_path, node, "dynamic")
+def test_nvml_that_stops_working_keeps_every_gpu_as_last_published(tmp_path, scan_nvml):
+    scan_nvml.enable_mig(H100)
+    mig = scanner(tmp_path, scan_nvml, "dynamic")
     first = mig.apply(devices())
-    node.failing = True  # every call fails: a driver upgraded under the running process, a GPU fallen off
+    scan_nvml.failing = True  # every call fails: a driver upgraded under the running process, a GPU fallen off
     assert mig.apply(devices()) == first
     assert set(mig.unreadable) == {A100, H100, L40S}  # the A100 and L40S keep their whole, as last published
     assert mig.mig_gpus == {H100_NAME}
 
 
-def test_nvml_that_never_loads_withdraws_the_selected_gpus_until_it_loads(tmp_path, node):
+def test_nvml_that_never_loads_withdraws_the_selected_gpus_until_it_loads(tmp_path, scan_nvml):
     loads = {"ok": False}
 
     def loader():
         if not loads["ok"]:
             raise ImportError("No module named 'pynvml'")
-        return node
+        return scan_nvml
 
     mig = mig_devices.MigScanner("static", None, str(tmp_path), loader=loader)
     published, _sets = mig.apply(devices())
@@ -132,11 +121,11 @@ def test_nvml_that_never_loads_withdraws_the_selected_gpus_until_it_loads(tmp_pa
     assert names(mig.apply(devices())[0]) == names(devices())  # MIG mode off everywhere: whole, as without --mig
 
 
-def test_a_gpu_the_device_model_refuses_is_withdrawn_or_kept_and_named(tmp_path, node, caplog, monkeypatch):
-    node.enable_mig(A100)
-    node.create(A100, "7g.40gb", start=0)
+def test_a_gpu_the_device_model_refuses_is_withdrawn_or_kept_and_named(tmp_path, scan_nvml, caplog, monkeypatch):
+    scan_nvml.enable_mig(A100)
+    scan_nvml.create(A100, "7g.40gb", start=0)
     metrics = Metrics()
-    mig = scanner(tmp_path, node, "static", metrics=metrics)
+    mig = scanner(tmp_path, scan_nvml, "static", metrics=metrics)
     real = dra_mig.static_devices
 
     def refused(device, state):
@@ -155,17 +144,17 @@ def test_a_gpu_the_device_model_refuses_is_withdrawn_or_kept_and_named(tmp_path,
 
 
 def test_an_ampere_gpu_whose_mig_mode_went_off_is_published_whole_not_with_its_cached_partitions(
-    tmp_path, node, caplog
+    tmp_path, scan_nvml, caplog
 ):
-    node.enable_mig(A100)
-    node.enable_mig(H100)
-    mig = scanner(tmp_path, node, "dynamic")
+    scan_nvml.enable_mig(A100)
+    scan_nvml.enable_mig(H100)
+    mig = scanner(tmp_path, scan_nvml, "dynamic")
     before, _sets = mig.apply(devices())
     assert len(of(before, A100_NAME)) > 10
-    node.nvmlInit()
+    scan_nvml.nvmlInit()
     for bus in (A100, H100):
-        node.nvmlDeviceSetMigMode(node.nvmlDeviceGetHandleByPciBusId(bus), 0)
-    node.reset(A100)  # the Ampere mode change applies at a reset
+        scan_nvml.nvmlDeviceSetMigMode(scan_nvml.nvmlDeviceGetHandleByPciBusId(bus), 0)
+    scan_nvml.reset(A100)  # the Ampere mode change applies at a reset
     published, sets = mig.apply(devices())
     assert of(published, A100_NAME) == [A100_NAME]  # whole, as without MIG: Prepare could not make a partition
     assert A100_NAME not in mig.mig_gpus and [s["name"] for s in sets] == [f"{H100_NAME}-counters"]
@@ -173,9 +162,9 @@ def test_an_ampere_gpu_whose_mig_mode_went_off_is_published_whole_not_with_its_c
     assert said(caplog, f"GPU {A100} (ampere) has MIG mode off and cannot turn it on without a GPU reset") == 1
 
 
-def test_the_model_gets_the_live_architecture_and_mig_mode_with_the_cached_profiles(tmp_path, node, monkeypatch):
-    node.enable_mig(A100)
-    mig = scanner(tmp_path, node, "dynamic")
+def test_the_model_gets_the_live_architecture_and_mig_mode_with_the_cached_profiles(tmp_path, scan_nvml, monkeypatch):
+    scan_nvml.enable_mig(A100)
+    mig = scanner(tmp_path, scan_nvml, "dynamic")
     seen = []
     real = dra_mig.dynamic_devices
     monkeypatch.setattr(dra_mig, "dynamic_devices", lambda device, state: seen.append(state) or real(device, state))
@@ -185,12 +174,12 @@ def test_the_model_gets_the_live_architecture_and_mig_mode_with_the_cached_profi
     assert state["profiles"] and A100_NAME not in of(published, A100_NAME)  # MIG mode on, Ampere: no GPU whole
 
 
-def test_a_scan_reads_a_gpu_only_after_the_prepare_holding_its_lock_is_done(tmp_path, node):
-    node.enable_mig(A100)
+def test_a_scan_reads_a_gpu_only_after_the_prepare_holding_its_lock_is_done(tmp_path, scan_nvml):
+    scan_nvml.enable_mig(A100)
     opts = Options(node_name="node-1", state_dir=str(tmp_path / "state"), cdi_dir=str(tmp_path / "cdi"), mig="static")
     driver = Driver(opts, None, Metrics())
     mig = opts.mig_scanner
-    mig.loader = lambda: node
+    mig.loader = lambda: scan_nvml
     reached = threading.Event()
     real_lock = mig.lock
 
@@ -204,7 +193,7 @@ def test_a_scan_reads_a_gpu_only_after_the_prepare_holding_its_lock_is_done(tmp_
         scan = threading.Thread(target=lambda: result.update(out=mig.apply(devices())))
         scan.start()
         assert reached.wait(10)
-        node.create(A100, "2g.10gb", start=4)  # what that Prepare makes, before it lets go
+        scan_nvml.create(A100, "2g.10gb", start=4)  # what that Prepare makes, before it lets go
         assert "out" not in result
     scan.join(10)
     assert of(result["out"][0], A100_NAME) == [f"{A100_NAME}-mig-2g-10gb-4"]
@@ -212,17 +201,17 @@ def test_a_scan_reads_a_gpu_only_after_the_prepare_holding_its_lock_is_done(tmp_
 
 @pytest.mark.parametrize("mode", ["dynamic", "static"])
 @pytest.mark.parametrize("error", ["NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT"])
-def test_mig_mode_on_without_a_readable_profile_is_never_published_whole(tmp_path, node, caplog, mode, error):
-    node.enable_mig(A100)  # Ampere too: the GPU whole could never be prepared, and its partition may be live
-    node.create(A100, "3g.20gb", start=4)
-    node.inject("nvmlDeviceGetGpuInstanceProfileInfo", getattr(node, error), times=None, bus_id=A100)
-    mig = scanner(tmp_path, node, mode)
+def test_mig_mode_on_without_a_readable_profile_is_never_published_whole(tmp_path, scan_nvml, caplog, mode, error):
+    scan_nvml.enable_mig(A100)  # Ampere too: the GPU whole could never be prepared, and its partition may be live
+    scan_nvml.create(A100, "3g.20gb", start=4)
+    scan_nvml.inject("nvmlDeviceGetGpuInstanceProfileInfo", getattr(scan_nvml, error), times=None, bus_id=A100)
+    mig = scanner(tmp_path, scan_nvml, mode)
     published, sets = mig.apply(devices())
     assert of(published, A100_NAME) == [] and A100_NAME not in mig.mig_gpus  # withdrawn, never the whole
     assert mig.unreadable[A100][0] == "nvml" and "no MIG profile while MIG mode is on" in mig.unreadable[A100][1]
     assert said(caplog, f"GPU {A100} is withdrawn") == 1 and said(caplog, f"GPU {A100} has MIG mode off") == 0
-    node.clear_faults()
+    scan_nvml.clear_faults()
     first, _sets = mig.apply(devices())
     assert A100_NAME in mig.mig_gpus and A100_NAME not in names(first)
-    node.inject("nvmlDeviceGetGpuInstanceProfileInfo", getattr(node, error), times=None, bus_id=A100)
+    scan_nvml.inject("nvmlDeviceGetGpuInstanceProfileInfo", getattr(scan_nvml, error), times=None, bus_id=A100)
     assert mig.apply(devices())[0] == first  # kept as last published

@@ -326,6 +326,21 @@ def test_a_mode_change_refused_in_use_without_a_process_names_the_gpu_clients(nv
     assert nvml.nvmlDeviceGetMigMode(handle) == [1, 1]  # left as it was
 
 
+def test_a_refusal_names_the_gpu_client_with_the_device_file_open_that_nvml_does_not_list(nvml, tmp_path):
+    """DCGM's host engine holds the H100's device file without a compute context: NVML lists no process, the
+    failure names it (procfs's fd links); a process with another GPU's file open, and this one, are left out."""
+    nvml.enable_mig(H100)
+    minor = nvml.gpus[H100].minor
+    for pid, name, device in ((5151, "nv-hostengine", minor), (6161, "other", minor + 1)):
+        (tmp_path / str(pid) / "fd").mkdir(parents=True)
+        (tmp_path / str(pid) / "cmdline").write_bytes(f"/usr/bin/{name}\0-n\0".encode())
+        (tmp_path / str(pid) / "fd" / "3").symlink_to(f"/dev/nvidia{device}")
+    nvml.inject("nvmlDeviceSetMigMode", nvml.NVML_ERROR_IN_USE, bus_id=H100)
+    with pytest.raises(apply.MigError) as caught:
+        run(nvml, layout="all-disabled", gpus={"pci_addresses": [H100]}, drained=True, procfs_root=str(tmp_path))
+    assert str(caught.value).endswith("(NVML error 19): the GPU is held by processes 5151 (nv-hostengine)")
+
+
 def test_an_activation_status_not_success_names_the_process_that_started(nvml, tmp_path):
     """A process starts on the Hopper GPU between the plan and the mode change: NVML's status is IN_USE, the mode
     stays off, and the failure names the process."""
