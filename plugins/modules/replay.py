@@ -82,11 +82,12 @@ options:
         what a pod may use while its GPU has room, not what it takes); RV(replay) gains C(thin), the GPU memory
         promised (the limits) against guaranteed (the requests). Falls back to whole GPUs as V(fractional) does.
       - V(mig) - on the site's MIG GPUs (O(mig), O(topology_dir); with O(plan) only), each share rounded up to the
-        smallest MIG profile holding its memory (its peak in O(usage), else the trace's C(gpu_memory)) or else its
-        compute share, placed by the driver's device order (first fit) and, for comparison, by a
-        fragmentation-aware order; pods of whole GPUs take the GPU whole of dynamic MIG GPUs. RV(replay) gains
-        C(mig) - per order the pods placed, the GPUs needed, the memory slices stranded and every placement.
-        GPUs without MIG are not used.
+        smallest MIG profile holding both its memory (its peak in O(usage) with O(mig_headroom) kept free, else the
+        trace's C(gpu_memory)) and its compute share, placed by the driver's device order (first fit, nodes in name
+        order - the best case, as a rule), with the scheduler's random tie-breaks among nodes (O(draws), O(seed)) and,
+        for comparison, by a fragmentation-aware order; pods of whole GPUs take the GPU whole of dynamic MIG GPUs.
+        RV(replay) gains C(mig) - per order the pods placed, the GPUs needed, the memory slices stranded, what decided
+        each pod's profile and every placement; the range over the draws. GPUs without MIG are not used.
     type: str
     choices: [whole, fractional, thin, mig]
     default: whole
@@ -111,6 +112,27 @@ options:
       - The policy V(mig) only - the directory of the nodes' probes (C(<host>.json), the topology role's files),
         read for the MIG GPUs of the hosts of O(mig) that the plan has. Default - C(nodes/) beside O(plan).
     type: path
+  mig_headroom:
+    description:
+      - The policy V(mig) only - the fraction of a profile's memory a measured peak (O(usage)) leaves free - a peak fits
+        a profile only where it is at most its memory x (1 - O(mig_headroom)). At least 0, below 1. The trace's
+        C(gpu_memory) is a request and fits as it is. The same setting as the utilization stage's MIG advice.
+    type: float
+    default: 0.05
+  seed:
+    description:
+      - The policy V(mig) only - the seed of the random tie-breaks among nodes (O(draws)); one seed gives the same
+        figures on every run. 0 or more.
+    type: int
+    default: 0
+  draws:
+    description:
+      - The policy V(mig) only - how many times first fit is replayed with each pod's node drawn at random among the
+        nodes with a free device of its profile (the scheduler picks at random among nodes that score the same);
+        C(mig.first_fit_range) gives the min, median and max. V(0) - none. At most 1000; each draw is one more
+        replay.
+    type: int
+    default: 10
   site:
     description: With O(policies), the site C(replay.json) names.
     type: str
@@ -279,11 +301,15 @@ replay:
       C(time), C(node), C(gpu), C(pod), C(used_bytes), C(request_bytes)). Under V(thin) with O(burst_factors),
       C(thin_factors) - per factor C(factor), C(gpus), C(gpus_fractional), C(gpus_saved), C(all_placed),
       C(pods_dropped) (GPUs saved by pods dropped or never started are not savings) and the same figures.
-    - With V(mig), the figures above for the driver's order on the MIG GPUs only, and C(mig) - C(gpus),
-      C(gpus_without_mig), C(memory_slices), C(gpu_models), C(sources), C(sizing), and C(orders) (C(first_fit),
-      C(fragmentation_aware)) - each C(pods_placed), C(gpu_pods_placed), C(gpu_pods_not_placed), C(gpus_needed),
-      C(stranded) (the free memory slices when the first pod found no device), C(sized_by), C(profiles),
-      C(placements) (C(pod), C(node), C(gpu), C(device), C(profile), C(start)) and C(not_placed) (with C(reason)).
+    - With V(mig), the figures above for the driver's order (nodes by name, the best case as a rule) on the MIG GPUs
+      only, and C(mig) - C(gpus), C(gpus_without_mig), C(memory_slices), C(gpu_models), C(sources), C(sizing) (with
+      C(headroom)), C(profile_sizes) (each profile's memory as used, and its C(source) - V(nvml) or V(documented)),
+      C(orders) (C(first_fit), C(fragmentation_aware)) - each C(case), C(pods_placed), C(gpu_pods_placed),
+      C(gpu_pods_not_placed), C(gpus_needed), C(stranded) (the free memory slices when the first pod found no device),
+      C(sized_by), C(decided_by) (C(memory), C(compute), C(both), C(whole)), C(profiles), C(placements) (C(pod),
+      C(node), C(gpu), C(device), C(profile), C(start), C(memory_bytes), C(memory_source)) and C(not_placed) (with
+      C(reason)) - and C(first_fit_range) (O(draws) > 0) - C(seed), C(draws), C(min), C(median) and C(max) of the GPU
+      pods placed and the GPUs needed, C(best_case) (the name order, and how many draws beat it), C(runs).
   returned: with O(policy)
   type: dict
 replays:

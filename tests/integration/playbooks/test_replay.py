@@ -159,7 +159,14 @@ def test_the_mig_policy_reads_the_hosts_mig_settings_and_probes(tmp_path):
         {
             "aligned_dra_site": "lab",
             "aligned_dra_output_dir": str(output),
-            "aligned_dra_replay": {"trace": "pods.csv", "trace_format": "csv", "policies": ["whole", "mig"]},
+            "aligned_dra_replay": {
+                "trace": "pods.csv",
+                "trace_format": "csv",
+                "policies": ["whole", "mig"],
+                "seed": 5,
+                "draws": 3,
+                "mig_headroom": 0.1,
+            },
         },
     )
     done = run_playbook(inventory, PLAYBOOKS / "replay.yml")
@@ -178,3 +185,11 @@ def test_the_mig_policy_reads_the_hosts_mig_settings_and_probes(tmp_path):
     said = " ".join(done.stdout.split())
     assert "lab: mig, pack, timeline: 24 of 40 pods placed (24 of 40 with GPUs) on 16 GPUs" in said
     assert "MIG, fragmentation-aware: 24 pods placed, 8 GPUs needed at the peak" in said
+    # only gpu-a's dynamic GPUs hold a 2g.20gb: every draw among the nodes that can take a pod draws gpu-a
+    spread = mig["mig"]["first_fit_range"]
+    assert (spread["seed"], spread["draws"], mig["mig"]["sizing"]["headroom"]) == (5, 3, 0.1)
+    assert spread["gpu_pods_placed"] == {"min": 24, "median": 24, "max": 24}
+    assert (
+        "MIG first fit, nodes by name (best case): 24 GPU pods placed; with random ties among nodes (3 draws, "
+        "seed 5): 24 GPU pods placed (median 24), 8 GPUs needed at the peak" in said
+    )

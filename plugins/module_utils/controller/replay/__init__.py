@@ -9,8 +9,11 @@ openb node list, or a site's ``plan.json``), ``engine`` places the pods
 on measured use reads the pods' usage series (``usage``), walks time placing
 by request and evicting by the driver's reclaim rule (``thin_walk``) and
 shapes its part of the result (``thin_result``). The ``mig`` policy places the
-pods on the site's MIG partitions (``mig``: sizing and both orders; ``mig_result``:
-the site's MIG GPUs and the result). docs/replay.md describes the semantics.
+pods on the site's MIG partitions (``mig``: the GPUs and both orders;
+``mig_sizing``: the smallest profile that holds a pod's memory and its compute
+share, with headroom on measured peaks, and which need decided it;
+``mig_draws``: the first fit with seeded random ties among the nodes, the
+figure as a range; ``mig_result``: the site's MIG GPUs and the result). docs/replay.md describes the semantics.
 
 Runs on the controller; no Ansible imports.
 """

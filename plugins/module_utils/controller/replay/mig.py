@@ -3,19 +3,24 @@
 
 The rules (docs/replay.md, "MIG"):
 
-- **Sizing.** A share of one GPU is rounded up to the smallest profile of each GPU model
+- **Sizing** (:mod:`mig_sizing`). A share of one GPU is rounded up to the smallest profile of each GPU model
   (:func:`controller.mig.model.smallest_profile`, the driver's order: memory slices, then compute slices) that
-  holds its memory - its peak measured use where the replay has ``usage`` samples of it, else the trace's
-  ``gpu_memory`` - or, where neither says, its share of the GPU in compute slices (``0.25`` of 7 slices: 2). A
-  share no profile holds takes the GPU whole where its memory fits the GPU's. A pod of whole GPUs keeps them:
+  holds both its memory - its peak measured use where the replay has ``usage`` samples of it (with
+  ``mig_headroom`` of the profile's memory kept free), else the trace's ``gpu_memory`` - and its share of the
+  GPU in compute slices (``0.25`` of 7 slices: 2). A share no profile holds takes the GPU whole where its memory
+  fits the GPU's. A pod of whole GPUs keeps them:
   the GPU whole of dynamic MIG GPUs with no partition in use, all on one node. A static GPU publishes no GPU
   whole (MIG mode is on), so only its instances take pods, each the instance's own profile; nor does a dynamic
   Ampere GPU (A100, A30: its MIG mode changes only with a reset, ``dra.mig.publishes_whole``), so only its
   partitions take pods there.
 - **First fit** (``first_fit``): what the scheduler does with the driver's order. The nodes in the plan's order
-  (by name: the scheduler's node scores do not see MIG devices), each node's MIG GPUs in PCI order, each GPU's
-  devices in the driver's published order (:func:`dra.mig.publish_order`; the GPU whole last, static instances
-  by start): the first free device of the pod's profile.
+  (by name), each node's MIG GPUs in PCI order, each GPU's devices in the driver's published order
+  (:func:`dra.mig.publish_order`; the GPU whole last, static instances by start): the first free device of the
+  pod's profile. The scheduler's node scores do not see MIG devices and it picks at random among nodes that
+  score the same, so the name order is the best case as a rule; with an ``rng`` (the seeded draws of
+  :mod:`mig_draws`) each pod's node is drawn at random among the nodes with a free device of its profile
+  (uniformly: a feasible GPU drawn, kept with probability one over its node's feasible GPUs), and on that node
+  the driver's order decides.
 - **Fragmentation-aware** (``fragmentation_aware``): for comparison, the device whose taking loses the fewest
   large partitions: per size in memory slices, largest first, how many disjoint devices of that size can still
   be made (dynamic) or are free (static), before and after; the smallest loss, compared largest size first,
@@ -33,15 +38,15 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import GPU_MILLI, engine
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import GPU_MILLI, engine, mig_sizing
 from ansible_collections.aligned.dra.plugins.module_utils.dra import mig as dra_mig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from random import Random
     from typing import Any
 
     from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.trace import Pod
@@ -51,7 +56,6 @@ FRAGMENTATION_AWARE = "fragmentation_aware"
 ORDERS = (FIRST_FIT, FRAGMENTATION_AWARE)
 # Sizes of the loss vector, in memory slices, largest first (GPUs have 4 or 8 memory slices).
 MAX_SLICES = 16
-GIB = 1 << 30
 
 
 class Slot:
@@ -74,10 +78,13 @@ class Kind:
     (in published order) in use.
     """
 
-    def __init__(self, gpu: dict[str, Any], index: int) -> None:
+    def __init__(self, gpu: dict[str, Any], index: int, headroom: float = 0.0) -> None:
         state = gpu["state"]
         self.index = index
         self.mode = gpu["mode"]
+        self.source = str(gpu.get("source") or state.get("source") or "")
+        self.headroom = headroom
+        self.gpus = 0  # GPUs of this kind on the site
         # the driver publishes this GPU whole (dynamic, and its MIG mode can change live)
         self.whole = self.mode == "dynamic" and dra_mig.publishes_whole(state)
         self.model = str(gpu.get("model") or state.get("name") or "GPU")
@@ -85,6 +92,8 @@ class Kind:
         self.memory_bytes = int(state.get("memory_bytes") or 0)
         # the profiles a pod may be rounded to: media-extension ones exist once per GPU and hold no more
         self.profiles = [p for p in dra_mig.ordered_profiles(state.get("profiles") or []) if "+" not in p["name"]]
+        # each profile's memory, as the GPU's state gives it (NVML's, else documented: ``source``)
+        self.profile_memory = {str(p["name"]): int(p.get("memory_bytes") or 0) for p in state.get("profiles") or []}
         self.slots: list[Slot] = []
         if self.mode == "dynamic":
             for profile, placement in dra_mig.publish_order(state):
@@ -104,7 +113,7 @@ class Kind:
         self._best: dict[tuple[int, str | None], tuple[tuple, Slot] | None] = {}
         self._counts: dict[int, tuple[int, ...]] = {}
         self._free: dict[int, int] = {}
-        self._targets: dict[tuple, str | None | bool] = {}
+        self._targets: dict[tuple, tuple[str | None | bool, str]] = {}
 
     # -- a state's figures ------------------------------------------------------------------------------------
 
@@ -120,20 +129,22 @@ class Kind:
         return found
 
     def counts(self, state: int) -> tuple[int, ...]:
-        """Per size in memory slices (``MAX_SLICES`` first): how many disjoint devices can still be had."""
+        """Per size in memory slices (``MAX_SLICES`` first): how many disjoint devices can still be had (dynamic:
+        the placements of every profile of that size on the free slices, at once; static: free instances)."""
         found = self._counts.get(state)
         if found is None:
             per_size = [0] * (MAX_SLICES + 1)
             if self.mode == "dynamic":
-                by_profile: dict[str | None, list[Slot]] = {}
+                by_size: dict[int, set[int]] = {}
                 for slot in self.slots:
-                    by_profile.setdefault(slot.profile, []).append(slot)
-                for slots in by_profile.values():
+                    by_size.setdefault(slot.size, set()).add(slot.start)
+                for size, starts in by_size.items():
                     taken = state
-                    for slot in sorted(slots, key=lambda s: s.start):  # one size: the earliest end first is optimal
-                        if not taken & slot.mask:
-                            taken |= slot.mask
-                            per_size[min(slot.size, MAX_SLICES)] += 1
+                    for start in sorted(starts):  # one size: the earliest end first is optimal
+                        mask = ((1 << size) - 1) << start
+                        if not taken & mask:
+                            taken |= mask
+                            per_size[min(size, MAX_SLICES)] += 1
             else:
                 for slot in self.slots:
                     if not state & slot.mask:
@@ -169,25 +180,20 @@ class Kind:
         return self._best[key]
 
     def target(self, sizing: tuple) -> str | None | bool:
-        """What a pod of ``sizing`` takes on a GPU of this kind: a profile, None (the GPU whole), or False
-        (nothing here holds it)."""
-        if sizing not in self._targets:
-            self._targets[sizing] = self._target(sizing)
-        return self._targets[sizing]
+        """What a pod of ``sizing`` (:func:`mig_sizing.sizing_of`) takes on a GPU of this kind: a profile, None
+        (the GPU whole), or False (nothing here holds it)."""
+        return self._sized(sizing)[0]
 
-    def _target(self, sizing: tuple) -> str | None | bool:
-        basis, amount = sizing
-        if basis == "whole":
-            return None if self.whole else False
-        if basis == "compute_share":
-            profile = mig_model.smallest_profile(self.profiles, compute_fraction=amount / GPU_MILLI)
-        else:
-            profile = mig_model.smallest_profile(self.profiles, memory_bytes=amount)
-        if profile is not None:
-            return profile["name"]
-        if self.whole and (basis == "compute_share" or amount <= self.memory_bytes):
-            return None
-        return False
+    def decided(self, sizing: tuple) -> str:
+        """What decided the pod's device on a GPU of this kind: ``memory``, ``compute``, ``both`` or ``whole``."""
+        return self._sized(sizing)[1]
+
+    def _sized(self, sizing: tuple) -> tuple[str | None | bool, str]:
+        found = self._targets.get(sizing)
+        if found is None:
+            found = mig_sizing.target(self.profiles, self.whole, self.memory_bytes, sizing, self.headroom)
+            self._targets[sizing] = found
+        return found
 
 
 class Gpu:
@@ -216,13 +222,16 @@ def kind_key(gpu: dict[str, Any]) -> tuple:
     )
     instances = tuple((i["profile"], int(i["start"]), int(i["size"])) for i in gpu.get("instances") or [])
     whole = dra_mig.publishes_whole(state)
-    return (gpu["mode"], str(gpu.get("model")), int(gpu.get("memory_slices") or 0), whole, profiles, instances)
+    source = str(gpu.get("source"))
+    return (gpu["mode"], str(gpu.get("model")), source, int(gpu.get("memory_slices") or 0), whole, profiles, instances)
 
 
 class Site:
-    """The site's MIG GPUs, nodes in order and each node's GPUs in PCI order, kept per kind in state buckets."""
+    """The site's MIG GPUs, nodes in order and each node's GPUs in PCI order, kept per kind in state buckets.
 
-    def __init__(self, nodes: Iterable[tuple[str, list[dict[str, Any]]]]) -> None:
+    ``headroom``: ``mig_headroom``, the fraction of a device's memory a measured peak leaves free."""
+
+    def __init__(self, nodes: Iterable[tuple[str, list[dict[str, Any]]]], headroom: float = 0.0) -> None:
         self.kinds: list[Kind] = []
         self.gpus: list[Gpu] = []
         self.nodes: list[tuple[str, list[Gpu]]] = []
@@ -232,8 +241,9 @@ class Site:
             for gpu in gpus:
                 key = kind_key(gpu)
                 if key not in known:
-                    known[key] = Kind(gpu, len(self.kinds))
+                    known[key] = Kind(gpu, len(self.kinds), headroom)
                     self.kinds.append(known[key])
+                known[key].gpus += 1
                 found = Gpu(len(self.gpus), node, node_index, gpu, known[key])
                 self.gpus.append(found)
                 mine.append(found)
@@ -276,8 +286,11 @@ class Site:
     def gpus_in_use(self) -> int:
         return self.in_use
 
-    def find_one(self, sizing: tuple, order: str) -> tuple[Gpu, Slot] | None:
-        """The device a one-GPU pod of ``sizing`` takes under ``order``; None when no GPU has one free."""
+    def find_one(self, sizing: tuple, order: str, rng: Random | None = None) -> tuple[Gpu, Slot] | None:
+        """The device a one-GPU pod of ``sizing`` takes under ``order``; None when no GPU has one free. With
+        ``rng`` (first fit only) the node is drawn at random among those with a free device (:meth:`_drawn`)."""
+        if rng is not None and order == FIRST_FIT:
+            return self._drawn(sizing, rng)
         best: tuple | None = None
         for kind in self.kinds:
             target = kind.target(sizing)
@@ -295,52 +308,69 @@ class Site:
                     best = (key, self.gpus[positions[0]], slot)
         return None if best is None else (best[1], best[2])
 
-    def find_whole(self, count: int, order: str) -> list[tuple[Gpu, Slot]] | None:
+    def _fits(self, gpu: Gpu, sizing: tuple) -> Slot | None:
+        target = gpu.kind.target(sizing)
+        return None if target is False else gpu.kind.fit(gpu.state, target)
+
+    def _drawn(self, sizing: tuple, rng: Random) -> tuple[Gpu, Slot] | None:
+        """First fit on a node drawn uniformly among the nodes with a free device for ``sizing``.
+
+        Each such node has one first such GPU in PCI order (the one first fit takes there), so drawing a node
+        uniformly is drawing one of those GPUs uniformly: a GPU is drawn among all GPUs with a free device (the
+        state buckets that have one, weighted by their size) until it is the first such GPU of its node.
+        """
+        pools: list[list[int]] = []
+        ends: list[int] = []
+        total = 0
+        for kind in self.kinds:
+            target = kind.target(sizing)
+            if target is False:
+                continue
+            for state, positions in self.buckets[kind.index].items():
+                if kind.fit(state, target) is not None:
+                    pools.append(positions)
+                    total += len(positions)
+                    ends.append(total)
+        while total:
+            pick = rng.randrange(total)
+            pool = bisect_right(ends, pick)
+            gpu = self.gpus[pools[pool][pick - (ends[pool - 1] if pool else 0)]]
+            node = self.nodes[gpu.node_index][1]
+            if any(self._fits(other, sizing) is not None for other in node[: node.index(gpu)]):
+                continue  # not its node's first: drawn again, so each node weighs one GPU
+            return gpu, self._fits(gpu, sizing)
+        return None
+
+    def find_whole(self, count: int, order: str, rng: Random | None = None) -> list[tuple[Gpu, Slot]] | None:
         """``count`` GPUs whole on one node: dynamic GPUs published whole (not Ampere) with no partition in use;
         None when no node has them.
 
-        First fit: the first node that has them, its first ones. Fragmentation-aware: the node with the fewest
-        such GPUs that still has enough (every GPU taken whole loses the same), then the first.
+        First fit: the first node that has them, its first ones (with ``rng``: a node drawn among those that
+        have them). Fragmentation-aware: the node with the fewest such GPUs that still has enough (every GPU
+        taken whole loses the same), then the first.
         """
         chosen: list[Gpu] | None = None
+        drawn: list[list[Gpu]] = []
         for _node, gpus in self.nodes:
             free = [g for g in gpus if g.kind.whole and g.state == 0]
             if len(free) < count:
+                continue
+            if rng is not None and order == FIRST_FIT:
+                drawn.append(free)
                 continue
             if order == FIRST_FIT:
                 chosen = free
                 break
             if chosen is None or len(free) < len(chosen):
                 chosen = free
+        if drawn and rng is not None:
+            chosen = drawn[rng.randrange(len(drawn))]
         if chosen is None:
             return None
         return [(gpu, gpu.kind.fit(0, None)) for gpu in chosen[:count]]
 
 
-def sizing_of(pod: Pod, measured: int | None) -> tuple[tuple[str, int], int]:
-    """``((basis, amount), GPUs)``: what a GPU pod is sized by, and how many devices it takes.
-
-    ``basis``: ``whole`` (whole GPUs), ``measured`` or ``gpu_memory`` (bytes), ``compute_share`` (milli).
-    """
-    if pod.num_gpu > 1 or pod.gpu_milli >= GPU_MILLI:
-        return ("whole", pod.num_gpu), pod.num_gpu
-    if measured is not None:
-        return ("measured", int(measured)), 1
-    if pod.gpu_memory_bytes is not None:
-        return ("gpu_memory", int(pod.gpu_memory_bytes)), 1
-    return ("compute_share", pod.gpu_milli), 1
-
-
-def _amount(sizing: tuple[str, int]) -> str:
-    basis, amount = sizing
-    if basis == "compute_share":
-        return f"{amount} milli of a GPU's compute"
-    if basis == "whole":
-        return f"{amount} whole GPU(s)"
-    return f"{amount / GIB:.3g} GiB of memory ({'measured peak' if basis == 'measured' else 'gpu_memory'})"
-
-
-def needs_of(site: Site, sizing: tuple[str, int]) -> dict[str, str]:
+def needs_of(site: Site, sizing: tuple) -> dict[str, str]:
     """Per GPU model of the site, what the pod takes there (a profile, ``GPU whole``, or ``nothing``)."""
     found: dict[str, str] = {}
     for kind in site.kinds:
@@ -353,13 +383,13 @@ def needs_of(site: Site, sizing: tuple[str, int]) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def needs_text(site: Site, sizing: tuple[str, int]) -> str:
+def needs_text(site: Site, sizing: tuple) -> str:
     """What the pod needed, in words: its size and what that rounds to per GPU model."""
     per_model = ", ".join(f"{text} on {model}" for model, text in needs_of(site, sizing).items())
-    return f"{_amount(sizing)}: {per_model or 'no MIG GPU'}"
+    return f"{mig_sizing.amount_text(sizing)}: {per_model or 'no MIG GPU'}"
 
 
-def reason_of(site: Site, sizing: tuple[str, int], devices: int) -> str:
+def reason_of(site: Site, sizing: tuple, devices: int) -> str:
     """Why a pod found no device: too large for every MIG GPU, no whole GPU free, or fragmentation."""
     targets = [kind.target(sizing) for kind in site.kinds]
     if not site.gpus:
@@ -388,6 +418,7 @@ class MigOutcome(engine.Outcome):
         self.gpus_used: list[int] = []
         self.gpus_used_at_stop = 0
         self.sized_by: dict[str, int] = {}
+        self.decided_by: dict[str, int] = {}
         self.profiles: dict[str, int] = {}
 
 
@@ -396,12 +427,17 @@ def _milli(slot: Slot, gpu: Gpu) -> int:
 
 
 class _Run:
-    """One replay of the pods on the site under one order."""
+    """One replay of the pods on the site under one order (with ``rng``: first fit on nodes drawn at random;
+    ``detail`` False keeps the counts only: no placement list, no reason per pod not placed)."""
 
-    def __init__(self, site: Site, order: str, mode: str, measured: dict[str, int]) -> None:
+    def __init__(
+        self, site: Site, order: str, mode: str, measured: dict[str, int], rng: Random | None, detail: bool
+    ) -> None:
         self.site = site
         self.order = order
         self.measured = measured
+        self.rng = rng
+        self.detail = detail
         self.outcome = MigOutcome(mode, order)
         self.outcome.capacity = len(site.gpus) * GPU_MILLI
         self.running: dict[str, list[tuple[Gpu, Slot]]] = {}
@@ -413,14 +449,19 @@ class _Run:
         if not pod.gpu:
             outcome.placed[pod.name] = ("", [])
             return True
-        sizing, devices = sizing_of(pod, self.measured.get(pod.name))
+        sizing, devices = mig_sizing.sizing_of(pod, self.measured.get(pod.name))
         if devices == 1:
-            found = self.site.find_one(sizing, self.order)
+            found = self.site.find_one(sizing, self.order, self.rng)
             taken = None if found is None else [found]
         else:
-            taken = self.site.find_whole(devices, self.order)
+            taken = self.site.find_whole(devices, self.order, self.rng)
         if taken is None:
             free, gpus = self.site.free_slices()
+            if not self.detail:
+                if outcome.first_unplaced is None:
+                    outcome.first_unplaced = (pod, "")
+                    outcome.stranded = {"pod": pod.name, "time": time, "slices": free, "gpus": gpus}
+                return False
             needs = needs_text(self.site, sizing)
             outcome.not_placed.append(
                 {
@@ -437,6 +478,8 @@ class _Run:
                 outcome.stranded = {"pod": pod.name, "time": time, "slices": free, "gpus": gpus}
             return False
         outcome.sized_by[sizing[0]] = outcome.sized_by.get(sizing[0], 0) + 1
+        decided = taken[0][0].kind.decided(sizing)
+        outcome.decided_by[decided] = outcome.decided_by.get(decided, 0) + 1
         pieces = []
         for gpu, slot in taken:
             self.site.take(gpu, slot)
@@ -445,25 +488,31 @@ class _Run:
             self.outcome.taken += milli
             label = slot.profile or "GPU whole"
             outcome.profiles[label] = outcome.profiles.get(label, 0) + 1
-            outcome.placements.append(
-                {
-                    "pod": pod.name,
-                    "time": time,
-                    "node": gpu.node,
-                    "gpu": gpu.address,
-                    "device": gpu.device
-                    if slot.profile is None
-                    else dra_mig.device_name(gpu.device, slot.profile, slot.start),
-                    "profile": slot.profile,
-                    "start": slot.start,
-                    "size": slot.size,
-                    "sized_by": sizing[0],
-                }
-            )
+            if self.detail:
+                outcome.placements.append(self._placement(pod, time, gpu, slot, sizing[0], decided))
         self.running[pod.name] = taken
         outcome.placed[pod.name] = (taken[0][0].node, pieces)
         self.requested += pod.requested_milli
         return True
+
+    @staticmethod
+    def _placement(pod: Pod, time: float, gpu: Gpu, slot: Slot, basis: str, decided: str) -> dict[str, Any]:
+        kind = gpu.kind
+        memory = kind.memory_bytes if slot.profile is None else kind.profile_memory[slot.profile]
+        return {
+            "pod": pod.name,
+            "time": time,
+            "node": gpu.node,
+            "gpu": gpu.address,
+            "device": gpu.device if slot.profile is None else dra_mig.device_name(gpu.device, slot.profile, slot.start),
+            "profile": slot.profile,
+            "start": slot.start,
+            "size": slot.size,
+            "memory_bytes": memory,
+            "memory_source": kind.source,
+            "sized_by": basis,
+            "decided_by": decided,
+        }
 
     def leave(self, pod: Pod) -> None:
         for gpu, slot in self.running.pop(pod.name, []):
@@ -482,10 +531,10 @@ def _fresh(site: Site) -> None:
     site.free, site.with_free = site._initial
 
 
-def saturation(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, int]) -> MigOutcome:
+def saturation(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, int], **how: Any) -> MigOutcome:
     """Pods in creation order, none leaves, until the first GPU pod that finds no device."""
     _fresh(site)
-    run = _Run(site, order, "saturation", measured)
+    run = _Run(site, order, "saturation", measured, how.get("rng"), how.get("detail", True))
     ordered = sorted(pods, key=lambda pod: (pod.created, pod.name))
     for position, pod in enumerate(ordered):
         if not run.arrive(pod, pod.created):
@@ -496,11 +545,11 @@ def saturation(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, 
     return run.outcome
 
 
-def timeline(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, int]) -> MigOutcome:
+def timeline(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, int], **how: Any) -> MigOutcome:
     """Pods leave at their deletion time (before pods arrive at one instant); a pod that finds no device when
     it is created never starts."""
     _fresh(site)
-    run = _Run(site, order, "timeline", measured)
+    run = _Run(site, order, "timeline", measured, how.get("rng"), how.get("detail", True))
     outcome = run.outcome
     ordered = list(pods)
     events = engine._events(ordered)
@@ -528,8 +577,15 @@ def timeline(pods: Iterable[Pod], site: Site, order: str, measured: dict[str, in
 
 
 def replay(
-    pods: Iterable[Pod], site: Site, order: str, mode: str, measured: dict[str, int] | None = None
+    pods: Iterable[Pod],
+    site: Site,
+    order: str,
+    mode: str,
+    measured: dict[str, int] | None = None,
+    rng: Random | None = None,
+    detail: bool = True,
 ) -> MigOutcome:
-    """The pods on the site's MIG GPUs under ``order`` (``first_fit`` or ``fragmentation_aware``)."""
+    """The pods on the site's MIG GPUs under ``order`` (``first_fit`` or ``fragmentation_aware``); with ``rng``
+    (first fit), each pod's node drawn at random among those with a free device; ``detail`` False: counts only."""
     run = timeline if mode == "timeline" else saturation
-    return run(list(pods), site, order, measured or {})
+    return run(list(pods), site, order, measured or {}, rng=rng, detail=detail)

@@ -10,8 +10,11 @@ site without MIG are not used by this policy, and the result says how many there
 The result is the one the other policies return (pods placed, shares of the capacity, first pod not placed,
 the timeline), counted for the driver's order on the MIG GPUs only (a partition takes its memory slices over
 the GPU's, in milli-GPUs), plus ``mig``: per order (``first_fit``, ``fragmentation_aware``) the pods placed,
-the GPUs needed, the memory slices stranded at the first pod that found no device, every placement and every
-pod not placed with the reason (docs/replay.md, "MIG").
+the GPUs needed, the memory slices stranded at the first pod that found no device, what sized and what decided
+each pod's device, every placement and every pod not placed with the reason; the profiles' sizes the replay
+used, each with its source (``profile_sizes``); and first fit's range under the scheduler's random tie-breaks
+(``first_fit_range``, :mod:`mig_draws`), of which the name order (``orders.first_fit``) is the best case as a
+rule (docs/replay.md, "MIG").
 
 Runs on the controller; no Ansible imports.
 """
@@ -23,7 +26,7 @@ import os
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import checks as mig_checks
 from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError, mig_draws, mig_sizing
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import mig as mig_engine
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.nodes import NodeSpec
 from ansible_collections.aligned.dra.plugins.module_utils.dra.model import DeviceModelError
@@ -37,11 +40,28 @@ if TYPE_CHECKING:
     from ansible_collections.aligned.dra.plugins.module_utils.controller.replay.usage import Usage
 
 SIZING_RULE = (
-    "each GPU pod's share rounded up to the smallest profile of each GPU model holding its memory (its peak "
-    "measured use where usage has samples of it, else the trace's gpu_memory) or, where neither says, its "
-    "share of the GPU's compute slices; a share no profile holds takes the GPU whole (dynamic GPUs of Hopper and "
-    "newer); pods of whole GPUs take the GPU whole of such GPUs with no partition in use, on one node"
+    "each GPU pod's share rounded up to the smallest profile of each GPU model holding both its memory (its "
+    "peak measured use where usage has samples of it, with mig_headroom of the profile's memory kept free; "
+    "else the trace's gpu_memory, a request, as it is) and its share of the GPU's compute slices; a share no "
+    "profile holds takes the GPU whole (dynamic GPUs of Hopper and newer); pods of whole GPUs take the GPU "
+    "whole of such GPUs with no partition in use, on one node"
 )
+HEADROOM_APPLIES = "measured peaks only (a trace's gpu_memory is a request, fitted as it is)"
+ORDER_CASES = {
+    mig_engine.FIRST_FIT: "nodes in name order: the best case as a rule (the scheduler draws among equal nodes)",
+    mig_engine.FRAGMENTATION_AWARE: "for comparison: no scheduler places by it",
+}
+
+
+def first_fit_case(spread: dict[str, Any] | None) -> str:
+    """What the name order is, in words, against the draws: the best case where no draw placed more GPU pods,
+    else said not to be (a rule, not a theorem: a draw can beat it)."""
+    if spread is None:
+        return ORDER_CASES[mig_engine.FIRST_FIT] + "; no draws to check it against (draws: 0)"
+    beaten, draws = spread["best_case"]["draws_placing_more"], spread["draws"]
+    if not beaten:
+        return f"nodes in name order: the best case, no draw of {draws} placed more GPU pods"
+    return f"nodes in name order: not the best case here, {beaten} of {draws} draws placed more GPU pods"
 
 
 def _read_topology(path: str, host: str) -> dict[str, Any] | None:
@@ -106,22 +126,6 @@ def site_gpus(
     return nodes, without, notes
 
 
-def _gpus_needed(outcome: mig_engine.MigOutcome) -> dict[str, Any]:
-    """GPUs holding a pod: at the stop (saturation), or the peak, when first reached, and the time-weighted
-    mean over the trace's window (timeline; the mean is None without a window)."""
-    if outcome.mode == "saturation":
-        return {"basis": "at saturation", "peak": outcome.gpus_used_at_stop, "at": None, "mean": None}
-    used, times = outcome.gpus_used, outcome.times
-    if not used:
-        return {"basis": "no pods", "peak": 0, "at": None, "mean": None}
-    peak = max(used)
-    mean = None
-    if outcome.end is not None and outcome.end > times[0]:
-        total = sum(used[i] * ((times[i + 1] if i + 1 < len(times) else outcome.end) - t) for i, t in enumerate(times))
-        mean = total / (outcome.end - times[0])
-    return {"basis": "time-weighted mean", "peak": peak, "at": times[used.index(peak)], "mean": mean}
-
-
 def _first(outcome: mig_engine.MigOutcome) -> dict[str, Any] | None:
     if outcome.first_unplaced is None:
         return None
@@ -133,14 +137,17 @@ def order_figures(pods: list[Pod], outcome: mig_engine.MigOutcome) -> dict[str, 
     """One order's figures (the ``mig.orders`` entry)."""
     gpu_pods = {pod.name for pod in pods if pod.gpu}
     return {
+        "case": ORDER_CASES.get(outcome.order, ""),
+        "node_order": "name",
         "pods_placed": len(outcome.placed),
         "gpu_pods_placed": sum(1 for name in outcome.placed if name in gpu_pods),
         "gpu_pods_not_placed": len(outcome.not_placed),
         "pods_not_tried": outcome.not_tried,
         "first_unplaced": _first(outcome),
-        "gpus_needed": _gpus_needed(outcome),
+        "gpus_needed": mig_draws.gpus_needed(outcome),
         "stranded": outcome.stranded,
         "sized_by": dict(sorted(outcome.sized_by.items())),
+        "decided_by": {key: outcome.decided_by.get(key, 0) for key in mig_sizing.DECIDERS},
         "profiles": dict(sorted(outcome.profiles.items())),
         "placements": outcome.placements,
         "not_placed": outcome.not_placed,
@@ -164,11 +171,14 @@ def replay_mig(
     topology_dir: str | None,
     usage: Usage | None,
     summarise: Callable[..., dict[str, Any]],
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``mig`` policy's result. ``summarise(specs, info, outcome)`` shapes the figures every policy has
-    (``result.summarise`` with the trace's and the run's other arguments bound)."""
+    (``result.summarise`` with the trace's and the run's other arguments bound); ``settings``: those of
+    :func:`options` (``mig_headroom``, ``seed``, ``draws``), checked."""
+    chosen = dict(DEFAULTS, **(settings or {}))
     nodes, without, notes = site_gpus(specs, mig, topology_dir)
-    site = mig_engine.Site(nodes)
+    site = mig_engine.Site(nodes, chosen["mig_headroom"])
     measured = {}
     if usage is not None:
         for pod in pods:
@@ -179,10 +189,13 @@ def replay_mig(
     mig_specs = [NodeSpec(name, None, None, len(gpus), None) for name, gpus in nodes]
     info = dict(info, notes=list(info.get("notes") or []) + notes)
     info["notes"].append(
-        "policy mig: the driver's device order (first fit) gives the figures above; the replay's order "
-        "(pack or spread) does not apply; mig.orders compares it with a fragmentation-aware order"
+        "policy mig: the driver's device order (first fit), nodes in name order, gives the figures above: the "
+        "best case as a rule (the scheduler draws among equal nodes; mig.first_fit_range gives the range, and "
+        "mig.orders.first_fit.case says whether a draw beat it); the "
+        "replay's order (pack or spread) does not apply; mig.orders compares it with a fragmentation-aware order"
     )
     result = summarise(mig_specs, info, outcomes[mig_engine.FIRST_FIT])
+    orders = {order: order_figures(pods, outcome) for order, outcome in outcomes.items()}
     sources: dict[str, int] = {}
     for _node, gpus in nodes:
         for gpu in gpus:
@@ -193,7 +206,40 @@ def replay_mig(
         "memory_slices": site.memory_slices,
         "gpu_models": _models(site),
         "sources": dict(sorted(sources.items())),
-        "sizing": {"rule": SIZING_RULE, "measured_pods": len(measured)},
-        "orders": {order: order_figures(pods, outcome) for order, outcome in outcomes.items()},
+        "sizing": {
+            "rule": SIZING_RULE,
+            "measured_pods": len(measured),
+            "headroom": chosen["mig_headroom"],
+            "headroom_applies_to": HEADROOM_APPLIES,
+        },
+        "profile_sizes": mig_sizing.profile_sizes(site.kinds),
+        "orders": orders,
+        "first_fit_range": mig_draws.first_fit_range(
+            pods, site, mode, measured, chosen["seed"], chosen["draws"], orders[mig_engine.FIRST_FIT]
+        ),
     }
+    orders[mig_engine.FIRST_FIT]["case"] = first_fit_case(result["mig"]["first_fit_range"])
     return result
+
+
+DEFAULTS = {
+    "mig_headroom": mig_sizing.DEFAULT_HEADROOM,
+    "seed": mig_draws.DEFAULT_SEED,
+    "draws": mig_draws.DEFAULT_DRAWS,
+}
+
+
+def options(given: dict[str, Any], policies: list[str]) -> dict[str, Any]:
+    """The ``mig`` policy's settings checked (each error names its setting); a setting other than its default
+    without ``mig`` in ``policies`` is refused (it would change nothing)."""
+    chosen = {name: given.get(name, default) for name, default in DEFAULTS.items()}
+    chosen["mig_headroom"] = mig_sizing.headroom_of(chosen["mig_headroom"])
+    chosen["seed"] = mig_draws.seed_of(chosen["seed"])
+    chosen["draws"] = mig_draws.draws_of(chosen["draws"])
+    if "mig" not in policies:
+        for name, default in DEFAULTS.items():
+            if chosen[name] != default:
+                raise ReplayError(
+                    f"{name}: {given[name]!r} applies to the policy mig only: add mig to policies, or leave it out"
+                )
+    return chosen

@@ -261,6 +261,9 @@ def replay_policies(
     usage: str | None = None,
     mig: dict[str, Any] | None = None,
     topology_dir: str | None = None,
+    mig_headroom: Any = mig_result.DEFAULTS["mig_headroom"],
+    seed: Any = mig_result.DEFAULTS["seed"],
+    draws: Any = mig_result.DEFAULTS["draws"],
     **thin_options: Any,
 ) -> dict[str, dict[str, Any]]:
     """:func:`replay` under each of ``policies`` (each once, in their order): ``{policy: result}``.
@@ -268,7 +271,8 @@ def replay_policies(
     The trace, the nodes and the measured use are read and checked once for
     every policy; each result is the one :func:`replay` returns for it alone. ``mig`` (``{host:
     aligned_dra_mig}``) and ``topology_dir`` (the nodes' probes; default the plan's ``nodes/`` beside it) are
-    read by the policy ``mig`` only (:mod:`mig_result`).
+    read by the policy ``mig`` only (:mod:`mig_result`), and so are ``mig_headroom`` (the fraction of a
+    profile's memory a measured peak leaves free), ``seed`` and ``draws`` (first fit's random tie-breaks).
     """
     if not policies:
         raise ReplayError(f"policies: give at least one of {', '.join(POLICIES)}")
@@ -282,6 +286,7 @@ def replay_policies(
     if unknown:
         raise TypeError(f"replay() got unknown options {unknown}")
     measured_options = thin_result.options(usage, mode, thin_options)
+    mig_settings = mig_result.options({"mig_headroom": mig_headroom, "seed": seed, "draws": draws}, policies)
     if (nodes is None) == (plan is None):
         raise ReplayError("nodes, plan: give exactly one of them (an openb node list, or a site's plan.json)")
     if "mig" in policies and plan is None:
@@ -312,6 +317,7 @@ def replay_policies(
                 lambda mig_specs, mig_info, outcome: summarise(
                     pods, mig_specs, mig_info, outcome, "mig", "mig", None, order, dict(trace_info)
                 ),
+                mig_settings,
             )
             continue
         applied, fallback = policy, None

@@ -12,9 +12,13 @@ instance takes are drawn dashed. Dynamic GPUs have no layout (the driver makes
 each partition at Prepare): they are counted per model.
 
 **Replay.** Where ``replay.json`` has the policy ``mig``, a table compares
-the driver's order (first fit) with the fragmentation-aware order: pods
+the driver's order (first fit, nodes by name: the best case as a rule) with
+its range under the scheduler's random tie-breaks among nodes (min to max,
+median, over the seeded draws) and the fragmentation-aware order: pods
 placed, GPUs needed, the memory slices stranded at the first pod that found
-no device, the profiles taken, and the first pods not placed with the reason.
+no device, what decided each pod's profile (memory, compute, both, or whole
+GPUs), the profiles taken, and the first pods not placed with the reason;
+the profiles' sizes the replay used, each with its source (NVML or documented).
 
 Pure Python, no Ansible imports; the templates draw (``mig.html.j2``,
 ``replay.html.j2``).
@@ -188,7 +192,12 @@ def layout_view(nodes: Mapping[str, Mapping[str, Any]], mig: Mapping[str, Any] |
 # The replay's MIG figures
 # --------------------------------------------------------------------------
 
-ORDER_NAMES = {"first_fit": "the driver's order (first fit)", "fragmentation_aware": "fragmentation-aware"}
+ORDER_NAMES = {
+    "first_fit": "the driver's order (first fit), nodes by name",
+    "fragmentation_aware": "fragmentation-aware (for comparison)",
+}
+DECIDERS = ("memory", "compute", "both", "whole")
+GIB = 1 << 30
 _FIGURES = {
     "gpus": "count",
     "gpus_without_mig": "count",
@@ -236,6 +245,16 @@ def check_replay_mig(figures: Any, where: str) -> None:
             _fields(
                 row, {"pod": "text", "reason": "text", "needs": "text"}, f"{where}.orders.{key}.not_placed[{index}]"
             )
+    spread = figures.get("first_fit_range")  # absent from a replay.json written before the draws
+    if spread is not None:
+        at = f"{where}.first_fit_range"
+        _fields(spread, {"seed": "count", "draws": "count", "gpu_pods_placed": "object", "best_case": "object"}, at)
+        _fields(
+            spread["gpu_pods_placed"], {"min": "count", "median": "number", "max": "count"}, at + ".gpu_pods_placed"
+        )
+        _fields(spread["best_case"], {"draws_placing_more": "count"}, at + ".best_case")
+        if spread.get("gpus_needed_peak") is not None:
+            _fields(spread["gpus_needed_peak"], {"min": "count", "median": "number", "max": "count"}, at + ".gpus")
 
 
 def _needed(gpus: Mapping[str, Any]) -> str:
@@ -253,8 +272,65 @@ def _stranded(stranded: Mapping[str, Any] | None) -> str:
     return f"{stranded['slices']} on {gpus} GPU{'s' if gpus != 1 else ''} (when {stranded['pod']} found no device)"
 
 
+def _range(spread: Mapping[str, Any] | None) -> str:
+    if not spread:
+        return "-"
+    low, middle, high = spread["min"], spread["median"], spread["max"]
+    text = f"{low}" if low == high else f"{low} to {high}"
+    return f"{text} (median {middle:g})"
+
+
+def _decided(decided: Mapping[str, Any] | None) -> str:
+    if not decided:
+        return "-"
+    return ", ".join(f"{key} {decided[key]}" for key in DECIDERS if decided.get(key))
+
+
+def _range_row(figures: Mapping[str, Any], gpu_pods: int) -> dict[str, Any] | None:
+    """The row of first fit's range over the random tie-breaks, and a note where a draw beat the name order."""
+    spread = figures.get("first_fit_range")
+    if not spread:
+        return None
+    best = spread["best_case"]
+    beaten = best.get("draws_placing_more", 0)
+    note = ""
+    if beaten:
+        note = (
+            f"{beaten} of {spread['draws']} draws placed more GPU pods than the name order: "
+            "here it is not the best case"
+        )
+    else:
+        note = f"No draw of {spread['draws']} placed more GPU pods than the name order: here it is the best case"
+    peak = spread.get("gpus_needed_peak")
+    return {
+        "key": "first_fit_range",
+        "name": f"the driver's order, random ties among nodes ({spread['draws']} draws, seed {spread['seed']})",
+        "placed": f"{_range(spread['gpu_pods_placed'])} / {gpu_pods}",
+        "not_tried": "-",
+        "gpus": _range(peak),
+        "stranded": "-",
+        "decided": "-",
+        "profiles": "-",
+        "not_placed": [],
+        "more": 0,
+        "note": note,
+    }
+
+
+def _sizes(figures: Mapping[str, Any]) -> str:
+    """The profiles' memory the replay used, per model and source."""
+    parts = []
+    for entry in figures.get("profile_sizes") or []:
+        sizes = ", ".join(
+            f"{name} {profile['memory_bytes'] / GIB:.3g} GiB" for name, profile in entry["profiles"].items()
+        )
+        parts.append(f"{entry['model']} ({entry['mode']}, {entry['source']}): {sizes}")
+    return "; ".join(parts)
+
+
 def replay_mig_view(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A table of the ``mig`` policy's two orders, and the sizing rule and GPUs it replayed on."""
+    """A table of the ``mig`` policy's orders (first fit's range among them), and the sizing rule, the profiles'
+    sizes and the GPUs it replayed on."""
     figures = run["mig"]
     gpu_pods = run["trace"]["gpu_pods"]
     orders = []
@@ -271,14 +347,20 @@ def replay_mig_view(run: Mapping[str, Any]) -> dict[str, Any]:
                 "not_tried": order.get("pods_not_tried", 0),
                 "gpus": _needed(order["gpus_needed"]),
                 "stranded": _stranded(order.get("stranded")),
+                "decided": _decided(order.get("decided_by")),
                 "profiles": ", ".join(f"{name} \u00d7{count}" for name, count in order["profiles"].items()) or "-",
                 "not_placed": [
                     {"pod": str(p["pod"]), "reason": str(p["reason"]), "needs": str(p["needs"])}
                     for p in not_placed[:NOT_PLACED_SHOWN]
                 ],
                 "more": max(len(not_placed) - NOT_PLACED_SHOWN, 0),
+                "note": "",
             }
         )
+        if key == "first_fit":
+            spread = _range_row(figures, gpu_pods)
+            if spread is not None:
+                orders.append(spread)
     models = ", ".join(f"{count} {model}" for model, count in figures["gpu_models"].items())
     return {
         "gpus": figures["gpus"],
@@ -288,6 +370,8 @@ def replay_mig_view(run: Mapping[str, Any]) -> dict[str, Any]:
         "sources": ", ".join(f"{source} {count}" for source, count in figures["sources"].items()) or "-",
         "rule": str(figures["sizing"]["rule"]),
         "measured": figures["sizing"].get("measured_pods", 0),
+        "headroom": figures["sizing"].get("headroom"),
+        "sizes": _sizes(figures),
         "basis": str((figures["orders"].get("first_fit") or {}).get("gpus_needed", {}).get("basis", "")),
         "orders": orders,
     }

@@ -11,7 +11,11 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
-from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError, thin_result
+from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import (
+    ReplayError,
+    mig_result,
+    thin_result,
+)
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
 from ansible_collections.aligned.dra.plugins.module_utils.controller.stages import StageError, write_dest
 
@@ -34,6 +38,10 @@ MODULE_SPEC: dict[str, Any] = {
         # the policy mig: each host's aligned_dra_mig (aligned.dra.mig_settings) and the nodes' probes
         "mig": {"type": "dict", "default": {}},
         "topology_dir": {"type": "path"},
+        # the policy mig: headroom kept free of a measured peak, first fit's seeded random tie-breaks
+        "mig_headroom": {"type": "float", "default": 0.05},
+        "seed": {"type": "int", "default": 0},
+        "draws": {"type": "int", "default": 10},
         "site": {"type": "str"},
         "order": {"type": "str", "choices": ["pack", "spread"], "default": "pack"},
         "mode": {"type": "str", "choices": ["saturation", "timeline"], "default": "saturation"},
@@ -74,6 +82,7 @@ def run(params: Mapping[str, Any], check_mode: bool, diff: bool) -> dict[str, An
             usage=params.get("usage"),
             mig=params.get("mig") or {},
             topology_dir=params.get("topology_dir"),
+            **{name: params[name] for name in mig_result.DEFAULTS if params.get(name) is not None},
             **{name: params[name] for name in thin_result.DEFAULTS if params.get(name) is not None},
         )
     except ReplayError as exc:

@@ -10,6 +10,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.modules import replay
+from ansible_collections.aligned.dra.tests.support.sites.replay_mig import H100, write_site, write_trace
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "replay"
 PODS = str(FIXTURES / "openb-pods.csv")
@@ -170,3 +171,22 @@ def test_bad_policies_are_refused_and_write_nothing(capsys, tmp_path, change, me
     args = {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), "dest": str(tmp_path / "replay.json"), **change}
     result = run(capsys, args)
     assert result["failed"] and message in result["msg"] and not (tmp_path / "replay.json").exists()
+
+
+def test_the_mig_settings_pass_through_the_module_and_are_refused_without_mig(capsys, tmp_path):
+    plan = write_site(tmp_path, {"n1": (H100, 2, 0)})
+    trace = write_trace(tmp_path, ["a,0,,0.5,4Gi", "b,1,,0.1,"])
+    args = {"trace": trace, "trace_format": "csv", "plan": plan, "policy": "mig", "mig": {"n1": {"mode": "dynamic"}}}
+    out = run(capsys, dict(args, mig_headroom=0.1, seed=3, draws=4))["replay"]["mig"]
+    assert out["sizing"]["headroom"] == 0.1
+    assert out["first_fit_range"]["seed"] == 3 and out["first_fit_range"]["draws"] == 4
+    assert out["orders"]["first_fit"]["decided_by"] == {"memory": 0, "compute": 2, "both": 0, "whole": 0}
+    default = run(capsys, args)["replay"]["mig"]
+    assert default["sizing"]["headroom"] == 0.05 and default["first_fit_range"]["draws"] == 10
+    refused = run(capsys, dict(args, mig_headroom=1.0))
+    assert refused["failed"] and refused["msg"].startswith("mig_headroom: 1.0 is out of range")
+    for option, value in (("seed", 4), ("draws", 2), ("mig_headroom", 0.2)):
+        refused = run(capsys, {"trace": PODS, "nodes": str(FIXTURES / "openb-nodes.csv"), option: value})
+        assert refused["failed"] and refused["msg"] == (
+            f"{option}: {value!r} applies to the policy mig only: add mig to policies, or leave it out"
+        )

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-import json
+import itertools
 import random
 
 import pytest
@@ -13,50 +13,10 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import mig as mig_engine
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
+from ansible_collections.aligned.dra.tests.support.sites import replay_mig
+from ansible_collections.aligned.dra.tests.support.sites.replay_mig import A100_40, DYNAMIC, GIB, H100
 
-A100_40 = "0x20b0"  # 8 memory slices: 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb (documented)
-H100 = "0x2330"  # 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb
-GIB = 1 << 30
-DYNAMIC = {"mode": "dynamic"}
-
-
-def _topology(device_id: str, count: int, plain: int = 0) -> dict:
-    devices = [
-        {"kind": "gpu", "vendor_id": "0x10de", "device_id": device_id, "pci_address": f"0000:{7 + i:02x}:00.0"}
-        for i in range(count)
-    ]
-    devices += [
-        {"kind": "gpu", "vendor_id": "0x10de", "device_id": "0x1db6", "pci_address": f"0000:{0x40 + i:02x}:00.0"}
-        for i in range(plain)
-    ]
-    return {"devices": devices}
-
-
-def _site(tmp_path, nodes: dict[str, tuple[str, int, int]]) -> str:
-    """A plan of ``{node: (device id, MIG-capable GPUs, GPUs without MIG)}`` and each node's probe."""
-    (tmp_path / "nodes").mkdir()
-    for name, (device_id, count, plain) in nodes.items():
-        (tmp_path / "nodes" / f"{name}.json").write_text(json.dumps(_topology(device_id, count, plain)))
-    plan = {
-        "schema_version": 1,
-        "kubernetes_version": "1.36",
-        "nodes": sorted(nodes),
-        "classes": {"aligned-gpu": {"nodes": {n: c + p for n, (_d, c, p) in nodes.items()}}},
-        "templates": [],
-    }
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    return str(tmp_path / "plan.json")
-
-
-def _trace(tmp_path, rows: list[str], header: str = "name,submit,end,gpus,gpu_memory") -> str:
-    (tmp_path / "trace.csv").write_text("\n".join([header, *rows]) + "\n")
-    return str(tmp_path / "trace.csv")
-
-
-def _mig(tmp_path, rows, nodes, mig, mode="saturation", **options):
-    return replay_result.replay(
-        _trace(tmp_path, rows), "csv", "mig", plan=_site(tmp_path, nodes), mode=mode, mig=mig, **options
-    )
+_topology, _mig = replay_mig.topology, replay_mig.replay_mig
 
 
 def _where(order: dict) -> list[tuple]:
@@ -221,7 +181,9 @@ def test_a_share_larger_than_every_profile_and_the_gpu_is_not_placed_with_the_re
     run = _mig(tmp_path, ["huge,0,,0.5,90Gi"], {"n1": (H100, 1, 0)}, {"n1": DYNAMIC})
     first = run["mig"]["orders"]["first_fit"]
     assert first["not_placed"][0]["reason"] == "larger than every profile and every memory of a GPU published whole"
-    assert run["first_unplaced"]["needs"].startswith("90 GiB of memory (gpu_memory): nothing on H100-SXM5-80GB")
+    assert run["first_unplaced"]["needs"].startswith(
+        "90 GiB of memory (gpu_memory) and 500 milli of a GPU's compute: nothing on H100-SXM5-80GB"
+    )
 
 
 def test_gpus_without_mig_are_not_used_and_said(tmp_path):
@@ -240,53 +202,233 @@ def test_mig_needs_settings_and_a_plan(tmp_path):
         replay_result.replay(trace, "csv", "mig", nodes=str(tmp_path / "nodes.csv"), mig={"n1": DYNAMIC})
 
 
-def _brute(site, sizing, order):
-    """Every GPU and device read for the pod: the first in order, or the smallest fragmentation key."""
-    found = None
-    for gpu in site.gpus:
-        target = gpu.kind.target(sizing)
-        if target is False:
-            continue
-        for slot in gpu.kind.slots:
-            if slot.profile != target or gpu.state & slot.mask:
+# NVIDIA's MIG user guide ("Supported MIG Profiles", and ``nvidia-smi mig -lgipp`` as the GPUs answer it), written
+# out here as data: per profile its compute slices, its memory in GiB (the figure of its name, as the documented
+# geometry gives it) and its placements (starts, size in memory slices). ``whole``: whether the driver publishes
+# the GPU whole in dynamic MIG (Hopper changes MIG mode live; Ampere only with a GPU reset).
+NVIDIA = {
+    "A100-SXM4-40GB": {
+        "whole": False,
+        "profiles": {
+            "1g.5gb": (1, 5, (0, 1, 2, 3, 4, 5, 6), 1),
+            "1g.5gb+me": (1, 5, (0, 1, 2, 3, 4, 5, 6), 1),
+            "1g.10gb": (1, 10, (0, 2, 4, 6), 2),
+            "2g.10gb": (2, 10, (0, 2, 4), 2),
+            "3g.20gb": (3, 20, (0, 4), 4),
+            "4g.20gb": (4, 20, (0,), 4),
+            "7g.40gb": (7, 40, (0,), 8),
+        },
+    },
+    "H100-SXM5-80GB": {
+        "whole": True,
+        "profiles": {
+            "1g.10gb": (1, 10, (0, 1, 2, 3, 4, 5, 6), 1),
+            "1g.10gb+me": (1, 10, (0, 1, 2, 3, 4, 5, 6), 1),
+            "1g.20gb": (1, 20, (0, 2, 4, 6), 2),
+            "2g.20gb": (2, 20, (0, 2, 4), 2),
+            "3g.40gb": (3, 40, (0, 4), 4),
+            "4g.40gb": (4, 40, (0,), 4),
+            "7g.80gb": (7, 80, (0,), 8),
+        },
+    },
+}
+SLICES = 8
+HEADROOM = 0.05
+
+
+def _profile_for(model: str, sizing: tuple) -> str | None | bool:
+    """The rule of docs/replay.md, from the table: the smallest profile (memory slices, then compute slices; no
+    media extension) with the memory (a measured peak leaving the headroom free) and the compute slices; else
+    the GPU whole where it is published and the memory fits; else False. None: the GPU whole."""
+    table = NVIDIA[model]
+    basis, memory, milli = sizing
+    if basis == "whole":
+        return None if table["whole"] else False
+    room = HEADROOM if basis == "measured" else 0.0
+    slices_needed = -(-milli * 7 // 1000)
+    ranked = sorted(
+        (size, slices, gib, name) for name, (slices, gib, _starts, size) in table["profiles"].items() if "+" not in name
+    )
+    for _size, slices, gib, name in ranked:
+        if (memory is None or memory <= gib * GIB * (1 - room)) and slices >= slices_needed:
+            return name
+    largest = max(gib for _slices, gib, _starts, _size in table["profiles"].values())
+    if table["whole"] and (memory is None or memory <= largest * GIB * (1 - room)):
+        return None
+    return False
+
+
+def _preferred(model: str, name: str) -> list[int]:
+    """docs/replay.md: a profile's placements, those under the fewest placements of larger profiles first, ties
+    by the higher start."""
+    table = NVIDIA[model]["profiles"]
+    _slices, _gib, starts, size = table[name]
+    larger = [(s, z) for _c, _g, others, z in table.values() if z > size for s in others]
+
+    def under(start: int) -> int:
+        return sum(1 for s, z in larger if s < start + size and start < s + z)
+
+    return sorted(starts, key=lambda start: (under(start), -start))
+
+
+def _most_disjoint(free: set[int], size: int, starts: set[int]) -> int:
+    """The most placements of ``size`` at ``starts`` that fit on the ``free`` slices at once, every subset tried."""
+    fitting = [start for start in sorted(starts) if set(range(start, start + size)) <= free]
+    best = 0
+    for count in range(1, len(fitting) + 1):
+        for chosen in itertools.combinations(fitting, count):
+            cells = [c for start in chosen for c in range(start, start + size)]
+            if len(cells) == len(set(cells)):
+                best = count
+    return best
+
+
+class _World:
+    """The site as the test sees it, apart from the replay's own model: per GPU its model, mode, used slices
+    (dynamic) or static instances with a used mark."""
+
+    def __init__(self, nodes: list[tuple[str, list[dict]]]) -> None:
+        self.gpus = []
+        for _node, gpus in nodes:
+            for gpu in gpus:
+                instances = sorted(gpu["instances"] or [], key=lambda i: (i["start"], i["profile"]))
+                self.gpus.append(
+                    {
+                        "node": _node,
+                        "model": gpu["model"],
+                        "mode": gpu["mode"],
+                        "used": set(),
+                        "instances": [dict(i, used=False) for i in instances],
+                    }
+                )
+
+    def devices(self, gpu: dict, target: str | None) -> list[tuple[int, str | None, int, int]]:
+        """The free devices of ``target`` on ``gpu`` in the driver's order: ``(position, profile, start, size)``."""
+        if gpu["mode"] == "static":
+            found = [
+                (i, x["profile"], x["start"], x["size"])
+                for i, x in enumerate(gpu["instances"])
+                if x["profile"] == target and not x["used"]
+            ]
+            return found
+        if target is None:
+            return [(0, None, 0, SLICES)] if not gpu["used"] else []
+        size = NVIDIA[gpu["model"]]["profiles"][target][3]
+        return [
+            (i, target, start, size)
+            for i, start in enumerate(_preferred(gpu["model"], target))
+            if not set(range(start, start + size)) & gpu["used"]
+        ]
+
+    def counts(self, gpu: dict, used: set[int], instances_used: set[int]) -> tuple[int, ...]:
+        """Per size, largest first: the disjoint devices still to be had (static: free instances)."""
+        if gpu["mode"] == "static":
+            return tuple(
+                sum(1 for i, x in enumerate(gpu["instances"]) if x["size"] == size and i not in instances_used)
+                for size in (8, 4, 2, 1)
+            )
+        free = set(range(SLICES)) - used
+        table = NVIDIA[gpu["model"]]["profiles"]
+        out = []
+        for size in (8, 4, 2, 1):
+            starts = {s for _c, _g, starts, z in table.values() if z == size for s in starts}
+            out.append(_most_disjoint(free, size, starts))
+        return tuple(out)
+
+    def expected(self, sizing: tuple, order: str) -> tuple[int, str | None, int] | None:
+        """``(GPU position, profile, start)`` the pod takes, reading every GPU and device."""
+        found = None
+        for position, gpu in enumerate(self.gpus):
+            target = _profile_for(gpu["model"], sizing)
+            if target is False:
                 continue
-            if order == mig_engine.FIRST_FIT:
-                key = (gpu.position, slot.position)
-            else:
-                after = gpu.state | slot.mask
-                before_counts, after_counts = gpu.kind.counts(gpu.state), gpu.kind.counts(after)
-                loss = tuple(b - a for b, a in zip(before_counts, after_counts, strict=True))
-                key = (loss, gpu.kind.free_slices(after), gpu.position, slot.position)
-            if found is None or key < found[0]:
-                found = (key, gpu, slot)
-    return None if found is None else (found[1], found[2])
+            for index, profile, start, size in self.devices(gpu, target):
+                if order == mig_engine.FIRST_FIT:
+                    key = (position, index)
+                else:
+                    used_now = {i for i, x in enumerate(gpu["instances"]) if x["used"]}
+                    cells = set(range(start, start + size))
+                    after_used = gpu["used"] | cells if gpu["mode"] == "dynamic" else gpu["used"]
+                    after_instances = used_now | ({index} if gpu["mode"] == "static" else set())
+                    before = self.counts(gpu, gpu["used"], used_now)
+                    after = self.counts(gpu, after_used, after_instances)
+                    loss = tuple(b - a for b, a in zip(before, after, strict=True))
+                    if gpu["mode"] == "dynamic":
+                        free_after = SLICES - len(after_used)
+                    else:
+                        free_after = sum(x["size"] for i, x in enumerate(gpu["instances"]) if i not in after_instances)
+                    key = (loss, free_after, position, index)
+                if found is None or key < found[0]:
+                    found = (key, (position, profile, start, size))
+        return None if found is None else found[1]
+
+    def take(self, where: tuple, sign: bool) -> None:
+        position, profile, start, size = where
+        gpu = self.gpus[position]
+        if gpu["mode"] == "static":
+            instance = next(x for x in gpu["instances"] if x["start"] == start and x["profile"] == profile)
+            instance["used"] = sign
+        elif sign:
+            gpu["used"] |= set(range(start, start + size))
+        else:
+            gpu["used"] -= set(range(start, start + size))
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_indexed_search_finds_what_reading_every_gpu_finds(seed):
+def _sizing(rng: random.Random) -> tuple:
+    milli = rng.choice([100, 143, 250, 400, 550, 571, 800, 999])
+    memory = rng.choice([3, 4.8, 5, 9.6, 10, 15, 19, 20, 38, 40, 45, 76, 79]) * GIB
+    return rng.choice(
+        [
+            ("compute_share", None, milli),
+            ("gpu_memory", int(memory), milli),
+            ("measured", int(memory), milli),
+            ("whole", None, 1),
+        ]
+    )
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_search_places_as_nvidias_placement_rules_read_by_brute_force(seed):
+    """The independent side: profiles, placements and sizes from NVIDIA's table above (not the replay's
+    ``Kind``), every GPU and every device read per pod, the disjoint devices per size counted by trying every
+    subset of placements. Mixed: dynamic A100 (no GPU whole), a static A100 layout, dynamic H100."""
     rng = random.Random(seed)
-    topology = _topology(A100_40, 3)
     static = {
         "mode": "static",
         "layout": "mixed",
         "mig_configs": {"mixed": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 3, "2g.10gb": 2}}]},
     }
-    nodes = [(f"n{i}", mig_model.node_gpus(topology, DYNAMIC if i % 3 else static)) for i in range(4)]
-    site = mig_engine.Site(nodes)
+    shapes = [(A100_40, DYNAMIC), (A100_40, static), (H100, DYNAMIC), (H100, DYNAMIC)]
+    nodes = [(f"n{i}", mig_model.node_gpus(_topology(*[shapes[i][0], 2]), shapes[i][1])) for i in range(4)]
+    site, world = mig_engine.Site(nodes, HEADROOM), _World(nodes)
     held = []
-    for step in range(120):
+    for step in range(150):
         if held and rng.random() < 0.35:
-            gpu, slot = held.pop(rng.randrange(len(held)))
+            (gpu, slot), where = held.pop(rng.randrange(len(held)))
             site.give_back(gpu, slot)
+            world.take(where, False)
             continue
-        sizing = rng.choice([("compute_share", rng.choice([100, 250, 400, 550, 1000])), ("whole", 1)])
+        sizing = _sizing(rng)
         order = rng.choice(mig_engine.ORDERS)
-        found, expected = site.find_one(sizing, order), _brute(site, sizing, order)
+        found, expected = site.find_one(sizing, order), world.expected(sizing, order)
         assert (found is None) == (expected is None), (step, sizing, order)
         if found is not None:
-            assert (found[0].position, found[1].position) == (expected[0].position, expected[1].position)
-            site.take(*found)
-            held.append(found)
-    assert site.gpus_in_use() == len({gpu.position for gpu, _slot in held})
+            gpu, slot = found
+            assert (gpu.position, slot.profile, slot.start, slot.size) == expected, (step, sizing, order)
+            site.take(gpu, slot)
+            world.take(expected, True)
+            held.append((found, expected))
+    assert site.gpus_in_use() == len({gpu.position for (gpu, _slot), _where in held})
     free = sum(gpu.kind.free_slices(gpu.state) for gpu in site.gpus)
     assert site.free_slices() == (free, sum(1 for g in site.gpus if g.kind.free_slices(g.state)))
+
+
+def test_the_brute_force_tables_agree_with_the_loss_the_docs_work_out():
+    """The table side of the brute force on docs/replay.md's worked example: on an H100 cut by a 1g at slice 6,
+    a 1g at slice 5 loses one 2-slice device and one 1-slice device, a 1g on an empty GPU its 8-slice device."""
+    world = _World([("n", [{"model": "H100-SXM5-80GB", "mode": "dynamic", "instances": []}])])
+    gpu = world.gpus[0]
+    assert world.counts(gpu, {6}, set()) == (0, 1, 3, 6)
+    assert world.counts(gpu, {5, 6}, set()) == (0, 1, 2, 5)
+    assert world.counts(gpu, set(), set()) == (1, 2, 4, 7)
+    assert world.counts(gpu, {6}, set())[0] < world.counts(gpu, set(), set())[0]

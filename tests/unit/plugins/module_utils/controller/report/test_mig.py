@@ -127,3 +127,41 @@ def test_malformed_mig_figures_are_refused(tmp_path, dgx):
     broken["policies"]["mig"]["mig"]["gpus"] = "8"
     with pytest.raises(inputs.ReportError, match=r"policies.mig.mig.gpus '8' is not a count"):
         section.validate_replay_mig(broken)
+
+
+def test_the_mig_table_shows_what_decided_the_profiles_first_fits_range_and_the_sizes_used(tmp_path, dgx):
+    replay = _replay_with_mig(tmp_path, dgx)
+    figures = replay["policies"]["mig"]["mig"]
+    page = pages.build_reports(str(tmp_path), mig={"a": {"mode": "dynamic"}})["files"]["lab/report.html"]
+    row = re.search(r'<tr data-order="first_fit">(.*?)</tr>', page).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[0] == "the driver&#39;s order (first fit), nodes by name"
+    # shares without memory: their compute share decided every profile
+    assert cells[5] == f"compute {figures['orders']['first_fit']['decided_by']['compute']}"
+    spread = figures["first_fit_range"]
+    row = re.search(r'<tr data-order="first_fit_range">(.*?)</tr>', page).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[0] == "the driver&#39;s order, random ties among nodes (10 draws, seed 0)"
+    low, high = spread["gpu_pods_placed"]["min"], spread["gpu_pods_placed"]["max"]
+    placed = f"{low}" if low == high else f"{low} to {high}"
+    assert cells[1] == f"{placed} (median {spread['gpu_pods_placed']['median']:g}) / 40"
+    assert "Profile sizes used: H100-SXM5-80GB (dynamic, documented): 1g.10gb 10 GiB, 1g.20gb 20 GiB" in page
+    assert "No draw of 10 placed more GPU pods than the name order: here it is the best case." in page
+    assert "here it is not the best case" not in page
+    beaten = json.loads(json.dumps(replay))
+    beaten["policies"]["mig"]["mig"]["first_fit_range"]["best_case"]["draws_placing_more"] = 2
+    (tmp_path / "lab" / "replay.json").write_text(json.dumps(beaten))
+    page = pages.build_reports(str(tmp_path), mig={"a": {"mode": "dynamic"}})["files"]["lab/report.html"]
+    assert "2 of 10 draws placed more GPU pods than the name order: here it is not the best case." in page
+
+
+def test_a_malformed_range_is_refused_and_a_replay_without_one_shows_no_row(tmp_path, dgx):
+    replay = _replay_with_mig(tmp_path, dgx)
+    broken = json.loads(json.dumps(replay))
+    broken["policies"]["mig"]["mig"]["first_fit_range"]["gpu_pods_placed"]["max"] = -1
+    with pytest.raises(inputs.ReportError, match=r"first_fit_range.gpu_pods_placed.max -1 is not a count"):
+        section.validate_replay_mig(broken)
+    older = json.loads(json.dumps(replay))
+    del older["policies"]["mig"]["mig"]["first_fit_range"]
+    view = section.replay_mig_view(section.validate_replay_mig(older)["policies"]["mig"])
+    assert [row["key"] for row in view["orders"]] == ["first_fit", "fragmentation_aware"]
