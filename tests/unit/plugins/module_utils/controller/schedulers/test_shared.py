@@ -157,7 +157,7 @@ def test_without_a_plan_the_whole_side_is_unknown_never_zero(dgx):
 
 
 def test_most_charged_is_the_largest_sum_of_partitions_that_exist_together(dgx):
-    (gpu,) = [g for g in schedulers_mig.site({"h1": DYNAMIC}, {"h1": dgx})["sets"]]
+    (gpu,) = schedulers_mig.site({"h1": DYNAMIC}, {"h1": dgx})["sets"]
     state = {
         "memory_slices": 8,
         "profiles": [

@@ -38,7 +38,7 @@ def _dns_subdomain(value) -> bool:
 def _label_key(value) -> bool:
     if not isinstance(value, str) or len(value) > 253:
         return False
-    prefix, _, name = value.rpartition("/")
+    prefix, _slash, name = value.rpartition("/")
     if "/" in prefix:
         return False
     return (not prefix or _dns_subdomain(prefix)) and len(name) <= 63 and bool(_NAME_PART.match(name))
@@ -111,7 +111,7 @@ def violations(cfg: dict) -> list[str]:
             bad = [p for p, v in targets if not isinstance(v, str) or not v]
         elif check == "unique":
             if rule["each"].endswith("[*].name"):
-                values = [v for _, v in targets]
+                values = [v for _path, v in targets]
                 bad = [p for i, (p, v) in enumerate(targets) if v in values[:i]]
             else:
                 bad = [p for p, v in targets if len(set(v or [])) != len(v or [])]
@@ -124,7 +124,7 @@ def violations(cfg: dict) -> list[str]:
         elif check == "one_of":
             bad = [p for p, v in targets if v is not None and v not in rule["values"]]
         elif check == "absent_when":
-            (when,) = [v for _, v in _paths(cfg, rule["when"]["path"])] or [None]
+            (when,) = [v for _path, v in _paths(cfg, rule["when"]["path"])] or [None]
             bad = [p for p, v in targets if v and when == rule["when"]["equals"]]
         elif check == "gate_requires":
             gates = _gates(cfg)
