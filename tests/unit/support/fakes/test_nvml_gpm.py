@@ -11,18 +11,12 @@ import pynvml
 import pytest
 
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml, NVMLError
-
-H100, A100, L40S = "0000:2a:00.0", "0000:18:00.0", "0000:3b:00.0"
+from ansible_collections.aligned.dra.tests.support.fakes.nvml_lab import A100, H100, L40S, three_gpus
 
 
 @pytest.fixture
 def nvml():
-    fake = FakeNvml()
-    fake.add_gpu(A100, model="A100-SXM4-40GB")
-    fake.add_gpu(H100, model="H100-SXM5-80GB")
-    fake.add_gpu(L40S, model="L40S")
-    fake.nvmlInit()
-    return fake
+    return three_gpus()
 
 
 def code(call, *args, **kwargs):

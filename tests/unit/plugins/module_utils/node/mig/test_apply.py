@@ -8,8 +8,8 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.mig import apply, layout
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
+from ansible_collections.aligned.dra.tests.support.fakes.nvml_lab import A100, H100, three_gpus
 
-A100, H100, L40S = "0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0"
 BALANCED = {
     "all-balanced": [
         {"device-filter": ["0x233010DE"], "devices": "all", "mig-enabled": True,
@@ -27,11 +27,7 @@ BALANCED = {
 
 @pytest.fixture
 def nvml():
-    fake = FakeNvml()
-    fake.add_gpu(A100, model="A100-SXM4-40GB")
-    fake.add_gpu(H100, model="H100-SXM5-80GB")
-    fake.add_gpu(L40S, model="L40S")
-    return fake
+    return three_gpus(init=False)
 
 
 class Resets:

@@ -8,9 +8,7 @@ import pytest
 import yaml
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.mig import apply, layout
-from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
-
-A100, H100, L40S = "0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0"
+from ansible_collections.aligned.dra.tests.support.fakes.nvml_lab import A100, H100, L40S, three_gpus
 
 # As mig-parted's example and default configs write them (a whole file, version v1).
 MIG_PARTED_FILE = """
@@ -70,12 +68,7 @@ mig-configs:
 
 @pytest.fixture
 def nvml():
-    fake = FakeNvml()
-    fake.add_gpu(A100, model="A100-SXM4-40GB")
-    fake.add_gpu(H100, model="H100-SXM5-80GB")
-    fake.add_gpu(L40S, model="L40S")
-    fake.nvmlInit()
-    return fake
+    return three_gpus()
 
 
 def gpus_of(nvml):

@@ -11,8 +11,8 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.node.mig import nvml_state
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import NVML_ERROR_UNKNOWN, FakeNvml, NVMLError
+from ansible_collections.aligned.dra.tests.support.fakes.nvml_lab import A100, H100, L40S, three_gpus
 
-A100, H100, L40S = "0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0"
 KEYS = {
     "pci_address", "uuid", "name", "architecture", "minor", "mig_capable", "mig_mode", "memory_bytes",
     "profiles", "memory_slices", "instances", "processes", "error",
@@ -21,11 +21,7 @@ KEYS = {
 
 @pytest.fixture
 def nvml():
-    fake = FakeNvml()
-    fake.add_gpu(A100, model="A100-SXM4-40GB")
-    fake.add_gpu(H100, model="H100-SXM5-80GB")
-    fake.add_gpu(L40S, model="L40S")
-    return fake
+    return three_gpus(init=False)
 
 
 def test_a_partitioned_a100_reads_in_the_contract_s_shape(nvml):
