@@ -56,13 +56,11 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "driver-role-wheelhouse"
 
 
-def test_daemonset_mode_shows_a_diff_then_renders_valid_objects_idempotently_and_removes_them(tmp_path, wheelhouse):
-    inv = inventory(
-        tmp_path,
-        aligned_dra_driver_mode="daemonset",
-        aligned_dra_driver_image=IMAGE,
-        aligned_dra_driver_wheelhouse_dir=str(wheelhouse),
-    )
+def first_render(tmp_path: Path, base: dict) -> None:
+    """DaemonSet mode's first renders: check mode with a diff writes nothing; the first run replaces an earlier
+    release's Containerfile by the build context and writes objects valid for every minor, once per site; the
+    next run removes an earlier build's driver wheel from the context, and changes nothing else."""
+    inv = inventory(tmp_path, **base)
     out = tmp_path / "output" / "lab" / "driver"
     rehearsed = playbook(inv, "--check", "--diff")  # check mode shows the objects and writes nothing
     assert rehearsed.returncode == 0, rehearsed.output
@@ -114,32 +112,20 @@ def test_daemonset_mode_shows_a_diff_then_renders_valid_objects_idempotently_and
     # Written once per site, not once per node.
     assert first.output.count("the objects, mode daemonset") == 1
 
-    second = playbook(inv)
-    assert second.returncode == 0, second.output
-    assert changed(second) == 0, second.output
-
-    # A driver wheel of an earlier build in the context is removed, and only that changes.
+    # A driver wheel of an earlier build in the context is removed, and only that changes: the rest of the
+    # second run is idempotent.
     (context / "aligned_dra_driver-0.0.9-py3-none-any.whl").write_bytes(b"old")
     third = playbook(inv)
     assert third.returncode == 0, third.output
     assert changed(third) == 1, third.output
     assert not (context / "aligned_dra_driver-0.0.9-py3-none-any.whl").exists()
 
-    gone = playbook(inv, "-e", "aligned_dra_driver_state=absent")
-    assert gone.returncode == 0, gone.output
-    assert list(out.iterdir()) == []
 
-
-def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goes_back_when_off(tmp_path, wheelhouse):
-    """aligned_dra_driver_reclaim: off renders what a site without the setting had; evict (check mode with a
-    diff first) adds the options, hostPID, the ClusterRole's rules and nvidia-ml-py to the image's build context,
-    idempotently; off again takes all of it back. The same runs carry aligned_dra_mig (static, by PCI address):
-    the role hands it to the driver (--mig, --mig-gpus, the host's /proc), and its off (YAML false) takes it back."""
-    base = {
-        "aligned_dra_driver_mode": "daemonset",
-        "aligned_dra_driver_image": IMAGE,
-        "aligned_dra_driver_wheelhouse_dir": str(wheelhouse),
-    }
+def reclaim_and_mig_round_trip(tmp_path: Path, base: dict) -> None:
+    """After :func:`first_render`: aligned_dra_driver_reclaim evict (check mode with a diff first) adds the
+    options, hostPID, the ClusterRole's rules and nvidia-ml-py to the image's build context, idempotently; off
+    again takes all of it back. The same runs carry aligned_dra_mig (static, by PCI address): the role hands it to
+    the driver (--mig, --mig-gpus, the host's /proc), and its off (YAML false) takes it back."""
     out = tmp_path / "output" / "lab" / "driver"
     files = ("daemonset.yaml", "image/Containerfile", "image/requirements-node.txt", "image/deps.tar")
 
@@ -148,12 +134,11 @@ def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goe
         if reclaim is not None:
             on = reclaim["mode"] == "evict"
             settings["aligned_dra_mig"] = dict(LAYOUT, mode="static" if on else False, gpus={"pci_addresses": [BUS]})
-        proc = playbook(inventory(tmp_path, {"node-a": {}}, **settings), *args)
+        proc = playbook(inventory(tmp_path, **settings), *args)
         assert proc.returncode == 0, proc.output
         return proc
 
-    run(None)
-    before = {name: (out / name).read_bytes() for name in files}
+    before = {name: (out / name).read_bytes() for name in files}  # as first_render left them
 
     evict = {"mode": "evict", "margin": 10, "interval": 0.5}
     rehearsed = run(evict, "--check", "--diff")
@@ -199,6 +184,21 @@ def test_daemonset_mode_with_reclaim_renders_the_watcher_and_its_package_and_goe
     run({"mode": False, "margin": 20})  # YAML's unquoted off
     assert {name: (out / name).read_bytes() for name in files} == before
     assert not reclaim.exists()
+
+
+def test_daemonset_mode_renders_reviews_switches_reclaim_and_mig_and_removes_them(tmp_path, wheelhouse):
+    """DaemonSet mode on one site of two nodes, one run after the other (each phase's docstring says what it
+    checks), then state absent removes every file."""
+    base = {
+        "aligned_dra_driver_mode": "daemonset",
+        "aligned_dra_driver_image": IMAGE,
+        "aligned_dra_driver_wheelhouse_dir": str(wheelhouse),
+    }
+    first_render(tmp_path, base)
+    reclaim_and_mig_round_trip(tmp_path, base)
+    gone = playbook(inventory(tmp_path, **base), "-e", "aligned_dra_driver_state=absent")
+    assert gone.returncode == 0, gone.output
+    assert list((tmp_path / "output" / "lab" / "driver").iterdir()) == []
 
 
 # Bad settings and what the refusal says of them. The validation asks every host's settings at once; a setting
