@@ -13,6 +13,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import ReplayError
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import mig as mig_engine
 from ansible_collections.aligned.dra.plugins.module_utils.controller.replay import result as replay_result
+from ansible_collections.aligned.dra.tests.support.sites import mig_slices as nvidia_published
 from ansible_collections.aligned.dra.tests.support.sites import replay_mig
 from ansible_collections.aligned.dra.tests.support.sites.replay_mig import A100_40, DYNAMIC, GIB, H100
 
@@ -202,35 +203,22 @@ def test_mig_needs_settings_and_a_plan(tmp_path):
         replay_result.replay(trace, "csv", "mig", nodes=str(tmp_path / "nodes.csv"), mig={"n1": DYNAMIC})
 
 
-# NVIDIA's MIG user guide ("Supported MIG Profiles", and ``nvidia-smi mig -lgipp`` as the GPUs answer it), written
-# out here as data: per profile its compute slices, its memory in GiB (the figure of its name, as the documented
-# geometry gives it) and its placements (starts, size in memory slices). ``whole``: whether the driver publishes
-# the GPU whole in dynamic MIG (Hopper changes MIG mode live; Ampere only with a GPU reset).
+# NVIDIA's MIG user guide ("Supported MIG Profiles", and ``nvidia-smi mig -lgipp`` as the GPUs answer it), as
+# tests/support/sites/mig_slices.py writes it out (no code of the collection): per profile its compute slices, its
+# memory in GiB (the figure of its name, as the documented geometry gives it) and its placements (starts, size in
+# memory slices). ``whole``: whether the driver publishes the GPU whole in dynamic MIG (Hopper changes MIG mode
+# live; Ampere only with a GPU reset).
 NVIDIA = {
-    "A100-SXM4-40GB": {
-        "whole": False,
+    model: {
+        "whole": not ampere,
         "profiles": {
-            "1g.5gb": (1, 5, (0, 1, 2, 3, 4, 5, 6), 1),
-            "1g.5gb+me": (1, 5, (0, 1, 2, 3, 4, 5, 6), 1),
-            "1g.10gb": (1, 10, (0, 2, 4, 6), 2),
-            "2g.10gb": (2, 10, (0, 2, 4), 2),
-            "3g.20gb": (3, 20, (0, 4), 4),
-            "4g.20gb": (4, 20, (0,), 4),
-            "7g.40gb": (7, 40, (0,), 8),
+            p.name: (p.compute_slices, int(p.name.split(".")[1].split("gb")[0]), p.starts, p.size) for p in profiles
         },
-    },
-    "H100-SXM5-80GB": {
-        "whole": True,
-        "profiles": {
-            "1g.10gb": (1, 10, (0, 1, 2, 3, 4, 5, 6), 1),
-            "1g.10gb+me": (1, 10, (0, 1, 2, 3, 4, 5, 6), 1),
-            "1g.20gb": (1, 20, (0, 2, 4, 6), 2),
-            "2g.20gb": (2, 20, (0, 2, 4), 2),
-            "3g.40gb": (3, 40, (0, 4), 4),
-            "4g.40gb": (4, 40, (0,), 4),
-            "7g.80gb": (7, 80, (0,), 8),
-        },
-    },
+    }
+    for model, (ampere, profiles) in (
+        ("A100-SXM4-40GB", nvidia_published.PROFILES[nvidia_published.A100_40GB]),
+        ("H100-SXM5-80GB", nvidia_published.PROFILES[nvidia_published.H100_80GB]),
+    )
 }
 SLICES = 8
 HEADROOM = 0.05
