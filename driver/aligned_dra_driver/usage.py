@@ -248,16 +248,24 @@ class NvmlReader:
 
     def sample_gpm(self, reading: GpuReading) -> None:
         """The usage poll's GPM figures on the reading: the GPU whole's share of SMs busy (MIG mode off) or each
-        MIG device's (its GPU instance's); never raises for NVML (no figure instead)."""
+        MIG device's (its GPU instance's); never raises (no figure instead): an error that is not NVML's turns GPM
+        off for the GPU, its memory figures stay."""
         nvml, pci = self.nvml, reading.pci
         if nvml is None or reading.handle is None:
             return
-        if reading.mig_mode:
-            shares = self.gpm.instances(nvml, pci, reading.handle, sorted(reading.migs))
-            for gi, share in shares.items():
-                reading.migs[gi] = replace(reading.migs[gi], sms_busy=share)
-        else:
-            reading.sms_busy = self.gpm.gpu(nvml, pci, reading.handle)
+        try:
+            if reading.mig_mode:
+                shares = self.gpm.instances(nvml, pci, reading.handle, sorted(reading.migs))
+                for gi, share in shares.items():
+                    reading.migs[gi] = replace(reading.migs[gi], sms_busy=share)
+            else:
+                reading.sms_busy = self.gpm.gpu(nvml, pci, reading.handle)
+        except Exception as exc:  # not NVML's own error (a library without GPM's types): GPM off for the GPU
+            LOG.warning("GPU %s: NVML's GPM cannot be used (%s): no share-of-SMs series from it", pci, exc)
+            self.gpm.forget(nvml, pci)
+            self.gpm.supported[pci] = False
+            reading.sms_busy = None
+            reading.migs = {gi: replace(m, sms_busy=None) for gi, m in reading.migs.items()}
 
     def forget(self, pci: str) -> None:
         """A GPU gone: its UUID is read again when it comes back, its GPM samples are dropped."""

@@ -88,9 +88,11 @@ class GpmSampler:
             sample = nvml.nvmlGpmSampleAlloc()
             take(sample)
             share = None if previous is None else self._share(nvml, previous, sample)
-        except nvml.NVMLError as exc:
+        except Exception as exc:
             self._free(nvml, sample)
             self._free(nvml, previous)
+            if not isinstance(exc, nvml.NVMLError):
+                raise  # not NVML's answer: the caller turns GPM off for the GPU
             if pci not in self._failing:
                 self._failing.add(pci)
                 LOG.warning("GPU %s: NVML's GPM failed (%s): no share-of-SMs figure until it answers", pci, exc)

@@ -141,6 +141,29 @@ def test_an_nvml_error_gives_no_figure_frees_the_samples_and_the_next_polls_meas
     assert node.series(BUSY) == {"whole": 0.6}
 
 
+def test_an_error_that_is_not_nvmls_turns_gpm_off_for_the_gpu_and_keeps_its_memory_figures(node, caplog, monkeypatch):
+    """A library whose GPM types do not match (a TypeError, not an NVMLError): no figure, the GPU's reading stands,
+    its samples are freed and GPM is not asked again for it."""
+    node.claim("whole", H100, DEV_H)
+    node.watcher.poll_usage()
+    node.nvml.gpm_elapse(H100, 15.0, 0.3)
+
+    def broken(_request):
+        raise TypeError("incompatible types, c_nvmlGpmMetricsGet_t instance instead of LP_c_nvmlGpmMetricsGet_t")
+
+    monkeypatch.setattr(node.nvml, "nvmlGpmMetricsGet", broken)
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.usage"):
+        node.watcher.poll_usage()
+    assert node.series(BUSY) == {} and node.nvml.gpm_samples_held() == 0
+    assert node.series("aligned_dra_claim_gpu_memory_used_bytes") == {"whole": GIB}
+    assert any("GPM cannot be used" in r.getMessage() for r in caplog.records)
+    monkeypatch.undo()
+    node.nvml.gpm_elapse(H100, 15.0, 0.6)
+    node.watcher.poll_usage()
+    node.watcher.poll_usage()
+    assert node.series(BUSY) == {} and node.nvml.gpm_samples_held() == 0  # not asked again
+
+
 def test_an_instance_gone_has_its_sample_freed(node):
     node.claim("big", MIG, f"{DEV_M}-mig-3g-40gb-0", mig=node.big)
     node.watcher.poll_usage()
