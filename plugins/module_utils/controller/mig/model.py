@@ -274,6 +274,11 @@ def compute_slices(profiles: list[dict[str, Any]]) -> int:
     return max((int(p.get("slices") or 0) for p in profiles), default=0)
 
 
+# The share of a profile's memory a measured peak leaves free, by default (the replay's and the advice's
+# ``mig_headroom``).
+DEFAULT_HEADROOM = 0.05
+
+
 def smallest_profile(
     profiles: list[dict[str, Any]],
     memory_bytes: int | None = None,
@@ -301,6 +306,34 @@ def smallest_profile(
             continue
         return profile
     return None
+
+
+def decided_by(
+    profiles: list[dict[str, Any]],
+    memory_bytes: int | None,
+    compute_fraction: float | None,
+    headroom: float,
+    chosen: str | None,
+) -> str:
+    """Which need picked ``chosen`` (the :func:`smallest_profile` of both; None: no profile holds both):
+    ``memory`` or ``compute`` where that need alone picks it and the other a smaller one, else ``both`` (each
+    alone picks it, or only the two together do); without one of the figures, the other decided. Where no
+    profile holds both: ``memory`` if no profile holds the memory, else ``both``."""
+    if compute_fraction is None:
+        return "memory"
+    if memory_bytes is None:
+        return "compute"
+    by_memory = smallest_profile(profiles, memory_bytes=memory_bytes, headroom=headroom)
+    by_compute = smallest_profile(profiles, compute_fraction=compute_fraction)
+    memory_name = by_memory["name"] if by_memory else None
+    compute_name = by_compute["name"] if by_compute else None
+    if chosen is None:
+        return "memory" if memory_name is None else "both"
+    if memory_name == chosen != compute_name:
+        return "memory"
+    if compute_name == chosen != memory_name:
+        return "compute"
+    return "both"
 
 
 def layout_snippet(profile_counts: dict[str, int], selector: dict[str, Any] | None = None) -> dict[str, Any]:

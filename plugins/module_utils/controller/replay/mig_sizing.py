@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 BASES = ("measured", "gpu_memory", "compute_share", "whole")
 DECIDERS = ("memory", "compute", "both", "whole")
 # Kept free of a measured peak, a fraction of the device's memory (the usage advice's setting of the same name).
-DEFAULT_HEADROOM = 0.05
+DEFAULT_HEADROOM = mig_model.DEFAULT_HEADROOM
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -78,18 +78,6 @@ def _name(profile: dict[str, Any] | None) -> str | None:
     return None if profile is None else str(profile["name"])
 
 
-def _decider(both: str | None, by_memory: str | None, by_compute: str | None) -> str:
-    if both is None:
-        return "memory" if by_memory is None else "both"
-    if both == by_memory == by_compute:
-        return "both"
-    if both == by_memory:
-        return "memory"
-    if both == by_compute:
-        return "compute"
-    return "both"
-
-
 def target(
     profiles: list[dict[str, Any]], whole: bool, gpu_memory: int, sizing: tuple, headroom: float
 ) -> tuple[str | None | bool, str]:
@@ -101,12 +89,7 @@ def target(
     room = headroom if basis == "measured" else 0.0
     fraction = milli / GPU_MILLI
     both = _name(mig_model.smallest_profile(profiles, memory_bytes=memory, compute_fraction=fraction, headroom=room))
-    if memory is None:
-        decided = "compute"
-    else:
-        by_memory = _name(mig_model.smallest_profile(profiles, memory_bytes=memory, headroom=room))
-        by_compute = _name(mig_model.smallest_profile(profiles, compute_fraction=fraction))
-        decided = _decider(both, by_memory, by_compute)
+    decided = mig_model.decided_by(profiles, memory, fraction, room, both)
     if both is not None:
         return both, decided
     if whole and (memory is None or memory <= gpu_memory * (1.0 - room)):

@@ -116,21 +116,6 @@ def _compute(claim: dict[str, Any]) -> tuple[float | None, str | None, bool]:
     return None, None, False
 
 
-def _decided_by(
-    profiles: list[dict[str, Any]], memory: int, compute: float | None, headroom: float, chosen: Any
-) -> str:
-    if chosen is None:
-        return "whole GPU"
-    by_memory = mig_model.smallest_profile(profiles, memory, None, headroom)
-    by_compute = mig_model.smallest_profile(profiles, None, compute) if compute is not None else None
-    name = chosen["name"]
-    if by_compute is None or (by_memory or {}).get("name") == name != by_compute["name"]:
-        return "memory"
-    if by_compute["name"] == name != (by_memory or {}).get("name"):
-        return "compute"
-    return "both"
-
-
 def _claim_advice(claim: dict[str, Any], state: dict[str, Any], headroom: float) -> dict[str, Any]:
     """One measured claim's smallest profile (None: it needs the GPU whole), each figure with its source."""
     memory = claim["memory_used_bytes"]
@@ -158,7 +143,11 @@ def _claim_advice(claim: dict[str, Any], state: dict[str, Any], headroom: float)
         "profile_memory_source": PROFILE_SOURCES.get(state.get("source"), state.get("source")) if profile else None,
         # what the peak may fill of the profile: its memory less the headroom
         "usable_memory_bytes": math.floor(profile_memory * (1.0 - headroom)) if profile else None,
-        "decided_by": _decided_by(profiles, int(memory["max"]), compute, headroom, profile),
+        "decided_by": (
+            "whole GPU"
+            if profile is None
+            else mig_model.decided_by(profiles, int(memory["max"]), compute, headroom, profile["name"])
+        ),
         "needs_whole_gpu": profile is None,
     }
 

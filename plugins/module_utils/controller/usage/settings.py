@@ -15,6 +15,7 @@ Runs on the controller; no Ansible imports.
 
 from __future__ import annotations
 
+from ansible_collections.aligned.dra.plugins.module_utils.controller.mig import model as mig_model
 from ansible_collections.aligned.dra.plugins.module_utils.controller.usage import UsageError, source
 
 TYPE_CHECKING = False
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 SUMMARY = {"idle_threshold": (0.05, 1.0), "request_percentile": (95.0, 100.0)}
 # The MIG advice's headroom: a measured peak fits a profile only within (1 - headroom) of its memory.
 MIG_HEADROOM = "mig_headroom"
-MIG_HEADROOM_DEFAULT = 0.05
+MIG_HEADROOM_DEFAULT = mig_model.DEFAULT_HEADROOM
 # The role's own key: whether it writes the pods' series for the replay (<site>/usage-pods.csv).
 ROLE_KEYS = ("pods_csv",)
 OTHERS = (*SUMMARY, MIG_HEADROOM, *ROLE_KEYS)

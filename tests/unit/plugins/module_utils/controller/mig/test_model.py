@@ -145,6 +145,14 @@ def test_the_smallest_profile_by_memory_and_by_compute_share(dgx):
     assert model.smallest_profile(profiles, memory_bytes=int(9.6 * GIB), headroom=0.05)["name"] == "1g.20gb"
     with pytest.raises(ValueError, match="headroom"):
         model.smallest_profile(profiles, memory_bytes=GIB, headroom=1.0)
+    # Which need picked the profile (the replay's and the advice's decided_by, one rule).
+    assert model.decided_by(profiles, 30 * GIB, 0.25, 0.0, "3g.40gb") == "memory"  # compute alone: a 2g
+    assert model.decided_by(profiles, 4 * GIB, 0.5, 0.0, "4g.40gb") == "compute"  # memory alone: a 1g
+    assert model.decided_by(profiles, 35 * GIB, 0.5, 0.0, "4g.40gb") == "compute"  # memory alone: a 3g
+    assert model.decided_by(profiles, 30 * GIB, 0.4, 0.0, "3g.40gb") == "both"  # each alone picks the 3g
+    assert model.decided_by(profiles, 8 * GIB, None, 0.0, "1g.10gb") == "memory"
+    assert model.decided_by(profiles, None, 0.25, 0.0, "2g.20gb") == "compute"
+    assert model.decided_by(profiles, 81 * GIB, 0.25, 0.0, None) == "memory"  # no profile holds the memory
 
 
 def test_the_layout_snippet_is_a_layout_the_validation_accepts(dgx):
