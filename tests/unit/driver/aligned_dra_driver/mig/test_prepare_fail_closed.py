@@ -221,3 +221,33 @@ def test_a_rescan_makes_a_claims_instance_again_and_rewrites_its_spec(node, nvml
     spec = json.loads((node.cdi / f"aligned.dev-claim_{ref[1]}.json").read_text())
     assert spec == entry["cdi_spec"] and f"NVIDIA_VISIBLE_DEVICES={made['uuid'][0]}" in str(spec)
     assert on_disk(node)[0]["boot_id"].startswith("99999999")
+
+
+def test_a_full_disk_when_the_made_instance_is_recorded_keeps_the_claim_refused_and_the_old_boot(
+    node, nvml, monkeypatch
+):
+    """The instance is made again but the checkpoint cannot be written: Prepare still refuses (naming the write),
+    the old boot ID stays, and the next Prepare finds the instance NVML has and records it."""
+    driver, kube = make(node)
+    ref = claim(kube, "a", mig_name("1g.10gb", 1))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    nvml.reset(h.GPU_BDF, reboot=True)
+    (node.proc / "sys" / "kernel" / "random" / "boot_id").write_text("99999999-2222-3333-4444-555555555555\n")
+    nvml.inject("nvmlDeviceCreateGpuInstanceWithPlacement", nvml.NVML_ERROR_UNKNOWN, times=2)
+    restarted, _kube = make(node, kube=kube)  # the start and its first rescan fail
+    assert set(restarted.mig.unrefreshed) == {ref[1]}
+
+    def disk_full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(restarted.checkpoint, "save", disk_full)
+        answer = restarted.prepare([ref])[ref[1]]
+    assert "writing the checkpoint" in answer["error"] and "No space left" in answer["error"], answer
+    assert [(p, s) for p, s, _cis in instances(nvml)] == [("1g.10gb", 1)]  # made, once
+    assert on_disk(node)[0]["boot_id"] == BOOT and restarted.checkpoint.boot_id == BOOT
+    entry_answer = restarted.prepare([ref])[ref[1]]
+    assert "error" not in entry_answer and restarted.mig.unrefreshed == {}
+    (made,) = nvml.instances(h.GPU_BDF)
+    assert restarted.checkpoint.claims[ref[1]]["devices"][0]["mig"]["uuid"] == made["uuid"][0]
+    assert on_disk(node)[0]["boot_id"].startswith("99999999")
