@@ -303,7 +303,11 @@ def _destroy(nvml: Any, handle: Any, gpu: dict[str, Any], found: dict[str, Any],
             if _code(exc) in (nvml_state.NOT_SUPPORTED, nvml_state.INVALID_ARGUMENT):
                 continue
             raise MigError(f"{what}: {_describe(exc)}") from exc
-        for ci in nvml_state.compute_instances(nvml, gi, int(info.id), int(info.instanceCount)):
+        try:
+            listed = nvml_state.compute_instances(nvml, gi, int(info.id), int(info.instanceCount))
+        except Exception as exc:  # NVMLError: named with the GPU, never raised raw
+            raise MigError(f"{what}: nvmlGpuInstanceGetComputeInstances: {_describe(exc)}") from exc
+        for ci in listed:
             _nvml_in(nvml, what, "nvmlComputeInstanceDestroy", ci, held=held)
     _nvml_in(nvml, what, "nvmlGpuInstanceDestroy", gi, held=held)
 

@@ -353,3 +353,26 @@ def test_an_activation_status_not_success_names_the_process_that_started(nvml, t
     assert "MIG mode on: NVML answered 19 and the mode is still off" in message
     assert message.endswith("the GPU is held by processes 4343 (trainer)"), message
     assert nvml.instances(H100) == []
+
+
+def test_an_nvml_error_listing_the_compute_instances_to_destroy_names_the_gpu_never_raised_raw(nvml):
+    """The GPU is lost between the plan (which listed its compute instances) and the destroy's own listing: a
+    MigError naming the GPU, the instance and the call, so a caller's per-GPU handling (boot.py) sees it."""
+    nvml.enable_mig(H100)
+    gone = nvml.create(H100, "7g.80gb")
+    by_id = nvml.nvmlDeviceGetGpuInstanceById
+
+    def lost_while_destroying(handle, gpu_instance):
+        nvml.inject("nvmlGpuInstanceGetComputeInstances", nvml.NVML_ERROR_GPU_IS_LOST, times=None, bus_id=H100)
+        return by_id(handle, gpu_instance)
+
+    nvml.nvmlDeviceGetGpuInstanceById = lost_while_destroying
+    with pytest.raises(apply.MigError) as caught:
+        run(nvml, layout="all-balanced", gpus={"pci_addresses": [H100]})
+    message = str(caught.value)
+    assert message.startswith(
+        f"GPU {H100} (NVIDIA H100 80GB HBM3): destroying instance 7g.80gb at memory slice 0 (size 8) "
+        f"(GPU instance {gone}): nvmlGpuInstanceGetComputeInstances: "
+    )
+    assert message.endswith(": GPU is lost (NVML error 15)"), message
+    assert [i["profile"] for i in nvml.instances(H100)] == ["7g.80gb"]  # nothing destroyed
