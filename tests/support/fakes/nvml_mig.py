@@ -13,6 +13,7 @@ Test-side API (``from ansible_collections.aligned.dra.tests.support.fakes.nvml i
     nvml.reset("0000:18:00.0")                            # GPU reset: pending mode applies, every instance goes
     nvml.reset("0000:18:00.0", reboot=True)               # a reboot: the same, and the GPU's processes end
     gi = nvml.create("0000:2a:00.0", "1g.10gb", start=6)  # a GPU instance + its full compute instance (ci 0): gi id
+    nvml.create("0000:2a:00.0", "1g.10gb", start=5, compute=False); nvml.create_compute("0000:2a:00.0", 12)  # apart
     nvml.run("0000:2a:00.0", 4242, 1 << 30, gpu_instance=gi)  # a process on that MIG device (compute_instance=0)
     nvml.end("0000:2a:00.0", 4242)
     nvml.instances("0000:2a:00.0")  # [{"id", "profile", "profile_id", "start", "size", "cis": [ci ids], "uuid"}]
@@ -277,9 +278,11 @@ class MigNvml:
         gpu.mig["current"] = gpu.mig["pending"]
         self._changed()
 
-    def create(self, bus_id: str, profile: str, start: int | None = None) -> int:
+    def create(self, bus_id: str, profile: str, start: int | None = None, compute: bool = True) -> int:
         """A GPU instance of ``profile`` (its name) at ``start`` (None: where NVML would put it) with the compute
-        instance spanning it, through the pynvml calls (their errors raise); the GPU instance's ID."""
+        instance spanning it (``compute`` False: without, as a layout made half-way), through the pynvml calls
+        (their errors raise); the GPU instance's ID. Each instance made gets a MIG UUID of its own, a re-made one
+        (the same placement and IDs, after a destroy or a reboot) a new one, as NVML's."""
         gpu = self._test_gpu(bus_id)
         found = next((p for p in MODELS[gpu.model].profiles if p.name == profile), None)
         if found is None:
@@ -292,9 +295,24 @@ class MigNvml:
             else:
                 placement = c_nvmlGpuInstancePlacement_t(start, found.size)
                 gi = self.nvmlDeviceCreateGpuInstanceWithPlacement(handle, found.id, ctypes.byref(placement))
-            ci_index = next(i for i, n in CI_SLICES.items() if n == found.slices)
-            self.nvmlGpuInstanceCreateComputeInstance(gi, ci_index)
-            return self.nvmlGpuInstanceGetInfo(gi).id
+            gi_id = self.nvmlGpuInstanceGetInfo(gi).id
+        finally:
+            self.init_count -= 1
+        if compute:
+            self.create_compute(bus_id, gi_id)
+        return gi_id
+
+    def create_compute(self, bus_id: str, gpu_instance: int) -> int:
+        """The compute instance spanning a GPU instance (by its ID), through the pynvml calls; its ID."""
+        gpu = self._test_gpu(bus_id)
+        handle = self._handle(c_nvmlDevice_t, ("gpu", self._bus(bus_id), self._era(gpu)))
+        self.init_count += 1
+        try:
+            gi = self.nvmlDeviceGetGpuInstanceById(handle, gpu_instance)
+            slices = self._profile_by_id(gpu, self._gi(gi)[1]["profile"]).slices
+            ci_index = next(i for i, n in CI_SLICES.items() if n == slices)
+            ci = self.nvmlGpuInstanceCreateComputeInstance(gi, ci_index)
+            return self.nvmlComputeInstanceGetInfo(ci).id
         finally:
             self.init_count -= 1
 

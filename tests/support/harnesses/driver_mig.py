@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,28 @@ def on_disk(node: h.NodeTree) -> tuple[dict[str, Any], list[str]]:
     """The checkpoint file and the CDI spec files."""
     data = json.loads((node.state / "checkpoint.json").read_text())
     return data, sorted(p.name for p in node.cdi.iterdir())
+
+
+def after_the_first_lock(driver: drv.Driver, monkeypatch: Any, call: Callable[[], Any]) -> list[bool]:
+    """``call()`` runs once, right after the GPU lock next taken is released and before its holder goes on (a
+    race made deterministic: the other call runs exactly there); True once it ran."""
+    real, ran = driver.mig.lock, []
+
+    class Released:
+        def __init__(self, lock: Any) -> None:
+            self.lock = lock
+
+        def __enter__(self) -> Any:
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc: Any) -> None:
+            self.lock.__exit__(*exc)
+            if not ran:
+                ran.append(True)
+                call()
+
+    monkeypatch.setattr(driver.mig, "lock", lambda pci: real(pci) if ran else Released(real(pci)))
+    return ran
 
 
 def instances(nvml: fake_nvml.FakeNvml) -> list[tuple[str, int, list[int]]]:

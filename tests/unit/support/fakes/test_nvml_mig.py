@@ -313,3 +313,23 @@ def test_a_node_s_pod_process_runs_on_a_mig_device(tmp_path):
 def test_the_swizzle_ids_and_caps_minors():
     assert [nvml_mig.gi_id(8, 0), nvml_mig.gi_id(4, 4), nvml_mig.gi_id(2, 6), nvml_mig.gi_id(1, 6)] == [0, 2, 6, 13]
     assert nvml_mig.caps_minor(0, 0) == 3 and nvml_mig.caps_minor(0, 1, 0) == 13
+
+
+def test_a_re_made_instance_gets_a_new_mig_uuid_as_nvml_gives_it(fake, tmp_path):
+    """The same placement and IDs made again (after a destroy, a reboot, or by a driver process on the state
+    file) is a new MIG device to NVML: a new UUID. A layout made half-way has a GPU instance without its CI."""
+    fake.enable_mig(H100)
+    first = fake.create(H100, "1g.10gb", start=6)
+    seen = {fake.mig_uuid(H100, first)}
+    fake.reset(H100, reboot=True)
+    again = fake.create(H100, "1g.10gb", start=6)
+    assert again == first and fake.mig_uuid(H100, again) not in seen
+    seen.add(fake.mig_uuid(H100, again))
+    state = tmp_path / "nvml.json"
+    fake.write_state(state)
+    bound = FakeNvml.from_state_file(state)
+    bound.reset(H100)
+    assert bound.create(H100, "1g.10gb", start=6, compute=False) == first
+    assert [(i["id"], i["cis"]) for i in bound.instances(H100)] == [(first, [])]
+    assert bound.create_compute(H100, first) == 0
+    assert bound.mig_uuid(H100, first) not in seen
