@@ -637,6 +637,8 @@ class Driver:
             for uid, entry in removed.items():
                 self.claim_pods.forget(uid)  # its usage series go with it
                 self._stop_unused_mps(entry)
+            if self.mig is not None:  # committed: a GPU whole goes back to MIG mode at the next rescan
+                self.mig.unprepared(list(removed.values()))
             if self.status is not None:
                 for uid, entry in removed.items():
                     namespace, name = requested[uid]

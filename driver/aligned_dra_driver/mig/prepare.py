@@ -422,16 +422,23 @@ class MigPreparer(MigRestore):
 
     def unprepare(self, entry: dict[str, Any] | None) -> None:
         """Destroy a claim's dynamic MIG instances; raises PrepareError (the claim stays) while one is in use or
-        NVML fails. A dynamic GPU whole goes back to MIG mode at the next rescan (:meth:`_retry_mode`), once the
-        Unprepare is committed: decided then under the GPU's lock from the claims committed then, so neither a
-        whole claim committed meanwhile nor this one kept by a failed checkpoint write gets MIG mode under it."""
+        NVML fails. A dynamic GPU whole goes back to MIG mode once the Unprepare is committed (:meth:`unprepared`)."""
         for device in (entry or {}).get("devices") or []:
             pci = device["pci_address"]
-            if device["kind"] == "gpu" and "mig" not in device and self.mode == "dynamic" and self.manages(pci):
-                self.mode_retry.setdefault(pci, "")
             mig = device.get("mig")
             if isinstance(mig, dict) and mig.get("mode") == "dynamic":  # a static instance is never destroyed
                 self._destroy_claimed(pci, mig)
+
+    def unprepared(self, entries: list[dict[str, Any]]) -> None:
+        """After the commit of an Unprepare (the claims' locks held): a dynamic GPU whole one of them held goes back
+        to MIG mode at the next rescan (:meth:`_retry_mode`), decided then under the GPU's lock from the claims
+        committed then, so that a whole claim committed meanwhile never gets MIG mode under it. Queued only once
+        committed: a rescan between the Unprepare and its commit still sees the claim, and would drop the retry."""
+        for entry in entries:
+            for device in entry.get("devices") or []:
+                pci = device["pci_address"]
+                if device["kind"] == "gpu" and "mig" not in device and self.mode == "dynamic" and self.manages(pci):
+                    self.mode_retry.setdefault(pci, "")
 
     def _destroy_claimed(self, pci: str, mig: dict[str, Any]) -> None:
         """Destroy a claim's instance; PrepareError (the claim stays, the kubelet retries) on any NVML error but

@@ -251,3 +251,24 @@ def test_a_full_disk_when_the_made_instance_is_recorded_keeps_the_claim_refused_
     (made,) = nvml.instances(h.GPU_BDF)
     assert restarted.checkpoint.claims[ref[1]]["devices"][0]["mig"]["uuid"] == made["uuid"][0]
     assert on_disk(node)[0]["boot_id"].startswith("99999999")
+
+
+def test_a_rescan_between_the_unprepare_of_the_gpu_whole_and_its_commit_leaves_mig_mode_to_the_next(
+    node, nvml, monkeypatch
+):
+    driver, kube = make(node)
+    whole = claim(kube, "whole", h.GPU)
+    assert "error" not in driver.prepare([whole])[whole[1]] and mig_mode(nvml) == [0, 0]
+    commit = driver._commit
+
+    def rescan_first(**kwargs):
+        monkeypatch.setattr(driver, "_commit", commit)  # once
+        rescan(driver)  # the claim is still committed: MIG mode stays off under it
+        assert mig_mode(nvml) == [0, 0]
+        return commit(**kwargs)
+
+    monkeypatch.setattr(driver, "_commit", rescan_first)
+    assert driver.unprepare([whole])[whole[1]] == "" and driver.checkpoint.claims == {}
+    rescan(driver)  # the first rescan after the commit
+    assert mig_mode(nvml) == [1, 1]
+
