@@ -57,6 +57,7 @@ ARCHITECTURES = {7: "Ampere", 8: "Ada", 9: "Hopper", 10: "Blackwell"}
 STEPS = ("started", "mig-mode", "gpu-instance", "compute-instance", "cdi-spec")
 
 _HELD: dict[str, list[tuple[int, int]]] = {}  # PCI address -> placements kept with a process (replaced whole)
+_HELD_LOCK = threading.Lock()  # each publication reads the kept instances of now: the last one written is the latest
 
 
 def held_placements() -> dict[str, list[tuple[int, int]]]:
@@ -143,12 +144,13 @@ class MigPreparer(MigRestore):
         metrics = self.driver.metrics
         gauge = getattr(metrics, "mig_kept_instances", None)
         if gauge is not None:
-            gauge.set(sum(len(v) for v in self.kept.values()))
+            gauge.set(sum(len(v) for v in list(self.kept.values())))
 
     def _publish_held(self) -> None:
         global _HELD
-        _HELD = {pci: [(i.start, i.size) for i in kept] for pci, kept in self.kept.items() if kept}
-        self._metric()
+        with _HELD_LOCK:
+            _HELD = {pci: [(i.start, i.size) for i in kept] for pci, kept in list(self.kept.items()) if kept}
+            self._metric()
 
     def _gone(self, nvml: Nvml, pci: str, exc: BaseException, lookup: bool = False) -> bool:
         """Whether the error says the GPU is gone (its instances with it): GPU_IS_LOST, or (``lookup``: the

@@ -232,10 +232,13 @@ class MigRestore:
                 self.unswept.add(pci)
         self._publish_held()
 
-    def _taken(self, pci: str, changed: dict[str, Any] | None = None) -> tuple[set[tuple[int, int]], list[Any]]:
-        """The placements of the GPU that committed claims hold or started records name, and the committed
-        claims (``changed``: their entries found again at start): read together under the state lock, by a
-        caller that holds the GPU's lock, so that a Prepare committed meanwhile is seen in one or the other."""
+    def _taken(
+        self, pci: str, changed: dict[str, Any] | None = None
+    ) -> tuple[set[tuple[int, int]], list[Any], set[tuple[int, int]]]:
+        """The placements of the GPU that committed claims hold or started records name, the committed claims
+        (``changed``: their entries found again at start), and the placements of the started records alone: read
+        together under the state lock, by a caller that holds the GPU's lock, so that a Prepare committed
+        meanwhile is seen in one or the other."""
         checkpoint = self.driver.checkpoint
         with self.driver.state_lock:
             claims = dict(checkpoint.claims, **{u: e for u, e in (changed or {}).items() if u in checkpoint.claims})
@@ -245,21 +248,25 @@ class MigRestore:
                 for r in records
                 if r["pci_address"] == pci
             }
-        return started | set(claimed_placements(claims).get(pci, [])), list(claims.values())
+        return started | set(claimed_placements(claims).get(pci, [])), list(claims.values()), started
 
     def _sweep_gpu(self, pci: str, outcome: dict[str, list[str]], changed: dict[str, Any] | None = None) -> None:
         """One GPU of :meth:`_sweep_unknown`, under its lock; NVML's errors raise (nothing counts as absent)."""
         nvml = self.lib()
         with self.lock(pci):
-            taken, claims = self._taken(pci, changed)
+            taken, claims, started = self._taken(pci, changed)
             handle = nvml.handle(pci)
             if not nvml.mig_mode(handle):
                 self._mode_back_on(pci, handle, claims)
                 return
             self.mode_retry.pop(pci, None)
-            kept = []
+            kept, before = [], self.kept.get(pci, [])
             for instance in nvml.instances(handle):
                 if (instance.start, instance.size) in taken:
+                    if (instance.start, instance.size) in started and at(
+                        before, instance.start, instance.size, instance.profile
+                    ):
+                        kept.append(instance)  # a roll back kept it; its started record is being dropped
                     continue
                 what = f"GPU {pci}: MIG {instance.profile} at memory slice {instance.start}"
                 pids = nvml.processes(handle, instance.id)
@@ -377,40 +384,45 @@ class MigRestore:
         return outcome["destroyed"]
 
     def _retry_kept(self) -> list[str]:
-        """Destroy the kept instances whose processes ended; their ``<pci>/<start>``."""
+        """Destroy the kept instances whose processes ended; their ``<pci>/<start>``. A GPU's kept instances are
+        read and written under its lock: one a roll back keeps meanwhile (under that lock) is never dropped."""
         if not self.kept:
             return []
         nvml = self.lib()
-        done = []
-        for pci, kept in sorted(self.kept.items()):
-            left = []
+        done: list[str] = []
+        for pci in sorted(self.kept):
             try:
                 with self.lock(pci):
-                    taken, _claims = self._taken(pci)
-                    handle = nvml.handle(pci)
-                    now = nvml.instances(handle)
-                    for old in kept:
-                        instance = at(now, old.start, old.size, old.profile)
-                        if instance is None or (old.start, old.size) in taken:
-                            continue
-                        if nvml.processes(handle, instance.id):
-                            left.append(instance)
-                            continue
-                        nvml.destroy(instance)
-                        LOG.info(
-                            "GPU %s: MIG %s at memory slice %s: its processes ended, destroyed",
-                            pci,
-                            old.profile,
-                            old.start,
-                        )
-                        done.append(f"{pci}/{old.start}")
-            except Exception as exc:
+                    self._retry_kept_gpu(nvml, pci, done)
+            except Exception as exc:  # the GPU's kept instances stay as they were
                 LOG.error("MIG: GPU %s: the kept instances cannot be checked (retried): %s", pci, exc)
-                left = kept
-            self.kept[pci] = left
-        self.kept = {pci: kept for pci, kept in self.kept.items() if kept}
         self._publish_held()
         return done
+
+    def _retry_kept_gpu(self, nvml: Nvml, pci: str, done: list[str]) -> None:
+        """One GPU of :meth:`_retry_kept`; the caller holds its lock. An NVML error raises and leaves the GPU's
+        kept instances as they were (one destroyed meanwhile is not found at the next try)."""
+        taken, _claims, started = self._taken(pci)
+        handle = nvml.handle(pci)
+        now = nvml.instances(handle)
+        left = []
+        for old in self.kept.get(pci, []):
+            instance = at(now, old.start, old.size, old.profile)
+            if instance is None or (old.start, old.size) in taken - started:  # gone, or a claim's now
+                continue
+            if (old.start, old.size) in started:  # a roll back that kept it is dropping its record: kept
+                left.append(instance)
+                continue
+            if nvml.processes(handle, instance.id):
+                left.append(instance)
+                continue
+            nvml.destroy(instance)
+            LOG.info("GPU %s: MIG %s at memory slice %s: its processes ended, destroyed", pci, old.profile, old.start)
+            done.append(f"{pci}/{old.start}")
+        if left:
+            self.kept[pci] = left
+        else:
+            self.kept.pop(pci, None)
 
     def _retry_mode(self) -> None:
         """MIG mode back on for the dynamic GPUs where it was refused or failed, now that they may be idle."""

@@ -18,6 +18,7 @@ from aligned_dra_driver.mig import prepare as mig_prepare
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
     BOOT,
+    after_the_first_lock,
     claim,
     fake,
     instances,
@@ -271,4 +272,60 @@ def test_a_rescan_between_the_unprepare_of_the_gpu_whole_and_its_commit_leaves_m
     assert driver.unprepare([whole])[whole[1]] == "" and driver.checkpoint.claims == {}
     rescan(driver)  # the first rescan after the commit
     assert mig_mode(nvml) == [1, 1]
+
+
+def fail_with_a_process_on_it(nvml, start):
+    """A fault hook: the claim's instance gets a process, then its Prepare fails (its roll back keeps it)."""
+
+    def fault(step, _uid):
+        if step == "compute-instance":
+            gi = next(i["id"] for i in nvml.instances(h.GPU_BDF) if i["start"] == start)
+            nvml.run(h.GPU_BDF, 4242, 1 << 30, gpu_instance=gi)
+            raise mig_prepare.PrepareError("failed for the test")
+
+    return fault
+
+
+def test_an_instance_a_roll_back_keeps_while_a_rescan_checks_the_kept_ones_stays_kept(node, nvml, monkeypatch):
+    busy = nvml.create(h.GPU_BDF, "3g.40gb", start=4)
+    nvml.run(h.GPU_BDF, 777, 1 << 30, gpu_instance=busy)
+    metrics = Metrics()
+    driver, kube = make(node, metrics=metrics)  # kept at start: a process runs on it
+    assert mig_prepare.held_placements() == {h.GPU_BDF: [(4, 4)]}
+    ref = claim(kube, "a", mig_name("1g.10gb", 0))
+    driver.mig.fault = fail_with_a_process_on_it(nvml, 0)
+    answers = []
+    ran = after_the_first_lock(driver, monkeypatch, lambda: answers.append(driver.prepare([ref])[ref[1]]))
+    driver.mig.sweep()  # checks the kept instance; right after, the claim fails and its roll back keeps its own
+    assert ran and "failed for the test" in answers[0]["error"], answers
+    assert sorted(mig_prepare.held_placements()[h.GPU_BDF]) == [(0, 1), (4, 4)]  # neither published
+    assert metrics.mig_kept_instances._value.get() == 2
+    nvml.end(h.GPU_BDF, 777)
+    nvml.end(h.GPU_BDF, 4242)
+    rescan(driver)  # both processes ended: both destroyed
+    assert instances(nvml) == [] and mig_prepare.held_placements() == {}
+    assert metrics.mig_kept_instances._value.get() == 0
+
+
+def test_an_instance_a_roll_back_keeps_while_a_rescan_sweeps_its_gpu_stays_kept(node, nvml, monkeypatch):
+    nvml.inject("nvmlDeviceGetGpuInstances", nvml.NVML_ERROR_UNKNOWN, times=None)
+    driver, kube = make(node)  # the start cannot list the GPU's instances: each rescan sweeps it
+    nvml.clear_faults()
+    ref = claim(kube, "a", mig_name("1g.10gb", 0))
+    driver.mig.fault = fail_with_a_process_on_it(nvml, 0)
+    save = driver.mig._save_started
+
+    def sweep_first(uid, records):
+        if not records:  # the roll back kept the instance; its started record is dropped now
+            monkeypatch.setattr(driver.mig, "_save_started", save)
+            driver.mig.sweep()  # the started record still names the placement
+        return save(uid, records)
+
+    monkeypatch.setattr(driver.mig, "_save_started", sweep_first)
+    assert "failed for the test" in driver.prepare([ref])[ref[1]]["error"]
+    assert driver.mig.unswept == set() and driver.checkpoint.mig_started == {}
+    assert mig_prepare.held_placements() == {h.GPU_BDF: [(0, 1)]}  # kept, not published
+    nvml.end(h.GPU_BDF, 4242)
+    rescan(driver)
+    assert instances(nvml) == [] and mig_prepare.held_placements() == {}
 
