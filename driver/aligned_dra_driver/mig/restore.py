@@ -42,7 +42,7 @@ HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER: MIG mode changes without a reset from her
 
 
 class InstanceGone(PrepareError):
-    """A committed claim's instance is gone in this boot: it is not made again, and not tried again."""
+    """A committed dynamic claim's instance is gone in this boot: it is not made again, and not tried again."""
 
 
 def claimed_placements(claims: dict[str, Any]) -> dict[str, list[tuple[int, int]]]:
@@ -199,13 +199,22 @@ class MigRestore:
                 handle = self._mig_mode_on(pci, handle)  # a new handle: the change may reset the GPU
             minor = nvml.minor(handle)
             topo = {"pci_address": pci, "gpu": {"minor": minor, "uuid": text(nvml.lib.nvmlDeviceGetUUID(handle))}}
-            found = at(nvml.instances(handle) if nvml.mig_mode(handle) else [], place["start"], place["size"])
-            if found is None and (mig["mode"] == "static" or not self.new_boot):
+            listed = nvml.instances(handle) if nvml.mig_mode(handle) else []
+            found = at(listed, place["start"], place["size"], mig["profile"])
+            if mig["mode"] == "static" and (found is None or not found.cis):
+                # the node's layout is not made (yet): the driver started before the boot unit, or the layout
+                # changed. The driver never makes a static instance: the claim is refused until it exists
+                raise PrepareError(
+                    f"GPU {pci} has no static MIG instance {mig['profile']} at memory slice {place['start']} with "
+                    "its compute instance: refused until the node's MIG layout makes it (aligned-dra-mig.service at "
+                    "boot, or playbooks/mig.yml)"
+                )
+            if found is None and not self.new_boot:
                 # in the same boot: an Unprepare cut short after the destroy, or destroyed by hand; its slices
                 # may be allocated again already, so it is not made again
                 raise InstanceGone(
-                    f"its {mig['mode']} instance {mig['profile']} at memory slice {place['start']} is gone in this "
-                    "boot: not made again (the kubelet's Unprepare removes the claim)"
+                    f"its dynamic instance {mig['profile']} at memory slice {place['start']} is gone in this boot: "
+                    "not made again (the kubelet's Unprepare removes the claim)"
                 )
             if found is None:
                 info = nvml.profile(handle, mig["profile"], pci)
@@ -310,7 +319,8 @@ class MigRestore:
         outcome: dict[str, list[str]] = {"rolled_back": [], "recreated": [], "destroyed": [], "kept": []}
         fresh = self._refresh(uid, entry, outcome)
         if uid in self.unrefreshed:
-            return f"its MIG instance is not found or made again since the reboot yet ({self.unrefreshed[uid]})"
+            since = "the reboot" if self.new_boot else "the driver's start"
+            return f"its MIG instance is not found or made again since {since} yet ({self.unrefreshed[uid]})"
         with self.driver.state_lock:
             candidate = dict(checkpoint.claims, **({uid: fresh} if fresh is not None else {}))
             before = checkpoint.boot_id

@@ -26,6 +26,7 @@ from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (
     mig_mode,
     mig_name,
     on_disk,
+    publish,
     rescan,
 )
 
@@ -329,3 +330,30 @@ def test_an_instance_a_roll_back_keeps_while_a_rescan_sweeps_its_gpu_stays_kept(
     rescan(driver)
     assert instances(nvml) == [] and mig_prepare.held_placements() == {}
 
+
+def test_a_static_claim_whose_instance_is_gone_at_start_is_refused_until_the_layout_makes_it(node, nvml):
+    """The driver starts after a reboot before the boot unit made the layout: the claim's Prepare answers why
+    (never the old instance's UUID), the old boot is kept, and the instance made since is recorded."""
+    gi = nvml.create(h.GPU_BDF, "3g.40gb", start=4)
+    driver, kube = make(node, mode="static")
+    old = nvml.mig_uuid(h.GPU_BDF, gi)
+    ref = claim(kube, "a", publish(driver, "3g.40gb", 4, 4, static_uuid=old))
+    assert "error" not in driver.prepare([ref])[ref[1]]
+    nvml.reset(h.GPU_BDF, reboot=True)  # MIG mode stays on, no instance yet
+    (node.proc / "sys" / "kernel" / "random" / "boot_id").write_text("99999999-2222-3333-4444-555555555555\n")
+    restarted, _kube = make(node, mode="static", kube=kube)
+    assert set(restarted.mig.unrefreshed) == {ref[1]} and on_disk(node)[0]["boot_id"] == BOOT
+    error = restarted.prepare([ref])[ref[1]]["error"]
+    assert "since the reboot" in error and f"GPU {h.GPU_BDF} has no static MIG instance 3g.40gb" in error, error
+    nvml.create(h.GPU_BDF, "3g.40gb", start=4, compute=False)  # the boot unit half-way: no compute instance yet
+    rescan(restarted)
+    assert "error" in restarted.prepare([ref])[ref[1]] and instances(nvml) == [("3g.40gb", 4, [])]
+    nvml.create_compute(h.GPU_BDF, gi)
+    answer = restarted.prepare([ref])[ref[1]]
+    made = nvml.mig_uuid(h.GPU_BDF, gi)
+    assert made != old and answer == {"devices": restarted.checkpoint.claims[ref[1]]["devices"]}
+    assert answer["devices"][0]["mig"]["uuid"] == made and restarted.mig.unrefreshed == {}
+    spec = json.loads((node.cdi / f"aligned.dev-claim_{ref[1]}.json").read_text())
+    assert f"NVIDIA_VISIBLE_DEVICES={made}" in str(spec) and old not in str(spec)
+    assert on_disk(node)[0]["boot_id"].startswith("99999999")
+    assert restarted.unprepare([ref])[ref[1]] == "" and instances(nvml) == [("3g.40gb", 4, [0])]  # never destroyed
