@@ -4,10 +4,10 @@
 MIG instances do not survive a reboot: a node comes back with MIG mode as it was and no instances. The role
 writes the node's layout, once it was applied and verified, as JSON (``/etc/aligned-dra/mig.json``) and
 installs a systemd oneshot unit that runs this module (``python3 -m`` with its dotted name in the
-collection) on that file before the kubelet and the bundled driver, with ``PYTHONPATH`` naming the library
-zip the role installs (``mig.zip``). Each GPU goes through the same
-:func:`apply.run` as the ``aligned.dra.mig`` module, one GPU at a time (a GPU that fails leaves the others
-to be made), with ``drained`` false: no GPU reset at boot. An Ampere GPU whose MIG mode is not the recorded
+collection) on that file before the kubelet, the GPU clients the rollout stops (DCGM, its exporter, NVSM, the
+bundled driver) and ``nvidia-gpu-reset.target``, with ``PYTHONPATH`` naming the library zip the role installs
+(``mig.zip``). Each GPU goes through the same :func:`apply.run` as the ``aligned.dra.mig`` module, one GPU at
+a time (a GPU that fails leaves the others to be made), with ``drained`` false: no GPU reset at boot. An Ampere GPU whose MIG mode is not the recorded
 one (its pending mode is applied by the reboot itself) is left as it is and reported. Then the GPU is read
 again in check mode: nothing may be left to change.
 
@@ -18,6 +18,16 @@ State file (written by the role)::
      "gpus": ["0000:18:00.0", "0000:2a:00.0"], "procfs_root": "/proc"}
 
 ``gpus``: the GPUs the rollout selected, by PCI address (one that is gone fails, naming the node's GPUs).
+
+The layout hold: before its reboot for a layout change the rollout keeps the state (the last verified layout)
+and writes ``mig.hold`` beside it, ``{"boot_id": "<the boot ID then>"}``. :func:`held` reads it before NVML:
+a hold of an earlier boot (this boot's ID in ``<procfs_root>/sys/kernel/random/boot_id`` differs) is the
+rollout's reboot: no instance is made (the rollout makes the new layout), a line says so, the hold is removed
+(a later boot makes the state's layout again) and the exit status is 0. A hold of this boot (the unit started
+again before the reboot) makes nothing too and is kept. A hold that cannot be read (not the role's JSON), or a
+boot ID that cannot, is taken as an earlier boot's, with a warning: kept, it would hold every later boot, and
+at worst the rollout's reboot then makes the old layout, which the rollout replaces. A hold that cannot be
+removed fails the unit (exit status 1).
 
 The unit is ordered after the kernel's modules are loaded (``systemd-modules-load``, udev's coldplug
 ``systemd-udev-trigger``) and ``nvidia-persistenced``, but none of them waits for the NVIDIA module itself: udev
@@ -30,7 +40,8 @@ there at boot: such a node applies its layout with the playbook, not this unit (
 
 Exit status 0 when every GPU is as the layout says (changed or not), 1 when a GPU failed or NVML cannot start,
 2 for a bad command line or state file. One line per GPU says what was done; a failure names the GPU and the
-reason, at the journal's ``err`` priority (systemd reads the ``<3>`` prefix); a last JSON line sums it up.
+reason, at the journal's ``err`` priority (systemd reads the ``<3>`` prefix); a last JSON line sums it up. A
+GPU's failure, whatever raised it (an NVML error, a binding's), is that GPU's only: the next GPU is still made.
 
 Node side: Python 3.9, standard library only (``pynvml`` of nvidia-ml-py imported at run time).
 """
@@ -38,6 +49,7 @@ Node side: Python 3.9, standard library only (``pynvml`` of nvidia-ml-py importe
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -48,7 +60,9 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 NAME = "aligned-dra-mig"
-ERR = "<3>"  # the sd-daemon(3) priority prefix of an error, read by the journal
+ERR = "<3>"  # the sd-daemon(3) priority prefixes of an error and a warning, read by the journal
+WARNING = "<4>"
+HOLD = "mig.hold"  # beside the state file: the rollout's reboot for a layout change (see the module's docstring)
 # nvmlInit's answers while the NVIDIA driver is still coming up: NVML_ERROR_DRIVER_NOT_LOADED,
 # NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_UNKNOWN
 NVML_NOT_YET = frozenset({9, 12, 999})
@@ -78,6 +92,66 @@ def load_state(path: str) -> dict[str, Any]:
     if not isinstance(procfs_root, str) or not procfs_root:
         raise StateError(f"{path}: procfs_root: a path, not {procfs_root!r}")
     return data
+
+
+def _boot_id(procfs_root: str) -> str:
+    with open(os.path.join(procfs_root, "sys", "kernel", "random", "boot_id"), encoding="ascii") as handle:
+        return handle.read().strip()
+
+
+def _held_for(hold: str) -> str:
+    """The boot ID a hold file names; ValueError (or OSError) where it is not the role's ``{"boot_id": …}``."""
+    with open(hold, encoding="utf-8") as handle:
+        data = json.load(handle)
+    boot_id = data.get("boot_id") if isinstance(data, dict) else None
+    if not isinstance(boot_id, str) or not boot_id.strip():
+        raise ValueError(f"boot_id: a boot ID, not {boot_id!r}")
+    return boot_id.strip()
+
+
+def held(state_path: str, procfs_root: str, out: Any, err: Any) -> int | None:
+    """The rollout's layout hold (:data:`HOLD` beside the state file): None where there is none (make the
+    layout); else the exit status, nothing made at this boot. An earlier boot's hold is removed (this is the
+    rollout's reboot: it makes the new layout, and a later boot the state's again); this boot's is kept (the
+    unit started again before the reboot). One that cannot be read, or a boot ID that cannot, is taken as an
+    earlier boot's: kept, it would hold every later boot."""
+    hold = os.path.join(os.path.dirname(state_path), HOLD)
+    if not os.path.lexists(hold):
+        return None
+    held_boot = this_boot = unread = ""
+    try:
+        held_boot = _held_for(hold)
+    except (OSError, ValueError) as exc:
+        unread = f"the hold cannot be read ({exc})"
+    else:
+        try:
+            this_boot = _boot_id(procfs_root)
+        except OSError as exc:
+            unread = f"this boot's ID cannot be read ({exc})"
+    if unread:
+        err.write(
+            f"{WARNING}{NAME}: the MIG rollout's layout hold {hold}: {unread}: taken as the hold of the rollout's "
+            "reboot for a layout change: no instances made at this boot, the rollout makes the new layout\n"
+        )
+    elif held_boot == this_boot:
+        out.write(
+            f"{NAME}: the MIG rollout is changing the layout in this boot ({hold}): no instances made, the hold is "
+            "kept for its reboot\n"
+        )
+        return 0
+    else:
+        out.write(
+            f"{NAME}: the MIG rollout rebooted the node for a layout change ({hold}, boot {held_boot}): no "
+            "instances made at this boot, the rollout makes the new layout\n"
+        )
+    try:
+        os.remove(hold)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a hold left would hold the next boot too: the unit fails, so it is seen
+        err.write(f"{ERR}{NAME}: cannot remove the layout hold {hold}: {exc}; the next boot makes no layout\n")
+        return 1
+    return 0
 
 
 def _no_reset(argv: list[str]) -> tuple[int, str, str]:
@@ -140,6 +214,8 @@ def apply_gpu(nvml: Any, state: dict[str, Any], address: str) -> dict[str, Any]:
     except (apply.MigError, layout.LayoutError) as exc:
         message = str(exc)
         outcome["error"] = message if address in message else f"GPU {address}: {message}"
+    except Exception as exc:  # an NVMLError or a broken binding: this GPU fails, the others are still made
+        outcome["error"] = f"GPU {address}: {apply._describe(exc)}"
     return outcome
 
 
@@ -184,7 +260,10 @@ def wait_for_nvml(
                 waited = True
             sleep(min(RETRY_INTERVAL, left))
             continue
-        nvml.nvmlShutdown()
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # NVML started: each GPU's apply starts and stops its own
+            pass
         return True
 
 
@@ -210,6 +289,9 @@ def main(
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"{ERR}{NAME}: cannot read the state file: {exc}\n")
         return 2
+    status = held(args[0], state.get("procfs_root", "/proc"), sys.stdout, sys.stderr)
+    if status is not None:
+        return status
     if not state["gpus"]:
         sys.stdout.write(f"{NAME}: no GPU to configure\n")
         return 0

@@ -2,8 +2,10 @@
 """node/mig/boot.py: a static node's layout applied at boot (the strict NVML fake, in this process): after a
 reboot (instances gone, MIG mode as it was) the instances the rollout made are made again, at the same
 placements; a second run changes nothing; no GPU is reset at boot; NVML that does not start yet (the NVIDIA
-module still loading) is waited for, boundedly, on an injected clock; a GPU that fails is named in the journal's
-error lines and the exit status, and the other GPUs are still made; a bad state file is refused.
+module still loading) is waited for, boundedly, on an injected clock; a GPU that fails, whatever raised, is
+named in the journal's error lines and the exit status, and the other GPUs are still made; a bad state file is
+refused; the rollout's layout hold (mig.hold) makes nothing at its reboot and goes, is kept within its own boot,
+and goes with a warning where it cannot be read.
 
 The unit's own command (``python -m`` with the fake ``pynvml`` on its path) is
 tests/integration/plugins/module_utils/node/mig/test_boot.py's."""
@@ -151,6 +153,170 @@ def test_a_gpu_that_is_gone_or_fails_in_nvml_is_named_and_the_others_are_made(no
     nvml.reset(A100, reboot=True)
     rc, _lines, summary, _err = boot_run(nvml, path, capsys)
     assert summary["changed"] == [A100] and shape(nvml, A100) == made[A100]
+
+
+def test_an_nvml_error_listing_a_gpus_compute_instances_fails_that_gpu_only(node, capsys):
+    """The H100 is lost while its instance left from before is destroyed (NVML's list of its compute instances):
+    its error line names it and the call, the A100 is still made (the error was raised raw, and stopped every
+    GPU)."""
+    nvml, path, made = node
+    reboot(nvml)
+    nvml.create(H100, "7g.80gb")  # not the layout's: destroyed first
+    by_id = nvml.nvmlDeviceGetGpuInstanceById
+
+    def lost_while_destroying(handle, gpu_instance):
+        nvml.inject("nvmlGpuInstanceGetComputeInstances", nvml.NVML_ERROR_GPU_IS_LOST, times=None, bus_id=H100)
+        return by_id(handle, gpu_instance)
+
+    nvml.nvmlDeviceGetGpuInstanceById = lost_while_destroying
+    path.write_text(json.dumps({**json.loads(path.read_text()), "gpus": [H100, A100]}))  # the failing GPU first
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, summary["failed"], summary["changed"]) == (1, [H100], [A100])
+    assert err.startswith(f"<3>aligned-dra-mig: GPU {H100} (NVIDIA H100 80GB HBM3): destroying instance 7g.80gb ")
+    assert err.endswith(": nvmlGpuInstanceGetComputeInstances: GPU is lost (NVML error 15)\n"), err
+    assert lines == [lines[0]] and lines[0].startswith(f"aligned-dra-mig: GPU {A100}: created ")
+    assert shape(nvml, A100) == made[A100]
+
+
+def test_whatever_one_gpus_apply_raises_is_that_gpus_error_and_the_others_are_made(node, capsys, monkeypatch):
+    """An error no layer turned into its own (a raw NVMLError of a call the library does not wrap, a binding's
+    error) fails its GPU, named with the code, and the next GPU is still made."""
+    nvml, path, made = node
+    reboot(nvml)
+    real_run = apply.run
+
+    def unwrapped_error_on_the_a100(nvml_, params, check_mode, runner):
+        if params["gpus"] == {"pci_addresses": [A100]}:
+            raise nvml.NVMLError(nvml.NVML_ERROR_UNKNOWN)
+        return real_run(nvml_, params, check_mode, runner)
+
+    monkeypatch.setattr(apply, "run", unwrapped_error_on_the_a100)
+    rc, lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, summary["failed"], summary["changed"]) == (1, [A100], [H100])
+    assert err == f"<3>aligned-dra-mig: GPU {A100}: Unknown Error (NVML error 999)\n"
+    assert shape(nvml, H100) == made[H100] and shape(nvml, A100) == []
+
+
+def test_an_nvml_shutdown_error_after_the_wait_still_makes_every_gpu(node, capsys):
+    """nvmlShutdown may answer an error (NVML_ERROR_UNKNOWN): NVML started, so the GPUs are made."""
+    _nvml, path, made = node
+
+    class ShutdownFailsOnce(FakeNvml):
+        failed = False
+
+        def nvmlShutdown(self):
+            super().nvmlShutdown()
+            if not self.failed:
+                self.failed = True
+                raise self.NVMLError(self.NVML_ERROR_UNKNOWN)
+
+    nvml = ShutdownFailsOnce()  # the same node after a reboot
+    for bus, model in ((A100, "A100-SXM4-40GB"), (H100, "H100-SXM5-80GB")):
+        nvml.add_gpu(bus, model=model)
+        nvml.enable_mig(bus)
+    rc, _lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, err, summary["changed"]) == (0, "", [A100, H100]) and nvml.failed
+    assert {bus: shape(nvml, bus) for bus in (A100, H100)} == made
+
+
+# -- the rollout's layout hold ------------------------------------------------------------------------------
+
+
+def boot_id(procfs, value="5d2e3c1a-0b7e-4c55-9a4e-2f1d0c9b8a71"):
+    """``procfs``'s boot ID, as the kernel gives it (a newline at the end)."""
+    path = procfs / "sys" / "kernel" / "random" / "boot_id"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(value + "\n")
+    return value
+
+
+def held_run(nvml, path):
+    """The unit's run, NVML's wait on a clock of its own (a hold not honoured waits for nothing)."""
+    clock = Clock()
+    return boot.main([str(path)], nvml=nvml, clock=clock, sleep=clock.sleep)
+
+
+def test_the_rollouts_reboot_makes_no_instances_removes_the_hold_and_the_next_boot_makes_the_layout(
+    node, tmp_path, capsys
+):
+    nvml, path, made = node
+    hold = tmp_path / "mig.hold"
+    hold.write_text(json.dumps({"boot_id": "0f1e2d3c-before-the-reboot"}))
+    boot_id(tmp_path)
+    reboot(nvml)
+    nvml.library = False  # NVML is never asked
+    assert held_run(nvml, path) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out == (
+        f"aligned-dra-mig: the MIG rollout rebooted the node for a layout change ({hold}, boot "
+        "0f1e2d3c-before-the-reboot): no instances made at this boot, the rollout makes the new layout\n"
+    )
+    assert not hold.exists() and all(shape(nvml, bus) == [] for bus in (A100, H100))
+    # a later boot: the layout of the state (the last verified one) again
+    nvml.library = True
+    rc, _lines, summary, err = boot_run(nvml, path, capsys)
+    assert (rc, err, summary["changed"]) == (0, "", [A100, H100])
+    assert {bus: shape(nvml, bus) for bus in (A100, H100)} == made
+
+
+def test_the_hold_of_this_boot_makes_nothing_and_is_kept_for_the_reboot(node, tmp_path, capsys):
+    nvml, path, made = node
+    hold = tmp_path / "mig.hold"
+    hold.write_text(json.dumps({"boot_id": boot_id(tmp_path) + "\n"}))  # as the role read it, stripped or not
+    reboot(nvml)
+    nvml.library = False
+    assert held_run(nvml, path) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out == (
+        f"aligned-dra-mig: the MIG rollout is changing the layout in this boot ({hold}): no instances made, the "
+        "hold is kept for its reboot\n"
+    )
+    assert hold.exists() and all(shape(nvml, bus) == [] for bus in (A100, H100))
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("", "the hold cannot be read (Expecting value"),
+        ('{"boot_id": ', "the hold cannot be read (Expecting value"),
+        ('["0f1e2d3c"]', "the hold cannot be read (boot_id: a boot ID, not None)"),
+        ('{"boot_id": "  "}', "the hold cannot be read (boot_id: a boot ID, not '  ')"),
+        ('{"boot_id": 7}', "the hold cannot be read (boot_id: a boot ID, not 7)"),
+        ('{"boot_id": "0f1e2d3c"}', "this boot's ID cannot be read ([Errno 2] No such file or directory"),
+    ],
+)
+def test_a_hold_that_cannot_be_read_is_taken_as_the_reboots_and_removed(node, tmp_path, capsys, content, why):
+    """Kept, a damaged hold would hold every later boot: it holds this one, with a warning, and goes."""
+    nvml, path, _made = node
+    hold = tmp_path / "mig.hold"
+    hold.write_text(content)
+    reboot(nvml)
+    nvml.library = False
+    assert held_run(nvml, path) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"<4>aligned-dra-mig: the MIG rollout's layout hold {hold}: {why}"), err
+    assert err.endswith(
+        ": taken as the hold of the rollout's reboot for a layout change: no instances made at this boot, the "
+        "rollout makes the new layout\n"
+    )
+    assert not hold.exists() and all(shape(nvml, bus) == [] for bus in (A100, H100))
+
+
+def test_a_hold_that_cannot_be_removed_fails_the_unit(node, tmp_path, capsys):
+    nvml, path, _made = node
+    hold = tmp_path / "mig.hold"
+    hold.mkdir()  # neither read nor removed as a file
+    reboot(nvml)
+    nvml.library = False
+    assert held_run(nvml, path) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"<4>aligned-dra-mig: the MIG rollout's layout hold {hold}: the hold cannot be read")
+    assert lines[1].startswith(f"<3>aligned-dra-mig: cannot remove the layout hold {hold}: ")
+    assert lines[1].endswith("; the next boot makes no layout")
+    assert hold.is_dir() and all(shape(nvml, bus) == [] for bus in (A100, H100))
 
 
 class Clock:
