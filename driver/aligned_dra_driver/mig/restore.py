@@ -20,9 +20,11 @@ changes, not at every scan. Each check of a GPU reads the committed claims and t
 (state lock) while it holds the GPU's lock, so that an instance whose Prepare committed meanwhile is never
 taken for a leftover. A start while NVML cannot be loaded leaves the whole check pending
 (``restore_pending``); the first rescan that loads NVML makes it, CDI specs included. A committed claim whose
-instance NVML fails to find or make again (``unrefreshed``) is tried again at each rescan and at the kubelet's
-next Prepare of it, which answers an error until it is done (its pod never starts on a stale CDI spec); until
-then the checkpoint keeps the old boot, so that a restart meanwhile still makes the instance again.
+instance NVML fails to find or make again (``unrefreshed``), or a static claim whose instance is not there (the
+driver started before the boot unit made the layout; the driver never makes one), is tried again at each rescan
+and at the kubelet's next Prepare of it, which answers an error until it is done (its pod never starts on a stale
+CDI spec, never with the old instance's UUID); until then the checkpoint keeps the old boot, so that a restart
+meanwhile still makes a dynamic instance again. A GPU's kept instances are read and written under its lock.
 """
 
 from __future__ import annotations
