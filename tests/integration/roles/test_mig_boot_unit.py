@@ -76,15 +76,39 @@ def test_the_unit_runs_after_the_nvidia_driver_and_before_the_kubelet_and_the_dr
     python = tmp_path / "bin" / "python3"
     python.parent.mkdir()
     python.symlink_to(sys.executable)
-    # the role's defaults, and the same with an interpreter that systemd-analyze can find here
-    text, with_python = render(tmp_path, {}, {"aligned_dra_mig_python": str(python)})
+    # the role's defaults, and the same with an interpreter that systemd-analyze can find here; a site's kubelet,
+    # and its GPU clients (a name without a type, nvidia-persistenced, which the unit starts after), no driver
+    site = {
+        "aligned_dra_mig_kubelet_units": ["k0sworker.service"],
+        "aligned_dra_mig_gpu_clients": {"systemd_units": ["nv_peer_mem", "nvidia-persistenced.service", "dcgm.service"],
+                                        "bundled_driver": False},
+    }  # fmt: skip
+    text, with_python, sited = render(tmp_path, {}, {"aligned_dra_mig_python": str(python)}, site)
     unit = directives(text)
     assert (unit["Type"], unit["RemainAfterExit"], unit["DefaultDependencies"]) == ("oneshot", "yes", "no")
     after, before = unit["After"].split(), unit["Before"].split()
     # the modules loaded, udev's coldplug done (the NVIDIA module may be loaded by it): boot.py then waits for NVML
     wanted = {"systemd-modules-load.service", "systemd-udev-trigger.service", "nvidia-persistenced.service"}
     assert wanted | {"local-fs.target", "nvidia-fabricmanager.service"} == set(after)
-    assert before == ["kubelet.service", "aligned-dra-driver.service", "aligned-dra-driver-gpu.service"]
+    # before the kubelet of each kind of node, and every GPU client the rollout stops (the client that would hold a
+    # Hopper GPU while its MIG mode changes, or start before the instances exist), as mig-parted's unit is
+    kubelets = ["kubelet.service", "k3s.service", "k3s-agent.service", "rke2-server.service", "rke2-agent.service",
+                "snap.microk8s.daemon-kubelite.service"]  # fmt: skip
+    clients = ["nvsm.service", "nvidia-dcgm.service", "dcgm.service", "nvidia-dcgm-exporter.service",
+               "dcgm-exporter.service", "aligned-dra-driver.service", "aligned-dra-driver-gpu.service"]  # fmt: skip
+    assert before[: len(kubelets)] == kubelets and len(before) == len(set(before))
+    assert {"nvidia-gpu-reset.target", "nvidia-cdi-refresh.service", *clients} <= set(before)
+    assert set(before) == set(kubelets) | {"nvidia-gpu-reset.target", "nvidia-cdi-refresh.service"} | {
+        f"{name}.service" if "." not in name else name
+        for name in yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["aligned_dra_mig_gpu_clients"][
+            "systemd_units"
+        ]
+    } | {"aligned-dra-driver.service", "aligned-dra-driver-gpu.service"}
+    # a site's units; one the unit starts after stays out of Before= (an ordering cycle), a bare name gets its type
+    site_after, site_before = directives(sited)["After"].split(), directives(sited)["Before"].split()
+    assert site_after == after
+    assert site_before == ["k0sworker.service", "nvidia-gpu-reset.target", "nv_peer_mem.service", "dcgm.service",
+                           "nvidia-cdi-refresh.service"]  # fmt: skip
     # the kubelet starts when the unit fails: ordering only, nothing requires the unit or is required by it
     assert not {"Requires", "Requisite", "BindsTo", "RequiredBy", "Wants"} & set(unit)
     assert unit["ConditionPathExists"] == "/etc/aligned-dra/mig.json"
