@@ -2,7 +2,8 @@
 """node/mig/boot.py as aligned-dra-mig.service runs it: ``python -m`` from the library zip the role installs
 (built from the role's own list of files), NVML the fake ``pynvml`` on the process's path (``write_module``):
 after a reboot (instances gone, MIG mode on) the layout's instances are made again, a second boot changes
-nothing, and a failure is an error line and a non-zero exit.
+nothing, the rollout's layout hold of an earlier boot makes nothing and goes, and a failure is an error line and
+a non-zero exit.
 
 Its work in-process is tests/unit/plugins/module_utils/node/mig/test_boot.py's.
 """
@@ -82,6 +83,15 @@ def test_the_unit_makes_the_layout_again_after_a_reboot_and_a_second_boot_change
 
     again = unit_run(library, shim, state)
     assert again.returncode == 0 and json.loads(again.stdout.splitlines()[-1])["changed"] == []
+
+    # the rollout's reboot for a layout change: its hold (an earlier boot's ID) makes nothing, and goes
+    hold = tmp_path / "mig.hold"
+    hold.write_text(json.dumps({"boot_id": "an-earlier-boot"}))
+    after.reset(A100, reboot=True)
+    held = unit_run(library, shim, state)
+    assert (held.returncode, held.stderr) == (0, ""), held.stdout + held.stderr
+    assert held.stdout.startswith("aligned-dra-mig: the MIG rollout rebooted the node for a layout change (")
+    assert not hold.exists() and FakeNvml.from_state_file(nvml_file).instances(A100) == []
 
     # a GPU gone from the bus: an error line naming it, a failed unit; the other GPU is as the layout says
     after.remove_gpu(H100)
