@@ -95,8 +95,12 @@ def load_state(path: str) -> dict[str, Any]:
 
 
 def _boot_id(procfs_root: str) -> str:
+    """This boot's ID, as the kernel gives it; ValueError (or OSError) where it gives none."""
     with open(os.path.join(procfs_root, "sys", "kernel", "random", "boot_id"), encoding="ascii") as handle:
-        return handle.read().strip()
+        found = handle.read().strip()
+    if not found:
+        raise ValueError("empty")
+    return found
 
 
 def _held_for(hold: str) -> str:
@@ -126,7 +130,7 @@ def held(state_path: str, procfs_root: str, out: Any, err: Any) -> int | None:
     else:
         try:
             this_boot = _boot_id(procfs_root)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             unread = f"this boot's ID cannot be read ({exc})"
     if unread:
         err.write(

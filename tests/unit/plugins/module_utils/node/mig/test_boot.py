@@ -277,21 +277,26 @@ def test_the_hold_of_this_boot_makes_nothing_and_is_kept_for_the_reboot(node, tm
 
 
 @pytest.mark.parametrize(
-    ("content", "why"),
+    ("content", "this_boot", "why"),
     [
-        ("", "the hold cannot be read (Expecting value"),
-        ('{"boot_id": ', "the hold cannot be read (Expecting value"),
-        ('["0f1e2d3c"]', "the hold cannot be read (boot_id: a boot ID, not None)"),
-        ('{"boot_id": "  "}', "the hold cannot be read (boot_id: a boot ID, not '  ')"),
-        ('{"boot_id": 7}', "the hold cannot be read (boot_id: a boot ID, not 7)"),
-        ('{"boot_id": "0f1e2d3c"}', "this boot's ID cannot be read ([Errno 2] No such file or directory"),
+        ("", "b0", "the hold cannot be read (Expecting value"),
+        ('{"boot_id": ', "b0", "the hold cannot be read (Expecting value"),
+        ('["0f1e2d3c"]', "b0", "the hold cannot be read (boot_id: a boot ID, not None)"),
+        ('{"boot_id": "  "}', "b0", "the hold cannot be read (boot_id: a boot ID, not '  ')"),
+        ('{"boot_id": 7}', "b0", "the hold cannot be read (boot_id: a boot ID, not 7)"),
+        ('{"boot_id": "0f1e2d3c"}', None, "this boot's ID cannot be read ([Errno 2] No such file or directory"),
+        ('{"boot_id": "0f1e2d3c"}', "", "this boot's ID cannot be read (empty)"),
     ],
 )
-def test_a_hold_that_cannot_be_read_is_taken_as_the_reboots_and_removed(node, tmp_path, capsys, content, why):
+def test_a_hold_that_cannot_be_read_is_taken_as_the_reboots_and_removed(
+    node, tmp_path, capsys, content, this_boot, why
+):
     """Kept, a damaged hold would hold every later boot: it holds this one, with a warning, and goes."""
     nvml, path, _made = node
     hold = tmp_path / "mig.hold"
     hold.write_text(content)
+    if this_boot is not None:  # None: procfs has no boot_id
+        boot_id(tmp_path, value=this_boot)
     reboot(nvml)
     nvml.library = False
     assert held_run(nvml, path) == 0
