@@ -59,12 +59,40 @@ def test_a_site_list_of_gpu_clients_passes():
     assert errors({"aligned_dra_mig_gpu_clients": clients, "aligned_dra_mig_gpu_clients_timeout": 60}) == []
 
 
+def test_clients_by_node_selector_the_images_and_the_cdi_switch_pass():
+    clients = {"daemonset_pods": [{"node_label": "nvidia.com/gpu.deploy.client", "match_node_selector": True}]}
+    settings = {
+        "aligned_dra_mig_gpu_clients": clients,
+        "aligned_dra_mig_gpu_client_images": ["k8s-device-plugin", "gpu-agent"],
+        "aligned_dra_mig_cdi_refresh": False,
+    }
+    assert errors(settings) == []
+    assert errors({"aligned_dra_mig_gpu_client_images": []}) == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"aligned_dra_mig_cdi_refresh": "sometimes"}, "aligned_dra_mig_cdi_refresh"),
+        ({"aligned_dra_mig_gpu_client_images": {"dcgm": True}}, "aligned_dra_mig_gpu_client_images"),
+        ({"aligned_dra_mig_gpu_clients": {"daemonset_pods": [{"node_label": "x"}]}}, "labels, match_node_selector"),
+        (
+            {"aligned_dra_mig_gpu_clients": {"daemonset_pods": [{"node_label": "x", "match_node_selector": "z"}]}},
+            "match_node_selector",
+        ),
+    ],
+)
+def test_wrong_clients_by_image_or_node_selector_and_cdi_switch_are_refused(settings, said):
+    (error,) = errors(settings)
+    assert error.startswith(f"{next(iter(settings))}: ") and said in error, error
+
+
 @pytest.mark.parametrize(
     ("clients", "said"),
     [
         ({"bundled_driver": "sometimes"}, "bundled_driver"),
         ({"daemonset_pods": [{"labels": {"app": "x"}}]}, "node_label"),
-        ({"daemonset_pods": [{"node_label": "x"}]}, "labels"),
+        ({"daemonset_pods": [{"node_label": "x"}]}, "one of the following is required: labels, match_node_selector"),
         ({"daemonset_pods": [{"labels": {"app": "x"}, "node_label": "x", "selector": "a=b"}]}, "selector"),
         ({"stop_units": []}, "stop_units"),
     ],
