@@ -189,3 +189,21 @@ def test_the_defaults_are_the_ones_argument_specs_documents():
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     for name in ("aligned_dra_mig_gpu_clients", "aligned_dra_mig_gpu_client_images", "aligned_dra_mig_cdi_refresh"):
         assert options[name]["default"] == defaults[name], name
+
+
+def test_the_rollout_looks_for_them_before_the_drain_and_refreshes_cdi_after_the_verification():
+    """main.yml's order: the refusal comes before the node is cordoned; the CDI refresh after the verification,
+    in the block whose always: starts the GPU clients again (so they start on the new spec)."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    names = [task["name"] for task in tasks]
+    found = names.index("MIG | Look for GPU clients that the role cannot stop")
+    assert tasks[found]["ansible.builtin.include_tasks"] == "clients_found.yml"
+    assert found < names.index("MIG | Cordon and drain the node")
+    (change,) = (task for task in tasks if "block" in task)
+    inner = [task["name"] for task in change["block"]]
+    refresh = inner.index("MIG | Refresh the node's CDI spec after the change")
+    assert change["block"][refresh]["ansible.builtin.include_tasks"] == "cdi_refresh.yml"
+    assert refresh > inner.index("MIG | Verify the node (nothing left to change)")
+    assert refresh > inner.index("MIG | Apply the layout again after the reboot")
+    assert "aligned_dra_mig_cdi_refresh | bool" in change["block"][refresh]["when"]
+    assert [task["ansible.builtin.include_tasks"] for task in change["always"]] == ["clients_start.yml"]
