@@ -17,82 +17,39 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
-from ansible_collections.aligned.dra.tests.support.fakes.apiserver.daemon import create_workload
-from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml, write_module
-from ansible_collections.aligned.dra.tests.support.fakes.systemctl import read_state, write_systemctl
+from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
+from ansible_collections.aligned.dra.tests.support.fakes.systemctl import read_state
+from ansible_collections.aligned.dra.tests.support.harnesses.mig_nodes import (
+    DCGM,
+    EXPORTER_LABEL,
+    PAUSE_LABEL,
+    RECORD,
+    SEVEN_1G,
+    TWO_3G,
+    UNITS,
+    changed,
+    cluster,
+    gpu_state,
+    instances,
+    node,
+    node_writes,
+    pods_on,
+)
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
     PLAYBOOKS,
     recap,
     run_playbook,
-    tree_vars,
     write_inventory,
 )
-from ansible_collections.aligned.dra.tests.support.node_side.sysfs_builder import build_tree, load_layout
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[3]
-LAYOUT = REPO / "tests" / "fixtures" / "layouts" / "dgx-h100.yml"
 HOSTS = ("node-a", "node-b")
-TWO_3G = {"two-3g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]}
-SEVEN_1G = {"seven-1g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}
 PID = 4242
-
-
-def gpu_addresses(tree: Path) -> list[str]:
-    devices = tree / "sys" / "bus" / "pci" / "devices"
-    return [
-        path.name
-        for path in sorted(devices.iterdir())
-        if (path / "vendor").read_text().strip() == "0x10de" and (path / "class").read_text().startswith("0x03")
-    ]
-
-
-def node(
-    root: Path, name: str, model: str = "H100-SXM5-80GB", units: dict[str, str] | None = None
-) -> tuple[dict, Path, list[str]]:
-    """A node's host vars (its tree, its interpreter with the fake pynvml, and on its PATH the fake systemctl
-    with ``units`` and an ``nvidia-smi`` whose GPU reset fails), its NVML state file and GPUs."""
-    tree = Path(build_tree(load_layout(LAYOUT), root / name))
-    addresses = gpu_addresses(tree)
-    nvml = FakeNvml(procfs=tree / "proc")
-    for address in addresses:
-        nvml.add_gpu(address, model=model)
-    state = root / name / "nvml.json"
-    nvml.write_state(state)
-    shim = root / name / "shim"
-    shim.mkdir()
-    write_module(shim, state)
-    tools = root / name / "bin"
-    write_systemctl(tools, root / name / "systemd.json", units or {})
-    (tools / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU reset failed: in use by another client' >&2\nexit 1\n")
-    (tools / "nvidia-smi").chmod(0o755)
-    python = root / name / "python"
-    python.write_text(f'#!/bin/sh\nPATH={tools}:$PATH PYTHONPATH={shim} exec {sys.executable} "$@"\n')
-    python.chmod(0o755)
-    return {**tree_vars(tree), "ansible_python_interpreter": str(python)}, state, addresses
-
-
-def changed(stdout: str, host: str) -> int:
-    """The host's ``changed`` in the PLAY RECAP."""
-    return int(re.search(rf"^{host}\s+: ok=\d+\s+changed=(\d+)", stdout, re.M).group(1))
-
-
-def instances(state: Path, addresses: list[str]) -> dict[str, list[tuple[str, int]]]:
-    nvml = FakeNvml.from_state_file(state)
-    return {a: sorted((i["profile"], i["start"]) for i in nvml.instances(a)) for a in addresses}
-
-
-def gpu_state(state: Path, addresses: list[str]) -> dict[str, tuple[dict, list[tuple[str, int]]]]:
-    """Each GPU's MIG mode (current and pending) and instances."""
-    nvml = FakeNvml.from_state_file(state)
-    return {a: (dict(nvml.gpus[a].mig), instances(state, [a])[a]) for a in addresses}
 
 
 @pytest.fixture(scope="module")
@@ -187,55 +144,6 @@ def test_an_ampere_node_that_needs_a_reset_stops_the_rollout(tmp_path):
 
 # -- against a cluster -------------------------------------------------------------------------------------
 
-UNITS = {"nvidia-dcgm.service": "active", "dcgm-exporter.service": "active", "aligned-dra-driver.service": "inactive"}
-EXPORTER_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"
-PAUSE_LABEL = "aligned.dra/deploy.driver"
-DCGM = "nvidia-dcgm.service"
-DRIVER_LABELS = {"app.kubernetes.io/name": "aligned-dra-driver", "app.kubernetes.io/component": "kubelet-plugin"}
-
-
-def cluster(api: FakeApiServer, nodes: list[str]) -> None:
-    """The nodes (the GPU operator's exporter label on), an exporter and the bundled driver's DaemonSet pod on
-    each, and a workload on the first."""
-    for name in nodes:
-        api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {EXPORTER_LABEL: "true"}}})
-    create_workload(api, nodes, [f"{nodes[0]}/default/trainer"], ["gpu-operator/nvidia-dcgm-exporter"])
-    template = {"metadata": {"labels": DRIVER_LABELS}, "spec": {"containers": [{"name": "driver", "image": "x:1"}]}}
-    owner = api.create(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": "aligned-dra-driver", "namespace": "aligned-dra"},
-            "spec": {"selector": {"matchLabels": DRIVER_LABELS}, "template": template},
-        }
-    )
-    reference = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "aligned-dra-driver", "controller": True}
-    for name in nodes:
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"aligned-dra-driver-{name}",
-                "namespace": "aligned-dra",
-                "labels": DRIVER_LABELS,
-                "ownerReferences": [{**reference, "uid": owner["metadata"]["uid"]}],
-            },
-            "spec": {"nodeName": name, **template["spec"]},
-        }
-        api.create(pod)
-
-
-def pods_on(api: FakeApiServer, node_name: str) -> list[str]:
-    return sorted(p["metadata"]["name"] for p in api.list("pods") if p["spec"].get("nodeName") == node_name)
-
-
-def node_writes(api: FakeApiServer, node_name: str) -> list[tuple[str, str]]:
-    return [
-        (method, path)
-        for method, path, _type in api.requests
-        if method in ("PATCH", "POST", "PUT", "DELETE") and (f"/nodes/{node_name}" in path or path.endswith(node_name))
-    ]
-
 
 def test_the_rollout_against_a_cluster(tmp_path):
     hosts, states, systemd = {}, {}, {}
@@ -280,18 +188,32 @@ def test_the_rollout_against_a_cluster(tmp_path):
         written = [
             (m, p.split("?")[0]) for m, p, _t in api.requests if m in ("PATCH", "DELETE", "POST") and "node-a" in p
         ]
-        assert written[-5:] == [
-            ("PATCH", "/api/v1/nodes/node-a"),  # paused
+        # each step recorded on the Node (its annotation RECORD) before it is taken, the record removed at the end
+        # (the record's content, and the runs cut after each step: test_mig_cut.py)
+        node_a = ("PATCH", "/api/v1/nodes/node-a")
+        assert written[-9:] == [
+            node_a,  # recorded: not unschedulable before
+            node_a,  # cordoned
+            node_a,  # recorded: the labels' values before, the units that run
+            node_a,  # paused
             ("DELETE", "/api/v1/namespaces/gpu-operator/pods/nvidia-dcgm-exporter-node-a"),
             ("DELETE", "/api/v1/namespaces/aligned-dra/pods/aligned-dra-driver-node-a"),
-            ("PATCH", "/api/v1/nodes/node-a"),  # put back
-            ("PATCH", "/api/v1/nodes/node-a"),  # uncordoned
+            node_a,  # put back
+            node_a,  # uncordoned
+            node_a,  # the record removed
         ], written
+        assert RECORD not in stored["metadata"].get("annotations", {})
         assert "node-c needs a reboot for the MIG mode of" in first.output
         assert "It stays cordoned and drained: reboot it (or set aligned_dra_mig_reboot: true)" in first.output
         assert api.get("nodes", "node-c")["spec"].get("unschedulable") is True
         assert api.get("nodes", "node-c")["metadata"]["labels"] == {EXPORTER_LABEL: "true"}
         assert [c[0] for c in read_state(systemd["node-c"])["calls"]] == ["stop", "stop", "start", "start"]
+        # the failed node keeps its record: the next run uncordons it once it is done
+        assert json.loads(api.get("nodes", "node-c")["metadata"]["annotations"][RECORD]) == {
+            "unschedulable_before": False,
+            "labels": {EXPORTER_LABEL: "true", PAUSE_LABEL: None},
+            "units": [DCGM, "dcgm-exporter.service"],  # those that ran, in the list's order
+        }
 
         # a new layout; node-a's first destroy is refused IN_USE by a client NVML does not list: node-a fails and
         # stays cordoned with its clients started again, node-c (after it) is untouched

@@ -6,13 +6,16 @@ and parsed by ``systemd-analyze verify`` (offline). The persist tasks run as the
 ansible-playbook run on this machine, with the unit directory, the state and library directories moved under
 tmp_path and systemd left out (``systemd_service``): a check run shows the layout's diff and writes nothing,
 a run installs the layout as verified, the unit and the library, a second run changes nothing, mode dynamic
-removes them; a Python that cannot load nvidia-ml-py stops the role before anything is installed. The
-rollout's own reboot (tasks/main.yml) runs after the unit's state is removed, so the boot does not make the
-old layout again: the removal and a stand-in for the reboot run on this machine.
+removes them (and a verified layout releases the hold of a rollout's reboot); a Python that cannot load
+nvidia-ml-py stops the plan (tasks/boot_python.yml), before any change. The rollout's own reboot
+(tasks/main.yml) keeps the last verified layout and holds it for that one boot (mig.hold, the boot ID read from
+a captured procfs tree), as node/mig/boot.py reads it: the hold tasks run on this machine, boot.py's reader
+after them.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -22,6 +25,7 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.aligned.dra.plugins.module_utils.node.mig.boot import held
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml, write_module
 from ansible_collections.aligned.dra.tests.support.harnesses.driver_role import directives, exec_start_argv
 from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
@@ -187,8 +191,13 @@ def test_check_run_diff_then_install_then_nothing_to_change_then_removed_in_mode
     assert '+    "layout": "seven",' in checked.stdout  # the diff of the state
     assert not state.exists() and not unit.exists()
 
+    # the hold of a rollout's reboot (tasks/main.yml) goes once a layout is verified and written
+    hold = tmp_path / "etc" / "mig.hold"
+    hold.parent.mkdir()
+    hold.write_text('{"boot_id": "an-earlier-boot"}\n')
     done = playbook(tmp_path, tasks, dict(site))
     assert done.returncode == 0, done.stdout + done.stderr
+    assert not hold.exists()
     assert json.loads(state.read_text()) == {
         "mode": "static",
         "layout": "seven",
@@ -212,70 +221,79 @@ def test_check_run_diff_then_install_then_nothing_to_change_then_removed_in_mode
     assert still.returncode == 0 and recap_changed(still.stdout) == 0, still.stdout
 
 
-def test_a_python_without_nvidia_ml_py_stops_the_role_before_anything_is_installed(tmp_path, site):
-    failed = playbook(tmp_path, persist_tasks(tmp_path), {**site, "aligned_dra_mig_python": "/bin/false"})
+def test_a_python_without_nvidia_ml_py_stops_the_plan_before_any_change(tmp_path, site):
+    """The check runs in the plan (every MIG node at once, before any node is cordoned), first; persist.yml,
+    which runs after the change, no longer asks."""
+    plan = yaml.safe_load((ROLE / "tasks" / "plan.yml").read_text())
+    assert plan[0]["ansible.builtin.include_tasks"] == "boot_python.yml"
+    assert "import pynvml" not in (ROLE / "tasks" / "persist.yml").read_text()
+    check = {"ansible.builtin.include_tasks": str(ROLE / "tasks" / "boot_python.yml")}
+    failed = playbook(tmp_path, [check], {**site, "aligned_dra_mig_python": "/bin/false"})
     assert failed.returncode != 0
     assert "/bin/false on localhost cannot import pynvml (nvidia-ml-py)" in failed.stdout
-    assert not (tmp_path / "etc" / "mig.json").exists() and not (tmp_path / "lib").exists()
+    assert "Nothing was changed." in failed.stdout
+    passed = playbook(tmp_path, [check], dict(site))  # the fake pynvml loads
+    assert passed.returncode == 0, passed.stdout + passed.stderr
 
 
 # -- the rollout's own reboot (tasks/main.yml) --------------------------------------------------------------
 
 REBOOT = "MIG | Reboot the drained node for the GPUs that need a reset"
-REMOVAL = "MIG | Remove the boot-time layout before the reboot"
+HOLD = ("MIG | Read the boot ID before the reboot", "MIG | Hold the boot-time layout at the reboot")
+BOOT_ID = "0c5b4e7a-1d2f-4c3b-9a8e-6f1e2d3c4b5a"
 
 
-def reboot_tasks(state_dir, case):
-    """main.yml's change block: the removal of the unit's state, and the reboot replaced by a stand-in that
-    reads the state file as the boot would find it (the real reboot runs only on a node's own machine)."""
+def reboot_tasks():
+    """main.yml's change block: the hold tasks, under the reboot's own condition, right before it."""
     (block,) = [task for task in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()) if "block" in task]
     names = [task["name"] for task in block["block"]]
-    removal, reboot = block["block"][names.index(REMOVAL)], block["block"][names.index(REBOOT)]
-    assert names.index(REMOVAL) < names.index(REBOOT) and removal["when"] == reboot["when"]
+    reboot = block["block"][names.index(REBOOT)]
+    assert names[names.index(REBOOT) - 2 : names.index(REBOOT)] == list(HOLD)
+    assert "MIG | Remove the boot-time layout before the reboot" not in names  # the last verified layout stays
+    hold = [block["block"][names.index(name)] for name in HOLD]
+    assert all(task["when"] == reboot["when"] for task in hold)
     # after the reboot and before the layout is applied again, the clients enabled at boot leave again
     after = block["block"][names.index(REBOOT) + 1 : names.index("MIG | Apply the layout again after the reboot")]
     assert [(t.get("ansible.builtin.include_tasks"), t.get("when")) for t in after] == [
         ("clients_stop.yml", "aligned_dra_mig_rebooted is changed")
     ]
-    stand_in = {
-        "name": "the reboot: what the boot unit finds",
-        "ansible.builtin.stat": {"path": str(state_dir / "mig.json")},
-        "register": "at_boot",
-        "when": reboot["when"],
-    }
-    found = {
-        "name": "what the boot finds",
-        "ansible.builtin.debug": {"msg": f"{case}: boot finds state {{{{ at_boot.stat.exists }}}}"},
-    }
-    return [removal, stand_in, {**found, "when": "at_boot is not skipped"}]
+    return hold
 
 
-def test_the_rollouts_reboot_finds_no_state_so_the_old_layout_is_not_made_at_boot(tmp_path, site):
-    """Both cases in one run, each with a state directory of its own: a rollout that reboots (the state removed
-    first), and one that does not (aligned_dra_mig_reboot false: the last verified layout stays for a reboot in
-    between, docs/mig.md)."""
+def test_the_rollouts_reboot_holds_the_last_verified_layout_for_one_boot(tmp_path, site):
+    """Both cases in one run, each with a state directory of its own: a rollout that reboots (a hold naming this
+    boot written beside the last verified layout, which stays), and one that does not (aligned_dra_mig_reboot
+    false: nothing written). Then the boot unit's own reader (node/mig/boot.py) at the reboot: a new boot ID,
+    no instances made, the hold released; a later boot makes the last verified layout again."""
     old = json.dumps({"mode": "static", "layout": "old", "mig_configs": {"old": []}, "gpus": GPUS})
+    procfs = tmp_path / "proc"
+    (procfs / "sys" / "kernel" / "random").mkdir(parents=True)
+    (procfs / "sys" / "kernel" / "random" / "boot_id").write_text(BOOT_ID + "\n")
     variables = {
         **site,
         "aligned_dra_mig_result": {"changed": True, "reboot_required": True, "gpus": [{"pci_address": GPUS[0]}]},
         "aligned_dra_mig_cordoned": True,
         "aligned_dra_sysfs_root": "/sys",  # the node's own machine: the reboot's condition holds
+        "aligned_dra_procfs_root": str(procfs),  # its boot ID read from a captured tree
     }
     del variables["aligned_dra_mig_state_dir"]  # each case's own, below (extra vars would override them)
-    blocks, states = [], {}
+    blocks, dirs = [], {}
     for case, reboot in (("rebooted", True), ("kept", False)):
-        state_dir = tmp_path / case / "etc"
-        state_dir.mkdir(parents=True)
-        states[case] = state_dir / "mig.json"
-        states[case].write_text(old)
-        blocks.append(
-            {
-                "block": reboot_tasks(state_dir, case),
-                "vars": {"aligned_dra_mig_reboot": reboot, "aligned_dra_mig_state_dir": str(state_dir)},
-            }
-        )
+        dirs[case] = tmp_path / case / "etc"
+        dirs[case].mkdir(parents=True)
+        (dirs[case] / "mig.json").write_text(old)
+        variables_of_case = {"aligned_dra_mig_reboot": reboot, "aligned_dra_mig_state_dir": str(dirs[case])}
+        blocks.append({"block": reboot_tasks(), "vars": variables_of_case})
     run = playbook(tmp_path, blocks, variables)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "rebooted: boot finds state False" in run.stdout and not states["rebooted"].exists()
-    # no reboot in this run: the last verified layout stays for a reboot in between (docs/mig.md)
-    assert "kept: boot finds state" not in run.stdout and states["kept"].exists()
+    hold = dirs["rebooted"] / "mig.hold"
+    assert json.loads(hold.read_text()) == {"boot_id": BOOT_ID}
+    assert oct(hold.stat().st_mode & 0o777) == "0o600"
+    assert (dirs["rebooted"] / "mig.json").read_text() == old  # the last verified layout stays
+    assert not (dirs["kept"] / "mig.hold").exists() and (dirs["kept"] / "mig.json").read_text() == old
+
+    state, out, err = str(dirs["rebooted"] / "mig.json"), io.StringIO(), io.StringIO()
+    assert held(state, str(procfs), out, err) == 0 and hold.exists()  # the unit restarted in the same boot
+    (procfs / "sys" / "kernel" / "random" / "boot_id").write_text("another-boot\n")
+    assert held(state, str(procfs), out, err) == 0 and not hold.exists(), err.getvalue()  # the reboot: nothing made
+    assert held(state, str(procfs), out, err) is None  # a later boot makes the last verified layout

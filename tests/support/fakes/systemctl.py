@@ -4,8 +4,9 @@
 The playbook tests put it on a node's PATH (``write_systemctl``), so ``ansible.builtin.systemd_service`` asks
 it, and not this machine's systemd. It answers what systemd answers for the calls that module makes:
 
-- ``show UNIT``: ``Id``, ``LoadState`` (``not-found`` for a unit that is not installed, rc 0 as systemd
-  answers), ``ActiveState`` and ``SubState``;
+- ``show [--property=A,B] UNIT...``: ``Id``, ``LoadState`` (``not-found`` for a unit that is not installed,
+  rc 0 as systemd answers), ``ActiveState`` and ``SubState`` (only those named by ``--property``), one block
+  per unit, the blocks separated by an empty line as systemd separates them;
 - ``start UNIT`` / ``stop UNIT``: the unit becomes ``active`` / ``inactive`` (rc 5, "Unit UNIT not found."
   for one not installed); a unit in ``fail_start`` does not start: ``failed``, rc 1 and systemd's "Job for
   UNIT failed because the control process exited with error code." (its unit's process exits non-zero);
@@ -38,18 +39,26 @@ def read_state(state: Path) -> dict:
     return json.loads(state.read_text())
 
 
+def _show(units: dict[str, str], name: str, wanted: list[str]) -> str:
+    state = units.get(name)
+    active = state or "inactive"
+    shown = {
+        "Id": name,
+        "LoadState": "loaded" if state is not None else "not-found",
+        "ActiveState": active,
+        "SubState": {"active": "running", "failed": "failed"}.get(active, "dead"),
+    }
+    return "".join(f"{key}={value}\n" for key, value in shown.items() if not wanted or key in wanted)
+
+
 def main(argv: list[str]) -> int:
     path, args = Path(argv[0]), [a for a in argv[1:] if not a.startswith("-")]
+    wanted = [p for a in argv[1:] if a.startswith("--property=") for p in a.split("=", 1)[1].split(",")]
     data = read_state(path)
     verb, names = (args[0], args[1:]) if args else ("", [])
     units = data["units"]
-    if verb == "show" and len(names) == 1:
-        name = names[0]
-        state = units.get(name)
-        load = "loaded" if state is not None else "not-found"
-        active = state or "inactive"
-        sub = {"active": "running", "failed": "failed"}.get(active, "dead")
-        print(f"Id={name}\nLoadState={load}\nActiveState={active}\nSubState={sub}")
+    if verb == "show" and names:
+        print("\n".join(_show(units, name, wanted) for name in names), end="")
         return 0
     if verb in ("start", "stop") and len(names) == 1:
         name = names[0]

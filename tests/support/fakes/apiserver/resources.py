@@ -368,6 +368,7 @@ class Storage:
             self._token_controller(namespace)
         if resource.kind in ("Pod", "PodDisruptionBudget"):
             self._disruption_controller(namespace)
+        self._daemonset_controller()  # daemonsets.DaemonSets: off unless a test runs it
 
     def _token_controller(self, namespace: str) -> None:
         """Fill service-account-token Secrets whose ServiceAccount exists (token, ca.crt, namespace, uid)."""

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from .apply import LabelOwnership, Patching, manager_of
+from .daemonsets import DaemonSets
 from .disruption import Disruption
 from .resources import GATE_DEFAULTS, SUPPORTED_MINORS, ApiError, Resource, Storage, served_resources
 from .selector import Listing
@@ -41,7 +42,7 @@ def write_kubeconfig(path: str | Path, server: str) -> Path:
     return path
 
 
-class FakeApiServer(Storage, Admission, Patching, Listing, Disruption):
+class FakeApiServer(Storage, Admission, Patching, Listing, Disruption, DaemonSets):
     """A strict fake API server for ``resource.k8s.io/v1``, Nodes and Pods (see the package docstring)."""
 
     def __init__(self, minor: str = "1.35", gates: dict[str, bool] | None = None) -> None:

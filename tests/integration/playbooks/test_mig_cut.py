@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""playbooks/mig.yml cut short at each step of a node's rollout, and the next run repairing every node, against
+the fake API server (docs/mig.md "The rollout", "Failures and what to do").
+
+Each cut is a real ansible-playbook run killed (SIGKILL, tests/support/harnesses/callbacks/cut_run.py) as the
+named task is about to start, on a node of its own: after the cordon, after the GPU clients stopped, after the
+apply, after the verification, and after the clients started again (persist's place, before the uncordon).
+What each cut leaves is checked against the record the rollout wrote on the Node before each step (annotation
+aligned.dra/mig-rollout). A check run then says what it would repair and changes nothing; one run repairs
+every node, whatever its plan says: uncordoned (never the node an admin cordoned before its rollout: it stays
+so), its DaemonSet labels at their values before, its units started, its layout made, the record gone (so the
+next run has nothing to repair). And a DaemonSet that does not exclude its node label brings its pod back
+under a new name (the fake's DaemonSet controller): the wait names the DaemonSet and the change stops before
+the apply."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
+from ansible_collections.aligned.dra.tests.support.fakes.systemctl import read_state
+from ansible_collections.aligned.dra.tests.support.harnesses.mig_nodes import (
+    DCGM,
+    EXPORTER_LABEL,
+    PAUSE_LABEL,
+    RECORD,
+    SEVEN_1G,
+    TWO_3G,
+    UNITS,
+    cluster,
+    instances,
+    node,
+)
+from ansible_collections.aligned.dra.tests.support.harnesses.playbook_runs import (
+    PLAYBOOKS,
+    environment,
+    run_playbook,
+    write_inventory,
+)
+
+pytestmark = pytest.mark.slow
+
+CALLBACKS = Path(__file__).resolve().parents[2] / "support" / "harnesses" / "callbacks"
+# node: the task at whose start its run is killed
+CUTS = {
+    "cut-cordoned": "MIG | Stop the node's GPU clients",
+    "cut-stopped": "MIG | Apply the layout",
+    "cut-applied": "MIG | Verify the node (nothing left to change)",
+    "cut-verified": "MIG | Start the node's GPU clients again",
+    "cut-started": "MIG | Uncordon the node",  # after persist's place (not on a test tree)
+}
+ADMIN = "cut-cordoned"  # cordoned by an admin before its rollout: it stays cordoned
+RUNNING = [DCGM, "dcgm-exporter.service"]  # UNITS that run, in the list's order
+BEFORE = {EXPORTER_LABEL: "true"}
+PAUSED = {EXPORTER_LABEL: "paused-for-mig-change", PAUSE_LABEL: "paused-for-mig-change"}
+STOPPED = {"unschedulable_before": False, "labels": {EXPORTER_LABEL: "true", PAUSE_LABEL: None}, "units": RUNNING}
+QUICK = ("--skip-tags", "preflight,validate")  # the cut runs: only the rollout
+
+
+def left(api: FakeApiServer, systemd: Path, name: str) -> tuple[bool, dict, dict | None, dict]:
+    """What a node is left with: unschedulable, its labels, its record, its units."""
+    stored = api.get("nodes", name)
+    record = (stored["metadata"].get("annotations") or {}).get(RECORD)
+    units = read_state(systemd)["units"]
+    return bool(stored["spec"].get("unschedulable")), stored["metadata"]["labels"], json.loads(record or "null"), units
+
+
+def test_a_run_cut_at_each_step_is_repaired_by_the_next(tmp_path):
+    hosts, states, systemd = {}, {}, {}
+    for name in CUTS:
+        host, states[name], addresses = node(tmp_path, name, units=dict(UNITS))
+        hosts[name] = {**host, "aligned_dra_mig_state_dir": str(tmp_path / name / "etc")}
+        systemd[name] = tmp_path / name / "systemd.json"
+    converged = {a: [("3g.40gb", 0), ("3g.40gb", 4)] for a in addresses}
+    with FakeApiServer(minor="1.35") as api:
+        cluster(api, list(hosts))
+        merge = {"Content-Type": "application/merge-patch+json"}
+        api.handle("PATCH", f"/api/v1/nodes/{ADMIN}", {}, merge, json.dumps({"spec": {"unschedulable": True}}).encode())
+        variables = {
+            "aligned_dra_site": "lab",
+            "aligned_dra_output_dir": str(tmp_path / "output"),
+            "aligned_dra_claims": {"templates": {"fractional_gpu": {"enabled": False}}},
+            "aligned_dra_mig": {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "two-3g"},
+            "aligned_dra_kubeconfig": str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+            "aligned_dra_drain_timeout": 10,
+            "aligned_dra_mig_gpu_clients_timeout": 10,
+        }
+        inventory = write_inventory(tmp_path / "hosts.yml", hosts, variables)
+
+        for name, task in CUTS.items():
+            env = environment(
+                ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), ANSIBLE_CALLBACKS_ENABLED="cut_run", ALIGNED_DRA_CUT_AT=task
+            )
+            cut = run_playbook(inventory, PLAYBOOKS / "mig.yml", "--limit", f"{name},localhost", *QUICK, env=env)
+            assert cut.returncode == -9 and f"CUT: the run is killed at: {task}" in cut.stdout, cut.output
+        # what each cut left: every step's undo was recorded before the step
+        stopped = {**UNITS, **dict.fromkeys(RUNNING, "inactive")}
+        assert left(api, systemd[ADMIN], ADMIN) == (True, BEFORE, {"unschedulable_before": True}, UNITS)
+        for name in ("cut-stopped", "cut-applied", "cut-verified"):
+            assert left(api, systemd[name], name) == (True, PAUSED, STOPPED, stopped), name
+        assert left(api, systemd["cut-started"], "cut-started") == (True, BEFORE, STOPPED, UNITS)
+        assert instances(states["cut-stopped"], addresses) == {a: [] for a in addresses}
+        assert instances(states["cut-applied"], addresses) == converged
+
+        # a check run says what each node would repair, and changes nothing
+        calls = {name: read_state(systemd[name])["calls"] for name in hosts}
+        del api.requests[:]
+        check = run_playbook(inventory, PLAYBOOKS / "mig.yml", "--check", "--diff", *QUICK)
+        assert check.returncode == 0, check.output
+        for name in CUTS:
+            assert f"{name}: a rollout of this collection was cut short here" in check.output, check.output
+        assert "a run without --check repairs it: uncordon the node, give the node labels their values back" in (
+            check.output
+        )
+        assert [r for r in api.requests if r[0] != "GET"] == []
+        assert {name: read_state(systemd[name])["calls"] for name in hosts} == calls
+
+        # the next run repairs every node; the admin's cordon stays
+        repair = run_playbook(inventory, PLAYBOOKS / "mig.yml")
+        assert repair.returncode == 0, repair.output
+        for name in CUTS:
+            assert left(api, systemd[name], name) == (name == ADMIN, BEFORE, None, UNITS), name
+            assert instances(states[name], addresses) == converged, name
+        # units that still ran were not started again; those the cuts left stopped were, once
+        for name in ("cut-stopped", "cut-applied", "cut-verified"):
+            assert read_state(systemd[name])["calls"][-2:] == [["start", DCGM], ["start", "dcgm-exporter.service"]]
+        assert read_state(systemd["cut-started"])["calls"] == calls["cut-started"]  # they still ran
+
+
+def test_a_daemonset_that_brings_its_pod_back_under_a_new_name_stops_the_change(tmp_path):
+    host, state, addresses = node(tmp_path, "node-a", units={})
+    with FakeApiServer(minor="1.35") as api:
+        # the exporter's DaemonSet selects every node: the paused label does not keep it off
+        cluster(api, ["node-a"])
+        api.run_daemonsets()
+        variables = {
+            "aligned_dra_mig": {"mode": "static", "mig_configs": TWO_3G, "layout": "two-3g"},
+            "aligned_dra_kubeconfig": str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+            "aligned_dra_drain_timeout": 10,
+            "aligned_dra_mig_gpu_clients_timeout": 1,
+            "aligned_dra_mig_gpu_clients": {
+                "daemonset_pods": [{"labels": {"app": "nvidia-dcgm-exporter"}, "node_label": EXPORTER_LABEL}],
+                "bundled_driver": False,
+            },
+        }
+        inventory = write_inventory(tmp_path / "hosts.yml", {"node-a": host}, variables)
+        run = run_playbook(inventory, PLAYBOOKS / "mig.yml", *QUICK)
+        assert run.returncode != 0, run.output
+        back = re.search(
+            r"the DaemonSets gpu-operator/nvidia-dcgm-exporter \(pod (nvidia-dcgm-exporter-\w{5})\)", run.output
+        )
+        assert back and "keep a pod on the node within 1 s: they do not exclude their node label" in run.output, (
+            run.output
+        )
+        assert back.group(1) != "nvidia-dcgm-exporter-node-a"  # a new pod, not the one deleted
+        assert "MIG | Apply the layout" not in run.output
+        assert instances(state, addresses) == {a: [] for a in addresses}
+        stored = api.get("nodes", "node-a")
+        assert stored["spec"]["unschedulable"] is True and stored["metadata"]["labels"] == BEFORE
