@@ -161,3 +161,30 @@ def test_a_daemonset_that_brings_its_pod_back_under_a_new_name_stops_the_change(
         assert instances(state, addresses) == {a: [] for a in addresses}
         stored = api.get("nodes", "node-a")
         assert stored["spec"]["unschedulable"] is True and stored["metadata"]["labels"] == BEFORE
+
+
+def test_a_node_not_drained_keeps_its_record_on_the_node(tmp_path):
+    """No kubeconfig: the node is not drained and no label is paused, but its units stop; their record is a file
+    on the node, and the run after the cut starts them and removes it."""
+    host, state, addresses = node(tmp_path, "node-a", units=dict(UNITS))
+    systemd, record = tmp_path / "node-a" / "systemd.json", tmp_path / "node-a" / "etc" / "mig-rollout.json"
+    variables = {
+        "aligned_dra_mig": {"mode": "static", "mig_configs": TWO_3G, "layout": "two-3g"},
+        "aligned_dra_mig_state_dir": str(record.parent),
+    }
+    inventory = write_inventory(tmp_path / "hosts.yml", {"node-a": host}, variables)
+    task = "MIG | Apply the layout"
+    env = environment(
+        ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), ANSIBLE_CALLBACKS_ENABLED="cut_run", ALIGNED_DRA_CUT_AT=task
+    )
+    cut = run_playbook(inventory, PLAYBOOKS / "mig.yml", *QUICK, env=env)
+    assert cut.returncode == -9 and f"CUT: the run is killed at: {task}" in cut.stdout, cut.output
+    assert json.loads(record.read_text()) == {"units": RUNNING}
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    assert read_state(systemd)["units"] == {**UNITS, **dict.fromkeys(RUNNING, "inactive")}
+
+    repair = run_playbook(inventory, PLAYBOOKS / "mig.yml", *QUICK)
+    assert repair.returncode == 0, repair.output
+    assert f"node-a: a rollout of this collection was cut short here ({record})" in repair.output
+    assert read_state(systemd)["units"] == UNITS and not record.exists()
+    assert instances(state, addresses) == {a: [("3g.40gb", 0), ("3g.40gb", 4)] for a in addresses}
