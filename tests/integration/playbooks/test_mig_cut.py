@@ -4,7 +4,8 @@ the fake API server (docs/mig.md "The rollout", "Failures and what to do").
 
 Each cut is a real ansible-playbook run killed (SIGKILL, tests/support/harnesses/callbacks/cut_run.py) as the
 named task is about to start, on a node of its own: after the cordon, after the GPU clients stopped, after the
-apply, after the verification, and after the clients started again (persist's place, before the uncordon).
+verification (the apply done: a cut between the apply and the verification leaves the same), and after the
+clients started again (persist's place, before the uncordon).
 What each cut leaves is checked against the record the rollout wrote on the Node before each step (annotation
 aligned.dra/mig-rollout). A check run then says what it would repair and changes nothing; one run repairs
 every node, whatever its plan says: uncordoned (never the node an admin cordoned before its rollout: it stays
@@ -49,7 +50,6 @@ CALLBACKS = Path(__file__).resolve().parents[2] / "support" / "harnesses" / "cal
 CUTS = {
     "cut-cordoned": "MIG | Stop the node's GPU clients",
     "cut-stopped": "MIG | Apply the layout",
-    "cut-applied": "MIG | Verify the node (nothing left to change)",
     "cut-verified": "MIG | Start the node's GPU clients again",
     "cut-started": "MIG | Uncordon the node",  # after persist's place (not on a test tree)
 }
@@ -100,11 +100,11 @@ def test_a_run_cut_at_each_step_is_repaired_by_the_next(tmp_path):
         # what each cut left: every step's undo was recorded before the step
         stopped = {**UNITS, **dict.fromkeys(RUNNING, "inactive")}
         assert left(api, systemd[ADMIN], ADMIN) == (True, BEFORE, {"unschedulable_before": True}, UNITS)
-        for name in ("cut-stopped", "cut-applied", "cut-verified"):
+        for name in ("cut-stopped", "cut-verified"):
             assert left(api, systemd[name], name) == (True, PAUSED, STOPPED, stopped), name
         assert left(api, systemd["cut-started"], "cut-started") == (True, BEFORE, STOPPED, UNITS)
         assert instances(states["cut-stopped"], addresses) == {a: [] for a in addresses}
-        assert instances(states["cut-applied"], addresses) == converged
+        assert instances(states["cut-verified"], addresses) == converged
 
         # a check run says what each node would repair, and changes nothing
         calls = {name: read_state(systemd[name])["calls"] for name in hosts}
@@ -126,7 +126,7 @@ def test_a_run_cut_at_each_step_is_repaired_by_the_next(tmp_path):
             assert left(api, systemd[name], name) == (name == ADMIN, BEFORE, None, UNITS), name
             assert instances(states[name], addresses) == converged, name
         # units that still ran were not started again; those the cuts left stopped were, once
-        for name in ("cut-stopped", "cut-applied", "cut-verified"):
+        for name in ("cut-stopped", "cut-verified"):
             assert read_state(systemd[name])["calls"][-2:] == [["start", DCGM], ["start", "dcgm-exporter.service"]]
         assert read_state(systemd["cut-started"])["calls"] == calls["cut-started"]  # they still ran
 
