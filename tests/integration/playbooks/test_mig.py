@@ -33,6 +33,7 @@ from ansible_collections.aligned.dra.tests.support.harnesses.mig_nodes import (
     UNITS,
     changed,
     cluster,
+    cluster_site,
     gpu_state,
     instances,
     node,
@@ -152,15 +153,7 @@ def test_the_rollout_against_a_cluster(tmp_path):
         systemd[name] = tmp_path / name / "systemd.json"
     with FakeApiServer(minor="1.35") as api:
         cluster(api, list(hosts))
-        variables = {
-            "aligned_dra_site": "lab",
-            "aligned_dra_output_dir": str(tmp_path / "output"),
-            "aligned_dra_claims": {"templates": {"fractional_gpu": {"enabled": False}}},
-            "aligned_dra_mig": {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "two-3g"},
-            "aligned_dra_kubeconfig": str(api.write_kubeconfig(tmp_path / "kubeconfig")),
-            "aligned_dra_drain_timeout": 10,
-            "aligned_dra_mig_gpu_clients_timeout": 10,
-        }
+        variables = cluster_site(api, tmp_path)
         inventory = write_inventory(tmp_path / "hosts.yml", hosts, variables)
 
         # node-a rolls, and the rollout goes on; node-c (Ampere) needs a GPU reset that fails: it stays cordoned,

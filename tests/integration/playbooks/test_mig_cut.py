@@ -8,7 +8,7 @@ verification (the apply done: a cut between the apply and the verification leave
 clients started again (persist's place, before the uncordon).
 What each cut leaves is checked against the record the rollout wrote on the Node before each step (annotation
 aligned.dra/mig-rollout). A check run then says what it would repair and changes nothing; one run repairs
-every node, whatever its plan says: uncordoned (never the node an admin cordoned before its rollout: it stays
+every node, whatever its plan says (one whose MIG mode went off since included): uncordoned (never the node an admin cordoned before its rollout: it stays
 so), its DaemonSet labels at their values before, its units started, its layout made, the record gone (so the
 next run has nothing to repair). And a DaemonSet that does not exclude its node label brings its pod back
 under a new name (the fake's DaemonSet controller): the wait names the DaemonSet and the change stops before
@@ -29,10 +29,10 @@ from ansible_collections.aligned.dra.tests.support.harnesses.mig_nodes import (
     EXPORTER_LABEL,
     PAUSE_LABEL,
     RECORD,
-    SEVEN_1G,
     TWO_3G,
     UNITS,
     cluster,
+    cluster_site,
     instances,
     node,
 )
@@ -80,15 +80,7 @@ def test_a_run_cut_at_each_step_is_repaired_by_the_next(tmp_path):
         cluster(api, list(hosts))
         merge = {"Content-Type": "application/merge-patch+json"}
         api.handle("PATCH", f"/api/v1/nodes/{ADMIN}", {}, merge, json.dumps({"spec": {"unschedulable": True}}).encode())
-        variables = {
-            "aligned_dra_site": "lab",
-            "aligned_dra_output_dir": str(tmp_path / "output"),
-            "aligned_dra_claims": {"templates": {"fractional_gpu": {"enabled": False}}},
-            "aligned_dra_mig": {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "two-3g"},
-            "aligned_dra_kubeconfig": str(api.write_kubeconfig(tmp_path / "kubeconfig")),
-            "aligned_dra_drain_timeout": 10,
-            "aligned_dra_mig_gpu_clients_timeout": 10,
-        }
+        variables = cluster_site(api, tmp_path)
         inventory = write_inventory(tmp_path / "hosts.yml", hosts, variables)
 
         for name, task in CUTS.items():
@@ -106,6 +98,10 @@ def test_a_run_cut_at_each_step_is_repaired_by_the_next(tmp_path):
         assert instances(states["cut-stopped"], addresses) == {a: [] for a in addresses}
         assert instances(states["cut-verified"], addresses) == converged
 
+        # the collection gave cut-verified's layouts up since (mode off): its GPUs are left as they are, but what
+        # the cut run left is put back all the same
+        hosts["cut-verified"]["aligned_dra_mig"] = {"mode": "off"}
+        inventory = write_inventory(tmp_path / "hosts.yml", hosts, variables)
         # a check run says what each node would repair, and changes nothing
         calls = {name: read_state(systemd[name])["calls"] for name in hosts}
         del api.requests[:]

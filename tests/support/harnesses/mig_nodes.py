@@ -116,6 +116,20 @@ def cluster(api: FakeApiServer, nodes: list[str]) -> None:
         api.create(pod)
 
 
+def cluster_site(api: FakeApiServer, root: Path) -> dict:
+    """The site's variables for a rollout against ``api``: layouts two-3g (applied) and seven-1g, its
+    kubeconfig under ``root``, short drain and client waits."""
+    return {
+        "aligned_dra_site": "lab",
+        "aligned_dra_output_dir": str(root / "output"),
+        "aligned_dra_claims": {"templates": {"fractional_gpu": {"enabled": False}}},
+        "aligned_dra_mig": {"mode": "static", "mig_configs": {**TWO_3G, **SEVEN_1G}, "layout": "two-3g"},
+        "aligned_dra_kubeconfig": str(api.write_kubeconfig(root / "kubeconfig")),
+        "aligned_dra_drain_timeout": 10,
+        "aligned_dra_mig_gpu_clients_timeout": 10,
+    }
+
+
 def pods_on(api: FakeApiServer, node_name: str) -> list[str]:
     return sorted(p["metadata"]["name"] for p in api.list("pods") if p["spec"].get("nodeName") == node_name)
 
