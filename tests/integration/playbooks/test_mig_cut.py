@@ -184,3 +184,28 @@ def test_a_node_not_drained_keeps_its_record_on_the_node(tmp_path):
     assert f"node-a: a rollout of this collection was cut short here ({record})" in repair.output
     assert read_state(systemd)["units"] == UNITS and not record.exists()
     assert instances(state, addresses) == {a: [("3g.40gb", 0), ("3g.40gb", 4)] for a in addresses}
+
+
+def test_an_api_that_refuses_the_nodes_list_or_the_record_changes_nothing(tmp_path):
+    """The API server answers 500 to the plan's list of the Nodes (the records read first), then to the record
+    written before the cordon: each run stops there, and the node is left as it was (not cordoned, its labels and
+    units as they were, no record, no instance made): a step is never taken without its record."""
+    host, state, addresses = node(tmp_path, "node-a", units=dict(UNITS))
+    systemd = tmp_path / "node-a" / "systemd.json"
+    with FakeApiServer(minor="1.35") as api:
+        cluster(api, ["node-a"])
+        inventory = write_inventory(tmp_path / "hosts.yml", {"node-a": host}, cluster_site(api, tmp_path))
+        refusals = (
+            ("GET", r"/api/v1/nodes$", "MIG | List the Nodes in Kubernetes for the rollouts' records"),
+            ("PATCH", r"/api/v1/nodes/node-a$", "MIG | Write the rollout's record on the Node"),
+        )
+        for method, path, task in refusals:
+            api.fail_next(method, path, code=500, times=20)  # every retry of the client's too
+            run = run_playbook(inventory, PLAYBOOKS / "mig.yml", *QUICK)
+            api.clear_faults()
+            assert run.returncode != 0, run.output
+            failed = run.output.split(task, 1)[1].split("TASK [", 1)[0]
+            assert "fatal: [node-a" in failed, run.output
+            assert left(api, systemd, "node-a") == (False, BEFORE, None, UNITS), task
+            assert read_state(systemd)["calls"] == [], task
+            assert instances(state, addresses) == {a: [] for a in addresses}, task

@@ -119,6 +119,11 @@ class FakeApiServer(Storage, Admission, Patching, Listing, Disruption, DaemonSet
         with self.lock:
             self._faults.append((method.upper(), re.compile(path_pattern), code, times))
 
+    def clear_faults(self) -> None:
+        """Forget the failures :meth:`fail_next` still had to answer (a client that gave up before them)."""
+        with self.lock:
+            self._faults.clear()
+
     def upgrade(self, minor: str, gates: dict[str, bool] | None = None) -> None:
         """Serve ``minor`` from now on, as a control plane upgraded under running clients.
 
