@@ -316,7 +316,14 @@ def test_publication_survives_every_api_fault_and_recovers(node, api, proxy, sha
                 what="the hung request's timeout",
             )
         proxy.release()
-        h.wait_until(lambda: api.list("resourceslices"), timeout=20, what="slices after the fault")
+        # the publication register() woke before the rule may have written the slices already (its list
+        # answered after the delete): the recovery is the success that follows the two failures
+        recovered = "the API server answers again: published after 2 failed attempt(s)"
+        h.wait_until(
+            lambda: recovered in process.log.read_text() and api.list("resourceslices"),
+            timeout=20,
+            what="slices after the fault",
+        )
         assert process.proc.poll() is None and rule.hits == 2
         assert polls.hits > polled  # the watcher went on reading the share's claim meanwhile
         log = process.log.read_text()
