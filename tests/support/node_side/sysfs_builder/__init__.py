@@ -14,7 +14,10 @@ and kernfs-style links), ``numa`` (CPUs, NUMA nodes, ``/proc``), ``pci`` (one
 function's files and links), ``pci_walk`` (host bridges, bus numbers,
 switches), ``sriov`` (a PF's capability and the one VF writer, which
 ``tests/support/node_side/fake_sysfs_sriov.py`` uses too), ``netdevs``, ``rdma``, ``gpus``,
-``nvme``; ``builder`` holds what one build shares and the entry points.
+``nvme``, ``gpudirect`` (4096-byte config spaces with ACS and Device Control,
+IOMMU groups, kernel command line and release, loaded modules: its docstring
+lists the layout keys, all off by default); ``builder`` holds what one build
+shares and the entry points.
 
 Usage::
 
@@ -114,8 +117,9 @@ default: the link of the port above), ``max_link``, ``in_bus_devices: false``
 Each function gets the attribute files a probe reads (``class``, ``vendor``,
 ``device``, ``subsystem_*``, ``revision``, ``numa_node``, ``local_cpulist``,
 ``local_cpus``, link speed/width, ``uevent``, ``modalias``, ``irq``,
-``enable`` and a 64-byte ``config`` header: bridges carry their bus numbers
-there, and a VF's header reads 0xffff as vendor/device, as on real hardware),
+``enable`` and a 64-byte ``config`` header, or the 4096-byte space of
+``gpudirect``'s keys: bridges carry their bus numbers there, and a VF's header
+reads 0xffff as vendor/device, as on real hardware),
 plus ``subsystem`` and ``driver`` links. Attributes that probes rarely read
 are left out, to keep big trees fast. Unknown top-level keys are ignored, so a
 layout can keep YAML anchors under ``x-templates``.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .gpudirect import GpudirectWriter
 from .gpus import GpuWriter
 from .layouts import Spec, load_layout
 from .netdevs import NetdevWriter
@@ -40,7 +41,9 @@ class BuildResult:
         return {f.bdf: f for f in self.functions}
 
 
-class Builder(NumaWriter, PciWalk, PciWriter, SriovWriter, NetdevWriter, RdmaWriter, GpuWriter, NvmeWriter):
+class Builder(
+    NumaWriter, PciWalk, PciWriter, SriovWriter, NetdevWriter, RdmaWriter, GpuWriter, NvmeWriter, GpudirectWriter
+):
     """The state one build shares across the subsystems: names, numbers and counters taken so far."""
 
     def __init__(self, spec: Spec, root: Path) -> None:
@@ -61,6 +64,7 @@ class Builder(NumaWriter, PciWalk, PciWriter, SriovWriter, NetdevWriter, RdmaWri
         self.nvme_names: set[str] = set()
         self.vf_jobs: list[tuple[PciFunction, Spec, list[tuple[int, int, int]], str]] = []
         self.class_dirs: set[str] = set()
+        self.iommu_types: dict[str, str] = {}  # a layout's iommu_type per function address
         # What a PF's VFs copy, by PF address: its layout node, first netdev and RDMA device.
         self._pf_nodes: dict[str, Spec] = {}
         self._pf_netdev_specs: dict[str, Spec] = {}
@@ -150,6 +154,7 @@ class Builder(NumaWriter, PciWalk, PciWriter, SriovWriter, NetdevWriter, RdmaWri
         self.write_system()
         self.write_virtual()
         self.write_pci()
+        self.write_gpudirect()
         self.write_extra()
         return BuildResult(Path(self.root), self.functions)
 

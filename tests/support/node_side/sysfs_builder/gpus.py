@@ -50,10 +50,14 @@ class GpuWriter:
         self.w.write(os.path.join(d, "information"), "".join(f"{k} {v}\n" for k, v in rows))
         version = str(self.spec.get("nvidia_driver", "570.124.06"))
         vfile = os.path.join(self.proc, "driver", "nvidia", "version")
+        modules = str(self.spec.get("nvidia_kernel_modules", "open"))
+        if modules not in ("open", "proprietary"):
+            raise LayoutError(f"nvidia_kernel_modules: 'open' or 'proprietary', got {modules!r}")
+        kind = "Open Kernel Module for x86_64" if modules == "open" else "x86_64 Kernel Module"
         if not os.path.exists(vfile):
             self.w.write(
                 vfile,
-                f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  "
+                f"NVRM version: NVIDIA UNIX {kind}  {version}  "
                 "Release Build  (synthetic@fixture)\n"
                 "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)",
             )

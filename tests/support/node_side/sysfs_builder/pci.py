@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""PCI functions: their attribute files, the 64-byte config header, the bus and driver links.
+"""PCI functions: their attribute files, the config header (or space: :mod:`.gpudirect`), the bus and driver links.
 
 :func:`write_function` writes one function from resolved values; the VF
 writer (:mod:`.sriov`) uses it too, so a VF's entry differs from any other
@@ -274,12 +274,14 @@ class PciWriter:
         )
         self.functions.append(func)
         attrs = self._attributes(node, vendor, numa, label)
+        header = config_header(func, attrs, vendor, device, 0x0406 if driver else 0)
+        self._note_iommu_type(node, func, label)
         write_function(
             self.w,
             self.sys,
             func,
             attrs,
-            config_header(func, attrs, vendor, device, 0x0406 if driver else 0),
+            self._config_space(node, func, header, parent_dir, label),
             driver_dir=node.get("driver_dir", True),
             in_bus_devices=node.get("in_bus_devices", True),
             links=node.get("links"),
