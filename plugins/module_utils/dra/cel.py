@@ -409,6 +409,7 @@ KNOWN_ATTRIBUTES = {
         "sriovNumVFs": "int",
         "numaNodeInferred": "bool",
         dra.RAIL_ATTRIBUTE: "int",
+        dra.GPUDIRECT_ATTRIBUTE: "bool",
         # a MIG device's (dra/mig.py): its profile, placement, parent GPU and (static) its own MIG UUID
         "profile": "string",
         "placementStart": "int",

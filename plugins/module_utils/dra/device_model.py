@@ -8,7 +8,9 @@ and the planner allocates: :func:`dra.devices_from_topology` decides it (with
 the same ``device_options``), and this module only reads its answer. An
 accelerator's family (GPU, NEC Vector Engine, other accelerator) names it in
 labels (``GPU0``, ``VE0 · NEC SX-Aurora``); the level of a pair is the probe's
-``links`` entry, the same one the planner reads for an allocation's levels.
+``links`` entry as the traffic flows (:func:`pair_level`: PHB where the probe's
+``p2p`` says the pair's peer-to-peer path goes through the host bridge), the
+same one the planner reads for an allocation's levels.
 
 Pure Python (>= 3.9), no Ansible imports.
 """
@@ -19,6 +21,7 @@ import re
 
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
 from ansible_collections.aligned.dra.plugins.module_utils.node import topology as topology_lib
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology import p2p as p2p_lib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,13 +87,45 @@ def accelerator_labels(devices: Iterable[Mapping[str, Any]]) -> dict[str, dict[s
     return labels
 
 
-def pair_level(links: Mapping[str, Mapping[str, str]], a: str, b: str) -> str | None:
-    """Level from accelerator ``a`` to NIC ``b`` as the planner reads it: the probe's ``links[a][b]``.
+# The paths of a pair's peer-to-peer traffic (node/topology/p2p.py), and what the plan and report call them.
+PATH_DIRECT = p2p_lib.PATH_DIRECT
+PATH_HOST_BRIDGE = p2p_lib.PATH_HOST_BRIDGE
+PATH_UNKNOWN = p2p_lib.PATH_UNKNOWN
+PATHS = (PATH_DIRECT, PATH_HOST_BRIDGE, PATH_UNKNOWN)
 
-    ``None`` when the probe has no level for the pair (``a`` is not an
-    accelerator, or ``b`` not a NIC, of that node).
+
+def pair_path(p2p: Mapping[str, Mapping[str, Any]] | None, a: str, b: str) -> dict[str, Any] | None:
+    """The probe's ``p2p`` entry of accelerator ``a`` and NIC ``b`` (``{"path", "redirected_at", "unread"}``).
+
+    ``None`` when the topology has no ``p2p`` map (facts of a probe before
+    GPUDirect was read) or no entry for the pair: the path is unknown.
     """
-    return (links.get(a) or {}).get(b)
+    if not p2p:
+        return None
+    entry = (p2p.get(a) or {}).get(b)
+    return entry if isinstance(entry, dict) else None
+
+
+def pair_level(
+    links: Mapping[str, Mapping[str, str]], a: str, b: str, p2p: Mapping[str, Mapping[str, Any]] | None = None
+) -> str | None:
+    """Level from accelerator ``a`` to NIC ``b`` as the planner reads it: the level its traffic flows at.
+
+    The probe's ``links[a][b]`` (``nvidia-smi topo -m``'s physical level),
+    PHB where the probe's ``p2p`` (given as ``p2p``) says the pair's
+    peer-to-peer path goes through the host bridge (a function on the way
+    redirects, :func:`p2p.flowing_level`); an unknown path keeps the physical
+    level. The one reading of a pair's level for the plan, the site summary
+    and the report. ``None`` when the probe has no level for the pair (``a``
+    is not an accelerator, or ``b`` not a NIC, of that node).
+    """
+    return p2p_lib.flowing_level((links.get(a) or {}).get(b), pair_path(p2p, a, b))
+
+
+def path_of(entry: Mapping[str, Any] | None) -> str:
+    """``direct``, ``host_bridge`` or ``unknown`` of a :func:`pair_path` entry (``None``: unknown)."""
+    path = (entry or {}).get("path")
+    return path if path in PATHS else PATH_UNKNOWN
 
 
 def node_devices(topology: Mapping[str, Any], device_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -102,7 +137,7 @@ def node_devices(topology: Mapping[str, Any], device_options: Mapping[str, Any] 
     "counts": {...}}``. ``rdma_nics`` are the physical NICs the driver
     publishes (with the default options: the PFs that own an RDMA device);
     ``nearest`` is each published accelerator's best level to one of them
-    (``None`` when the node has none). Which functions count is
+    as the traffic flows (:func:`pair_level`; ``None`` when the node has none). Which functions count is
     :func:`dra.published_kinds`, the decision :func:`dra.devices_from_topology`
     takes for the driver and the planner.
     """
@@ -132,11 +167,12 @@ def node_devices(topology: Mapping[str, Any], device_options: Mapping[str, Any] 
     accelerators.sort(key=lambda a: a["pci_address"])
     nics.sort(key=lambda n: n["pci_address"])
     links = topology.get("links") or {}
+    p2p = topology.get("p2p")
     nearest: dict[str, dict[str, Any]] = {}
     for acc in accelerators:
         ranked = []
         for nic in nics:
-            level = pair_level(links, acc["pci_address"], nic["pci_address"])
+            level = pair_level(links, acc["pci_address"], nic["pci_address"], p2p)
             if level in topology_lib.LEVEL_RANK:
                 ranked.append((topology_lib.LEVEL_RANK[level], nic["pci_address"]))
         if ranked:
@@ -498,7 +534,10 @@ def device_rail(
 
 
 def joined_pair_level(
-    accelerator: Mapping[str, Any], nic: Mapping[str, Any], links: Mapping[str, Mapping[str, str]]
+    accelerator: Mapping[str, Any],
+    nic: Mapping[str, Any],
+    links: Mapping[str, Mapping[str, str]],
+    p2p: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Level of one accelerator and one NIC of a node, both from :func:`join_device`.
 
@@ -507,15 +546,48 @@ def joined_pair_level(
     Where a NUMA node that :func:`infer_root_numa` inferred decides the level,
     the source is ``inferred`` (``bound`` for a bound) and ``inferred`` lists
     the devices' ``numa_from``.
+
+    A level from the probe is the one the traffic flows at (:func:`pair_level`
+    with the node's ``p2p``). Where the node's probe has a ``p2p`` map, the
+    result adds ``path`` (``direct``, ``host_bridge`` or ``unknown``: a pair
+    the probe did not verify, and a pair joined without a probed address)
+    and, for a pair the host bridge moves to PHB, ``physical_level``; without
+    a ``p2p`` map (older facts) the result is what it was before paths were
+    read.
     """
     for side in (accelerator, nic):
         if side.get("reason"):
-            return {"level": None, "exact": False, "source": "unknown", "reason": side["reason"]}
+            found = {"level": None, "exact": False, "source": "unknown", "reason": side["reason"]}
+            return _with_path(found, p2p, None)
     if accelerator.get("address"):
         for address in (nic.get("address"), nic.get("physfn")):
-            level = pair_level(links, accelerator["address"], address) if address else None
-            if level in topology_lib.LEVEL_RANK:
-                return {"level": level, "exact": True, "source": "topology"}
+            physical = (links.get(accelerator["address"]) or {}).get(address) if address else None
+            if physical in topology_lib.LEVEL_RANK:
+                entry = pair_path(p2p, accelerator["address"], address)
+                found = {"level": p2p_lib.flowing_level(physical, entry), "exact": True, "source": "topology"}
+                if p2p and found["level"] != physical:
+                    found["physical_level"] = physical
+                return _with_path(found, p2p, entry or {"path": PATH_UNKNOWN})
+    return _with_path(_unprobed_pair_level(accelerator, nic), p2p, None)
+
+
+def _with_path(found: dict[str, Any], p2p: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``found`` with the pair's ``path`` where the node's probe has a ``p2p`` map.
+
+    A pair between host bridges (exactly NODE or SYS) goes through them; any
+    other pair without a probed entry is unverified.
+    """
+    if not p2p:
+        return found
+    if entry is None:
+        beyond = found.get("exact") and found.get("level") in ("NODE", "SYS")
+        entry = {"path": PATH_HOST_BRIDGE if beyond else PATH_UNKNOWN}
+    found["path"] = path_of(entry)
+    return found
+
+
+def _unprobed_pair_level(accelerator: Mapping[str, Any], nic: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`joined_pair_level` of a pair the probe's ``links`` do not give: from roots and NUMA nodes."""
     a_roots, b_roots = accelerator.get("roots") or frozenset(), nic.get("roots") or frozenset()
     a_numa, b_numa = accelerator.get("numa") or frozenset(), nic.get("numa") or frozenset()
     if a_roots & b_roots:

@@ -80,6 +80,7 @@ PARENT_ATTRIBUTES = (
     f"{DOMAIN}/model",
     f"{DOMAIN}/driver",
     f"{DOMAIN}/pcieSwitch",
+    f"{DOMAIN}/gpudirectRDMA",
     f"{DOMAIN}/gpuIndex",
     f"{DOMAIN}/minor",
     f"{DOMAIN}/rail",

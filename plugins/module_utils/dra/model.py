@@ -18,6 +18,7 @@ import fnmatch
 import re
 
 # The part itself, not the package: AnsiballZ ships only the topology parts a module imports.
+from ansible_collections.aligned.dra.plugins.module_utils.node.topology.p2p import path_to
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology.parsers import parse_cpulist
 
 TYPE_CHECKING = False
@@ -37,6 +38,9 @@ ATTR_NUMA_NODE = STANDARD_DOMAIN + "/numaNode"
 # under the site's rule (node/topology/rails.py); absent without a rule.
 RAIL_ATTRIBUTE = "rail"
 ATTR_RAIL = DRIVER_NAME + "/" + RAIL_ATTRIBUTE
+# The driver's GPUDirect attribute (its domain + "/gpudirectRDMA"): on every GPU, whether GPUDirect RDMA is
+# ready on its node (the probe's gpudirect.ready); absent where that is unknown.
+GPUDIRECT_ATTRIBUTE = "gpudirectRDMA"
 
 # -- resource.k8s.io/v1 limits (k8s.io/api/resource/v1 types.go) -------------
 
@@ -284,6 +288,14 @@ def devices_from_topology(
     attributes; see docs/devices.md for the table. ``rails`` (PCI address ->
     rail, from ``node/topology/rails.assign``) gives NICs and VFs the
     ``<domain>/rail`` attribute.
+
+    Peer-to-peer DMA (the probe's ``acs`` and ``gpudirect``): a function has
+    no ``pcieSwitch`` when a function on its path up to that switch (itself
+    included) redirects peer-to-peer requests to the host bridge, so that a
+    template matching ``pcieSwitch`` never lands on a pair whose traffic
+    goes through the host bridge (an unknown ACS state keeps it); every GPU
+    has ``<domain>/gpudirectRDMA`` with the node's ``gpudirect.ready``
+    (absent when that is unknown).
     """
     opts = _options(options)
     domain = opts["domain"]
@@ -296,8 +308,9 @@ def devices_from_topology(
         gpu_order.update({bdf: index for index, bdf in enumerate(same)})
 
     numa_nodes = (topology.get("numa_nodes") or []) if opts["list_attributes"] else []
+    peer = {"acs": acs_states(topology), "ready": (topology.get("gpudirect") or {}).get("ready")}
     published = [
-        _device(device, kind, domain, by_bdf, rdma_ports, gpu_order, numa_nodes, rails or {})
+        _device(device, kind, domain, by_bdf, rdma_ports, gpu_order, numa_nodes, rails or {}, peer)
         for device, kind in _published(devices, opts)
     ]
     published.sort(key=lambda d: d["name"])
@@ -327,6 +340,24 @@ def _published(devices: list[dict[str, Any]], opts: dict[str, Any]) -> list[tupl
             continue
         found.append((device, kind))
     return found
+
+
+def acs_states(topology: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """``{pci_address: acs}`` of the probe's bridges and devices (``None`` or absent: not read)."""
+    found: dict[str, dict[str, Any] | None] = {}
+    for entry in (topology.get("bridges") or []) + (topology.get("devices") or []):
+        address = entry.get("pci_address")
+        if address and isinstance(entry.get("acs"), dict):
+            found[address] = entry["acs"]
+    return found
+
+
+def switch_redirects(device: dict[str, Any], acs: dict[str, dict[str, Any] | None]) -> list[str]:
+    """The functions on ``device``'s path up to its ``pcieSwitch`` (the first of ``switches``) that redirect."""
+    switches = device.get("switches") or []
+    if not switches:
+        return []
+    return path_to(device["pci_address"], list(device.get("bridges") or []), switches[0], acs)["redirected_at"]
 
 
 def local_numa_nodes(node: int, local_cpulist: str | None, numa_nodes: list[dict[str, Any]]) -> list[int]:
@@ -393,8 +424,12 @@ def _device(
     gpu_order: dict[str, int],
     numa_nodes: list[dict[str, Any]],
     rails: dict[str, int],
+    peer: dict[str, Any],
 ) -> dict[str, Any]:
-    """One Device dict; ``numa_nodes`` (the probe's) is given only when list attributes are published."""
+    """One Device dict; ``numa_nodes`` (the probe's) is given only when list attributes are published.
+
+    ``peer``: ``{"acs": acs_states(...), "ready": gpudirect.ready}`` of the node.
+    """
     bdf = device["pci_address"]
     attrs: dict[str, dict[str, Any]] = {}
     capacity: dict[str, dict[str, str]] = {}
@@ -435,7 +470,7 @@ def _device(
     put(own + "model", model or f"{device.get('vendor_id')}:{device.get('device_id')}")
     put(own + "driver", device.get("driver"))
     switches = device.get("switches") or []
-    if switches:
+    if switches and not switch_redirects(device, peer["acs"]):
         put(own + "pcieSwitch", switches[0])
 
     if kind in ("gpu", "accelerator"):
@@ -444,6 +479,8 @@ def _device(
             put(own + "minor", gpu["minor"])
         put(own + "uuid", gpu.get("uuid"))
         put(own + "card", gpu.get("card"))
+        if kind == "gpu" and isinstance(peer["ready"], bool):
+            put(own + GPUDIRECT_ATTRIBUTE, peer["ready"])
         memory = gpu_memory_gib(gpu.get("model"))
         if memory:
             capacity["memory"] = {"value": f"{memory}Gi"}

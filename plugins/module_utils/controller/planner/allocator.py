@@ -62,6 +62,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.planner.con
     return_counters,
     spend_counters,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import gpudirect
 from ansible_collections.aligned.dra.plugins.module_utils.dra import cel as dra_cel
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra import model as dra
@@ -253,6 +254,8 @@ class NodeDevices:
                 self.rail_notes.append(f"{device.label} {note}")
         self.rails = sorted({d.rail for d in self.devices if d.rail is not None})
         self.links = data.get("links") or {}
+        # the probe's peer-to-peer paths (None in facts before them): a pair through the host bridge is PHB
+        self.p2p = data.get("p2p") or None
         self.pair_levels: dict[tuple[int, int], dict[str, Any]] = {}
         self.shared = {k: dict(v) for k, v in (data.get("shared_counters") or {}).items()}
         self.candidates: dict[tuple, tuple[list[Device], list[dict[str, Any]]]] = {}
@@ -292,11 +295,13 @@ class NodeDevices:
         return self.candidates[key]
 
     def pair(self, accelerator: Device, nic: Device) -> dict[str, Any]:
-        """``{"level", "exact", "source"}`` of one accelerator and one NIC (memoised per node)."""
+        """``{"level", "exact", "source"[, "path"]}`` of one accelerator and one NIC (memoised per node)."""
         key = (accelerator.index, nic.index)
         found = self.pair_levels.get(key)
         if found is None:
-            found = self.pair_levels[key] = device_model.joined_pair_level(accelerator.join, nic.join, self.links)
+            found = self.pair_levels[key] = device_model.joined_pair_level(
+                accelerator.join, nic.join, self.links, self.p2p
+            )
         return found
 
     def assess(self, devices: list[Device]) -> dict[str, Any]:
@@ -314,17 +319,23 @@ class NodeDevices:
         an accelerator with no known pair makes the aligned level unknown
         (:func:`device_model.worst_level`, :func:`device_model.best_level`).
         Without an accelerator-NIC pair both are ``None`` with exact true.
+        Levels are those the traffic flows at (a pair whose peer-to-peer path
+        goes through the host bridge is PHB); where the node's probe has paths,
+        ``paths`` counts the pairs per path (:func:`gpudirect.paths_count`:
+        ``unknown`` pairs are unverified, ``rerouted`` ones aligned on paper only).
         """
         accelerators = [d for d in devices if d.join["role"] == "accelerator"]
         nics = [d for d in devices if d.join["role"] == "nic"]
         worst_pairs = []
         best_per_accelerator = []
+        found_pairs = []
         sources = set()
         inferred: set[str] = set()
         for accelerator in accelerators:
             row = []
             for nic in nics:
                 found = self.pair(accelerator, nic)
+                found_pairs.append(found)
                 sources.add(found["source"])
                 inferred.update(found.get("inferred") or ())
                 row.append((found["level"], found["exact"]))
@@ -342,6 +353,9 @@ class NodeDevices:
         }
         if inferred:
             found["numa_inferred"] = sorted(inferred)
+        paths = gpudirect.paths_count(found_pairs)
+        if paths is not None:
+            found["paths"] = paths
         return found
 
     def levels(self, devices: list[Device]) -> tuple[str | None, str | None]:

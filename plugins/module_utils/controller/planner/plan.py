@@ -163,6 +163,7 @@ def nodes_from_topologies(
         nodes[node] = {
             "devices": devices,
             "links": topology.get("links") or {},
+            "p2p": topology.get("p2p") or None,  # None in facts before the probe read paths
             "probed": device_model.probed_node(topology),
             "shared_counters": {name: {k: Fraction(v) for k, v in values.items()} for name, values in counters.items()},
             "rails": dict(rails.get(node) or {}),
@@ -206,6 +207,7 @@ def nodes_from_slices(
         node: {
             "devices": devices,
             "links": (topologies.get(node) or {}).get("links") or {},
+            "p2p": (topologies.get(node) or {}).get("p2p") or None,
             "probed": device_model.probed_node(topologies.get(node)),
             "shared_counters": counters.get(node, {}),
             "rails": dict(rails.get(node) or {}),
@@ -413,6 +415,9 @@ def plan_node(
     if result["fits"] >= max_claims > 1:
         result["capped"] = f"stopped counting at {max_claims} claims"
     summarise_levels(result, result["allocations"])
+    paths = [allocation["paths"] for allocation in result["allocations"] if "paths" in allocation]
+    if paths:  # the node's probe read peer-to-peer paths: its allocations' pairs per path (gpudirect.paths_count)
+        result["paths"] = {key: sum(p[key] for p in paths) for key in paths[0]}
     if per_rail:
         result["fits_per_rail"] = plan_rails.fits_per_rail(result["allocations"], node.rails)
     if result["fits"] == 0 and "search_limit" not in result:
@@ -491,7 +496,20 @@ class NodeShapes:
                 for d in node.devices
             )
             bdfs = [a for d in node.devices for a in (d.bdf, d.join["physfn"]) if a]
-            links = tuple((a, b, node.links[a][b]) for a in bdfs if a in node.links for b in bdfs if b in node.links[a])
+            # the level traffic flows at and the path (a pair through the host bridge is PHB, an unknown path
+            # unverified): two nodes that differ only in ACS are not of one shape
+            links = tuple(
+                (
+                    a,
+                    b,
+                    device_model.pair_level(node.links, a, b, node.p2p),
+                    (device_model.pair_path(node.p2p, a, b) or {}).get("path"),
+                )
+                for a in bdfs
+                if a in node.links
+                for b in bdfs
+                if b in node.links[a]
+            )
             shared = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in node.shared.items()))
             cached = self.signatures[node.name] = (devices, links, shared)
         return cached

@@ -131,12 +131,18 @@ def _request_classes(claim: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def _pair_level(gpu: dict[str, Any], nic: dict[str, Any], links: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """``{"gpu", "nic", "level", "exact", "source"[, "reason"]}`` of one GPU and one NIC."""
+def _pair_level(
+    gpu: dict[str, Any], nic: dict[str, Any], links: dict[str, dict[str, str]], p2p: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``{"gpu", "nic", "level", "exact", "source"[, "reason"][, "path"]}`` of one GPU and one NIC.
+
+    ``path`` (and ``physical_level`` for a pair the host bridge moves to PHB)
+    where the node's probe has ``p2p``: :func:`device_model.joined_pair_level`.
+    """
     if gpu["node"] != nic["node"]:
         found = {"level": "SYS", "exact": True, "source": "nodes"}
     else:
-        found = device_model.joined_pair_level(gpu["join"], nic["join"], links)
+        found = device_model.joined_pair_level(gpu["join"], nic["join"], links, p2p)
     return {"gpu": gpu["label"], "nic": nic["label"], **found}
 
 
@@ -296,11 +302,12 @@ def _claim_row(claim_name, namespace, team, consumers, held, devices, topologies
     for key, class_name in held:
         entry["devices"].setdefault(class_name or devices[key]["driver"], []).append(devices[key]["label"])
     if gpus and nics:
-        links = (topologies.get(gpus[0]["node"]) or {}).get("links") or {}
+        topology = topologies.get(gpus[0]["node"]) or {}
+        links, p2p = topology.get("links") or {}, topology.get("p2p") or None
         pairs = []
         best_per_gpu = []
         for gpu in gpus:
-            row = [_pair_level(gpu, nic, links) for nic in nics]
+            row = [_pair_level(gpu, nic, links, p2p) for nic in nics]
             pairs += row
             best_per_gpu.append(device_model.best_level((p["level"], p["exact"]) for p in row))
         entry["worst_level"], entry["worst_level_exact"] = device_model.worst_level(

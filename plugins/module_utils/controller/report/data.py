@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller import schedulers
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric.rails_summary import rails_in_short
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.gpudirect import path_cell
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.layouts import (
     RAIL_UNKNOWN,
     RAIL_VARIES,
@@ -86,6 +87,7 @@ def matrix_view(matrix: Mapping[str, Any]) -> dict[str, Any]:
                         "nic": c["pci_address"],
                         "level": matrix["cells"][bdf][c["pci_address"]],
                         "best": c["pci_address"] in best,
+                        **path_cell(matrix, bdf, c["pci_address"]),  # with the probe's p2p: the path
                     }
                     for c in matrix["nics"]
                 ],
@@ -123,6 +125,7 @@ def matrix_view(matrix: Mapping[str, Any]) -> dict[str, Any]:
         "nics": nics,
         "rails": any(nic["rail"] for nic in nics),
         "inferred": any(row["numa"][1] for row in matrix["gpus"]),
+        "paths": "paths" in matrix,
     }
 
 

@@ -3,7 +3,11 @@
 
 A layout is the part of a topology that the report draws, without per-node
 identifiers: nodes whose hardware is laid out the same way share one. Levels
-are never recomputed here: the matrix comes from the probe's ``links``.
+are never recomputed here: the matrix comes from the probe's ``links`` (the
+physical levels), each accelerator's nearest NIC from the level its traffic
+flows at (:func:`device_model.pair_level`, with the probe's ``p2p``: a pair
+through the host bridge is PHB). The ``p2p`` map is part of a layout: nodes
+whose ACS settings differ are drawn apart.
 Rails are not part of a layout (a per-node map may give the same NIC of two
 such nodes different rails): :func:`rail_labels` labels a NIC with its rail
 only where every node of the layout agrees.
@@ -15,6 +19,7 @@ import hashlib
 import json
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails as fabric_rails
+from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.dra.device_model import accelerator_labels
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVEL_RANK, LEVELS, NIC_KINDS
 
@@ -83,13 +88,16 @@ def layout_model(topology: Mapping[str, Any]) -> dict[str, Any]:
         {"id": n.get("id"), "cpulist": n.get("cpulist"), "distances": n.get("distances")}
         for n in sorted(topology.get("numa_nodes", []), key=lambda n: n.get("id", 0))
     ]
-    return {
+    model = {
         "numa_nodes": numa_nodes,
         "devices": devices,
         "switches": switches,
         "links": topology.get("links", {}),
         "nearest_nics": topology.get("nearest_nics", {}),
     }
+    if "p2p" in topology:  # facts before the probe read paths keep the layout (and fingerprint) they had
+        model["p2p"] = topology.get("p2p") or {}
+    return model
 
 
 def layout_fingerprint(topology: Mapping[str, Any]) -> str:
@@ -222,10 +230,13 @@ def level_matrix(
     level to one of them. Default: every NIC that owns an RDMA device.
     ``rails`` (:func:`rail_labels`) gives each column its ``rail`` label
     (``None`` where it has none); a VF's column takes its PF's.
-    Returns ``{"gpus": [...], "nics": [...], "cells": {gpu: {column nic: level}}}``.
+    Returns ``{"gpus": [...], "nics": [...], "cells": {gpu: {column nic: level}}}``: the physical
+    levels; ``nearest`` is at the level traffic flows at. A model with ``p2p`` adds ``paths``
+    (``{gpu: {column nic: the probe's p2p entry or None}}``).
     """
     devices = {d["pci_address"]: d for d in model["devices"]}
     links = model["links"]
+    p2p = model.get("p2p")
     gpus = [d for d in model["devices"] if d["kind"] in GPU_KINDS]
     nics = [d for d in model["devices"] if d["kind"] in NIC_KINDS]
     gpu_bdfs = [g["pci_address"] for g in gpus]
@@ -271,9 +282,8 @@ def level_matrix(
     cells: dict[str, dict[str, str | None]] = {}
     for gpu in gpus:
         bdf = gpu["pci_address"]
-        ranked = sorted(
-            (LEVEL_RANK[lv], nic) for nic, lv in links.get(bdf, {}).items() if nic in paired and lv in LEVEL_RANK
-        )
+        flowing = ((nic, device_model.pair_level(links, bdf, nic, p2p)) for nic in links.get(bdf, {}))
+        ranked = sorted((LEVEL_RANK[lv], nic) for nic, lv in flowing if nic in paired and lv in LEVEL_RANK)
         nearest = {"level": None, "nics": []}
         if ranked:
             nearest = {"level": LEVELS[ranked[0][0]], "nics": sorted(n for r, n in ranked if r == ranked[0][0])}
@@ -291,4 +301,8 @@ def level_matrix(
             }
         )
         cells[bdf] = {c["pci_address"]: links.get(bdf, {}).get(c["pci_address"]) for c in columns}
-    return {"gpus": rows, "nics": columns, "cells": cells}
+    found = {"gpus": rows, "nics": columns, "cells": cells}
+    if p2p is not None:
+        found["paths"] = {g: {c["pci_address"]: device_model.pair_path(p2p, g, c["pci_address"]) for c in columns}
+                          for g in cells}  # fmt: skip
+    return found

@@ -49,6 +49,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.controller.report.data
     teams_view,
     utilization_view,
 )
+from ansible_collections.aligned.dra.plugins.module_utils.controller.report.gpudirect import gpudirect_view
 from ansible_collections.aligned.dra.plugins.module_utils.controller.report.inputs import (
     ReportError,
     has_allocation,
@@ -334,6 +335,7 @@ def site_report(
         subtitle=subtitle,
         counts=counts,
         score=score,
+        gpudirect=gpudirect_view(summary),
         plan=_with_replay(plan_html(plan) if plan is not None else None, replay),
         jobs=jobs_html(jobs) if jobs is not None else None,
         teams=teams_html(teams) if teams is not None else None,

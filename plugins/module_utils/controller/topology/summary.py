@@ -8,6 +8,7 @@ with the probe.
 from __future__ import annotations
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.fabric import rails_summary
+from ansible_collections.aligned.dra.plugins.module_utils.controller.topology import gpudirect
 from ansible_collections.aligned.dra.plugins.module_utils.dra import device_model
 from ansible_collections.aligned.dra.plugins.module_utils.node.topology import GPU_KINDS, LEVELS, NIC_KINDS
 
@@ -40,13 +41,20 @@ def node_summary(
     ``rails`` in the result gives each RDMA NIC's rail or why it is on none
     (:func:`rails_summary.node_rails_summary`); what the validation would refuse is
     in the warnings too.
+
+    Levels are those the traffic flows at: a GPU x NIC pair whose
+    peer-to-peer path goes through the host bridge counts at PHB
+    (:func:`gpudirect.flowing_nearest`). Where the node's facts have the
+    probe's ``p2p`` or ``gpudirect``, ``gpudirect`` is the node's GPUDirect
+    RDMA (:func:`gpudirect.node_gpudirect`); facts without them give the
+    summary they gave before.
     """
     warn = set(warn_levels)
     model = device_model.node_devices(topology, device_options)
     devices = topology.get("devices", [])
     gpus = [d for d in devices if d["kind"] in GPU_KINDS]
     nics = [d for d in devices if d["kind"] in NIC_KINDS and not d.get("physfn")]
-    nearest = topology.get("nearest_nics", {})
+    nearest = gpudirect.flowing_nearest(topology)
     best = {}
     warnings = list(topology.get("warnings", []))
     for gpu in gpus:
@@ -61,7 +69,7 @@ def node_summary(
     rails_entry = rails_summary.node_rails_summary(topology, rails, node_name)
     if rails_entry is not None:
         warnings.extend(f"rails: {problem}" for problem in rails_entry["problems"])
-    return {
+    found = {
         "hostname": topology.get("hostname"),
         "numa_nodes": len(topology.get("numa_nodes", [])),
         "gpus": len(gpus),
@@ -75,6 +83,9 @@ def node_summary(
         "best_rdma_level_per_accelerator": model["nearest"],
         "rails": rails_entry,
     }
+    if gpudirect.has_gpudirect_facts(topology):
+        found["gpudirect"] = gpudirect.node_gpudirect(topology, device_options)
+    return found
 
 
 def site_summary(
@@ -96,7 +107,7 @@ def site_summary_of(site: str, node_summaries: dict[str, dict[str, Any]]) -> dic
     for summary in per_node.values():
         for level, count in summary["level_histogram"].items():
             histogram[level] = histogram.get(level, 0) + count
-    return {
+    found = {
         "site": site,
         "nodes": len(per_node),
         "gpus": sum(s["gpus"] for s in per_node.values()),
@@ -112,6 +123,10 @@ def site_summary_of(site: str, node_summaries: dict[str, dict[str, Any]]) -> dic
         "per_node": per_node,
         "warnings": [f"{name}: {w}" for name, s in per_node.items() for w in s["warnings"]],
     }
+    site_gpudirect = gpudirect.site_gpudirect({name: s.get("gpudirect") for name, s in per_node.items()})
+    if site_gpudirect is not None:
+        found["gpudirect"] = site_gpudirect
+    return found
 
 
 def site_summary_markdown(summary: dict[str, Any]) -> str:
@@ -142,6 +157,7 @@ def site_summary_markdown(summary: dict[str, Any]) -> str:
             f"| {name} | {node['numa_nodes']} | {node['gpus']} | {node['nics']} | {node['vfs']} | {pairs or '-'} |"
         )
     lines += _rails_markdown(summary)
+    lines += _gpudirect_markdown(summary)
     failed = summary.get("nodes_failed") or {}
     if "node_counts" in summary:
         counts = summary["node_counts"]
@@ -187,5 +203,36 @@ def _rails_markdown(summary: dict[str, Any]) -> list[str]:
         nics = "; ".join(f"{rails_summary.nic_label(nic)}: {rails_summary.nic_rail_text(nic)}" for nic in entry["nics"])
         # a pattern may hold '|' (alternation), which would end the table's cell
         cells = [name, entry["rule"] or "not readable", nics or "no RDMA NIC"]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return lines
+
+
+def _gpudirect_markdown(summary: dict[str, Any]) -> list[str]:
+    """The GPUDirect RDMA section of :func:`site_summary_markdown`: per node ready or not, and the aligned pairs."""
+    site = summary.get("gpudirect")
+    if not site:
+        return []
+    nodes, pairs = site["nodes"], site["pairs"]
+    lines = [
+        "",
+        "## GPUDirect RDMA",
+        "",
+        f"Nodes ready {nodes['ready']}, not ready {nodes['not_ready']}, unknown {nodes['unknown']}. "
+        f"{device_model.plural(pairs['aligned'], 'GPU-NIC pair')} aligned on paper (PIX/PXB): "
+        f"{pairs['direct']} direct, {pairs['rerouted']} through the host bridge (counted at PHB), "
+        f"{pairs['unknown']} unverified.",
+        "",
+        "| node | GPUDirect RDMA | why | aligned pairs not direct |",
+        "|---|---|---|---|",
+    ]
+    for name, node in summary["per_node"].items():
+        entry = node.get("gpudirect")
+        if entry is None:
+            lines.append(f"| {name} | unknown | not probed | - |")
+            continue
+        state = {True: "ready", False: "not ready"}.get(entry["ready"], "unknown")
+        odd = "; ".join(f"{p['label']}-{p['nic']} {p['physical_level']}: {p['text']}" for p in entry["pairs"]
+                        if p["path"] != "direct")  # fmt: skip
+        cells = [name, state, "; ".join(entry["reasons"]) or "-", odd or "-"]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return lines
