@@ -459,9 +459,13 @@ def test_utilization_reads_other_drivers_pairs_through_the_join(dgx):
     }  # fmt: skip
     slices = [slice_of(gpu_driver, [gpu]), slice_of(nic_driver, [nic])]
     measured = utilization.utilization(slices, [claim], topologies={"dgx": dgx})["allocations"][0]
+    # where the probe read paths, the pair's path (the fixture's short config files: unverified)
+    entry = device_model.pair_path(dgx.get("p2p"), GPU_BDF, "0000:1d:00.0")
+    path = {"path": device_model.path_of(entry)} if dgx.get("p2p") else {}
     assert measured["pairs"] == [
-        {"gpu": "gpu.nvidia.com/gpu-0", "nic": f"dra.net/{nic['name']}", "level": dgx["links"][GPU_BDF]["0000:1d:00.0"],
-         "exact": True, "source": "topology"}
+        {"gpu": "gpu.nvidia.com/gpu-0", "nic": f"dra.net/{nic['name']}",
+         "level": device_model.pair_level(dgx["links"], GPU_BDF, "0000:1d:00.0", dgx.get("p2p")),
+         "exact": True, "source": "topology", **path}
     ]  # fmt: skip
     bounded = utilization.utilization(slices, [claim])["allocations"][0]  # no probe: the shared root bounds it
     assert (bounded["aligned_level"], bounded["aligned_level_exact"], bounded["level_source"]) == (

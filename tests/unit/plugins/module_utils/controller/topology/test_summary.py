@@ -59,7 +59,7 @@ def test_site_summary_counts_nics_per_rail_and_markdown_lists_every_nic(layouts)
     text = summary.site_summary_markdown(site)
     assert "## Rails" in text
     assert "2 nodes with a rule (aligned_dra_rails); RDMA NICs per rail: rail 0 2, rail 1 1," in text
-    rails_part = text.split("## Rails")[1]
+    rails_part = text.split("## Rails")[1].split("\n## ")[0]  # up to the next section (GPUDirect RDMA)
     dgx = next(line for line in rails_part.splitlines() if line.startswith("| dgx-01 |"))
     assert "0000:1d:00.0 (ibp29s0): rail 0" in dgx
     assert "0000:5a:00.0 (eno1np0): on no rail (excluded by the rule)" in dgx
