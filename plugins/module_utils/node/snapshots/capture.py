@@ -2,9 +2,12 @@
 """Capture the part of a node's sysfs and procfs that the topology probe reads.
 
 :func:`capture` walks exactly what :data:`topology.PROBE_READS` lists (NUMA
-nodes, every PCI function on the paths of ``bus/pci/devices``, the net,
-infiniband and drm class devices below PCI functions, and the NVIDIA GPU
-information and host name from procfs) and returns archive entries for
+nodes, every PCI function on the paths of ``bus/pci/devices`` with its
+``config`` space as far as it is readable and its IOMMU group link, the net,
+infiniband and drm class devices below PCI functions, the IOMMU groups' types,
+whether ``nvidia_peermem`` is loaded, and from procfs the NVIDIA GPU
+information and driver version, the host name, the kernel command line,
+release and modules) and returns archive entries for
 :func:`snapshot.write_archive`: a probe of the extracted archive returns what a
 probe of the node returns.
 
@@ -232,6 +235,24 @@ class _Capture:
                     self.directory("sys", device)
                     self.file("sys", device + "/ibdev")
 
+    def kernel(self) -> None:
+        """The IOMMU groups' types and the modules the probe looks for (directories, even empty ones)."""
+        base = PROBE_READS["iommu_groups_dir"]
+        if self.isdir("sys", base):
+            self.directory("sys", base)
+            for name in self.listdir("sys", base):
+                rel = base + "/" + name
+                if self.isdir("sys", rel):
+                    self.directory("sys", rel)
+                    for attribute in PROBE_READS["iommu_group_files"]:
+                        self.file("sys", rel + "/" + attribute)
+        modules = PROBE_READS["module_dir"]
+        if self.isdir("sys", modules):
+            self.directory("sys", modules)
+            for name in PROBE_READS["modules"]:
+                if self.isdir("sys", modules + "/" + name):
+                    self.directory("sys", modules + "/" + name)
+
     def procfs(self) -> None:
         for pattern in PROBE_READS["procfs_files"]:
             for rel in self._expand("proc", pattern):
@@ -265,6 +286,7 @@ def capture(sysfs_root: str = "/sys", procfs_root: str = "/proc", redact_address
     walk.numa_nodes()
     walk.pci()
     walk.classes()
+    walk.kernel()
     walk.procfs()
     entries = walk.entries
     for name in list(entries):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from . import sysfs as _sysfs
 from .parsers import format_cpulist, hex_id, parse_cpulist, parse_cpumask, parse_int, parse_link_speed, parse_uevent
 from .pci import _BDF_RE, _HOST_BRIDGE_RE, _K8S_BDF_RE, is_bridge_class, kubernetes_pcie_root, vf_addresses
 from .sysfs import join_link
@@ -14,7 +15,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from .sysfs import Reader
+    from .sysfs import Reader, _Dir
+
+# The whole config space: the extended capability list (ACS) ends at 4096.
+CONFIG_BYTES = 4096
 
 
 class _Function:
@@ -56,6 +60,7 @@ class PciWalk:
     _vf_identity: dict[str, dict[str, Any]]
     _vf_paths: dict[str, tuple[str, str]]
     _cpu_lists: dict[str, tuple[list[int], str]]
+    _configs: dict[str, bytes]
 
     def walk_pci(self) -> None:
         """Find and read every PCI function.
@@ -135,7 +140,10 @@ class PciWalk:
     def read_function(self, func: _Function, vf_parent: str | None) -> bool:
         if vf_parent is None:
             with self.r.directory(func.path) as d:
-                return self._read_function(func, vf_parent, d.read)
+                if not self._read_function(func, vf_parent, d.read):
+                    return False
+                self._read_config(func.bdf, d)
+                return True
         vf0 = self._vf_identity.get(vf_parent)
         if vf0 is None:
             # Two files only: plain paths are cheaper than a directory descriptor.
@@ -160,6 +168,27 @@ class PciWalk:
         info["numa_node"] = None if numa is None or numa < 0 else numa
         func.info = info
         return True
+
+    def _read_config(self, bdf: str, d: _Dir) -> None:
+        """Keep the function's ``config`` bytes, read once (VFs' are not read: a VF takes its PF's path).
+
+        A non-root reader gets the first 64 bytes of a real sysfs file: what
+        is kept is what was readable; a missing file keeps nothing.
+        """
+        try:
+            if d.fd is None:
+                fd = _sysfs._os_open(d.where + "config", _sysfs._O_RDONLY)
+            else:
+                fd = _sysfs._os_open("config", _sysfs._O_RDONLY, dir_fd=d.fd)
+        except OSError as exc:
+            self.r._open_failed(d.where + "config", exc, False)
+            return
+        try:
+            self._configs[bdf] = _sysfs._os_read(fd, CONFIG_BYTES)
+        except OSError as exc:
+            self.r._read_failed(d.where + "config", exc)
+        finally:
+            _sysfs._os_close(fd)
 
     def _read_function(self, func: _Function, vf_parent: str | None, read: Callable[..., str | None]) -> bool:
         r = self.r

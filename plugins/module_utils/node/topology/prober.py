@@ -12,6 +12,7 @@ import gc
 import os
 
 from . import GPU_KINDS, KINDS, SCHEMA_VERSION
+from .gpudirect import GpudirectProbe
 from .gpus import GpuProbe
 from .levels import compute_links
 from .netdevs import NetdevProbe
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # typing costs 4 ms at import; annotations are strings here a
     from .pci_walk import _Function
 
 
-class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe):
+class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe, GpudirectProbe):
     """One probe of one tree: the state its parts share, and the assembly of their findings."""
 
     def __init__(self, sysfs_root: str, procfs_root: str, pci_ids_path: str | None) -> None:
@@ -44,6 +45,7 @@ class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe):
         self._vf_identity: dict[str, dict[str, Any]] = {}
         self._vf_paths: dict[str, tuple[str, str]] = {}
         self._cpu_lists: dict[str, tuple[list[int], str]] = {}
+        self._configs: dict[str, bytes] = {}  # each function's config bytes, read once (gpudirect.py reads them)
         # What the RDMA part (rdma.RdmaProbe) works out once and shares.
         self._pf_ports: dict[str, list[tuple[dict[str, Any], str]]] = {}
         self._port_states: dict[str, str | None] = {}
@@ -127,6 +129,7 @@ class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe):
                 "bridges": list(func.chain),
                 "switches": list(switches_of(func.chain)),
                 "link": info["link"],
+                "acs": None,
                 "netdevs": netdevs.get(bdf, []),
                 "rdma_devices": [e["name"] for e in rdma],
                 "sriov": info["sriov"],
@@ -148,6 +151,15 @@ class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe):
         self._infer_numa(devices, numa_nodes)
         links, nearest = compute_links(devices, self.functions, bridge_roles)
         self._device_warnings(devices, numa_nodes)
+        acs = self.acs_states()
+        for entry in bridges:
+            entry["acs"] = acs.get(entry["pci_address"])
+        for device in devices:
+            if not device["physfn"]:  # a VF's config is not read: it takes its PF's path
+                device["acs"] = acs.get(device["pci_address"])
+        p2p = self.p2p_map(devices, acs)
+        self.warn_unread(p2p)
+        gpudirect = self.gpudirect(devices, links, p2p)
 
         return {
             "schema_version": SCHEMA_VERSION,
@@ -159,7 +171,9 @@ class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe):
             "switches": switches,
             "rdma_devices": rdma_all,
             "links": links,
+            "p2p": p2p,
             "nearest_nics": nearest,
+            "gpudirect": gpudirect,
             "counts": _counts(devices),
             "warnings": self.r.warnings,
         }
@@ -199,6 +213,7 @@ class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe):
                     "parent": func.parent,
                     "numa_node": info.get("numa_node"),
                     "link": info.get("link"),
+                    "acs": None,
                 }
             )
         bridges.sort(key=lambda b: b["pci_address"])

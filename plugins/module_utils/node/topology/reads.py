@@ -43,8 +43,17 @@ PROBE_READS: dict[str, Any] = {
         "sriov_numvfs",
         "sriov_offset",
         "sriov_stride",
+        # Binary: the whole space when readable (4096 bytes as root, 64 without).
+        "config",
     ),
-    "pci_function_links": ("driver", "physfn", "virtfn*"),
+    "pci_function_links": ("driver", "physfn", "virtfn*", "iommu_group"),
+    # kernel/iommu_groups/<n>/<file>; the directory itself, empty, says the kernel has no IOMMU.
+    "iommu_groups_dir": "kernel/iommu_groups",
+    "iommu_group_files": ("type",),
+    # module/<name>: whether these modules are loaded (the directory is there),
+    # and module/ itself (which says the others are not).
+    "module_dir": "module",
+    "modules": ("nvidia_peermem",),
     # class/<name>/<device>: links to class devices below PCI functions, and
     # the files read in each device's directory.
     "class_files": {
@@ -64,5 +73,13 @@ PROBE_READS: dict[str, Any] = {
     # Identifiers a shared snapshot may leave out (redaction): MAC addresses
     # and RDMA node GUIDs.
     "address_files": {"net": ("address",), "infiniband": ("node_guid",)},
-    "procfs_files": ("sys/kernel/hostname", "driver/nvidia/gpus/*/information"),
+    "procfs_files": (
+        "sys/kernel/hostname",
+        "driver/nvidia/gpus/*/information",
+        "driver/nvidia/version",
+        "cmdline",
+        "modules",
+        "sys/kernel/osrelease",
+        "version",
+    ),
 }

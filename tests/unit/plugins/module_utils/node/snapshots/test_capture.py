@@ -172,8 +172,8 @@ def test_capture_is_deterministic(trees):
     assert names == sorted(names, key=lambda n: n.split("/"))
     assert {n.split("/")[0] for n in names} == {"sys", "proc"}
     assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, 0, "", "")}
-    # Only what the probe reads: no config space, no resources, no DMI, no cpuinfo.
-    assert not [n for n in names if n.rsplit("/", 1)[-1] in ("config", "resource", "resource0", "cpuinfo")]
+    # Only what the probe reads: no resources, no DMI, no cpuinfo (config space, as far as readable, is read).
+    assert not [n for n in names if n.rsplit("/", 1)[-1] in ("resource", "resource0", "cpuinfo")]
     # Links stay links, relative.
     links = [m for m in members if m.issym()]
     assert links and all(not m.linkname.startswith("/") for m in links)
@@ -233,10 +233,11 @@ def test_capture_reads_only_what_the_probe_needs(tmp_path):
     assert entries["sys/class/net/eth0"] == ("link", "../../devices/pci0000:00/0000:00:03.0/net/eth0")
     assert entries["sys/devices/pci0000:00/0000:00:03.0/net/eth0/address"] == ("file", b"52:54:00:12:34:56\n")
     assert entries["proc/sys/kernel/hostname"] == ("file", b"node1\n")
+    # Binary, as read (64 bytes: what a capture without root gets of a real config file).
+    assert entries["sys/devices/pci0000:00/0000:00:03.0/config"] == ("file", b"\x86\x80\x21\x15" + b"\0" * 60)
     for absent in (
         "sys/class/net/lo",  # belongs to no PCI function
         "sys/devices/virtual/net/lo/address",
-        "sys/devices/pci0000:00/0000:00:03.0/config",
         "sys/devices/pci0000:00/0000:00:03.0/driver",  # points outside the tree
         "sys/devices/system/node/possible",
         "proc/cpuinfo",
