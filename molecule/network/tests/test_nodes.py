@@ -71,3 +71,36 @@ def test_boot_unit_recreates_vfs_after_a_reset(host):
     assert restart.rc == 0, restart.stderr
     assert host.file(f"{PF}/0000:01:00.1/sriov_numvfs").content_string.strip() == "6"
     assert host.file(f"{PF}/0000:01:00.1/virtfn5").is_symlink
+
+
+ACS_CONTROL = 0x14E  # molecule/network/files/acs_configs.py: ACS at 0x148, Control at +6
+
+
+def acs_control(host, bdf):
+    config = host.file(f"{PF}/{bdf}/config").content
+    assert len(config) == 4096
+    return int.from_bytes(config[ACS_CONTROL : ACS_CONTROL + 2], "little")
+
+
+def test_gpudirect_clears_acs_redirect_on_the_pairs_switch_only(host):
+    """net-node1 (acs: disable): RR/CR/EC cleared on the switch's two ports, the root port above left as it was."""
+    cleared = name(host) == "net-node1"
+    assert acs_control(host, "0000:17:00.0") == (0x0011 if cleared else 0x001D)
+    assert acs_control(host, "0000:17:01.0") == (0x0011 if cleared else 0x003D)
+    assert acs_control(host, "0000:15:01.0") == 0x001D
+    assert acs_control(host, "0000:16:00.0") == 0x0001
+    assert host.file("/etc/aligned-dra/gpudirect.json").exists == cleared
+
+
+def test_gpudirect_boot_unit_puts_acs_redirect_back_to_cleared(host):
+    """As after a reboot (the firmware sets the bits again): the unit clears them before the kubelet."""
+    if name(host) != "net-node1":
+        return
+    config = f"{PF}/0000:17:00.0/config"
+    reset = host.run(f"printf '\\x1d\\x00' | dd of={config} bs=1 seek={ACS_CONTROL} conv=notrunc status=none")
+    assert reset.rc == 0, reset.stderr
+    assert acs_control(host, "0000:17:00.0") == 0x001D
+    restart = host.run("systemctl restart aligned-dra-gpudirect.service")
+    assert restart.rc == 0, restart.stderr
+    assert acs_control(host, "0000:17:00.0") == 0x0011
+    assert host.service("aligned-dra-gpudirect.service").is_enabled
