@@ -26,6 +26,7 @@ from ansible_collections.aligned.dra.tests.fixtures.materialize import materiali
 
 ROUND_TRIP = [
     "dgx-h100",
+    "dgx-h100-acs",
     "hwloc-32intel64-8ve",
     "hwloc-32em64t-mic",
     "hwloc-fakepcilocalities",
@@ -73,6 +74,28 @@ def test_probe_of_the_snapshot_equals_probe_of_the_tree(name, trees, tmp_path):
     assert original["devices"], name  # a tree with nothing in it would prove nothing
     assert probe(root) == original
     assert info["counts"]["files"] > 0
+
+
+def test_what_decides_gpudirect_survives_the_capture(trees, tmp_path):
+    """4 KiB config spaces, IOMMU groups, modules, kernel: the copy reads as the node does."""
+    tree = trees("dgx-h100-acs")
+    root, _info = round_trip(tree, tmp_path)
+    original, copied = probe(tree), probe(root)
+    assert all(b["acs"] is not None for b in original["bridges"])
+    assert original["p2p"]["0000:9a:00.0"]["0000:9d:00.0"]["path"] == "host_bridge"
+    assert original["gpudirect"]["iommu"]["mode"] == "passthrough"
+    assert original["gpudirect"]["peer_memory"]["method"] == "dma_buf"
+    for key in ("bridges", "devices", "p2p", "gpudirect"):
+        assert copied[key] == original[key], key
+
+
+def test_an_iommu_that_is_off_survives_the_capture(tmp_path):
+    tree = small_tree(tmp_path / "tree")
+    (tree / "sys/kernel/iommu_groups").mkdir(parents=True)
+    (tree / "sys/module").mkdir()
+    root, _info = round_trip(tree, tmp_path)
+    block = probe(root)["gpudirect"]
+    assert (block["iommu"]["mode"], block["peer_memory"]["nvidia_peermem"]) == ("off", False)
 
 
 @pytest.mark.slow
@@ -141,7 +164,7 @@ def left_out_by_design(rel: str, seen: tuple) -> bool:
     return seen[0] == "link" and not any(capture._BDF_RE.match(p) for p in seen[1].split("/")[:-1])
 
 
-@pytest.mark.parametrize("name", ["dgx-h100", "hwloc-32em64t-mic", "ghw-westmere-vfs", "mi300x"])
+@pytest.mark.parametrize("name", ["dgx-h100-acs", "hwloc-32em64t-mic", "ghw-westmere-vfs", "mi300x"])
 def test_everything_the_probe_touches_is_captured(name, trees, tmp_path, monkeypatch):
     tree = trees(name)
     root, _info = round_trip(tree, tmp_path)
