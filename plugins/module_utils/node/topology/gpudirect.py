@@ -24,6 +24,7 @@ function read, the ``p2p`` map of the GPU x NIC pairs by the kernel's rule
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 
@@ -108,6 +109,7 @@ class GpudirectProbe:
     r: Reader
     functions: dict[str, _Function]
     _configs: dict[str, bytes]
+    _p2p_own: list[dict[str, Any]]  # the entries p2p_map worked out, each once
 
     def acs_states(self) -> dict[str, dict[str, Any] | None]:
         """ACS of every function whose config was read; a malformed list gives None and a warning."""
@@ -142,22 +144,24 @@ class GpudirectProbe:
                 source.append(nic["pci_address"])
                 known.add(nic["pci_address"])
         functions = self.functions
+        row_keys = [nic["pci_address"] for nic in nics]
+        # One C-level lookup per GPU instead of a Python loop over hundreds of VFs.
+        pick = operator.itemgetter(*source) if len(source) > 1 else None
         p2p: dict[str, dict[str, dict[str, Any]]] = {}
+        self._p2p_own = []
         for gpu in gpus:
             chain = functions[gpu].chain
             entries = {nic: p2p_path(gpu, chain, nic, functions[nic].chain, acs) for nic in own}
-            p2p[gpu] = {nic["pci_address"]: entries[src] for nic, src in zip(nics, source)}
+            self._p2p_own.extend(entries.values())
+            p2p[gpu] = dict(zip(row_keys, pick(entries))) if pick is not None else entries
         return p2p
 
-    def warn_unread(self, p2p: dict[str, dict[str, dict[str, Any]]]) -> None:
+    def warn_unread(self) -> None:
         """One warning naming the functions whose ACS is not known on the GPU x NIC paths it leaves unverified."""
         unread: set[str] = set()
-        seen: set[int] = set()
-        for row in p2p.values():
-            for entry in row.values():
-                if id(entry) not in seen and entry["path"] == PATH_UNKNOWN:
-                    seen.add(id(entry))
-                    unread.update(entry["unread"])
+        for entry in self._p2p_own:  # each pair's entry once, not once more per VF
+            if entry["path"] == PATH_UNKNOWN:
+                unread.update(entry["unread"])
         if unread:
             self.r.warn(
                 "ACS not readable (config space shorter than 4096 bytes, missing or malformed: a capture or"
@@ -296,11 +300,11 @@ def readiness(
         )
     redirected: set[str] = set()
     host_pairs = unknown_pairs = 0
-    wanted_nics = set(rdma)
     for gpu in nvidia:
         row = p2p.get(gpu, {})
-        for nic, level in links.get(gpu, {}).items():
-            if nic not in wanted_nics or level not in ALIGNED_LEVELS or nic not in row:
+        levels = links.get(gpu, {})
+        for nic in rdma:
+            if levels.get(nic) not in ALIGNED_LEVELS or nic not in row:
                 continue
             entry = row[nic]
             if entry["path"] == PATH_HOST_BRIDGE:

@@ -46,6 +46,7 @@ class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe, GpudirectProb
         self._vf_paths: dict[str, tuple[str, str]] = {}
         self._cpu_lists: dict[str, tuple[list[int], str]] = {}
         self._configs: dict[str, bytes] = {}  # each function's config bytes, read once (gpudirect.py reads them)
+        self._p2p_own: list[dict[str, Any]] = []  # each GPU x physical NIC entry of p2p once (gpudirect.py)
         # What the RDMA part (rdma.RdmaProbe) works out once and shares.
         self._pf_ports: dict[str, list[tuple[dict[str, Any], str]]] = {}
         self._port_states: dict[str, str | None] = {}
@@ -158,7 +159,7 @@ class _Probe(NumaProbe, PciWalk, NetdevProbe, RdmaProbe, GpuProbe, GpudirectProb
             if not device["physfn"]:  # a VF's config is not read: it takes its PF's path
                 device["acs"] = acs.get(device["pci_address"])
         p2p = self.p2p_map(devices, acs)
-        self.warn_unread(p2p)
+        self.warn_unread()
         gpudirect = self.gpudirect(devices, links, p2p)
 
         return {
