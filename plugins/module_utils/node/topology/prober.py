@@ -2,7 +2,8 @@
 """The probe: one pass over a node's sysfs and procfs, assembled into its topology.
 
 :class:`_Probe` is the state of one probe; what it reads per device kind is
-in its parts (``numa``, ``pci_walk``, ``netdevs``, ``rdma``, ``gpus``), the
+in its parts (``numa``, ``pci_walk``, ``netdevs``, ``rdma``, ``gpus``, and
+``gpudirect`` for ACS, the ``p2p`` map and the ``gpudirect`` block), the
 GPU x NIC levels in ``levels``.
 """
 
