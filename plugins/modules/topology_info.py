@@ -173,7 +173,8 @@ topology:
           C(vendor_name), C(device_name), C(driver), C(numa_node), C(numa_node_inferred)
           ({node, rule}), C(local_cpulist), C(pcie_root), C(host_bridge), C(bridges) (root first),
           C(switches) (upstream ports, root first), C(link), C(netdevs), C(rdma_devices),
-          C(sriov) ({totalvfs, numvfs, vfs}), C(physfn) and C(gpu) ({minor, uuid, model, card, render_node}).
+          C(sriov) ({totalvfs, numvfs, vfs}), C(physfn), C(gpu) ({minor, uuid, model, card, render_node})
+          and C(acs) (as in RV(topology.bridges); V(null) for a VF, whose config space is not read).
         - On the live node, a NIC physical function out of the host's view that the driver's record
           (O(rails_record)) has as an RDMA NIC has C(kind) V(rdma), the recorded C(netdevs) (names only) and
           C(out_of_view), a dict with the C(kind) and the interface names (C(netdevs)) the host sees now
@@ -189,7 +190,9 @@ topology:
       elements: dict
     bridges:
       description: PCI bridges with their C(role) (root_port, switch_upstream, switch_downstream,
-        pci_bridge) and whether the kernel listed them in C(bus/pci/devices).
+        pci_bridge), whether the kernel listed them in C(bus/pci/devices), and C(acs), their PCIe ACS state
+        from the extended config space ({capability, control, redirect}), V(null) when fewer than 4096 bytes
+        of C(config) are readable (a probe without root, a capture of one) or the capability list is malformed.
       type: list
       elements: dict
     switches:
@@ -208,6 +211,23 @@ topology:
       description: For each GPU, the best level to a physical NIC (not a VF) and the NICs at that level.
       type: dict
       sample: {"0000:1b:00.0": {"level": "PIX", "nics": ["0000:1a:00.0"]}}
+    p2p:
+      description:
+        - For the pairs of RV(topology.links), how peer-to-peer traffic goes by the kernel's rule
+          (drivers/pci/p2pdma.c) - C(path) V(direct), V(host_bridge) (no common bridge, or the functions in
+          C(redirected_at) redirect) or V(unknown) (the functions in C(unread) have no readable ACS state).
+        - A VF has its physical function's entry. docs/gpudirect.md.
+      type: dict
+      sample: {"0000:1b:00.0": {"0000:1a:00.0": {"path": "direct", "redirected_at": [], "unread": []}}}
+    gpudirect:
+      description:
+        - Whether GPUDirect RDMA can run on the node - C(iommu) ({mode, groups, cmdline}; C(mode) V(off),
+          V(passthrough), V(translated) or V(null) when unknown), C(peer_memory) ({nvidia_peermem, dma_buf,
+          open_kernel_modules, kernel_release, method}), C(nics) (each physical NIC's C(max_read_request) and
+          C(relaxed_ordering)), C(vfio) (functions bound to vfio-pci), C(ready) (V(true), V(false), or V(null)
+          when nothing says no but something is unknown) and C(reasons).
+        - docs/topology.md and docs/gpudirect.md.
+      type: dict
     counts:
       description: Number of devices per kind, plus C(vfs).
       type: dict
