@@ -97,7 +97,7 @@ def test_gpudirect_boot_unit_puts_acs_redirect_back_to_cleared(host):
     if name(host) != "net-node1":
         return
     config = f"{PF}/0000:17:00.0/config"
-    reset = host.run(f"printf '\\x1d\\x00' | dd of={config} bs=1 seek={ACS_CONTROL} conv=notrunc status=none")
+    reset = host.run(f"printf '\\035\\000' | dd of={config} bs=1 seek={ACS_CONTROL} conv=notrunc status=none")
     assert reset.rc == 0, reset.stderr
     assert acs_control(host, "0000:17:00.0") == 0x001D
     restart = host.run("systemctl restart aligned-dra-gpudirect.service")
