@@ -10,6 +10,7 @@
 - ``jobs``: the jobs section, each job as a row and on a picture of the site;
 - ``replay``: the replay section (whole, fractional and thin GPUs);
 - ``mig``: each static MIG layout drawn (memory slices, a box per instance) and the replay's MIG figures;
+- ``gpudirect``: the GPUDirect RDMA section (per node ready or not, per pair its path);
 - ``usage``: used versus allocated (the measured use in ``utilization.json``);
 - ``driver_metrics``: the metrics the bundled driver exports, as the report lists them.
 """

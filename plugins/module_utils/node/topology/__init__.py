@@ -21,6 +21,10 @@ device kinds, levels); its parts:
 - ``prober``: :func:`probe`, assembling its parts per device kind
   (``numa``, ``pci_walk``, ``netdevs``, ``rdma``, ``gpus``) and the GPU x NIC
   ``levels``;
+- ``p2p``: PCIe ACS and Device Control read from a config space, the peer-to-peer path of a
+  GPU x NIC pair by the kernel's rule, the level its traffic flows at;
+- ``gpudirect``: whether GPUDirect RDMA can run on the node (IOMMU, peer memory, the NICs'
+  Device Control, readiness);
 - ``rails``: :func:`assign`, the rail of each RDMA NIC under a site's rule;
 - ``rail_record``: the driver's record of the NICs it saw on the host (NICs out of the host's
   view read as last seen);
