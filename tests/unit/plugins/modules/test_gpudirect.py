@@ -9,7 +9,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aligned.dra.plugins.modules import gpudirect
-from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.node.network.test_gpudirect import (
+from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.node.network.gpudirect_node import (
     DOWN_GPU,
     DOWN_NIC,
     build,
