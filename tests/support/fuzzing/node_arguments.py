@@ -530,3 +530,138 @@ def semantic_mig(draw, args: dict[str, Any], root: Path, broken: Broken) -> None
         entry.update({"mig-enabled": True, "devices": "all", "mig-devices": {"1g.5gb": 8, "1g.10gb": 8}})
         entry.pop("device-filter", None)
     broken.add(("mig_configs",))
+
+
+# -- gpudirect: a GPU and a NIC below one switch whose two downstream ports redirect (ACS 0x1d) --------
+GPUDIRECT_GPU, GPUDIRECT_NIC = "0000:18:00.0", "0000:19:00.0"
+# root port, switch upstream port, the GPU's and the NIC's downstream ports
+GPUDIRECT_BRIDGES = ("0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:17:01.0")
+_GPUDIRECT_PCIE = {"link": "gen5x16"}
+GPUDIRECT_LAYOUT: dict[str, Any] = {
+    "name": "gpudirect-fuzz",
+    "cpu": {"vendor": "GenuineIntel", "model": "test", "threads_per_core": 1},
+    "numa": {"nodes": [{"id": 0, "cpus": "0-3", "memory_kb": 1000000, "package": 0}]},
+    "extended_config": True,  # 4096-byte config spaces, as root reads them
+    "iommu": {"type": "identity"},
+    "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic ro iommu=pt intel_iommu=on quiet",
+    "kernel_release": "6.8.0-45-generic",
+    "modules": ["nvidia", "mlx5_core", "ib_core"],
+    "nvidia_kernel_modules": "open",  # DMA-BUF possible
+    "hostbridges": [
+        {
+            "bus": 0x15,
+            "numa_node": 0,
+            "children": [
+                dict(
+                    _GPUDIRECT_PCIE,
+                    type="bridge",
+                    addr="01.0",
+                    vendor=0x8086,
+                    device=0x352A,
+                    children=[
+                        dict(
+                            _GPUDIRECT_PCIE,
+                            type="switch",
+                            vendor=0x1000,
+                            device=0xC030,
+                            downstream=[
+                                {
+                                    "acs": 0x1D,
+                                    "children": [
+                                        dict(_GPUDIRECT_PCIE, vendor=0x10DE, device=0x2330, driver="nvidia",
+                                             **{"class": 0x030200}),
+                                    ],
+                                },
+                                {
+                                    "acs": 0x1D,
+                                    "children": [
+                                        dict(_GPUDIRECT_PCIE, vendor=0x15B3, device=0x1021, driver="mlx5_core",
+                                             rdma={"name": "mlx5_0", "link_layer": "InfiniBand"},
+                                             **{"class": 0x020700}),
+                                    ],
+                                },
+                            ],
+                        )
+                    ],
+                )
+            ],
+        }
+    ],
+}  # fmt: skip
+GPUDIRECT_VENDOR_ARGS = [[], ["intel_iommu=on"], ["amd_iommu=on", "iommu.strict=0"]]
+
+
+def base_gpudirect(draw, root: Path) -> dict[str, Any]:
+    """Valid settings on the template's node (IOMMU in passthrough, DMA-BUF possible): every part may change."""
+    args: dict[str, Any] = {
+        "sysfs_root": str(root / "node/sys"),
+        "procfs_root": str(root / "node/proc"),
+        "modules_load_dir": str(root / "etc/modules-load.d"),
+        "grub_dir": str(root / "etc/default/grub.d"),
+    }
+    for key in ("acs", "iommu", "peer_memory"):
+        if draw(st.booleans()):
+            args[key] = draw(st.sampled_from(["keep", "disable"] if key == "acs" else ["keep", "passthrough"]))
+    if "peer_memory" in args or draw(st.booleans()):
+        args["peer_memory"] = draw(st.sampled_from(["keep", "auto", "dma_buf"]))
+    if args.get("iommu") == "passthrough" and draw(st.booleans()):
+        args["iommu_vendor_args"] = list(draw(st.sampled_from(GPUDIRECT_VENDOR_ARGS)))
+    return args
+
+
+def _gpudirect_tree(draw, root: Path, broken: Broken) -> str:
+    """Break the node tree on an aligned pair's path; returns the setting that then reads it."""
+    devices = root / "node/sys/bus/pci/devices"
+    what = draw(st.sampled_from(["short", "vfio", "proprietary"]))
+    if what == "short":  # a config space as a non-root reader gets it
+        bdf = draw(
+            st.sampled_from([GPUDIRECT_GPU, GPUDIRECT_NIC, *GPUDIRECT_BRIDGES[1:]])
+        )  # the root port is above the pair
+        config = devices / bdf / "config"
+        config.write_bytes(config.read_bytes()[:64])
+        broken.add(("acs",))
+        return "acs"
+    if what == "vfio":  # a device passed to a VM below the redirecting ports
+        bdf = draw(st.sampled_from([GPUDIRECT_GPU, GPUDIRECT_NIC]))
+        link = devices / bdf / "driver"
+        target = Path(str(link.readlink()).rsplit("/", 1)[0]) / "vfio-pci"
+        (link.parent / target).mkdir(exist_ok=True)
+        link.unlink()
+        link.symlink_to(target)
+        broken.add(("acs",))
+        return "acs"
+    version = root / "node/proc/driver/nvidia/version"
+    version.write_text(version.read_text().replace("Open Kernel Module", "Kernel Module"))
+    broken.add(("peer_memory",))
+    return "peer_memory"
+
+
+def semantic_gpudirect(draw, args: dict[str, Any], root: Path, broken: Broken) -> None:
+    what = draw(st.sampled_from(["vendor_args", "no_passthrough", "sysfs_root", "tree", "grub_dir", "modules_load"]))
+    if what == "vendor_args":
+        args["iommu"] = "passthrough"
+        args["iommu_vendor_args"] = [
+            "intel_iommu=on",
+            draw(st.sampled_from(["a;reboot", "$(id)", "`id`", "x|y", "a b", "q='1'", "", "-", "a=b=c", "ü=1", "a>b"])),
+        ]
+        broken.add(("iommu_vendor_args",))
+    elif what == "no_passthrough":
+        if draw(st.booleans()):
+            args["iommu"] = "keep"
+        else:
+            args.pop("iommu", None)
+        args["iommu_vendor_args"] = ["intel_iommu=on"]
+        broken.add(("iommu_vendor_args",))
+    elif what == "sysfs_root":
+        args["sysfs_root"] = draw(st.sampled_from([str(root / "missing"), str(root / "afile"), "relative/missing"]))
+        broken.add(("sysfs_root",))
+    elif what == "tree":
+        setting = _gpudirect_tree(draw, root, broken)
+        args[setting] = "disable" if setting == "acs" else "dma_buf"
+    elif what == "grub_dir":
+        args.update(iommu="passthrough", grub_dir=draw(st.sampled_from([str(root / "afile"), str(root / "missing")])))
+        broken.add(("grub_dir",))
+    else:
+        args["peer_memory"] = draw(st.sampled_from(["auto", "dma_buf"]))
+        args["modules_load_dir"] = draw(st.sampled_from([str(root / "afile"), str(root / "binary.bin")]))
+        broken.add(("modules_load_dir",))

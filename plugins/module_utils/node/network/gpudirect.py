@@ -255,7 +255,7 @@ def apply(
     # Every refusal comes before the first change: plan the three parts, then change.
     acs_plan = _plan_acs(settings, topology, sysfs_root, cmdline, result)
     grub = _plan_iommu(settings, topology, cmdline, grub_dir, which or _which, result)
-    peermem, load = _plan_peer_memory(settings, topology, modules_load_dir, sysfs_root, live, result)
+    peermem, load = _plan_peer_memory(settings, topology, modules_load_dir, sysfs_root, procfs_root, live, result)
     for change in [grub, peermem]:
         if change is not None:
             before[change.path] = change.current
@@ -371,6 +371,15 @@ def _write_acs(item: dict[str, Any]) -> None:
         )
 
 
+def _file_change(field: str, directory: str, name: str, content: str | None) -> kmod.FileChange:
+    """The managed file ``name`` in ``directory``; one that cannot be read names ``field``."""
+    path = os.path.join(directory, name)
+    try:
+        return kmod.FileChange(path, content)
+    except (OSError, ValueError) as exc:  # a file where a directory is wanted, a NUL byte, bytes that are no text
+        raise GpuDirectError(f"{field}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+
+
 def _iommu_args(settings: Mapping[str, Any]) -> list[str]:
     return [PASSTHROUGH_ARG, *settings["iommu_vendor_args"]]
 
@@ -417,10 +426,10 @@ def _plan_iommu(
     ]
     if missing:
         raise GpuDirectError(
-            f"iommu: passthrough needs GRUB's drop-in directory {grub_dir} and update-grub; this node lacks "
-            f"{' and '.join(missing)}: set the kernel arguments {' '.join(args)} by hand; nothing changed"
+            f"iommu: passthrough needs GRUB's drop-in directory (grub_dir: {grub_dir}) and update-grub; this node "
+            f"lacks {' and '.join(missing)}: set the kernel arguments {' '.join(args)} by hand; nothing changed"
         )
-    change = kmod.FileChange(os.path.join(grub_dir, GRUB_FILE), grub_content(args))
+    change = _file_change("grub_dir", grub_dir, GRUB_FILE, grub_content(args))
     if change.changed:
         result["changed"] = True
         result["actions"].append(f"write {change.path} ({' '.join(args)})")
@@ -450,7 +459,7 @@ def _write_grub(change: kmod.FileChange, update_grub: Callable[[], tuple[int, st
     try:
         change.apply()
     except OSError as exc:
-        raise GpuDirectError(f"iommu: cannot write {change.path}: {exc.strerror or exc}") from exc
+        raise GpuDirectError(f"grub_dir: cannot write {change.path}: {exc.strerror or exc}") from exc
     code, err = update_grub()
     if code != 0:
         raise GpuDirectError(f"iommu: update-grub failed ({code}): {err or 'no message'}")
@@ -481,6 +490,7 @@ def _plan_peer_memory(
     topology: Mapping[str, Any],
     modules_load_dir: str,
     sysfs_root: str,
+    procfs_root: str,
     live: bool,
     result: dict[str, Any],
 ) -> tuple[kmod.FileChange | None, bool]:
@@ -494,16 +504,21 @@ def _plan_peer_memory(
     load = False
     if mode == "dma_buf":
         if problem is not None:
-            raise GpuDirectError(f"peer_memory: dma_buf is not possible on this node: {problem}; nothing changed")
-        change = kmod.FileChange(path, None)  # DMA-BUF: the collection's nvidia_peermem file goes
+            # what the probe could not read comes from procfs (the driver's version file, the kernel release)
+            where = f" (in procfs_root {procfs_root})" if problem.startswith("unknown:") else ""
+            raise GpuDirectError(
+                f"peer_memory: dma_buf is not possible on this node: {problem}{where}; nothing changed"
+            )
+        # DMA-BUF: the collection's nvidia_peermem file goes
+        change = _file_change("modules_load_dir", modules_load_dir, MODULES_FILE, None)
     elif problem is None:
-        change = kmod.FileChange(path, None)
+        change = _file_change("modules_load_dir", modules_load_dir, MODULES_FILE, None)
         result["reasons"].append("peer_memory: DMA-BUF is possible, nvidia_peermem is not needed")
     elif peer.get("dma_buf") is None:
         result["warnings"].append(f"peer_memory: auto leaves nvidia_peermem as it is: DMA-BUF is {problem}")
         return None, False
     else:
-        change = kmod.FileChange(path, kmod.modules_load_content([PEERMEM]))
+        change = _file_change("modules_load_dir", modules_load_dir, MODULES_FILE, kmod.modules_load_content([PEERMEM]))
         missing = not kmod.is_loaded(PEERMEM, sysfs_root)
         load = missing and live
         if load:
@@ -522,7 +537,7 @@ def _apply_peer_memory(change: kmod.FileChange, load: bool, modprobe: Callable[[
     try:
         change.apply()
     except OSError as exc:
-        raise GpuDirectError(f"peer_memory: cannot write {change.path}: {exc.strerror or exc}") from exc
+        raise GpuDirectError(f"modules_load_dir: cannot write {change.path}: {exc.strerror or exc}") from exc
     if load:
         try:
             kmod.load(PEERMEM, modprobe)

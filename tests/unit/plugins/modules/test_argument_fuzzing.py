@@ -68,6 +68,7 @@ from ansible.module_utils.testing import patch_module_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.aligned.dra.plugins.module_utils.node.network import gpudirect as gpudirect_lib
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov as sriov_lib
 from ansible_collections.aligned.dra.tests.support.fuzzing import controller_arguments as fuzz_controller_arguments
 from ansible_collections.aligned.dra.tests.support.fuzzing import node_arguments as fuzz_node_arguments
@@ -111,6 +112,7 @@ EXAMPLE_COUNTS = {
     "jobs": 120,
     "output_files": 100,
     "mig": 150,
+    "gpudirect": 60,
 }
 # Modules that are documentation of an action plugin and have no code of their own to fuzz: the
 # action's own tests cover them (tests/integration/plugins/action/).
@@ -260,6 +262,14 @@ def template_network_plan(root: Path) -> None:
     (root / "etc/modprobe.d").mkdir(parents=True)
 
 
+def template_gpudirect(root: Path) -> None:
+    """The node of base_gpudirect, an earlier run's nvidia_peermem file (DMA-BUF makes it go), GRUB's drop-ins."""
+    build_tree(fuzz_node_arguments.GPUDIRECT_LAYOUT, root / "node")
+    (root / "etc/modules-load.d").mkdir(parents=True)
+    (root / "etc/modules-load.d" / gpudirect_lib.MODULES_FILE).write_text("# managed\nnvidia_peermem\n")
+    (root / "etc/default/grub.d").mkdir(parents=True)
+
+
 def template_topology_output(root: Path) -> None:
     (root / "out").mkdir()
 
@@ -315,6 +325,18 @@ TEMPLATES = {name: globals()["template_" + name] for name in EXAMPLE_COUNTS}
 # -- running a module in-process ----------------------------------------------------
 
 
+def fake_bin_path(self: Any, name: str, *a: Any, **k: Any) -> str | None:
+    """Where the gpudirect module finds update-grub (and nothing else): the same on every machine."""
+    return "/usr/sbin/update-grub" if name == "update-grub" else None
+
+
+def fake_update_grub(module: Any, name: str, *args: str) -> tuple[int, str]:
+    """The gpudirect module's command(): update-grub succeeds (its drop-in lies in the scratch tree); nothing else runs."""
+    if name != "update-grub" or args:
+        raise AssertionError(f"the live node was about to be touched: {name} {args}")
+    return 0, ""
+
+
 def run_module(name: str, args: dict[str, Any], root: Path) -> tuple[dict[str, Any], bool]:
     """(result, whether the module's own code ran) of one in-process run.
 
@@ -351,6 +373,9 @@ def run_module(name: str, args: dict[str, Any], root: Path) -> tuple[dict[str, A
             stack.enter_context(mock.patch.object(sriov_lib, "SysfsWriter", lambda: kernel))
             stack.enter_context(mock.patch.object(sriov_lib.netlink_link, "Links", refuse))
             stack.enter_context(mock.patch.object(sriov_lib.netlink_link, "Devlink", refuse))
+        if name == "gpudirect":  # update-grub found and run on the scratch tree; modprobe never (no live /sys)
+            stack.enter_context(mock.patch.object(Spy, "get_bin_path", fake_bin_path))
+            stack.enter_context(mock.patch.object(module, "command", fake_update_grub))
         if name == "mig":  # a fresh fake NVML per run (a run changes it); drained: never drawn, so no GPU reset
             stack.enter_context(mock.patch.object(module, "load_pynvml", fuzz_node_arguments.mig_nvml))
         cwd = os.getcwd()
