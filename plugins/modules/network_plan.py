@@ -7,16 +7,22 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: network_plan
-short_description: What the RDMA and SR-IOV settings would change on a node, changing nothing
+short_description: What the RDMA, SR-IOV and GPUDirect RDMA settings would change on a node, changing nothing
 version_added: 0.2.0
 description:
-  - Plans the settings of the M(aligned.dra.rdma) and M(aligned.dra.sriov) modules on the node in one
-    call, always read-only (both modules in check mode, through the same library). The options are
-    those two modules' options, under the same names.
+  - Plans the settings of the M(aligned.dra.rdma), M(aligned.dra.sriov) and M(aligned.dra.gpudirect)
+    modules on the node in one call, always read-only (the modules in check mode, through the same
+    library). The options are the rdma and sriov modules' options under the same names, and the
+    gpudirect module's settings under O(gpudirect).
+  - With every part of O(gpudirect) V(keep) (the default) GPUDirect RDMA is left out of the plan and
+    nothing more is read; otherwise a node whose only change is GPUDirect RDMA (ACS writes, the GRUB
+    drop-in, C(nvidia_peermem)) has RV(pending) set.
   - The network stage (C(playbooks/network.yml)) runs it on every node at once and rolls only the
     nodes with RV(pending) set, a batch at a time; a converged site starts no batch.
   - Refusals of the SR-IOV part (VFs in use, counts above C(sriov_totalvfs), a PF that is not there)
-    fail here, before any node changes.
+    and of the GPUDirect part (a device below an aligned path bound to C(vfio-pci), an IOMMU that
+    translates, an ACS state on an aligned path that cannot be read) fail here, before any node
+    changes; a GPUDirect refusal names its setting, for example C(gpudirect.acs).
   - When this run's probe already planned the node with exactly these options (M(aligned.dra.topology_info)
     with its C(network_plan) option and C(fact), as the validation play of C(site.yml) and C(network.yml)
     probes), the module's action plugin returns that plan (the same result, warnings, diff or failure)
@@ -32,7 +38,7 @@ attributes:
     description: Never changes anything, in check mode or not.
     support: full
   diff_mode:
-    description: Returns the diffs of both parts when something would change.
+    description: Returns the diff of each part that would change.
     support: full
 options:
   netns_mode:
@@ -128,12 +134,46 @@ options:
     type: path
     default: /sys
   procfs_root:
-    description: Root of procfs, used to count network namespaces.
+    description: Root of procfs, used to count network namespaces (and the kernel command line for O(gpudirect)).
     type: path
     default: /proc
+  gpudirect:
+    description:
+      - The settings of M(aligned.dra.gpudirect) (the rdma role's C(aligned_dra_gpudirect)), with the same
+        defaults; every part V(keep) leaves GPUDirect RDMA out of the plan.
+      - The gpudirect module reads O(modules_load_dir), O(sysfs_root) and O(procfs_root) of this module.
+    type: dict
+    suboptions:
+      acs:
+        description: V(disable) clears ACS redirect on the aligned pairs' paths; V(keep) leaves ACS alone.
+        type: str
+        choices: [keep, disable]
+        default: keep
+      iommu:
+        description: V(passthrough) adds C(iommu=pt) to the kernel command line; V(keep) leaves the IOMMU alone.
+        type: str
+        choices: [keep, passthrough]
+        default: keep
+      iommu_vendor_args:
+        description: Kernel arguments added with C(iommu=pt); only with O(gpudirect.iommu=passthrough).
+        type: list
+        elements: str
+        default: []
+      peer_memory:
+        description:
+          - V(auto) loads C(nvidia_peermem) only where DMA-BUF is not possible; V(dma_buf) requires DMA-BUF;
+            V(keep) leaves peer memory alone.
+        type: str
+        choices: [keep, auto, dma_buf]
+        default: keep
+  grub_dir:
+    description: GRUB's drop-in directory (O(gpudirect.iommu=passthrough)).
+    type: path
+    default: /etc/default/grub.d
 seealso:
   - module: aligned.dra.rdma
   - module: aligned.dra.sriov
+  - module: aligned.dra.gpudirect
 """
 
 EXAMPLES = r"""
@@ -142,6 +182,7 @@ EXAMPLES = r"""
     netns_mode: exclusive
     modules: [ib_core, mlx5_ib]
     pfs: [{pci_address: "0000:19:00.0", numvfs: 8}]
+    gpudirect: {acs: disable, iommu: passthrough, iommu_vendor_args: [intel_iommu=on]}
   register: network_plan
 
 - name: Roll only those
@@ -151,11 +192,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 pending:
-  description: Whether anything would change, or the RDMA mode waits for a reboot.
+  description: Whether anything would change, or the RDMA mode or the IOMMU passthrough waits for a reboot.
   returned: always
   type: bool
 disruptive:
-  description: Whether the change destroys or creates VFs or moves RDMA devices between namespaces (drain first).
+  description:
+    - Whether the change destroys or creates VFs, moves RDMA devices between namespaces, clears ACS redirect
+      or needs a reboot (drain first).
   returned: always
   type: bool
 rdma:
@@ -165,6 +208,10 @@ rdma:
 sriov:
   description: M(aligned.dra.sriov)'s check-mode result, without its diff; V(null) without O(pfs).
   returned: always
+  type: dict
+gpudirect:
+  description: M(aligned.dra.gpudirect)'s check-mode result, without its diff and warnings.
+  returned: when a part of O(gpudirect) is not V(keep)
   type: dict
 """
 

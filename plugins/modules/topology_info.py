@@ -101,15 +101,15 @@ options:
   network_plan:
     description:
       - The options of M(aligned.dra.network_plan) (the same names and rules). When given, the probe
-        also plans the node's RDMA and SR-IOV settings in the same round, read-only, and returns
-        RV(network_plan).
+        also plans the node's RDMA, SR-IOV and GPUDirect RDMA settings in the same round, read-only, and
+        returns RV(network_plan).
       - With O(fact), the plan is kept in this run's store on the controller, and the next
         M(aligned.dra.network_plan) call for the node with exactly these options in the same run returns
         it instead of reading the node a second time (the validation play of C(site.yml) and
         C(network.yml) probes this way). Any other options, or a plan that could not be made here, make
         that call read the node itself.
-      - A refused plan (VFs in use, a count above C(sriov_totalvfs)) never fails the probe; the network
-        stage fails the node with the module's message.
+      - A refused plan (VFs in use, a count above C(sriov_totalvfs), a GPUDirect setting the node refuses)
+        never fails the probe; the network stage fails the node with the module's message.
     type: dict
 notes:
   - Devices whose sysfs path does not start with C(/sys/devices/pci), whose PCI domain has more
