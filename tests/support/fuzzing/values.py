@@ -60,7 +60,7 @@ PINNED = {
     "rdma": {"sysfs_root", "procfs_root", "modprobe_dir", "modules_load_dir"},
     "sriov": {"sysfs_root", "procfs_root", "driver_state_dir"},
     "topology_capture": {"sysfs_root", "procfs_root"},
-    "network_plan": {"sysfs_root", "procfs_root", "modprobe_dir", "modules_load_dir", "driver_state_dir"},
+    "network_plan": {"sysfs_root", "procfs_root", "modprobe_dir", "modules_load_dir", "driver_state_dir", "grub_dir"},
     "gpudirect": {"sysfs_root", "procfs_root", "modules_load_dir", "grub_dir"},
     # a directory the module writes and prunes: only scratch paths
     "output_files": {"dest"},

@@ -54,10 +54,12 @@ PROBE = [
     f"node/topology/{part}.py"
     for part in (
         "__init__",
+        "gpudirect",
         "gpus",
         "levels",
         "netdevs",
         "numa",
+        "p2p",
         "parsers",
         "pci",
         "pci_walk",
@@ -100,6 +102,8 @@ def sides(files: list[str]) -> set[str]:
 
 # The rails' rule reader: the validation, the summaries and the report read rails with it.
 RAILS = ["node/topology/rails.py"]
+# The peer-to-peer rule: the device model reads which pairs flow through the host bridge with it.
+P2P = ["node/topology/p2p.py"]
 # The driver's record of the NICs out of the host's view: topology_info reads it (no other module).
 RAIL_RECORD = ["node/topology/rail_record.py"]
 # The live node's IPv4 addresses, which the rails' subnet rule needs.
@@ -140,13 +144,13 @@ def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
 @pytest.mark.parametrize("module", ["plan", "utilization"])
 def test_planning_modules_carry_the_vocabulary_and_the_cpu_list_parser_only(payloads, module):
     # dra reads a device's local CPU list (list-typed numaNode) with the probe's parser.
-    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS])
+    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS, *P2P])
     assert "dra/device_model.py" in payloads[module]
 
 
 def test_site_report_carries_the_summaries(payloads):
     assert topology_files(payloads["site_report"]) == sorted(
-        ["node/topology/__init__.py", "node/topology/parsers.py", *RAILS]
+        ["node/topology/__init__.py", "node/topology/parsers.py", *RAILS, *P2P]
     )
     assert {"controller/topology/summary.py", "dra/device_model.py", *MODEL} <= set(payloads["site_report"])
 
@@ -159,7 +163,7 @@ def test_modules_that_do_not_probe_carry_no_topology(payloads, module):
 @pytest.mark.parametrize("module", ["claims_render", "teams_render"])
 def test_rendering_modules_carry_the_device_models_cpu_list_parser_only(payloads, module):
     # through dra, which reads a device's local CPU list (list-typed numaNode) with the probe's parser
-    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS])
+    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS, *P2P])
     assert "node/topology/prober.py" not in payloads[module]
 
 
