@@ -62,9 +62,9 @@ def test_facts_without_acs_or_gpudirect_publish_what_they_did_before():
         assert {k: v for k, v in found.items() if k != READY} == expected
 
 
-def plan_of(topologies: dict, templates: list, classes: list = CLASSES) -> dict:
+def plan_of(topologies: dict, templates: list, classes: list | None = None) -> dict:
     nodes = planner.nodes_from_topologies(topologies)
-    result = planner.plan("s", nodes, classes, templates)
+    result = planner.plan("s", nodes, CLASSES if classes is None else classes, templates)
     return {t["name"]: t for t in result["templates"]}
 
 

@@ -50,7 +50,7 @@ def test_a_ready_node(tmp_path):
 
 
 def test_iommu_off_and_translated(tmp_path):
-    off = build_and_probe(tmp_path / "off", layout(**dict(READY, iommu="off")))["gpudirect"]
+    off = build_and_probe(tmp_path / "off", layout(**{**READY, "iommu": "off"}))["gpudirect"]
     assert off["iommu"]["mode"] == "off" and off["iommu"]["groups"] == {}
     assert off["ready"] is True
     translated = build_and_probe(tmp_path / "dma", layout(nic={"iommu_type": "DMA-FQ"}, **READY))["gpudirect"]
@@ -134,7 +134,7 @@ def test_acs_on_an_aligned_pair_and_unread_acs(tmp_path):
     assert redirected["reasons"] == [
         f"ACS redirects peer-to-peer at {GPU_PORT}: 1 aligned GPU x NIC pair(s) go through the host bridge"
     ]
-    unread = build_and_probe(tmp_path / "u", layout(**dict(READY, extended_config=False)))["gpudirect"]
+    unread = build_and_probe(tmp_path / "u", layout(**{**READY, "extended_config": False}))["gpudirect"]
     assert unread["ready"] is None
     assert unread["reasons"] == ["ACS not readable on the paths of 1 aligned GPU x NIC pair(s)"]
     assert unread["nics"][NIC] == {"max_read_request": None, "relaxed_ordering": None}
