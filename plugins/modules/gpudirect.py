@@ -16,11 +16,13 @@ description:
     Control register of exactly the functions that redirect the peer-to-peer traffic of a GPU x physical
     NIC pair at level PIX or PXB. Two bytes are written in place in the function's C(config) file and
     read back; every other bit and byte is left as it was. Refused before any change when a function on or
-    below such a function is bound to C(vfio-pci), and while the IOMMU translates unless
-    O(iommu=passthrough) is asked too (the writes then wait for the reboot; the boot-time unit makes them).
+    below such a function, or a VF of it, is bound to C(vfio-pci) or a vfio variant driver, and while the
+    IOMMU translates or its mode is unknown unless O(iommu=passthrough) is asked too (the writes then wait
+    for the reboot; the boot-time unit makes them).
   - O(iommu=passthrough) adds C(iommu=pt) and O(iommu_vendor_args) to the kernel command line through a
-    GRUB drop-in file and C(update-grub); RV(reboot_required) while the running kernel lacks them. A kernel
-    booted with them whose IOMMU groups still translate fails the module.
+    GRUB drop-in file and C(update-grub) (a failed C(update-grub) puts the drop-in back); RV(reboot_required)
+    while the running kernel lacks them and the IOMMU is not already off or in passthrough. A kernel booted
+    with them whose IOMMU groups still translate fails the module.
   - O(peer_memory=auto) loads C(nvidia_peermem) now and at boot where DMA-BUF is not possible;
     O(peer_memory=dma_buf) refuses a node where DMA-BUF is not possible, naming why.
   - See the collection's C(docs/network.md) (GPUDirect RDMA) for what each setting gives up.

@@ -50,7 +50,6 @@ PEERMEM = "nvidia_peermem"
 PASSTHROUGH_ARG = "iommu=pt"
 # The physical levels at which a pair is aligned: the two share a PCIe switch (PIX) or a bridge below the root (PXB).
 ALIGNED_LEVELS = ("PIX", "PXB")
-VFIO_DRIVER = "vfio-pci"
 # A kernel argument as GRUB's shell-sourced file takes it: no blanks, quotes or shell characters.
 _KERNEL_ARG_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(=[A-Za-z0-9_.,:+-]{1,128})?$")
 
@@ -191,14 +190,17 @@ def _groups_text(iommu: Mapping[str, Any]) -> str:
 
 def _vfio_below(topology: Mapping[str, Any], targets: Mapping[str, list[str]]) -> list[str]:
     """``function (device)`` for each target that is, or has below it, a device bound to vfio-pci."""
-    vfio = {d["pci_address"] for d in topology.get("devices") or [] if d.get("driver") == VFIO_DRIVER}
+    # vfio-pci and its variant drivers (mlx5_vfio_pci, nvgrace_gpu_vfio_pci, ...) hand the device to a VM
+    vfio = {d["pci_address"] for d in topology.get("devices") or [] if "vfio" in (d.get("driver") or "")}
     vfio.update(_gpudirect(topology).get("vfio") or [])
     devices = _by_address(topology)
     found = []
     for bdf in sorted(targets):
         for device in sorted(vfio):
-            chain = (devices.get(device) or {}).get("bridges") or []
-            if device == bdf or bdf in chain:
+            entry = devices.get(device) or {}
+            chain = entry.get("bridges") or []
+            # a VF sits below its PF's upstream bridge, not below the PF: a redirecting PF isolates its VFs
+            if device == bdf or bdf in chain or entry.get("physfn") == bdf:
                 found.append(f"{bdf} (device {device})")
     return found
 
@@ -308,8 +310,14 @@ def _plan_acs(
                 "same setting; nothing changed"
             )
         waits = not _has_args(cmdline, _iommu_args(settings))
+    elif targets and iommu.get("mode") is None and settings["iommu"] != "passthrough":
+        raise GpuDirectError(
+            f"acs: disable is refused while the IOMMU mode is unknown (groups: {_groups_text(iommu)}): it may "
+            "translate, and with translation on a peer would receive addresses it cannot use; ask iommu: "
+            "passthrough in the same setting, or probe a tree that has sys/kernel/iommu_groups; nothing changed"
+        )
     elif targets and iommu.get("mode") is None:
-        result["warnings"].append("acs: the IOMMU mode is unknown (the probe read no IOMMU group type)")
+        waits = not _has_args(cmdline, _iommu_args(settings))
     planned = []
     for bdf in sorted(targets):
         item = _acs_item(sysfs_root, bdf, targets[bdf])
@@ -434,7 +442,11 @@ def _plan_iommu(
         result["changed"] = True
         result["actions"].append(f"write {change.path} ({' '.join(args)})")
         result["actions"].append("update-grub")
-    if not _has_args(cmdline, args):
+    if iommu.get("mode") in ("off", "passthrough") and not _has_args(cmdline, args):
+        result["reasons"].append(
+            f"the IOMMU is {iommu['mode']} already: {' '.join(args)} take effect at the next boot, none is needed now"
+        )
+    elif not _has_args(cmdline, args):
         absent = [arg for arg in args if cmdline is None or arg not in cmdline]
         result["reboot_required"] = True
         result["disruptive"] = True
@@ -456,13 +468,24 @@ def _run_update_grub(which: Callable[[str], str | None]) -> tuple[int, str]:
 
 
 def _write_grub(change: kmod.FileChange, update_grub: Callable[[], tuple[int, str]]) -> None:
+    """Writes the drop-in, then update-grub; when update-grub fails the drop-in goes back to what it was.
+
+    A drop-in left in place after a failed update-grub would read as done to
+    the next run, which would then never run update-grub again.
+    """
+    previous = change.current
     try:
         change.apply()
     except OSError as exc:
         raise GpuDirectError(f"grub_dir: cannot write {change.path}: {exc.strerror or exc}") from exc
     code, err = update_grub()
     if code != 0:
-        raise GpuDirectError(f"iommu: update-grub failed ({code}): {err or 'no message'}")
+        undone = "the drop-in was put back as it was"
+        try:
+            kmod.FileChange(change.path, previous).apply()
+        except OSError as exc:
+            undone = f"the drop-in could not be put back ({exc.strerror or exc})"
+        raise GpuDirectError(f"iommu: update-grub failed ({code}): {err or 'no message'}; {undone}")
 
 
 def dma_buf_problem(peer: Mapping[str, Any]) -> str | None:

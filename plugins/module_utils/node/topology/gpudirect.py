@@ -6,7 +6,8 @@ function's ``config`` once (``_configs``); here come the ACS state of every
 function read, the ``p2p`` map of the GPU x NIC pairs by the kernel's rule
 (:mod:`.p2p`), and the node's ``gpudirect`` block:
 
-- ``iommu``: ``off`` when ``sys/kernel/iommu_groups`` is there and empty,
+- ``iommu``: ``off`` when ``sys/kernel/iommu_groups`` is there and empty
+  (or, on the live ``/sys``, not there: a kernel without the IOMMU API),
   ``passthrough`` when every GPU's and physical NIC's group is of type
   ``identity``, ``translated`` when any is ``DMA`` or ``DMA-FQ``, None when
   unknown (no ``sys/kernel/iommu_groups`` in the tree, a group not readable);
@@ -84,6 +85,11 @@ def peer_memory(peermem: bool | None, version_text: str | None, release: str | N
         "kernel_release": release,
         "method": method,
     }
+
+
+def is_live(sysfs_root: str) -> bool:
+    """Whether ``sysfs_root`` is the running kernel's ``/sys`` (not a captured or built tree)."""
+    return os.path.realpath(sysfs_root) == "/sys"
 
 
 def iommu_mode(present: bool, empty: bool, groups: dict[str, str | None]) -> str | None:
@@ -200,7 +206,12 @@ class GpudirectProbe:
     def _iommu(self, bdfs: list[str]) -> dict[str, Any]:
         base = self.sys + "/kernel/iommu_groups"
         present = os.path.isdir(base)
-        empty = present and not self.r.listdir(base)
+        if not present and is_live(self.sys):
+            # the running kernel without the IOMMU API (CONFIG_IOMMU_API=n) has no iommu_groups: no IOMMU;
+            # a tree without it is a capture that did not take it: unknown
+            present = empty = True
+        else:
+            empty = present and not self.r.listdir(base)
         groups: dict[str, str | None] = {}
         if present and not empty:
             types: dict[str, str | None] = {}

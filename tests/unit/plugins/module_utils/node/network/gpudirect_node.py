@@ -50,6 +50,7 @@ def spec(gpu_driver="nvidia"):
         "name": "gpudirect",
         "cpu": {"vendor": "GenuineIntel", "model": "test", "threads_per_core": 1},
         "numa": {"nodes": [{"id": 0, "cpus": "0-3", "memory_kb": 1000000, "package": 0}]},
+        "iommu": {"type": "identity"},  # passthrough: ACS may be cleared
         "hostbridges": [
             {
                 "bus": 0x15,

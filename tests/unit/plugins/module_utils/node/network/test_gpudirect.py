@@ -27,6 +27,8 @@ from ansible_collections.aligned.dra.tests.unit.plugins.module_utils.node.networ
     GPU,
     NIC,
     REDIRECTING,
+    ROOT,
+    UPSTREAM,
     Grub,
     build,
     cmdline,
@@ -221,3 +223,65 @@ def test_the_boot_unit_command_clears_acs_and_a_second_boot_changes_nothing(node
     assert snapshot(node)[DOWN_GPU][offset : offset + 2] == CLEARED.to_bytes(2, "little")
     assert netconf.main(["gpudirect", str(state)]) == 0
     assert json.loads(capsys.readouterr().out)["changed"] is False
+
+
+def test_a_failed_update_grub_puts_the_drop_in_back_so_the_next_run_tries_again(node, tmp_path):
+    cmdline(node, "BOOT_IMAGE=/vmlinuz ro quiet")
+    drop_in = tmp_path / "grub.d" / gpudirect.GRUB_FILE
+
+    class FailingGrub(Grub):
+        """TEST FAKE of update-grub that fails (a full /boot, a broken grub.cfg template)."""
+
+        def __call__(self):
+            self.runs += 1
+            return 1, "/usr/sbin/grub-mkconfig: No space left on device"
+
+    failing = FailingGrub()
+    with pytest.raises(gpudirect.GpuDirectError) as error:
+        run(node, tmp_path, {"iommu": "passthrough"}, topo=topology(node, mode="translated"), grub=failing)
+    assert str(error.value) == (
+        "iommu: update-grub failed (1): /usr/sbin/grub-mkconfig: No space left on device; "
+        "the drop-in was put back as it was"
+    )
+    assert failing.runs == 1 and not drop_in.exists()
+    grub = Grub()
+    again = run(node, tmp_path, {"iommu": "passthrough"}, topo=topology(node, mode="translated"), grub=grub)
+    assert again["changed"] and grub.runs == 1 and drop_in.exists()
+
+
+def test_no_reboot_where_the_iommu_is_already_in_passthrough_by_other_arguments(node, tmp_path):
+    cmdline(node, "BOOT_IMAGE=/vmlinuz ro iommu.passthrough=1")
+    grub = Grub()
+    result = run(node, tmp_path, {"iommu": "passthrough"}, grub=grub)  # the probe's groups: identity
+    assert result["changed"] and grub.runs == 1 and not result["reboot_required"]
+    assert result["reasons"] == [
+        "the IOMMU is passthrough already: iommu=pt take effect at the next boot, none is needed now"
+    ]
+
+
+def test_an_unknown_iommu_refuses_acs_unless_passthrough_is_asked(node, tmp_path):
+    before = snapshot(node)
+    unknown = topology(node, mode=None)
+    unknown["gpudirect"]["iommu"]["groups"] = {GPU: None, NIC: None}
+    with pytest.raises(gpudirect.GpuDirectError, match=r"^acs: disable is refused while the IOMMU mode is unknown"):
+        run(node, tmp_path, {"acs": "disable"}, topo=unknown)
+    cmdline(node, "BOOT_IMAGE=/vmlinuz ro quiet")
+    result = run(node, tmp_path, {"acs": "disable", "iommu": "passthrough"}, topo=unknown)
+    assert snapshot(node) == before and result["reboot_required"]  # the boot-time unit clears ACS after the reboot
+
+
+@pytest.mark.parametrize(
+    ("device", "driver", "physfn", "bridges"),
+    [
+        ("0000:19:00.2", "vfio-pci", NIC, [ROOT, UPSTREAM, DOWN_NIC]),  # a VF of a redirecting PF
+        ("0000:19:00.1", "mlx5_vfio_pci", None, [ROOT, UPSTREAM, DOWN_NIC]),  # a vfio variant driver
+    ],
+)
+def test_vfs_and_vfio_variant_drivers_below_a_target_are_refused(device, driver, physfn, bridges):
+    topo = {
+        "devices": [{"pci_address": device, "driver": driver, "physfn": physfn, "bridges": bridges}],
+        "gpudirect": {"vfio": []},
+    }
+    targets = {NIC: [f"{GPU} x {NIC}"], DOWN_NIC: [f"{GPU} x {NIC}"]}
+    found = gpudirect._vfio_below(topo, targets)
+    assert found == [f"{DOWN_NIC} (device {device})"] + ([f"{NIC} (device {device})"] if physfn else [])

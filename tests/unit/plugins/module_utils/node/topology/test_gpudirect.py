@@ -70,6 +70,16 @@ def test_an_unknown_iommu_makes_readiness_unknown(tmp_path):
     assert (block["ready"], block["reasons"]) == (None, ["IOMMU mode unknown"])
 
 
+def test_the_live_sys_without_iommu_groups_has_no_iommu(tmp_path, monkeypatch):
+    """A running kernel built without the IOMMU API has no sys/kernel/iommu_groups: off, not unknown."""
+    spec = dict(READY)
+    del spec["iommu"]
+    root = build_tree(layout(**spec), tmp_path)
+    monkeypatch.setattr(gpudirect, "is_live", lambda sysfs_root: sysfs_root == str(root / "sys"))
+    block = probed(root)["gpudirect"]
+    assert block["iommu"]["mode"] == "off" and block["ready"] is True
+
+
 def test_a_group_that_cannot_be_read(tmp_path):
     root = build_tree(layout(**READY), tmp_path)
     group = (root / "sys/bus/pci/devices" / GPU / "iommu_group").resolve()
