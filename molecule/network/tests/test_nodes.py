@@ -104,3 +104,19 @@ def test_gpudirect_boot_unit_puts_acs_redirect_back_to_cleared(host):
     assert restart.rc == 0, restart.stderr
     assert acs_control(host, "0000:17:00.0") == 0x0011
     assert host.service("aligned-dra-gpudirect.service").is_enabled
+
+
+def test_gpudirect_grub_drop_in_and_peer_memory_at_boot(host):
+    """net-node1: iommu=pt in the GRUB drop-in, update-grub (prepare.yml's fake) run once, nvidia_peermem at boot
+    (the proprietary NVIDIA modules rule DMA-BUF out); net-node2 (all keep): none of these."""
+    grub = host.file("/etc/default/grub.d/aligned-dra-gpudirect.cfg")
+    modules = host.file("/etc/modules-load.d/aligned-dra-gpudirect.conf")
+    runs = host.file("/var/log/update-grub.runs")
+    if name(host) != "net-node1":
+        assert not grub.exists and not modules.exists and not runs.exists
+        return
+    assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt"' in grub.content_string.splitlines()
+    assert [line for line in modules.content_string.splitlines() if not line.startswith("#")] == ["nvidia_peermem"]
+    assert runs.content_string.splitlines() == ["update-grub"]
+    # The tree is not /sys: nothing was loaded into it.
+    assert not host.file("/fixture/sys/module/nvidia_peermem").exists

@@ -14,11 +14,16 @@ INVENTORY = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "inventory"
 NUMVFS = "/fixture/sys/bus/pci/devices/0000:01:00.0/sriov_numvfs"
 
 
-def playbook(*args, extra=None):
+def ansible_env():
     env = dict(os.environ)
     env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(PROJECT, ".cache", "collections")
     env.setdefault("ANSIBLE_CONFIG", os.path.join(PROJECT, "ansible.cfg"))
     env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return env
+
+
+def playbook(*args, extra=None):
+    env = ansible_env()
     cmd = [
         "ansible-playbook",
         "-i",
@@ -91,3 +96,21 @@ def test_vfs_in_use_are_not_destroyed(node1):
     assert proc.returncode != 0
     assert "VF 0000:01:01.0 is bound to vfio-pci" in proc.output
     assert numvfs(host) == "4"
+
+
+def test_a_second_gpudirect_call_changes_nothing(node1):
+    """The module again, as converge's role called it: nothing to do, and update-grub does not run again."""
+    host = node1
+    args = (
+        "acs=disable iommu=passthrough peer_memory=auto sysfs_root=/fixture/sys procfs_root=/fixture/proc"
+        " grub_dir=/etc/default/grub.d modules_load_dir=/etc/modules-load.d"
+    )
+    env = ansible_env()
+    env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"
+    cmd = ["ansible", "net-node1", "-i", INVENTORY, "-m", "aligned.dra.gpudirect", "-a", args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout[proc.stdout.index("{") :])
+    assert result["changed"] is False and result["actions"] == [], result
+    assert result["reboot_required"] is False and result["live"] is False, result
+    assert host.file("/var/log/update-grub.runs").content_string.splitlines() == ["update-grub"]
