@@ -144,7 +144,9 @@ def test_capture_carries_what_the_probe_reads_not_the_probe(payloads):
 @pytest.mark.parametrize("module", ["plan", "utilization"])
 def test_planning_modules_carry_the_vocabulary_and_the_cpu_list_parser_only(payloads, module):
     # dra reads a device's local CPU list (list-typed numaNode) with the probe's parser.
-    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS, *P2P])
+    assert topology_files(payloads[module]) == sorted(
+        ["node/topology/__init__.py", "node/topology/parsers.py", *RAILS, *P2P]
+    )
     assert "dra/device_model.py" in payloads[module]
 
 
@@ -163,7 +165,9 @@ def test_modules_that_do_not_probe_carry_no_topology(payloads, module):
 @pytest.mark.parametrize("module", ["claims_render", "teams_render"])
 def test_rendering_modules_carry_the_device_models_cpu_list_parser_only(payloads, module):
     # through dra, which reads a device's local CPU list (list-typed numaNode) with the probe's parser
-    assert topology_files(payloads[module]) == sorted(["node/topology/__init__.py", "node/topology/parsers.py", *RAILS, *P2P])
+    assert topology_files(payloads[module]) == sorted(
+        ["node/topology/__init__.py", "node/topology/parsers.py", *RAILS, *P2P]
+    )
     assert "node/topology/prober.py" not in payloads[module]
 
 
