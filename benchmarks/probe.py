@@ -19,7 +19,11 @@ Then the cost of reading the extended config space (ACS, Device Control):
 the DGX-H100-like tree with every config space 4096 bytes (``dgx-h100-acs``)
 against the same tree with 64-byte config headers (``dgx-h100``, what a probe
 without root or a capture of one reads), in-process medians measured in the
-same run, interleaved, and their ratio.
+same run, interleaved, and their ratio. The 64-byte tree is what every
+probe read before the probe read ACS (a snapshot of today's nodes), so the
+ratio is the price of the extended reads on one probe; the fixed cost the
+ACS, p2p and gpudirect parts add to every probe is in both figures (compare
+the ``dgx-h100`` row with an earlier run's for it).
 
 Targets (from the project's issues): in-process probe of the
 8-GPU/8-NIC/512-VF tree <= 20 ms median; whole-process probe no slower than
