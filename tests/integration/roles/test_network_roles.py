@@ -194,7 +194,7 @@ def test_mode_that_needs_a_reboot_is_reported_not_forced(nodes, tmp_path):
     proc = playbook(inv, "--limit", "n1")
     assert proc.returncode == 0, proc.output
     assert "n1 needs a reboot for the RDMA netns mode" in proc.output
-    assert "aligned_dra_allow_reboot is false: reboot it to apply the mode" in proc.output
+    assert "aligned_dra_allow_reboot is false: reboot it to apply it" in proc.output
     assert "options ib_core netns_mode=0" in (nodes["n1"] / "etc/modprobe.d/aligned-dra-rdma.conf").read_text()
     # Allowed to reboot, but a captured tree's host is not the node: no reboot, and the node fails verification.
     proc = playbook(inv, "--limit", "n1", "-e", "aligned_dra_allow_reboot=true")

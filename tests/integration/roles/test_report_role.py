@@ -117,7 +117,7 @@ SVG_DEVICES = """[...document.querySelectorAll('section.layout')].map(s => ({
 
 MATRIX_CELLS = """[...document.querySelectorAll('section.layout')].map(s => ({
   hosts: s.dataset.hosts.split(' '),
-  cells: [...s.querySelectorAll('table.matrix td[data-gpu]')].map(td => [td.dataset.gpu, td.dataset.nic, td.textContent]),
+  cells: [...s.querySelectorAll('table.matrix td[data-gpu]')].map(td => [td.dataset.gpu, td.dataset.nic, td.textContent, td.dataset.path]),
   collapsed: Object.fromEntries([...s.querySelectorAll('ul.nics li')].map(li => [li.dataset.nic, +li.dataset.collapsedVfs])),
 }))"""
 
@@ -203,7 +203,17 @@ def test_matrix_cells_in_the_browser_equal_the_probe_links(demo, browser):
     for site in sorted(set(demo_hosts().values())):
         page.open((output / site / "report.html").as_uri())
         for layout in page.evaluate(MATRIX_CELLS):
-            shown = {(gpu, nic): level for gpu, nic, level in layout["cells"]}
+            # a cell shows the physical level, then "→ PHB" through the host bridge or "?" when unverified
+            shown, paths = {}, {}
+            for gpu, nic, text, path in layout["cells"]:
+                paths[(gpu, nic)] = path
+                physical, _arrow, flowing = text.partition(" \u2192 ")
+                if flowing:
+                    assert path == "host_bridge" and flowing == "PHB", (gpu, nic, text, path)
+                elif physical.endswith("?"):
+                    physical = physical[:-1]
+                    assert path == "unknown" and physical in ("PIX", "PXB"), (gpu, nic, text, path)
+                shown[(gpu, nic)] = physical
             for host in layout["hosts"]:
                 topology = json.loads((output / site / "nodes" / f"{host}.json").read_text())
                 physfn = {d["pci_address"]: d["physfn"] for d in topology["devices"]}
@@ -212,6 +222,8 @@ def test_matrix_cells_in_the_browser_equal_the_probe_links(demo, browser):
                     for nic, level in row.items():
                         column = nic if (gpu, nic) in shown else physfn[nic]
                         assert shown[(gpu, column)] == level, (site, host, gpu, nic)
+                        probed = (topology["p2p"].get(gpu) or {}).get(column) or {}
+                        assert paths[(gpu, column)] == probed.get("path"), (site, host, gpu, nic)
                         checked += 1
                         if column != nic and gpu == next(iter(topology["links"])):
                             vfs_per_pf[column] = vfs_per_pf.get(column, 0) + 1
