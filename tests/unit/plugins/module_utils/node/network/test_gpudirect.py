@@ -285,3 +285,43 @@ def test_vfs_and_vfio_variant_drivers_below_a_target_are_refused(device, driver,
     targets = {NIC: [f"{GPU} x {NIC}"], DOWN_NIC: [f"{GPU} x {NIC}"]}
     found = gpudirect._vfio_below(topo, targets)
     assert found == [f"{DOWN_NIC} (device {device})"] + ([f"{NIC} (device {device})"] if physfn else [])
+
+
+def test_a_config_write_the_kernel_refuses_fails_naming_the_function_and_writes_no_other(node, tmp_path, monkeypatch):
+    """EPERM, as a non-root writer past the first 64 bytes gets on sysfs: the first write fails, no later one runs."""
+    before = snapshot(node)
+
+    def refuse(path, offset, value):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(gpudirect, "write_register", refuse)
+    with pytest.raises(gpudirect.GpuDirectError) as error:
+        run(node, tmp_path, {"acs": "disable"})
+    assert str(error.value) == f"acs: writing {DOWN_GPU} ACS Control @0x14e failed: Operation not permitted"
+    assert snapshot(node) == before
+
+
+def test_peer_memory_errors_fail_the_module_and_the_next_run_tries_again(node, tmp_path, monkeypatch):
+    conf = tmp_path / "modules-load.d" / gpudirect.MODULES_FILE
+    topo = topology(node, peer=PROPRIETARY)
+    # the modules-load directory on a read-only /etc
+    real_write = gpudirect.kmod.write_file
+
+    def read_only(path, content, mode=0o644):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(gpudirect.kmod, "write_file", read_only)
+    with pytest.raises(gpudirect.GpuDirectError, match=r"^modules_load_dir: cannot write .*Read-only file system"):
+        run(node, tmp_path, {"peer_memory": "auto"}, topo=topo, modprobe=lambda name: (0, ""), live=True)
+    monkeypatch.setattr(gpudirect.kmod, "write_file", real_write)
+    # modprobe fails (the module is missing from this kernel): the file is written, the module fails
+    with pytest.raises(
+        gpudirect.GpuDirectError, match=r"^peer_memory: modprobe nvidia_peermem failed \(1\): not found"
+    ):
+        run(node, tmp_path, {"peer_memory": "auto"}, topo=topo, modprobe=lambda name: (1, "not found"), live=True)
+    assert conf.exists()
+    loaded = []
+    result = run(
+        node, tmp_path, {"peer_memory": "auto"}, topo=topo, modprobe=lambda n: (loaded.append(n), (0, ""))[1], live=True
+    )
+    assert loaded == ["nvidia_peermem"] and result["actions"] == ["modprobe nvidia_peermem"]
