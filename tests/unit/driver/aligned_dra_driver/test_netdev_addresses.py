@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.aligned.dra.tests.support.fakes.netlink import FakeIPRoute, FakeKernel, Msg
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 
 NIC = 7
 
@@ -197,13 +198,13 @@ routes = st.builds(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=fuzz_profiles.examples(500), deadline=None)
 @given(record=addresses)
 def test_an_address_comes_back_from_its_argument(record):
     assert layer3.parse_address_arg(layer3.address_arg(record)) == record
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=fuzz_profiles.examples(500), deadline=None)
 @given(record=routes)
 def test_a_route_comes_back_from_its_argument(record):
     assert layer3.parse_route_arg(layer3.route_arg(record)) == record

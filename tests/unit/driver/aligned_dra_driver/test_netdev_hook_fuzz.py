@@ -26,11 +26,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.aligned.dra.tests.support.fakes.netlink import FakeIPRoute, FakeKernel
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
 HOST_NIC = "aldnic0"  # the fixture NIC's name in the host (its sysfs entry)
 POD_PID, HOST_NET_PID, GONE_PID = 4242, 77, 999
-EXAMPLES = int(os.environ.get("ALIGNED_DRA_FUZZ_EXAMPLES", "10000"))
+EXAMPLES = fuzz_profiles.examples(10000)
 
 
 @pytest.fixture(scope="module")

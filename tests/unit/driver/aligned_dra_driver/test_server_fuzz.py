@@ -38,9 +38,10 @@ from aligned_dra_driver.proto import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 
-EXAMPLES = int(os.environ.get("ALIGNED_DRA_FUZZ_EXAMPLES", "10000"))
+EXAMPLES = fuzz_profiles.examples(10000)
 NOT_FOUND = object()
 
 
