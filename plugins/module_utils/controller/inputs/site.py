@@ -6,6 +6,11 @@ node name (``aligned_dra_driver_node_name``; :func:`kubernetes_node_name`)
 are read here, and only here, so the validation, the rails, the summaries and
 the placement group hosts and key per-node settings the same way.
 
+A site's settings are those of its first host (the site group's group_vars),
+else the caller's own value (the role's default): :func:`read_site_settings`
+reads them, for the ``aligned.dra.site_settings`` lookup, by names it knows
+(:data:`SITE_SETTINGS`, :data:`RUN_FACTS`).
+
 Modules take Kubernetes objects (ResourceSlices, ResourceClaims,
 DeviceClasses, claim templates) and probed topologies as plain lists and
 dicts. The libraries that use them read nested keys and expect mappings and
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 
@@ -40,6 +45,88 @@ NODE_NAME_SETTINGS = (NODE_NAME_VARIABLE,)
 
 class InputError(ValueError):
     """A free-form input has the wrong shape; the message names where."""
+
+
+# The settings a stage reads once per site, from the site's first host: each is documented in the
+# meta/argument_specs.yml of a role that reads it.
+SITE_SETTINGS = (
+    "aligned_dra_claims",
+    "aligned_dra_claims_plan_source",
+    "aligned_dra_claims_tolerations",
+    "aligned_dra_device_options",
+    "aligned_dra_feature_gates",
+    "aligned_dra_fractional_burst",
+    "aligned_dra_jobs",
+    "aligned_dra_kubernetes_version",
+    "aligned_dra_output_dir",
+    "aligned_dra_placement_levels",
+    "aligned_dra_rails",
+    "aligned_dra_replay",
+    "aligned_dra_teams",
+    "aligned_dra_usage",
+    "aligned_dra_utilization_claim_files",
+    "aligned_dra_utilization_context",
+    "aligned_dra_utilization_kubeconfig",
+    "aligned_dra_utilization_slice_files",
+    "aligned_dra_utilization_source",
+)
+# Facts an earlier stage of the run sets on the hosts, read for a site as its settings are: the sites
+# the utilization stage measured in this run.
+RUN_FACTS = ("aligned_dra_utilization_measured",)
+
+
+class SiteSettingError(ValueError):
+    """A site setting that is not known, or that is set nowhere; the message names it."""
+
+
+def read_site_settings(
+    names: Sequence[str],
+    host: str,
+    host_vars: Mapping[str, Any],
+    context: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The settings ``names`` of the site whose first host is ``host``, as ``{name: value}`` in their order.
+
+    A setting's value is ``host``'s (``host_vars``: its inventory, where the
+    site group's group_vars are) when it has one, null included; else
+    ``defaults[name]`` when the caller gives one; else the caller's own
+    (``context``: the role's default, the play's vars). That is what
+    ``hostvars[host][name] | default(name)`` reads (or ``| default(value)``
+    with the value in ``defaults``). A name that is not in
+    :data:`SITE_SETTINGS` or :data:`RUN_FACTS`, asked twice, a default for a
+    name not asked for, and a setting with no value anywhere raise
+    :class:`SiteSettingError` naming it.
+    """
+    if isinstance(names, (str, bytes)):
+        raise SiteSettingError(f"site settings: names must be a list of setting names (got {names!r})")
+    known = SITE_SETTINGS + RUN_FACTS
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise SiteSettingError(
+            f"site settings: unknown setting {', '.join(repr(name) for name in unknown)} (known: {', '.join(known)})"
+        )
+    twice = sorted({name for name in names if list(names).count(name) > 1})
+    if twice:
+        raise SiteSettingError(f"site settings: {', '.join(twice)} asked more than once")
+    defaults = {} if defaults is None else defaults
+    stray = sorted(name for name in defaults if name not in names)
+    if stray:
+        raise SiteSettingError(f"site settings: a default for {', '.join(stray)}, which is not asked for")
+    settings: dict[str, Any] = {}
+    for name in names:
+        if name in host_vars:
+            settings[name] = host_vars[name]
+        elif name in defaults:
+            settings[name] = defaults[name]
+        elif name in context:
+            settings[name] = context[name]
+        else:
+            raise SiteSettingError(
+                f"site settings: {name} is set neither on {host} (the site's first host) nor here "
+                "(no default of the role or the play)"
+            )
+    return settings
 
 
 def site_of(settings: Mapping[str, Any]) -> str:

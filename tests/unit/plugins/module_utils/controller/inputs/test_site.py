@@ -91,3 +91,79 @@ def test_a_host_without_a_site_is_in_the_default_site():
     assert inputs.site_of({"aligned_dra_site": "lab-east"}) == "lab-east"
     assert inputs.site_of({}) == inputs.site_of({"aligned_dra_site": None}) == "default"
     assert inputs.site_of({"aligned_dra_site": ""}) == inputs.DEFAULT_SITE
+
+
+# -- a site's settings, read once -------------------------------------------------------------------
+
+FIRST = {"aligned_dra_claims": {"gpu": True}, "aligned_dra_teams": None, "aligned_dra_jobs": []}
+ROLE = {"aligned_dra_claims": {}, "aligned_dra_teams": {"default": True}, "aligned_dra_jobs": [{"name": "j"}]}
+ROLE["aligned_dra_kubernetes_version"] = "1.36"
+
+
+def test_a_site_setting_is_the_first_hosts_even_null_or_empty():
+    names = ["aligned_dra_claims", "aligned_dra_teams", "aligned_dra_jobs"]
+    settings = inputs.read_site_settings(names, "gpu-01", FIRST, ROLE)
+    assert settings == {"aligned_dra_claims": {"gpu": True}, "aligned_dra_teams": None, "aligned_dra_jobs": []}
+    assert list(settings) == names
+
+
+def test_a_setting_the_first_host_lacks_is_the_callers_default_else_its_own():
+    settings = inputs.read_site_settings(
+        ["aligned_dra_kubernetes_version", "aligned_dra_placement_levels", "aligned_dra_utilization_measured"],
+        "gpu-01",
+        FIRST,
+        {**ROLE, "aligned_dra_placement_levels": [{"name": "rack"}]},
+        defaults={"aligned_dra_placement_levels": [], "aligned_dra_utilization_measured": []},
+    )
+    # the given default wins over the caller's own value, as `| default([])` ignores the play's variable
+    assert settings == {
+        "aligned_dra_kubernetes_version": "1.36",
+        "aligned_dra_placement_levels": [],
+        "aligned_dra_utilization_measured": [],
+    }
+    kept = inputs.read_site_settings(["aligned_dra_claims"], "gpu-01", FIRST, ROLE, {"aligned_dra_claims": {}})
+    assert kept == {"aligned_dra_claims": {"gpu": True}}
+
+
+def test_only_what_is_asked_is_read_and_the_callers_value_only_where_the_host_has_none():
+    read = []
+
+    class Reads(dict):
+        def __getitem__(self, name):
+            read.append((self is role, name))
+            return super().__getitem__(name)
+
+    role = Reads(ROLE)
+    inputs.read_site_settings(["aligned_dra_teams", "aligned_dra_kubernetes_version"], "gpu-01", Reads(FIRST), role)
+    assert read == [(False, "aligned_dra_teams"), (True, "aligned_dra_kubernetes_version")]
+
+
+@pytest.mark.parametrize(
+    ("names", "defaults", "message"),
+    [
+        (
+            ["aligned_dra_claims", "aligned_dra_claim"],
+            None,
+            "unknown setting 'aligned_dra_claim' (known: aligned_dra_claims,",
+        ),
+        (["aligned_dra_site"], None, "unknown setting 'aligned_dra_site'"),
+        ("aligned_dra_claims", None, "names must be a list of setting names"),
+        (["aligned_dra_teams", "aligned_dra_teams"], None, "aligned_dra_teams asked more than once"),
+        (["aligned_dra_teams"], {"aligned_dra_jobs": []}, "a default for aligned_dra_jobs, which is not asked for"),
+        (
+            ["aligned_dra_rails"],
+            None,
+            "aligned_dra_rails is set neither on gpu-01 (the site's first host) nor here",
+        ),
+    ],
+)
+def test_an_unknown_or_unset_setting_is_refused_by_name(names, defaults, message):
+    with pytest.raises(inputs.SiteSettingError) as caught:
+        inputs.read_site_settings(names, "gpu-01", FIRST, ROLE, defaults)
+    assert message in str(caught.value)
+
+
+def test_the_known_names_are_the_roles_settings_and_one_fact():
+    known = inputs.SITE_SETTINGS + inputs.RUN_FACTS
+    assert len(set(known)) == len(known) and all(name.startswith("aligned_dra_") for name in known)
+    assert inputs.SITE_VARIABLE not in known and inputs.NODE_NAME_VARIABLE not in known
