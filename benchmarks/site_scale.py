@@ -29,7 +29,7 @@ ok, changed, skipped or failed; a skipped task still costs a round).
 Targets (from the project's issue, on 2 controller cores, forks 10):
 site.yml at 200 nodes <= 1.5x the floor; a converged re-run at 200 nodes
 <= 1.3x; at 1,000 nodes <= 2x and linear from 200; controller memory at
-1,000 nodes under 1 GB. docs/scale.md has the last measured figures.
+1,000 nodes under 1 GB. The measured figures are in docs/development.md (Figures).
 
 The generated nodes get the demo's host settings of their sysfs tree (its
 rails rule; a tree of another demo site none) and a rack of ten in a block
