@@ -17,6 +17,11 @@
 # prepares the machine first (scripts/bootstrap.sh), stops at the first failing
 # stage with a non-zero exit, and always ends with a summary of the stages and
 # their durations. Needs no terminal and no stdin (CI=true).
+#
+# Fuzzing (tests/support/fuzzing/profiles.py): the pytest stage runs every
+# property at full strength (profile full); the unit stage, and so the quick
+# tier, runs a small share of each property's examples (profile quick, or the
+# one ALIGNED_DRA_FUZZ_PROFILE names). ALIGNED_DRA_FUZZ_SCALE multiplies both.
 set -euo pipefail
 
 # The full suite (no arguments, .ci/run), in order.
@@ -25,6 +30,11 @@ STAGES=(ruff changelog sanity lint pytest molecule)
 EXTRA_STAGES=(unit)
 # Tiers: a name for several stages.
 QUICK=(ruff unit)
+# Fuzzing profiles (tests/support/fuzzing/profiles.py) and the one each pytest
+# stage runs; the unit stage's can be chosen with ALIGNED_DRA_FUZZ_PROFILE.
+FUZZ_PROFILES=(full quick)
+FUZZ_PROFILE_PYTEST=full
+FUZZ_PROFILE_UNIT="${ALIGNED_DRA_FUZZ_PROFILE:-quick}"
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
@@ -62,6 +72,10 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 [[ ${#selected[@]} -gt 0 ]] || selected=("${STAGES[@]}")
+if [[ " ${FUZZ_PROFILES[*]} " != *" $FUZZ_PROFILE_UNIT "* ]]; then
+    echo "test.sh: ALIGNED_DRA_FUZZ_PROFILE='$FUZZ_PROFILE_UNIT' is no fuzzing profile (profiles: ${FUZZ_PROFILES[*]})" >&2
+    exit 2
+fi
 if [[ $list -eq 1 ]]; then
     printf '%s\n' "${selected[@]}"
     exit 0
@@ -147,11 +161,12 @@ stage_lint() {
     ansible-lint "${extra[@]}" || return 1
 }
 
-# pytest_parallel NAME DIR... [-- ARGS...]: the pytest run of the pytest and
-# unit stages, on the test files under the DIRs.
+# pytest_parallel NAME PROFILE DIR... [-- ARGS...]: the pytest run of the
+# pytest and unit stages, on the test files under the DIRs, with fuzzing
+# profile PROFILE.
 pytest_parallel() {
-    local name="$1" files rc=0 dirs=()
-    shift
+    local name="$1" profile="$2" files rc=0 dirs=()
+    shift 2
     while [[ $# -gt 0 && "$1" != "--" ]]; do
         dirs+=("$1")
         shift
@@ -171,8 +186,12 @@ pytest_parallel() {
     # from the last run's figures), not xdist's order by number of tests: a
     # long file that starts last leaves the other worker idle. The run's own
     # figures land in .cache/timings for the end-of-run table.
-    ALIGNED_DRA_TIMINGS="$TIMINGS/pytest-files.json" \
-        pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --no-loadscope-reorder \
+    # Bytecode (and pytest's rewritten test modules) is cached under
+    # .cache/pycache even where PYTHONDONTWRITEBYTECODE is set: each worker
+    # compiles every test file otherwise, a third of the quick tier's CPU.
+    ALIGNED_DRA_TIMINGS="$TIMINGS/pytest-files.json" ALIGNED_DRA_FUZZ_PROFILE="$profile" \
+        PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$ALIGNED_DRA_CACHE/pycache}" \
+        env -u PYTHONDONTWRITEBYTECODE pytest --numprocesses="${ALIGNED_DRA_PYTEST_WORKERS:-auto}" --dist=loadfile --no-loadscope-reorder \
         --durations=25 "$@" || rc=$?
     if [[ $rc -eq 5 ]]; then
         echo "$name: exit 5, no tests collected although $files test file(s) exist" >&2
@@ -182,7 +201,7 @@ pytest_parallel() {
 
 stage_pytest() {
     # no paths: pytest.ini's testpaths, tests/unit and tests/integration
-    pytest_parallel pytest tests/unit tests/integration -- "${extra[@]}"
+    pytest_parallel pytest "$FUZZ_PROFILE_PYTEST" tests/unit tests/integration -- "${extra[@]}"
 }
 
 stage_unit() {
@@ -192,7 +211,7 @@ stage_unit() {
     for arg in "${extra[@]}"; do
         [[ -e "${arg%%::*}" ]] && paths=()
     done
-    pytest_parallel unit tests/unit -- "${paths[@]}" "${extra[@]}"
+    pytest_parallel unit "$FUZZ_PROFILE_UNIT" tests/unit -- "${paths[@]}" "${extra[@]}"
 }
 
 stage_molecule() {
@@ -264,6 +283,18 @@ print_molecule_steps() {
         END { if (scenario != "") flush() }' "$file"
 }
 
+# print_fuzz_profiles: which fuzzing profile each pytest stage that ran used.
+print_fuzz_profiles() {
+    local stage profile line
+    for stage in pytest unit; do
+        [[ " ${summary[*]} " == *" $stage "* ]] || continue
+        profile="FUZZ_PROFILE_${stage^^}"
+        line="$(ALIGNED_DRA_FUZZ_PROFILE="${!profile}" python tests/support/fuzzing/profiles.py 2>&1)" ||
+            line="fuzzing profile: ${!profile} ($line)"
+        echo "    $line, stage $stage"
+    done
+}
+
 print_slowest_pytest_files() {
     local file="$TIMINGS/pytest-files.json"
     [[ -s "$file" && "$file" -nt "$TIMINGS/.run-started" ]] || return 0
@@ -281,6 +312,7 @@ print_summary() {
     done
     printf '    %-10s %-8s %s\n' "total" "" "$(elapsed "$started")"
     print_machine_cpu
+    print_fuzz_profiles
     print_molecule_steps
     print_slowest_pytest_files
 }

@@ -54,11 +54,29 @@ def _suite_timing():
     return suite_timing
 
 
+def _fuzz_profiles():
+    # Imported on first use, as above.
+    from ansible_collections.aligned.dra.tests.support.fuzzing import profiles
+
+    return profiles
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's clock (tests/support/suite_timing.py): each test phase's CPU (this process and the
     children it reaped: ansible-playbook, the driver) on its report, the seconds and CPU added up by file
-    where the reports arrive (xdist's controller), written where scripts/test.sh asks."""
+    where the reports arrive (xdist's controller), written where scripts/test.sh asks. The fuzzing
+    profile (tests/support/fuzzing/profiles.py), loaded in every process, xdist's workers included:
+    a wrong ALIGNED_DRA_FUZZ_PROFILE or ALIGNED_DRA_FUZZ_SCALE stops the run before collection."""
+    try:
+        _fuzz_profiles().load_profile()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     config.pluginmanager.register(_suite_timing().FileClock(), "aligned_dra_suite_timing")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """``fuzzing profile: quick (5 % of each property's examples)`` under pytest's own header."""
+    return _fuzz_profiles().describe()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

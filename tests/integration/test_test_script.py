@@ -7,6 +7,7 @@ The script's text (the unit stage, the docs that list the tiers) is tests/unit/t
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -50,6 +51,15 @@ def test_unknown_stage_names_the_stages_and_tiers():
     bad = run_script("quik")
     assert bad.returncode == 2
     assert "unknown stage 'quik'" in bad.stderr and "quick" in bad.stderr
+
+
+def test_a_wrong_fuzzing_profile_stops_the_script_before_anything_runs():
+    bad = subprocess.run(
+        [str(SCRIPT), "quick"], capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "ALIGNED_DRA_FUZZ_PROFILE": "fast"},
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "ALIGNED_DRA_FUZZ_PROFILE='fast' is no fuzzing profile (profiles: full quick)" in bad.stderr
 
 
 def _function(name: str) -> str:
@@ -115,13 +125,17 @@ def test_the_machines_cpu_is_read_in_seconds_and_only_grows():
 def test_a_unit_run_prints_each_stages_cpu_the_machines_and_the_slowest_files():
     """The quick tier's stage on one small file: its summary as the full suite's, the slowest files included."""
     this = "tests/unit/test_test_script.py"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ALIGNED_DRA_FUZZ_")}
     run = subprocess.run(
         [str(SCRIPT), "unit", "--", this, "-p", "no:cacheprovider"],
-        capture_output=True, text=True, check=False, timeout=600,
+        capture_output=True, text=True, check=False, timeout=600, env=environ,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     summary = run.stdout.split("==> summary", 1)[1]
     assert re.search(r"unit\s+passed\s+[\d.]+s  \(CPU \d+ s\)", summary), summary
+    # the quick tier's fuzzing profile, in pytest's header and in the summary
+    assert "\nfuzzing profile: quick (5 % of each property's examples)\n" in run.stdout.split("==> summary")[0]
+    assert "\n    fuzzing profile: quick (5 % of each property's examples), stage unit\n" in summary
     assert re.search(
         r"CPU after bootstrap: \d+ s busy, \d+ s idle \(\d+ % busy\), of it \d+ s in podman containers", summary
     )

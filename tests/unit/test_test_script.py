@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "test.sh"
 
@@ -38,6 +40,23 @@ def test_the_quick_tiers_summary_names_the_slowest_files_as_the_full_suites_does
     assert 'python tests/support/suite_timing.py "$file" 10' in slowest
     assert "\n    print_slowest_pytest_files\n" in _function("print_summary") + "\n"  # unconditionally, last
     assert text.count("print_summary\n") >= 2  # after a failed stage (record) and after a passing run
+
+
+def test_the_full_suite_fuzzes_at_full_strength_and_the_quick_tier_with_the_quick_profile():
+    """The profiles the script knows are tests/support/fuzzing/profiles.py's; the pytest stage runs full
+    whatever the environment says, the unit stage quick unless ALIGNED_DRA_FUZZ_PROFILE names another;
+    the pytest run gets the stage's profile, and the summary names it."""
+    text = SCRIPT.read_text()
+    assert f"FUZZ_PROFILES=({' '.join(profiles.SHARES)})" in text
+    assert "\nFUZZ_PROFILE_PYTEST=full\n" in text
+    assert '\nFUZZ_PROFILE_UNIT="${ALIGNED_DRA_FUZZ_PROFILE:-quick}"\n' in text
+    assert 'pytest_parallel pytest "$FUZZ_PROFILE_PYTEST" ' in _function("stage_pytest")
+    assert 'pytest_parallel unit "$FUZZ_PROFILE_UNIT" ' in _function("stage_unit")
+    assert 'ALIGNED_DRA_FUZZ_PROFILE="$profile"' in _function("pytest_parallel")
+    assert "python tests/support/fuzzing/profiles.py" in _function("print_fuzz_profiles")
+    assert "\n    print_fuzz_profiles\n" in _function("print_summary")
+    # a wrong name stops the script before the machine is prepared
+    assert text.index("is no fuzzing profile") < text.index("\nrun bootstrap bootstrap\n")
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/development.md"])

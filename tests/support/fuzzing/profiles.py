@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How hard the property tests search: one Hypothesis profile per test tier.
+"""TEST HELPER: how hard the property tests search, one Hypothesis profile per test tier. Never shipped.
 
 - ``full`` (the default, the full suite): every property runs its own example
   count, as written in its file;
@@ -11,12 +11,15 @@
 by hand: ``ALIGNED_DRA_FUZZ_SCALE=10``). A property with an explicit
 ``max_examples`` takes its count from :func:`examples`; one without it takes
 the active Hypothesis profile's ``max_examples`` (registered by
-:func:`load_profile`).
+:func:`load_profile`, which tests/conftest.py calls in every pytest process).
+
+Run as a script, it prints :func:`describe` (scripts/test.sh's summary).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from hypothesis import settings
 
@@ -43,14 +46,23 @@ def scale() -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{SCALE_VARIABLE}={raw!r} is not a number") from None
-    if value <= 0:
-        raise ValueError(f"{SCALE_VARIABLE}={raw!r} must be above 0")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{SCALE_VARIABLE}={raw!r} must be a finite number above 0")
     return value
 
 
-def examples(full: int) -> int:
-    """The example count of a property whose full-strength count is ``full``, in the active profile (at least 1)."""
-    return examples_for(active_profile(), full)
+def examples(full: int, minimum: int = 1) -> int:
+    """The example count of a property whose full-strength count is ``full``, in the active profile.
+
+    Never below ``minimum`` (nor above ``full`` scaled): a property that must see several outcomes
+    (both a failing and a passing example, say) asks for the few it needs."""
+    return examples_for(active_profile(), full, minimum)
+
+
+def examples_for(profile: str, full: int, minimum: int = 1) -> int:
+    """``examples(full, minimum)`` as profile ``profile`` counts it."""
+    scaled = full * scale()
+    return max(1, min(round(scaled), max(minimum, round(scaled * SHARES[profile]))))
 
 
 def load_profile() -> str:
@@ -62,6 +74,15 @@ def load_profile() -> str:
     return name
 
 
-def examples_for(profile: str, full: int) -> int:
-    """``examples(full)`` as profile ``profile`` counts it."""
-    return max(1, round(full * SHARES[profile] * scale()))
+def describe() -> str:
+    """One line on the active profile: ``fuzzing profile: quick (5 % of each property's examples)``."""
+    name = active_profile()
+    return f"fuzzing profile: {name} ({SHARES[name] * scale() * 100:g} % of each property's examples)"
+
+
+if __name__ == "__main__":
+    try:
+        print(describe())
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        sys.exit(2)

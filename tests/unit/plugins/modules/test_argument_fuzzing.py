@@ -46,6 +46,10 @@ example (docs/development.md, "How modules fail"):
 The scratch directory is the working directory during a run, and every
 path drawn lies inside it (relative paths too): nothing outside it can be
 written, and no drawn value names the live ``/sys``.
+
+The counts below are the full suite's; the quick tier runs a share of them
+(tests/support/fuzzing/profiles.py: ``ALIGNED_DRA_FUZZ_PROFILE``, and
+``ALIGNED_DRA_FUZZ_SCALE=10`` for ten times as many, a deeper search by hand).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from ansible_collections.aligned.dra.plugins.module_utils.node.network import gp
 from ansible_collections.aligned.dra.plugins.module_utils.node.network import sriov as sriov_lib
 from ansible_collections.aligned.dra.tests.support.fuzzing import controller_arguments as fuzz_controller_arguments
 from ansible_collections.aligned.dra.tests.support.fuzzing import node_arguments as fuzz_node_arguments
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 from ansible_collections.aligned.dra.tests.support.fuzzing.values import (
     FIXTURES,
     JOB_HOSTS,
@@ -117,8 +122,9 @@ EXAMPLE_COUNTS = {
 # Modules that are documentation of an action plugin and have no code of their own to fuzz: the
 # action's own tests cover them (tests/integration/plugins/action/).
 ACTION_ONLY = {"node_library", "site_state"}
-# ALIGNED_DRA_FUZZ_SCALE=10 runs ten times as many (a deeper search, by hand).
-SCALE = float(os.environ.get("ALIGNED_DRA_FUZZ_SCALE", "1"))
+# Even the quick profile draws this many per module: enough for both outcomes (a failure and a success)
+# that each module's test asserts.
+MINIMUM_EXAMPLES = 6
 
 ANSIBLE_DICT_MESSAGE = "dictionary requested, could not parse JSON or key=value"
 
@@ -500,7 +506,7 @@ def test_arguments_fuzzed(name, templates, scratch):
     stats = {"examples": 0, "failed": 0, "parser": 0, "changed": 0}
 
     @settings(
-        max_examples=max(1, int(EXAMPLE_COUNTS[name] * SCALE)),
+        max_examples=fuzz_profiles.examples(EXAMPLE_COUNTS[name], MINIMUM_EXAMPLES),
         derandomize=True,
         database=None,
         deadline=None,

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 
 DOMAIN = "dra.aligned.dev"
 ROOT = "resource.kubernetes.io/pcieRoot"
@@ -174,7 +175,7 @@ def exhaustive_fits(template, node_devices, in_use=frozenset()):
     return False
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_profiles.examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(devices(), templates())
 def test_planned_allocations_obey_every_rule_and_no_fit_means_none_exists(node_devices, template):
     result = planner.plan("s", {"n": {"devices": node_devices, "links": {}}}, CLASSES, [template])
@@ -231,7 +232,7 @@ def topologies(draw):
     return {"devices": devices, "links": links}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_profiles.examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topologies(), st.integers(1, 3))
 def test_pair_templates_on_random_topologies_match_the_hand_count(topology, pairs):
     """``gpu-nic-pair-N`` fits floor(sum over roots of min(GPUs, NICs) / N) claims, all PIX."""
