@@ -12,8 +12,8 @@ short_description: A site's settings, read once from its first host, else the ro
 description:
   - Returns a dictionary of the settings named in O(_terms), each the value that O(host) (the site's first
     host, whose variables carry the site group's group_vars) has; where it has none, the value in
-    O(defaults), else the caller's own (the role's default, the play's vars). This is what
-    C(hostvars[host].NAME | default(NAME)) reads, for every setting in one call.
+    O(defaults), else the caller's own (the role's default, the play's vars) - what C(hostvars[host].NAME)
+    read with the caller's C(NAME) as its default, for every setting in one call.
   - A value that O(host) sets, even null or empty, is taken as it is; only a setting it does not set at all
     falls back.
   - A name that is not a known site setting, a name asked twice, a default for a name not asked for and a
