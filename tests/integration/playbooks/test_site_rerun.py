@@ -33,7 +33,7 @@ def files(root: Path) -> dict[str, bytes]:
 
 
 def check_the_mig_site(site: Path) -> None:
-    """What the README and docs/quickstart.md say mig-south shows: MIG classes and templates, the plan of
+    """What docs/quickstart.md says mig-south shows: MIG classes and templates, the plan of
     partitions on the documented H100 geometry, Kueue quotas in GPU memory and the replay's mig policy."""
     claims = {path.name for path in (site / "claims").iterdir()}
     assert {"deviceclass-mig.aligned.dev.yaml", "claimtemplate-mig-3g-40gb.yaml"} <= claims
