@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import netdev_addresses as layer3
 from .inventory import Inventory, Options
-from .netdev import netdevs_of, read_host
+from .network import addresses as layer3
+from .network.interfaces import netdevs_of, read_host
 from .sharing import gpu_sharing_edits
 
 NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -146,7 +146,7 @@ def mig_edits(opts: Options, topo: dict[str, Any], mig: dict[str, Any]) -> dict[
 
 
 def host_records(name: str) -> dict[str, Any] | None:
-    """The interface's state on the host now (:func:`~aligned_dra_driver.netdev.read_host`); PrepareError naming it."""
+    """The interface's state on the host now (:func:`~aligned_dra_driver.network.interfaces.read_host`); PrepareError naming it."""
     try:
         records = read_host(name)
     except Exception as exc:  # netlink errors carry their own type

@@ -41,7 +41,7 @@ from .collection import dra
 from .container_edits import PrepareError, gpu_edits, nic_edits
 from .inventory import Inventory, Options, scan
 from .mig.prepare import MigPreparer
-from .netdev import netdevs_of, restore_name
+from .network.interfaces import netdevs_of, restore_name
 from .share_limits import checked_share
 from .sharing import SharingError
 from .validation import claim_ref_problem, is_dns_label, is_uid, show

@@ -63,7 +63,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         entry_points = archive.read("aligned_dra_driver-0.1.0.dist-info/entry_points.txt").decode()
         metadata = archive.read("aligned_dra_driver-0.1.0.dist-info/METADATA").decode()
     assert "aligned-dra-driver = aligned_dra_driver.cli:main" in entry_points
-    assert "aligned-dra-netdev-hook = aligned_dra_driver.netdev_hook:main" in entry_points
+    assert "aligned-dra-netdev-hook = aligned_dra_driver.network.hook:main" in entry_points
     assert "Requires-Dist: grpcio" in metadata
     assert 'Requires-Dist: cel-expr-python>=0.1.3; extra == "cel"' in metadata
     target = tmp_path / "site"

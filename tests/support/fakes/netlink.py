@@ -2,7 +2,7 @@
 """TEST FAKE: network namespaces with links, addresses and routes, answering pyroute2's ``IPRoute`` calls.
 
 Lives in ``tests/`` only, never shipped. It plays the kernel only where the netdev
-hook and :mod:`aligned_dra_driver.netdev_addresses` depend on it, as strictly as
+hook and :mod:`aligned_dra_driver.network.addresses` depend on it, as strictly as
 the kernel (``tests/unit/support/fakes/test_netlink.py`` runs the same steps on real veths):
 
 - a namespace is named by a file (``<procfs>/<pid>/ns/net``); an fd or path is

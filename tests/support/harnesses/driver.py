@@ -258,12 +258,12 @@ def hook_command() -> str:
     script = (
         "#!/bin/sh\n"
         "if readlink /proc/1/ns/net >/dev/null 2>&1; then\n"
-        f'    {env} exec {sys.executable} -m aligned_dra_driver.netdev_hook "$@"\n'
+        f'    {env} exec {sys.executable} -m aligned_dra_driver.network.hook "$@"\n'
         "fi\n"
         "procfs=$(mktemp -d /tmp/aldhook.XXXXXX) || exit 1\n"
         'for entry in /proc/[0-9]*; do ln -s "$entry" "$procfs/${entry#/proc/}"; done\n'
         'rm -f "$procfs/1" && ln -s "/proc/$$" "$procfs/1" && ln -s /proc/self "$procfs/self"\n'
-        f'{env} {sys.executable} -m aligned_dra_driver.netdev_hook --procfs-root "$procfs" "$@"\n'
+        f'{env} {sys.executable} -m aligned_dra_driver.network.hook --procfs-root "$procfs" "$@"\n'
         "status=$?\n"
         'rm -rf "$procfs"\n'
         'exit "$status"\n'

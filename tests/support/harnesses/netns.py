@@ -37,7 +37,7 @@ print(json.dumps(found))
 _LAYER3 = """
 import json, sys
 from pyroute2 import IPRoute
-from aligned_dra_driver import netdev_addresses
+from aligned_dra_driver.network import addresses as netdev_addresses
 with IPRoute() as ipr:
     (index,) = ipr.link_lookup(ifname=sys.argv[1])
     print(json.dumps(netdev_addresses.read(ipr, index)))

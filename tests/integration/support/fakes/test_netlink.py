@@ -2,7 +2,7 @@
 """tests/support/fakes/netlink.py answers as the kernel does: the same steps on a real veth in two namespaces and on the fake.
 
 Each step's outcome (the link's addresses and routes as
-:func:`aligned_dra_driver.netdev_addresses.read` sees them, or the errno of a
+:func:`aligned_dra_driver.network.addresses.read` sees them, or the errno of a
 refusal) must be the same on both.
 """
 
@@ -12,7 +12,7 @@ import os
 import subprocess
 
 import pytest
-from aligned_dra_driver import netdev_addresses as layer3
+from aligned_dra_driver.network import addresses as layer3
 
 from ansible_collections.aligned.dra.tests.support.fakes.netlink import FakeIPRoute, FakeKernel
 

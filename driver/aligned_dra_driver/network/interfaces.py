@@ -7,8 +7,8 @@ import logging
 import os
 from typing import Any
 
-from . import netdev_addresses as layer3
-from .validation import IFNAME_RE, is_bdf, is_ifname
+from ..validation import IFNAME_RE, is_bdf, is_ifname
+from . import addresses as layer3
 
 __all__ = ["IFNAME_RE", "netdevs_of", "read_host", "restore_name", "valid_bdf"]
 
@@ -40,7 +40,7 @@ def read_host(ifname: str) -> dict[str, Any] | None:
     """The link's state in the driver's namespace (the host's): ``{"up", "addresses", "routes"}``.
 
     None when no link has that name (a test tree's NIC, or one gone since sysfs listed it).
-    Addresses and routes as :mod:`aligned_dra_driver.netdev_addresses` reads them.
+    Addresses and routes as :mod:`aligned_dra_driver.network.addresses` reads them.
     """
     from pyroute2 import IPRoute
 
@@ -69,7 +69,7 @@ def restore_name(
     ``records``: its addresses and routes as recorded at Prepare; the ones missing are
     added (a NIC back from a pod has none: the kernel flushed them), a route another
     interface holds since is left and logged. Raises
-    :class:`~aligned_dra_driver.netdev_addresses.Layer3Error` naming the interface and
+    :class:`~aligned_dra_driver.network.addresses.Layer3Error` naming the interface and
     the address or route the kernel refused.
 
     Returns what happened: ``absent`` (still in a pod, or gone), ``in-place``

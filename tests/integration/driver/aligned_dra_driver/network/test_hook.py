@@ -85,7 +85,7 @@ def run_hook(node, pid, *extra, stdin=None, procfs_root=None, prefix=()):
         *prefix,
         sys.executable,
         "-m",
-        "aligned_dra_driver.netdev_hook",
+        "aligned_dra_driver.network.hook",
         "--pci-address",
         h.NIC_BDF,
         "--sysfs-root",
@@ -186,7 +186,7 @@ def test_refuses_bad_input_before_changing_anything(veth, node, extra, stdin, ne
 
 def test_bad_pci_address_and_name_are_refused(node):
     bad = subprocess.run(
-        [sys.executable, "-m", "aligned_dra_driver.netdev_hook", "--pci-address", "0000:19:00.0/../x", "--name", "n"],
+        [sys.executable, "-m", "aligned_dra_driver.network.hook", "--pci-address", "0000:19:00.0/../x", "--name", "n"],
         input="{}",
         capture_output=True,
         text=True,
@@ -195,7 +195,7 @@ def test_bad_pci_address_and_name_are_refused(node):
     )
     assert bad.returncode == 2 and "PCI address" in bad.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "aligned_dra_driver.netdev_hook", "--pci-address", h.NIC_BDF, "--name", "a/b"],
+        [sys.executable, "-m", "aligned_dra_driver.network.hook", "--pci-address", h.NIC_BDF, "--name", "a/b"],
         input="{}",
         capture_output=True,
         text=True,
@@ -215,7 +215,7 @@ def test_missing_interface_everywhere_fails(veth, pod, node):
 
 
 def test_restore_name_puts_a_returned_nic_back(veth, node):
-    from aligned_dra_driver.netdev import restore_name
+    from aligned_dra_driver.network.interfaces import restore_name
     from pyroute2 import IPRoute
 
     with IPRoute() as ipr:
@@ -235,8 +235,8 @@ def test_restore_name_puts_a_returned_nic_back(veth, node):
 
 def test_restore_name_gives_a_nic_back_under_its_own_name_its_state_addresses_and_routes(veth, node):
     """The kernel brings a NIC back from a pod down, with the pod's MTU and nothing else: in place, all comes back."""
-    from aligned_dra_driver import netdev_addresses as layer3
-    from aligned_dra_driver.netdev import restore_name
+    from aligned_dra_driver.network import addresses as layer3
+    from aligned_dra_driver.network.interfaces import restore_name
     from pyroute2 import IPRoute
 
     records = {
@@ -286,7 +286,7 @@ exit 1
 # The hook takes its tools from fixed directories only; the test puts its stand-in first in that list
 # (in the hook's own process: there is no option or variable that could do it).
 WITH_TOOL_DIR = (
-    "import sys; from aligned_dra_driver import netdev_hook as m; "
+    "import sys; from aligned_dra_driver.network import hook as m; "
     "m.TOOL_DIRS = (sys.argv.pop(1), *m.TOOL_DIRS); sys.exit(m.main(sys.argv[1:]))"
 )
 
@@ -359,7 +359,7 @@ def test_a_stale_netns_name_from_a_crashed_run_is_replaced(veth, pod, node, tmp_
 
 
 def test_the_tools_come_from_fixed_directories_never_from_path(veth, pod, node, tmp_path):
-    from aligned_dra_driver import netdev_hook
+    from aligned_dra_driver.network import hook as netdev_hook
 
     marker = tmp_path / "ran"
     evil = tmp_path / "evil"
@@ -372,7 +372,7 @@ def test_the_tools_come_from_fixed_directories_never_from_path(veth, pod, node, 
     args = ["--pci-address", h.NIC_BDF, "--sysfs-root", str(node.sys), "--name", "net1", "--rdma-device", "mlx5_0"]
     args += ["--procfs-root", fake_procfs(node, pod)]
     done = subprocess.run(
-        [sys.executable, "-m", "aligned_dra_driver.netdev_hook", *args],
+        [sys.executable, "-m", "aligned_dra_driver.network.hook", *args],
         input=json.dumps({"pid": pod}),
         capture_output=True,
         text=True,
@@ -392,7 +392,7 @@ def test_the_tools_come_from_fixed_directories_never_from_path(veth, pod, node, 
 
 
 def test_a_tool_outside_the_fixed_directories_is_not_run(monkeypatch, tmp_path):
-    from aligned_dra_driver import netdev_hook
+    from aligned_dra_driver.network import hook as netdev_hook
 
     monkeypatch.setattr(netdev_hook, "TOOL_DIRS", (str(tmp_path / "empty"),))
     monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -534,7 +534,7 @@ def test_pid_1s_namespace_unreadable_is_refused(veth, readable_pod, node, pid_1)
 
 def test_the_default_procfs_root_judges_by_the_machines_pid_1(veth, node):
     """With /proc (the default): whatever this machine's PID 1 is, the hook answers as it should."""
-    from aligned_dra_driver import netdev_hook
+    from aligned_dra_driver.network import hook as netdev_hook
 
     assert netdev_hook.parser().get_default("procfs_root") == "/proc"
     before = host_link(HOST)

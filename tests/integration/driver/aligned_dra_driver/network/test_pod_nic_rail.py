@@ -55,7 +55,7 @@ def records(name, pid=None):
     """The driver's records of the link's addresses and routes, on the host or in the pod (read by a process there)."""
     if pid:
         return netns.layer3_records(name, pid)
-    from aligned_dra_driver import netdev_addresses as layer3
+    from aligned_dra_driver.network import addresses as layer3
     from pyroute2 import IPRoute
 
     with IPRoute() as ipr:
@@ -269,7 +269,7 @@ def test_a_kernel_refusal_in_the_pod_puts_the_nic_back_with_its_addresses_and_ro
     node = h.NodeTree.build(root, nic_name=HOST)
     try:
         host = records(HOST)
-        from aligned_dra_driver import netdev_addresses as layer3
+        from aligned_dra_driver.network import addresses as layer3
 
         args = [h.hook_command(), "--pci-address", h.NIC_BDF, "--sysfs-root", str(node.sys), "--name", "net1"]
         for record in host["addresses"]:

@@ -6,7 +6,7 @@ standard error) or 2 (a bad command line, argparse's message), never a
 traceback; and a run that does not succeed must leave every network namespace
 exactly as it found it. Real veths in namespaces would cost a namespace move
 per example, so the netlink layer is the strict fake below; the same refusals
-run on real veths in tests/integration/driver/aligned_dra_driver/test_netdev_hook.py, and the fake
+run on real veths in tests/integration/driver/aligned_dra_driver/network/test_hook.py, and the fake
 (tests/support/fakes/netlink.py) is held to the kernel's answers in tests/unit/support/fakes/test_netlink.py.
 """
 
@@ -21,7 +21,7 @@ import os
 import shutil
 
 import pytest
-from aligned_dra_driver import netdev_hook
+from aligned_dra_driver.network import hook as netdev_hook
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

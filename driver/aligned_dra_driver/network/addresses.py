@@ -37,7 +37,7 @@ import ipaddress
 import os
 from typing import Any
 
-from .validation import show
+from ..validation import show
 
 AF_INET = 2
 IFA_F_SECONDARY = 0x01

@@ -3,7 +3,7 @@
 
 The netlink side runs on tests/support/fakes/netlink.py here (held to the kernel in
 tests/unit/support/fakes/test_netlink.py) and on real veths in
-tests/integration/driver/aligned_dra_driver/test_pod_nic_rail.py.
+tests/integration/driver/aligned_dra_driver/network/test_pod_nic_rail.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from aligned_dra_driver import netdev_addresses as layer3
 from aligned_dra_driver.container_edits import PrepareError, hook_args
+from aligned_dra_driver.network import addresses as layer3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

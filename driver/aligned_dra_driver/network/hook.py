@@ -11,7 +11,7 @@ exclusive mode, moves the RDMA device into the same namespace.
 Addresses and routes come from the claim's ``NicConfig`` (``--address``,
 ``--route``: a route replaces the pod's route of the same destination and metric)
 and from the host (``--host-address``, ``--host-route``: what the NIC had there
-when the claim was prepared, see :mod:`aligned_dra_driver.netdev_addresses`; a
+when the claim was prepared, see :mod:`aligned_dra_driver.network.addresses`; a
 route another interface of the pod holds is refused, never replaced). The kernel
 flushes a link's addresses and routes when it changes namespace, so the hook
 reads the host's right before the move, and every way back to the host (a step
@@ -38,10 +38,10 @@ import subprocess
 import sys
 from typing import Any
 
-from . import netdev_addresses as layer3
-from .config import MAX_ADDRESSES, MAX_ROUTES, interface_address, route_spec
-from .netdev import netdevs_of
-from .validation import is_bdf, is_ifname, is_rdma_name, show
+from ..config import MAX_ADDRESSES, MAX_ROUTES, interface_address, route_spec
+from ..validation import is_bdf, is_ifname, is_rdma_name, show
+from . import addresses as layer3
+from .interfaces import netdevs_of
 
 MAX_STATE_BYTES = 1 << 20
 PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT
