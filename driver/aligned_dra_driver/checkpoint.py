@@ -32,7 +32,7 @@ rename)::
 ``share`` (fractional GPUs only, absent in entries of earlier releases and of
 whole GPUs): ``{"request": {"memory": <bytes>, "compute": <percent>}, "limit":
 {...}}``, each key only when known: what the share is guaranteed and what MPS
-lets it use (:mod:`aligned_dra_driver.share_limits`); the reclaim watcher reads
+lets it use (:mod:`aligned_dra_driver.sharing.limits`); the reclaim watcher reads
 it. Adding it keeps ``version`` 1: earlier releases keep keys they do not know.
 
 ``returning`` (only while there is one): ``{"<PCI address>": <netdev record>}``,

@@ -22,7 +22,7 @@ from typing import Any
 from .inventory import Inventory, Options
 from .network import addresses as layer3
 from .network.interfaces import netdevs_of, read_host
-from .sharing import gpu_sharing_edits
+from .sharing.fractional import gpu_sharing_edits
 
 NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 

@@ -20,7 +20,7 @@ container edits of each prepared device from
 :mod:`aligned_dra_driver.container_edits`, the per-claim locks from
 :mod:`aligned_dra_driver.claim_locks`, a fractional GPU's request and limit
 (recorded in the checkpoint and the claim's status) from
-:mod:`aligned_dra_driver.share_limits`. With ``--mig``, MIG devices' instances
+:mod:`aligned_dra_driver.sharing.limits`. With ``--mig``, MIG devices' instances
 (made at Prepare, destroyed at Unprepare, checked at start) come from
 :mod:`aligned_dra_driver.mig.prepare`.
 """
@@ -42,8 +42,8 @@ from .container_edits import PrepareError, gpu_edits, nic_edits
 from .inventory import Inventory, Options, scan
 from .mig.prepare import MigPreparer
 from .network.interfaces import netdevs_of, restore_name
-from .share_limits import checked_share
-from .sharing import SharingError
+from .sharing.fractional import SharingError
+from .sharing.limits import checked_share
 from .validation import claim_ref_problem, is_dns_label, is_uid, show
 
 LOG = logging.getLogger(__name__)
@@ -549,7 +549,7 @@ class Driver:
 
         A driver that publishes no GPUs leaves them alone: split by kind, they are the GPU plugin's.
         """
-        from .sharing import mps_daemons, stop_mps_daemon
+        from .sharing.fractional import mps_daemons, stop_mps_daemon
 
         if not self.opts.device_options.get("gpus", dra.DEFAULT_OPTIONS["gpus"]):
             return
@@ -560,7 +560,7 @@ class Driver:
 
     def _stop_unused_mps(self, entry: dict[str, Any]) -> None:
         """Stop the MPS daemon of each GPU this claim shared once no prepared claim uses it."""
-        from .sharing import stop_mps_daemon
+        from .sharing.fractional import stop_mps_daemon
 
         for device in entry["devices"]:
             if not device.get("mps"):

@@ -137,7 +137,7 @@ def scan(opts: Options) -> Inventory:
         devices, counter_sets = opts.mig_scanner.apply(devices)
         mig_gpus = opts.mig_scanner.mig_gpus
     if opts.fractional_gpus:  # a GPU run as MIG is never an MPS-shared GPU
-        from .sharing import make_shareable
+        from .sharing.fractional import make_shareable
 
         devices = [
             make_shareable(d)

@@ -475,7 +475,7 @@ GIB = 2**30
 @pytest.fixture
 def mps_started(monkeypatch, tmp_path):
     """The GPUs whose MPS daemon Prepare started (replaced: no nvidia-cuda-mps-control here)."""
-    from aligned_dra_driver import sharing
+    from aligned_dra_driver.sharing import fractional as sharing
 
     started = []
 

@@ -14,7 +14,7 @@ served by one MPS control daemon per GPU that the driver starts.
 On older clusters the same limits come from a ``GpuConfig`` with
 ``sharing.strategy: MPS`` in a claim that several pods share. The MPS limits
 are the share's *limit*: its request, or ``sharing.mps.limits`` where given
-(thin provisioning, :mod:`aligned_dra_driver.share_limits`). ``TimeSlicing``
+(thin provisioning, :mod:`aligned_dra_driver.sharing.limits`). ``TimeSlicing``
 sets the GPU's time slice (``nvidia-smi compute-policy --set-timeslice``:
 Default 0, Short 1, Medium 2, Long 3) when it is not ``Default``.
 """
@@ -26,8 +26,8 @@ import shutil
 import subprocess
 from typing import Any
 
-from .collection import dra
-from .share_limits import gpu_share
+from ..collection import dra
+from .limits import gpu_share
 
 GIB = 2**30
 MPS_CONTROL = "nvidia-cuda-mps-control"

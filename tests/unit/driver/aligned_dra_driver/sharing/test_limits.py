@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from aligned_dra_driver import share_limits
 from aligned_dra_driver.config import ConfigError
+from aligned_dra_driver.sharing import limits as share_limits
 
 GIB = 2**30
 WHERE = "results[0] (request 'gpu', device gpu-0000-18-00-0)"
@@ -128,7 +128,7 @@ def test_a_request_derived_limit_is_not_weighed_against_the_gpu():
 def test_an_unknown_gpu_memory_is_said_and_only_the_provable_is_refused(caplog):
     unknown = {"name": "gpu-0000-18-00-0", "capacity": {"compute": {"value": "100"}}}
     cfg = mps(limits={"memory": 500 * GIB})
-    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.share_limits"):
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.sharing.limits"):
         share = share_limits.checked_share(consumed(), cfg, unknown, WHERE, "claim default/c (u)")
     assert share["limit"]["memory"] == 500 * GIB
     assert caplog.messages == [

@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from aligned_dra_driver import sharing
 from aligned_dra_driver.config import ConfigError
+from aligned_dra_driver.sharing import fractional as sharing
 
 GIB = 2**30
 UUID = "GPU-11111111-2222-3333-4444-555555555555"

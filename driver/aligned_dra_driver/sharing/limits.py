@@ -31,8 +31,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .config import ConfigError, parse_quantity
-from .validation import show
+from ..config import ConfigError, parse_quantity
+from ..validation import show
 
 LOG = logging.getLogger(__name__)
 
