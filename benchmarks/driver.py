@@ -43,11 +43,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections"), str(REPO / "tests" / "fixtures")]
 
-from aligned_dra_driver import publisher  # noqa: E402
 from aligned_dra_driver.collection import dra, topology  # noqa: E402
+from aligned_dra_driver.devices import publisher  # noqa: E402
+from aligned_dra_driver.devices.inventory import Options  # noqa: E402
 from aligned_dra_driver.driver import Driver  # noqa: E402
 from aligned_dra_driver.fsutil import atomic_write  # noqa: E402
-from aligned_dra_driver.inventory import Options  # noqa: E402
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 

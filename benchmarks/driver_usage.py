@@ -45,7 +45,7 @@ sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
 from aligned_dra_driver import driver as drv  # noqa: E402
 from aligned_dra_driver.claim_pods import ClaimPods  # noqa: E402
-from aligned_dra_driver.inventory import Options  # noqa: E402
+from aligned_dra_driver.devices.inventory import Options  # noqa: E402
 from aligned_dra_driver.metrics import Metrics  # noqa: E402
 from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402
 from aligned_dra_driver.usage import GpuWatcher, NvmlReader  # noqa: E402

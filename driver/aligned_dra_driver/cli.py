@@ -223,12 +223,12 @@ def _hook_path(given: str | None) -> str:
 
 def build(args: argparse.Namespace) -> dict[str, Any]:
     """Objects of a running driver, before anything is started."""
+    from .devices.health import HealthMonitor
+    from .devices.inventory import Options
+    from .devices.publisher import Publisher
     from .driver import Driver
-    from .health import HealthMonitor
-    from .inventory import Options
     from .kube import Kube, load_client
     from .metrics import Metrics
-    from .publisher import Publisher
     from .status import StatusQueue
 
     if not args.node_name:
@@ -283,7 +283,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     except dra.DeviceModelError as exc:
         usage_error(f"aligned-dra-driver: {exc}")
     if args.selector:
-        from .inventory import compile_selectors
+        from .devices.inventory import compile_selectors
 
         try:
             compile_selectors(args.selector)
@@ -291,7 +291,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
             usage_error(f"aligned-dra-driver: {exc}")
     metrics = Metrics()
     if args.rails_file is not None:
-        from .rails import Rails
+        from .devices.rails import Rails
 
         opts.rails = Rails(os.path.abspath(args.rails_file), args.node_name, opts.state_dir, metrics)
     try:  # local files only (kubeconfig, in-cluster token and CA): no request is made here
@@ -308,7 +308,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     status_queue = StatusQueue(kube, args.driver_name, args.node_name, metrics)
     driver = Driver(opts, kube, metrics, status_queue)
     if opts.rails is not None:
-        from .rails import held_addresses, returning_addresses
+        from .devices.rails import held_addresses, returning_addresses
 
         opts.rails.held = lambda: held_addresses(driver.checkpoint)
         opts.rails.away = lambda: returning_addresses(driver.checkpoint)
@@ -602,7 +602,7 @@ class Runner:
         # unreachable control plane still registers and unprepares; the publications run in their own thread.
         scanned = self.scan()
         self.servers.start()
-        from .uevents import UeventWatcher
+        from .devices.uevents import UeventWatcher
 
         watcher = UeventWatcher(self.wake.set)
         watcher.start()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .inventory import Inventory, Options
+from .devices.inventory import Inventory, Options
 from .network import addresses as layer3
 from .network.interfaces import netdevs_of, read_host
 from .sharing.fractional import gpu_sharing_edits

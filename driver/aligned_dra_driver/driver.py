@@ -15,7 +15,7 @@ claims plus its own, and memory changes only after the write succeeded.
 Claim status writes go to a background queue (:mod:`aligned_dra_driver.status`)
 and are never part of an answer.
 
-The node's devices come from :mod:`aligned_dra_driver.inventory`, the CDI
+The node's devices come from :mod:`aligned_dra_driver.devices.inventory`, the CDI
 container edits of each prepared device from
 :mod:`aligned_dra_driver.container_edits`, the per-claim locks from
 :mod:`aligned_dra_driver.claim_locks`, a fractional GPU's request and limit
@@ -39,7 +39,7 @@ from .claim_locks import ClaimLocks
 from .claim_pods import ClaimPods, reserved_pods
 from .collection import dra
 from .container_edits import PrepareError, gpu_edits, nic_edits
-from .inventory import Inventory, Options, scan
+from .devices.inventory import Inventory, Options, scan
 from .mig.prepare import MigPreparer
 from .network.interfaces import netdevs_of, restore_name
 from .sharing.fractional import SharingError

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 from aligned_dra_driver import driver as drv
-from aligned_dra_driver.inventory import Options
+from aligned_dra_driver.devices.inventory import Options
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d

@@ -419,7 +419,7 @@ def test_kernel_uevents_trigger_a_rescan(node, api):
 
 
 def test_uevent_subsystem_parsing():
-    from aligned_dra_driver.uevents import subsystem
+    from aligned_dra_driver.devices.uevents import subsystem
 
     assert subsystem(b"add@/devices/virtual/net/x\0ACTION=add\0SUBSYSTEM=net\0IFINDEX=4\0") == b"net"
     assert subsystem(b"libudev\0garbage") is None

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from aligned_dra_driver import driver as drv
 from aligned_dra_driver import reclaim
-from aligned_dra_driver.inventory import Options
+from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.kube import ApiError
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.reclaim import Reclaimer, pod_uid_of_cgroup

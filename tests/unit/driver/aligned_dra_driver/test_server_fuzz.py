@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from aligned_dra_driver import driver as drv
 from aligned_dra_driver import server
-from aligned_dra_driver.inventory import Options
+from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.kube import ApiError
 from aligned_dra_driver.proto import (
     dra_v1_pb2,

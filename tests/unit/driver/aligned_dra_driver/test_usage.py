@@ -272,7 +272,7 @@ def test_a_gpu_gone_from_nvml_loses_its_series_the_others_stay(node):
 
 
 def test_a_gpu_nvml_calls_lost_is_signalled_to_the_health_table_until_it_answers(node, monkeypatch):
-    from aligned_dra_driver.health import HealthMonitor
+    from aligned_dra_driver.devices.health import HealthMonitor
 
     watcher = node.watcher()
     watcher.health = HealthMonitor()
@@ -297,7 +297,7 @@ def test_a_gpu_nvml_calls_lost_is_signalled_to_the_health_table_until_it_answers
 def test_a_critical_xid_of_the_gpu_signals_it_an_application_s_does_not(node, monkeypatch):
     from types import SimpleNamespace
 
-    from aligned_dra_driver.health import HealthMonitor
+    from aligned_dra_driver.devices.health import HealthMonitor
 
     watcher = node.watcher()
     watcher.health = HealthMonitor()
@@ -417,7 +417,7 @@ def test_the_gpus_of_the_scan_are_the_nvidia_ones():
 
 def test_prepare_records_the_claim_s_pods_and_unprepare_forgets_them():
     from aligned_dra_driver import driver as drv
-    from aligned_dra_driver.inventory import Options
+    from aligned_dra_driver.devices.inventory import Options
 
     from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from aligned_dra_driver.cli import mig_gpus, parser
 from aligned_dra_driver.collection import dra_mig
-from aligned_dra_driver.inventory import Options, scan
+from aligned_dra_driver.devices.inventory import Options, scan
 from aligned_dra_driver.mig import devices as mig_devices
 
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import FakeNvml
@@ -135,9 +135,9 @@ def test_a_mig_gpu_is_never_made_shareable_and_its_devices_stand_on_the_parents_
     scan_nvml.enable_mig(A100)
     scan_nvml.create(A100, "1g.5gb", start=6)
     topo = {"devices": [{"pci_address": A100, "kind": "gpu"}, {"pci_address": H100, "kind": "gpu"}]}
-    monkeypatch.setattr("aligned_dra_driver.inventory.topology.probe", lambda *a: topo)
+    monkeypatch.setattr("aligned_dra_driver.devices.inventory.topology.probe", lambda *a: topo)
     monkeypatch.setattr(
-        "aligned_dra_driver.inventory.dra.devices_from_topology", lambda *a, **k: [gpu(A100, "A100"), gpu(H100, "H100")]
+        "aligned_dra_driver.devices.inventory.dra.devices_from_topology", lambda *a, **k: [gpu(A100, "A100"), gpu(H100, "H100")]
     )
     opts = Options(node_name="node-1", fractional_gpus=True, mig="static", sysfs_root=str(tmp_path))
     opts.mig_scanner = scanner(tmp_path, scan_nvml, "static")

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 from aligned_dra_driver.collection import dra_mig
+from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.driver import Driver
-from aligned_dra_driver.inventory import Options
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import devices as mig_devices
 

@@ -6,8 +6,8 @@ ResourceSlice rules: duplicate device names, DNS labels, where counter sets go) 
 from __future__ import annotations
 
 import pytest
+from aligned_dra_driver.devices.publisher import build_slices
 from aligned_dra_driver.mig import devices as mig_devices
-from aligned_dra_driver.publisher import build_slices
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver.validation import (
     is_dns_label,

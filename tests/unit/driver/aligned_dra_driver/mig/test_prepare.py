@@ -10,7 +10,7 @@ import logging
 
 import pytest
 from aligned_dra_driver import driver as drv
-from aligned_dra_driver.inventory import Options
+from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import prepare as mig_prepare
 

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from aligned_dra_driver import inventory
+from aligned_dra_driver.devices import inventory
+from aligned_dra_driver.devices.rails import FACTS_NAME, Rails, held_addresses, returning_addresses
 from aligned_dra_driver.metrics import Metrics
-from aligned_dra_driver.rails import FACTS_NAME, Rails, held_addresses, returning_addresses
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_rails_node as r
@@ -133,7 +133,7 @@ def test_a_missing_or_damaged_file_publishes_no_rail_says_why_and_recovers(node,
         path.mkdir()
     elif content is not None:
         path.write_text(content)
-    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.rails"):
+    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.devices.rails"):
         assert published(node, rails) == {r.DEV_A: None, r.DEV_B: None, r.DEV_VF: None}
         assert published(node, rails) == {r.DEV_A: None, r.DEV_B: None, r.DEV_VF: None}
     assert reason in rails.file_error
@@ -150,7 +150,7 @@ def test_a_missing_or_damaged_file_publishes_no_rail_says_why_and_recovers(node,
 def test_rule_problems_are_counted_and_said_once_and_placed_nics_keep_their_rail(node, caplog):
     metrics = Metrics()
     rails = make(node, dict(RULES["netdev_name"], count=3), metrics=metrics)
-    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.rails"):
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.devices.rails"):
         assert published(node, rails) == BEFORE
         assert published(node, rails) == BEFORE
     assert rails.problems == [r"rails 2 of count 3: no RDMA NIC is on them (rule by netdev_name '^aldnic(\d+)$')"]
@@ -296,7 +296,7 @@ def test_a_nic_gone_from_the_bus_leaves_the_rails(node):
 def test_a_damaged_record_is_said_and_written_anew(node, caplog, content):
     (node.state / FACTS_NAME).write_text(content)
     rails = make(node, RULES["pci_order"])
-    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.rails"):
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.devices.rails"):
         assert published(node, rails) == BEFORE
     assert any(FACTS_NAME in rec.getMessage() and "unusable" in rec.getMessage() for rec in caplog.records)
     record = json.loads((node.state / FACTS_NAME).read_text())
@@ -307,7 +307,7 @@ def test_a_damaged_record_is_said_and_written_anew(node, caplog, content):
 def test_an_unwritable_state_directory_still_publishes_the_rails(node, caplog):
     rails = make(node, RULES["pci_order"])
     rails.facts_path = str(node.root / "missing-dir" / FACTS_NAME)
-    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.rails"):
+    with caplog.at_level(logging.ERROR, logger="aligned_dra_driver.devices.rails"):
         assert published(node, rails) == BEFORE
         assert published(node, rails) == BEFORE
     assert len([rec for rec in caplog.records if "writing" in rec.getMessage()]) == 1

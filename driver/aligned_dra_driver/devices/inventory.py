@@ -5,7 +5,7 @@
 devices (the dra module), keeps those that pass the ``--match`` rules and the
 CEL ``--selector`` expressions, and remembers the topology entry behind each.
 With ``--rails-file`` the RDMA NICs and VFs carry their rail
-(:mod:`aligned_dra_driver.rails`, evaluated at every scan).
+(:mod:`aligned_dra_driver.devices.rails`, evaluated at every scan).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .collection import dra, topology
+from ..collection import dra, topology
 
 LOG = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ _SELECTORS: dict[str, Any] = {}
 
 def compile_selectors(expressions: list[str]) -> list[Any]:
     """Compiled CEL selectors (kept per expression); raises ValueError naming a bad one."""
-    from .collection import dra_cel
+    from ..collection import dra_cel
 
     cel = dra_cel()
     compiled = []
@@ -100,7 +100,7 @@ def compile_selectors(expressions: list[str]) -> list[Any]:
 
 def selected(device: dict[str, Any], expressions: list[str], driver: str) -> bool:
     """Whether every CEL selector is true for the device; an evaluation error counts as false."""
-    from .collection import dra_cel
+    from ..collection import dra_cel
 
     cel = dra_cel()
     view = cel.cel_device(device, driver, (driver, dra.STANDARD_DOMAIN))
@@ -137,7 +137,7 @@ def scan(opts: Options) -> Inventory:
         devices, counter_sets = opts.mig_scanner.apply(devices)
         mig_gpus = opts.mig_scanner.mig_gpus
     if opts.fractional_gpus:  # a GPU run as MIG is never an MPS-shared GPU
-        from .sharing.fractional import make_shareable
+        from ..sharing.fractional import make_shareable
 
         devices = [
             make_shareable(d)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from aligned_dra_driver import inventory
+from aligned_dra_driver.devices import inventory
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 

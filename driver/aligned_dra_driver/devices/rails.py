@@ -50,8 +50,8 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
-from .collection import rail_record, rail_rule, topology_addresses
-from .fsutil import atomic_write
+from ..collection import rail_record, rail_rule, topology_addresses
+from ..fsutil import atomic_write
 
 LOG = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from .collection import dra_slices
-from .kube import ApiError
+from ..collection import dra_slices
+from ..kube import ApiError
 
 LOG = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aligned_dra_driver import health, pcihealth
-from aligned_dra_driver import inventory as driver_inventory
-from aligned_dra_driver.inventory import Inventory
+from aligned_dra_driver.devices import health, pcihealth
+from aligned_dra_driver.devices import inventory as driver_inventory
+from aligned_dra_driver.devices.inventory import Inventory
 
 from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder
 

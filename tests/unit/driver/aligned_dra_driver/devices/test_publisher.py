@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from aligned_dra_driver import publisher
+from aligned_dra_driver.devices import publisher
 from aligned_dra_driver.kube import ApiError, Kube
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
