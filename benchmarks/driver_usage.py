@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
 from aligned_dra_driver import driver as drv  # noqa: E402
-from aligned_dra_driver.claim_pods import ClaimPods  # noqa: E402
+from aligned_dra_driver.claims.pods import ClaimPods  # noqa: E402
 from aligned_dra_driver.devices.inventory import Options  # noqa: E402
 from aligned_dra_driver.metrics import Metrics  # noqa: E402
 from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402

@@ -223,13 +223,13 @@ def _hook_path(given: str | None) -> str:
 
 def build(args: argparse.Namespace) -> dict[str, Any]:
     """Objects of a running driver, before anything is started."""
+    from .claims.status import StatusQueue
     from .devices.health import HealthMonitor
     from .devices.inventory import Options
     from .devices.publisher import Publisher
     from .driver import Driver
     from .kube import Kube, load_client
     from .metrics import Metrics
-    from .status import StatusQueue
 
     if not args.node_name:
         usage_error("aligned-dra-driver: --node-name (or $NODE_NAME) is required")
@@ -568,7 +568,7 @@ class Runner:
         return inventory.devices
 
     def _api_failed(self, exc: Exception) -> None:
-        from .status import backoff_delay
+        from .claims.status import backoff_delay
 
         self.api_errors += 1
         self.last_api_error = str(exc)
@@ -671,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = Runner(args).run()
     except Exception as exc:
-        from .checkpoint import CheckpointError
+        from .claims.checkpoint import CheckpointError
         from .server import InstanceLockError
 
         if isinstance(exc, CheckpointError):

@@ -5,20 +5,20 @@ Prepare follows the kubelet plugin contract: fetch the ResourceClaim, check
 its UID and allocation, use only the results of this driver, apply class then
 claim configuration, write one CDI spec per claim, checkpoint, answer every
 claim. The order of writes makes every claim either fully prepared or absent
-after a crash at any point (see :mod:`aligned_dra_driver.checkpoint`).
+after a crash at any point (see :mod:`aligned_dra_driver.claims.checkpoint`).
 
 Concurrency: calls are serialized per claim UID, never by one global lock; no
 lock is held across a network call except the claim's own (a call waits for
 another call on the *same* claim at most until its budget runs out). The
 checkpoint is written under a short state lock: a call writes the committed
 claims plus its own, and memory changes only after the write succeeded.
-Claim status writes go to a background queue (:mod:`aligned_dra_driver.status`)
+Claim status writes go to a background queue (:mod:`aligned_dra_driver.claims.status`)
 and are never part of an answer.
 
 The node's devices come from :mod:`aligned_dra_driver.devices.inventory`, the CDI
 container edits of each prepared device from
-:mod:`aligned_dra_driver.container_edits`, the per-claim locks from
-:mod:`aligned_dra_driver.claim_locks`, a fractional GPU's request and limit
+:mod:`aligned_dra_driver.claims.container_edits`, the per-claim locks from
+:mod:`aligned_dra_driver.claims.locks`, a fractional GPU's request and limit
 (recorded in the checkpoint and the claim's status) from
 :mod:`aligned_dra_driver.sharing.limits`. With ``--mig``, MIG devices' instances
 (made at Prepare, destroyed at Unprepare, checked at start) come from
@@ -33,12 +33,13 @@ import threading
 import time
 from typing import Any
 
-from . import cdi, config
-from .checkpoint import Checkpoint
-from .claim_locks import ClaimLocks
-from .claim_pods import ClaimPods, reserved_pods
+from . import config
+from .claims import cdi
+from .claims.checkpoint import Checkpoint
+from .claims.container_edits import PrepareError, gpu_edits, nic_edits
+from .claims.locks import ClaimLocks
+from .claims.pods import ClaimPods, reserved_pods
 from .collection import dra
-from .container_edits import PrepareError, gpu_edits, nic_edits
 from .devices.inventory import Inventory, Options, scan
 from .mig.prepare import MigPreparer
 from .network.interfaces import netdevs_of, restore_name

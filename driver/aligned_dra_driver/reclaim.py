@@ -25,7 +25,7 @@ above their request must go. A thread of its own polls every
    and on the claim, and counts ``aligned_dra_reclaims_total{gpu}``.
 
 ``aligned_dra_gpu_bytes_above_request{gpu}`` is set every poll from the
-claims' pods (:class:`~aligned_dra_driver.claim_pods.ClaimPods`: recorded by
+claims' pods (:class:`~aligned_dra_driver.claims.pods.ClaimPods`: recorded by
 Prepare, read again by the usage poll when an unknown pod's process appears,
 and under pressure).
 
@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .claim_pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+from .claims.pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
 from .polling import PollingThread
 from .usage import BACKOFF_BASE, BACKOFF_CAP, NvmlReader, load_pynvml
 
@@ -192,7 +192,7 @@ class Reclaimer(PollingThread):
         return entry is not None and now < entry.until
 
     def _failed(self, key: str, what: str, exc: BaseException) -> None:
-        from .status import backoff_delay
+        from .claims.status import backoff_delay
 
         entry = self.backoff.setdefault(key, _Backoff())
         delay = backoff_delay(entry.failures, BACKOFF_BASE, BACKOFF_CAP)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .claim_pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+from .claims.pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
 from .polling import PollingThread
 from .usage_gpm import GpmSampler
 
@@ -101,7 +101,7 @@ class Backoff:
         return now < self.until
 
     def failed(self) -> float:
-        from .status import backoff_delay
+        from .claims.status import backoff_delay
 
         delay = backoff_delay(self.failures, BACKOFF_BASE, BACKOFF_CAP)
         self.failures += 1

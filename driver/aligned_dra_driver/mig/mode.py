@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..claims.container_edits import PrepareError
 from ..collection import mig_holders
-from ..container_edits import PrepareError
 from .nvml import Nvml
 
 LOG = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from ..claims.container_edits import PrepareError
 from ..collection import mig_state
-from ..container_edits import PrepareError
 
 ERRORS = {"INVALID_ARGUMENT": 2, "NOT_SUPPORTED": 3, "NOT_FOUND": 6, "GPU_IS_LOST": 15, "RESET_REQUIRED": 16}
 ERRORS.update(IN_USE=19, INSUFFICIENT_RESOURCES=23)

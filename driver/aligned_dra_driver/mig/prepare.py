@@ -4,7 +4,7 @@
 A MIG device is published (:mod:`aligned_dra_driver.mig.devices`) with the attributes ``kind`` ``mig``,
 ``profile``, ``placementStart``, ``placementSize`` and ``parentUUID``; the scan maps its name to the
 parent GPU's topology entry. Its checkpoint record (``devices[i].mig``, see
-:mod:`aligned_dra_driver.checkpoint`) names the profile, the placement, the GPU and compute instance
+:mod:`aligned_dra_driver.claims.checkpoint`) names the profile, the placement, the GPU and compute instance
 and the MIG UUID.
 
 Prepare of a dynamic MIG device, in this order: the claim is recorded as started in the checkpoint
@@ -41,8 +41,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..claims.container_edits import PrepareError, mig_edits
 from ..collection import mig_holders
-from ..container_edits import PrepareError, mig_edits
 from ..usage import load_pynvml
 from .mode import ModeRefused, set_mode
 from .nvml import Instance, Nvml, at

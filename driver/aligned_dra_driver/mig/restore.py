@@ -33,8 +33,8 @@ import logging
 import os
 from typing import Any
 
+from ..claims.container_edits import PrepareError, mig_edits
 from ..collection import topology
-from ..container_edits import PrepareError, mig_edits
 from .nvml import Instance, Nvml, at, text
 
 LOG = logging.getLogger(__name__)

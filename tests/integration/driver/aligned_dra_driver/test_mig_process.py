@@ -19,7 +19,7 @@ import json
 import shutil
 
 import pytest
-from aligned_dra_driver.checkpoint import Checkpoint
+from aligned_dra_driver.claims.checkpoint import Checkpoint
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer

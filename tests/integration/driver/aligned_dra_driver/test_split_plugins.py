@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from aligned_dra_driver import cdi
+from aligned_dra_driver.claims import cdi
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h

@@ -245,7 +245,7 @@ def test_two_shares_of_a_nic_with_one_name_fail_the_claim(node):
 
 
 def test_a_spec_grows_with_its_results_within_the_stated_bound(node):
-    from aligned_dra_driver import cdi
+    from aligned_dra_driver.claims import cdi
 
     driver, kube = make(node)
 
@@ -285,7 +285,7 @@ def test_a_spec_grows_with_its_results_within_the_stated_bound(node):
     ],
 )
 def test_specs_a_cdi_consumer_would_refuse_are_caught(spec, needle):
-    from aligned_dra_driver import cdi
+    from aligned_dra_driver.claims import cdi
 
     assert needle in cdi.spec_problem({"cdiVersion": cdi.CDI_VERSION, "kind": cdi.CDI_KIND, **spec})
 
@@ -299,7 +299,7 @@ def test_a_full_state_disk_during_prepare_leaves_memory_checkpoint_and_cdi_as_th
     def full(path, data, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("aligned_dra_driver.checkpoint.atomic_write", full)
+    monkeypatch.setattr("aligned_dra_driver.claims.checkpoint.atomic_write", full)
     ref = one_gpu(kube, "new")
     answer = driver.prepare([ref])[ref[1]]
     assert "No space left on device" in answer["error"] and "checkpoint" in answer["error"]
@@ -339,7 +339,7 @@ def test_an_unprepare_that_cannot_remove_the_spec_keeps_the_claim(node, monkeypa
     def read_only(cdi_dir, uid, **_names):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr("aligned_dra_driver.cdi.remove_spec", read_only)
+    monkeypatch.setattr("aligned_dra_driver.claims.cdi.remove_spec", read_only)
     assert "Read-only file system" in driver.unprepare([ref])[ref[1]]
     assert ref[1] in driver.checkpoint.claims
 
@@ -420,7 +420,7 @@ def test_unprepare_racing_prepare_of_the_same_claim_ends_in_one_state_and_the_st
 
 
 def test_specs_unseen_at_start_are_never_removed_later(node, monkeypatch):
-    from aligned_dra_driver import cdi
+    from aligned_dra_driver.claims import cdi
 
     uid = str(uuid.UUID(int=77))
     spec = {
@@ -445,7 +445,7 @@ def test_specs_unseen_at_start_are_never_removed_later(node, monkeypatch):
 
 
 def test_a_full_cdi_directory_at_start_is_reported_and_retried(node, monkeypatch):
-    from aligned_dra_driver import cdi
+    from aligned_dra_driver.claims import cdi
 
     driver, kube = make(node)
     ref = one_gpu(kube)

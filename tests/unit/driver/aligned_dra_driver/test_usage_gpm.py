@@ -11,7 +11,7 @@ import logging
 import uuid
 
 import pytest
-from aligned_dra_driver.claim_pods import ClaimPods
+from aligned_dra_driver.claims.pods import ClaimPods
 from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.usage import GpuWatcher, NvmlReader
 from aligned_dra_driver.usage_metrics import UsageCollector

@@ -199,7 +199,7 @@ def test_without_nvml_the_driver_starts_and_a_mig_claim_fails_saying_so(node, mo
 
 
 def test_usage_of_a_mig_claim_comes_from_its_mig_handle(node, nvml):
-    from aligned_dra_driver.claim_pods import ClaimPods
+    from aligned_dra_driver.claims.pods import ClaimPods
     from aligned_dra_driver.usage import GpuReading, NvmlReader, nvidia_gpus
     from aligned_dra_driver.usage_metrics import UsageCollector
 

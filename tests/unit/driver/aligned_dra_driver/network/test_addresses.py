@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from aligned_dra_driver.container_edits import PrepareError, hook_args
+from aligned_dra_driver.claims.container_edits import PrepareError, hook_args
 from aligned_dra_driver.network import addresses as layer3
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -299,7 +299,7 @@ def test_every_item_that_can_be_put_back_is_and_each_refusal_is_named(kernel):
 
 def test_the_largest_nic_a_pod_takes_fits_a_cdi_spec():
     """16 addresses and 32 routes of the longest form stay within the CDI spec's bytes per device."""
-    from aligned_dra_driver import cdi
+    from aligned_dra_driver.claims import cdi
 
     widest = "255.255.255.255"
     host = {

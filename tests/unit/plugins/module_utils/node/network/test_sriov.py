@@ -390,7 +390,7 @@ def test_kernel_that_never_shows_the_vfs_fails_clearly(node):
 
 def test_checkpoint_written_by_the_bundled_driver_is_understood(node):
     """The driver's own Checkpoint class writes the file the sriov module reads."""
-    checkpoint = pytest.importorskip("aligned_dra_driver.checkpoint")
+    checkpoint = pytest.importorskip("aligned_dra_driver.claims.checkpoint")
     cp = checkpoint.Checkpoint(str(node.state), driver="dra.aligned.dev", node="n1", durable=False)
     cp.claims["9f1c"] = {
         "namespace": "default",

@@ -28,9 +28,9 @@ import os
 import re
 from typing import Any
 
-from . import CDI_CLASS, CDI_KIND, CDI_VENDOR, DEFAULT_DRIVER_NAME
-from .fsutil import TMP_SUFFIX, atomic_write, remove_if_present
-from .validation import is_dns_subdomain, show
+from .. import CDI_CLASS, CDI_KIND, CDI_VENDOR, DEFAULT_DRIVER_NAME
+from ..fsutil import TMP_SUFFIX, atomic_write, remove_if_present
+from ..validation import is_dns_subdomain, show
 
 CDI_VERSION = "0.5.0"
 # Specs hold no secret (device paths, the hook's arguments, the claim's UID) and are read by the

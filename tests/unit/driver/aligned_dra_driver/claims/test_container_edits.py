@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from aligned_dra_driver.container_edits import PrepareError, caps_nodes, mig_edits
+from aligned_dra_driver.claims.container_edits import PrepareError, caps_nodes, mig_edits
 from aligned_dra_driver.devices.inventory import Options
 
 MIG = {"profile": "1g.10gb", "gpu_instance": 9, "compute_instance": 0, "uuid": "MIG-5c3a"}

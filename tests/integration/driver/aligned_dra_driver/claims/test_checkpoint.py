@@ -2,7 +2,7 @@
 """The checkpoint's state directory on a real read-only bind mount (root): refused for writing, still read.
 
 The checkpoint itself, and the refusals of what cannot be created in-process, are
-tests/unit/driver/aligned_dra_driver/test_checkpoint.py's.
+tests/unit/driver/aligned_dra_driver/claims/test_checkpoint.py's.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from aligned_dra_driver.checkpoint import Checkpoint, CheckpointError
+from aligned_dra_driver.claims.checkpoint import Checkpoint, CheckpointError
 
 DRIVER = "dra.aligned.dev"
 NODE = "node-a"

@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .devices.inventory import Inventory, Options
-from .network import addresses as layer3
-from .network.interfaces import netdevs_of, read_host
-from .sharing.fractional import gpu_sharing_edits
+from ..devices.inventory import Inventory, Options
+from ..network import addresses as layer3
+from ..network.interfaces import netdevs_of, read_host
+from ..sharing.fractional import gpu_sharing_edits
 
 NVIDIA_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 

@@ -173,7 +173,7 @@ class StatusQueue:
 
     def _run(self, job: Job) -> float | None:
         """Write one job; the delay before a retry, or None when done (written or dropped)."""
-        from .kube import ApiError
+        from ..kube import ApiError
 
         try:
             if job.kind == "apply":

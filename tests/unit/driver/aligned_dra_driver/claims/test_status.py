@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
+from aligned_dra_driver.claims.status import StatusQueue, backoff_delay
 from aligned_dra_driver.kube import ApiError
-from aligned_dra_driver.status import StatusQueue, backoff_delay
 
 UID_A = "00000000-0000-0000-0000-00000000000a"
 UID_B = "00000000-0000-0000-0000-00000000000b"

@@ -44,7 +44,7 @@ def reserved_pods(claim: Any) -> Pods:
 
 def read_claim_pods(kube: Any, namespace: str, name: str, uid: str, deadline: float | None) -> Pods:
     """The claim's pods from the API: none when it is gone or its name holds another claim (ApiError else)."""
-    from .kube import ApiError
+    from ..kube import ApiError
 
     try:
         claim = kube.get_claim(namespace, name, deadline=deadline)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The checkpoint file: round trip, refusal to guess (one line, what to do), the shape the sriov module reads.
 
-Its state directory on a real read-only bind mount is tests/integration/driver/aligned_dra_driver/test_checkpoint.py's.
+Its state directory on a real read-only bind mount is tests/integration/driver/aligned_dra_driver/claims/test_checkpoint.py's.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aligned_dra_driver import checkpoint as checkpoint_module
-from aligned_dra_driver.checkpoint import PROBE_PREFIX, Checkpoint, CheckpointError
+from aligned_dra_driver.claims import checkpoint as checkpoint_module
+from aligned_dra_driver.claims.checkpoint import PROBE_PREFIX, Checkpoint, CheckpointError
 from aligned_dra_driver.fsutil import TMP_SUFFIX
 
 DRIVER = "dra.aligned.dev"

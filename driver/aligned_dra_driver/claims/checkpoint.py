@@ -110,11 +110,12 @@ import stat
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from . import CDI_KIND, cdi
-from .collection import dra
-from .fsutil import TMP_SUFFIX, atomic_write
-from .network import addresses as layer3
-from .validation import is_bdf, is_dns_label, is_dns_subdomain, is_ifname, is_uid, show
+from .. import CDI_KIND
+from ..collection import dra
+from ..fsutil import TMP_SUFFIX, atomic_write
+from ..network import addresses as layer3
+from ..validation import is_bdf, is_dns_label, is_dns_subdomain, is_ifname, is_uid, show
+from . import cdi
 
 FILE_NAME = "checkpoint.json"
 VERSION = 1

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from aligned_dra_driver import cdi
+from aligned_dra_driver.claims import cdi
 
 
 def test_write_read_remove(tmp_path):
