@@ -41,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
 from aligned_dra_driver.kube import Kube  # noqa: E402
-from aligned_dra_driver.metrics import Metrics  # noqa: E402
-from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402
+from aligned_dra_driver.usage.metrics import Metrics  # noqa: E402
+from aligned_dra_driver.usage.reclaim import Reclaimer  # noqa: E402
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer  # noqa: E402
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry  # noqa: E402

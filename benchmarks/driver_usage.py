@@ -46,10 +46,10 @@ sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 from aligned_dra_driver import driver as drv  # noqa: E402
 from aligned_dra_driver.claims.pods import ClaimPods  # noqa: E402
 from aligned_dra_driver.devices.inventory import Options  # noqa: E402
-from aligned_dra_driver.metrics import Metrics  # noqa: E402
-from aligned_dra_driver.reclaim import Reclaimer  # noqa: E402
-from aligned_dra_driver.usage import GpuWatcher, NvmlReader  # noqa: E402
-from aligned_dra_driver.usage_metrics import UsageCollector  # noqa: E402
+from aligned_dra_driver.usage.metrics import Metrics  # noqa: E402
+from aligned_dra_driver.usage.reclaim import Reclaimer  # noqa: E402
+from aligned_dra_driver.usage.series import UsageCollector  # noqa: E402
+from aligned_dra_driver.usage.watcher import GpuWatcher, NvmlReader  # noqa: E402
 
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import (  # noqa: E402
     GIB,

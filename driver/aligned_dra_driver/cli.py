@@ -229,7 +229,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     from .devices.publisher import Publisher
     from .driver import Driver
     from .kube import Kube, load_client
-    from .metrics import Metrics
+    from .usage.metrics import Metrics
 
     if not args.node_name:
         usage_error("aligned-dra-driver: --node-name (or $NODE_NAME) is required")
@@ -340,7 +340,7 @@ def gpu_watchers(args: argparse.Namespace, opts: Any, driver: Any, kube: Any, me
     usage on, the watcher's thread runs the reclaim steps too (one poll of NVML, not two); with usage off,
     the reclaimer runs its own thread.
     """
-    from .usage import GpuWatcher, NvmlReader, nvidia_gpus
+    from .usage.watcher import GpuWatcher, NvmlReader, nvidia_gpus
 
     usage = args.usage == "on" and bool(opts.device_options.get("gpus", True))
     operations = tuple(op for op, on in (("usage", usage), ("reclaim", args.reclaim == "evict")) if on)
@@ -352,7 +352,7 @@ def gpu_watchers(args: argparse.Namespace, opts: Any, driver: Any, kube: Any, me
 
     reclaimer = None
     if args.reclaim == "evict":
-        from .reclaim import Reclaimer
+        from .usage.reclaim import Reclaimer
 
         reclaimer = Reclaimer(
             claims,
@@ -369,7 +369,7 @@ def gpu_watchers(args: argparse.Namespace, opts: Any, driver: Any, kube: Any, me
         )
     if not usage:
         return reclaimer, None
-    from .usage_metrics import UsageCollector
+    from .usage.series import UsageCollector
 
     watcher = GpuWatcher(
         reader,
@@ -456,7 +456,7 @@ class Runner:
         )
         self.metrics_server = None
         if args.metrics_address:
-            from .metrics import MetricsServer
+            from .usage.metrics import MetricsServer
 
             try:
                 self.metrics_server = MetricsServer(args.metrics_address, self.metrics, self.health, self.live)

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The driver's polling threads: a daemon thread that calls one step until stopped.
 
-:class:`PollingThread` is what the GPU watcher (:mod:`aligned_dra_driver.usage`) and the reclaim watcher
-running alone (:mod:`aligned_dra_driver.reclaim`, ``--usage=off``) share: a step that raises is logged and
+:class:`PollingThread` is what the GPU watcher (:mod:`aligned_dra_driver.usage.watcher`) and the reclaim watcher
+running alone (:mod:`aligned_dra_driver.usage.reclaim`, ``--usage=off``) share: a step that raises is logged and
 counted in ``aligned_dra_errors_total{operation=...}`` and never ends the thread, and :meth:`stop` never
 waits long for a step stuck on the API (the thread is a daemon).
 """

@@ -2,7 +2,7 @@
 """The pods of every prepared claim, as the claims' ``status.reservedFor`` names them.
 
 Prepare reads the claim anyway: the pods it names then are recorded here at no cost. The GPU watcher
-(:mod:`aligned_dra_driver.usage`) reads a GPU's claims again only when a process of a pod no prepared
+(:mod:`aligned_dra_driver.usage.watcher`) reads a GPU's claims again only when a process of a pod no prepared
 claim names appears on it (a pod that joined a shared claim since, or a driver restarted), bounded and
 backed off; the reclaim watcher reads them under pressure. Kept in memory only: after a restart the
 first unknown process reads them again.

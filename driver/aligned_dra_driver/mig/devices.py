@@ -43,7 +43,7 @@ from typing import Any
 
 from ..collection import dra_mig, mig_state
 from ..fsutil import atomic_write
-from ..usage import load_pynvml
+from ..usage.watcher import load_pynvml
 
 LOG = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ created) and never destroyed; a static GPU whole is never given while MIG mode i
 
 Crash safety at start and the retries at each rescan are :mod:`.restore`.
 
-NVML comes from :func:`aligned_dra_driver.usage.load_pynvml` (initialized on first use). Tests set
+NVML comes from :func:`aligned_dra_driver.usage.watcher.load_pynvml` (initialized on first use). Tests set
 :attr:`MigPreparer.fault` to stop at a step (``STEPS``) as a crash would.
 """
 
@@ -43,7 +43,7 @@ from typing import Any
 
 from ..claims.container_edits import PrepareError, mig_edits
 from ..collection import mig_holders
-from ..usage import load_pynvml
+from ..usage.watcher import load_pynvml
 from .mode import ModeRefused, set_mode
 from .nvml import Instance, Nvml, at
 from .restore import HOPPER, MigRestore, claimed_placements, nvidia_gpus, read_boot_id

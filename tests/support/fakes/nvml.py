@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """FAKE NVML for the tests (never shipped): a strict stand-in for the ``pynvml`` functions of ``nvidia-ml-py``
-that the driver's NVML reader (``aligned_dra_driver/usage.py``: the usage poll and the reclaim watcher) calls.
+that the driver's NVML reader (``aligned_dra_driver/usage/watcher.py``: the usage poll and the reclaim watcher) calls.
 
 Strict as the real library is:
 

@@ -7,7 +7,7 @@ scrape configuration without it (docs/monitoring.md#alerts). Every alert is
 unit-tested with ``promtool test rules`` (firing and not firing), and the
 queries are asked of a real Prometheus in the tests.
 
-The series are the driver's (``driver/aligned_dra_driver/metrics.py``; its
+The series are the driver's (``driver/aligned_dra_driver/usage/metrics.py``; its
 counters end in ``_total`` as the Prometheus client writes them) under the
 job :data:`JOB` that every way of scraping it sets; ``node`` is the target's
 node, which the scrape configurations add.

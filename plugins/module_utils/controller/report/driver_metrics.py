@@ -4,7 +4,7 @@
 A site with the driver (``<output_dir>/<site>/driver/``, written by the driver
 role) shows this table, so that whoever reads the report knows what Prometheus
 can ask (docs/monitoring.md). A test holds it to the driver's own registry
-(driver/aligned_dra_driver/metrics.py) and to the use metrics' contract.
+(driver/aligned_dra_driver/usage/metrics.py) and to the use metrics' contract.
 
 Controller-side; no Ansible imports.
 """

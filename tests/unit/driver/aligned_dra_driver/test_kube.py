@@ -8,7 +8,7 @@ import time
 
 import pytest
 from aligned_dra_driver.kube import ApiError, Kube
-from aligned_dra_driver.reclaim import event_body
+from aligned_dra_driver.usage.reclaim import event_body
 
 from ansible_collections.aligned.dra.tests.support.fakes.apiserver import FakeApiServer
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h

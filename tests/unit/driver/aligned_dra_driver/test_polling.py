@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.polling import PollingThread
+from aligned_dra_driver.usage.metrics import Metrics
 
 
 class Steps(PollingThread):

@@ -181,7 +181,7 @@ def test_taints_follow_the_table_and_gone_devices_keep_their_last_form():
 
 
 def test_the_metrics_read_the_table():
-    from aligned_dra_driver.metrics import Metrics
+    from aligned_dra_driver.usage.metrics import Metrics
 
     monitor = health.HealthMonitor()
     metrics = Metrics()

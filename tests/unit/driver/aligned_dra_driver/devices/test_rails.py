@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aligned_dra_driver.devices import inventory
 from aligned_dra_driver.devices.rails import FACTS_NAME, Rails, held_addresses, returning_addresses
-from aligned_dra_driver.metrics import Metrics
+from aligned_dra_driver.usage.metrics import Metrics
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_rails_node as r

@@ -13,8 +13,8 @@ import pytest
 from aligned_dra_driver.collection import dra_mig
 from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.driver import Driver
-from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import devices as mig_devices
+from aligned_dra_driver.usage.metrics import Metrics
 
 A100, H100, L40S = "0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0"
 NIC = {"name": "nic-0000-99-00-0", "attributes": {"dra.aligned.dev/kind": {"string": "nic"}}}

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pynvml  # nvidia-ml-py, pinned in requirements-dev.txt
 import pytest
-from aligned_dra_driver import usage
 from aligned_dra_driver.mig import mode as mig_mode
 from aligned_dra_driver.mig import nvml as mig_nvml
 from aligned_dra_driver.mig import prepare as mig_prepare
 from aligned_dra_driver.mig import restore as mig_restore
+from aligned_dra_driver.usage import watcher as usage
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 

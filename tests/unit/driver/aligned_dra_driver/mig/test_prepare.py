@@ -11,8 +11,8 @@ import logging
 import pytest
 from aligned_dra_driver import driver as drv
 from aligned_dra_driver.devices.inventory import Options
-from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import prepare as mig_prepare
+from aligned_dra_driver.usage.metrics import Metrics
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
@@ -200,8 +200,8 @@ def test_without_nvml_the_driver_starts_and_a_mig_claim_fails_saying_so(node, mo
 
 def test_usage_of_a_mig_claim_comes_from_its_mig_handle(node, nvml):
     from aligned_dra_driver.claims.pods import ClaimPods
-    from aligned_dra_driver.usage import GpuReading, NvmlReader, nvidia_gpus
-    from aligned_dra_driver.usage_metrics import UsageCollector
+    from aligned_dra_driver.usage.series import UsageCollector
+    from aligned_dra_driver.usage.watcher import GpuReading, NvmlReader, nvidia_gpus
 
     driver, kube = make(node)
     ref = claim(kube, "a", mig_name("2g.20gb", 0))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
-from aligned_dra_driver.metrics import Metrics
 from aligned_dra_driver.mig import prepare as mig_prepare
+from aligned_dra_driver.usage.metrics import Metrics
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (

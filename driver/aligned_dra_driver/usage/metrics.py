@@ -136,7 +136,7 @@ class Metrics:
 
     def taints_published(self, devices: list[dict[str, Any]]) -> None:
         """Count the taints of what was just published, by cause (the taint's value) and effect."""
-        from .devices.health import CAUSES
+        from ..devices.health import CAUSES
 
         counts = {(cause, effect): 0 for cause, effect in CAUSES.items()}
         for device in devices:
@@ -183,7 +183,7 @@ class _HealthCollector:
         )
 
     def collect(self) -> list[Any]:
-        from .devices.health import CAUSES
+        from ..devices.health import CAUSES
 
         family = self._family()
         for name, entry in sorted(self.monitor.snapshot().items()):

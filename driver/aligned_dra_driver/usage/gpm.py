@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-LOG = logging.getLogger("aligned_dra_driver.usage")
+LOG = logging.getLogger("aligned_dra_driver.usage.watcher")
 # pynvml's values (nvml.h): the metric and the struct version the driver asks for
 SM_UTIL = 2  # NVML_GPM_METRIC_SM_UTIL: percentage of SMs that were busy, 0.0 - 100.0
 METRICS_GET_VERSION = 1  # NVML_GPM_METRICS_GET_VERSION

@@ -16,11 +16,11 @@ import uuid
 
 import pytest
 from aligned_dra_driver import driver as drv
-from aligned_dra_driver import reclaim
 from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.kube import ApiError
-from aligned_dra_driver.metrics import Metrics
-from aligned_dra_driver.reclaim import Reclaimer, pod_uid_of_cgroup
+from aligned_dra_driver.usage import reclaim
+from aligned_dra_driver.usage.metrics import Metrics
+from aligned_dra_driver.usage.reclaim import Reclaimer, pod_uid_of_cgroup
 
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
@@ -191,7 +191,7 @@ def test_a_disruption_budget_refusal_moves_on_to_the_next_candidate(node, caplog
     _uid, (protected,) = node.claim("protected", GPU_A, 10, 40)
     _uid, (second,) = node.claim("second", GPU_A, 10, 38)
     node.kube.refused.add(protected)
-    with caplog.at_level(logging.WARNING, "aligned_dra_driver.reclaim"):
+    with caplog.at_level(logging.WARNING, "aligned_dra_driver.usage.reclaim"):
         (done,) = node.reclaimer().poll()
     assert node.kube.evicted == [second] and done["pods"] == [
         node.kube.claims[("default", "second")]["status"]["reservedFor"][0]["uid"]

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 from aligned_dra_driver.claims.pods import ClaimPods
-from aligned_dra_driver.metrics import Metrics
-from aligned_dra_driver.usage import GpuWatcher, NvmlReader
-from aligned_dra_driver.usage_metrics import UsageCollector
+from aligned_dra_driver.usage.metrics import Metrics
+from aligned_dra_driver.usage.series import UsageCollector
+from aligned_dra_driver.usage.watcher import GpuWatcher, NvmlReader
 from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry
@@ -114,7 +114,7 @@ def test_the_help_says_share_of_sms_against_share_of_time(node):
 def test_a_share_of_a_gpu_and_a_gpu_before_hopper_have_no_share_of_sms_series(node, caplog):
     node.claim("share", H100, DEV_H, share=True)
     node.claim("ampere", A100, DEV_A)
-    with caplog.at_level(logging.INFO, logger="aligned_dra_driver.usage"):
+    with caplog.at_level(logging.INFO, logger="aligned_dra_driver.usage.watcher"):
         for _poll in range(3):
             node.nvml.gpm_elapse(H100, 15.0, 0.5)
             node.watcher.poll_usage()
@@ -128,7 +128,7 @@ def test_an_nvml_error_gives_no_figure_frees_the_samples_and_the_next_polls_meas
     node.watcher.poll_usage()
     node.nvml.gpm_elapse(H100, 15.0, 0.3)
     node.nvml.inject("nvmlGpmSampleGet", node.nvml.NVML_ERROR_UNKNOWN, bus_id=H100)
-    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.usage"):
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.usage.watcher"):
         node.watcher.poll_usage()
     assert node.series(BUSY) == {} and node.nvml.gpm_samples_held() == 0
     assert any("GPM failed" in r.getMessage() for r in caplog.records)
@@ -152,7 +152,7 @@ def test_an_error_that_is_not_nvmls_turns_gpm_off_for_the_gpu_and_keeps_its_memo
         raise TypeError("incompatible types, c_nvmlGpmMetricsGet_t instance instead of LP_c_nvmlGpmMetricsGet_t")
 
     monkeypatch.setattr(node.nvml, "nvmlGpmMetricsGet", broken)
-    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.usage"):
+    with caplog.at_level(logging.WARNING, logger="aligned_dra_driver.usage.watcher"):
         node.watcher.poll_usage()
     assert node.series(BUSY) == {} and node.nvml.gpm_samples_held() == 0
     assert node.series("aligned_dra_claim_gpu_memory_used_bytes") == {"whole": GIB}

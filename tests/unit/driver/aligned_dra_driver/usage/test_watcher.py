@@ -13,10 +13,10 @@ import uuid
 import pytest
 from aligned_dra_driver.claims.pods import ClaimPods
 from aligned_dra_driver.kube import ApiError
-from aligned_dra_driver.metrics import Metrics
-from aligned_dra_driver.reclaim import Reclaimer
-from aligned_dra_driver.usage import GpuWatcher, NvmlReader, nvidia_gpus
-from aligned_dra_driver.usage_metrics import UsageCollector
+from aligned_dra_driver.usage.metrics import Metrics
+from aligned_dra_driver.usage.reclaim import Reclaimer
+from aligned_dra_driver.usage.series import UsageCollector
+from aligned_dra_driver.usage.watcher import GpuWatcher, NvmlReader, nvidia_gpus
 from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.aligned.dra.tests.support.fakes.nvml import GIB, GpuNode, pod_cgroup, share_entry
@@ -217,7 +217,7 @@ def test_a_gpu_without_per_process_samples_is_not_asked_again(node, caplog):
     node.nvml.add_gpu(GPU_A, 80 * GIB, utilization=False)  # the GPU replaced: a model without the samples
     node.claim("train", GPU_A, 10, 4)
     watcher = node.watcher()
-    with caplog.at_level(logging.INFO, "aligned_dra_driver.usage"):
+    with caplog.at_level(logging.INFO, "aligned_dra_driver.usage.watcher"):
         watcher.tick()
         watcher.poll_usage()
     assert node.nvml.calls.count("nvmlDeviceGetProcessUtilization") == 3  # GPU A once, GPU B twice
@@ -233,7 +233,7 @@ def test_nvml_missing_leaves_only_the_flag_logs_once_and_counts(node, caplog):
 
     node.loader = missing
     watcher = node.watcher()
-    with caplog.at_level(logging.DEBUG, "aligned_dra_driver.usage"):
+    with caplog.at_level(logging.DEBUG, "aligned_dra_driver.usage.watcher"):
         for _retry in range(3):
             node.reader.backoff.until = 0.0  # each retry is due
             watcher.poll_usage()
@@ -487,7 +487,7 @@ def test_a_usage_interval_out_of_range_is_a_usage_error(interval, capsys):
 
 
 def test_claim_reads_for_unknown_pods_are_bounded_per_poll(node, monkeypatch):
-    from aligned_dra_driver import usage
+    from aligned_dra_driver.usage import watcher as usage
 
     monkeypatch.setattr(usage, "MAX_CLAIM_READS", 3)
     for index in range(2):

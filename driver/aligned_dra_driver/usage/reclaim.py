@@ -29,7 +29,7 @@ claims' pods (:class:`~aligned_dra_driver.claims.pods.ClaimPods`: recorded by
 Prepare, read again by the usage poll when an unknown pod's process appears,
 and under pressure).
 
-NVML is the driver's one :class:`~aligned_dra_driver.usage.NvmlReader`: with
+NVML is the driver's one :class:`~aligned_dra_driver.usage.watcher.NvmlReader`: with
 ``--usage=on`` the GPU watcher's thread calls :meth:`Reclaimer.poll` and the
 usage poll of the same tick reuses its readings; with ``--usage=off`` the
 reclaimer runs a thread and a reader of its own.
@@ -52,11 +52,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .claims.pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
-from .polling import PollingThread
-from .usage import BACKOFF_BASE, BACKOFF_CAP, NvmlReader, load_pynvml
+from ..claims.pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+from ..polling import PollingThread
+from .watcher import BACKOFF_BASE, BACKOFF_CAP, NvmlReader, load_pynvml
 
-LOG = logging.getLogger("aligned_dra_driver.reclaim")
+LOG = logging.getLogger("aligned_dra_driver.usage.reclaim")
 __all__ = ["BACKOFF_BASE", "BACKOFF_CAP", "Reclaimer", "load_pynvml", "pod_uid_of_cgroup", "shared_gpus"]
 # after an eviction, no other claim of that GPU is evicted while the evicted pods' processes still use it, for
 # at most this long (a pod's default terminationGracePeriodSeconds is 30)
@@ -192,7 +192,7 @@ class Reclaimer(PollingThread):
         return entry is not None and now < entry.until
 
     def _failed(self, key: str, what: str, exc: BaseException) -> None:
-        from .claims.status import backoff_delay
+        from ..claims.status import backoff_delay
 
         entry = self.backoff.setdefault(key, _Backoff())
         delay = backoff_delay(entry.failures, BACKOFF_BASE, BACKOFF_CAP)
@@ -237,7 +237,7 @@ class Reclaimer(PollingThread):
         return done
 
     def _gpu_failed(self, pci: str, exc: Exception) -> None:
-        from .kube import ApiError
+        from ..kube import ApiError
 
         kind = self.reader.lost(exc)  # "uninitialized": initialized again at the next poll
         if kind == "gone":
@@ -303,7 +303,7 @@ class Reclaimer(PollingThread):
     def _priority(self, share: Share, deadline: float) -> int:
         """The highest ``spec.priority`` of the claim's pods (0 when unset): a claim goes as late as its most
         important pod."""
-        from .kube import ApiError
+        from ..kube import ApiError
 
         priorities = []
         for name, _uid in self.pods.get(share.uid):
@@ -366,7 +366,7 @@ class Reclaimer(PollingThread):
         }
 
     def _event(self, namespace: str, involved: dict[str, Any], message: str) -> None:
-        from .kube import ApiError
+        from ..kube import ApiError
 
         body = event_body(namespace, involved, message, self.driver_name, self.node_name)
         try:

@@ -8,11 +8,11 @@ to its pod through ``<procfs-root>/<pid>/cgroup`` (cached while NVML lists the P
 utilization where NVML samples it (a share of time); on a GPU in MIG mode, each MIG device's memory from NVML on
 its MIG handle (:class:`MigReading`, per GPU instance). Readings are kept for one tick: the reclaim watcher and
 the usage poll of a tick share them (one poll, not two). Each usage poll adds the share of SMs busy since the
-last one where NVML's GPM measures it (Hopper and newer: :mod:`aligned_dra_driver.usage_gpm`), of the GPU
+last one where NVML's GPM measures it (Hopper and newer: :mod:`aligned_dra_driver.usage.gpm`), of the GPU
 whole or of each MIG device's GPU instance.
 
 :class:`GpuWatcher` is the one thread that polls: every ``--reclaim-interval`` the reclaim step
-(:mod:`aligned_dra_driver.reclaim`) and every ``--usage-interval`` the usage snapshot of every NVIDIA GPU
+(:mod:`aligned_dra_driver.usage.reclaim`) and every ``--usage-interval`` the usage snapshot of every NVIDIA GPU
 the driver publishes; with the health table (``health``) it tells it the GPUs NVML answers ``GPU_IS_LOST``
 for and drains NVML's critical XID events at each usage poll (never waiting). A process of a pod that no prepared claim names makes it read that GPU's claims
 (``status.reservedFor``) again: at most :data:`MAX_CLAIM_READS` per poll, backed off per GPU after a
@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .claims.pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
-from .polling import PollingThread
-from .usage_gpm import GpmSampler
+from ..claims.pods import ClaimPods, pod_uid_of_cgroup, read_claim_pods
+from ..polling import PollingThread
+from .gpm import GpmSampler
 
-LOG = logging.getLogger("aligned_dra_driver.usage")
+LOG = logging.getLogger("aligned_dra_driver.usage.watcher")
 BACKOFF_BASE = 1.0  # seconds before the first retry after a failure (jittered to half..full)
 BACKOFF_CAP = 60.0
 MAX_CLAIM_READS = 32  # claim GETs one usage poll may make to find the pods of unknown processes
@@ -101,7 +101,7 @@ class Backoff:
         return now < self.until
 
     def failed(self) -> float:
-        from .claims.status import backoff_delay
+        from ..claims.status import backoff_delay
 
         delay = backoff_delay(self.failures, BACKOFF_BASE, BACKOFF_CAP)
         self.failures += 1
@@ -500,7 +500,7 @@ class GpuWatcher(PollingThread):
 
     def _find_pods(self, readings: dict[str, GpuReading], claims: dict[str, Any]) -> None:
         """Read again the claims of a GPU where a process of an unknown pod runs (bounded, backed off)."""
-        from .kube import ApiError
+        from ..kube import ApiError
 
         running = {pod for r in readings.values() for pod in r.pods.values() if pod is not None}
         self.foreign &= running  # a pod gone: asked about again should it come back
