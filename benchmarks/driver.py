@@ -46,8 +46,8 @@ sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections"), str(
 from aligned_dra_driver.collection import dra, topology  # noqa: E402
 from aligned_dra_driver.devices import publisher  # noqa: E402
 from aligned_dra_driver.devices.inventory import Options  # noqa: E402
-from aligned_dra_driver.driver import Driver  # noqa: E402
 from aligned_dra_driver.fsutil import atomic_write  # noqa: E402
+from aligned_dra_driver.kubelet.driver import Driver  # noqa: E402
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h  # noqa: E402
 

@@ -43,9 +43,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "driver"), str(REPO / ".cache" / "collections")]
 
-from aligned_dra_driver import driver as drv  # noqa: E402
 from aligned_dra_driver.claims.pods import ClaimPods  # noqa: E402
 from aligned_dra_driver.devices.inventory import Options  # noqa: E402
+from aligned_dra_driver.kubelet import driver as drv  # noqa: E402
 from aligned_dra_driver.usage.metrics import Metrics  # noqa: E402
 from aligned_dra_driver.usage.reclaim import Reclaimer  # noqa: E402
 from aligned_dra_driver.usage.series import UsageCollector  # noqa: E402

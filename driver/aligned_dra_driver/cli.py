@@ -227,8 +227,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     from .devices.health import HealthMonitor
     from .devices.inventory import Options
     from .devices.publisher import Publisher
-    from .driver import Driver
     from .kube import Kube, load_client
+    from .kubelet.driver import Driver
     from .usage.metrics import Metrics
 
     if not args.node_name:
@@ -421,7 +421,7 @@ class Runner:
     """
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from .server import Servers, lock_instance
+        from .kubelet.services import Servers, lock_instance
 
         self.args = args
         # before anything is read or written: a second instance must not touch the sockets, checkpoint or specs
@@ -672,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
         code = Runner(args).run()
     except Exception as exc:
         from .claims.checkpoint import CheckpointError
-        from .server import InstanceLockError
+        from .kubelet.services import InstanceLockError
 
         if isinstance(exc, CheckpointError):
             LOG.error("%s", exc)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 DRIVER_DIR = Path(__file__).resolve().parent.parent
-PROTO_DIR = DRIVER_DIR / "aligned_dra_driver" / "proto"
+PROTO_DIR = DRIVER_DIR / "aligned_dra_driver" / "kubelet" / "proto"
 PROTOS = ("registration.proto", "dra_v1.proto", "dra_v1beta1.proto", "health_v1alpha1.proto")
 
 
@@ -36,7 +36,7 @@ def generate(out: Path) -> list[Path]:
         ]
         if protoc.main(args) != 0:
             raise RuntimeError(f"protoc failed on {source}")
-    generated = sorted((out / "aligned_dra_driver" / "proto").glob("*_pb2*.py"))
+    generated = sorted((out / PROTO_DIR.relative_to(DRIVER_DIR)).glob("*_pb2*.py"))
     return generated
 
 

@@ -78,7 +78,7 @@ def is_mig(device: dict[str, Any] | None) -> bool:
 
 
 class MigPreparer(MigRestore):
-    """The MIG side of one :class:`~aligned_dra_driver.driver.Driver`."""
+    """The MIG side of one :class:`~aligned_dra_driver.kubelet.driver.Driver`."""
 
     def __init__(self, driver: Any, loader: Callable[[], Any] | None = None) -> None:
         self.driver = driver

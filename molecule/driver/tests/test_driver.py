@@ -67,7 +67,7 @@ CLIENT = """
 import json, sys
 import grpc
 from google.protobuf.json_format import MessageToDict
-from aligned_dra_driver.proto import dra_v1_pb2, dra_v1_pb2_grpc, registration_pb2, registration_pb2_grpc
+from aligned_dra_driver.kubelet.proto import dra_v1_pb2, dra_v1_pb2_grpc, registration_pb2, registration_pb2_grpc
 call, sock = sys.argv[1], sys.argv[2]
 channel = grpc.insecure_channel("unix://" + sock)
 if call == "info":

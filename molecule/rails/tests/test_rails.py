@@ -57,7 +57,7 @@ CLIENT = """
 import json, sys
 import grpc
 from google.protobuf.json_format import MessageToDict
-from aligned_dra_driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
+from aligned_dra_driver.kubelet.proto import dra_v1_pb2, dra_v1_pb2_grpc
 call, claims = sys.argv[1], [dra_v1_pb2.Claim(**c) for c in json.loads(sys.argv[2])]
 stub = dra_v1_pb2_grpc.DRAPluginStub(grpc.insecure_channel("unix://" + sys.argv[3]))
 if call == "prepare":

@@ -48,7 +48,7 @@ CLIENT = """
 import json, sys
 import grpc
 from google.protobuf.json_format import MessageToDict
-from aligned_dra_driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
+from aligned_dra_driver.kubelet.proto import dra_v1_pb2, dra_v1_pb2_grpc
 channel = grpc.insecure_channel("unix://" + sys.argv[1])
 claims = [dra_v1_pb2.Claim(**c) for c in json.loads(sys.argv[2])]
 answer = dra_v1_pb2_grpc.DRAPluginStub(channel).NodePrepareResources(

@@ -58,8 +58,8 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
                 b"from ansible_collections.aligned.dra.plugins.module_utils import ", b"from " + dots + b" import "
             ).replace(b"from ansible_collections.aligned.dra.plugins.module_utils.", b"from " + dots)
             assert b"ansible_collections" not in vendored.replace(b'"ansible_collections', b"")
-        assert "aligned_dra_driver/proto/dra_v1_pb2.py" in names
-        assert "aligned_dra_driver/proto/dra_v1.proto" in names
+        assert "aligned_dra_driver/kubelet/proto/dra_v1_pb2.py" in names
+        assert "aligned_dra_driver/kubelet/proto/dra_v1.proto" in names
         entry_points = archive.read("aligned_dra_driver-0.1.0.dist-info/entry_points.txt").decode()
         metadata = archive.read("aligned_dra_driver-0.1.0.dist-info/METADATA").decode()
     assert "aligned-dra-driver = aligned_dra_driver.cli:main" in entry_points
@@ -80,7 +80,7 @@ def test_wheel_vendors_the_shared_libraries_and_runs(tmp_path):
         [
             sys.executable,
             "-c",
-            "import aligned_dra_driver.collection as c, aligned_dra_driver.server; "
+            "import aligned_dra_driver.collection as c, aligned_dra_driver.kubelet.services; "
             "print(c.topology.__name__, c.dra.DRIVER_NAME, c.dra_cel().__name__, "
             "c.topology.probe.__module__, c.topology.compute_links.__module__, c.dra_slices.__name__, "
             "c.mig_state.__name__, c.mig_packing.__name__)",

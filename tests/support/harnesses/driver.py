@@ -438,27 +438,27 @@ class DriverProcess:
         return channel
 
     def stubs(self, version: str = "v1") -> Any:
-        from aligned_dra_driver.proto import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc
+        from aligned_dra_driver.kubelet.proto import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc
 
         module = dra_v1_pb2_grpc if version == "v1" else dra_v1beta1_pb2_grpc
         return module.DRAPluginStub(self.channel(self.dra_socket))
 
     def prepare(self, claims: list[dict[str, Any]], version: str = "v1", timeout: float = 45.0) -> Any:
-        from aligned_dra_driver.proto import dra_v1_pb2, dra_v1beta1_pb2
+        from aligned_dra_driver.kubelet.proto import dra_v1_pb2, dra_v1beta1_pb2
 
         pb2 = dra_v1_pb2 if version == "v1" else dra_v1beta1_pb2
         request = pb2.NodePrepareResourcesRequest(claims=[pb2.Claim(**c) for c in claims])
         return self.stubs(version).NodePrepareResources(request, timeout=timeout)
 
     def unprepare(self, claims: list[dict[str, Any]], version: str = "v1", timeout: float = 45.0) -> Any:
-        from aligned_dra_driver.proto import dra_v1_pb2, dra_v1beta1_pb2
+        from aligned_dra_driver.kubelet.proto import dra_v1_pb2, dra_v1beta1_pb2
 
         pb2 = dra_v1_pb2 if version == "v1" else dra_v1beta1_pb2
         request = pb2.NodeUnprepareResourcesRequest(claims=[pb2.Claim(**c) for c in claims])
         return self.stubs(version).NodeUnprepareResources(request, timeout=timeout)
 
     def register(self, registered: bool = True, error: str = "") -> Any:
-        from aligned_dra_driver.proto import registration_pb2, registration_pb2_grpc
+        from aligned_dra_driver.kubelet.proto import registration_pb2, registration_pb2_grpc
 
         stub = registration_pb2_grpc.RegistrationStub(self.channel(self.reg_socket))
         info = stub.GetInfo(registration_pb2.InfoRequest(), timeout=10)
@@ -630,7 +630,7 @@ class SoakClient:
     """Prepare/Unprepare cycles of fresh claims over one channel to the DRA socket (as the kubelet keeps one)."""
 
     def __init__(self, process: DriverProcess, api: Any) -> None:
-        from aligned_dra_driver.proto import dra_v1_pb2, dra_v1_pb2_grpc, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc
+        from aligned_dra_driver.kubelet.proto import dra_v1_pb2, dra_v1_pb2_grpc, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc
 
         self.api = api
         channel = process.channel(process.dra_socket)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """TEST DOUBLES for the bundled DRA driver run in process (tests only, never shipped): what stands for its Kube
-and its status queue when a test builds ``aligned_dra_driver.driver.Driver`` itself.
+and its status queue when a test builds ``aligned_dra_driver.kubelet.driver.Driver`` itself.
 
     from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
     kube = d.ClaimsInMemory()

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from aligned_dra_driver import driver as drv
 from aligned_dra_driver.devices.inventory import Options
+from aligned_dra_driver.kubelet import driver as drv
 from aligned_dra_driver.mig import prepare as mig_prepare
 
 from ansible_collections.aligned.dra.tests.support.fakes import nvml as fake_nvml

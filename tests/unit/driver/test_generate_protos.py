@@ -17,12 +17,12 @@ def test_generated_code_is_up_to_date(tmp_path):
     fresh = module.generate(tmp_path)
     assert len(fresh) == 8
     for path in fresh:
-        committed = REPO / "driver" / "aligned_dra_driver" / "proto" / path.name
+        committed = REPO / "driver" / "aligned_dra_driver" / "kubelet" / "proto" / path.name
         assert committed.read_text() == path.read_text(), f"{committed} is stale: run {TOOL}"
 
 
 def test_wire_names_and_field_numbers():
-    from aligned_dra_driver.proto import dra_v1_pb2, dra_v1beta1_pb2, health_v1alpha1_pb2, registration_pb2
+    from aligned_dra_driver.kubelet.proto import dra_v1_pb2, dra_v1beta1_pb2, health_v1alpha1_pb2, registration_pb2
 
     assert dra_v1_pb2.DESCRIPTOR.package == "k8s.io.kubelet.pkg.apis.dra.v1"
     assert dra_v1beta1_pb2.DESCRIPTOR.package == "k8s.io.kubelet.pkg.apis.dra.v1beta1"

@@ -85,7 +85,7 @@ def remove_function(node: h.NodeTree, bdf: str, keep: Path) -> tuple[Path, Path]
 
 
 def health_stream(driver: h.DriverProcess) -> Any:
-    from aligned_dra_driver.proto import health_v1alpha1_pb2, health_v1alpha1_pb2_grpc
+    from aligned_dra_driver.kubelet.proto import health_v1alpha1_pb2, health_v1alpha1_pb2_grpc
 
     stub = health_v1alpha1_pb2_grpc.DRAResourceHealthStub(driver.channel(driver.dra_socket))
     return stub.NodeWatchResources(health_v1alpha1_pb2.NodeWatchResourcesRequest(), timeout=60)
@@ -93,7 +93,7 @@ def health_stream(driver: h.DriverProcess) -> Any:
 
 def stream_until(stream: Any, device: str, healthy: bool, cause: str = "") -> Any:
     """The first update (earlier ones are skipped) in which the device has this health (and cause)."""
-    from aligned_dra_driver.proto import health_v1alpha1_pb2
+    from aligned_dra_driver.kubelet.proto import health_v1alpha1_pb2
 
     wanted = health_v1alpha1_pb2.HEALTHY if healthy else health_v1alpha1_pb2.UNHEALTHY
     for update in stream:

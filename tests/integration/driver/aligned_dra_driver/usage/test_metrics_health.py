@@ -49,7 +49,7 @@ def test_metrics_and_health(node):
 
 
 def test_health_stream_reports_a_device_that_goes_away(node):
-    from aligned_dra_driver.proto import health_v1alpha1_pb2, health_v1alpha1_pb2_grpc
+    from aligned_dra_driver.kubelet.proto import health_v1alpha1_pb2, health_v1alpha1_pb2_grpc
 
     with FakeApiServer("1.35") as api:
         api.create(h.node_object())

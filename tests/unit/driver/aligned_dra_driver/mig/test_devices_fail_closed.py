@@ -12,7 +12,7 @@ import threading
 import pytest
 from aligned_dra_driver.collection import dra_mig
 from aligned_dra_driver.devices.inventory import Options
-from aligned_dra_driver.driver import Driver
+from aligned_dra_driver.kubelet.driver import Driver
 from aligned_dra_driver.mig import devices as mig_devices
 from aligned_dra_driver.usage.metrics import Metrics
 

@@ -9,8 +9,8 @@ import json
 import logging
 
 import pytest
-from aligned_dra_driver import driver as drv
 from aligned_dra_driver.devices.inventory import Options
+from aligned_dra_driver.kubelet import driver as drv
 from aligned_dra_driver.mig import prepare as mig_prepare
 from aligned_dra_driver.usage.metrics import Metrics
 

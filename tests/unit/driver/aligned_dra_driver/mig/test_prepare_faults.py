@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from aligned_dra_driver import driver as drv
+from aligned_dra_driver.kubelet import driver as drv
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses.driver_mig import (

@@ -15,9 +15,9 @@ import time
 import uuid
 
 import pytest
-from aligned_dra_driver import driver as drv
 from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.kube import ApiError
+from aligned_dra_driver.kubelet import driver as drv
 from aligned_dra_driver.usage import reclaim
 from aligned_dra_driver.usage.metrics import Metrics
 from aligned_dra_driver.usage.reclaim import Reclaimer, pod_uid_of_cgroup

@@ -416,8 +416,8 @@ def test_the_gpus_of_the_scan_are_the_nvidia_ones():
 
 
 def test_prepare_records_the_claim_s_pods_and_unprepare_forgets_them():
-    from aligned_dra_driver import driver as drv
     from aligned_dra_driver.devices.inventory import Options
+    from aligned_dra_driver.kubelet import driver as drv
 
     from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
 

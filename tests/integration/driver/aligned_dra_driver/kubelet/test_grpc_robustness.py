@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from aligned_dra_driver.proto import dra_v1_pb2, registration_pb2
+from aligned_dra_driver.kubelet.proto import dra_v1_pb2, registration_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -33,19 +33,19 @@ import threading
 import time
 from typing import Any
 
-from . import config
-from .claims import cdi
-from .claims.checkpoint import Checkpoint
-from .claims.container_edits import PrepareError, gpu_edits, nic_edits
-from .claims.locks import ClaimLocks
-from .claims.pods import ClaimPods, reserved_pods
-from .collection import dra
-from .devices.inventory import Inventory, Options, scan
-from .mig.prepare import MigPreparer
-from .network.interfaces import netdevs_of, restore_name
-from .sharing.fractional import SharingError
-from .sharing.limits import checked_share
-from .validation import claim_ref_problem, is_dns_label, is_uid, show
+from .. import config
+from ..claims import cdi
+from ..claims.checkpoint import Checkpoint
+from ..claims.container_edits import PrepareError, gpu_edits, nic_edits
+from ..claims.locks import ClaimLocks
+from ..claims.pods import ClaimPods, reserved_pods
+from ..collection import dra
+from ..devices.inventory import Inventory, Options, scan
+from ..mig.prepare import MigPreparer
+from ..network.interfaces import netdevs_of, restore_name
+from ..sharing.fractional import SharingError
+from ..sharing.limits import checked_share
+from ..validation import claim_ref_problem, is_dns_label, is_uid, show
 
 LOG = logging.getLogger(__name__)
 
@@ -94,8 +94,8 @@ class Driver:
         self.claim_pods = ClaimPods()
         self.mig = MigPreparer(self) if opts.mig != "off" else None  # --mig=static|dynamic
         if self.mig is not None and opts.mig_scanner is None:  # what each scan publishes in the MIG GPUs' place
-            from .mig.devices import MigScanner
-            from .mig.prepare import held_placements
+            from ..mig.devices import MigScanner
+            from ..mig.prepare import held_placements
 
             opts.mig_scanner = MigScanner(
                 opts.mig,
@@ -398,7 +398,7 @@ class Driver:
     def _fetch_claim(self, namespace: str, uid: str, name: str, deadline: float | None = None) -> dict[str, Any]:
         if self.kube is None:
             raise PrepareError("no Kubernetes API configured")
-        from .kube import ApiError
+        from ..kube import ApiError
 
         try:
             claim = self.kube.get_claim(namespace, name, deadline=deadline)
@@ -550,7 +550,7 @@ class Driver:
 
         A driver that publishes no GPUs leaves them alone: split by kind, they are the GPU plugin's.
         """
-        from .sharing.fractional import mps_daemons, stop_mps_daemon
+        from ..sharing.fractional import mps_daemons, stop_mps_daemon
 
         if not self.opts.device_options.get("gpus", dra.DEFAULT_OPTIONS["gpus"]):
             return
@@ -561,7 +561,7 @@ class Driver:
 
     def _stop_unused_mps(self, entry: dict[str, Any]) -> None:
         """Stop the MPS daemon of each GPU this claim shared once no prepared claim uses it."""
-        from .sharing.fractional import stop_mps_daemon
+        from ..sharing.fractional import stop_mps_daemon
 
         for device in entry["devices"]:
             if not device.get("mps"):

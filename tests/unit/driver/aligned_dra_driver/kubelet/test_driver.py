@@ -10,8 +10,8 @@ import threading
 import uuid
 
 import pytest
-from aligned_dra_driver import driver as drv
 from aligned_dra_driver.devices.inventory import Options
+from aligned_dra_driver.kubelet import driver as drv
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d

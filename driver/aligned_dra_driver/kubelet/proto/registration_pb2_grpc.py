@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from aligned_dra_driver.proto import registration_pb2 as aligned__dra__driver_dot_proto_dot_registration__pb2
+from aligned_dra_driver.kubelet.proto import registration_pb2 as aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in aligned_dra_driver/proto/registration_pb2_grpc.py depends on'
+        + ' but the generated code in aligned_dra_driver/kubelet/proto/registration_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,13 +36,13 @@ class RegistrationStub:
         """
         self.GetInfo = channel.unary_unary(
                 '/pluginregistration.Registration/GetInfo',
-                request_serializer=aligned__dra__driver_dot_proto_dot_registration__pb2.InfoRequest.SerializeToString,
-                response_deserializer=aligned__dra__driver_dot_proto_dot_registration__pb2.PluginInfo.FromString,
+                request_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.InfoRequest.SerializeToString,
+                response_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.PluginInfo.FromString,
                 _registered_method=True)
         self.NotifyRegistrationStatus = channel.unary_unary(
                 '/pluginregistration.Registration/NotifyRegistrationStatus',
-                request_serializer=aligned__dra__driver_dot_proto_dot_registration__pb2.RegistrationStatus.SerializeToString,
-                response_deserializer=aligned__dra__driver_dot_proto_dot_registration__pb2.RegistrationStatusResponse.FromString,
+                request_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.RegistrationStatus.SerializeToString,
+                response_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.RegistrationStatusResponse.FromString,
                 _registered_method=True)
 
 
@@ -66,13 +66,13 @@ def add_RegistrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'GetInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetInfo,
-                    request_deserializer=aligned__dra__driver_dot_proto_dot_registration__pb2.InfoRequest.FromString,
-                    response_serializer=aligned__dra__driver_dot_proto_dot_registration__pb2.PluginInfo.SerializeToString,
+                    request_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.InfoRequest.FromString,
+                    response_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.PluginInfo.SerializeToString,
             ),
             'NotifyRegistrationStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.NotifyRegistrationStatus,
-                    request_deserializer=aligned__dra__driver_dot_proto_dot_registration__pb2.RegistrationStatus.FromString,
-                    response_serializer=aligned__dra__driver_dot_proto_dot_registration__pb2.RegistrationStatusResponse.SerializeToString,
+                    request_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.RegistrationStatus.FromString,
+                    response_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.RegistrationStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -100,8 +100,8 @@ class Registration:
             request,
             target,
             '/pluginregistration.Registration/GetInfo',
-            aligned__dra__driver_dot_proto_dot_registration__pb2.InfoRequest.SerializeToString,
-            aligned__dra__driver_dot_proto_dot_registration__pb2.PluginInfo.FromString,
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.InfoRequest.SerializeToString,
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.PluginInfo.FromString,
             options,
             channel_credentials,
             insecure,
@@ -127,8 +127,8 @@ class Registration:
             request,
             target,
             '/pluginregistration.Registration/NotifyRegistrationStatus',
-            aligned__dra__driver_dot_proto_dot_registration__pb2.RegistrationStatus.SerializeToString,
-            aligned__dra__driver_dot_proto_dot_registration__pb2.RegistrationStatusResponse.FromString,
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.RegistrationStatus.SerializeToString,
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_registration__pb2.RegistrationStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from aligned_dra_driver.proto import dra_v1beta1_pb2 as aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2
+from aligned_dra_driver.kubelet.proto import dra_v1_pb2 as aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in aligned_dra_driver/proto/dra_v1beta1_pb2_grpc.py depends on'
+        + ' but the generated code in aligned_dra_driver/kubelet/proto/dra_v1_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -35,14 +35,14 @@ class DRAPluginStub:
             channel: A grpc.Channel.
         """
         self.NodePrepareResources = channel.unary_unary(
-                '/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources',
-                request_serializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodePrepareResourcesRequest.SerializeToString,
-                response_deserializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodePrepareResourcesResponse.FromString,
+                '/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources',
+                request_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodePrepareResourcesRequest.SerializeToString,
+                response_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodePrepareResourcesResponse.FromString,
                 _registered_method=True)
         self.NodeUnprepareResources = channel.unary_unary(
-                '/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources',
-                request_serializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodeUnprepareResourcesRequest.SerializeToString,
-                response_deserializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodeUnprepareResourcesResponse.FromString,
+                '/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources',
+                request_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodeUnprepareResourcesRequest.SerializeToString,
+                response_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodeUnprepareResourcesResponse.FromString,
                 _registered_method=True)
 
 
@@ -68,19 +68,19 @@ def add_DRAPluginServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'NodePrepareResources': grpc.unary_unary_rpc_method_handler(
                     servicer.NodePrepareResources,
-                    request_deserializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodePrepareResourcesRequest.FromString,
-                    response_serializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodePrepareResourcesResponse.SerializeToString,
+                    request_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodePrepareResourcesRequest.FromString,
+                    response_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodePrepareResourcesResponse.SerializeToString,
             ),
             'NodeUnprepareResources': grpc.unary_unary_rpc_method_handler(
                     servicer.NodeUnprepareResources,
-                    request_deserializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodeUnprepareResourcesRequest.FromString,
-                    response_serializer=aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodeUnprepareResourcesResponse.SerializeToString,
+                    request_deserializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodeUnprepareResourcesRequest.FromString,
+                    response_serializer=aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodeUnprepareResourcesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin', rpc_method_handlers)
+            'k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin', rpc_method_handlers)
+    server.add_registered_method_handlers('k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
@@ -101,9 +101,9 @@ class DRAPlugin:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources',
-            aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodePrepareResourcesRequest.SerializeToString,
-            aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodePrepareResourcesResponse.FromString,
+            '/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources',
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodePrepareResourcesRequest.SerializeToString,
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodePrepareResourcesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -128,9 +128,9 @@ class DRAPlugin:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources',
-            aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodeUnprepareResourcesRequest.SerializeToString,
-            aligned__dra__driver_dot_proto_dot_dra__v1beta1__pb2.NodeUnprepareResourcesResponse.FromString,
+            '/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources',
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodeUnprepareResourcesRequest.SerializeToString,
+            aligned__dra__driver_dot_kubelet_dot_proto_dot_dra__v1__pb2.NodeUnprepareResourcesResponse.FromString,
             options,
             channel_credentials,
             insecure,

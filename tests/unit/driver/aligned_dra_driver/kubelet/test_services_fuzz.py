@@ -9,7 +9,7 @@ error leaves no CDI spec, no checkpoint entry and no status write; what was
 prepared is exactly what the answers say; Unprepare brings everything back.
 
 The handlers are the servicers the server registers, called directly (the wire
-and malformed bytes are tests/integration/driver/aligned_dra_driver/test_grpc_robustness.py);
+and malformed bytes are tests/integration/driver/aligned_dra_driver/kubelet/test_grpc_robustness.py);
 the API server is an in-memory double so that 10,000 examples take seconds.
 """
 
@@ -24,11 +24,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from aligned_dra_driver import driver as drv
-from aligned_dra_driver import server
 from aligned_dra_driver.devices.inventory import Options
 from aligned_dra_driver.kube import ApiError
-from aligned_dra_driver.proto import (
+from aligned_dra_driver.kubelet import driver as drv
+from aligned_dra_driver.kubelet import services as server
+from aligned_dra_driver.kubelet.proto import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
     dra_v1beta1_pb2,

@@ -1,21 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """The in-process Driver against a claim GET that hangs for real: the call's budget runs out and the hung
 claim is answered with a timeout (the Driver's other tests, which wait for no clock, are in
-tests/unit/driver/aligned_dra_driver/test_driver.py). ``node``: the folder's conftest."""
+tests/unit/driver/aligned_dra_driver/kubelet/test_driver.py). ``node``: the folder's conftest."""
 
 from __future__ import annotations
 
 import threading
 
-from aligned_dra_driver import driver as drv
 from aligned_dra_driver.devices.inventory import Options
+from aligned_dra_driver.kubelet import driver as drv
 
 from ansible_collections.aligned.dra.tests.support.harnesses import driver as h
 from ansible_collections.aligned.dra.tests.support.harnesses import driver_doubles as d
 
 
 def make_slow(node):
-    """A Driver as tests/unit/driver/aligned_dra_driver/test_driver.py's ``make_slow`` builds it."""
+    """A Driver as tests/unit/driver/aligned_dra_driver/kubelet/test_driver.py's ``make_slow`` builds it."""
     kube = d.ClaimsInMemory()
     driver = drv.Driver(Options(**node.options()), kube, status_queue=d.StatusRecorder(kube))
     driver.restore()
