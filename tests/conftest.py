@@ -122,17 +122,18 @@ def node_image() -> str:
 
 
 @pytest.fixture(scope="module")
-def layouts(tmp_path_factory):
-    """``layouts(name)``: the probe's topology of a fixture tree (real snapshot or layout), built once per module."""
+def layouts():
+    """``layouts(name)``: the probe's topology of a fixture tree (real snapshot or layout), probed once per
+    module, of the tree in .cache/sysfs (scripts/test.sh materializes them all before the tests start;
+    materialize() only checks the tree's stamp then, and builds it when the sources changed)."""
     from ansible_collections.aligned.dra.plugins.module_utils.node.topology import probe
     from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
-    out = tmp_path_factory.mktemp("layouts")
     cache: dict[str, dict] = {}
 
     def get(name: str) -> dict:
         if name not in cache:
-            root = materialize(name, out)
+            root = materialize(name, CACHE / "sysfs")
             cache[name] = probe(str(root / "sys"), str(root / "proc"))
         return cache[name]
 

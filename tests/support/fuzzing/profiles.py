@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from hypothesis import settings
 
@@ -63,6 +64,16 @@ def examples_for(profile: str, full: int, minimum: int = 1) -> int:
     """``examples(full, minimum)`` as profile ``profile`` counts it."""
     scaled = full * scale()
     return max(1, min(round(scaled), max(minimum, round(scaled * SHARES[profile]))))
+
+
+def full_only(reason: str) -> Any:
+    """A pytest mark that skips a test outside the full profile: a search at a size only the full suite
+    affords (a 512-VF node, say), whose property the quick tier checks on smaller inputs (``reason`` names
+    them)."""
+    import pytest
+
+    quick = active_profile() != "full"
+    return pytest.mark.skipif(quick, reason=f"full fuzzing profile only ({PROFILE_VARIABLE}); {reason}")
 
 
 def load_profile() -> str:

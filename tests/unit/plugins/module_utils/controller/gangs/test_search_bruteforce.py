@@ -38,6 +38,7 @@ import pytest
 from ansible_collections.aligned.dra.plugins.module_utils.controller.domains.levels import natural_key
 from ansible_collections.aligned.dra.plugins.module_utils.controller.jobs import place as jobs
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     CLASSES,
     KIND,
@@ -60,9 +61,10 @@ TEMPLATES = [
 ]
 BRUTE_CLASSES = CLASSES + [device_class("gpu-or-nic", f'{KIND} == "gpu" || {KIND} == "nic"')]
 ROOTS = {"pci0000:a0": 0, "pci0000:b0": 0, "pci0000:c0": 1}  # root -> NUMA node
-CASES = 500
-SPANNING_CASES = 150
-UNEVEN_CASES = 150
+# Random sites per kind: the full suite's counts, a share of them in the quick tier (fuzzing profiles).
+CASES = fuzz_profiles.examples(500)
+SPANNING_CASES = fuzz_profiles.examples(150)
+UNEVEN_CASES = fuzz_profiles.examples(150)
 UNEVEN_RACKS = ["r2", "r10", "r9", "r11"]  # plain and natural order differ
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import mig as planner_mig
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 from ansible_collections.aligned.dra.tests.support.sites import kep4815_allocator as reference
 from ansible_collections.aligned.dra.tests.support.sites import mig_slices as nvidia
 from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import device_class, exactly, template
@@ -29,7 +30,7 @@ CLASSES = [
     device_class("gpu-or-mig", f'device.driver == "dra.aligned.dev" && ({KIND}.kind == "gpu" || {KIND}.kind == "mig")'),
 ]
 MODELS = {"A100-40GB": "0x20b0", "H100-80GB": "0x2330"}
-CASES = 60  # per model: about a second each
+CASES = fuzz_profiles.examples(60, minimum=6)  # per model, a share of them in the quick tier
 
 
 @pytest.fixture(scope="module")
