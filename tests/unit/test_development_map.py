@@ -79,8 +79,14 @@ def code_packages() -> dict[str, list[str]]:
         # A package of packages only (``controller/``, ``node/``) has no row: its packages have theirs.
         if folder != MODULE_UTILS and modules_of(folder):
             found[folder.relative_to(MODULE_UTILS).as_posix() + "/"] = modules_of(folder)
-    found["driver/aligned_dra_driver/"] = modules_of(DRIVER)
+    for folder in driver_packages():
+        found[f"driver/{folder.relative_to(DRIVER.parent).as_posix()}/"] = modules_of(folder)
     return found
+
+
+def driver_packages() -> list[Path]:
+    """The driver's package and each of its packages, the generated gRPC code aside (``kubelet/proto/``)."""
+    return [DRIVER] + sorted(i.parent for i in DRIVER.rglob("*/__init__.py") if i.parent.name != "proto")
 
 
 def modules_of(folder: Path) -> list[str]:
@@ -105,6 +111,7 @@ def missing_from_code_map(text: str, packages: dict[str, list[str]]) -> list[str
 def test_the_code_map_names_every_module_of_every_package():
     packages = code_packages()
     assert "controller/planner/" in packages and "allocator" in packages["controller/planner/"]
+    assert "hook" in packages["driver/aligned_dra_driver/network/"] and "cli" in packages["driver/aligned_dra_driver/"]
     assert missing_from_code_map(doc(), packages) == []
 
 
@@ -125,7 +132,8 @@ def unnamed_in_docstring(folder: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     "folder",
-    sorted(init.parent for init in MODULE_UTILS.rglob("__init__.py") if init.parent != MODULE_UTILS) + [DRIVER],
+    sorted(init.parent for init in MODULE_UTILS.rglob("__init__.py") if init.parent != MODULE_UTILS)
+    + driver_packages(),
     ids=lambda folder: folder.relative_to(REPO).as_posix(),
 )
 def test_each_package_docstring_names_its_modules(folder):

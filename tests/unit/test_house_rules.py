@@ -18,6 +18,10 @@
   circle among its packages nor among its files (imports inside functions
   counted), and no ``_private`` name taken from another package anywhere
   under ``module_utils``.
+- The bundled driver in layers, read from the driver table of the same
+  section, which places each of its packages and top-level modules once: no
+  import of a higher layer, no import circle among them (relative imports
+  and imports inside functions counted).
 - No test file imports another.
 """
 
@@ -375,6 +379,133 @@ def test_the_private_check_finds_both_forms_across_packages_only(tmp_path):
         },
     )
     assert private_imports(root) == ["b.user imports a.lib._HIDDEN", "b.user reads a.lib._helper"]
+
+
+# -- the driver's layers ------------------------------------------------------------------------------
+
+DRIVER = REPO / "driver" / "aligned_dra_driver"
+DRIVER_PACKAGE = "aligned_dra_driver"
+DRIVER_LAYER_HEADER = "| layer | driver packages | owns | may import |"
+
+
+def driver_layer_table(text: str) -> list[list[str]]:
+    """The units of each row of the "Layers" section's driver table, bottom first (``network``, ``cli.py``)."""
+    body = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    lines = body.split(DRIVER_LAYER_HEADER + "\n", 1)[1].splitlines()
+    rows = []
+    for line in lines[1:]:  # below the |---| line, up to the table's end
+        if not line.startswith("|"):
+            break
+        rows.append([name.rstrip("/") for name in line.split("|")[2].split("`")[1::2]])
+    return rows
+
+
+def driver_unit(path: Path, root: Path) -> str:
+    """A driver file's unit: its folder below the package (``kubelet/proto``), or the file at the top (``cli.py``)."""
+    relative = path.relative_to(root)
+    return relative.name if len(relative.parts) == 1 else relative.parent.as_posix()
+
+
+def driver_file(module: str, root: Path, package: str) -> Path | None:
+    """The file of a dotted module of the driver (a package's ``__init__.py``), else None."""
+    parts = module.split(".")
+    if parts[0] != package:
+        return None
+    base = root.joinpath(*parts[1:])
+    candidates = ([base.with_suffix(".py")] if len(parts) > 1 else []) + [base / "__init__.py"]
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
+def driver_imports(path: Path, root: Path, package: str = DRIVER_PACKAGE) -> set[Path]:
+    """The driver files ``path`` imports, relatively or by name, imports inside functions counted."""
+    here = [package, *path.relative_to(root).parent.parts]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = ".".join(here[: len(here) - node.level + 1] + ([module] if module else []))
+            # ``from package import module`` names a module; ``from module import name`` a name in it
+            candidates = [(f"{module}.{alias.name}", module) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            candidates = [(alias.name, alias.name) for alias in node.names]
+        else:
+            continue
+        for first, fallback in candidates:
+            target = driver_file(first, root, package) or driver_file(fallback, root, package)
+            if target is not None:
+                found.add(target)
+    return found
+
+
+def driver_graph(root: Path = DRIVER, package: str = DRIVER_PACKAGE) -> dict[str, set[str]]:
+    """``{unit: the other units it imports}``: the driver's packages and its top-level modules."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        unit = driver_unit(path, root)
+        targets = {driver_unit(target, root) for target in driver_imports(path, root, package)}
+        graph.setdefault(unit, set()).update(targets - {unit})
+    return graph
+
+
+# The driver's layers of docs/development.md, bottom first: each package and top-level module placed once.
+DRIVER_LAYER_ROWS = driver_layer_table(DEVELOPMENT_DOC.read_text(encoding="utf-8"))
+
+
+def test_the_driver_layer_table_places_each_package_and_top_level_module_once():
+    placed = [unit for units in DRIVER_LAYER_ROWS for unit in units]
+    assert sorted(u for u in set(placed) if placed.count(u) > 1) == [], "placed in more than one layer"
+    assert sorted(set(placed) - set(driver_graph())) == [], "the table names what the driver does not hold"
+    assert sorted(set(driver_graph()) - set(placed)) == [], "driver packages or top-level modules in no layer"
+
+
+def test_the_driver_packages_import_only_their_layer_and_lower_ones():
+    graph = driver_graph()
+    assert {"devices", "network"} <= graph["claims"] and "kubelet" in graph["cli.py"], "the graph misses imports"
+    assert "claims" in graph["usage"], "the graph misses an import inside a function"
+    assert layer_breaches(graph, layers(DRIVER_LAYER_ROWS)) == []
+
+
+def test_no_import_circle_among_the_driver_packages():
+    assert import_circles(driver_graph()) == []
+
+
+def test_the_driver_checks_see_relative_imports_inside_functions_a_circle_and_an_unplaced_module(tmp_path):
+    root = write_tree(
+        tmp_path / "drv",
+        {
+            "__init__.py": "X = 1\n",
+            "cli.py": "from .low import thing\n",
+            "helper.py": "from . import X\n",
+            "low/__init__.py": "",
+            "low/thing.py": "def f():\n    from ..high import top\n",
+            "high/__init__.py": "",
+            "high/top.py": "from drv.low import thing\nfrom .. import helper\n",
+        },
+    )
+    graph = driver_graph(root, "drv")
+    assert graph == {
+        "__init__.py": set(),
+        "cli.py": {"low"},
+        "helper.py": {"__init__.py"},
+        "low": {"high"},
+        "high": {"low", "helper.py"},
+    }
+    assert import_circles(graph) == [["high", "low"]]
+    rows = [["__init__.py", "helper.py"], ["low"], ["high"]]
+    assert layer_breaches(graph, layers(rows)) == ["cli.py: not in a layer", "low imports high, a higher layer"]
+
+
+def test_the_driver_layer_table_reader_reads_its_own_table_bottom_first():
+    text = (
+        f"# x\n\n## Layers\n\n{LAYER_TABLE_HEADER}\n|---|---|---|\n| w | `a/` | x |\n\n"
+        f"{DRIVER_LAYER_HEADER}\n|---|---|---|---|\n| helpers | `__init__.py`, `fsutil.py` | x | `y/` |\n"
+        "| top | `kubelet/`, `kubelet/proto/` | x | y |\n\n## Next\n\n| z | `b/` | x | y |\n"
+    )
+    assert driver_layer_table(text) == [["__init__.py", "fsutil.py"], ["kubelet", "kubelet/proto"]]
+    assert layer_table(text) == [["a"]]
 
 
 # What the Molecule nodes run with the node image's Python: the fake SR-IOV kernel and its VF writer.

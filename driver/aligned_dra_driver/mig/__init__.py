@@ -9,4 +9,8 @@
 
 The processes that hold a GPU (PID and command), for a refused change, are named by the collection's
 ``node/mig/holders`` (``aligned_dra_driver.collection.mig_holders``), as the rollout's module names them.
+
+May import: the top-level helpers (``collection``, ``fsutil``), :mod:`aligned_dra_driver.usage` (the one NVML
+loader, ``load_pynvml``) and :mod:`aligned_dra_driver.claims` (the container edits, ``PrepareError``) and
+the packages below them; only :mod:`aligned_dra_driver.kubelet` and ``cli`` import it.
 """
