@@ -99,3 +99,11 @@ def test_run_as_a_script_it_prints_the_description_or_why_not(env):
     run = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False)
     assert run.returncode == 2 and run.stdout == ""
     assert "ALIGNED_DRA_FUZZ_PROFILE='fast': profiles are full, quick" in run.stderr
+
+
+def test_a_full_only_test_is_skipped_outside_the_full_profile_with_the_reason(env):
+    assert profiles.full_only("the small trees check it").args == (False,)
+    env.setenv(profiles.PROFILE_VARIABLE, "quick")
+    mark = profiles.full_only("the small trees check it")
+    assert mark.name == "skipif" and mark.args == (True,)
+    assert mark.kwargs["reason"] == "full fuzzing profile only (ALIGNED_DRA_FUZZ_PROFILE); the small trees check it"

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
-from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS
+from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS, TESTS
+
+TREES = TESTS.parent / ".cache" / "sysfs"
 
 
 @pytest.fixture(scope="session")
-def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every layout built once for the session (the sriov one takes about a second)."""
-    base = tmp_path_factory.mktemp("layouts")
-    return {name: sb.build_tree(sb.load_layout(name), base / name) for name in LAYOUTS}
+def trees() -> dict[str, Path]:
+    """Every layout's tree as this builder makes it: tests/fixtures/materialize.py's in .cache/sysfs, which
+    scripts/test.sh builds before the tests start and rebuilds whenever a layout or the builder changed (its
+    stamp is a checksum of both), so a run reads them without building them again. Read only."""
+    return {name: materialize(name, TREES) for name in LAYOUTS}

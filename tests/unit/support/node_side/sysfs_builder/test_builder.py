@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.aligned.dra.tests.support.fuzzing import profiles as fuzz_profiles
 from ansible_collections.aligned.dra.tests.support.node_side import sysfs_builder as sb
 from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import TESTS
 
@@ -22,6 +23,7 @@ def test_cli_builds_a_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert (tmp_path / "t" / "sys" / "bus" / "pci" / "devices" / "0000:00:05.0").exists()
 
 
+@fuzz_profiles.full_only("the quick tier reads the tree scripts/test.sh built before the run")
 def test_sriov_8x64_build_time(tmp_path: Path, record_property: pytest.RecordProperty) -> None:
     """8 GPU / 8 PF / 512 VF: about 45k files, directories and links.
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aligned.dra.tests.fixtures import materialize as mat
-from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS
+from ansible_collections.aligned.dra.tests.unit.support.node_side.sysfs_builder.trees import LAYOUTS, TESTS
+
+TREES = TESTS.parent / ".cache" / "sysfs"
 
 
 def test_materialize_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> None:
@@ -41,11 +43,15 @@ def test_materialize_is_idempotent_and_rebuilds_on_change(tmp_path: Path) -> Non
         ("ghw-westmere-vfs", "sys/bus/pci/devices"),
     ],
 )
-def test_materialize_snapshots_unwraps_top_dir(tmp_path: Path, name: str, probe: str) -> None:
-    root = mat.materialize(name, tmp_path)
+def test_materialize_snapshots_unwraps_top_dir(name: str, probe: str) -> None:
+    # The trees scripts/test.sh materialized before the run (built here when missing or stale): extraction
+    # and its stamp are the first test's, on a tree of its own.
+    root = mat.materialize(name, TREES)
+    assert root == TREES.resolve() / name
     assert (root / "sys").is_dir() and (root / "proc").is_dir()
     assert (root / probe).exists(), probe
-    assert mat.materialize(name, tmp_path) == root
+    assert json.loads((root / ".materialized.json").read_text())["sha256"] == mat.source_checksum(name)
+    assert mat.materialize(name, TREES) == root
 
 
 def test_materialize_names_cover_snapshots_and_layouts() -> None:
