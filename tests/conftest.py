@@ -7,6 +7,7 @@ is exported by scripts/test.sh, and filled in here when pytest is run directly.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -71,7 +72,18 @@ def pytest_configure(config: pytest.Config) -> None:
         _fuzz_profiles().load_profile()
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
+    _cache_kubernetes_schemas()
     config.pluginmanager.register(_suite_timing().FileClock(), "aligned_dra_suite_timing")
+
+
+def _cache_kubernetes_schemas() -> None:
+    """kubernetes_validate reads and parses a kind's JSON schema and the version's 1.5 MB of definitions on
+    every validate() call (about three quarters of its time); the tests validate thousands of objects of a
+    few kinds, so each file is parsed once per process here. Read only: the schemas are never changed."""
+    from kubernetes_validate import utils
+
+    if not hasattr(utils.schema_contents, "cache_info"):
+        utils.schema_contents = functools.cache(utils.schema_contents)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
