@@ -74,6 +74,7 @@ _raw:
   elements: dict
 """
 
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -81,13 +82,16 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.inputs.site import (
+    Caller,
     SiteSettingError,
+    own_names,
     read_site_settings,
+    site_of,
 )
 
 
 class _Templated(Mapping):
-    """The caller's variables, each templated when read (a role default may be a template)."""
+    """Variables, each templated when read (a role default may be a template)."""
 
     def __init__(self, variables: Mapping[str, Any], template: Any) -> None:
         self._variables = variables
@@ -116,12 +120,37 @@ class LookupModule(LookupBase):
             raise AnsibleLookupError(f"site_settings: host must be an inventory host (got {host!r})")
         try:
             settings = read_site_settings(
-                terms,
-                host,
-                hostvars[host],
-                _Templated(variables, self._templar.template),
-                self.get_option("defaults"),
+                terms, host, hostvars[host], self._caller(terms, host, variables), self.get_option("defaults")
             )
         except SiteSettingError as exc:
             raise AnsibleLookupError(str(exc)) from exc
         return [settings]
+
+    def _caller(self, terms: list[Any], host: str, variables: Mapping[str, Any]) -> Caller:
+        """The task's values; which of them are the inventory or facts of the host it runs for; the role's defaults."""
+        hostvars = variables["hostvars"]
+        current = variables.get("inventory_hostname", "")
+        names = [name for name in terms if isinstance(name, str)] if isinstance(terms, list) else []
+        raw_get = getattr(hostvars, "raw_get", None)
+        own: frozenset[str] = frozenset()
+        if current in hostvars and raw_get is not None:
+            own = own_names(names, variables, raw_get(current))
+        in_site = current in hostvars and site_of(hostvars[current]) == site_of(hostvars[host])
+        role_path = variables.get("role_path")
+        return Caller(
+            _Templated(variables, self._templar.template),
+            host=current,
+            own=own,
+            in_site=in_site,
+            role_defaults=_Templated(self._role_defaults(role_path), self._templar.template) if role_path else None,
+        )
+
+    def _role_defaults(self, role_path: str) -> dict[str, Any]:
+        """The defaults of the role at ``role_path`` as its files give them (defaults/main.yml or defaults/main/),
+        raw: templated when read, for the host the task runs for."""
+        defaults: dict[str, Any] = {}
+        for path in self._loader.find_vars_files(os.path.join(role_path, "defaults"), "main"):
+            data = self._loader.load_from_file(path, trusted_as_template=True)
+            if isinstance(data, Mapping):
+                defaults.update(data)
+        return defaults

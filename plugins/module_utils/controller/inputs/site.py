@@ -7,7 +7,7 @@ are read here, and only here, so the validation, the rails, the summaries and
 the placement group hosts and key per-node settings the same way.
 
 A site's settings are those of its first host (the site group's group_vars),
-else the caller's own value (the role's default): :func:`read_site_settings`
+else the caller's default, never another host's: :func:`read_site_settings`
 reads them, for the ``aligned.dra.site_settings`` lookup, by names it knows
 (:data:`SITE_SETTINGS`, :data:`RUN_FACTS`).
 
@@ -28,9 +28,11 @@ No Ansible imports; Python >= 3.9.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Collection, Mapping, Sequence
     from typing import Any
 
 
@@ -79,24 +81,74 @@ class SiteSettingError(ValueError):
     """A site setting that is not known, or that is set nowhere; the message names it."""
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Where a site's settings are read: the task's values and whose they are.
+
+    ``values`` are the variables the task sees (its role's defaults, the
+    play's vars, and the inventory and facts of ``host``, the host it runs
+    for); ``own`` names those whose value there is ``host``'s own inventory or
+    fact value (:func:`own_names`); ``in_site`` says whether ``host`` is of
+    the site; ``role_defaults`` are the calling role's defaults, None outside
+    a role.
+    """
+
+    values: Mapping[str, Any]
+    host: str = ""
+    own: Collection[str] = field(default_factory=frozenset)
+    in_site: bool = False
+    role_defaults: Mapping[str, Any] | None = None
+
+
+def own_names(names: Sequence[str], values: Mapping[str, Any], host_own: Mapping[str, Any]) -> frozenset[str]:
+    """The ``names`` whose value in ``values`` (raw) is the host's own: its inventory or facts (``host_own``,
+    raw) set it to the same value. A play's or role's value equal to the host's counts as the host's."""
+    return frozenset(name for name in names if name in values and name in host_own and values[name] == host_own[name])
+
+
+def _fallback(name: str, host: str, caller: Caller) -> Any:
+    """The value of ``name``, which the site's first host ``host`` does not set, for ``caller``."""
+    values = caller.values
+    if name in values and name not in caller.own:
+        return values[name]
+    if caller.role_defaults is not None:
+        if name in caller.role_defaults:
+            return caller.role_defaults[name]
+    elif name in values and caller.in_site:
+        return values[name]
+    if name in values:
+        raise SiteSettingError(
+            f"site settings: {name} is not set on {host} (the site's first host) and has no default here; "
+            f"the value here is {caller.host}'s own (its inventory or facts), not the site's: set {name} for "
+            "the site (its group_vars) or pass defaults="
+        )
+    raise SiteSettingError(
+        f"site settings: {name} is set neither on {host} (the site's first host) nor here "
+        "(no default of the role or the play)"
+    )
+
+
 def read_site_settings(
     names: Sequence[str],
     host: str,
     host_vars: Mapping[str, Any],
-    context: Mapping[str, Any],
+    context: Caller | Mapping[str, Any],
     defaults: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The settings ``names`` of the site whose first host is ``host``, as ``{name: value}`` in their order.
 
     A setting's value is ``host``'s (``host_vars``: its inventory, where the
-    site group's group_vars are) when it has one, null included; else
-    ``defaults[name]`` when the caller gives one; else the caller's own
-    (``context``: the role's default, the play's vars). That is what
-    ``hostvars[host][name] | default(name)`` reads (or ``| default(value)``
-    with the value in ``defaults``). A name that is not in
-    :data:`SITE_SETTINGS` or :data:`RUN_FACTS`, asked twice, a default for a
-    name not asked for, and a setting with no value anywhere raise
-    :class:`SiteSettingError` naming it.
+    site group's group_vars are) when it has one, null included. Else
+    ``defaults[name]`` when the caller gives one. Else the caller's
+    (``context``, a :class:`Caller`; a plain mapping is a caller's values)
+    own value - the role's default, the play's or the role's vars - unless
+    that is the inventory or fact value of the host the task runs for (a
+    host of another site, whose group_vars would leak into this one): then
+    the role's default (``role_defaults``); outside a role, that host's value
+    only when it is of the site. A name that is not in :data:`SITE_SETTINGS`
+    or :data:`RUN_FACTS`, asked twice, a default for a name not asked for, a
+    setting with no value anywhere and one whose only value is another
+    site's host's raise :class:`SiteSettingError` naming it.
     """
     if isinstance(names, (str, bytes)):
         raise SiteSettingError(f"site settings: names must be a list of setting names (got {names!r})")
@@ -113,19 +165,15 @@ def read_site_settings(
     stray = sorted(name for name in defaults if name not in names)
     if stray:
         raise SiteSettingError(f"site settings: a default for {', '.join(stray)}, which is not asked for")
+    caller = context if isinstance(context, Caller) else Caller(context)
     settings: dict[str, Any] = {}
     for name in names:
         if name in host_vars:
             settings[name] = host_vars[name]
         elif name in defaults:
             settings[name] = defaults[name]
-        elif name in context:
-            settings[name] = context[name]
         else:
-            raise SiteSettingError(
-                f"site settings: {name} is set neither on {host} (the site's first host) nor here "
-                "(no default of the role or the play)"
-            )
+            settings[name] = _fallback(name, host, caller)
     return settings
 
 

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """aligned.dra.site_settings in a real ansible-playbook run: per site, on the controller, as the roles
-call it. Each setting is what ``hostvars[first].NAME | default(NAME)`` read (the first host's value,
-null included, else the value the task sees: the role's default, templated there, or the inventory
-value of the host the task runs for), a given default replaces the task's own, and a wrong name fails
-the task naming it.
+call it. Each setting is the site's first host's value (null included), else a given default, else the
+role's default, templated for the host the task runs for - never that host's inventory value when it is
+of another site (``hostvars[first].NAME | default(NAME)`` read that: site B got site A's settings). In
+a playbook, the play's own value stands, another site's host's value is refused by name, and a wrong
+name fails the task naming it.
 """
 
 from __future__ import annotations
@@ -64,7 +65,31 @@ def refused(name: str, expression: str) -> dict:
     }
 
 
-def test_the_lookup_reads_what_the_default_expressions_read_and_refuses_wrong_names(tmp_path: Path):
+def playbook_tasks(tmp_path: Path) -> list[dict]:
+    """Outside a role: west's settings, for e1 (of east), with the play's own version."""
+    return [
+        {
+            "name": "The play's own value stands",
+            "ansible.builtin.set_fact": {
+                "played": "{{ lookup('aligned.dra.site_settings', 'aligned_dra_kubernetes_version', host='w1') }}"
+            },
+            "run_once": True,
+        },
+        refused("leaked claims", "lookup('aligned.dra.site_settings', 'aligned_dra_claims', host='w1')"),
+        {
+            "name": "Keep what the play read",
+            "ansible.builtin.copy": {
+                "content": "{{ {'played': played, 'leaked': refusal_leaked.msg | default('')} | to_json }}",
+                "dest": str(tmp_path / "played.json"),
+                "mode": "0644",
+            },
+            "delegate_to": "localhost",
+            "run_once": True,
+        },
+    ]
+
+
+def test_the_lookup_reads_the_site_or_the_roles_default_never_another_sites_and_refuses_wrong_names(tmp_path: Path):
     role = tmp_path / "roles" / "reader"
     (role / "defaults").mkdir(parents=True)
     (role / "defaults" / "main.yml").write_text(yaml.safe_dump(ROLE_DEFAULTS))
@@ -104,32 +129,48 @@ def test_the_lookup_reads_what_the_default_expressions_read_and_refuses_wrong_na
         groups={
             "east": {
                 "hosts": {"e1": None, "e2": None},
-                "vars": {"aligned_dra_claims": {"east": 1}, "aligned_dra_teams": None},
+                "vars": {"aligned_dra_site": "east", "aligned_dra_claims": {"east": 1}, "aligned_dra_teams": None},
             },
-            "west": {"hosts": {"w1": None, "w2": None}},
+            "west": {"hosts": {"w1": None, "w2": None}, "vars": {"aligned_dra_site": "west"}},
         },
     )
     play = write_play(
-        tmp_path / "play.yml", [{"hosts": "aligned_dra_nodes", "gather_facts": False, "roles": [str(role)]}]
+        tmp_path / "play.yml",
+        [
+            {"hosts": "aligned_dra_nodes", "gather_facts": False, "roles": [str(role)]},
+            {
+                "hosts": "aligned_dra_nodes",
+                "gather_facts": False,
+                "vars": {"aligned_dra_kubernetes_version": "1.34"},
+                "tasks": playbook_tasks(tmp_path),
+            },
+        ],
     )
 
     run = run_playbook(inventory, play)
 
     assert recap(run.stdout)["failed"] == 0, run.output
     result = json.loads((tmp_path / "read.json").read_text())
-    for site in ("east", "west"):
-        assert result["read"][site]["new"] == result["read"][site]["old"], site
-    # the task runs for e1 (the play's first host): west's first host (w1) sets only its jobs, so the
-    # rest is e1's - the east group's claims and null teams, the role's version
-    assert result["read"]["west"]["new"] == {
-        "aligned_dra_claims": {"east": 1},
-        "aligned_dra_teams": None,
+    assert result["read"]["east"]["new"] == result["read"]["east"]["old"]
+    assert result["read"]["east"]["new"]["aligned_dra_jobs"] == []
+    # the task runs for e1 (the play's first host, of east): west's first host (w1) sets only its jobs,
+    # so the rest is the role's defaults (teams rendered for e1), not the east group's claims and null
+    # teams, which the old expressions read
+    west = result["read"]["west"]
+    assert west["new"] == {
+        "aligned_dra_claims": {"role": True},
+        "aligned_dra_teams": {"for": "e1"},
         "aligned_dra_jobs": ["w1's"],
         "aligned_dra_kubernetes_version": "1.35",
     }
-    assert result["read"]["east"]["new"]["aligned_dra_jobs"] == []
+    assert (west["old"]["aligned_dra_claims"], west["old"]["aligned_dra_teams"]) == ({"east": 1}, None)
     assert result["given"] == {"aligned_dra_jobs": ["w1's"], "aligned_dra_placement_levels": []}
     unknown, unset, stranger = result["refusals"]
     assert "unknown setting 'aligned_dra_claim'" in unknown
     assert "aligned_dra_rails is set neither on e1 (the site's first host) nor here" in unset
     assert "host must be an inventory host (got 'nobody')" in stranger
+    played = json.loads((tmp_path / "played.json").read_text())
+    assert played["played"] == {"aligned_dra_kubernetes_version": "1.34"}
+    assert "aligned_dra_claims is not set on w1 (the site's first host) and has no default here" in played["leaked"]
+    assert "the value here is e1's own" in played["leaked"]
+    assert "set aligned_dra_claims for the site (its group_vars) or pass defaults=" in played["leaked"]

@@ -138,6 +138,49 @@ def test_only_what_is_asked_is_read_and_the_callers_value_only_where_the_host_ha
     assert read == [(False, "aligned_dra_teams"), (True, "aligned_dra_kubernetes_version")]
 
 
+# the task runs for e1, of another site, whose group_vars set the claims; the site's first host w1 does not
+E1_OWN = {"aligned_dra_claims": {"east": 1}, "aligned_dra_kubernetes_version": "1.36"}
+
+
+def test_the_value_of_the_host_the_task_runs_for_is_never_taken_for_a_site_it_is_not_of():
+    values = {**ROLE, **E1_OWN}
+    own = inputs.own_names(["aligned_dra_claims", "aligned_dra_teams"], values, E1_OWN)
+    assert own == {"aligned_dra_claims"}
+    in_role = inputs.Caller(values, host="e1", own=own, role_defaults=ROLE)
+    names = ["aligned_dra_claims", "aligned_dra_teams"]
+    # in a role: the role's default, not e1's; what is not e1's (the role's or play's value) stands
+    assert inputs.read_site_settings(names, "w1", {}, in_role) == {
+        "aligned_dra_claims": {},
+        "aligned_dra_teams": {"default": True},
+    }
+    # a given default still comes first; the first host's value before all
+    assert inputs.read_site_settings(names, "w1", {}, in_role, {"aligned_dra_claims": []})["aligned_dra_claims"] == []
+    assert inputs.read_site_settings(names, "w1", FIRST, in_role)["aligned_dra_claims"] == {"gpu": True}
+    # in a playbook: refused by name, unless e1 is of the site
+    in_play = inputs.Caller(values, host="e1", own=own)
+    with pytest.raises(inputs.SiteSettingError) as caught:
+        inputs.read_site_settings(names, "w1", {}, in_play)
+    assert str(caught.value).startswith(
+        "site settings: aligned_dra_claims is not set on w1 (the site's first host) and has no default here; "
+        "the value here is e1's own (its inventory or facts), not the site's: set aligned_dra_claims for the site"
+    )
+    assert "or pass defaults=" in str(caught.value)
+    of_site = inputs.Caller(values, host="e1", own=own, in_site=True)
+    assert inputs.read_site_settings(names, "w1", {}, of_site)["aligned_dra_claims"] == {"east": 1}
+
+
+def test_a_role_without_a_default_refuses_the_hosts_value_and_a_play_value_unlike_the_hosts_stands():
+    values = {**E1_OWN, "aligned_dra_kubernetes_version": "1.34"}  # the play's vars win over e1's inventory
+    own = inputs.own_names(["aligned_dra_claims", "aligned_dra_kubernetes_version"], values, E1_OWN)
+    assert own == {"aligned_dra_claims"}
+    caller = inputs.Caller(values, host="e1", own=own, in_site=True, role_defaults={})
+    assert inputs.read_site_settings(["aligned_dra_kubernetes_version"], "w1", {}, caller) == {
+        "aligned_dra_kubernetes_version": "1.34"
+    }
+    with pytest.raises(inputs.SiteSettingError, match="aligned_dra_claims is not set on w1"):
+        inputs.read_site_settings(["aligned_dra_claims"], "w1", {}, caller)
+
+
 @pytest.mark.parametrize(
     ("names", "defaults", "message"),
     [
