@@ -1,7 +1,8 @@
 # Copyright: aligned.dra contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""A site's settings, read from its first host, else the caller's defaults (``controller.inputs.site``)."""
+"""A site's settings, read from its first host, else the caller's defaults, never another host's
+(``controller.inputs.site``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,19 @@ short_description: A site's settings, read once from its first host, else the ro
 description:
   - Returns a dictionary of the settings named in O(_terms), each the value that O(host) (the site's first
     host, whose variables carry the site group's group_vars) has; where it has none, the value in
-    O(defaults), else the caller's own (the role's default, the play's vars) - what C(hostvars[host].NAME)
-    read with the caller's C(NAME) as its default, for every setting in one call.
+    O(defaults), else the caller's own (the role's default, the play's or the role's vars), for every
+    setting in one call.
+  - The caller's own value is never the inventory or fact value of the host the task runs for (a per-site
+    task runs once, for the play's first host, which may be of another site whose group_vars set the
+    setting). Where the caller's value is that host's own, the setting is the calling role's default (its
+    C(defaults/main.yml) or C(defaults/main/), templated for that host); outside a role, that host's value
+    only when it is of the site (its C(aligned_dra_site)), else the lookup fails naming the setting (set it
+    for the site, or pass O(defaults)). A play's or role's value equal to that host's counts as the host's.
   - A value that O(host) sets, even null or empty, is taken as it is; only a setting it does not set at all
     falls back.
-  - A name that is not a known site setting, a name asked twice, a default for a name not asked for and a
-    setting that has no value anywhere fail, naming the setting.
+  - A name that is not a known site setting, a name asked twice, a default for a name not asked for, a
+    setting that has no value anywhere and one whose only value is another site's host's fail, naming the
+    setting.
   - The roles read a site's settings with it once per site, on the controller (docs/inventory.md).
 author:
   - aligned.dra maintainers (!UNKNOWN)
@@ -43,7 +51,8 @@ options:
   defaults:
     description:
       - A value per setting for when O(host) does not set it, instead of the caller's own (for a setting the
-        role has no default of, or a play that has none).
+        role has no default of, or a play that has none; a playbook's task that reads a setting only some
+        sites set passes one).
     type: dict
     default: {}
 """
