@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -14,6 +15,9 @@ from ansible_collections.aligned.dra.plugins.module_utils.node.snapshots import 
 from ansible_collections.aligned.dra.plugins.modules import topology_capture
 from ansible_collections.aligned.dra.tests.fixtures.materialize import materialize
 
+# Fixture trees as scripts/test.sh materializes them before the run (read only).
+TREES = Path(__file__).resolve().parents[4] / ".cache" / "sysfs"
+
 
 def run(capsys, args: dict) -> dict:
     with patch_module_args(args), pytest.raises(SystemExit):
@@ -22,8 +26,9 @@ def run(capsys, args: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    return materialize("hwloc-32intel64-8ve", tmp_path_factory.mktemp("capture-module"))
+def tree():
+    """The tree scripts/test.sh materialized in .cache/sysfs before the run; the module only reads it."""
+    return materialize("hwloc-32intel64-8ve", TREES)
 
 
 def args(tree, dest, **extra) -> dict:

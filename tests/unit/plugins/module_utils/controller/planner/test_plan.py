@@ -7,6 +7,8 @@ attributes) and the allocator driven directly are in ``test_allocator.py``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.aligned.dra.plugins.module_utils.controller.planner import plan as planner
@@ -19,6 +21,9 @@ from ansible_collections.aligned.dra.tests.support.sites.plan_inputs import (
     exactly,
     template,
 )
+
+# Fixture trees as scripts/test.sh materializes them before the run (read only).
+TREES = Path(__file__).resolve().parents[6] / ".cache" / "sysfs"
 
 ROOT = "resource.kubernetes.io/pcieRoot"
 NUMA = "resource.kubernetes.io/numaNode"
@@ -172,9 +177,9 @@ def test_cel_error_aborts_and_is_reported():
     assert "uuid" in error["expression"] and "uuid" in error["message"]
 
 
-def test_what_if_on_another_layout(tmp_path):
+def test_what_if_on_another_layout():
     """The same templates on a probed node that is not part of the site."""
-    root = materialize("dgx-h100", tmp_path)
+    root = materialize("dgx-h100", TREES)
     topology = probe(str(root / "sys"), str(root / "proc"))
     result = run({"dgx": topology}, [pairs(1)])["pairs-1"]["nodes"]["dgx"]
     # each GPU and its ConnectX-7 share a host bridge, two switches apart (PXB);
@@ -297,11 +302,11 @@ def test_the_reason_names_an_attribute_that_no_candidate_has():
     )
 
 
-def test_real_snapshot_of_eight_vector_engines(tmp_path):
+def test_real_snapshot_of_eight_vector_engines():
     """hwloc's 32intel64-2p8co2t+8ve: two host bridges, each with four NEC vector
     engines (accelerators) and one ConnectX-4 without an RDMA device (a plain NIC),
     plus a dual-port X722 on a third bridge with no accelerator."""
-    root = materialize("hwloc-32intel64-8ve", tmp_path)
+    root = materialize("hwloc-32intel64-8ve", TREES)
     topology = probe(str(root / "sys"), str(root / "proc"))
     nodes = planner.nodes_from_topologies({"ve": topology}, {"plain_nics": True})
     accelerators = device_class("gpu", f'{KIND} in ["gpu", "accelerator"]')
