@@ -137,7 +137,8 @@ def test_a_mig_gpu_is_never_made_shareable_and_its_devices_stand_on_the_parents_
     topo = {"devices": [{"pci_address": A100, "kind": "gpu"}, {"pci_address": H100, "kind": "gpu"}]}
     monkeypatch.setattr("aligned_dra_driver.devices.inventory.topology.probe", lambda *a: topo)
     monkeypatch.setattr(
-        "aligned_dra_driver.devices.inventory.dra.devices_from_topology", lambda *a, **k: [gpu(A100, "A100"), gpu(H100, "H100")]
+        "aligned_dra_driver.devices.inventory.dra.devices_from_topology",
+        lambda *a, **k: [gpu(A100, "A100"), gpu(H100, "H100")],
     )
     opts = Options(node_name="node-1", fractional_gpus=True, mig="static", sysfs_root=str(tmp_path))
     opts.mig_scanner = scanner(tmp_path, scan_nvml, "static")
