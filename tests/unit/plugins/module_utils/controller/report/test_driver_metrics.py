@@ -28,7 +28,7 @@ CONTRACT = {
 
 def registered() -> set[str]:
     """The names the driver's metrics.py registers, as Prometheus stores them (counters with _total)."""
-    text = (REPO / "driver" / "aligned_dra_driver" / "metrics.py").read_text(encoding="utf-8")
+    text = (REPO / "driver" / "aligned_dra_driver" / "usage" / "metrics.py").read_text(encoding="utf-8")
     names = set()
     for kind, name in re.findall(r'(Counter|Gauge|Histogram|GaugeMetricFamily)\(\s*"(aligned_dra_\w+)"', text):
         names.add(name + "_total" if kind == "Counter" else name)
