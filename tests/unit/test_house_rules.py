@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,13 @@ def generated(path: Path) -> bool:
 SOURCE_TREES = ("plugins", "driver", "tests", "molecule", "benchmarks", "scripts")
 
 
+@functools.cache
+def parsed(text: str) -> ast.Module:
+    """The syntax tree of a source text, parsed once per process: several rules read every file."""
+    return ast.parse(text)
+
+
+@functools.cache
 def sources() -> list[Path]:
     paths = [p for tree in SOURCE_TREES for p in (REPO / tree).rglob("*.py")]
     return sorted(p for p in paths if "__pycache__" not in p.parts and not generated(p))
@@ -68,7 +76,7 @@ def oversized(path: Path) -> list[str]:
     lines = len(text.splitlines())
     if lines > MAX_FILE_LINES:
         found.append(f"{name}: {lines} lines")
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parsed(text)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             length = node.end_lineno - node.lineno + 1
             if length > MAX_FUNCTION_LINES:
@@ -101,7 +109,7 @@ def test_module_utils_holds_packages_and_a_handful_of_loose_modules():
 def collection_imports(path: Path) -> set[str]:
     """What a file imports by its collection path, dotted below module_utils (``dra.model``, ``dra.model.NAME``)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == PREFIX:
                 found.update(alias.name for alias in node.names)
@@ -262,7 +270,7 @@ def private_imports(root: Path = MODULE_UTILS, prefix: str = PREFIX) -> list[str
     found = []
     for module, path in modules.items():
         package = package_of(module, modules)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path.read_text(encoding="utf-8"))
         aliases: dict[str, str] = {}
         for node in ast.walk(tree):
             if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
@@ -420,7 +428,7 @@ def driver_imports(path: Path, root: Path, package: str = DRIVER_PACKAGE) -> set
     """The driver files ``path`` imports, relatively or by name, imports inside functions counted."""
     here = [package, *path.relative_to(root).parent.parts]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:
@@ -529,7 +537,7 @@ TESTS_PACKAGE = "ansible_collections.aligned.dra.tests"
 def imported_test_files(source: str) -> list[str]:
     """The test files (``test_*.py``) that ``source`` imports, anywhere in it, as the modules it names."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.rsplit(".", 1)[-1].startswith("test_")]
         elif isinstance(node, ast.ImportFrom):
