@@ -161,17 +161,21 @@ DEVELOPMENT_DOC = REPO / "docs" / "development.md"
 LAYER_TABLE_HEADER = "| layer | packages | may import |"
 
 
-def layer_table(text: str) -> list[list[str]]:
-    """The packages of each row of the "Layers" section's table, bottom first, dotted (``schedulers.kueue``)."""
+def layer_names(text: str, header: str) -> list[list[str]]:
+    """The `names` of the second column of each row of the "Layers" section's table under ``header``, bottom first."""
     body = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
-    lines = body.split(LAYER_TABLE_HEADER + "\n", 1)[1].splitlines()
+    lines = body.split(header + "\n", 1)[1].splitlines()
     rows = []
     for line in lines[1:]:  # below the |---| line, up to the table's end
         if not line.startswith("|"):
             break
-        packages = line.split("|")[2]
-        rows.append([name.strip("/").replace("/", ".") for name in packages.split("`")[1::2]])
+        rows.append(line.split("|")[2].split("`")[1::2])
     return rows
+
+
+def layer_table(text: str) -> list[list[str]]:
+    """The packages of each row of the "Layers" section's table, bottom first, dotted (``schedulers.kueue``)."""
+    return [[name.strip("/").replace("/", ".") for name in row] for row in layer_names(text, LAYER_TABLE_HEADER)]
 
 
 def layers(rows: list[list[str]]) -> dict[str, int]:
@@ -398,14 +402,7 @@ DRIVER_LAYER_HEADER = "| layer | driver packages | owns | may import |"
 
 def driver_layer_table(text: str) -> list[list[str]]:
     """The units of each row of the "Layers" section's driver table, bottom first (``network``, ``cli.py``)."""
-    body = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
-    lines = body.split(DRIVER_LAYER_HEADER + "\n", 1)[1].splitlines()
-    rows = []
-    for line in lines[1:]:  # below the |---| line, up to the table's end
-        if not line.startswith("|"):
-            break
-        rows.append([name.rstrip("/") for name in line.split("|")[2].split("`")[1::2]])
-    return rows
+    return [[name.rstrip("/") for name in row] for row in layer_names(text, DRIVER_LAYER_HEADER)]
 
 
 def driver_unit(path: Path, root: Path) -> str:
