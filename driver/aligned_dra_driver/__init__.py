@@ -23,7 +23,7 @@ layer and lower ones, never a higher one, and the helpers above import none of t
 - ``kubelet`` (the gRPC services on their sockets, Prepare, Unprepare and the start-up restore, the
   generated gRPC code in ``kubelet/proto``).
 
-``cli`` imports them all.
+``cli`` may import them all.
 """
 
 __version__ = "0.1.0"

@@ -165,7 +165,7 @@ def hook_args(name: str, cfg: dict[str, Any], host: dict[str, Any] | None) -> tu
     """The hook's address and route arguments, and the pod's addresses (CIDR) for the claim's status.
 
     The claim's ``NicConfig`` addresses and routes (``--address``, ``--route``) and the host's
-    that go with the NIC (``--host-address``, ``--host-route``, :func:`netdev_addresses.carried`).
+    that go with the NIC (``--host-address``, ``--host-route``, :func:`aligned_dra_driver.network.addresses.carried`).
     """
     args: list[str] = []
     for address in cfg.get("addresses", []):

@@ -12,5 +12,5 @@ The processes that hold a GPU (PID and command), for a refused change, are named
 
 May import: the top-level helpers (``collection``, ``fsutil``), :mod:`aligned_dra_driver.usage` (the one NVML
 loader, ``load_pynvml``) and :mod:`aligned_dra_driver.claims` (the container edits, ``PrepareError``) and
-the packages below them; only :mod:`aligned_dra_driver.kubelet` and ``cli`` import it.
+the packages below them; only :mod:`aligned_dra_driver.kubelet` imports it.
 """
