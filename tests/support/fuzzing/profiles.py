@@ -18,6 +18,7 @@ Run as a script, it prints :func:`describe` (scripts/test.sh's summary).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any
@@ -47,7 +48,7 @@ def scale() -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{SCALE_VARIABLE}={raw!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
+    if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{SCALE_VARIABLE}={raw!r} must be a finite number above 0")
     return value
 
