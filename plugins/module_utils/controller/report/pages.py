@@ -31,6 +31,7 @@ facts writes nothing. Pure Python (>= 3.9), no Ansible imports.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -388,6 +389,22 @@ def _read_json(path: str, what: str) -> Any:
         raise ReportError(f"{what} {path} cannot be read: {exc}") from None
 
 
+def _restores_templates(function: Any) -> Any:
+    """The call may set its own templates (:func:`use_templates`); afterwards the process renders with
+    those it had before, so one call's templates (a test's, a bad argument's) never reach the next."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        previous = _CURRENT["sources"]
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _CURRENT["sources"] = previous
+
+    return call
+
+
+@_restores_templates
 def build_reports(
     output_dir: str,
     sites: Iterable[str] | None = None,

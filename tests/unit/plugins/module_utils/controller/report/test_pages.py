@@ -231,6 +231,14 @@ def test_build_reports_refuses_unknown_sites_and_levels(tmp_path):
         pages.build_reports(str(tmp_path), warn_levels=["FAR"])
 
 
+def test_a_call_with_its_own_templates_leaves_the_next_call_the_collections(tmp_path):
+    """Templates passed to one call (bad ones here, as a fuzzed argument passes them) end with that call."""
+    write_site(tmp_path, "s", {"a": topology_of("vm-flat")})
+    with pytest.raises(inputs.ReportError, match="templates: page.html.j2"):
+        pages.build_reports(str(tmp_path), templates={"page.html.j2": 1})
+    assert "<html" in pages.site_report("s", {"a": topology_of("vm-flat")})["html"]
+
+
 # ---------------------------------------------------------------- teams and utilization
 
 
