@@ -21,7 +21,7 @@ tree and their ratio, then the ratio of the sums. Target: this tree at most
 1.0x the baseline (no more CPU than before).
 
 Run: ``.venv/bin/python benchmarks/suite_cpu.py --baseline REV [--rounds 2] FILE...``
-(after ``scripts/bootstrap.sh``; test files relative to the repository root).
+(after ``scripts/bootstrap.sh``; test files or folders, relative to the repository root).
 """
 
 from __future__ import annotations
@@ -97,12 +97,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="the commit to compare with (any git revision)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("files", nargs="+", help="test files, relative to the repository root")
+    parser.add_argument("files", nargs="+", help="test files or folders, relative to the repository root")
     args = parser.parse_args()
-    missing = [name for name in args.files if not (REPO / name).is_file()]
+    missing = [name for name in args.files if not (REPO / name).exists()]
     if missing or args.rounds < 1:
         parser.error(
-            f"no such test file in this checkout: {', '.join(missing)}" if missing else "--rounds must be >= 1"
+            f"no such test file or folder in this checkout: {', '.join(missing)}"
+            if missing
+            else "--rounds must be >= 1"
         )
     try:
         baseline = git("rev-parse", "--verify", f"{args.baseline}^{{commit}}")
@@ -111,7 +113,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as scratch:
         tree = add_baseline(baseline, Path(scratch))
         try:
-            absent = [name for name in args.files if not (tree / name).is_file()]
+            absent = [name for name in args.files if not (tree / name).exists()]
             if absent:
                 print(f"not at the baseline {baseline[:12]}: {', '.join(absent)}", file=sys.stderr)
                 return 2

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """benchmarks/suite_cpu.py still runs: one small test file at this checkout's HEAD as the baseline, one round,
 as a process of its own. Checked: it exits 0, prints a row with both trees' CPU and their ratio and the ratio
-of the sums, and removes its baseline worktree; a revision that is not a commit is refused, naming it, before
-any worktree is made. CPU figures are printed, never compared (the benchmark is not a timed test).
+of the sums, and removes its baseline worktree; a revision that is not a commit, and a test path the checkout
+lacks, are refused, naming them, before any worktree is made. CPU figures are printed, never compared (the
+benchmark is not a timed test).
 """
 
 from __future__ import annotations
@@ -17,19 +18,25 @@ REPO = Path(__file__).resolve().parents[3]
 SMALL_FILE = "tests/unit/support/fuzzing/test_profiles.py"
 
 
-def worktrees() -> str:
-    return subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+def worktrees() -> set[str]:
+    """The repository's worktrees now (compared before and after a run: any other may exist)."""
+    listing = subprocess.run(
+        ["git", "worktree", "list", "--porcelain"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return {line for line in listing.stdout.splitlines() if line.startswith("worktree ")}
 
 
 def test_one_round_prints_both_trees_cpu_and_the_ratio_then_removes_the_worktree(run_benchmark):
+    before = worktrees()
     out = run_benchmark("suite_cpu", "--baseline", "HEAD", "--rounds", "1", SMALL_FILE)
     assert re.search(rf"^\s+1  {re.escape(SMALL_FILE)}\s+\d+\.\d\s+\d+\.\d\s+\d+\.\d\dx$", out, re.M), out
     assert re.search(r"^sum of every round: baseline \d+\.\d s, this tree \d+\.\d s$", out, re.M), out
     assert re.search(r"^this tree / baseline: \d+\.\d\dx \(target: at most 1\.00x\)$", out, re.M), out
-    assert "suite-cpu-" not in worktrees()
+    assert worktrees() == before
 
 
 def test_a_revision_that_is_no_commit_is_refused_by_name():
+    before = worktrees()
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "suite_cpu.py"), "--baseline", "no-such-rev", SMALL_FILE],
         cwd=REPO,
@@ -40,4 +47,19 @@ def test_a_revision_that_is_no_commit_is_refused_by_name():
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--baseline 'no-such-rev' is not a commit of this repository" in done.stderr
-    assert "suite-cpu-" not in worktrees()
+    assert worktrees() == before
+
+
+def test_a_test_path_this_checkout_lacks_is_refused_by_name():
+    before = worktrees()
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "suite_cpu.py"), "--baseline", "HEAD", "tests/unit/no_such.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no such test file or folder in this checkout: tests/unit/no_such.py" in done.stderr
+    assert worktrees() == before
